@@ -1,0 +1,75 @@
+"""The resource kinds capd-py serves or reads, with their REST coordinates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CLUSTER_GROUP = "cluster.x-k8s.io"
+BOOTSTRAP_GROUP = "bootstrap.cluster.x-k8s.io"
+CONTROLPLANE_GROUP = "controlplane.cluster.x-k8s.io"
+INFRA_GROUP = "infrastructure.cluster.x-k8s.io"
+VERSION = "v1beta2"
+
+
+@dataclass(frozen=True)
+class GVK:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+CLUSTER = GVK(CLUSTER_GROUP, VERSION, "Cluster", "clusters")
+MACHINE = GVK(CLUSTER_GROUP, VERSION, "Machine", "machines")
+MACHINE_SET = GVK(CLUSTER_GROUP, VERSION, "MachineSet", "machinesets")
+MACHINE_DEPLOYMENT = GVK(CLUSTER_GROUP, VERSION, "MachineDeployment", "machinedeployments")
+MACHINE_HEALTH_CHECK = GVK(CLUSTER_GROUP, VERSION, "MachineHealthCheck", "machinehealthchecks")
+KUBEADM_CONFIG = GVK(BOOTSTRAP_GROUP, VERSION, "KubeadmConfig", "kubeadmconfigs")
+KUBEADM_CONFIG_TEMPLATE = GVK(BOOTSTRAP_GROUP, VERSION, "KubeadmConfigTemplate", "kubeadmconfigtemplates")
+KUBEADM_CONTROL_PLANE = GVK(CONTROLPLANE_GROUP, VERSION, "KubeadmControlPlane", "kubeadmcontrolplanes")
+KUBEADM_CONTROL_PLANE_TEMPLATE = GVK(
+    CONTROLPLANE_GROUP, VERSION, "KubeadmControlPlaneTemplate", "kubeadmcontrolplanetemplates"
+)
+DOCKER_CLUSTER = GVK(INFRA_GROUP, VERSION, "DockerCluster", "dockerclusters")
+DOCKER_CLUSTER_TEMPLATE = GVK(INFRA_GROUP, VERSION, "DockerClusterTemplate", "dockerclustertemplates")
+DOCKER_MACHINE = GVK(INFRA_GROUP, VERSION, "DockerMachine", "dockermachines")
+DOCKER_MACHINE_TEMPLATE = GVK(INFRA_GROUP, VERSION, "DockerMachineTemplate", "dockermachinetemplates")
+
+SECRET = GVK("", "v1", "Secret", "secrets")
+NODE = GVK("", "v1", "Node", "nodes", namespaced=False)
+POD = GVK("", "v1", "Pod", "pods")
+EVENT = GVK("", "v1", "Event", "events")
+CONFIG_MAP = GVK("", "v1", "ConfigMap", "configmaps")
+
+ALL_CAPI: tuple[GVK, ...] = (
+    CLUSTER, MACHINE, MACHINE_SET, MACHINE_DEPLOYMENT, MACHINE_HEALTH_CHECK,
+    KUBEADM_CONFIG, KUBEADM_CONFIG_TEMPLATE, KUBEADM_CONTROL_PLANE, KUBEADM_CONTROL_PLANE_TEMPLATE,
+    DOCKER_CLUSTER, DOCKER_CLUSTER_TEMPLATE, DOCKER_MACHINE, DOCKER_MACHINE_TEMPLATE,
+)
+
+_BY_GROUP_KIND = {(g.group, g.kind): g for g in (*ALL_CAPI, SECRET, NODE, POD, CONFIG_MAP)}
+
+
+def by_group_kind(group: str, kind: str) -> GVK | None:
+    """Resolve a v1beta2 contract reference ({apiGroup, kind, name}) to the kind we know."""
+    return _BY_GROUP_KIND.get((group, kind))
+
+
+def group_of(api_version: str) -> str:
+    return api_version.rpartition("/")[0]

@@ -1,0 +1,38 @@
+"""Label, annotation and finalizer names; upstream's where upstream has one, so tools agree."""
+
+CLUSTER_NAME = "cluster.x-k8s.io/cluster-name"
+CONTROL_PLANE = "cluster.x-k8s.io/control-plane"
+CONTROL_PLANE_NAME = "cluster.x-k8s.io/control-plane-name"
+DEPLOYMENT_NAME = "cluster.x-k8s.io/deployment-name"
+SET_NAME = "cluster.x-k8s.io/set-name"
+MACHINE_NAME = "cluster.x-k8s.io/machine-name"  # placed on the container too
+MHC_NAME = "cluster.x-k8s.io/mhc-name"
+TEMPLATE_HASH = "machine-template-hash"
+WATCH_FILTER = "cluster.x-k8s.io/watch-filter"
+
+PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
+DELETE_MACHINE_ANNOTATION = "cluster.x-k8s.io/delete-machine"
+CLONED_FROM_NAME = "cluster.x-k8s.io/cloned-from-name"
+CLONED_FROM_GROUP_KIND = "cluster.x-k8s.io/cloned-from-groupkind"
+REVISION_ANNOTATION = "machinedeployment.clusters.x-k8s.io/revision"
+REMEDIATE_MACHINE_ANNOTATION = "cluster.x-k8s.io/remediate-machine"
+EXCLUDE_NODE_DRAINING_ANNOTATION = "machine.cluster.x-k8s.io/exclude-node-draining"
+KCP_ROLLOUT_ANNOTATION = "controlplane.cluster.x-k8s.io/rollout-after"
+
+# Container labels (docker); mirror upstream CAPD's so `docker ps --filter` recipes carry over.
+CONTAINER_CLUSTER = "io.x-k8s.capd-py.cluster"
+CONTAINER_ROLE = "io.x-k8s.capd-py.role"
+CONTAINER_MACHINE = "io.x-k8s.capd-py.machine"
+CONTAINER_NAMESPACE = "io.x-k8s.capd-py.namespace"
+CONTAINER_MANAGED = "io.x-k8s.capd-py.managed"
+
+FINALIZER_CLUSTER = "cluster.cluster.x-k8s.io"
+FINALIZER_MACHINE = "machine.cluster.x-k8s.io"
+FINALIZER_MACHINE_SET = "cluster.x-k8s.io/machineset"
+FINALIZER_MACHINE_DEPLOYMENT = "cluster.x-k8s.io/machinedeployment"
+FINALIZER_KCP = "kubeadm.controlplane.cluster.x-k8s.io"
+FINALIZER_KUBEADM_CONFIG = "kubeadmconfig.bootstrap.cluster.x-k8s.io"
+FINALIZER_DOCKER_CLUSTER = "dockercluster.infrastructure.cluster.x-k8s.io"
+FINALIZER_DOCKER_MACHINE = "dockermachine.infrastructure.cluster.x-k8s.io"
+
+FIELD_MANAGER = "capd-py"

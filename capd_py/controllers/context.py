@@ -1,0 +1,43 @@
+"""What every reconcile function gets: API clients, the container runtime, settings, events."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from capd_py.kube.client import Kube
+from capd_py.runtime.protocol import ContainerRuntime
+
+if TYPE_CHECKING:
+    from capd_py.kube.workload import WorkloadClients
+
+
+@dataclass
+class Settings:
+    # "privileged" on real machines; "restricted" where --privileged fails (this sandbox; see docs/).
+    privileged_mode: str = field(default_factory=lambda: os.environ.get("CAPD_PY_PRIVILEGED_MODE", "privileged"))
+    node_image_repository: str = field(
+        default_factory=lambda: os.environ.get("CAPD_PY_NODE_IMAGE_REPO", "capd-py/node"))
+    haproxy_image: str = field(default_factory=lambda: os.environ.get("CAPD_PY_HAPROXY_IMAGE", "capd-py/haproxy:2.6"))
+    resync_seconds: float = field(default_factory=lambda: float(os.environ.get("CAPD_PY_RESYNC_SECONDS", "60")))
+    workers: int = field(default_factory=lambda: int(os.environ.get("CAPD_PY_WORKERS", "16")))
+    # Poll interval while waiting on something we do not watch (workload nodes, containers).
+    poll_seconds: float = 5.0
+
+
+@dataclass
+class Ctx:
+    kube: Kube
+    runtime: ContainerRuntime
+    settings: Settings
+    workload: WorkloadClients
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("capd_py"))
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def enqueue(self, kind: str, namespace: str, name: str, after: float = 0.0) -> None:
+        """Wired by the manager; lets one controller nudge another (e.g. DockerCluster after a CP change)."""
+        fn = self.extra.get("enqueue")
+        if fn:
+            fn((kind, namespace, name), after)

@@ -1,0 +1,121 @@
+"""A deduplicating, per-key serialised work queue (the controller-runtime model, in asyncio).
+
+A key is (kind, namespace, name). Adding a key that is queued keeps the earliest due time; adding a
+key that is being reconciled marks it dirty so it runs once more afterwards. Failures back off
+exponentially per key; success resets the backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+Key = tuple[str, str, str]
+log = logging.getLogger("capd_py.queue")
+
+
+@dataclass
+class Result:
+    requeue_after: float | None = None
+
+
+class WorkQueue:
+    def __init__(self, handler: Callable[[Key], Awaitable[Result | None]], workers: int = 16,
+                 base_backoff: float = 1.0, max_backoff: float = 60.0):
+        self._handler = handler
+        self._workers = workers
+        self._heap: list[tuple[float, int, Key]] = []
+        self._due: dict[Key, float] = {}
+        self._active: set[Key] = set()
+        self._dirty: set[Key] = set()
+        self._failures: dict[Key, int] = {}
+        self._seq = 0
+        self._cond = asyncio.Condition()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._base, self._max = base_backoff, max_backoff
+        self.processed = 0
+
+    def add(self, key: Key, after: float = 0.0) -> None:
+        due = time.monotonic() + max(0.0, after)
+        if key in self._active and after <= 0:
+            self._dirty.add(key)
+            return
+        if key in self._due and self._due[key] <= due:
+            return
+        self._due[key] = due
+        self._seq += 1
+        heapq.heappush(self._heap, (due, self._seq, key))
+        asyncio.get_running_loop().call_soon(self._notify)
+
+    def _notify(self) -> None:
+        async def _n() -> None:
+            async with self._cond:
+                self._cond.notify_all()
+        asyncio.ensure_future(_n())
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    def start(self) -> None:
+        for i in range(self._workers):
+            self._tasks.append(asyncio.create_task(self._worker(), name=f"capd-py-worker-{i}"))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def _next(self) -> Key:
+        while True:
+            async with self._cond:
+                now = time.monotonic()
+                while self._heap:
+                    due, _, key = self._heap[0]
+                    if self._due.get(key) != due:  # superseded entry
+                        heapq.heappop(self._heap)
+                        continue
+                    if key in self._active:  # finish the running one first; it is marked dirty
+                        heapq.heappop(self._heap)
+                        self._due.pop(key, None)
+                        self._dirty.add(key)
+                        continue
+                    if due <= now:
+                        heapq.heappop(self._heap)
+                        self._due.pop(key, None)
+                        self._active.add(key)
+                        return key
+                    break
+                timeout = (self._heap[0][0] - now) if self._heap else None
+                try:
+                    await asyncio.wait_for(self._cond.wait(), timeout=timeout)
+                except TimeoutError:
+                    pass
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self._next()
+            requeue: float | None = None
+            try:
+                res = await self._handler(key)
+                self._failures.pop(key, None)
+                requeue = res.requeue_after if res else None
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - one key's failure must not stop the worker
+                n = self._failures.get(key, 0) + 1
+                self._failures[key] = n
+                requeue = min(self._max, self._base * 2 ** (n - 1))
+                log.exception("reconcile %s/%s/%s failed (attempt %d, retry in %.0fs)", *key, n, requeue)
+            finally:
+                self.processed += 1
+                self._active.discard(key)
+            if key in self._dirty:
+                self._dirty.discard(key)
+                self.add(key)
+            elif requeue is not None:
+                self.add(key, after=requeue)

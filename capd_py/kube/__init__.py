@@ -1,0 +1,1 @@
+"""Kubernetes API access (management and workload clusters): thin I/O adapters."""

@@ -1,0 +1,194 @@
+"""A small async facade over the `kubernetes` REST client for unstructured objects.
+
+Blocking calls run in worker threads; every call names its GVK so the same code serves CRDs, core
+kinds and workload clusters. Writes are explicit and minimal: callers compare before they write, so
+a no-op reconcile leaves resourceVersions alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+import tempfile
+from collections.abc import Iterable
+from typing import Any
+
+import kubernetes.client
+import kubernetes.config
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from capd_py.api.gvk import GVK
+from capd_py.api.labels import FIELD_MANAGER
+
+
+class KubeError(Exception):
+    def __init__(self, status: int, reason: str, message: str, body: dict[str, Any] | None = None):
+        super().__init__(f"{status} {reason}: {message}")
+        self.status, self.reason, self.message, self.body = status, reason, message, body or {}
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def invalid(self) -> bool:
+        return self.status == 422
+
+
+def _exc(resp: Any) -> ApiException:
+    e = ApiException(status=resp.status, reason=resp.reason)
+    e.body = resp.data.decode("utf-8", "replace") if resp.data else ""
+    return e
+
+
+def _wrap(e: ApiException) -> KubeError:
+    body: dict[str, Any] = {}
+    try:
+        body = json.loads(e.body or "{}")
+    except (ValueError, TypeError):
+        pass
+    return KubeError(int(e.status or 0), body.get("reason") or str(e.reason), body.get("message") or str(e), body)
+
+
+class Kube:
+    """Unstructured CRUD against one API server."""
+
+    def __init__(self, api: kubernetes.client.ApiClient):
+        self.api = api
+
+    # -- construction ---------------------------------------------------------------------------
+    @classmethod
+    def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> Kube:
+        cfg = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+        return cls._from_cfg(cfg)
+
+    @classmethod
+    def from_kubeconfig_text(cls, text: str | bytes) -> Kube:
+        data = yaml.safe_load(text)
+        cfg = kubernetes.client.Configuration()
+        loader = kubernetes.config.kube_config.KubeConfigLoader(
+            config_dict=data, temp_file_path=tempfile.gettempdir())
+        loader.load_and_set(cfg)
+        return cls._from_cfg(cfg)
+
+    @classmethod
+    def _from_cfg(cls, cfg: kubernetes.client.Configuration) -> Kube:
+        cfg.connection_pool_maxsize = 32
+        cfg.retries = 2
+        return cls(kubernetes.client.ApiClient(configuration=cfg))
+
+    @property
+    def host(self) -> str:
+        return str(self.api.configuration.host)
+
+    def close(self) -> None:
+        try:
+            self.api.close()
+        except Exception:  # noqa: BLE001 - closing a pool must never mask the real error
+            pass
+
+    # -- raw ------------------------------------------------------------------------------------
+    def call(self, method: str, path: str, body: Any = None, query: Iterable[tuple[str, Any]] = (),
+             content_type: str | None = None, timeout: float = 30) -> Any:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        elif body is not None:
+            headers["Content-Type"] = "application/json"
+        req = self.api.param_serialize(method, path, query_params=list(query), header_params=headers,
+                                       body=body, auth_settings=["BearerToken"])
+        try:
+            resp = self.api.call_api(*req, _request_timeout=timeout)
+            resp.read()
+        except ApiException as e:
+            raise _wrap(e) from None
+        if not 200 <= resp.status <= 299:
+            raise _wrap(_exc(resp))
+        return json.loads(resp.data) if resp.data else {}
+
+    async def acall(self, method: str, path: str, body: Any = None, query: Iterable[tuple[str, Any]] = (),
+                    content_type: str | None = None, timeout: float = 30) -> Any:
+        return await asyncio.to_thread(self.call, method, path, body, list(query), content_type, timeout)
+
+    # -- typed helpers --------------------------------------------------------------------------
+    async def get(self, gvk: GVK, namespace: str | None, name: str) -> dict[str, Any] | None:
+        try:
+            obj = await self.acall("GET", gvk.path(namespace, name))
+        except KubeError as e:
+            if e.not_found:
+                return None
+            raise
+        return dict(obj)
+
+    async def list(self, gvk: GVK, namespace: str | None = None, labels: dict[str, str] | None = None,
+                   selector: str | None = None) -> builtins.list[dict[str, Any]]:
+        q: list[tuple[str, Any]] = []
+        sel = selector or ",".join(f"{k}={v}" for k, v in (labels or {}).items())
+        if sel:
+            q.append(("labelSelector", sel))
+        res = await self.acall("GET", gvk.path(namespace), query=q)
+        items = list(res.get("items") or [])
+        for it in items:  # list items lack apiVersion/kind; put them back so objects are self-describing
+            it.setdefault("apiVersion", gvk.api_version)
+            it.setdefault("kind", gvk.kind)
+        return items
+
+    async def create(self, gvk: GVK, obj: dict[str, Any]) -> dict[str, Any]:
+        ns = obj.get("metadata", {}).get("namespace")
+        return dict(await self.acall("POST", gvk.path(ns), body=obj))
+
+    async def apply(self, gvk: GVK, obj: dict[str, Any], subresource: str | None = None,
+                    force: bool = True) -> dict[str, Any]:
+        md = obj["metadata"]
+        q = [("fieldManager", FIELD_MANAGER), ("force", "true" if force else "false")]
+        return dict(await self.acall("PATCH", gvk.path(md.get("namespace"), md["name"], subresource),
+                                     body=obj, query=q, content_type="application/apply-patch+yaml"))
+
+    async def merge_patch(self, gvk: GVK, namespace: str | None, name: str, patch: dict[str, Any],
+                          subresource: str | None = None) -> dict[str, Any]:
+        return dict(await self.acall("PATCH", gvk.path(namespace, name, subresource), body=patch,
+                                     query=[("fieldManager", FIELD_MANAGER)],
+                                     content_type="application/merge-patch+json"))
+
+    async def json_patch(self, gvk: GVK, namespace: str | None, name: str, ops: builtins.list[dict[str, Any]],
+                         subresource: str | None = None) -> dict[str, Any]:
+        return dict(await self.acall("PATCH", gvk.path(namespace, name, subresource), body=ops,
+                                     query=[("fieldManager", FIELD_MANAGER)],
+                                     content_type="application/json-patch+json"))
+
+    async def replace(self, gvk: GVK, obj: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        md = obj["metadata"]
+        return dict(await self.acall("PUT", gvk.path(md.get("namespace"), md["name"], subresource), body=obj,
+                                     query=[("fieldManager", FIELD_MANAGER)]))
+
+    async def update_status(self, gvk: GVK, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
+        """Write `status` only when it differs from what `obj` carries; optimistic on resourceVersion."""
+        if (obj.get("status") or {}) == status:
+            return None
+        body = {"apiVersion": obj.get("apiVersion", gvk.api_version), "kind": obj.get("kind", gvk.kind),
+                "metadata": {"name": obj["metadata"]["name"], "namespace": obj["metadata"].get("namespace"),
+                             "resourceVersion": obj["metadata"]["resourceVersion"]},
+                "spec": obj.get("spec"), "status": status}
+        if not gvk.namespaced:
+            body["metadata"].pop("namespace")
+        return await self.replace(gvk, body, subresource="status")
+
+    async def delete(self, gvk: GVK, namespace: str | None, name: str,
+                     propagation: str = "Background", uid: str | None = None) -> bool:
+        body: dict[str, Any] = {"propagationPolicy": propagation}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            await self.acall("DELETE", gvk.path(namespace, name), body=body)
+        except KubeError as e:
+            if e.not_found or (e.conflict and uid):
+                return False
+            raise
+        return True

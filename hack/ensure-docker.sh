@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install Docker from Debian when absent and start dockerd in the background; safe to run repeatedly.
+# Also raises the inotify limits: every node container runs systemd, kubelet and containerd, which
+# exhaust the default of 128 instances after a few nodes.
+set -euo pipefail
+log() { echo " • $*" >&2; }
+if ! command -v dockerd >/dev/null 2>&1; then
+  log "installing docker.io from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq docker.io >/dev/null
+fi
+sysctl -qw fs.inotify.max_user_instances=8192 fs.inotify.max_user_watches=1048576 2>/dev/null \
+  || log "could not raise inotify limits (not root?)"
+if docker info >/dev/null 2>&1; then
+  echo " ✓ dockerd is running" >&2
+  exit 0
+fi
+log "starting dockerd"
+mkdir -p /var/log
+nohup dockerd >/var/log/capd-py-dockerd.log 2>&1 &
+for _ in $(seq 1 60); do
+  if docker info >/dev/null 2>&1; then echo " ✓ dockerd is running" >&2; exit 0; fi
+  sleep 1
+done
+echo " ✗ dockerd did not start; see /var/log/capd-py-dockerd.log" >&2
+tail -20 /var/log/capd-py-dockerd.log >&2
+exit 1
