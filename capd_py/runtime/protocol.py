@@ -37,6 +37,7 @@ class ContainerSpec:
     privileged_mode: str = "privileged"   # privileged | restricted (this sandbox: cap-add ALL minus SYS_RESOURCE)
     node: bool = True                      # systemd node: tmpfs /run,/tmp, /var volume, cgroup mounts
     restart_policy: str = ""               # "" | unless-stopped | always
+    entrypoint: tuple[str, ...] = ()       # overrides the image entrypoint when set
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,350 @@
+"""`ContainerRuntime` over the `docker` SDK (blocking; async callers use asyncio.to_thread).
+
+Node containers are systemd machines: tmpfs /run and /tmp, an anonymous volume for /var (labelled like
+the container so leftovers can be found), /lib/modules read-only and the host cgroup tree. Two privilege
+modes:
+- "privileged": `--privileged` (real laptops / CI hosts);
+- "restricted": every capability except SYS_RESOURCE, unconfined seccomp/apparmor/systempaths and a
+  device cgroup rule allowing all devices, for sandboxes where `--privileged` is refused.
+Nothing is ever pulled: a missing image is reported, not fetched.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import posixpath
+import socket
+import struct
+import time
+from typing import Any
+
+import docker
+import docker.errors
+from docker.types import Mount as DockerMount
+
+from capd_py.runtime.protocol import (
+    ContainerInfo,
+    ContainerSpec,
+    ExecResult,
+    NetworkInfo,
+    RuntimeError_,
+)
+
+
+def _label_filters(labels: dict[str, str] | None) -> dict[str, Any]:
+    if not labels:
+        return {}
+    return {"label": [f"{k}={v}" if v != "" else k for k, v in labels.items()]}
+
+
+class DockerRuntime:
+    def __init__(self, client: docker.DockerClient | None = None):
+        self.client = client or docker.from_env(timeout=120)
+        self.api = self.client.api
+
+    # -- basics ---------------------------------------------------------------------------------
+    def ping(self) -> None:
+        try:
+            self.client.ping()
+        except docker.errors.DockerException as e:
+            raise RuntimeError_(f"docker daemon not reachable: {e}") from e
+
+    def image_exists(self, ref: str) -> bool:
+        try:
+            self.client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            return False
+        except docker.errors.APIError as e:
+            if e.status_code == 404:
+                return False
+            raise RuntimeError_(f"inspect image {ref}: {e}") from e
+        return True
+
+    # -- containers -----------------------------------------------------------------------------
+    @staticmethod
+    def _info(attrs: dict[str, Any]) -> ContainerInfo:
+        cfg = attrs.get("Config") or {}
+        st = attrs.get("State") or {}
+        nets = (attrs.get("NetworkSettings") or {}).get("Networks") or {}
+        ports: dict[int, int] = {}
+        for key, binds in ((attrs.get("NetworkSettings") or {}).get("Ports") or {}).items():
+            port, _, proto = key.partition("/")
+            if proto != "tcp" or not binds:
+                continue
+            for b in binds:
+                if b.get("HostPort"):
+                    ports[int(port)] = int(b["HostPort"])
+                    break
+        return ContainerInfo(
+            id=attrs.get("Id", ""),
+            name=(attrs.get("Name") or "").lstrip("/"),
+            image=cfg.get("Image", ""),
+            status=st.get("Status", "unknown"),
+            labels=dict(cfg.get("Labels") or {}),
+            ipv4={n: v.get("IPAddress") for n, v in nets.items() if v.get("IPAddress")},
+            ipv6={n: v.get("GlobalIPv6Address") for n, v in nets.items() if v.get("GlobalIPv6Address")},
+            ports=ports,
+            created=attrs.get("Created", ""),
+        )
+
+    def _inspect(self, name: str) -> dict[str, Any] | None:
+        try:
+            attrs = self.api.inspect_container(name)
+        except docker.errors.NotFound:
+            return None
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"inspect container {name}: {e}") from e
+        # docker resolves ID prefixes too; only an exact name is ours
+        if (attrs.get("Name") or "").lstrip("/") != name and attrs.get("Id") != name:
+            return None
+        return dict(attrs)
+
+    def list_containers(self, labels: dict[str, str] | None = None) -> list[ContainerInfo]:
+        try:
+            summaries = self.api.containers(all=True, filters=_label_filters(labels))
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"list containers: {e}") from e
+        out = []
+        for s in summaries:
+            attrs = self._inspect(s["Id"])
+            if attrs is not None:
+                out.append(self._info(attrs))
+        return out
+
+    def get_container(self, name: str) -> ContainerInfo | None:
+        attrs = self._inspect(name)
+        return self._info(attrs) if attrs else None
+
+    def _host_config(self, spec: ContainerSpec) -> dict[str, Any]:
+        kw: dict[str, Any] = {}
+        mounts: list[DockerMount] = []
+        if spec.node:
+            kw["tmpfs"] = {"/tmp": "", "/run": ""}
+            mounts.append(DockerMount(target="/var", source=None, type="volume", labels=dict(spec.labels)))
+            if os.path.isdir("/lib/modules"):
+                mounts.append(DockerMount(target="/lib/modules", source="/lib/modules", type="bind", read_only=True))
+            mounts.append(DockerMount(target="/sys/fs/cgroup", source="/sys/fs/cgroup", type="bind"))
+        for m in spec.mounts:
+            if m.kind == "tmpfs":
+                kw.setdefault("tmpfs", {})[m.target] = ""
+            elif m.kind == "volume":
+                mounts.append(DockerMount(target=m.target, source=m.source or None, type="volume",
+                                          read_only=m.read_only, labels=dict(spec.labels) if not m.source else None))
+            else:
+                mounts.append(DockerMount(target=m.target, source=m.source, type="bind", read_only=m.read_only))
+        if mounts:
+            kw["mounts"] = mounts
+        if spec.ports:
+            kw["port_bindings"] = {
+                f"{p.container_port}/{p.protocol}": (p.host_ip, p.host_port or None) for p in spec.ports}
+        if spec.restart_policy:
+            kw["restart_policy"] = {"Name": spec.restart_policy}
+        if spec.node:
+            if spec.privileged_mode == "privileged":
+                kw["privileged"] = True
+            else:
+                kw["cap_add"] = ["ALL"]
+                kw["cap_drop"] = ["SYS_RESOURCE"]
+                kw["security_opt"] = ["seccomp=unconfined", "apparmor=unconfined"]
+                kw["device_cgroup_rules"] = ["a *:* rwm"]
+        if spec.network:
+            kw["network_mode"] = spec.network
+        hc = dict(self.api.create_host_config(**kw))
+        if spec.node and spec.privileged_mode != "privileged":
+            # `--security-opt systempaths=unconfined`: no masked or read-only /proc and /sys paths
+            hc["MaskedPaths"] = []
+            hc["ReadonlyPaths"] = []
+        return hc
+
+    def run_container(self, spec: ContainerSpec) -> ContainerInfo:
+        """Create and start; an existing container of that name is an error (callers adopt first)."""
+        if not self.image_exists(spec.image):
+            raise RuntimeError_(f"image {spec.image} not found locally (capd-py never pulls)")
+        kw: dict[str, Any] = {
+            "image": spec.image, "name": spec.name, "labels": dict(spec.labels),
+            "host_config": self._host_config(spec), "detach": True, "tty": spec.node,
+            "environment": dict(spec.env) or None,
+        }
+        if spec.hostname:
+            kw["hostname"] = spec.hostname
+        if spec.command:
+            kw["command"] = list(spec.command)
+        if spec.entrypoint:
+            kw["entrypoint"] = list(spec.entrypoint)
+        if spec.ports:
+            kw["ports"] = [(p.container_port, p.protocol) for p in spec.ports]
+        if spec.network:
+            kw["networking_config"] = self.api.create_networking_config(
+                {spec.network: self.api.create_endpoint_config(aliases=[spec.hostname or spec.name])})
+        try:
+            created = self.api.create_container(**kw)
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"create container {spec.name}: {e.explanation or e}") from e
+        try:
+            self.api.start(created["Id"])
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"start container {spec.name}: {e.explanation or e}") from e
+        info = self.get_container(spec.name)
+        if info is None:
+            raise RuntimeError_(f"container {spec.name} vanished right after start")
+        return info
+
+    def start_container(self, name: str) -> None:
+        try:
+            self.api.start(name)
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"start container {name}: {e.explanation or e}") from e
+
+    def remove_container(self, name: str) -> None:
+        try:
+            self.api.remove_container(name, v=True, force=True)
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as e:
+            if e.status_code == 409 and "already in progress" in str(e):
+                return
+            raise RuntimeError_(f"remove container {name}: {e.explanation or e}") from e
+
+    def kill(self, name: str, signal: str = "SIGHUP") -> None:
+        try:
+            self.api.kill(name, signal=signal)
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"signal {signal} to {name}: {e.explanation or e}") from e
+
+    # -- exec and files -------------------------------------------------------------------------
+    def exec(self, name: str, cmd: list[str], stdin: bytes | None = None,
+             timeout: float | None = None) -> ExecResult:
+        try:
+            ex = self.api.exec_create(name, cmd, stdout=True, stderr=True, stdin=stdin is not None, tty=False)
+            if stdin is None:
+                out = self.api.exec_start(ex["Id"], stream=False, demux=False)
+                text = out.decode("utf-8", "replace") if isinstance(out, bytes) else str(out)
+            else:
+                text = self._exec_with_stdin(ex["Id"], stdin, timeout)
+            code = self.api.exec_inspect(ex["Id"]).get("ExitCode")
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"exec in {name}: {e.explanation or e}") from e
+        return ExecResult(exit_code=int(code if code is not None else -1), output=text)
+
+    def _exec_with_stdin(self, exec_id: str, data: bytes, timeout: float | None) -> str:
+        sock = self.api.exec_start(exec_id, socket=True)
+        raw: socket.socket = getattr(sock, "_sock", sock)
+        raw.settimeout(timeout)
+        try:
+            raw.sendall(data)
+            raw.shutdown(socket.SHUT_WR)
+            buf = b""
+            while True:
+                chunk = raw.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        finally:
+            try:
+                sock.close()
+            except OSError:
+                pass
+        # demultiplex the stdout/stderr frame stream (8-byte headers: type, 0, 0, 0, big-endian size)
+        out = bytearray()
+        i = 0
+        while i + 8 <= len(buf):
+            size = struct.unpack(">I", buf[i + 4:i + 8])[0]
+            out += buf[i + 8:i + 8 + size]
+            i += 8 + size
+        # wait for the exec to be reported finished so ExitCode is set
+        for _ in range(100):
+            if not self.api.exec_inspect(exec_id).get("Running"):
+                break
+            time.sleep(0.05)
+        return out.decode("utf-8", "replace")
+
+    # put_archive/get_archive cannot see tmpfs mounts (/run, /tmp of node containers), so files go
+    # through exec: stdin for writes, base64 for reads (binary-safe over the text exec API).
+    def write_file(self, name: str, path: str, content: bytes, mode: int = 0o644) -> None:
+        d = posixpath.dirname(path) or "/"
+        script = 'mkdir -p "$1" && cat > "$2.capd-py.tmp" && chmod "$3" "$2.capd-py.tmp" && mv -f "$2.capd-py.tmp" "$2"'
+        res = self.exec(name, ["sh", "-c", script, "sh", d, path, f"{mode:o}"], stdin=content)
+        if res.exit_code != 0:
+            raise RuntimeError_(f"write {path} in {name}: exit {res.exit_code}: {res.output.strip()[-500:]}")
+
+    def read_file(self, name: str, path: str) -> bytes | None:
+        res = self.exec(name, ["sh", "-c", 'test -f "$1" || exit 44; base64 "$1"', "sh", path])
+        if res.exit_code == 44:
+            return None
+        if res.exit_code != 0:
+            raise RuntimeError_(f"read {path} in {name}: exit {res.exit_code}: {res.output.strip()[-500:]}")
+        try:
+            return base64.b64decode("".join(res.output.split()), validate=True)
+        except ValueError as e:
+            raise RuntimeError_(f"read {path} in {name}: undecodable output") from e
+
+    def logs(self, name: str, tail: int = 200) -> str:
+        try:
+            out = self.api.logs(name, stdout=True, stderr=True, tail=tail)
+        except docker.errors.NotFound:
+            return ""
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"logs of {name}: {e.explanation or e}") from e
+        return bytes(out).decode("utf-8", "replace")
+
+    # -- networks and volumes -------------------------------------------------------------------
+    @staticmethod
+    def _net(attrs: dict[str, Any]) -> NetworkInfo:
+        subnet = gateway = ""
+        for c in (attrs.get("IPAM") or {}).get("Config") or []:
+            if ":" not in (c.get("Subnet") or ""):  # prefer IPv4
+                subnet, gateway = c.get("Subnet", ""), c.get("Gateway", "")
+                break
+        return NetworkInfo(name=attrs.get("Name", ""), id=attrs.get("Id", ""), subnet=subnet, gateway=gateway,
+                           labels=dict(attrs.get("Labels") or {}))
+
+    def get_network(self, name: str) -> NetworkInfo | None:
+        try:
+            nets = self.api.networks(names=[name])
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"list networks: {e}") from e
+        for n in nets:
+            if n.get("Name") == name:
+                return self._net(self.api.inspect_network(n["Id"]))
+        return None
+
+    def ensure_network(self, name: str, labels: dict[str, str]) -> NetworkInfo:
+        got = self.get_network(name)
+        if got:
+            return got
+        try:
+            self.api.create_network(name, driver="bridge", labels=dict(labels), check_duplicate=True,
+                                    options={"com.docker.network.bridge.enable_ip_masquerade": "true"})
+        except docker.errors.APIError as e:
+            if e.status_code != 409:  # lost a race: someone created it in between
+                raise RuntimeError_(f"create network {name}: {e.explanation or e}") from e
+        got = self.get_network(name)
+        if got is None:
+            raise RuntimeError_(f"network {name} vanished right after create")
+        return got
+
+    def remove_network(self, name: str) -> None:
+        got = self.get_network(name)
+        if got is None:
+            return
+        try:
+            self.api.remove_network(got.id)
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"remove network {name}: {e.explanation or e}") from e
+
+    def list_networks(self, labels: dict[str, str] | None = None) -> list[NetworkInfo]:
+        try:
+            nets = self.api.networks(filters=_label_filters(labels))
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"list networks: {e}") from e
+        return [self._net(self.api.inspect_network(n["Id"])) for n in nets]
+
+    def list_volumes(self, labels: dict[str, str] | None = None) -> list[str]:
+        try:
+            res = self.api.volumes(filters=_label_filters(labels))
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"list volumes: {e}") from e
+        return sorted(v["Name"] for v in (res or {}).get("Volumes") or [])
