@@ -36,3 +36,9 @@ FINALIZER_DOCKER_CLUSTER = "dockercluster.infrastructure.cluster.x-k8s.io"
 FINALIZER_DOCKER_MACHINE = "dockermachine.infrastructure.cluster.x-k8s.io"
 
 FIELD_MANAGER = "capd-py"
+
+# Docker provider (capd-py specific, no upstream equivalent).
+# On a DockerCluster: the 127.0.0.1 host port publishing the LB's 6443 (for host kubeconfigs).
+LB_HOST_PORT_ANNOTATION = "infrastructure.cluster.x-k8s.io/capd-py-lb-host-port"
+# On a DockerCluster: run the cluster on this (shared, pre-existing or created) docker network.
+NETWORK_ANNOTATION = "infrastructure.cluster.x-k8s.io/capd-py-network"

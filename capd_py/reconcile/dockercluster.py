@@ -1,0 +1,173 @@
+"""DockerCluster decisions (pure): names, labels, the load balancer container, its backends, and the
+status/conditions to write. The controller (capd_py/controllers/dockercluster.py) does the I/O.
+
+Upstream DockerCluster (v1beta2) has spec.controlPlaneEndpoint {host, port}, spec.failureDomains,
+spec.loadBalancer {imageRepository, imageTag, customHAProxyConfigTemplateRef}; status.conditions
+(Ready, LoadBalancerAvailable, Paused), status.initialization.provisioned, status.failureDomains.
+It has no network field (upstream puts every cluster on the shared `kind` network); capd-py gives each
+cluster its own bridge network `capd-py-<namespace>-<cluster>` unless the DockerCluster carries the
+NETWORK_ANNOTATION naming a (shared) network, which is then created if missing and never removed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from capd_py.api import conditions as cond
+from capd_py.api.labels import (
+    CONTAINER_CLUSTER,
+    CONTAINER_MACHINE,
+    CONTAINER_MANAGED,
+    CONTAINER_NAMESPACE,
+    CONTAINER_ROLE,
+    LB_HOST_PORT_ANNOTATION,
+    NETWORK_ANNOTATION,
+)
+from capd_py.reconcile import haproxy
+from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, PortMapping
+
+LOAD_BALANCER_AVAILABLE = "LoadBalancerAvailable"
+ROLE_LB = "load-balancer"
+ROLE_CONTROL_PLANE = "control-plane"
+ROLE_WORKER = "worker"
+API_PORT = 6443
+
+# reasons
+R_AVAILABLE, R_NOT_AVAILABLE, R_DELETING = "Available", "NotAvailable", "Deleting"
+R_IMAGE_NOT_FOUND = "ImageNotFound"
+R_NAME_CONFLICT = "ContainerNameConflict"
+R_RUNTIME_ERROR = "ContainerRuntimeError"
+R_READY, R_NOT_READY = "Ready", "NotReady"
+R_PAUSED, R_NOT_PAUSED = "Paused", "NotPaused"
+R_WAITING_MACHINES = "WaitingForMachineContainersDeletion"
+
+__all__ = ["LB_HOST_PORT_ANNOTATION", "NETWORK_ANNOTATION"]
+
+
+def network_name(namespace: str, cluster: str, dc: dict[str, Any] | None = None) -> str:
+    ann = ((dc or {}).get("metadata") or {}).get("annotations") or {}
+    return ann.get(NETWORK_ANNOTATION) or f"capd-py-{namespace}-{cluster}"
+
+
+def network_is_shared(dc: dict[str, Any] | None) -> bool:
+    return bool((((dc or {}).get("metadata") or {}).get("annotations") or {}).get(NETWORK_ANNOTATION))
+
+
+def lb_container_name(cluster: str) -> str:
+    return f"{cluster}-lb"
+
+
+def cluster_labels(namespace: str, cluster: str) -> dict[str, str]:
+    """Labels on every container/volume/network capd-py makes for a cluster (docker filters)."""
+    return {CONTAINER_MANAGED: "true", CONTAINER_CLUSTER: cluster, CONTAINER_NAMESPACE: namespace}
+
+
+def lb_labels(namespace: str, cluster: str) -> dict[str, str]:
+    return {**cluster_labels(namespace, cluster), CONTAINER_ROLE: ROLE_LB}
+
+
+def ours(info: ContainerInfo | None, namespace: str, cluster: str) -> bool:
+    """A container we may adopt: it carries our labels for this cluster."""
+    if info is None:
+        return False
+    want = cluster_labels(namespace, cluster)
+    return all(info.labels.get(k) == v for k, v in want.items())
+
+
+def lb_image(dc: dict[str, Any], default_image: str) -> str:
+    lb = ((dc.get("spec") or {}).get("loadBalancer") or {})
+    repo, tag = lb.get("imageRepository"), lb.get("imageTag")
+    if not repo and not tag:
+        return default_image
+    d_repo, _, d_tag = default_image.rpartition(":")
+    if "/" in d_tag:  # default has no tag
+        d_repo, d_tag = default_image, "latest"
+    return f"{repo or d_repo}:{tag or d_tag}"
+
+
+def lb_spec(namespace: str, cluster: str, image: str, network: str) -> ContainerSpec:
+    name = lb_container_name(cluster)
+    return ContainerSpec(name=name, image=image, hostname=name, network=network,
+                         labels=lb_labels(namespace, cluster), ports=(PortMapping(API_PORT, 0, "127.0.0.1"),),
+                         node=False, restart_policy="unless-stopped")
+
+
+def backends(containers: list[ContainerInfo], network: str, deleting: set[str]) -> list[haproxy.Backend]:
+    """One backend per control-plane container with an address on the cluster network; machines
+    being deleted (by Machine name, the CONTAINER_MACHINE label) get weight 0."""
+    out = []
+    for c in containers:
+        if c.labels.get(CONTAINER_ROLE) != ROLE_CONTROL_PLANE:
+            continue
+        addr = c.ipv4.get(network) or c.ipv6.get(network)
+        if not addr:
+            continue
+        weight = 0 if c.labels.get(CONTAINER_MACHINE) in deleting or c.name in deleting else haproxy.DEFAULT_WEIGHT
+        out.append(haproxy.Backend(c.name, addr, weight))
+    return out
+
+
+def endpoint(lb: ContainerInfo | None, network: str) -> dict[str, Any] | None:
+    if lb is None or not lb.running:
+        return None
+    host = lb.ipv4.get(network) or lb.ipv6.get(network)
+    return {"host": host, "port": API_PORT} if host else None
+
+
+def endpoint_patch(dc: dict[str, Any], want: dict[str, Any] | None) -> dict[str, Any] | None:
+    """spec.controlPlaneEndpoint is set once; only an empty one is filled (a valid endpoint is never
+    rewritten: certificates and kubeconfigs were issued for it)."""
+    if not want:
+        return None
+    cur = (dc.get("spec") or {}).get("controlPlaneEndpoint") or {}
+    if cur.get("host") and cur.get("port"):
+        return None
+    return {"spec": {"controlPlaneEndpoint": want}}
+
+
+def host_port_patch(dc: dict[str, Any], lb: ContainerInfo | None) -> dict[str, Any] | None:
+    if lb is None or API_PORT not in lb.ports:
+        return None
+    want = str(lb.ports[API_PORT])
+    cur = ((dc.get("metadata") or {}).get("annotations") or {}).get(LB_HOST_PORT_ANNOTATION)
+    return None if cur == want else {"metadata": {"annotations": {LB_HOST_PORT_ANNOTATION: want}}}
+
+
+@dataclass(frozen=True)
+class LBState:
+    ok: bool
+    reason: str
+    message: str = ""
+
+
+def status(dc: dict[str, Any], lb: LBState, has_endpoint: bool, paused: bool = False) -> dict[str, Any]:
+    """The whole status to write. provisioned never flips back once true (contract)."""
+    st = dict(dc.get("status") or {})
+    gen = (dc.get("metadata") or {}).get("generation")
+    conds = st.get("conditions")
+    conds = cond.set_condition(conds, cond.PAUSED, paused, R_PAUSED if paused else R_NOT_PAUSED,
+                               observed_generation=gen)
+    conds = cond.set_condition(conds, LOAD_BALANCER_AVAILABLE, lb.ok, lb.reason, lb.message, observed_generation=gen)
+    ready = lb.ok and has_endpoint
+    msg = "" if ready else (lb.message or ("waiting for the load balancer endpoint" if lb.ok else lb.reason))
+    conds = cond.set_condition(conds, cond.READY, ready, R_READY if ready else R_NOT_READY, msg,
+                               observed_generation=gen)
+    st["conditions"] = conds
+    if ready or ((st.get("initialization") or {}).get("provisioned")):
+        st["initialization"] = {**(st.get("initialization") or {}), "provisioned": True}
+    fds = (dc.get("spec") or {}).get("failureDomains")
+    if fds:
+        st["failureDomains"] = list(fds)
+    else:
+        st.pop("failureDomains", None)
+    return st
+
+
+def deleting_status(dc: dict[str, Any], message: str) -> dict[str, Any]:
+    st = dict(dc.get("status") or {})
+    gen = (dc.get("metadata") or {}).get("generation")
+    conds = cond.set_condition(st.get("conditions"), LOAD_BALANCER_AVAILABLE, False, R_DELETING, message,
+                               observed_generation=gen)
+    st["conditions"] = cond.set_condition(conds, cond.READY, False, R_DELETING, message, observed_generation=gen)
+    return st

@@ -1,0 +1,181 @@
+"""DockerMachine decisions (pure): container name/image/labels/spec, provider ID, addresses, and the
+status/conditions for each provisioning phase. The controller (capd_py/controllers/dockermachine.py)
+does the I/O around these.
+
+Upstream DockerMachine (v1beta2): spec.providerID (`docker:////<container name>`), spec.customImage,
+spec.preLoadImages, spec.extraMounts [{containerPath, hostPath, readOnly}], spec.bootstrapTimeout
+(default 5m); status.conditions, status.initialization.provisioned, status.addresses,
+status.failureDomain. The container is named `<cluster>-<machine>` unless the Machine name already
+starts with the cluster name (then the Machine name).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from capd_py.api import conditions as cond
+from capd_py.api.labels import CONTAINER_MACHINE, CONTAINER_ROLE
+from capd_py.reconcile.dockercluster import ROLE_CONTROL_PLANE, ROLE_WORKER, cluster_labels
+from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, Mount
+
+CONTAINER_PROVISIONED = "ContainerProvisioned"
+BOOTSTRAP_EXEC_SUCCEEDED = "BootstrapExecSucceeded"
+
+DEFAULT_BOOTSTRAP_TIMEOUT = 300.0  # upstream default 5m
+
+
+class Phase(enum.Enum):
+    WAITING_CLUSTER_INFRA = "WaitingForClusterInfrastructureReady"
+    WAITING_BOOTSTRAP_DATA = "WaitingForBootstrapData"
+    WAITING_CONTROL_PLANE = "WaitingForControlPlaneInitialized"
+    IMAGE_NOT_FOUND = "ImageNotFound"
+    CONTAINER_ERROR = "ContainerError"
+    NAME_CONFLICT = "ContainerNameConflict"
+    WAITING_SYSTEMD = "WaitingForSystemd"
+    INVALID_BOOTSTRAP_DATA = "InvalidBootstrapData"
+    BOOTSTRAPPING = "Bootstrapping"
+    BOOTSTRAP_TIMEOUT = "BootstrapTimeout"
+    BOOTSTRAP_FAILED = "BootstrapFailed"
+    PROVISIONED = "Provisioned"
+    DELETING = "Deleting"
+
+
+_BEFORE_CONTAINER = {Phase.WAITING_CLUSTER_INFRA, Phase.WAITING_BOOTSTRAP_DATA, Phase.WAITING_CONTROL_PLANE,
+                     Phase.IMAGE_NOT_FOUND, Phase.CONTAINER_ERROR, Phase.NAME_CONFLICT}
+
+
+def container_name(cluster: str, machine: str) -> str:
+    return machine if machine.startswith(cluster) else f"{cluster}-{machine}"
+
+
+def provider_id(name: str) -> str:
+    return f"docker:////{name}"
+
+
+def is_control_plane(machine: dict[str, Any] | None) -> bool:
+    labels = ((machine or {}).get("metadata") or {}).get("labels") or {}
+    return "cluster.x-k8s.io/control-plane" in labels
+
+
+def machine_labels(namespace: str, cluster: str, machine: str, control_plane: bool) -> dict[str, str]:
+    return {**cluster_labels(namespace, cluster), CONTAINER_MACHINE: machine,
+            CONTAINER_ROLE: ROLE_CONTROL_PLANE if control_plane else ROLE_WORKER}
+
+
+_SEMVER = re.compile(r"^v?\d+\.\d+\.\d+")
+
+
+def node_image(dm: dict[str, Any], machine: dict[str, Any] | None, repository: str) -> str | None:
+    """spec.customImage, else `<repository>:<Machine spec.version>` (v-prefixed); None without a version."""
+    custom = (dm.get("spec") or {}).get("customImage")
+    if custom:
+        return str(custom)
+    version = ((machine or {}).get("spec") or {}).get("version")
+    if not version:
+        return None
+    v = str(version)
+    if _SEMVER.match(v) and not v.startswith("v"):
+        v = "v" + v
+    return f"{repository}:{v.replace('+', '_')}"
+
+
+def extra_mounts(dm: dict[str, Any]) -> tuple[Mount, ...]:
+    out = []
+    for m in (dm.get("spec") or {}).get("extraMounts") or []:
+        if m.get("containerPath") and m.get("hostPath"):
+            out.append(Mount(source=m["hostPath"], target=m["containerPath"], read_only=bool(m.get("readOnly"))))
+    return tuple(out)
+
+
+def node_spec(namespace: str, cluster: str, machine_name: str, dm: dict[str, Any], image: str, network: str,
+              control_plane: bool, privileged_mode: str) -> ContainerSpec:
+    name = container_name(cluster, machine_name)
+    return ContainerSpec(name=name, image=image, hostname=name, network=network,
+                         labels=machine_labels(namespace, cluster, machine_name, control_plane),
+                         mounts=extra_mounts(dm), privileged_mode=privileged_mode, node=True,
+                         restart_policy="unless-stopped")
+
+
+def bootstrap_timeout(dm: dict[str, Any]) -> float:
+    """spec.bootstrapTimeout is a metav1.Duration string like "5m", "90s", "1h30m"."""
+    v = (dm.get("spec") or {}).get("bootstrapTimeout")
+    if not v:
+        return DEFAULT_BOOTSTRAP_TIMEOUT
+    total, ok = 0.0, False
+    for num, unit in re.findall(r"(\d+(?:\.\d+)?)(h|ms|m|s)", str(v)):
+        ok = True
+        total += float(num) * {"h": 3600, "m": 60, "s": 1, "ms": 0.001}[unit]
+    return total if ok else DEFAULT_BOOTSTRAP_TIMEOUT
+
+
+def addresses(info: ContainerInfo | None, network: str) -> list[dict[str, str]]:
+    if info is None:
+        return []
+    out = [{"type": "Hostname", "address": info.name}]
+    for fam in (info.ipv4, info.ipv6):
+        ip = fam.get(network)
+        if ip:
+            out += [{"type": "InternalIP", "address": ip}, {"type": "ExternalIP", "address": ip}]
+    return out
+
+
+def last_lines(text: str, n: int = 10, limit: int = 2000) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    out = "\n".join(lines[-n:])
+    return out[-limit:]
+
+
+@dataclass
+class Observed:
+    phase: Phase
+    message: str = ""
+    container: ContainerInfo | None = None
+    network: str = ""
+    failure_domain: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def status(dm: dict[str, Any], obs: Observed, paused: bool = False) -> dict[str, Any]:
+    """The whole status for a phase. provisioned and addresses, once set, survive transient phases."""
+    st = dict(dm.get("status") or {})
+    gen = (dm.get("metadata") or {}).get("generation")
+    p = obs.phase
+    conds = cond.set_condition(st.get("conditions"), cond.PAUSED, paused, "Paused" if paused else "NotPaused",
+                               observed_generation=gen)
+    if p == Phase.DELETING:
+        c_ok, c_reason = False, "Deleting"
+    elif p in _BEFORE_CONTAINER:
+        c_ok, c_reason = False, p.value
+    else:
+        c_ok, c_reason = True, "Provisioned"
+    conds = cond.set_condition(conds, CONTAINER_PROVISIONED, c_ok, c_reason, "" if c_ok else obs.message,
+                               observed_generation=gen)
+    if p == Phase.PROVISIONED:
+        b_ok, b_reason, b_msg = True, "BootstrapSucceeded", ""
+    elif p == Phase.DELETING:
+        b_ok, b_reason, b_msg = False, "Deleting", obs.message
+    elif p in _BEFORE_CONTAINER:
+        b_ok, b_reason, b_msg = False, "WaitingForContainer", "waiting for the node container"
+    else:
+        b_ok, b_reason, b_msg = False, p.value, obs.message
+    conds = cond.set_condition(conds, BOOTSTRAP_EXEC_SUCCEEDED, b_ok, b_reason, b_msg, observed_generation=gen)
+    ready = c_ok and b_ok
+    conds = cond.set_condition(conds, cond.READY, ready, "Ready" if ready else "NotReady",
+                               "" if ready else (obs.message or p.value), observed_generation=gen)
+    st["conditions"] = conds
+    if p == Phase.PROVISIONED:
+        st["initialization"] = {**(st.get("initialization") or {}), "provisioned": True}
+    if obs.container is not None and obs.network:
+        addrs = addresses(obs.container, obs.network)
+        if addrs and any(a["type"] == "InternalIP" for a in addrs):
+            st["addresses"] = addrs
+    if obs.failure_domain:
+        st["failureDomain"] = obs.failure_domain
+    return st
+
+
+def probe_message(phase_step: str, elapsed: float) -> str:
+    return f"bootstrap running ({int(elapsed)}s): step {phase_step}" if phase_step else "bootstrap running"
