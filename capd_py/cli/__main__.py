@@ -1,0 +1,3 @@
+from capd_py.cli.main import main
+
+main()

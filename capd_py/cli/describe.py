@@ -1,0 +1,203 @@
+"""`capd-py describe cluster`: a tree in the spirit of `clusterctl describe cluster` (v1beta2 layout).
+
+Pure: `build_tree` takes the objects of one cluster as dicts, `render` turns the tree into text.
+
+    NAME                                                  REPLICAS AVAILABLE READY UP TO DATE STATUS REASON ...
+    Cluster/demo                                          2/2      2         2     2          True   Available
+    ├─ClusterInfrastructure - DockerCluster/demo                                              True   Ready
+    ├─ControlPlane - KubeadmControlPlane/demo-control-plane 1/1    1         1     1          True   Available
+    │ └─Machine/demo-control-plane-x7k2p                  1        True      True  True       True   Ready
+    └─Workers
+      └─MachineDeployment/demo-md-0                       1/1      1         1     1          True   Available
+        └─Machine/demo-md-0-abcde-fghij                   ...
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from capd_py.api import conditions, contract
+from capd_py.api.labels import CONTROL_PLANE, CONTROL_PLANE_NAME, DEPLOYMENT_NAME
+
+HEADER = ("NAME", "REPLICAS", "AVAILABLE", "READY", "UP TO DATE", "STATUS", "REASON", "SINCE", "MESSAGE")
+
+# The condition that sums up each kind (upstream: Available for the aggregates, Ready for the rest).
+_SUMMARY = {"Cluster": "Available", "KubeadmControlPlane": "Available", "MachineDeployment": "Available",
+            "MachineSet": "Ready", "Machine": "Ready"}
+
+
+@dataclass
+class Node:
+    name: str                      # row name, e.g. "Machine/demo-md-0-abc"
+    obj: dict[str, Any] | None = None
+    children: list[Node] = field(default_factory=list)
+    counters: tuple[str, str, str, str] = ("", "", "", "")
+    condition: dict[str, Any] | None = None
+
+
+def _kind_name(obj: dict[str, Any]) -> str:
+    return f"{obj.get('kind')}/{obj['metadata']['name']}"
+
+
+def summary_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
+    kind = str(obj.get("kind") or "")
+    c = conditions.get(obj, _SUMMARY.get(kind, conditions.READY))
+    if c is None and kind in _SUMMARY:  # e.g. a provider that only sets Ready
+        c = conditions.get(obj, conditions.READY)
+    return c
+
+
+def _n(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+def _replica_counters(st: dict[str, Any], desired: Any) -> tuple[str, str, str, str]:
+    reps = st.get("replicas")
+    if reps is None and desired is None:
+        return ("", "", "", "")
+    return (f"{_n(reps or 0)}/{_n(desired if desired is not None else '?')}", _n(st.get("availableReplicas")),
+            _n(st.get("readyReplicas")), _n(st.get("upToDateReplicas")))
+
+
+def _cond_status(obj: dict[str, Any], ctype: str) -> str:
+    c = conditions.get(obj, ctype)
+    return str(c.get("status", "")) if c else ""
+
+
+def counters(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    kind = obj.get("kind")
+    st = obj.get("status") or {}
+    spec = obj.get("spec") or {}
+    if kind == "Cluster":
+        cp = st.get("controlPlane") or {}
+        w = st.get("workers") or {}
+        if not cp and not w:
+            return ("", "", "", "")
+
+        def tot(k: str) -> int | None:
+            vals = [int(x[k]) for x in (cp, w) if x.get(k) is not None]
+            return sum(vals) if vals else None
+        reps, desired = tot("replicas"), tot("desiredReplicas")
+        return (f"{_n(reps or 0)}/{_n(desired if desired is not None else '?')}", _n(tot("availableReplicas")),
+                _n(tot("readyReplicas")), _n(tot("upToDateReplicas")))
+    if kind in ("KubeadmControlPlane", "MachineDeployment", "MachineSet"):
+        return _replica_counters(st, spec.get("replicas"))
+    if kind == "Machine":
+        return ("", _cond_status(obj, "Available"), _cond_status(obj, "Ready"), _cond_status(obj, "UpToDate"))
+    return ("", "", "", "")
+
+
+def _leaf(obj: dict[str, Any], prefix: str = "") -> Node:
+    return Node(prefix + _kind_name(obj), obj, counters=counters(obj), condition=summary_condition(obj))
+
+
+def build_tree(objects: list[dict[str, Any]], cluster_name: str) -> Node:
+    """Arrange one cluster's objects: Cluster, its infrastructure, control plane (+ its machines) and
+    Workers (MachineDeployments + their machines, then machines that belong to neither)."""
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for o in objects:
+        by_kind.setdefault(str(o.get("kind")), []).append(o)
+    for lst in by_kind.values():
+        lst.sort(key=lambda o: o["metadata"]["name"])
+    cluster = next((c for c in by_kind.get("Cluster", []) if c["metadata"]["name"] == cluster_name), None)
+    if cluster is None:
+        raise ValueError(f"cluster {cluster_name!r} not among the objects")
+    root = _leaf(cluster)
+
+    infra_ref = contract.ref(cluster, "spec", "infrastructureRef")
+    cp_ref = contract.ref(cluster, "spec", "controlPlaneRef")
+
+    def find(ref: dict[str, str] | None) -> dict[str, Any] | None:
+        if not ref:
+            return None
+        return next((o for o in by_kind.get(ref["kind"], []) if o["metadata"]["name"] == ref["name"]), None)
+
+    infra = find(infra_ref)
+    if infra is not None:
+        root.children.append(_leaf(infra, "ClusterInfrastructure - "))
+    elif infra_ref:
+        root.children.append(Node(f"ClusterInfrastructure - {infra_ref['kind']}/{infra_ref['name']}",
+                                  condition={"status": "", "reason": "NotFound", "message": "object not found"}))
+
+    machines = by_kind.get("Machine", [])
+    placed: set[str] = set()
+    cp = find(cp_ref)
+    if cp is not None:
+        cpn = _leaf(cp, "ControlPlane - ")
+        for m in machines:
+            labels = m["metadata"].get("labels") or {}
+            owner = contract.controller_owner(m, cp.get("kind"))
+            if labels.get(CONTROL_PLANE_NAME) == cp["metadata"]["name"] or (owner and owner["name"] ==
+                                                                              cp["metadata"]["name"]):
+                cpn.children.append(_leaf(m))
+                placed.add(m["metadata"]["name"])
+        root.children.append(cpn)
+
+    workers = Node("Workers")
+    for md in by_kind.get("MachineDeployment", []):
+        mdn = _leaf(md)
+        for m in machines:
+            if m["metadata"]["name"] in placed:
+                continue
+            if (m["metadata"].get("labels") or {}).get(DEPLOYMENT_NAME) == md["metadata"]["name"]:
+                mdn.children.append(_leaf(m))
+                placed.add(m["metadata"]["name"])
+        workers.children.append(mdn)
+    others = [m for m in machines if m["metadata"]["name"] not in placed]
+    cp_others = [m for m in others if CONTROL_PLANE in (m["metadata"].get("labels") or {})]
+    if cp_others and cp is None:
+        cpn = Node("ControlPlane")
+        cpn.children.extend(_leaf(m) for m in cp_others)
+        root.children.append(cpn)
+    workers.children.extend(_leaf(m) for m in others if m not in cp_others)
+    if workers.children:
+        root.children.append(workers)
+    return root
+
+
+def since(ts: str | None, now: _dt.datetime) -> str:
+    """Age like kubectl: 45s, 12m, 3h, 2d."""
+    if not ts:
+        return ""
+    try:
+        t = _dt.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.UTC)
+    except ValueError:
+        return ""
+    s = max(0, int((now - t).total_seconds()))
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m"
+    if s < 172800:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+def rows(root: Node, now: _dt.datetime) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+
+    def walk(n: Node, prefix: str, child_prefix: str) -> None:
+        c = n.condition or {}
+        msg_lines = str(c.get("message") or "").splitlines() or [""]
+        out.append((prefix + n.name, *n.counters, str(c.get("status") or ""), str(c.get("reason") or ""),
+                    since(c.get("lastTransitionTime"), now), msg_lines[0]))
+        for extra in msg_lines[1:]:
+            out.append((child_prefix + ("│ " if n.children else "  "), "", "", "", "", "", "", "", extra))
+        for i, ch in enumerate(n.children):
+            last = i == len(n.children) - 1
+            walk(ch, child_prefix + ("└─" if last else "├─"), child_prefix + ("  " if last else "│ "))
+
+    walk(root, "", "")
+    return out
+
+
+def render(root: Node, now: _dt.datetime | None = None) -> str:
+    table = [HEADER, *rows(root, now or _dt.datetime.now(_dt.UTC))]
+    widths = [max(len(r[i]) for r in table) for i in range(len(HEADER) - 1)]
+    lines = []
+    for r in table:
+        cells = [r[i].ljust(widths[i]) for i in range(len(widths))] + [r[-1]]
+        lines.append(" ".join(cells).rstrip())
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,101 @@
+"""Workload cluster kubeconfigs: read the `<cluster>-kubeconfig` secret, point it at the load balancer's
+port published on the host (the secret's server is the load balancer's address on the docker network,
+which only containers can reach)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from capd_py.api.gvk import SECRET
+from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_NAMESPACE, CONTAINER_ROLE
+from capd_py.kube.client import Kube
+from capd_py.runtime.protocol import ContainerInfo, ContainerRuntime
+
+API_PORT = 6443
+
+
+class KubeconfigError(Exception):
+    pass
+
+
+def rewrite_server(text: str | bytes, server: str, context_name: str | None = None) -> str:
+    """Set every cluster entry's server to `server`; keep credentials and CA untouched."""
+    try:
+        cfg: Any = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise KubeconfigError(f"kubeconfig is not valid YAML: {e}") from None
+    if not isinstance(cfg, dict) or not cfg.get("clusters"):
+        raise KubeconfigError("kubeconfig has no clusters")
+    for c in cfg["clusters"]:
+        (c.setdefault("cluster", {}))["server"] = server
+    if context_name and len(cfg.get("contexts") or []) == 1:
+        old = cfg["contexts"][0]["name"]
+        cfg["contexts"][0]["name"] = context_name
+        if cfg.get("current-context") == old:
+            cfg["current-context"] = context_name
+    return str(yaml.safe_dump(cfg, default_flow_style=False, sort_keys=False))
+
+
+def server_of(text: str | bytes) -> str:
+    cfg = yaml.safe_load(text)
+    return str(cfg["clusters"][0]["cluster"]["server"])
+
+
+def find_load_balancer(runtime: ContainerRuntime, namespace: str, cluster: str) -> ContainerInfo | None:
+    """The cluster's load balancer container: by its upstream-style name, else by labels."""
+    c = runtime.get_container(f"{cluster}-lb")
+    if c and c.labels.get(CONTAINER_CLUSTER, cluster) == cluster \
+            and c.labels.get(CONTAINER_NAMESPACE, namespace) == namespace:
+        return c
+    cands = [x for x in runtime.list_containers(labels={CONTAINER_CLUSTER: cluster})
+             if x.labels.get(CONTAINER_NAMESPACE, namespace) == namespace]
+    for x in cands:
+        role = x.labels.get(CONTAINER_ROLE, "")
+        if "load" in role or role == "lb" or x.name.endswith("-lb"):
+            return x
+    return None
+
+
+def lb_host_port(runtime: ContainerRuntime, namespace: str, cluster: str) -> int:
+    lb = find_load_balancer(runtime, namespace, cluster)
+    if lb is None:
+        raise KubeconfigError(f"no load balancer container for cluster {namespace}/{cluster} "
+                              "(is the DockerCluster provisioned?)")
+    port = lb.ports.get(API_PORT)
+    if not port:
+        raise KubeconfigError(f"load balancer {lb.name} does not publish port {API_PORT} on the host")
+    return int(port)
+
+
+async def secret_kubeconfig(kube: Kube, namespace: str, cluster: str) -> str | None:
+    sec = await kube.get(SECRET, namespace, f"{cluster}-kubeconfig")
+    if not sec or "value" not in (sec.get("data") or {}):
+        return None
+    return base64.b64decode(sec["data"]["value"]).decode()
+
+
+async def workload_kubeconfig(kube: Kube, runtime: ContainerRuntime, namespace: str, cluster: str) -> str:
+    text = await secret_kubeconfig(kube, namespace, cluster)
+    if text is None:
+        raise KubeconfigError(f"secret {namespace}/{cluster}-kubeconfig does not exist yet "
+                              "(the control plane is not initialized)")
+    port = await asyncio.to_thread(lb_host_port, runtime, namespace, cluster)
+    return rewrite_server(text, f"https://127.0.0.1:{port}")
+
+
+def write_private(path: str | Path, text: str) -> Path:
+    """Write a kubeconfig readable by its owner only."""
+    p = Path(path).expanduser()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, p)
+    return p

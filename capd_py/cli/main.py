@@ -1,0 +1,459 @@
+"""The `capd-py` command line (typer). Progress goes to stderr as kind-style step lines; data (YAML,
+kubeconfigs, trees) to stdout. Exit codes: 0 success, 1 failure, 2 usage error."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+
+from capd_py import __version__ as _pkg_version
+from capd_py.api import conditions
+from capd_py.api.gvk import (
+    CLUSTER,
+    DOCKER_CLUSTER,
+    KUBEADM_CONTROL_PLANE,
+    MACHINE,
+    MACHINE_DEPLOYMENT,
+    MACHINE_SET,
+)
+from capd_py.api.labels import CLUSTER_NAME
+from capd_py.cli import management as mgmt
+from capd_py.cli.steps import Steps
+
+T = TypeVar("T")
+
+app = typer.Typer(name="capd-py", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="Cluster API with a Docker infrastructure provider, in Python.")
+generate_app = typer.Typer(no_args_is_help=True, help="Generate YAML (to stdout).")
+get_app = typer.Typer(no_args_is_help=True, help="Get data about clusters.")
+describe_app = typer.Typer(no_args_is_help=True, help="Describe objects as a tree.")
+delete_app = typer.Typer(no_args_is_help=True, help="Delete clusters, the management cluster, or everything.")
+app.add_typer(generate_app, name="generate")
+app.add_typer(get_app, name="get")
+app.add_typer(describe_app, name="describe")
+app.add_typer(delete_app, name="delete")
+
+KubeconfigOpt = Annotated[str | None, typer.Option(
+    "--kubeconfig", envvar="CAPD_PY_KUBECONFIG",
+    help="Management cluster kubeconfig (default: ~/.capd-py/capd-mgmt.kubeconfig if it exists, else $KUBECONFIG).")]
+NamespaceOpt = Annotated[str, typer.Option("--namespace", "-n", help="Namespace of the cluster objects.")]
+
+
+def fail(msg: str, code: int = 1) -> NoReturn:
+    sys.stderr.write(f"ERROR: {msg}\n")
+    raise typer.Exit(code)
+
+
+def management_kubeconfig(explicit: str | None, name: str = mgmt.DEFAULT_NAME) -> str | None:
+    if explicit:
+        p = Path(explicit).expanduser()
+        if not p.exists():
+            fail(f"kubeconfig {p} does not exist", 2)
+        return str(p)
+    default = mgmt.kubeconfig_path(name)
+    if default.exists():
+        return str(default)
+    return None  # the kubernetes client falls back to $KUBECONFIG / ~/.kube/config
+
+
+def connect(kubeconfig: str | None) -> Any:
+    from kubernetes.config import ConfigException
+
+    from capd_py.kube.client import Kube
+    try:
+        return Kube.from_kubeconfig(management_kubeconfig(kubeconfig))
+    except (ConfigException, OSError) as e:
+        fail(f"cannot load the management cluster kubeconfig: {e} (run `capd-py init` first?)")
+
+
+def run_async(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    from capd_py.kube.client import KubeError
+    try:
+        return asyncio.run(fn())
+    except KubeError as e:
+        fail(f"API server: {e}")
+    except OSError as e:
+        fail(f"cannot reach the API server: {e}")
+    except Exception as e:  # urllib3 errors and the like: say what, not a traceback
+        if type(e).__module__.startswith("urllib3"):
+            fail(f"cannot reach the API server: {e}")
+        raise
+
+
+# -- version ------------------------------------------------------------------------------------
+
+@app.command()
+def version() -> None:
+    """Print the capd-py version."""
+    from capd_py.cli.generate import DEFAULT_KUBERNETES_VERSION
+    typer.echo(f"capd-py {_pkg_version} (default Kubernetes {DEFAULT_KUBERNETES_VERSION}, "
+               f"python {sys.version.split()[0]})")
+
+
+# -- generate -------------------------------------------------------------------------------------
+
+def _generate(name: str, namespace: str | None, kubernetes_version: str | None, cp: int | None, workers: int | None,
+              pod_cidr: str | None, service_cidr: str | None, template: Path | None) -> str:
+    from capd_py.cli.generate import TemplateError, TemplateValueError, generate_cluster
+    try:
+        return generate_cluster(name, namespace=namespace, kubernetes_version=kubernetes_version,
+                                control_plane_machine_count=cp, worker_machine_count=workers,
+                                pod_cidr=pod_cidr, service_cidr=service_cidr, template=template)
+    except TemplateValueError as e:
+        fail(str(e), 2)
+    except TemplateError as e:
+        fail(str(e))
+
+
+@generate_app.command("cluster")
+def generate_cluster_cmd(
+    name: Annotated[str, typer.Argument(help="Cluster name (CLUSTER_NAME).")],
+    kubernetes_version: Annotated[str | None, typer.Option(help="KUBERNETES_VERSION (default v1.34.4).")] = None,
+    control_plane_machine_count: Annotated[int | None, typer.Option(
+        min=1, help="CONTROL_PLANE_MACHINE_COUNT (default 1).")] = None,
+    worker_machine_count: Annotated[int | None, typer.Option(min=0, help="WORKER_MACHINE_COUNT (default 1).")] = None,
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="NAMESPACE (default 'default').")] = None,
+    pod_cidr: Annotated[str | None, typer.Option(help="POD_CIDR (default 10.244.0.0/16).")] = None,
+    service_cidr: Annotated[str | None, typer.Option(help="SERVICE_CIDR (default 10.96.0.0/12).")] = None,
+    from_: Annotated[Path | None, typer.Option("--from", help="A template file instead of the default one.")] = None,
+) -> None:
+    """Print a cluster's YAML from the template; pipe it to `capd-py apply -f -`."""
+    sys.stdout.write(_generate(name, namespace, kubernetes_version, control_plane_machine_count,
+                               worker_machine_count, pod_cidr, service_cidr, from_))
+
+
+# -- apply ----------------------------------------------------------------------------------------
+
+def _read_input(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text()
+    except OSError as e:
+        fail(f"cannot read {path}: {e.strerror or e}", 2)
+
+
+def apply_text(kubeconfig: str | None, text: str, namespace: str, dry_run: bool = False) -> int:
+    from capd_py.cli.apply import ApplyError, apply_objects
+    from capd_py.cli.generate import TemplateError, parse_documents
+    try:
+        docs = parse_documents(text)
+    except TemplateError as e:
+        fail(str(e))
+    if not docs:
+        fail("no objects in the input")
+    kube = connect(kubeconfig)
+
+    async def go() -> Any:
+        try:
+            return await apply_objects(kube, docs, default_namespace=namespace, dry_run=dry_run)
+        finally:
+            kube.close()
+    try:
+        outcomes = run_async(go)
+    except ApplyError as e:
+        fail(str(e))
+    bad = 0
+    for o in outcomes:
+        if o.ok:
+            typer.echo(f"{o.ref} {o.detail}")
+        else:
+            bad += 1
+            sys.stderr.write(f"ERROR: {o.ref}: {o.detail}\n")
+    return bad
+
+
+@app.command()
+def apply(
+    filename: Annotated[str, typer.Option("--filename", "-f", help="YAML file with one or more objects; - for stdin.")],
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="For objects without one.")] = "default",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Server-side dry run.")] = False,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Server-side apply objects to the management cluster."""
+    bad = apply_text(kubeconfig, _read_input(filename), namespace, dry_run)
+    if bad:
+        fail(f"{bad} object(s) rejected")
+
+
+# -- get kubeconfig --------------------------------------------------------------------------------
+
+def fetch_kubeconfig(kubeconfig: str | None, namespace: str, name: str) -> str:
+    from capd_py.cli.kubeconfig import KubeconfigError, workload_kubeconfig
+    kube = connect(kubeconfig)
+
+    async def go() -> str:
+        try:
+            return await workload_kubeconfig(kube, mgmt.default_runtime(), namespace, name)
+        finally:
+            kube.close()
+    try:
+        return run_async(go)
+    except KubeconfigError as e:
+        fail(str(e))
+
+
+@get_app.command("kubeconfig")
+def get_kubeconfig(
+    name: Annotated[str, typer.Argument(help="Cluster name.")],
+    namespace: NamespaceOpt = "default",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file (mode 0600).")] = None,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Print a workload cluster's kubeconfig, pointed at its load balancer's host port."""
+    from capd_py.cli.kubeconfig import write_private
+    text = fetch_kubeconfig(kubeconfig, namespace, name)
+    if output:
+        write_private(output, text)
+        sys.stderr.write(f"wrote {output}\n")
+    else:
+        sys.stdout.write(text)
+
+
+# -- describe ---------------------------------------------------------------------------------------
+
+async def cluster_objects(kube: Any, namespace: str, name: str) -> list[dict[str, Any]]:
+    cluster = await kube.get(CLUSTER, namespace, name)
+    if cluster is None:
+        return []
+    objs = [cluster]
+    for gvk in (DOCKER_CLUSTER, KUBEADM_CONTROL_PLANE):
+        objs += await kube.list(gvk, namespace)
+    for gvk in (MACHINE_DEPLOYMENT, MACHINE_SET, MACHINE):
+        for o in await kube.list(gvk, namespace):
+            if (o.get("spec") or {}).get("clusterName") == name or \
+                    (o["metadata"].get("labels") or {}).get(CLUSTER_NAME) == name:
+                objs.append(o)
+    return objs
+
+
+@describe_app.command("cluster")
+def describe_cluster(
+    name: Annotated[str, typer.Argument(help="Cluster name.")],
+    namespace: NamespaceOpt = "default",
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Show a cluster's objects and their conditions as a tree (like clusterctl describe cluster)."""
+    from capd_py.cli.describe import build_tree, render
+    kube = connect(kubeconfig)
+
+    async def go() -> list[dict[str, Any]]:
+        try:
+            return await cluster_objects(kube, namespace, name)
+        finally:
+            kube.close()
+    objs = run_async(go)
+    if not objs:
+        fail(f"cluster {namespace}/{name} not found")
+    sys.stdout.write(render(build_tree(objs, name)))
+
+
+# -- waiting -----------------------------------------------------------------------------------------
+
+def wait_available(kubeconfig: str | None, namespace: str, name: str, timeout: float, steps: Steps) -> None:
+    kube = connect(kubeconfig)
+
+    async def go() -> str | None:
+        deadline = time.monotonic() + timeout
+        last = ""
+        try:
+            while time.monotonic() < deadline:
+                c = await kube.get(CLUSTER, namespace, name)
+                if c is None:
+                    return f"cluster {namespace}/{name} disappeared"
+                if conditions.is_true(c, conditions.AVAILABLE):
+                    return None
+                cond = conditions.get(c, conditions.AVAILABLE) or {}
+                msg = (cond.get("message") or cond.get("reason") or "").splitlines()
+                if msg and msg[0] != last:
+                    last = msg[0]
+                    steps.update(last[:100])
+                await asyncio.sleep(2)
+            return f"cluster {namespace}/{name} not Available after {timeout:.0f}s" + (f": {last}" if last else "")
+        finally:
+            kube.close()
+    err = run_async(go)
+    if err:
+        fail(err + f" (see `capd-py describe cluster {name} -n {namespace}`)")
+
+
+def wait_deleted(kubeconfig: str | None, namespace: str, name: str, timeout: float) -> None:
+    kube = connect(kubeconfig)
+
+    async def go() -> bool:
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                if await kube.get(CLUSTER, namespace, name) is None:
+                    return True
+                await asyncio.sleep(1)
+            return False
+        finally:
+            kube.close()
+    if not run_async(go):
+        fail(f"cluster {namespace}/{name} still exists after {timeout:.0f}s")
+
+
+# -- delete --------------------------------------------------------------------------------------------
+
+@delete_app.command("cluster")
+def delete_cluster(
+    name: Annotated[str, typer.Argument(help="Cluster name.")],
+    namespace: NamespaceOpt = "default",
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until every object is gone.")] = True,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait.")] = 600,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Delete a workload cluster (the controllers remove its machines and containers)."""
+    steps = Steps()
+    kube = connect(kubeconfig)
+
+    async def go() -> bool:
+        try:
+            return bool(await kube.delete(CLUSTER, namespace, name))
+        finally:
+            kube.close()
+    with steps.step(f"Deleting cluster {namespace}/{name} 🔥"):
+        if not run_async(go):
+            steps.end(False)
+            fail(f"cluster {namespace}/{name} not found")
+        if wait:
+            wait_deleted(kubeconfig, namespace, name, timeout)
+
+
+@delete_app.command("management")
+def delete_management(
+    name: Annotated[str, typer.Option("--name", help="Management cluster name.")] = mgmt.DEFAULT_NAME,
+) -> None:
+    """Delete the management cluster: its controllers process, containers and volumes."""
+    steps = Steps()
+    try:
+        with steps.step(f"Deleting management cluster {name!r} 🔥"):
+            found = mgmt.ManagementCluster(name=name, steps=steps).delete()
+    except Exception as e:  # noqa: BLE001 - report, exit 1
+        fail(str(e))
+    if not found:
+        steps.info(f"nothing to delete for management cluster {name!r}")
+
+
+@delete_app.command("all")
+def delete_all(
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+) -> None:
+    """Delete every capd-py container, network and volume on this host (by labels), and stop the controllers."""
+    from capd_py.cli.cleanup import delete_everything
+    if not yes and sys.stdin.isatty() and not typer.confirm("Delete every capd-py container, network and volume?"):
+        raise typer.Exit(1)
+    steps = Steps()
+    with steps.step("Deleting every capd-py container, network and volume 🔥"):
+        try:
+            counts = delete_everything()
+        except Exception as e:  # noqa: BLE001
+            steps.end(False)
+            fail(str(e))
+    typer.echo(f"deleted {counts['containers']} container(s), {counts['networks']} network(s), "
+               f"{counts['volumes']} volume(s)")
+
+
+# -- init / controllers / quickstart -------------------------------------------------------------------
+
+def do_init(name: str, image: str, port: int, in_cluster: bool, controllers: bool, steps: Steps) -> Path:
+    from capd_py.runtime.protocol import RuntimeError_
+    m = mgmt.ManagementCluster(name=name, image=image, host_port=port, steps=steps, mount_docker_socket=in_cluster)
+    try:
+        kc = m.create()
+        with steps.step("Installing capd-py CRDs 📜"):
+            mgmt.install_crds(kc)
+        if in_cluster:
+            with steps.step("Deploying controllers in the cluster 🎮"):
+                mgmt.deploy_in_cluster(m)
+        elif controllers:
+            with steps.step("Starting controllers 🎮"):
+                pid = mgmt.start_controllers(kc, name)
+            steps.info(f"controllers running as pid {pid}, logs in {mgmt.log_path(name)}")
+    except (mgmt.ManagementError, RuntimeError_) as e:
+        fail(str(e))
+    return kc
+
+
+@app.command()
+def init(
+    name: Annotated[str, typer.Option("--name", help="Management cluster name.")] = mgmt.DEFAULT_NAME,
+    image: Annotated[str, typer.Option("--image", help="Node image.")] = mgmt.DEFAULT_NODE_IMAGE,
+    port: Annotated[int, typer.Option("--port", min=0, max=65535,
+                                      help="Host port for the API server on 127.0.0.1 (0: any free).")] = 0,
+    in_cluster: Annotated[bool, typer.Option("--in-cluster", help="Run the controllers as a Deployment "
+                                             "in the management cluster instead of a host process.")] = False,
+    controllers: Annotated[bool, typer.Option("--controllers/--no-controllers",
+                                              help="Start the controllers.")] = True,
+) -> None:
+    """Create the management cluster, install the CRDs and start the controllers."""
+    steps = Steps()
+    steps.info(f"Creating management cluster {name!r} ...")
+    kc = do_init(name, image, port, in_cluster, controllers, steps)
+    typer.echo(str(kc))
+    steps.info(f"\nUse it with:\n\n  kubectl --kubeconfig {kc} get clusters -A\n")
+
+
+@app.command("controllers")
+def controllers_cmd(
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", envvar="CAPD_PY_KUBECONFIG",
+                                                   help="Management cluster kubeconfig.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    threads: Annotated[int, typer.Option(min=4, help="Threads for blocking Kube/Docker calls.")] = 64,
+) -> None:
+    """Run every controller in this process (foreground)."""
+    from capd_py.cli.run import main as run_main
+    try:
+        run_main(kubeconfig, verbose=verbose, threads=threads)
+    except FileNotFoundError as e:
+        fail(str(e), 2)
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
+def quickstart(
+    name: Annotated[str, typer.Argument(help="Workload cluster name.")] = "capi-quickstart",
+    namespace: NamespaceOpt = "default",
+    kubernetes_version: Annotated[str | None, typer.Option()] = None,
+    control_plane_machine_count: Annotated[int, typer.Option(min=1)] = 1,
+    worker_machine_count: Annotated[int, typer.Option(min=0)] = 1,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the cluster to be Available.")] = 900,
+    management_name: Annotated[str, typer.Option("--management-name")] = mgmt.DEFAULT_NAME,
+) -> None:
+    """init + generate + apply + wait for Available + write the workload kubeconfig."""
+    steps = Steps()
+    kc = do_init(management_name, mgmt.DEFAULT_NODE_IMAGE, 0, False, True, steps)
+    text = _generate(name, namespace, kubernetes_version, control_plane_machine_count, worker_machine_count,
+                     None, None, None)
+    with steps.step(f"Applying cluster {namespace}/{name} 📜"):
+        if apply_text(str(kc), text, namespace):
+            steps.end(False)
+            fail("the cluster objects were rejected")
+    with steps.step(f"Waiting for cluster {name} to be Available ⏳"):
+        wait_available(str(kc), namespace, name, timeout, steps)
+    with steps.step("Writing the workload kubeconfig 📝"):
+        from capd_py.cli.kubeconfig import write_private
+        out = write_private(mgmt.home() / f"{name}.kubeconfig", fetch_kubeconfig(str(kc), namespace, name))
+    typer.echo(str(out))
+    steps.info(f"\nYou can now use your cluster with:\n\n  kubectl --kubeconfig {out} get nodes\n\n"
+               f"and see it from the management cluster with:\n\n  capd-py describe cluster {name}"
+               + (f" -n {namespace}" if namespace != "default" else "") + "\n")
+
+
+def main() -> None:
+    # typer/click exit 2 on usage errors already; make sure nothing else escapes as a traceback-with-0.
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    app()
+
+
+if __name__ == "__main__":
+    main()

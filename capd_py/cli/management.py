@@ -1,0 +1,437 @@
+"""The user's management cluster: one kind-like node container running a kubeadm control plane, the
+capd-py CRDs, and the controllers (a host process by default, or a Deployment with `--in-cluster`).
+
+Containers, volumes and networks made here carry `io.x-k8s.capd-py.management=<name>` so deletion finds
+them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from capd_py.api.labels import CONTAINER_MANAGED, CONTAINER_ROLE
+from capd_py.cli.kubeconfig import rewrite_server, write_private
+from capd_py.cli.steps import Steps
+from capd_py.runtime.protocol import ContainerInfo, ContainerRuntime, ContainerSpec, Mount, PortMapping
+
+MANAGEMENT_LABEL = "io.x-k8s.capd-py.management"
+DEFAULT_NAME = "capd-mgmt"
+DEFAULT_NODE_IMAGE = "capd-py/node:v1.34.4"
+POD_SUBNET = "10.244.0.0/16"
+SERVICE_SUBNET = "10.96.0.0/12"
+API_PORT = 6443
+# --in-cluster: the host docker socket inside the node (a hostPath for the controllers pod).
+DOCKER_SOCKET_IN_NODE = "/run/capd-py/docker.sock"
+# What kind ignores: the node runs in a container, without swap accounting or the br_netfilter sysctl.
+IGNORE_PREFLIGHT = ("SystemVerification", "Swap", "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables",
+                    "NumCPU", "Mem")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = Path(__file__).resolve().parent / "manifests"
+
+
+class ManagementError(Exception):
+    pass
+
+
+def home() -> Path:
+    return Path(os.environ.get("CAPD_PY_HOME", "~/.capd-py")).expanduser()
+
+
+def kubeconfig_path(name: str = DEFAULT_NAME) -> Path:
+    return home() / f"{name}.kubeconfig"
+
+
+def pid_path(name: str = DEFAULT_NAME) -> Path:
+    return home() / ("controllers.pid" if name == DEFAULT_NAME else f"{name}-controllers.pid")
+
+
+def log_path(name: str = DEFAULT_NAME) -> Path:
+    return home() / ("controllers.log" if name == DEFAULT_NAME else f"{name}-controllers.log")
+
+
+def node_name(name: str) -> str:
+    return f"{name}-control-plane"
+
+
+def privileged_mode() -> str:
+    """CAPD_PY_PRIVILEGED_MODE, else what hack/privilege-mode.sh finds out, else privileged."""
+    env = os.environ.get("CAPD_PY_PRIVILEGED_MODE")
+    if env:
+        return env
+    script = REPO_ROOT / "hack" / "privilege-mode.sh"
+    if script.exists():
+        try:
+            out = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60).stdout.strip()
+            if out in ("privileged", "restricted"):
+                return out
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return "privileged"
+
+
+def default_runtime() -> ContainerRuntime:
+    from capd_py.runtime.docker_runtime import DockerRuntime
+
+    rt: ContainerRuntime = DockerRuntime()
+    return rt
+
+
+@dataclass
+class ManagementCluster:
+    name: str = DEFAULT_NAME
+    image: str = DEFAULT_NODE_IMAGE
+    host_port: int = 0                  # 0: let docker choose
+    network: str = field(default_factory=lambda: os.environ.get("CAPD_PY_NETWORK", "capd-py"))
+    runtime: ContainerRuntime | None = None
+    steps: Steps = field(default_factory=Steps)
+    ready_timeout: float = 300.0
+    mount_docker_socket: bool = False   # --in-cluster: the controllers pod drives the host's docker
+
+    def __post_init__(self) -> None:
+        self._rt = self.runtime
+
+    @property
+    def rt(self) -> ContainerRuntime:
+        if self._rt is None:
+            self._rt = default_runtime()
+        return self._rt
+
+    @property
+    def node(self) -> str:
+        return node_name(self.name)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return kubeconfig_path(self.name)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {MANAGEMENT_LABEL: self.name, CONTAINER_MANAGED: "true", CONTAINER_ROLE: "management"}
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _exec(self, cmd: list[str], timeout: float = 300, what: str = "") -> str:
+        res = self.rt.exec(self.node, cmd, timeout=timeout)
+        if res.exit_code != 0:
+            tail = "\n".join(res.output.strip().splitlines()[-25:])
+            raise ManagementError(f"{what or shlex.join(cmd)} failed (exit {res.exit_code}) in {self.node}:\n{tail}")
+        return res.output
+
+    def exists(self) -> ContainerInfo | None:
+        return self.rt.get_container(self.node)
+
+    # -- create ----------------------------------------------------------------------------------
+    def create(self) -> Path:
+        st = self.steps
+        self.rt.ping()
+        existing = self.exists()
+        if existing and existing.running and self.kubeconfig.exists():
+            st.info(f"Management cluster {self.name!r} already exists ({self.node}); reusing it.")
+            return self.kubeconfig
+        if existing:
+            raise ManagementError(f"container {self.node} exists but the cluster is not usable; "
+                                  f"run `capd-py delete management --name {self.name}` first")
+        if not self.rt.image_exists(self.image):
+            raise ManagementError(f"node image {self.image} not found; build it with `images/build.sh`")
+        with st.step(f"Ensuring node image ({self.image}) 🖼"):
+            pass
+        with st.step("Preparing nodes 📦"):
+            self.rt.ensure_network(self.network, {CONTAINER_MANAGED: "true"})
+            info = self.rt.run_container(ContainerSpec(
+                name=self.node, image=self.image, hostname=self.node, network=self.network,
+                labels=self.labels, ports=(PortMapping(API_PORT, self.host_port, "127.0.0.1"),),
+                mounts=(Mount("/var/run/docker.sock", DOCKER_SOCKET_IN_NODE),) if self.mount_docker_socket else (),
+                privileged_mode=privileged_mode(), node=True, restart_policy="unless-stopped"))
+            self._wait_booted()
+        with st.step("Writing configuration 📜"):
+            info = self.rt.get_container(self.node) or info
+            ip = info.ipv4.get(self.network) or next(iter(info.ipv4.values()), "")
+            if not ip:
+                raise ManagementError(f"{self.node} has no IPv4 address on {self.network}")
+            version = self._exec(["kubeadm", "version", "-o", "short"], what="kubeadm version").strip()
+            self.rt.write_file(self.node, "/kind/kubeadm.conf", kubeadm_config(self.node, ip, version).encode())
+        with st.step("Starting control-plane 🕹️"):
+            self._exec(["kubeadm", "init", "--config=/kind/kubeadm.conf", "--skip-token-print",
+                        "--ignore-preflight-errors=" + ",".join(IGNORE_PREFLIGHT), "--v=1"],
+                       timeout=600, what="kubeadm init")
+            kc = ["kubectl", "--kubeconfig=/etc/kubernetes/admin.conf"]
+            self._exec([*kc, "taint", "nodes", "--all", "node-role.kubernetes.io/control-plane-"],
+                       what="removing the control-plane taint")
+            self._exec([*kc, "label", "nodes", "--all", "node.kubernetes.io/exclude-from-external-load-balancers-"],
+                       what="removing the exclude-from-external-load-balancers label")
+        with st.step("Installing CNI 🔌"):
+            self._exec([*kc, "apply", "-f", "/kind/manifests/default-cni.yaml"], what="applying the CNI manifest")
+        with st.step("Writing kubeconfig 📝"):
+            self.write_kubeconfig()
+        with st.step("Waiting for the node to be Ready ⏳"):
+            self._wait_node_ready()
+        return self.kubeconfig
+
+    def write_kubeconfig(self) -> Path:
+        info = self.exists()
+        if info is None:
+            raise ManagementError(f"{self.node} does not exist")
+        port = info.ports.get(API_PORT)
+        if not port:
+            raise ManagementError(f"{self.node} does not publish port {API_PORT}")
+        admin = self.rt.read_file(self.node, "/etc/kubernetes/admin.conf")
+        if not admin:
+            raise ManagementError(f"{self.node} has no /etc/kubernetes/admin.conf (kubeadm init did not finish)")
+        return write_private(self.kubeconfig, rewrite_server(admin, f"https://127.0.0.1:{port}",
+                                                             context_name=f"capd-py-{self.name}"))
+
+    def _wait_booted(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            c = self.rt.get_container(self.node)
+            if c is None or c.status in ("exited", "dead"):
+                raise ManagementError(f"{self.node} stopped while booting:\n{self.rt.logs(self.node, tail=30)}")
+            if "Reached target" in self.rt.logs(self.node, tail=400) and "Multi-User System" in \
+                    self.rt.logs(self.node, tail=400):
+                break
+            time.sleep(0.5)
+        else:
+            raise ManagementError(f"{self.node} did not boot within {timeout:.0f}s:\n{self.rt.logs(self.node, 30)}")
+        # the preloaded images are imported by a oneshot unit; kubeadm must not try to pull
+        while time.monotonic() < deadline + 120:
+            r = self.rt.exec(self.node, ["test", "-e", "/var/lib/capd-py/images-imported"], timeout=10)
+            if r.exit_code == 0:
+                return
+            r2 = self.rt.exec(self.node, ["systemctl", "is-failed", "capd-import-images.service"], timeout=10)
+            if r2.output.strip() == "failed":
+                raise ManagementError("importing the preloaded images failed in the node "
+                                      "(journalctl -u capd-import-images)")
+            if self.rt.exec(self.node, ["test", "-e", "/etc/systemd/system/capd-import-images.service"],
+                            timeout=10).exit_code != 0:
+                return  # an image without the import unit
+            time.sleep(0.5)
+        raise ManagementError("the node's preloaded images were not imported in time")
+
+    def _wait_node_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout
+        jp = "{.items[0].status.conditions[?(@.type=='Ready')].status}"
+        while time.monotonic() < deadline:
+            r = self.rt.exec(self.node, ["kubectl", "--kubeconfig=/etc/kubernetes/admin.conf", "get", "nodes",
+                                         "-o", f"jsonpath={jp}"], timeout=30)
+            if r.exit_code == 0 and r.output.strip() == "True":
+                return
+            time.sleep(1)
+        raise ManagementError(f"node {self.node} not Ready after {self.ready_timeout:.0f}s")
+
+    # -- delete ----------------------------------------------------------------------------------
+    def delete(self) -> bool:
+        """Remove the controllers process, every container and volume of this management cluster."""
+        found = stop_controllers(self.name)
+        for c in self.rt.list_containers(labels={MANAGEMENT_LABEL: self.name}):
+            self.rt.remove_container(c.name)
+            found = True
+        if self.rt.get_container(self.node):
+            self.rt.remove_container(self.node)
+            found = True
+        found = remove_volumes({MANAGEMENT_LABEL: self.name}) or found
+        if self.kubeconfig.exists():
+            self.kubeconfig.unlink()
+            found = True
+        return found
+
+
+def kubeadm_config(node: str, ip: str, version: str, pod_subnet: str = POD_SUBNET,
+                   service_subnet: str = SERVICE_SUBNET) -> str:
+    """kubeadm v1beta4 + kubelet + kube-proxy configuration for a single node in a container (kind's
+    choices, with the cgroupfs driver and cgroup v1 allowed, as this host needs)."""
+    docs: list[dict[str, Any]] = [
+        {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "ClusterConfiguration",
+         "kubernetesVersion": version, "clusterName": node.removesuffix("-control-plane"),
+         "controlPlaneEndpoint": f"{ip}:{API_PORT}",
+         "apiServer": {"certSANs": ["localhost", "127.0.0.1", "0.0.0.0", node, ip, "host.docker.internal"]},
+         "controllerManager": {"extraArgs": [{"name": "enable-hostpath-provisioner", "value": "true"}]},
+         "networking": {"podSubnet": pod_subnet, "serviceSubnet": service_subnet}},
+        {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "InitConfiguration",
+         "localAPIEndpoint": {"advertiseAddress": ip, "bindPort": API_PORT},
+         "nodeRegistration": {"name": node, "criSocket": "unix:///run/containerd/containerd.sock",
+                              "kubeletExtraArgs": [{"name": "node-ip", "value": ip}]}},
+        {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+         "cgroupDriver": "cgroupfs", "cgroupRoot": "/kubelet", "failSwapOn": False, "failCgroupV1": False,
+         "imageGCHighThresholdPercent": 100,
+         "evictionHard": {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"}},
+        {"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration", "mode": "iptables",
+         "iptables": {"minSyncPeriod": "1s"}, "conntrack": {"maxPerCore": 0}},
+    ]
+    return "# generated by capd-py\n" + yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def remove_volumes(labels: dict[str, str]) -> bool:
+    """Docker volumes by label (the runtime Protocol lists volumes but does not remove them)."""
+    import docker
+    import docker.errors
+
+    client = docker.from_env()
+    found = False
+    try:
+        filt = [f"{k}={v}" if v else k for k, v in labels.items()]
+        for v in client.volumes.list(filters={"label": filt}):
+            try:
+                v.remove(force=True)
+                found = True
+            except docker.errors.NotFound:
+                pass
+    finally:
+        client.close()
+    return found
+
+
+# -- CRDs -----------------------------------------------------------------------------------------
+
+def install_crds(kubeconfig: str | Path, timeout: float = 120) -> None:
+    from capd_py.api import crds
+    from capd_py.kube.client import Kube
+
+    kube = Kube.from_kubeconfig(str(kubeconfig))
+    try:
+        res = crds.install_crds(kube)
+        if inspect.isawaitable(res):
+            asyncio.run(_await_with_timeout(res, timeout))
+    finally:
+        kube.close()
+
+
+async def _await_with_timeout(aw: Any, timeout: float) -> Any:
+    return await asyncio.wait_for(aw, timeout)
+
+
+# -- controllers as a host process ------------------------------------------------------------------
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _is_our_controllers(pid: int) -> bool:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"controllers" in cmd and any(b"capd_py" in c or b"capd-py" in c for c in cmd)
+
+
+def controllers_pid(name: str = DEFAULT_NAME) -> int | None:
+    p = pid_path(name)
+    try:
+        pid = int(p.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if _pid_alive(pid) and _is_our_controllers(pid) else None
+
+
+def start_controllers(kubeconfig: str | Path, name: str = DEFAULT_NAME, extra_args: list[str] | None = None,
+                      wait: float = 10.0) -> int:
+    """Start `capd-py controllers` in the background (own session, logs to a file, a pid file)."""
+    running = controllers_pid(name)
+    if running:
+        return running
+    log = log_path(name)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "capd_py.cli", "controllers", "--kubeconfig", str(kubeconfig), *(extra_args or [])]
+    env = dict(os.environ)
+    env.setdefault("CAPD_PY_PRIVILEGED_MODE", privileged_mode())
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=env, cwd=str(Path.home()))
+    pid_path(name).write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:  # crash-on-start (bad kubeconfig, import error) is reported now
+        if proc.poll() is not None:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+            raise ManagementError(f"controllers exited with {proc.returncode} right after start; {log}:\n{tail}")
+        time.sleep(0.25)
+    return proc.pid
+
+
+def stop_controllers(name: str = DEFAULT_NAME, timeout: float = 15) -> bool:
+    pid = controllers_pid(name)
+    pid_path(name).unlink(missing_ok=True)
+    if not pid:
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _pid_alive(pid):
+        time.sleep(0.2)
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+    if _pid_alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
+# -- controllers in the cluster -----------------------------------------------------------------------
+
+def controllers_image_tag() -> str:
+    return os.environ.get("CAPD_PY_CONTROLLERS_IMAGE", "capd-py/controllers:dev")
+
+
+def build_controllers_image(tag: str | None = None) -> str:
+    """docker build images/controllers (FROM the local capd-py/base image; no pulls)."""
+    import docker
+
+    tag = tag or controllers_image_tag()
+    client = docker.from_env()
+    try:
+        bases = sorted(t for i in client.images.list(name="capd-py/base") for t in i.tags)
+        if not bases:
+            raise ManagementError("no capd-py/base image; build it with images/base/build.sh")
+        dockerfile = REPO_ROOT / "images" / "controllers" / "Dockerfile"
+        if not dockerfile.exists():
+            raise ManagementError(f"{dockerfile} not found (--in-cluster needs a source checkout)")
+        r = subprocess.run(["docker", "build", "-q", "-f", str(dockerfile), "--build-arg", f"BASE={bases[-1]}",
+                            "-t", tag, str(REPO_ROOT)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ManagementError(f"building {tag} failed:\n{r.stderr[-3000:]}")
+    finally:
+        client.close()
+    return tag
+
+
+def load_image_into_node(runtime: ContainerRuntime, node: str, tag: str) -> None:
+    """`docker save | ctr import` into the node's containerd (what `kind load docker-image` does)."""
+    save = subprocess.run(["docker", "save", tag], capture_output=True)
+    if save.returncode != 0:
+        raise ManagementError(f"docker save {tag} failed: {save.stderr.decode(errors='replace')[-500:]}")
+    r = runtime.exec(node, ["ctr", "--namespace=k8s.io", "images", "import", "--all-platforms", "-"],
+                     stdin=save.stdout, timeout=600)
+    if r.exit_code != 0:
+        raise ManagementError(f"importing {tag} into {node} failed: {r.output[-500:]}")
+
+
+def in_cluster_manifest(image: str, privileged: str) -> str:
+    text = (MANIFESTS / "controllers.yaml").read_text()
+    return text.replace("@IMAGE@", image).replace("@PRIVILEGED_MODE@", privileged)
+
+
+def deploy_in_cluster(m: ManagementCluster) -> None:
+    """Build the controllers image, load it into the node, apply the Deployment + RBAC, wait for it."""
+    tag = build_controllers_image()
+    load_image_into_node(m.rt, m.node, tag)
+    manifest = in_cluster_manifest(tag, privileged_mode())
+    m.rt.write_file(m.node, "/kind/manifests/capd-py-controllers.yaml", manifest.encode())
+    kc = ["kubectl", "--kubeconfig=/etc/kubernetes/admin.conf"]
+    m._exec([*kc, "apply", "-f", "/kind/manifests/capd-py-controllers.yaml"], what="applying the controllers")
+    m._exec([*kc, "-n", "capd-py-system", "rollout", "status", "deployment/capd-py-controllers", "--timeout=180s"],
+            timeout=200, what="waiting for the controllers Deployment")

@@ -1,0 +1,101 @@
+"""kind-style step lines on stderr: a spinner on a terminal, plain ` • ... / ✓ ...` lines otherwise.
+
+    with steps.step("Creating management cluster 🖥"):
+        ...
+
+Plain mode is used when the stream is not a TTY, when CI is set, or when asked (`plain=True`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+_FRAMES = ("⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏")
+
+
+def _interactive(stream: TextIO) -> bool:
+    if os.environ.get("CI") or os.environ.get("CAPD_PY_PLAIN"):
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class Steps:
+    def __init__(self, stream: TextIO | None = None, plain: bool | None = None, quiet: bool = False):
+        self.stream = stream if stream is not None else sys.stderr
+        self.spinner = not plain if plain is not None else _interactive(self.stream)
+        self.quiet = quiet
+        self._status = ""
+        self._t0 = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    # -- low level ---------------------------------------------------------------------------
+    def _write(self, s: str) -> None:
+        if self.quiet:
+            return
+        with self._lock:
+            self.stream.write(s)
+            self.stream.flush()
+
+    def start(self, status: str) -> None:
+        self.end(True)
+        self._status = status
+        self._t0 = time.monotonic()
+        if self.spinner:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._spin, daemon=True, name="capd-py-spinner")
+            self._thread.start()
+        else:
+            self._write(f" • {status}  ...\n")
+
+    def _spin(self) -> None:
+        i = 0
+        while not self._stop.wait(0.1):
+            self._write(f"\r{_FRAMES[i % len(_FRAMES)]} {self._status} ")
+            i += 1
+
+    def update(self, detail: str) -> None:
+        """Progress within a step (spinner: appended to the line; plain: nothing, to keep logs short)."""
+        if self.spinner and self._status:
+            base = self._status.split(" — ", 1)[0]
+            self._status = f"{base} — {detail}" if detail else base
+
+    def end(self, success: bool) -> None:
+        if not self._status:
+            return
+        status = self._status.split(" — ", 1)[0] if success else self._status
+        if self._thread:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self._write("\r\x1b[2K")
+        mark = "✓" if success else "✗"
+        if self.spinner:  # coloured on a terminal, like kind
+            mark = f"\x1b[{32 if success else 31}m{mark}\x1b[0m"
+        self._write(f" {mark} {status}\n")
+        self._status = ""
+
+    def info(self, line: str) -> None:
+        """A line of prose between steps (also to stderr)."""
+        self._write(f"{line}\n")
+
+    # -- the usual way -----------------------------------------------------------------------
+    @contextmanager
+    def step(self, status: str) -> Iterator[Steps]:
+        self.start(status)
+        try:
+            yield self
+        except BaseException:
+            self.end(False)
+            raise
+        self.end(True)
