@@ -1,0 +1,1 @@
+"""Test support: a local management plane (envtest) and helpers."""

@@ -1,0 +1,933 @@
+#!/usr/bin/env python3
+"""Generate crds/*.yaml: the apiextensions.k8s.io/v1 CRDs capd-py serves (Cluster API v1beta2 shapes).
+
+Run `python hack/gen_crds.py` after changing a schema (or capd_py/api/versions.py); commit the output.
+`python hack/gen_crds.py --check` exits 1 if the committed YAML is stale.
+
+Validation lives here as OpenAPI constraints and CEL (x-kubernetes-validations): there is no webhook
+server. See docs/DEVELOPING.md "Validation" for what can and cannot be checked at admission.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from capd_py.api import gvk, versions  # noqa: E402
+
+OUT = ROOT / "crds"
+S = dict[str, Any]
+
+# --- schema building blocks -------------------------------------------------------------------------------
+
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+KIND_PATTERN = r"^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$"
+CONDITION_TYPE = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+LABEL_KEY = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
+QUANTITY = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)"
+            r"|(\.[0-9]+))))?$")
+
+
+def rule(r: str, msg: str, **kw: Any) -> S:
+    return {"rule": r, "message": msg, **kw}
+
+
+def cel(schema: S, *rules: S) -> S:
+    schema.setdefault("x-kubernetes-validations", []).extend(rules)
+    return schema
+
+
+def string(desc: str = "", min_len: int | None = None, max_len: int | None = None, pattern: str | None = None,
+           enum: list[str] | None = None, fmt: str | None = None, default: str | None = None) -> S:
+    s: S = {"type": "string"}
+    if desc:
+        s["description"] = desc
+    if fmt:
+        s["format"] = fmt
+    if min_len is not None:
+        s["minLength"] = min_len
+    if max_len is not None:
+        s["maxLength"] = max_len
+    if pattern:
+        s["pattern"] = pattern
+    if enum:
+        s["enum"] = enum
+    if default is not None:
+        s["default"] = default
+    return s
+
+
+def integer(desc: str = "", fmt: str = "int32", minimum: int | None = None, maximum: int | None = None,
+            default: int | None = None) -> S:
+    s: S = {"type": "integer", "format": fmt}
+    if desc:
+        s["description"] = desc
+    if minimum is not None:
+        s["minimum"] = minimum
+    if maximum is not None:
+        s["maximum"] = maximum
+    if default is not None:
+        s["default"] = default
+    return s
+
+
+def boolean(desc: str = "") -> S:
+    return {"type": "boolean", **({"description": desc} if desc else {})}
+
+
+def date_time(desc: str = "") -> S:
+    return string(desc, fmt="date-time")
+
+
+def int_or_string(desc: str = "") -> S:
+    return {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}],
+            **({"description": desc} if desc else {})}
+
+
+def obj(props: dict[str, S], required: list[str] | None = None, desc: str = "", min_props: int | None = None) -> S:
+    s: S = {"type": "object"}
+    if desc:
+        s["description"] = desc
+    if min_props is not None:
+        s["minProperties"] = min_props
+    s["properties"] = dict(sorted(props.items()))
+    if required:
+        s["required"] = sorted(required)
+    return s
+
+
+def open_obj(desc: str = "") -> S:
+    """An object whose content we accept as is (kept, not pruned, not validated beyond being an object)."""
+    return {"type": "object", "x-kubernetes-preserve-unknown-fields": True, **({"description": desc} if desc else {})}
+
+
+def str_map(desc: str = "") -> S:
+    return {"type": "object", "additionalProperties": {"type": "string"}, **({"description": desc} if desc else {})}
+
+
+def arr(items: S, desc: str = "", max_items: int | None = None, min_items: int | None = None,
+        list_type: str | None = "atomic", map_keys: list[str] | None = None) -> S:
+    s: S = {"type": "array", "items": items}
+    if desc:
+        s["description"] = desc
+    if min_items is not None:
+        s["minItems"] = min_items
+    if max_items is not None:
+        s["maxItems"] = max_items
+    if map_keys:
+        s["x-kubernetes-list-type"] = "map"
+        s["x-kubernetes-list-map-keys"] = map_keys
+    elif list_type:
+        s["x-kubernetes-list-type"] = list_type
+    return s
+
+
+def immutable(schema: S, what: str) -> S:
+    return cel(schema, rule("self == oldSelf", f"{what} is immutable"))
+
+
+def version_field(desc: str = "The Kubernetes version, e.g. v1.34.4.") -> S:
+    s = string(desc, min_len=1, max_len=256)
+    return cel(s, *versions.cel_rules())
+
+
+def percent_or_int(desc: str, field: str) -> S:
+    return cel(int_or_string(desc), rule(
+        "type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",
+        f"{field} must be either a non-negative int or a percentage (e.g. 40%)"))
+
+
+def contract_ref(desc: str) -> S:
+    """v1beta2 ContractVersionedObjectReference: {apiGroup, kind, name}, same namespace."""
+    return obj({
+        "apiGroup": string("API group of the referenced object, e.g. infrastructure.cluster.x-k8s.io.",
+                           1, 253, DNS1123_SUBDOMAIN),
+        "kind": string("Kind of the referenced object.", 1, 63, KIND_PATTERN),
+        "name": string("Name of the referenced object (same namespace).", 1, 253, DNS1123_SUBDOMAIN),
+    }, ["apiGroup", "kind", "name"], desc)
+
+
+def kinds_immutable(ref: S, what: str) -> S:
+    return cel(ref, rule("self.apiGroup == oldSelf.apiGroup && self.kind == oldSelf.kind",
+                         f"{what}.apiGroup and {what}.kind are immutable"))
+
+
+CONDITION = obj({
+    "type": string("Type of condition in CamelCase.", 1, 316, CONDITION_TYPE),
+    "status": string("True, False or Unknown.", enum=["True", "False", "Unknown"]),
+    "observedGeneration": integer(fmt="int64", minimum=0),
+    "lastTransitionTime": date_time("When the condition last changed status."),
+    "reason": string("Machine-readable CamelCase reason.", 1, 1024,
+                     r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"),
+    "message": string("Human-readable details.", max_len=32768),
+}, ["lastTransitionTime", "message", "reason", "status", "type"], "A metav1.Condition.")
+
+
+def conditions() -> S:
+    return arr(CONDITION, "Current observed state as metav1.Conditions.", max_items=32, map_keys=["type"])
+
+
+def deprecated() -> S:
+    return obj({"v1beta1": open_obj("v1beta1 status fields kept for compatibility (ready, failureReason, ...).")},
+               desc="Deprecated status fields, to be removed with v1beta1 support.")
+
+
+def object_meta(desc: str = "Labels and annotations applied to generated objects.") -> S:
+    return obj({"labels": str_map(), "annotations": str_map()}, desc=desc)
+
+
+def label_selector(desc: str) -> S:
+    return obj({
+        "matchLabels": str_map(),
+        "matchExpressions": arr(obj({
+            "key": string(),
+            "operator": string(enum=["In", "NotIn", "Exists", "DoesNotExist"]),
+            "values": arr(string()),
+        }, ["key", "operator"])),
+    }, desc=desc)
+
+
+def api_endpoint(desc: str) -> S:
+    return obj({"host": string("Hostname or IP.", 1, 512), "port": integer("Port.", minimum=1, maximum=65535)},
+               desc=desc, min_props=1)
+
+
+def failure_domains(desc: str) -> S:
+    return arr(obj({
+        "name": string("Name of the failure domain.", 1, 256),
+        "controlPlane": boolean("Whether control plane machines may be placed in it."),
+        "attributes": str_map(),
+    }, ["name"]), desc, max_items=100, min_items=1, map_keys=["name"])
+
+
+def addresses() -> S:
+    return arr(obj({
+        "type": string(enum=["Hostname", "ExternalIP", "InternalIP", "ExternalDNS", "InternalDNS"]),
+        "address": string(min_len=1, max_len=256),
+    }, ["address", "type"]), "Addresses of the machine.", max_items=256)
+
+
+def replica_summary() -> dict[str, S]:
+    return {k: integer() for k in ("replicas", "readyReplicas", "availableReplicas", "upToDateReplicas")}
+
+
+def version_counts() -> S:
+    return arr(obj({"version": string(min_len=1, max_len=256), "replicas": integer(minimum=1)}, ["version"]),
+               max_items=100, min_items=1, map_keys=["version"])
+
+
+def deletion_timeouts() -> S:
+    return obj({k: integer(f"{k} (0 means wait forever).", minimum=0) for k in
+                ("nodeDrainTimeoutSeconds", "nodeVolumeDetachTimeoutSeconds", "nodeDeletionTimeoutSeconds")},
+               min_props=1)
+
+
+def readiness_gates() -> S:
+    return arr(obj({"conditionType": string(min_len=1, max_len=316, pattern=CONDITION_TYPE),
+                    "polarity": string(enum=["Positive", "Negative"])}, ["conditionType"]),
+               max_items=32, min_items=1, map_keys=["conditionType"])
+
+
+def machine_taints() -> S:
+    return arr(obj({
+        "key": string(min_len=1, max_len=317, pattern=LABEL_KEY),
+        "value": string(min_len=1, max_len=63, pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"),
+        "effect": string(enum=["NoSchedule", "PreferNoSchedule", "NoExecute"]),
+        "propagation": string(enum=["Always", "OnInitialization"]),
+    }, ["effect", "key", "propagation"]), max_items=64, min_items=1, map_keys=["key", "effect"])
+
+
+def cluster_name(immutable_field: bool = True) -> S:
+    s = string("Name of the Cluster this object belongs to.", 1, 63)
+    return immutable(s, "clusterName") if immutable_field else s
+
+
+def bootstrap() -> S:
+    return cel(obj({
+        "configRef": contract_ref("Reference to the bootstrap config (e.g. a KubeadmConfig)."),
+        "dataSecretName": string("Name of a Secret holding bootstrap data (skips the bootstrap provider).",
+                                 0, 253),
+    }, desc="How the machine gets its bootstrap data."),
+        rule("has(self.configRef) || has(self.dataSecretName)",
+             "expected either spec.bootstrap.dataSecretName or spec.bootstrap.configRef to be populated"))
+
+
+def machine_spec(for_machine: bool) -> S:
+    infra = contract_ref("Reference to the infrastructure machine (e.g. a DockerMachine).")
+    boot = bootstrap()
+    if for_machine:  # a Machine's providers cannot be swapped for another kind
+        kinds_immutable(infra, "infrastructureRef")
+        kinds_immutable(boot["properties"]["configRef"], "bootstrap.configRef")
+    return obj({
+        "clusterName": cluster_name(for_machine),
+        "bootstrap": boot,
+        "infrastructureRef": infra,
+        "version": version_field(),
+        "providerID": string("Provider ID of the node, set by the infrastructure provider.", 1, 512),
+        "failureDomain": string("Failure domain to place the machine in.", 1, 256),
+        "minReadySeconds": integer(minimum=0),
+        "readinessGates": readiness_gates(),
+        "deletion": deletion_timeouts(),
+        "taints": machine_taints(),
+    }, ["bootstrap", "clusterName", "infrastructureRef"])
+
+
+def machine_template() -> S:
+    return obj({"metadata": object_meta(), "spec": machine_spec(False)}, ["spec"],
+               "Template for the Machines to create.")
+
+
+# --- kubeadm ---------------------------------------------------------------------------------------------
+
+def extra_args(what: str = "extraArgs") -> S:
+    return cel(arr(obj({"name": string(min_len=1, max_len=256), "value": string(min_len=0, max_len=1024)},
+                       ["name", "value"]), f"{what} as a list of name/value pairs.",
+                   max_items=100, min_items=1, map_keys=["name", "value"]),
+               rule("self.all(x, self.exists_one(y, x.name == y.name))", f"{what} names must be unique"))
+
+
+def control_plane_component() -> S:
+    return obj({"extraArgs": extra_args(), "extraEnvs": arr(open_obj(), max_items=100, min_items=1),
+                "extraVolumes": arr(open_obj(), max_items=100, min_items=1)}, min_props=1)
+
+
+def cluster_configuration(kcp: bool) -> S:
+    apiserver = control_plane_component()
+    apiserver["properties"]["certSANs"] = arr(string(min_len=1, max_len=253), max_items=100, min_items=1)
+    apiserver["properties"] = dict(sorted(apiserver["properties"].items()))
+    etcd_local = obj({
+        "dataDir": string(min_len=1, max_len=512),
+        "extraArgs": extra_args(),
+        "extraEnvs": arr(open_obj(), max_items=100, min_items=1),
+        "imageRepository": string(min_len=1, max_len=512),
+        "imageTag": string(min_len=1, max_len=256),
+        "peerCertSANs": arr(string(min_len=1, max_len=253), max_items=100, min_items=1),
+        "serverCertSANs": arr(string(min_len=1, max_len=253), max_items=100, min_items=1),
+    }, min_props=1)
+    etcd_external = obj({
+        "endpoints": arr(string(min_len=1, max_len=512), max_items=50, min_items=1),
+        "caFile": string(min_len=1, max_len=512),
+        "certFile": string(min_len=1, max_len=512),
+        "keyFile": string(min_len=1, max_len=512),
+    }, ["caFile", "certFile", "endpoints", "keyFile"])
+    s = obj({
+        "apiServer": apiserver,
+        "controllerManager": control_plane_component(),
+        "scheduler": control_plane_component(),
+        "etcd": obj({"local": etcd_local, "external": etcd_external}, min_props=1),
+        "dns": obj({"imageRepository": string(min_len=1, max_len=512), "imageTag": string(min_len=1, max_len=256)},
+                   min_props=1),
+        "certificatesDir": string(min_len=1, max_len=512),
+        "controlPlaneEndpoint": string("host[:port] of the control plane (usually derived from the Cluster).",
+                                       1, 512),
+        "imageRepository": string(min_len=1, max_len=512),
+        "featureGates": {"type": "object", "additionalProperties": {"type": "boolean"}},
+        "caCertificateValidityPeriodDays": integer(minimum=1, maximum=36500),
+        "certificateValidityPeriodDays": integer(minimum=1, maximum=1095),
+        "encryptionAlgorithm": string(enum=["ECDSA-P256", "ECDSA-P384", "RSA-2048", "RSA-3072", "RSA-4096"]),
+    }, desc="kubeadm ClusterConfiguration.", min_props=1)
+    if kcp:  # KCP: only the fields upstream lets change may change (webhook allow-list upstream)
+        for f in ("certificatesDir", "controlPlaneEndpoint", "caCertificateValidityPeriodDays"):
+            cel(s, rule(f"has(self.{f}) == has(oldSelf.{f}) && (!has(self.{f}) || self.{f} == oldSelf.{f})",
+                        f"kubeadmConfigSpec.clusterConfiguration.{f} cannot be modified",
+                        fieldPath=f".{f}"))
+    return s
+
+
+def node_registration() -> S:
+    return obj({
+        "name": string(min_len=1, max_len=253),
+        "criSocket": string(min_len=1, max_len=512),
+        "taints": arr(obj({"key": string(), "value": string(), "effect": string(), "timeAdded": date_time()},
+                          ["effect", "key"]), max_items=100, min_items=0, list_type=None),
+        "kubeletExtraArgs": extra_args("kubeletExtraArgs"),
+        "ignorePreflightErrors": arr(string(min_len=1, max_len=512), max_items=50, min_items=1),
+        "imagePullPolicy": string(enum=["Always", "IfNotPresent", "Never"]),
+        "imagePullSerial": boolean(),
+    }, min_props=1)
+
+
+def local_api_endpoint() -> S:
+    return obj({"advertiseAddress": string(min_len=1, max_len=39), "bindPort": integer(minimum=1)}, min_props=1)
+
+
+def init_configuration() -> S:
+    return obj({
+        "bootstrapTokens": arr(open_obj(), max_items=100, min_items=1),
+        "localAPIEndpoint": local_api_endpoint(),
+        "nodeRegistration": node_registration(),
+        "patches": open_obj(),
+        "skipPhases": arr(string(min_len=1, max_len=256), max_items=50, min_items=1),
+        "timeouts": open_obj(),
+    }, desc="kubeadm InitConfiguration.", min_props=1)
+
+
+def join_configuration() -> S:
+    return obj({
+        "caCertPath": string(min_len=1, max_len=512),
+        "controlPlane": obj({"localAPIEndpoint": local_api_endpoint()}),
+        "discovery": obj({
+            "bootstrapToken": obj({
+                "apiServerEndpoint": string(min_len=1, max_len=512),
+                "caCertHashes": arr(string(min_len=1, max_len=512), max_items=100, min_items=1),
+                "token": string(min_len=1, max_len=512),
+                "unsafeSkipCAVerification": boolean(),
+            }, min_props=1),
+            "file": open_obj(),
+            "tlsBootstrapToken": string(min_len=1, max_len=512),
+        }, min_props=1),
+        "nodeRegistration": node_registration(),
+        "patches": open_obj(),
+        "skipPhases": arr(string(min_len=1, max_len=256), max_items=50, min_items=1),
+        "timeouts": open_obj(),
+    }, desc="kubeadm JoinConfiguration.", min_props=1)
+
+
+def kubeadm_config_spec(kcp: bool = False) -> S:
+    cmds = arr(string(min_len=1, max_len=10240), max_items=1000, min_items=1)
+    return obj({
+        "clusterConfiguration": cluster_configuration(kcp),
+        "initConfiguration": init_configuration(),
+        "joinConfiguration": join_configuration(),
+        "files": arr(obj({
+            "path": string(min_len=1, max_len=512),
+            "owner": string(min_len=1, max_len=256),
+            "permissions": string(min_len=1, max_len=16),
+            "encoding": string(enum=["base64", "gzip", "gzip+base64"]),
+            "append": boolean(),
+            "content": string(min_len=1, max_len=10240),
+            "contentFormat": string(enum=["Raw", "Template"]),
+            "contentFrom": obj({"secret": obj({"name": string(min_len=1, max_len=253),
+                                               "key": string(min_len=1, max_len=256)}, ["key", "name"])},
+                               ["secret"]),
+        }, ["path"]), "Files to write on the node.", max_items=200, min_items=1),
+        "diskSetup": open_obj(),
+        "mounts": arr(arr(string(min_len=1, max_len=512), max_items=100, min_items=1, list_type=None),
+                      max_items=100, min_items=1),
+        "bootCommands": cmds,
+        "preKubeadmCommands": cmds,
+        "postKubeadmCommands": cmds,
+        "users": arr({**obj({"name": string("User name.", 1, 256)}, ["name"]),
+                      "x-kubernetes-preserve-unknown-fields": True}, "Users to create on the node.",
+                     max_items=100, min_items=1),
+        "ntp": obj({"enabled": boolean(), "servers": arr(string(min_len=1, max_len=512), max_items=100)},
+                   min_props=1),
+        "format": string(enum=["cloud-config", "ignition"]),
+        "ignition": open_obj(),
+        "verbosity": integer(),
+    }, desc="kubeadm bootstrap configuration.", min_props=1)
+
+
+# --- kinds -----------------------------------------------------------------------------------------------
+
+def cluster_schema() -> tuple[S, S]:
+    spec = obj({
+        "paused": boolean("Pause reconciliation of this cluster and its objects."),
+        "clusterNetwork": obj({
+            "apiServerPort": integer(minimum=1, maximum=65535),
+            "pods": obj({"cidrBlocks": arr(string(min_len=1, max_len=43), max_items=100, min_items=1)},
+                        ["cidrBlocks"]),
+            "services": obj({"cidrBlocks": arr(string(min_len=1, max_len=43), max_items=100, min_items=1)},
+                            ["cidrBlocks"]),
+            "serviceDomain": string(min_len=1, max_len=253),
+        }, desc="Cluster network configuration.", min_props=1),
+        "controlPlaneEndpoint": api_endpoint("Endpoint of the control plane (set by the infrastructure provider)."),
+        "controlPlaneRef": contract_ref("Reference to the control plane object (e.g. a KubeadmControlPlane)."),
+        "infrastructureRef": contract_ref("Reference to the infrastructure cluster (e.g. a DockerCluster)."),
+        "topology": {**obj({
+            "classRef": obj({"name": string(min_len=1, max_len=253), "namespace": string(min_len=1, max_len=63)},
+                            ["name"]),
+            "version": version_field(),
+        }, ["classRef", "version"], "ClusterClass topology (accepted, not reconciled by capd-py)."),
+            "x-kubernetes-preserve-unknown-fields": True},
+        "availabilityGates": arr(obj({"conditionType": string(min_len=1, max_len=316, pattern=CONDITION_TYPE),
+                                      "polarity": string(enum=["Positive", "Negative"])}, ["conditionType"]),
+                                 max_items=32, min_items=1, map_keys=["conditionType"]),
+    }, desc="Desired state of the Cluster.", min_props=1)
+    cel(spec,
+        rule("has(self.controlPlaneRef) || has(self.infrastructureRef) || has(self.topology)",
+             "one of spec.controlPlaneRef, spec.infrastructureRef or spec.topology must be set"),
+        rule("!has(oldSelf.infrastructureRef) || has(self.infrastructureRef)",
+             "spec.infrastructureRef cannot be removed"),
+        rule("!has(oldSelf.controlPlaneRef) || has(self.controlPlaneRef)", "spec.controlPlaneRef cannot be removed"))
+    workers_or_cp = obj({**{k: integer() for k in ("desiredReplicas", "replicas", "readyReplicas",
+                                                   "availableReplicas", "upToDateReplicas")},
+                         "versions": arr(obj({"version": string(min_len=1, max_len=256),
+                                              "replicas": integer(minimum=1)}, ["version"]),
+                                         max_items=32, min_items=1)})
+    status = obj({
+        "conditions": conditions(),
+        "initialization": obj({"infrastructureProvisioned": boolean(), "controlPlaneInitialized": boolean()},
+                              min_props=1),
+        "controlPlane": workers_or_cp,
+        "workers": workers_or_cp,
+        "failureDomains": failure_domains("Failure domains reported by the infrastructure provider."),
+        "phase": string(enum=["Pending", "Provisioning", "Provisioned", "Deleting", "Failed", "Unknown"]),
+        "observedGeneration": integer(fmt="int64", minimum=1),
+        "deprecated": deprecated(),
+    }, min_props=1)
+    return spec, status
+
+
+def machine_schema() -> tuple[S, S]:
+    status = obj({
+        "conditions": conditions(),
+        "initialization": obj({"infrastructureProvisioned": boolean(), "bootstrapDataSecretCreated": boolean()},
+                              min_props=1),
+        "nodeRef": obj({"name": string(min_len=1, max_len=253, pattern=DNS1123_SUBDOMAIN)}, ["name"]),
+        "nodeInfo": open_obj("NodeSystemInfo of the node."),
+        "addresses": addresses(),
+        "failureDomain": string(min_len=1, max_len=256),
+        "phase": string(enum=["Pending", "Provisioning", "Provisioned", "Running", "Updating", "Deleting",
+                              "Deleted", "Failed", "Unknown"]),
+        "lastUpdated": date_time(),
+        "certificatesExpiryDate": date_time(),
+        "deletion": obj({k: date_time() for k in ("nodeDrainStartTime", "waitForNodeVolumeDetachStartTime",
+                                                  "waitForPreDrainHookStartTime",
+                                                  "waitForPreTerminateHookStartTime")}),
+        "observedGeneration": integer(fmt="int64", minimum=1),
+        "deprecated": deprecated(),
+    }, min_props=1)
+    return machine_spec(True), status
+
+
+def _replicas(minimum: int, default: int, what: str) -> S:
+    s = integer(f"Desired number of {what}.", default=default)
+    return cel(s, rule(f"self >= {minimum}", f"replicas must be greater than or equal to {minimum}"
+                       + (" (a control plane cannot be scaled to 0)" if minimum == 1 else "")))
+
+
+def _scaled_status(extra: dict[str, S] | None = None) -> S:
+    return obj({
+        **replica_summary(),
+        "selector": string("Label selector for the scale subresource.", 1, 4096),
+        "conditions": conditions(),
+        "versions": version_counts(),
+        "observedGeneration": integer(fmt="int64", minimum=1),
+        "deprecated": deprecated(),
+        **(extra or {}),
+    }, min_props=1)
+
+
+def _cluster_name_match() -> S:
+    return rule("self.template.spec.clusterName == self.clusterName",
+                "spec.template.spec.clusterName must match spec.clusterName")
+
+
+def machine_set_schema() -> tuple[S, S]:
+    spec = cel(obj({
+        "clusterName": cluster_name(),
+        "replicas": _replicas(0, 1, "machines"),
+        "selector": label_selector("Label selector for the Machines of this set (must match the template labels)."),
+        "template": machine_template(),
+        "deletion": obj({"order": string(enum=["Random", "Newest", "Oldest"])}, min_props=1),
+        "machineNaming": obj({"template": string(min_len=1, max_len=256)}, min_props=1),
+    }, ["clusterName", "selector", "template"]), _cluster_name_match())
+    return spec, _scaled_status()
+
+
+def machine_deployment_schema() -> tuple[S, S]:
+    spec = cel(obj({
+        "clusterName": cluster_name(),
+        "replicas": _replicas(0, 1, "machines"),
+        "selector": label_selector("Label selector for the Machines (must match the template labels)."),
+        "template": machine_template(),
+        "paused": boolean(),
+        "rollout": obj({
+            "after": date_time("Roll out all machines created before this time."),
+            "strategy": obj({
+                "type": string(enum=["RollingUpdate", "OnDelete"]),
+                "rollingUpdate": obj({
+                    "maxSurge": percent_or_int("Max machines above desired during rollout.", "maxSurge"),
+                    "maxUnavailable": percent_or_int("Max unavailable machines during rollout.", "maxUnavailable"),
+                }, min_props=1),
+            }, ["type"], min_props=1),
+        }, min_props=1),
+        "remediation": obj({"maxInFlight": percent_or_int("Max machines remediated at once.", "maxInFlight")},
+                           min_props=1),
+        "deletion": obj({"order": string(enum=["Random", "Newest", "Oldest"])}, min_props=1),
+        "machineNaming": obj({"template": string(min_len=1, max_len=256)}, min_props=1),
+    }, ["clusterName", "selector", "template"]), _cluster_name_match())
+    status = _scaled_status({"phase": string(enum=["ScalingUp", "ScalingDown", "Running", "Failed", "Unknown"])})
+    return spec, status
+
+
+def mhc_schema() -> tuple[S, S]:
+    spec = obj({
+        "clusterName": cluster_name(),
+        "selector": label_selector("Selects the Machines to check."),
+        "checks": obj({
+            "nodeStartupTimeoutSeconds": cel(integer("How long a Machine may take to get a Node (0 disables).",
+                                                     minimum=0),
+                                             rule("self == 0 || self >= 30",
+                                                  "nodeStartupTimeoutSeconds must be 0 or at least 30 seconds")),
+            "unhealthyNodeConditions": arr(obj({"type": string(min_len=1), "status": string(min_len=1),
+                                                "timeoutSeconds": integer(minimum=0)},
+                                               ["status", "timeoutSeconds", "type"]), max_items=100, min_items=1),
+            "unhealthyMachineConditions": arr(obj({
+                "type": cel(string(min_len=1, max_len=316, pattern=CONDITION_TYPE), rule(
+                    "!(self in ['Ready','Available','HealthCheckSucceeded','OwnerRemediated','ExternallyRemediated'])",
+                    "type must not be one of: Ready, Available, HealthCheckSucceeded, OwnerRemediated, "
+                    "ExternallyRemediated")),
+                "status": string(enum=["True", "False", "Unknown"]),
+                "timeoutSeconds": integer(minimum=0)}, ["status", "timeoutSeconds", "type"]),
+                max_items=100, min_items=1),
+        }, min_props=1),
+        "remediation": obj({
+            "triggerIf": obj({
+                "unhealthyLessThanOrEqualTo": percent_or_int(
+                    "Remediate only while at most this many (or this percentage of) targets are unhealthy "
+                    "(the v1beta1 maxUnhealthy).", "unhealthyLessThanOrEqualTo"),
+                "unhealthyInRange": string("Remediate only while the unhealthy count is in [min-max].", 1, 32,
+                                           r"^\[[0-9]+-[0-9]+\]$"),
+            }, min_props=1),
+            "templateRef": obj({
+                "apiVersion": string(min_len=1, max_len=317),
+                "kind": string(min_len=1, max_len=63, pattern=KIND_PATTERN),
+                "name": string(min_len=1, max_len=253, pattern=DNS1123_SUBDOMAIN),
+            }, ["apiVersion", "kind", "name"]),
+        }, min_props=1),
+    }, ["clusterName", "selector"])
+    status = obj({
+        "expectedMachines": integer(minimum=0), "currentHealthy": integer(minimum=0),
+        "remediationsAllowed": integer(minimum=0),
+        "targets": arr(string(min_len=1, max_len=253), max_items=10000),
+        "conditions": conditions(),
+        "observedGeneration": integer(fmt="int64", minimum=1),
+        "deprecated": deprecated(),
+    }, min_props=1)
+    return spec, status
+
+
+def kubeadm_config_schema() -> tuple[S, S]:
+    status = obj({
+        "conditions": conditions(),
+        "initialization": obj({"dataSecretCreated": boolean()}, min_props=1),
+        "dataSecretName": string(min_len=1, max_len=253),
+        "observedGeneration": integer(fmt="int64", minimum=1),
+        "deprecated": deprecated(),
+    }, min_props=1)
+    return kubeadm_config_spec(), status
+
+
+def template_spec(inner: S, desc: str, immutable_msg: str | None = None) -> S:
+    spec = obj({"metadata": object_meta(), "spec": inner}, desc=desc)
+    if immutable_msg:
+        cel(spec["properties"]["spec"], rule("self == oldSelf", immutable_msg))
+    return obj({"template": spec}, ["template"])
+
+
+def kcp_machine_template() -> S:
+    return obj({
+        "metadata": object_meta(),
+        "spec": obj({
+            "infrastructureRef": contract_ref("Reference to the infrastructure machine template "
+                                              "(e.g. a DockerMachineTemplate)."),
+            "readinessGates": readiness_gates(),
+            "deletion": deletion_timeouts(),
+            "taints": machine_taints(),
+        }, ["infrastructureRef"]),
+    }, ["spec"], "What the control plane Machines look like.")
+
+
+def kcp_rollout() -> S:
+    return obj({
+        "after": date_time(),
+        "before": obj({"certificatesExpiryDays": integer(minimum=7)}, min_props=1),
+        "strategy": obj({"type": string(enum=["RollingUpdate"]),
+                         "rollingUpdate": obj({"maxSurge": percent_or_int("Max machines above desired.",
+                                                                          "maxSurge")}, min_props=1)},
+                        ["type"], min_props=1),
+    }, min_props=1)
+
+
+def kcp_remediation() -> S:
+    return obj({"maxRetry": integer(), "minHealthyPeriodSeconds": integer(minimum=0),
+                "retryPeriodSeconds": integer(minimum=0)}, min_props=1)
+
+
+def kcp_schema() -> tuple[S, S]:
+    spec = obj({
+        "replicas": _replicas(1, 1, "control plane machines"),
+        "version": version_field(),
+        "machineTemplate": kcp_machine_template(),
+        "kubeadmConfigSpec": kubeadm_config_spec(kcp=True),
+        "rollout": kcp_rollout(),
+        "remediation": kcp_remediation(),
+        "machineNaming": obj({"template": string(min_len=1, max_len=256)}, min_props=1),
+    }, ["machineTemplate", "version"])
+    status = _scaled_status({
+        "initialization": obj({"controlPlaneInitialized": boolean()}, min_props=1),
+        "version": string(min_len=1, max_len=256),
+        "lastRemediation": obj({"machine": string(min_len=1, max_len=253), "time": date_time(),
+                                "retryCount": integer(minimum=0)}, ["machine", "retryCount", "time"]),
+    })
+    return spec, status
+
+
+def kcp_template_schema() -> S:
+    inner = obj({
+        "kubeadmConfigSpec": kubeadm_config_spec(),
+        "machineTemplate": obj({"metadata": object_meta(), "spec": obj({
+            "readinessGates": readiness_gates(), "deletion": deletion_timeouts(), "taints": machine_taints(),
+        })}),
+        "rollout": kcp_rollout(),
+        "remediation": kcp_remediation(),
+        "machineNaming": obj({"template": string(min_len=1, max_len=256)}, min_props=1),
+    })
+    return template_spec(inner, "KubeadmControlPlane template (for ClusterClass).")
+
+
+def docker_cluster_spec() -> S:
+    return obj({
+        "controlPlaneEndpoint": api_endpoint("Load balancer endpoint for the control plane (set by the provider)."),
+        "failureDomains": failure_domains("Failure domains to offer the Cluster."),
+        "loadBalancer": obj({
+            "imageRepository": string("Image repository for the load balancer (haproxy) image."),
+            "imageTag": string("Image tag for the load balancer image."),
+            "customHAProxyConfigTemplateRef": obj({"name": string(default="")},
+                                                  desc="ConfigMap holding a custom haproxy config template."),
+        }),
+    })
+
+
+def docker_cluster_schema() -> tuple[S, S]:
+    status = obj({
+        "conditions": conditions(),
+        "initialization": obj({"provisioned": boolean()}, min_props=1),
+        "failureDomains": failure_domains("Failure domains available."),
+        "deprecated": deprecated(),
+    })
+    return docker_cluster_spec(), status
+
+
+DOCKER_MACHINE_FIELDS = ("customImage", "preLoadImages", "extraMounts", "bootstrapTimeout")
+
+
+def docker_machine_spec(for_machine: bool) -> S:
+    s = obj({
+        "customImage": string("Node image to use instead of the default for the version."),
+        "preLoadImages": arr(string(), "Images to load into the node."),
+        "extraMounts": arr(obj({"containerPath": string(), "hostPath": string(), "readOnly": boolean()}),
+                           "Extra host mounts for the node container."),
+        "bootstrapped": boolean("Set by the provider once bootstrap has run (deprecated upstream)."),
+        "bootstrapTimeout": string("How long to wait for bootstrap, a duration (e.g. 3m)."),
+        "providerID": string("docker:////<container name>, set by the provider.", 1, 512),
+    })
+    if for_machine:  # everything but providerID (and the provider-owned bootstrapped flag) is immutable
+        for f in DOCKER_MACHINE_FIELDS:
+            cel(s, rule(f"has(self.{f}) == has(oldSelf.{f}) && (!has(self.{f}) || self.{f} == oldSelf.{f})",
+                        f"spec.{f} is immutable (only spec.providerID may change)", fieldPath=f".{f}"))
+    return s
+
+
+def docker_machine_schema() -> tuple[S, S]:
+    status = obj({
+        "conditions": conditions(),
+        "initialization": obj({"provisioned": boolean()}, min_props=1),
+        "addresses": addresses(),
+        "failureDomain": string(min_len=1, max_len=256),
+        "loadBalancerConfigured": boolean(),
+        "deprecated": deprecated(),
+    })
+    return docker_machine_spec(True), status
+
+
+# --- CRD assembly ----------------------------------------------------------------------------------------
+
+def col(name: str, jsonpath: str, typ: str = "string", priority: int = 0, desc: str = "") -> S:
+    c: S = {"name": name, "type": typ, "jsonPath": jsonpath}
+    if desc:
+        c["description"] = desc
+    if priority:
+        c["priority"] = priority
+    return c
+
+
+AGE = col("Age", ".metadata.creationTimestamp", "date")
+PAUSED = col("Paused", '.status.conditions[?(@.type=="Paused")].status', priority=10)
+CLUSTER_LABEL = col("Cluster", ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']")
+SCALE = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+         "labelSelectorPath": ".status.selector"}
+
+
+def replica_cols() -> list[S]:
+    return [col("Desired", ".spec.replicas", "integer"), col("Current", ".status.replicas", "integer"),
+            col("Ready", ".status.readyReplicas", "integer"), col("Available", ".status.availableReplicas", "integer"),
+            col("Up-to-date", ".status.upToDateReplicas", "integer")]
+
+
+def cond(t: str) -> str:
+    return f'.status.conditions[?(@.type=="{t}")].status'
+
+
+def crd(g: gvk.GVK, spec: S, status: S | None, columns: list[S], short: list[str] | None = None,
+        scale: bool = False, root_rules: list[S] | None = None, spec_required: bool = True) -> S:
+    props: S = {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+                "spec": spec}
+    if status is not None:
+        props["status"] = status
+    root: S = {"type": "object", "description": f"{g.kind} ({g.api_version}), served by capd-py.",
+               "properties": props}
+    if spec_required:
+        root["required"] = ["spec"]
+    if root_rules:
+        root["x-kubernetes-validations"] = root_rules
+    version: S = {"name": g.version, "served": True, "storage": True, "schema": {"openAPIV3Schema": root},
+                  "additionalPrinterColumns": columns}
+    sub: S = {}
+    if status is not None:
+        sub["status"] = {}
+    if scale:
+        sub["scale"] = dict(SCALE)
+    if sub:
+        version["subresources"] = sub
+    names: S = {"kind": g.kind, "listKind": f"{g.kind}List", "plural": g.plural, "singular": g.kind.lower(),
+                "categories": ["cluster-api"]}
+    if short:
+        names["shortNames"] = short
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{g.plural}.{g.group}",
+                     "labels": {"cluster.x-k8s.io/provider": _provider(g.group), "app.kubernetes.io/part-of": "capd-py",
+                                f"cluster.x-k8s.io/{g.version}": g.version}},
+        "spec": {"group": g.group, "names": names, "scope": "Namespaced", "versions": [version]},
+    }
+
+
+def _provider(group: str) -> str:
+    return {gvk.CLUSTER_GROUP: "cluster-api", gvk.BOOTSTRAP_GROUP: "bootstrap-kubeadm",
+            gvk.CONTROLPLANE_GROUP: "control-plane-kubeadm", gvk.INFRA_GROUP: "infrastructure-docker"}[group]
+
+
+CLUSTER_NAME_RULE = rule(
+    "size(self.metadata.name) <= 63 && self.metadata.name.matches('" + DNS1123_LABEL + "')",
+    "Cluster name must be a valid DNS label: at most 63 lowercase alphanumeric characters or '-', "
+    "starting and ending with an alphanumeric character")
+
+
+def all_crds() -> list[S]:
+    out: list[S] = []
+    spec, status = cluster_schema()
+    out.append(crd(gvk.CLUSTER, spec, status, [
+        col("ClusterClass", ".spec.topology.classRef.name"), col("Available", cond("Available")),
+        col("CP Desired", ".status.controlPlane.desiredReplicas", "integer"),
+        col("CP Current", ".status.controlPlane.replicas", "integer", 10),
+        col("CP Ready", ".status.controlPlane.readyReplicas", "integer", 10),
+        col("CP Available", ".status.controlPlane.availableReplicas", "integer"),
+        col("CP Up-to-date", ".status.controlPlane.upToDateReplicas", "integer"),
+        col("W Desired", ".status.workers.desiredReplicas", "integer"),
+        col("W Current", ".status.workers.replicas", "integer", 10),
+        col("W Ready", ".status.workers.readyReplicas", "integer", 10),
+        col("W Available", ".status.workers.availableReplicas", "integer"),
+        col("W Up-to-date", ".status.workers.upToDateReplicas", "integer"),
+        PAUSED, col("Phase", ".status.phase"), AGE, col("Version", ".spec.topology.version"),
+    ], ["cl"], root_rules=[CLUSTER_NAME_RULE]))
+    spec, status = machine_schema()
+    out.append(crd(gvk.MACHINE, spec, status, [
+        col("Cluster", ".spec.clusterName"), col("Node Name", ".status.nodeRef.name"),
+        col("Provider ID", ".spec.providerID", priority=10), col("Failure domain", ".status.failureDomain"),
+        col("Ready", cond("Ready")), col("Available", cond("Available")), col("Up-to-date", cond("UpToDate")),
+        col("Internal-IP", '.status.addresses[?(@.type=="InternalIP")].address', priority=10),
+        col("External-IP", '.status.addresses[?(@.type=="ExternalIP")].address', priority=10),
+        col("OS-Image", ".status.nodeInfo.osImage", priority=10),
+        PAUSED, col("Phase", ".status.phase"), AGE, col("Version", ".spec.version"),
+    ], ["ma"]))
+    spec, status = machine_set_schema()
+    out.append(crd(gvk.MACHINE_SET, spec, status, [
+        col("Cluster", ".spec.clusterName"), *replica_cols(), PAUSED, AGE,
+        col("Version", ".spec.template.spec.version"),
+    ], ["ms"], scale=True))
+    spec, status = machine_deployment_schema()
+    out.append(crd(gvk.MACHINE_DEPLOYMENT, spec, status, [
+        col("Cluster", ".spec.clusterName"), col("Available", cond("Available")), *replica_cols(), PAUSED,
+        col("Phase", ".status.phase"), AGE, col("Version", ".spec.template.spec.version"),
+    ], ["md"], scale=True))
+    spec, status = mhc_schema()
+    out.append(crd(gvk.MACHINE_HEALTH_CHECK, spec, status, [
+        col("Cluster", ".spec.clusterName"), col("Replicas", ".status.expectedMachines", "integer"),
+        col("Healthy", ".status.currentHealthy", "integer"), PAUSED, AGE,
+    ], ["mhc", "mhcs"]))
+    spec, status = kubeadm_config_schema()
+    out.append(crd(gvk.KUBEADM_CONFIG, spec, status, [
+        CLUSTER_LABEL, PAUSED, col("Data secret created", ".status.initialization.dataSecretCreated"), AGE,
+    ], spec_required=False))
+    owner_cols = [col("ClusterClass", '.metadata.ownerReferences[?(@.kind=="ClusterClass")].name'),
+                  col("Cluster", '.metadata.ownerReferences[?(@.kind=="Cluster")].name'), AGE]
+    out.append(crd(gvk.KUBEADM_CONFIG_TEMPLATE,
+                   template_spec(kubeadm_config_spec(), "KubeadmConfig template for MachineDeployments/Sets."),
+                   None, owner_cols))
+    spec, status = kcp_schema()
+    out.append(crd(gvk.KUBEADM_CONTROL_PLANE, spec, status, [
+        CLUSTER_LABEL, col("Available", cond("Available")), *replica_cols(), PAUSED,
+        col("Initialized", ".status.initialization.controlPlaneInitialized", "boolean"), AGE,
+        col("Version", ".spec.version"),
+    ], ["kcp"], scale=True))
+    out.append(crd(gvk.KUBEADM_CONTROL_PLANE_TEMPLATE, kcp_template_schema(), None,
+                   [owner_cols[0], AGE]))
+    spec, status = docker_cluster_schema()
+    out.append(crd(gvk.DOCKER_CLUSTER, spec, status, [CLUSTER_LABEL, AGE], spec_required=False))
+    out.append(crd(gvk.DOCKER_CLUSTER_TEMPLATE, template_spec(
+        docker_cluster_spec(), "DockerCluster template.",
+        "DockerClusterTemplate spec.template.spec is immutable; create a new template instead"), None, [AGE]))
+    spec, status = docker_machine_schema()
+    out.append(crd(gvk.DOCKER_MACHINE, spec, status, [
+        CLUSTER_LABEL, col("Provider ID", ".spec.providerID", priority=10),
+        col("Failure domain", ".status.failureDomain"),
+        col("IP", '.status.addresses[?(@.type=="InternalIP")].address', priority=10), PAUSED,
+        col("Provisioned", ".status.initialization.provisioned"), AGE,
+    ], spec_required=False))
+    out.append(crd(gvk.DOCKER_MACHINE_TEMPLATE, template_spec(
+        docker_machine_spec(False), "DockerMachine template.",
+        "DockerMachineTemplate spec.template.spec is immutable; create a new template instead"),
+        obj({"capacity": {"type": "object", "additionalProperties": {
+            **int_or_string(), "pattern": QUANTITY}}}, desc="Capacity of machines made from this template."),
+        [AGE]))
+    return out
+
+
+def file_name(c: S) -> str:
+    return f"{c['spec']['group']}_{c['spec']['names']['plural']}.yaml"
+
+
+HEADER = "# Generated by hack/gen_crds.py from capd_py/api (versions.py for version rules). Do not edit.\n"
+
+
+def render(c: S) -> str:
+    return HEADER + "---\n" + yaml.safe_dump(c, sort_keys=False, width=120)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--check", action="store_true", help="fail if crds/ is out of date")
+    args = ap.parse_args()
+    crds = all_crds()
+    want = {file_name(c): render(c) for c in crds}
+    if args.check:
+        stale = [n for n, t in want.items() if not (OUT / n).exists() or (OUT / n).read_text() != t]
+        extra = [p.name for p in OUT.glob("*.yaml") if p.name not in want]
+        if stale or extra:
+            print(f"crds/ is stale: {sorted(stale + extra)}; run python hack/gen_crds.py", file=sys.stderr)
+            return 1
+        return 0
+    OUT.mkdir(exist_ok=True)
+    for p in OUT.glob("*.yaml"):
+        if p.name not in want:
+            p.unlink()
+    for n, t in want.items():
+        (OUT / n).write_text(t)
+    print(f"wrote {len(want)} CRDs to {OUT.relative_to(ROOT)}/")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
