@@ -7,13 +7,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from capd_py.api.gvk import SECRET
-from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_NAMESPACE, CONTAINER_ROLE
+from capd_py.api import contract
+from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, SECRET
+from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_NAMESPACE, CONTAINER_ROLE, LB_HOST_PORT_ANNOTATION
 from capd_py.kube.client import Kube
 from capd_py.runtime.protocol import ContainerInfo, ContainerRuntime
 
@@ -80,12 +82,29 @@ async def secret_kubeconfig(kube: Kube, namespace: str, cluster: str) -> str | N
     return base64.b64decode(sec["data"]["value"]).decode()
 
 
-async def workload_kubeconfig(kube: Kube, runtime: ContainerRuntime, namespace: str, cluster: str) -> str:
+async def recorded_host_port(kube: Kube, namespace: str, cluster: str) -> int | None:
+    """The LB host port the Docker provider records on the cluster's DockerCluster (an annotation)."""
+    c = await kube.get(CLUSTER, namespace, cluster)
+    ref = contract.ref(c, "spec", "infrastructureRef")
+    if not ref or ref["kind"] != DOCKER_CLUSTER.kind:
+        return None
+    dc = await kube.get(DOCKER_CLUSTER, namespace, ref["name"])
+    v = ((dc or {}).get("metadata") or {}).get("annotations", {}).get(LB_HOST_PORT_ANNOTATION)
+    return int(v) if v and str(v).isdigit() else None
+
+
+async def workload_kubeconfig(kube: Kube, runtime: ContainerRuntime | Callable[[], ContainerRuntime],
+                              namespace: str, cluster: str) -> str:
+    """The workload kubeconfig for use from this host: https://127.0.0.1:<LB host port>. The port comes
+    from the DockerCluster's annotation, else from docker (the LB container's published 6443)."""
     text = await secret_kubeconfig(kube, namespace, cluster)
     if text is None:
         raise KubeconfigError(f"secret {namespace}/{cluster}-kubeconfig does not exist yet "
                               "(the control plane is not initialized)")
-    port = await asyncio.to_thread(lb_host_port, runtime, namespace, cluster)
+    port = await recorded_host_port(kube, namespace, cluster)
+    if port is None:
+        rt = runtime() if callable(runtime) else runtime
+        port = await asyncio.to_thread(lb_host_port, rt, namespace, cluster)
     return rewrite_server(text, f"https://127.0.0.1:{port}")
 
 

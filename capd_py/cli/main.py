@@ -13,7 +13,6 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from capd_py import __version__ as _pkg_version
 from capd_py.api import conditions
 from capd_py.api.gvk import (
     CLUSTER,
@@ -92,8 +91,15 @@ def run_async(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
 @app.command()
 def version() -> None:
     """Print the capd-py version."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
     from capd_py.cli.generate import DEFAULT_KUBERNETES_VERSION
-    typer.echo(f"capd-py {_pkg_version} (default Kubernetes {DEFAULT_KUBERNETES_VERSION}, "
+    try:
+        v = dist_version("capd-py")
+    except PackageNotFoundError:
+        v = "unknown"
+    typer.echo(f"capd-py {v} (default Kubernetes {DEFAULT_KUBERNETES_VERSION}, "
                f"python {sys.version.split()[0]})")
 
 
@@ -191,7 +197,7 @@ def fetch_kubeconfig(kubeconfig: str | None, namespace: str, name: str) -> str:
 
     async def go() -> str:
         try:
-            return await workload_kubeconfig(kube, mgmt.default_runtime(), namespace, name)
+            return await workload_kubeconfig(kube, mgmt.default_runtime, namespace, name)
         finally:
             kube.close()
     try:

@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from capd_py.cli.describe import build_tree, render, rows, since
+
+pytestmark = pytest.mark.unit
+
+NOW = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
+
+
+def cond(t: str, status: str, reason: str, msg: str = "", ago: int = 60) -> dict:
+    ts = (NOW - dt.timedelta(seconds=ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"type": t, "status": status, "reason": reason, "message": msg, "lastTransitionTime": ts}
+
+
+def obj(kind: str, name: str, labels: dict | None = None, spec: dict | None = None, status: dict | None = None,
+        owner: dict | None = None) -> dict:
+    md: dict = {"name": name, "namespace": "default", "labels": labels or {}}
+    if owner:
+        md["ownerReferences"] = [owner]
+    return {"kind": kind, "metadata": md, "spec": spec or {}, "status": status or {}}
+
+
+def objects() -> list[dict]:
+    cl = obj("Cluster", "demo", spec={
+        "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerCluster", "name": "demo"},
+        "controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane",
+                            "name": "demo-control-plane"}},
+        status={"conditions": [cond("Available", "False", "NotAvailable", "* WorkersAvailable: 0 of 1\n* more",
+                                    ago=30)],
+                "controlPlane": {"desiredReplicas": 1, "replicas": 1, "readyReplicas": 1, "availableReplicas": 1,
+                                 "upToDateReplicas": 1},
+                "workers": {"desiredReplicas": 1, "replicas": 1, "readyReplicas": 0, "availableReplicas": 0,
+                            "upToDateReplicas": 1}})
+    dc = obj("DockerCluster", "demo", status={"conditions": [cond("Ready", "True", "Ready", ago=600)]})
+    kcp = obj("KubeadmControlPlane", "demo-control-plane", spec={"replicas": 1},
+              status={"replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "upToDateReplicas": 1,
+                      "conditions": [cond("Available", "True", "Available", ago=300)]})
+    m_cp = obj("Machine", "demo-control-plane-abcde",
+               labels={"cluster.x-k8s.io/cluster-name": "demo", "cluster.x-k8s.io/control-plane": "",
+                       "cluster.x-k8s.io/control-plane-name": "demo-control-plane"},
+               status={"conditions": [cond("Ready", "True", "Ready", ago=200), cond("Available", "True", "Available"),
+                                      cond("UpToDate", "True", "UpToDate")]})
+    md = obj("MachineDeployment", "demo-md-0", spec={"replicas": 1},
+             status={"replicas": 1, "readyReplicas": 0, "availableReplicas": 0, "upToDateReplicas": 1,
+                     "conditions": [cond("Available", "False", "NotAvailable", "0 available", ago=100)]})
+    m_w = obj("Machine", "demo-md-0-x-y", labels={"cluster.x-k8s.io/cluster-name": "demo",
+                                                  "cluster.x-k8s.io/deployment-name": "demo-md-0"},
+              status={"conditions": [cond("Ready", "False", "NodeNotReady", "Node is not ready", ago=5)]})
+    orphan = obj("Machine", "lonely", labels={"cluster.x-k8s.io/cluster-name": "demo"})
+    return [m_w, md, cl, kcp, dc, m_cp, orphan]
+
+
+def test_tree_shape() -> None:
+    root = build_tree(objects(), "demo")
+    assert root.name == "Cluster/demo"
+    assert [c.name for c in root.children] == ["ClusterInfrastructure - DockerCluster/demo",
+                                               "ControlPlane - KubeadmControlPlane/demo-control-plane", "Workers"]
+    cp = root.children[1]
+    assert [c.name for c in cp.children] == ["Machine/demo-control-plane-abcde"]
+    workers = root.children[2]
+    assert [c.name for c in workers.children] == ["MachineDeployment/demo-md-0", "Machine/lonely"]
+    assert [c.name for c in workers.children[0].children] == ["Machine/demo-md-0-x-y"]
+
+
+def test_rows_and_columns() -> None:
+    r = rows(build_tree(objects(), "demo"), NOW)
+    names = [x[0] for x in r]
+    assert names == [
+        "Cluster/demo",
+        "│ ",  # continuation of the multi-line message
+        "├─ClusterInfrastructure - DockerCluster/demo",
+        "├─ControlPlane - KubeadmControlPlane/demo-control-plane",
+        "│ └─Machine/demo-control-plane-abcde",
+        "└─Workers",
+        "  ├─MachineDeployment/demo-md-0",
+        "  │ └─Machine/demo-md-0-x-y",
+        "  └─Machine/lonely",
+    ]
+    cluster = r[0]
+    assert cluster[1:5] == ("2/2", "1", "1", "2")
+    assert cluster[5:] == ("False", "NotAvailable", "30s", "* WorkersAvailable: 0 of 1")
+    assert r[1][-1] == "* more"
+    kcp = r[3]
+    assert kcp[1:] == ("1/1", "1", "1", "1", "True", "Available", "5m", "")
+    m = r[7]
+    assert m[2:] == ("", "False", "", "False", "NodeNotReady", "5s", "Node is not ready")
+    assert r[8][5:] == ("", "", "", "")  # no conditions yet
+
+
+def test_render_header_alignment() -> None:
+    text = render(build_tree(objects(), "demo"), NOW)
+    lines = text.splitlines()
+    assert lines[0].split() [:2] == ["NAME", "REPLICAS"]
+    col = lines[0].index("REASON")
+    assert lines[3][col:].startswith("Ready")  # DockerCluster row lines up under REASON
+
+
+def test_missing_refs_and_unknown_cluster() -> None:
+    cl = obj("Cluster", "c", spec={"infrastructureRef": {"apiGroup": "x", "kind": "DockerCluster", "name": "c"}})
+    root = build_tree([cl], "c")
+    assert root.children[0].name == "ClusterInfrastructure - DockerCluster/c"
+    assert root.children[0].condition and root.children[0].condition["reason"] == "NotFound"
+    with pytest.raises(ValueError):
+        build_tree([cl], "other")
+
+
+@pytest.mark.parametrize("ago,want", [(5, "5s"), (119, "119s"), (600, "10m"), (7200, "2h"), (3 * 86400, "3d")])
+def test_since(ago: int, want: str) -> None:
+    ts = (NOW - dt.timedelta(seconds=ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert since(ts, NOW) == want
+    assert since(None, NOW) == "" and since("garbage", NOW) == ""

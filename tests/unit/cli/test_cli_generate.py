@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from capd_py.cli.generate import (
+    TemplateError,
+    TemplateValueError,
+    default_template_path,
+    expand,
+    generate_cluster,
+    parse_documents,
+    variables,
+)
+
+pytestmark = pytest.mark.unit
+
+EXPECTED = [
+    ("cluster.x-k8s.io/v1beta2", "Cluster"),
+    ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerCluster"),
+    ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerMachineTemplate"),
+    ("controlplane.cluster.x-k8s.io/v1beta2", "KubeadmControlPlane"),
+    ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerMachineTemplate"),
+    ("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfigTemplate"),
+    ("cluster.x-k8s.io/v1beta2", "MachineDeployment"),
+]
+
+
+def by_kind(docs: list[dict], kind: str) -> list[dict]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def test_expand_required_default_and_escape() -> None:
+    assert expand("a ${X} b", {"X": "1"}) == "a 1 b"
+    assert expand("${X:=d}", {}) == "d"
+    assert expand("${X:=d}", {"X": ""}) == "d"
+    assert expand("${X=d}", {"X": ""}) == ""
+    assert expand("${X:-d}", {}) == "d"
+    assert expand("${X:=d}", {"X": "v"}) == "v"
+    assert expand("$${X}", {}) == "${X}"
+    assert expand("$X stays", {}) == "$X stays"
+
+
+def test_missing_variables_named_once_each() -> None:
+    with pytest.raises(TemplateError) as e:
+        expand("${A} ${B} ${A} ${C:=x}", {})
+    msg = str(e.value)
+    assert "A, B" in msg and "C" not in msg.split(":", 1)[1].split("(")[0]
+
+
+def test_variables_of_default_template() -> None:
+    vs = {v.name: v for v in variables(default_template_path().read_text())}
+    assert set(vs) >= {"CLUSTER_NAME", "NAMESPACE", "KUBERNETES_VERSION", "CONTROL_PLANE_MACHINE_COUNT",
+                       "WORKER_MACHINE_COUNT", "POD_CIDR", "SERVICE_CIDR"}
+    assert vs["CLUSTER_NAME"].required
+    assert vs["KUBERNETES_VERSION"].default == "v1.34.4"
+    assert vs["NAMESPACE"].default == "default"
+
+
+def test_defaults() -> None:
+    docs = parse_documents(generate_cluster("demo", env={}))
+    assert [(d["apiVersion"], d["kind"]) for d in docs] == EXPECTED
+    assert all(d["metadata"]["namespace"] == "default" for d in docs)
+    cluster = by_kind(docs, "Cluster")[0]
+    assert cluster["metadata"]["name"] == "demo"
+    net = cluster["spec"]["clusterNetwork"]
+    assert net["pods"]["cidrBlocks"] == ["10.244.0.0/16"]
+    assert net["services"]["cidrBlocks"] == ["10.96.0.0/12"]
+    assert cluster["spec"]["controlPlaneRef"] == {"apiGroup": "controlplane.cluster.x-k8s.io",
+                                                  "kind": "KubeadmControlPlane", "name": "demo-control-plane"}
+    assert cluster["spec"]["infrastructureRef"] == {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                                    "kind": "DockerCluster", "name": "demo"}
+    kcp = by_kind(docs, "KubeadmControlPlane")[0]
+    assert kcp["spec"]["replicas"] == 1 and kcp["spec"]["version"] == "v1.34.4"
+    md = by_kind(docs, "MachineDeployment")[0]
+    assert md["spec"]["replicas"] == 1 and md["spec"]["template"]["spec"]["version"] == "v1.34.4"
+    assert md["spec"]["clusterName"] == "demo"
+
+
+def test_all_variables() -> None:
+    out = generate_cluster("c1", namespace="team-a", kubernetes_version="v1.34.2", control_plane_machine_count=3,
+                           worker_machine_count=5, pod_cidr="192.168.0.0/16", service_cidr="10.128.0.0/12",
+                           env={})
+    assert "${" not in out
+    docs = parse_documents(out)
+    assert all(d["metadata"]["namespace"] == "team-a" for d in docs)
+    kcp = by_kind(docs, "KubeadmControlPlane")[0]
+    assert kcp["spec"]["replicas"] == 3 and kcp["spec"]["version"] == "v1.34.2"
+    assert isinstance(kcp["spec"]["replicas"], int)
+    md = by_kind(docs, "MachineDeployment")[0]
+    assert md["spec"]["replicas"] == 5 and isinstance(md["spec"]["replicas"], int)
+    cl = by_kind(docs, "Cluster")[0]["spec"]["clusterNetwork"]
+    assert cl["pods"]["cidrBlocks"] == ["192.168.0.0/16"] and cl["services"]["cidrBlocks"] == ["10.128.0.0/12"]
+    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert ("DockerMachineTemplate", "c1-control-plane") in names and ("DockerMachineTemplate", "c1-md-0") in names
+
+
+def test_kubeadm_config_spec_fields() -> None:
+    docs = parse_documents(generate_cluster("demo", env={}))
+    spec = by_kind(docs, "KubeadmControlPlane")[0]["spec"]["kubeadmConfigSpec"]
+    assert spec["clusterConfiguration"]["apiServer"]["certSANs"] == [
+        "localhost", "127.0.0.1", "0.0.0.0", "host.docker.internal"]
+    for section in ("initConfiguration", "joinConfiguration"):
+        args = {a["name"]: a["value"] for a in spec[section]["nodeRegistration"]["kubeletExtraArgs"]}
+        assert args["cgroup-driver"] == "cgroupfs"
+        assert args["fail-cgroupv1"] == "false"
+        assert args["eviction-hard"].startswith("nodefs.available<0%")
+    assert spec["postKubeadmCommands"] == [
+        "kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f /kind/manifests/default-cni.yaml"]
+    kct = by_kind(docs, "KubeadmConfigTemplate")[0]["spec"]["template"]["spec"]
+    args = kct["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"]
+    assert {"name": "cgroup-driver", "value": "cgroupfs"} in args
+    md = by_kind(docs, "MachineDeployment")[0]["spec"]["template"]["spec"]
+    assert md["bootstrap"]["configRef"] == {"apiGroup": "bootstrap.cluster.x-k8s.io",
+                                            "kind": "KubeadmConfigTemplate", "name": "demo-md-0"}
+    assert md["infrastructureRef"]["kind"] == "DockerMachineTemplate"
+
+
+def test_environment_is_used_and_flags_win() -> None:
+    env = {"WORKER_MACHINE_COUNT": "4", "KUBERNETES_VERSION": "v1.34.1", "UNRELATED": "x"}
+    docs = parse_documents(generate_cluster("demo", kubernetes_version="v1.34.3", env=env))
+    assert by_kind(docs, "MachineDeployment")[0]["spec"]["replicas"] == 4
+    assert by_kind(docs, "KubeadmControlPlane")[0]["spec"]["version"] == "v1.34.3"
+
+
+@pytest.mark.parametrize("kw", [
+    {"name": "Bad_Name"}, {"name": "x" * 41}, {"kubernetes_version": "1.34"},
+    {"control_plane_machine_count": 0}, {"worker_machine_count": -1}, {"pod_cidr": "10.0.0.0"},
+    {"namespace": "NS"},
+])
+def test_bad_values(kw: dict) -> None:
+    name = kw.pop("name", "demo")
+    with pytest.raises(TemplateValueError):
+        generate_cluster(name, env={}, **kw)
+
+
+def test_custom_template_missing_variable(tmp_path: Path) -> None:
+    t = tmp_path / "t.yaml"
+    t.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: '${CLUSTER_NAME}', namespace: '${MY_NS}'}\n")
+    with pytest.raises(TemplateError, match="MY_NS"):
+        generate_cluster("demo", template=t, env={})
+    out = generate_cluster("demo", template=t, env={"MY_NS": "x"})
+    assert yaml.safe_load(out)["metadata"] == {"name": "demo", "namespace": "x"}
+
+
+def test_missing_template_file(tmp_path: Path) -> None:
+    with pytest.raises(TemplateError, match="cannot read template"):
+        generate_cluster("demo", template=tmp_path / "nope.yaml", env={})
+
+
+def test_invalid_yaml_reported() -> None:
+    with pytest.raises(TemplateError, match="invalid YAML"):
+        parse_documents("a: [1\n")
+    with pytest.raises(TemplateError, match="not a mapping"):
+        parse_documents("- 1\n")
+    assert parse_documents("---\n---\na: 1\n") == [{"a": 1}]

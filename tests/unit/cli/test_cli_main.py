@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from capd_py.cli.main import app
+
+pytestmark = pytest.mark.unit
+runner = CliRunner()
+
+
+def test_no_args_shows_help() -> None:
+    r = runner.invoke(app, [])
+    assert r.exit_code in (0, 2) and "generate" in r.output
+
+
+@pytest.mark.parametrize("args", [
+    ["generate", "cluster"],                                  # missing NAME
+    ["generate", "cluster", "x", "--worker-machine-count", "many"],
+    ["generate", "cluster", "x", "--control-plane-machine-count", "0"],
+    ["generate", "cluster", "Bad_Name"],                       # our own validation is a usage error too
+    ["generate", "cluster", "x", "--kubernetes-version", "1.34"],
+    ["no-such-command"],
+    ["apply"],                                                 # -f required
+    ["apply", "-f", "/nonexistent/file.yaml"],
+    ["init", "--port", "70000"],
+    ["controllers", "--kubeconfig", "/nonexistent/kubeconfig"],
+])
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2, r.output
+
+
+def test_generate_to_stdout() -> None:
+    r = runner.invoke(app, ["generate", "cluster", "demo", "--worker-machine-count", "3",
+                            "--control-plane-machine-count", "3", "-n", "ns1"], env={})
+    assert r.exit_code == 0, r.output
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    assert len(docs) == 7
+    md = next(d for d in docs if d["kind"] == "MachineDeployment")
+    assert md["spec"]["replicas"] == 3 and md["metadata"]["namespace"] == "ns1"
+
+
+def test_generate_from_file_missing_variable_exit_1(tmp_path: Path) -> None:
+    t = tmp_path / "t.yaml"
+    t.write_text("kind: X\nmetadata: {name: '${NEEDED_VAR}'}\n")
+    r = runner.invoke(app, ["generate", "cluster", "demo", "--from", str(t)])
+    assert r.exit_code == 1
+    assert "NEEDED_VAR" in r.output
+
+
+def test_version() -> None:
+    r = runner.invoke(app, ["version"])
+    assert r.exit_code == 0 and r.stdout.startswith("capd-py ")
+
+
+def test_apply_invalid_yaml_exit_1(tmp_path: Path) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text("a: [1\n")
+    r = runner.invoke(app, ["apply", "-f", str(f)])
+    assert r.exit_code == 1 and "invalid YAML" in r.output
