@@ -8,7 +8,6 @@ them all.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import shlex
 import signal
@@ -299,15 +298,11 @@ def install_crds(kubeconfig: str | Path, timeout: float = 120) -> None:
 
     kube = Kube.from_kubeconfig(str(kubeconfig))
     try:
-        res = crds.install_crds(kube)
-        if inspect.isawaitable(res):
-            asyncio.run(_await_with_timeout(res, timeout))
+        asyncio.run(crds.install_crds(kube, wait=True, timeout=timeout))
+    except TimeoutError as e:
+        raise ManagementError(f"CRDs not Established: {e}") from None
     finally:
         kube.close()
-
-
-async def _await_with_timeout(aw: Any, timeout: float) -> Any:
-    return await asyncio.wait_for(aw, timeout)
 
 
 # -- controllers as a host process ------------------------------------------------------------------
