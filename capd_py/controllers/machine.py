@@ -1,0 +1,221 @@
+"""Machine controller (thin I/O around capd_py.reconcile.machine)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from capd_py.api import conditions as cond
+from capd_py.api import contract
+from capd_py.api.gvk import CLUSTER, DOCKER_MACHINE, KUBEADM_CONFIG, MACHINE, NODE, POD
+from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE, FINALIZER_MACHINE
+from capd_py.controllers.context import Ctx
+from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref, owner_for
+from capd_py.controllers.manager import Controller, owner_mapper
+from capd_py.controllers.queue import Result
+from capd_py.kube.client import Kube, KubeError
+from capd_py.reconcile import coreutil
+from capd_py.reconcile import machine as rm
+
+HEALTHY_POLL = 30.0
+
+
+async def _workload(ctx: Ctx, ns: str, cluster: dict[str, Any] | None) -> Kube | None:
+    if cluster is None:
+        return None
+    try:
+        return await ctx.workload.get(ns, cluster["metadata"]["name"])
+    except Exception as e:  # noqa: BLE001 - an unreadable kubeconfig is "not reachable"
+        ctx.log.debug("workload client for %s/%s: %s", ns, cluster["metadata"]["name"], e)
+        return None
+
+
+async def _find_node(ctx: Ctx, wl: Kube, machine: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
+    """(reachable, node). Looks the node up by status.nodeRef.name, else by spec.providerID."""
+    node_name = contract.dig(machine, "status", "nodeRef", "name")
+    pid = contract.dig(machine, "spec", "providerID")
+    try:
+        if node_name:
+            node = await wl.get(NODE, None, node_name)
+            if node is not None:
+                return True, node
+        if pid:
+            for n in await wl.list(NODE):
+                if contract.dig(n, "spec", "providerID") == pid:
+                    return True, n
+        return True, None
+    except Exception as e:  # noqa: BLE001 - connection problems are reported as conditions
+        ctx.log.debug("workload node lookup failed: %s", e)
+        return False, None
+
+
+async def _adopt_external(ctx: Ctx, machine: dict[str, Any], obj: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Machine becomes the controller owner of its bootstrap config / infra machine, which also get
+    the cluster-name label."""
+    if obj is None:
+        return None
+    g = gvk_of_ref(coreutil.ref_of(obj))
+    if g is None:
+        return obj
+    cn = contract.dig(machine, "spec", "clusterName")
+    return await ensure_metadata(ctx.kube, g, obj, owner=owner_for(machine, obj),
+                                 labels={CLUSTER_NAME: cn} if cn else None)
+
+
+async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
+    kube = ctx.kube
+    m = await kube.get(MACHINE, namespace, name)
+    if m is None:
+        return None
+    cn = contract.dig(m, "spec", "clusterName") or ""
+    cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
+    now = coreutil.utcnow()
+
+    cfg_ref = contract.ref(m, "spec", "bootstrap", "configRef")
+    infra_ref = contract.ref(m, "spec", "infrastructureRef")
+
+    if coreutil.is_paused(m, cluster):
+        st = dict(m.get("status") or {})
+        st["conditions"] = cond.set_condition(st.get("conditions"), cond.PAUSED, True, rm.R_PAUSED,
+                                              observed_generation=m["metadata"].get("generation"))
+        await kube.update_status(MACHINE, m, st)
+        return None
+
+    if coreutil.is_deleting(m):
+        return await _reconcile_delete(ctx, m, cluster, now)
+
+    owner = None
+    if cluster is not None and contract.controller_owner(m) is None:
+        owner = contract.owner_ref(cluster, controller=False)
+    m = await ensure_metadata(kube, MACHINE, m, finalizer=FINALIZER_MACHINE, owner=owner,
+                              labels={CLUSTER_NAME: cn} if cn else None)
+
+    bootstrap = await _adopt_external(ctx, m, await get_ref(kube, namespace, cfg_ref))
+    infra = await _adopt_external(ctx, m, await get_ref(kube, namespace, infra_ref))
+
+    obs = rm.Observed(machine=m, cluster=cluster, bootstrap=bootstrap, bootstrap_ref=cfg_ref is not None,
+                      infra=infra, now=now)
+    sp = rm.spec_patch(obs)
+    if sp:
+        m = await kube.merge_patch(MACHINE, namespace, name, sp)
+        obs.machine = m
+
+    wl = await _workload(ctx, namespace, cluster)
+    if wl is not None and (contract.dig(m, "spec", "providerID") or contract.dig(m, "status", "nodeRef", "name")):
+        obs.workload_reachable, obs.node = await _find_node(ctx, wl, m)
+    elif wl is not None:
+        obs.workload_reachable = True
+
+    status = rm.compute_status(obs)
+    await kube.update_status(MACHINE, m, status)
+
+    if status.get("phase") != rm.PHASE_RUNNING or not cond.is_true({"status": status}, cond.READY):
+        return Result(requeue_after=ctx.settings.poll_seconds)
+    wait = rm.available_requeue(m, status, now)
+    if wait is not None:
+        return Result(requeue_after=wait)
+    return Result(requeue_after=HEALTHY_POLL)
+
+
+async def _drain(ctx: Ctx, wl: Kube, node_name: str) -> bool:
+    """Cordon then evict; True when nothing evictable is left on the node."""
+    node = await wl.get(NODE, None, node_name)
+    if node is None:
+        return True
+    if not contract.dig(node, "spec", "unschedulable"):
+        await wl.merge_patch(NODE, None, node_name, {"spec": {"unschedulable": True}})
+    res = await wl.acall("GET", POD.path(None), query=[("fieldSelector", f"spec.nodeName={node_name}")])
+    pods = list(res.get("items") or [])
+    plan = rm.plan_drain(pods)
+    for p in plan.evict:
+        md = p["metadata"]
+        try:
+            await wl.acall("POST", POD.path(md["namespace"], md["name"], "eviction"), body=rm.eviction(p))
+        except KubeError as e:
+            if e.not_found:
+                continue
+            if e.status == 429:  # a PodDisruptionBudget blocks it for now
+                ctx.log.info("eviction of %s/%s blocked by a disruption budget", md["namespace"], md["name"])
+                continue
+            raise
+    return plan.done
+
+
+async def _reconcile_delete(ctx: Ctx, m: dict[str, Any], cluster: dict[str, Any] | None,
+                            now: _dt.datetime) -> Result | None:
+    kube = ctx.kube
+    md = m["metadata"]
+    ns, name = md["namespace"], md["name"]
+    if FINALIZER_MACHINE not in (md.get("finalizers") or []):
+        return None
+    cfg_ref = contract.ref(m, "spec", "bootstrap", "configRef")
+    infra_ref = contract.ref(m, "spec", "infrastructureRef")
+    bootstrap = await get_ref(kube, ns, cfg_ref)
+    infra = await get_ref(kube, ns, infra_ref)
+
+    others = 0
+    if rm.is_control_plane(m):
+        cn = contract.dig(m, "spec", "clusterName") or ""
+        for o in await kube.list(MACHINE, ns, labels={CLUSTER_NAME: cn, CONTROL_PLANE: ""}):
+            if o["metadata"]["name"] != name and not coreutil.is_deleting(o):
+                others += 1
+    allowed, why = rm.is_delete_node_allowed(m, cluster, others)
+    wl = await _workload(ctx, ns, cluster) if allowed else None
+    node_name = contract.dig(m, "status", "nodeRef", "name")
+    node_exists = False
+    if wl is not None and node_name:
+        try:
+            node_exists = (await wl.get(NODE, None, node_name)) is not None
+        except Exception as e:  # noqa: BLE001 - unreachable workload: the node cannot be handled
+            ctx.log.info("machine %s/%s: workload unreachable during deletion: %s", ns, name, e)
+            wl = None
+    elif allowed:
+        ctx.log.debug("machine %s/%s: workload cluster not reachable, skipping node drain/deletion", ns, name)
+    node_ok = allowed and wl is not None
+
+    obs = rm.Observed(machine=m, cluster=cluster, bootstrap=bootstrap, bootstrap_ref=cfg_ref is not None,
+                      infra=infra, now=now)
+    status = rm.compute_status(obs)
+    kw: dict[str, Any] = dict(node_delete_allowed=node_ok, infra_exists=infra is not None,
+                              bootstrap_exists=bootstrap is not None, node_exists=node_exists, now=now)
+    step = rm.deletion_step(m, drain_done=False, **kw)
+    if step.action == "drain" and wl is not None and node_name:
+        dst = dict(status.get("deletion") or {})
+        if not dst.get("nodeDrainStartTime"):
+            dst["nodeDrainStartTime"] = coreutil.iso(now)
+            status["deletion"] = dst
+        if await _drain(ctx, wl, node_name):
+            step = rm.deletion_step(m, drain_done=True, **kw)
+
+    status["conditions"] = cond.set_condition(status.get("conditions"), cond.DELETING, True, step.reason,
+                                              step.message, observed_generation=md.get("generation"))
+    status["phase"] = rm.PHASE_DELETING
+    m2 = await kube.update_status(MACHINE, m, status)
+    m = m2 or m
+
+    if step.action == "drain":
+        return Result(requeue_after=ctx.settings.poll_seconds)
+    if step.action == "delete_providers":
+        for obj, ref in ((infra, infra_ref), (bootstrap, cfg_ref)):
+            g = gvk_of_ref(ref)
+            if obj is not None and g is not None:
+                await delete_obj(kube, g, obj)
+        return Result(requeue_after=ctx.settings.poll_seconds)
+    if step.action == "delete_node" and wl is not None and node_name:
+        try:
+            await wl.delete(NODE, None, node_name)
+        except Exception as e:  # noqa: BLE001 - retried until nodeDeletionTimeoutSeconds passes
+            ctx.log.info("machine %s/%s: deleting node %s failed: %s", ns, name, node_name, e)
+        return Result(requeue_after=min(2.0, ctx.settings.poll_seconds))
+    if not allowed:
+        ctx.log.debug("machine %s/%s: node not deleted: %s", ns, name, why)
+    await ensure_metadata(kube, MACHINE, m, remove_finalizer=FINALIZER_MACHINE)
+    return None
+
+
+def controller() -> Controller:
+    return Controller(
+        gvk=MACHINE,
+        reconcile=reconcile,
+        watches=[(KUBEADM_CONFIG, owner_mapper("Machine")), (DOCKER_MACHINE, owner_mapper("Machine"))],
+    )

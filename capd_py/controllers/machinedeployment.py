@@ -1,0 +1,143 @@
+"""MachineDeployment controller (thin I/O around capd_py.reconcile.machinedeployment)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capd_py.api import conditions as cond
+from capd_py.api import contract
+from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
+from capd_py.api.labels import (
+    CLUSTER_NAME,
+    DEPLOYMENT_NAME,
+    FINALIZER_MACHINE_DEPLOYMENT,
+    REVISION_ANNOTATION,
+    TEMPLATE_HASH,
+)
+from capd_py.controllers.context import Ctx
+from capd_py.controllers.coreio import delete_obj, ensure_metadata
+from capd_py.controllers.manager import Controller, Mapper, owner_mapper
+from capd_py.controllers.queue import Result
+from capd_py.kube.client import KubeError
+from capd_py.reconcile import coreutil
+from capd_py.reconcile import machinedeployment as rmd
+
+
+def _deployment_label_mapper() -> Mapper:
+    def m(obj: dict[str, Any]) -> list[tuple[str, str]]:
+        name = (obj["metadata"].get("labels") or {}).get(DEPLOYMENT_NAME)
+        return [(obj["metadata"].get("namespace") or "", name)] if name else []
+    return m
+
+
+async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
+    kube = ctx.kube
+    md = await kube.get(MACHINE_DEPLOYMENT, namespace, name)
+    if md is None:
+        return None
+    cn = contract.dig(md, "spec", "clusterName") or ""
+    cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
+
+    if coreutil.is_paused(md, cluster):
+        st = dict(md.get("status") or {})
+        st["conditions"] = cond.set_condition(st.get("conditions"), cond.PAUSED, True, "Paused",
+                                              observed_generation=md["metadata"].get("generation"))
+        await kube.update_status(MACHINE_DEPLOYMENT, md, st)
+        return None
+
+    all_ms = await kube.list(MACHINE_SET, namespace, labels={CLUSTER_NAME: cn}) if cn else []
+    owned = [ms for ms in all_ms if rmd.owns(md, ms)]
+    machines = await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cn, DEPLOYMENT_NAME: name[:63]}) \
+        if cn else []
+
+    if coreutil.is_deleting(md):
+        for ms in owned:
+            await delete_obj(kube, MACHINE_SET, ms)
+        md2 = await kube.update_status(MACHINE_DEPLOYMENT, md, rmd.compute_status(md, owned, None, machines))
+        if owned:
+            return Result(requeue_after=ctx.settings.poll_seconds)
+        await ensure_metadata(kube, MACHINE_DEPLOYMENT, md2 or md, remove_finalizer=FINALIZER_MACHINE_DEPLOYMENT)
+        return None
+
+    owner = None
+    if cluster is not None and contract.controller_owner(md) is None:
+        owner = contract.owner_ref(cluster, controller=False)
+    md = await ensure_metadata(kube, MACHINE_DEPLOYMENT, md, finalizer=FINALIZER_MACHINE_DEPLOYMENT,
+                               owner=owner, labels={CLUSTER_NAME: cn} if cn else None)
+
+    # adopt orphan MachineSets of this deployment
+    sel = contract.dig(md, "spec", "selector")
+    for ms in all_ms:
+        if contract.controller_owner(ms) is None and not coreutil.is_deleting(ms) and \
+                (ms["metadata"].get("labels") or {}).get(DEPLOYMENT_NAME) == name[:63] and \
+                coreutil.selector_matches(sel, contract.dig(ms, "spec", "template", "metadata", "labels")):
+            owned.append(await ensure_metadata(kube, MACHINE_SET, ms, owner=contract.owner_ref(md)))
+
+    h = rmd.template_hash(md)
+    new = next((ms for ms in owned if (ms["metadata"].get("labels") or {}).get(TEMPLATE_HASH) == h
+                and not coreutil.is_deleting(ms)), None)
+    olds = [ms for ms in owned if ms is not new]
+    replicas = coreutil.replicas_of(md)
+    stype, surge, unavail = rmd.strategy(md)
+    max_rev = max([rmd.revision(ms) for ms in owned] or [0])
+
+    if contract.dig(md, "spec", "paused"):
+        await kube.update_status(MACHINE_DEPLOYMENT, md,
+                                 rmd.compute_status(md, owned, new["metadata"]["name"] if new else None, machines))
+        return None
+
+    if new is None:
+        old_states = [rmd.MS.of(ms) for ms in olds]
+        probe = rmd.MS("__new__", 0)
+        if stype == rmd.ON_DELETE:
+            initial = rmd.on_delete(replicas, probe, old_states).replicas["__new__"]
+        else:
+            initial = rmd.rolling_update(replicas, surge, unavail, probe, old_states).replicas["__new__"]
+        desired = rmd.desired_machine_set(md, h, initial, max_rev + 1)
+        try:
+            new = await kube.create(MACHINE_SET, desired)
+        except KubeError as e:
+            if not e.conflict:
+                raise
+            return Result(requeue_after=0.5)  # a MachineSet of that name exists (being deleted or not ours yet)
+        owned.append(new)
+        ctx.log.info("machinedeployment %s/%s: created MachineSet %s (revision %d)", namespace, name,
+                     new["metadata"]["name"], max_rev + 1)
+    else:
+        patch = rmd.in_place_updates(md, new)
+        if rmd.revision(new) < max_rev:  # an older template is current again
+            patch = patch or {}
+            patch["metadata"] = {"annotations": {REVISION_ANNOTATION: str(max_rev + 1)}}
+        if patch:
+            new = await kube.merge_patch(MACHINE_SET, namespace, new["metadata"]["name"], patch)
+            owned = [new if ms["metadata"]["uid"] == new["metadata"]["uid"] else ms for ms in owned]
+
+    new_state = rmd.MS.of(new)
+    old_states = [rmd.MS.of(ms) for ms in olds]
+    if stype == rmd.ON_DELETE:
+        scale = rmd.on_delete(replicas, new_state, old_states)
+    else:
+        scale = rmd.rolling_update(replicas, surge, unavail, new_state, old_states)
+    updated: list[dict[str, Any]] = []
+    for ms in owned:
+        want = scale.replicas.get(ms["metadata"]["name"])
+        if want is not None and want != coreutil.replicas_of(ms, 0) and not coreutil.is_deleting(ms):
+            ms = await kube.merge_patch(MACHINE_SET, namespace, ms["metadata"]["name"], {"spec": {"replicas": want}})
+        updated.append(ms)
+    owned = updated
+
+    rev = str(rmd.revision(new))
+    md = await ensure_metadata(kube, MACHINE_DEPLOYMENT, md, annotations={REVISION_ANNOTATION: rev})
+
+    for ms in rmd.cleanup([ms for ms in owned if ms["metadata"]["name"] != new["metadata"]["name"]]):
+        ctx.log.info("machinedeployment %s/%s: deleting old MachineSet %s", namespace, name, ms["metadata"]["name"])
+        await delete_obj(kube, MACHINE_SET, ms)
+
+    await kube.update_status(MACHINE_DEPLOYMENT, md, rmd.compute_status(md, owned, new["metadata"]["name"], machines))
+    return None
+
+
+def controller() -> Controller:
+    return Controller(gvk=MACHINE_DEPLOYMENT, reconcile=reconcile,
+                      watches=[(MACHINE_SET, owner_mapper("MachineDeployment")),
+                               (MACHINE, _deployment_label_mapper())])

@@ -1,0 +1,142 @@
+"""MachineSet controller (thin I/O around capd_py.reconcile.machineset)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capd_py.api import conditions as cond
+from capd_py.api import contract
+from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_SET
+from capd_py.api.labels import CLUSTER_NAME, FINALIZER_MACHINE_SET
+from capd_py.controllers.context import Ctx
+from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref
+from capd_py.controllers.manager import Controller, owner_mapper
+from capd_py.controllers.queue import Result
+from capd_py.kube import events
+from capd_py.kube.client import KubeError
+from capd_py.reconcile import coreutil
+from capd_py.reconcile import machineset as rms
+
+
+class TemplateMissing(Exception):
+    pass
+
+
+async def _clone(ctx: Ctx, ms: dict[str, Any], ref: dict[str, str] | None, name: str) -> dict[str, Any] | None:
+    if ref is None:
+        return None
+    ns = ms["metadata"]["namespace"]
+    tpl = await get_ref(ctx.kube, ns, ref)
+    if tpl is None:
+        raise TemplateMissing(f"{coreutil.ref_str(ref)} does not exist")
+    obj = rms.clone_from_template(tpl, name, ns, contract.dig(ms, "spec", "clusterName"),
+                                  contract.owner_ref(ms, controller=False))
+    g = gvk_of_ref(coreutil.ref_of(obj))
+    if g is None:
+        raise TemplateMissing(f"unknown kind {obj['kind']}")
+    try:
+        return await ctx.kube.create(g, obj)
+    except KubeError as e:
+        if e.conflict:  # already there from an earlier attempt
+            existing = await ctx.kube.get(g, ns, name)
+            if existing is not None:
+                return existing
+        raise
+
+
+async def _create_machine(ctx: Ctx, ms: dict[str, Any]) -> str:
+    name = rms.machine_name(ms)
+    tspec = contract.dig(ms, "spec", "template", "spec", default={}) or {}
+    boot_ref = contract.ref(tspec, "bootstrap", "configRef")
+    infra_ref = contract.ref(tspec, "infrastructureRef")
+    created: list[dict[str, Any]] = []
+    try:
+        boot = await _clone(ctx, ms, boot_ref, name)
+        if boot is not None:
+            created.append(boot)
+        infra = await _clone(ctx, ms, infra_ref, name)
+        if infra is None:
+            raise TemplateMissing("spec.template.spec.infrastructureRef is not set")
+        created.append(infra)
+        await ctx.kube.create(MACHINE, rms.new_machine(ms, name, boot, infra))
+    except Exception:
+        for obj in created:  # do not leak clones of a Machine that was never created
+            g = gvk_of_ref(coreutil.ref_of(obj))
+            if g is not None:
+                try:
+                    await ctx.kube.delete(g, obj["metadata"]["namespace"], obj["metadata"]["name"])
+                except KubeError:
+                    pass
+        raise
+    return name
+
+
+async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
+    kube = ctx.kube
+    ms = await kube.get(MACHINE_SET, namespace, name)
+    if ms is None:
+        return None
+    cn = contract.dig(ms, "spec", "clusterName") or ""
+    cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
+
+    if coreutil.is_paused(ms, cluster):
+        st = dict(ms.get("status") or {})
+        st["conditions"] = cond.set_condition(st.get("conditions"), cond.PAUSED, True, "Paused",
+                                              observed_generation=ms["metadata"].get("generation"))
+        await kube.update_status(MACHINE_SET, ms, st)
+        return None
+
+    machines = await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cn}) if cn else []
+    owned = rms.machines_of(ms, machines)
+
+    if coreutil.is_deleting(ms):
+        for m in owned:
+            await delete_obj(kube, MACHINE, m)
+        ms2 = await kube.update_status(MACHINE_SET, ms, rms.compute_status(ms, owned))
+        if owned:
+            return Result(requeue_after=ctx.settings.poll_seconds)
+        await ensure_metadata(kube, MACHINE_SET, ms2 or ms, remove_finalizer=FINALIZER_MACHINE_SET)
+        return None
+
+    owner = None
+    if cluster is not None and contract.controller_owner(ms) is None:
+        owner = contract.owner_ref(cluster, controller=False)
+    ms = await ensure_metadata(kube, MACHINE_SET, ms, finalizer=FINALIZER_MACHINE_SET, owner=owner,
+                               labels={CLUSTER_NAME: cn} if cn else None)
+
+    for m in rms.orphans_to_adopt(ms, machines):
+        owned.append(await ensure_metadata(kube, MACHINE, m, owner=contract.owner_ref(ms, controller=True)))
+
+    if cluster is None:
+        await kube.update_status(MACHINE_SET, ms, rms.compute_status(ms, owned))
+        return Result(requeue_after=ctx.settings.poll_seconds)
+
+    p = rms.plan(ms, owned)
+    requeue: float | None = None
+    for m in p.remediate:
+        ctx.log.info("machineset %s/%s: remediating unhealthy machine %s", namespace, name, m["metadata"]["name"])
+        await delete_obj(kube, MACHINE, m)
+    for m in p.delete:
+        await delete_obj(kube, MACHINE, m)
+    error_msg = ""
+    for _ in range(p.create):
+        try:
+            await _create_machine(ctx, ms)
+        except TemplateMissing as e:
+            error_msg = str(e)
+            requeue = ctx.settings.poll_seconds
+            break
+    if p.create or p.delete or p.remediate:
+        owned = rms.machines_of(ms, await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cn}))
+    st = rms.compute_status(ms, owned, p)
+    if error_msg:
+        st["conditions"] = cond.set_condition(st["conditions"], rms.SCALING_UP, True, "ScalingUp",
+                                              f"Cannot create Machines: {error_msg}",
+                                              observed_generation=ms["metadata"].get("generation"))
+        await events.record(kube, ms, "FailedCreate", error_msg)
+    await kube.update_status(MACHINE_SET, ms, st)
+    return Result(requeue_after=requeue) if requeue else None
+
+
+def controller() -> Controller:
+    return Controller(gvk=MACHINE_SET, reconcile=reconcile, watches=[(MACHINE, owner_mapper("MachineSet"))])

@@ -1,0 +1,288 @@
+"""Cluster decisions (pure): what to copy from the infrastructure cluster and control plane,
+status (initialization, failureDomains, controlPlane/workers counts, phase, v1beta2 conditions)
+and the deletion order: workers → control plane → infrastructure → finalizer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from capd_py.api import conditions as cond
+from capd_py.api import contract
+from capd_py.api.labels import CONTROL_PLANE
+from capd_py.reconcile import coreutil
+
+INFRASTRUCTURE_READY = "InfrastructureReady"
+CONTROL_PLANE_INITIALIZED = "ControlPlaneInitialized"
+CONTROL_PLANE_AVAILABLE = "ControlPlaneAvailable"
+WORKERS_AVAILABLE = "WorkersAvailable"
+REMOTE_CONNECTION_PROBE = "RemoteConnectionProbe"
+
+R_READY, R_NOT_READY = "Ready", "NotReady"
+R_OBJECT_DOES_NOT_EXIST, R_OBJECT_DELETED = "ObjectDoesNotExist", "ObjectDeleted"
+R_INITIALIZED, R_NOT_INITIALIZED = "Initialized", "NotInitialized"
+R_AVAILABLE, R_NOT_AVAILABLE, R_AVAILABLE_UNKNOWN = "Available", "NotAvailable", "AvailableUnknown"
+R_NO_WORKERS = "NoWorkers"
+R_PROBE_SUCCEEDED, R_PROBE_FAILED = "ProbeSucceeded", "ProbeFailed"
+R_NOT_DELETING, R_DELETING = "NotDeleting", "Deleting"
+R_WAITING_WORKERS = "WaitingForWorkersDeletion"
+R_WAITING_CP = "WaitingForControlPlaneDeletion"
+R_WAITING_INFRA = "WaitingForInfrastructureDeletion"
+R_DELETION_COMPLETED = "DeletionCompleted"
+
+PHASE_PENDING, PHASE_PROVISIONING, PHASE_PROVISIONED = "Pending", "Provisioning", "Provisioned"
+PHASE_DELETING, PHASE_FAILED = "Deleting", "Failed"
+
+
+@dataclass
+class Observed:
+    cluster: dict[str, Any]
+    infra: dict[str, Any] | None = None          # None: missing (or no ref)
+    control_plane: dict[str, Any] | None = None
+    machines: list[dict[str, Any]] = field(default_factory=list)
+    machine_deployments: list[dict[str, Any]] = field(default_factory=list)
+    machine_sets: list[dict[str, Any]] = field(default_factory=list)
+    remote_probe: bool | None = None              # None: not probed
+
+
+def infra_ref(cluster: dict[str, Any]) -> dict[str, str] | None:
+    return contract.ref(cluster, "spec", "infrastructureRef")
+
+
+def cp_ref(cluster: dict[str, Any]) -> dict[str, str] | None:
+    return contract.ref(cluster, "spec", "controlPlaneRef")
+
+
+def spec_patch(obs: Observed) -> dict[str, Any] | None:
+    """Copy the infrastructure cluster's spec.controlPlaneEndpoint into the Cluster when the Cluster
+    has none (a user-set endpoint wins, as upstream)."""
+    if obs.infra is None:
+        return None
+    ep = contract.control_plane_endpoint(obs.infra)
+    cur = contract.control_plane_endpoint(obs.cluster)
+    if ep and cur is None:
+        return {"spec": {"controlPlaneEndpoint": ep}}
+    return None
+
+
+def _mirror(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
+    c = cond.get(obj or {}, ctype)
+    return c if c and c.get("status") in (cond.TRUE, cond.FALSE, cond.UNKNOWN) else None
+
+
+def _counts(machines: list[dict[str, Any]]) -> dict[str, int]:
+    return {"replicas": len(machines),
+            "readyReplicas": sum(1 for m in machines if cond.is_true(m, cond.READY)),
+            "availableReplicas": sum(1 for m in machines if cond.is_true(m, cond.AVAILABLE)),
+            "upToDateReplicas": sum(1 for m in machines if cond.is_true(m, "UpToDate")
+                                    or cond.get(m, "UpToDate") is None)}
+
+
+def compute_status(obs: Observed) -> dict[str, Any]:
+    c = obs.cluster
+    md = c.get("metadata") or {}
+    gen = md.get("generation")
+    old = dict(c.get("status") or {})
+    st = dict(old)
+    conds = list(old.get("conditions") or [])
+    deleting = coreutil.is_deleting(c)
+
+    def setc(ctype: str, status: bool | str, reason: str, msg: str = "") -> None:
+        nonlocal conds
+        conds = cond.set_condition(conds, ctype, status, reason, msg, observed_generation=gen)
+
+    init = dict(old.get("initialization") or {})
+
+    # Infrastructure
+    iref = infra_ref(c)
+    if iref is None:
+        setc(INFRASTRUCTURE_READY, False, R_OBJECT_DOES_NOT_EXIST, "spec.infrastructureRef is not set")
+    elif obs.infra is None:
+        if init.get("infrastructureProvisioned") or deleting:
+            setc(INFRASTRUCTURE_READY, False, R_OBJECT_DELETED, f"{coreutil.ref_str(iref)} has been deleted")
+        else:
+            setc(INFRASTRUCTURE_READY, False, R_OBJECT_DOES_NOT_EXIST, f"{coreutil.ref_str(iref)} does not exist")
+    elif contract.infra_provisioned(obs.infra):
+        init["infrastructureProvisioned"] = True
+        setc(INFRASTRUCTURE_READY, True, R_READY)
+    else:
+        m = _mirror(obs.infra, cond.READY)
+        setc(INFRASTRUCTURE_READY, False, R_NOT_READY,
+             (m or {}).get("message") or f"{coreutil.ref_str(iref)} is not provisioned")
+    if obs.infra is not None:
+        fds = contract.failure_domains(obs.infra)
+        if fds:
+            st["failureDomains"] = fds
+        else:
+            st.pop("failureDomains", None)
+
+    # Control plane
+    cref = cp_ref(c)
+    cp_machines = [m for m in obs.machines if CONTROL_PLANE in (m["metadata"].get("labels") or {})]
+    workers = [m for m in obs.machines if CONTROL_PLANE not in (m["metadata"].get("labels") or {})]
+    if cref is not None:
+        cp_init = obs.control_plane is not None and contract.control_plane_initialized(obs.control_plane)
+    else:  # no control plane object: the first control plane Machine with a Node initializes it
+        cp_init = any(contract.dig(m, "status", "nodeRef", "name") for m in cp_machines)
+    if cp_init:
+        init["controlPlaneInitialized"] = True
+    if init.get("controlPlaneInitialized"):
+        setc(CONTROL_PLANE_INITIALIZED, True, R_INITIALIZED)
+    elif cref is not None and obs.control_plane is None:
+        setc(CONTROL_PLANE_INITIALIZED, False, R_OBJECT_DOES_NOT_EXIST, f"{coreutil.ref_str(cref)} does not exist")
+    else:
+        setc(CONTROL_PLANE_INITIALIZED, False, R_NOT_INITIALIZED, "Control plane not yet initialized")
+    if init:
+        st["initialization"] = init
+
+    if cref is not None:
+        if obs.control_plane is None:
+            was = bool(init.get("controlPlaneInitialized"))
+            setc(CONTROL_PLANE_AVAILABLE, False, R_OBJECT_DELETED if (was or deleting) else R_OBJECT_DOES_NOT_EXIST,
+                 f"{coreutil.ref_str(cref)} {'has been deleted' if (was or deleting) else 'does not exist'}")
+        else:
+            m = _mirror(obs.control_plane, cond.AVAILABLE)
+            if m is None:
+                setc(CONTROL_PLANE_AVAILABLE, cond.UNKNOWN, R_AVAILABLE_UNKNOWN,
+                     f"{coreutil.ref_str(cref)} does not report an Available condition")
+            else:
+                st_ = m["status"]
+                reason = R_AVAILABLE if st_ == cond.TRUE else R_NOT_AVAILABLE if st_ == cond.FALSE \
+                    else R_AVAILABLE_UNKNOWN
+                setc(CONTROL_PLANE_AVAILABLE, st_, reason, m.get("message") or "")
+            reps = contract.control_plane_replicas(obs.control_plane)
+            desired = contract.dig(obs.control_plane, "spec", "replicas")
+            cps: dict[str, int] = {k: int(v) for k, v in reps.items() if v is not None}
+            if desired is not None:
+                cps["desiredReplicas"] = int(desired)
+            st["controlPlane"] = cps
+    elif cp_machines:
+        st["controlPlane"] = {"desiredReplicas": len(cp_machines), **_counts(cp_machines)}
+
+    # Workers
+    md_names = [m["metadata"]["name"] for m in obs.machine_deployments]
+    if not obs.machine_deployments and not workers:
+        setc(WORKERS_AVAILABLE, True, R_NO_WORKERS)
+    else:
+        bad = [n for n, m in zip(md_names, obs.machine_deployments, strict=True)
+               if not cond.is_true(m, cond.AVAILABLE)]
+        unknown = [n for n, m in zip(md_names, obs.machine_deployments, strict=True)
+                   if cond.get(m, cond.AVAILABLE) is None]
+        if bad and len(unknown) < len(bad):
+            setc(WORKERS_AVAILABLE, False, R_NOT_AVAILABLE,
+                 "MachineDeployment(s) not available: " + ", ".join(sorted(set(bad) - set(unknown))))
+        elif unknown:
+            setc(WORKERS_AVAILABLE, cond.UNKNOWN, R_AVAILABLE_UNKNOWN,
+                 "MachineDeployment(s) not reporting Available: " + ", ".join(sorted(unknown)))
+        else:
+            setc(WORKERS_AVAILABLE, True, R_AVAILABLE)
+    if obs.machine_deployments or workers:
+        desired = sum(coreutil.replicas_of(m) for m in obs.machine_deployments)
+        desired += sum(coreutil.replicas_of(m) for m in obs.machine_sets if not contract.controller_owner(m))
+        st["workers"] = {"desiredReplicas": desired, **_counts(workers)}
+    else:
+        st.pop("workers", None)
+
+    if obs.remote_probe is not None:
+        setc(REMOTE_CONNECTION_PROBE, obs.remote_probe, R_PROBE_SUCCEEDED if obs.remote_probe else R_PROBE_FAILED,
+             "" if obs.remote_probe else "Remote connection probe failed")
+
+    # Deleting / paused (the controller sets the deleting reason)
+    cur_del = next((x for x in conds if x.get("type") == cond.DELETING), None)
+    if not deleting:
+        setc(cond.DELETING, False, R_NOT_DELETING)
+    elif not cur_del or cur_del.get("status") != cond.TRUE:
+        setc(cond.DELETING, True, R_DELETING, "Cluster deletion in progress")
+    paused = coreutil.is_paused(c, c)
+    setc(cond.PAUSED, paused, "Paused" if paused else "NotPaused")
+
+    # Available summary
+    view = {"status": {"conditions": conds}}
+    need = [INFRASTRUCTURE_READY, WORKERS_AVAILABLE]
+    if cref is not None:
+        need.insert(1, CONTROL_PLANE_AVAILABLE)
+    else:
+        need.insert(1, CONTROL_PLANE_INITIALIZED)
+    if obs.remote_probe is not None:
+        need.append(REMOTE_CONNECTION_PROBE)
+    for gate in contract.dig(c, "spec", "availabilityGates", default=[]) or []:
+        need.append(gate.get("conditionType"))
+    missing = [t for t in need if t and not cond.is_true(view, t)]
+    if deleting:
+        setc(cond.AVAILABLE, False, R_NOT_AVAILABLE, "Cluster is being deleted")
+    elif missing:
+        setc(cond.AVAILABLE, False, R_NOT_AVAILABLE, "; ".join(f"{t} is not True" for t in missing))
+    else:
+        setc(cond.AVAILABLE, True, R_AVAILABLE)
+
+    st["conditions"] = conds
+    if gen is not None:
+        st["observedGeneration"] = gen
+    st["phase"] = phase(c, st)
+    return st
+
+
+def phase(cluster: dict[str, Any], status: dict[str, Any]) -> str:
+    if coreutil.is_deleting(cluster):
+        return PHASE_DELETING
+    if status.get("failureReason") or contract.dig(status, "deprecated", "v1beta1", "failureReason"):
+        return PHASE_FAILED
+    init = status.get("initialization") or {}
+    if init.get("infrastructureProvisioned") and contract.control_plane_endpoint(cluster):
+        return PHASE_PROVISIONED
+    if infra_ref(cluster) is not None or cp_ref(cluster) is not None:
+        return PHASE_PROVISIONING
+    return PHASE_PENDING
+
+
+# --- deletion -------------------------------------------------------------------------------------
+
+
+@dataclass
+class DeletionPlan:
+    step: str                      # "workers" | "control_plane" | "infrastructure" | "done"
+    reason: str
+    message: str
+    delete: list[dict[str, Any]] = field(default_factory=list)  # objects to delete now (any kind)
+
+
+def _top_level_workers(obs: Observed) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(objects to delete, everything still to wait for) among worker descendants."""
+    to_delete: list[dict[str, Any]] = []
+    for md in obs.machine_deployments:
+        to_delete.append(md)
+    for ms in obs.machine_sets:
+        if contract.controller_owner(ms, "MachineDeployment") is None:
+            to_delete.append(ms)
+    workers = [m for m in obs.machines if CONTROL_PLANE not in (m["metadata"].get("labels") or {})]
+    for m in workers:
+        owner = contract.controller_owner(m)
+        if owner is None or owner.get("kind") not in ("MachineSet", "MachinePool"):
+            to_delete.append(m)
+    waiting = [*obs.machine_deployments, *obs.machine_sets, *workers]
+    return [o for o in to_delete if not coreutil.is_deleting(o)], waiting
+
+
+def deletion_plan(obs: Observed) -> DeletionPlan:
+    """Upstream order: MachineDeployments, MachineSets and worker Machines first, waiting until they
+    are all gone; then the control plane object; then the infrastructure cluster; then (no Machines
+    left at all) the finalizer goes."""
+    to_delete, waiting = _top_level_workers(obs)
+    if waiting:
+        names = ", ".join(sorted(f"{o['kind']} {o['metadata']['name']}" for o in waiting)[:5])
+        return DeletionPlan("workers", R_WAITING_WORKERS, f"Waiting for {len(waiting)} worker object(s) to be "
+                            f"deleted: {names}", to_delete)
+    if obs.control_plane is not None:
+        d = [] if coreutil.is_deleting(obs.control_plane) else [obs.control_plane]
+        return DeletionPlan("control_plane", R_WAITING_CP,
+                            f"Waiting for {coreutil.ref_str(cp_ref(obs.cluster))} to be deleted", d)
+    if obs.machines:  # control plane Machines outliving their control plane object
+        names = ", ".join(sorted(m["metadata"]["name"] for m in obs.machines)[:5])
+        return DeletionPlan("control_plane", R_WAITING_CP, f"Waiting for Machine(s) {names} to be deleted",
+                            [m for m in obs.machines if not coreutil.is_deleting(m)])
+    if obs.infra is not None:
+        d = [] if coreutil.is_deleting(obs.infra) else [obs.infra]
+        return DeletionPlan("infrastructure", R_WAITING_INFRA,
+                            f"Waiting for {coreutil.ref_str(infra_ref(obs.cluster))} to be deleted", d)
+    return DeletionPlan("done", R_DELETION_COMPLETED, "")

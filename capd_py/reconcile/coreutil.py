@@ -1,0 +1,180 @@
+"""Small pure helpers shared by the core Cluster API decision modules (Cluster, Machine, MachineSet,
+MachineDeployment, MachineHealthCheck): label selectors, int-or-percent values, metadata patches,
+time parsing. No I/O."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+from typing import Any
+
+from capd_py.api import contract
+from capd_py.api.labels import CLUSTER_NAME, PAUSED_ANNOTATION
+
+# --- time ---------------------------------------------------------------------------------------
+
+
+def parse_time(s: str | None) -> _dt.datetime | None:
+    if not s:
+        return None
+    try:
+        return _dt.datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.UTC)
+    except ValueError:
+        try:
+            return _dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+
+
+def iso(t: _dt.datetime) -> str:
+    return t.astimezone(_dt.UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def utcnow() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC)
+
+
+# --- label selectors ----------------------------------------------------------------------------
+
+
+def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str] | None) -> bool:
+    """metav1.LabelSelector semantics; an empty selector matches everything."""
+    labels = labels or {}
+    sel = selector or {}
+    for k, v in (sel.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in sel.get("matchExpressions") or []:
+        key, op, vals = e.get("key"), e.get("operator"), e.get("values") or []
+        if op == "In" and labels.get(key) not in vals:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in vals:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def selector_string(selector: dict[str, Any] | None) -> str:
+    """The string form used by the scale subresource (`status.selector`)."""
+    sel = selector or {}
+    parts = [f"{k}={v}" for k, v in sorted((sel.get("matchLabels") or {}).items())]
+    for e in sel.get("matchExpressions") or []:
+        key, op, vals = e.get("key"), e.get("operator"), sorted(e.get("values") or [])
+        if op == "In":
+            parts.append(f"{key} in ({','.join(vals)})")
+        elif op == "NotIn":
+            parts.append(f"{key} notin ({','.join(vals)})")
+        elif op == "Exists":
+            parts.append(str(key))
+        elif op == "DoesNotExist":
+            parts.append(f"!{key}")
+    return ",".join(parts)
+
+
+def selector_is_empty(selector: dict[str, Any] | None) -> bool:
+    sel = selector or {}
+    return not sel.get("matchLabels") and not sel.get("matchExpressions")
+
+
+# --- int or percent -----------------------------------------------------------------------------
+
+
+def scaled_value(v: int | str | None, total: int, round_up: bool, default: int | str = 0) -> int:
+    """intstr.GetScaledValueFromIntOrPercent: ints are taken as is, "25%" of `total` rounded."""
+    if v is None:
+        v = default
+    if isinstance(v, int):
+        return v
+    s = str(v).strip()
+    if s.endswith("%"):
+        pct = int(s[:-1])
+        raw = pct * total / 100
+        return math.ceil(raw) if round_up else math.floor(raw)
+    return int(s)
+
+
+# --- hashing ------------------------------------------------------------------------------------
+
+
+def stable_hash(obj: Any, length: int = 10) -> str:
+    """A short stable hash of a JSON-able value (key order independent); DNS-label safe."""
+    data = json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(data).hexdigest()[:length]
+
+
+# --- metadata -----------------------------------------------------------------------------------
+
+
+def is_paused(obj: dict[str, Any], cluster: dict[str, Any] | None) -> bool:
+    if PAUSED_ANNOTATION in (obj.get("metadata", {}).get("annotations") or {}):
+        return True
+    return bool(cluster and contract.dig(cluster, "spec", "paused"))
+
+
+def is_deleting(obj: dict[str, Any] | None) -> bool:
+    return bool(obj and obj.get("metadata", {}).get("deletionTimestamp"))
+
+
+def metadata_patch(obj: dict[str, Any], *, finalizer: str | None = None, owner: dict[str, Any] | None = None,
+                   labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
+                   remove_finalizer: str | None = None) -> dict[str, Any] | None:
+    """A JSON merge patch for metadata that adds a finalizer / owner reference / labels, or None when
+    nothing is missing. Lists are replaced whole by merge patch, so the full desired list is sent
+    together with resourceVersion (optimistic concurrency)."""
+    md = obj.get("metadata") or {}
+    patch: dict[str, Any] = {}
+    fins = list(md.get("finalizers") or [])
+    new_fins = list(fins)
+    if finalizer and finalizer not in new_fins:
+        new_fins.append(finalizer)
+    if remove_finalizer and remove_finalizer in new_fins:
+        new_fins = [f for f in new_fins if f != remove_finalizer]
+    if new_fins != fins:
+        patch["finalizers"] = new_fins
+    if owner is not None:
+        refs = list(md.get("ownerReferences") or [])
+        if not any(r.get("uid") == owner.get("uid") for r in refs):
+            # a stale reference to an older object of the same kind/name is replaced
+            refs = [r for r in refs if not (r.get("kind") == owner.get("kind") and r.get("name") == owner.get("name"))]
+            patch["ownerReferences"] = [*refs, owner]
+    cur_labels = md.get("labels") or {}
+    add_l = {k: v for k, v in (labels or {}).items() if cur_labels.get(k) != v}
+    if add_l:
+        patch["labels"] = add_l
+    cur_ann = md.get("annotations") or {}
+    add_a = {k: v for k, v in (annotations or {}).items() if cur_ann.get(k) != v}
+    if add_a:
+        patch["annotations"] = add_a
+    if not patch:
+        return None
+    patch["resourceVersion"] = md.get("resourceVersion")
+    return {"metadata": patch}
+
+
+def cluster_labels(cluster_name: str) -> dict[str, str]:
+    return {CLUSTER_NAME: cluster_name}
+
+
+def ref_of(obj: dict[str, Any]) -> dict[str, str]:
+    """A v1beta2 ContractVersionedObjectReference pointing at `obj`."""
+    return {"apiGroup": obj["apiVersion"].rpartition("/")[0], "kind": obj["kind"], "name": obj["metadata"]["name"]}
+
+
+def ref_str(r: dict[str, str] | None) -> str:
+    if not r:
+        return "<none>"
+    return f"{r.get('kind')} {r.get('name')}"
+
+
+def replicas_of(obj: dict[str, Any], default: int = 1) -> int:
+    v = contract.dig(obj, "spec", "replicas")
+    return default if v is None else int(v)
+
+
+def status_int(obj: dict[str, Any], field: str) -> int:
+    return int(contract.dig(obj, "status", field) or 0)

@@ -1,0 +1,393 @@
+"""Machine decisions (pure): spec fields copied from providers, status/conditions/phase, node drain
+planning and the deletion sequence. The controller does the I/O around these functions.
+
+Follows upstream Cluster API v1beta2: status.initialization.{bootstrapDataSecretCreated,
+infrastructureProvisioned}, status.nodeRef {name}, conditions BootstrapConfigReady,
+InfrastructureReady, NodeReady, NodeHealthy, Ready, Available, Deleting.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from capd_py.api import conditions as cond
+from capd_py.api import contract
+from capd_py.api.labels import CONTROL_PLANE, EXCLUDE_NODE_DRAINING_ANNOTATION
+from capd_py.reconcile import coreutil
+
+# Condition types / reasons (upstream names).
+BOOTSTRAP_CONFIG_READY = "BootstrapConfigReady"
+INFRASTRUCTURE_READY = "InfrastructureReady"
+NODE_READY = "NodeReady"
+NODE_HEALTHY = "NodeHealthy"
+HEALTH_CHECK_SUCCEEDED = "HealthCheckSucceeded"
+OWNER_REMEDIATED = "OwnerRemediated"
+
+R_READY, R_NOT_READY, R_READY_UNKNOWN = "Ready", "NotReady", "ReadyUnknown"
+R_AVAILABLE, R_NOT_AVAILABLE = "Available", "NotAvailable"
+R_WAITING_MIN_READY = "WaitingForMinReadySeconds"
+R_DATA_SECRET_PROVIDED = "DataSecretProvided"
+R_OBJECT_DOES_NOT_EXIST = "ObjectDoesNotExist"
+R_OBJECT_DELETED = "ObjectDeleted"
+R_NODE_READY, R_NODE_NOT_READY, R_NODE_READY_UNKNOWN = "NodeReady", "NodeNotReady", "NodeReadyUnknown"
+R_NODE_HEALTHY, R_NODE_NOT_HEALTHY, R_NODE_HEALTH_UNKNOWN = "NodeHealthy", "NodeNotHealthy", "NodeHealthyUnknown"
+R_NODE_DOES_NOT_EXIST, R_NODE_DELETED = "NodeDoesNotExist", "NodeDeleted"
+R_CONNECTION_DOWN = "ConnectionDown"
+R_NOT_DELETING, R_DELETING = "NotDeleting", "Deleting"
+R_DRAINING_NODE = "DrainingNode"
+R_WAITING_INFRA_DELETION = "WaitingForInfrastructureDeletion"
+R_WAITING_BOOTSTRAP_DELETION = "WaitingForBootstrapDeletion"
+R_DELETING_NODE = "DeletingNode"
+R_DELETION_COMPLETED = "DeletionCompleted"
+R_PAUSED, R_NOT_PAUSED = "Paused", "NotPaused"
+
+PHASE_PENDING, PHASE_PROVISIONING, PHASE_PROVISIONED = "Pending", "Provisioning", "Provisioned"
+PHASE_RUNNING, PHASE_DELETING, PHASE_DELETED, PHASE_FAILED = "Running", "Deleting", "Deleted", "Failed"
+
+NODE_PRESSURE_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure")
+DEFAULT_NODE_DELETION_TIMEOUT = 10  # seconds, upstream default for nodeDeletionTimeoutSeconds
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+@dataclass
+class Observed:
+    """What the controller read. `*_ref` False means the Machine has no such reference."""
+    machine: dict[str, Any]
+    cluster: dict[str, Any] | None = None
+    bootstrap: dict[str, Any] | None = None
+    bootstrap_ref: bool = True
+    infra: dict[str, Any] | None = None
+    node: dict[str, Any] | None = None
+    workload_reachable: bool = False
+    now: _dt.datetime = field(default_factory=coreutil.utcnow)
+
+
+def is_control_plane(machine: dict[str, Any]) -> bool:
+    return CONTROL_PLANE in (machine.get("metadata", {}).get("labels") or {})
+
+
+# --- spec ----------------------------------------------------------------------------------------
+
+
+def spec_patch(obs: Observed) -> dict[str, Any] | None:
+    """Fields the Machine controller copies into Machine.spec (merge patch), or None."""
+    m = obs.machine
+    spec = m.get("spec") or {}
+    patch: dict[str, Any] = {}
+    if obs.bootstrap is not None and contract.bootstrap_data_secret_created(obs.bootstrap):
+        name = contract.bootstrap_data_secret_name(obs.bootstrap)
+        if name and (spec.get("bootstrap") or {}).get("dataSecretName") != name:
+            patch["bootstrap"] = {"dataSecretName": name}
+    if obs.infra is not None and contract.infra_provisioned(obs.infra):
+        pid = contract.provider_id(obs.infra)
+        if pid and spec.get("providerID") != pid:
+            patch["providerID"] = pid
+    return {"spec": patch} if patch else None
+
+
+def infra_failure_domain(infra: dict[str, Any] | None) -> str | None:
+    v = contract.dig(infra, "status", "failureDomain") or contract.dig(infra, "spec", "failureDomain")
+    return str(v) if v else None
+
+
+# --- status --------------------------------------------------------------------------------------
+
+
+def _node_condition(node: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
+    for c in contract.dig(node, "status", "conditions", default=[]) or []:
+        if c.get("type") == ctype:
+            return dict(c)
+    return None
+
+
+def node_health(node: dict[str, Any]) -> tuple[str, str, str]:
+    """(status, reason, message) of NodeHealthy computed from the node's conditions."""
+    ready = _node_condition(node, "Ready")
+    problems = [c["type"] for c in (contract.dig(node, "status", "conditions", default=[]) or [])
+                if c.get("type") in NODE_PRESSURE_CONDITIONS and c.get("status") == "True"]
+    if problems:
+        return cond.FALSE, R_NODE_NOT_HEALTHY, "Node " + ", ".join(problems) + " condition(s) True"
+    if ready is None or ready.get("status") == "Unknown":
+        return cond.UNKNOWN, R_NODE_HEALTH_UNKNOWN, "Node Ready condition is Unknown"
+    if ready.get("status") != "True":
+        return cond.FALSE, R_NODE_NOT_HEALTHY, f"Node is not ready: {ready.get('message') or ready.get('reason') or ''}"
+    if contract.dig(node, "spec", "unschedulable"):
+        return cond.TRUE, R_NODE_HEALTHY, "Node is cordoned"
+    return cond.TRUE, R_NODE_HEALTHY, ""
+
+
+def compute_status(obs: Observed) -> dict[str, Any]:
+    """The Machine's desired status, built on the current status so other writers' conditions
+    (HealthCheckSucceeded, OwnerRemediated) are kept."""
+    m = obs.machine
+    md = m.get("metadata") or {}
+    spec = m.get("spec") or {}
+    old = dict(m.get("status") or {})
+    st = dict(old)
+    gen = md.get("generation")
+    conds: list[dict[str, Any]] = list(old.get("conditions") or [])
+    now = coreutil.iso(obs.now)
+
+    def setc(ctype: str, status: bool | str, reason: str, msg: str = "") -> None:
+        nonlocal conds
+        conds = cond.set_condition(conds, ctype, status, reason, msg, observed_generation=gen, now=now)
+
+    init = dict(old.get("initialization") or {})
+    deleting = coreutil.is_deleting(m)
+
+    # Bootstrap
+    cfg_ref = contract.ref(m, "spec", "bootstrap", "configRef")
+    if not obs.bootstrap_ref or cfg_ref is None:
+        if (spec.get("bootstrap") or {}).get("dataSecretName"):
+            init["bootstrapDataSecretCreated"] = True
+            setc(BOOTSTRAP_CONFIG_READY, True, R_DATA_SECRET_PROVIDED)
+        else:
+            setc(BOOTSTRAP_CONFIG_READY, False, R_NOT_READY, "Waiting for spec.bootstrap.dataSecretName")
+    elif obs.bootstrap is None:
+        if deleting:
+            setc(BOOTSTRAP_CONFIG_READY, False, R_OBJECT_DELETED, f"{coreutil.ref_str(cfg_ref)} has been deleted")
+        else:
+            setc(BOOTSTRAP_CONFIG_READY, False, R_OBJECT_DOES_NOT_EXIST, f"{coreutil.ref_str(cfg_ref)} does not exist")
+    elif contract.bootstrap_data_secret_created(obs.bootstrap):
+        init["bootstrapDataSecretCreated"] = True
+        setc(BOOTSTRAP_CONFIG_READY, True, R_READY)
+    else:
+        msg = (cond.get(obs.bootstrap, "Ready") or {}).get("message") or f"{coreutil.ref_str(cfg_ref)} is not ready"
+        setc(BOOTSTRAP_CONFIG_READY, False, R_NOT_READY, msg)
+
+    # Infrastructure
+    infra_ref = contract.ref(m, "spec", "infrastructureRef")
+    if obs.infra is None:
+        if init.get("infrastructureProvisioned") or deleting:
+            setc(INFRASTRUCTURE_READY, False, R_OBJECT_DELETED, f"{coreutil.ref_str(infra_ref)} has been deleted")
+        else:
+            setc(INFRASTRUCTURE_READY, False, R_OBJECT_DOES_NOT_EXIST, f"{coreutil.ref_str(infra_ref)} does not exist")
+    elif contract.infra_provisioned(obs.infra):
+        init["infrastructureProvisioned"] = True
+        setc(INFRASTRUCTURE_READY, True, R_READY)
+        addrs = contract.addresses(obs.infra)
+        if addrs:
+            st["addresses"] = addrs
+        fd = infra_failure_domain(obs.infra) or spec.get("failureDomain")
+        if fd:
+            st["failureDomain"] = fd
+    else:
+        msg = (cond.get(obs.infra, "Ready") or {}).get("message") or f"{coreutil.ref_str(infra_ref)} is not provisioned"
+        setc(INFRASTRUCTURE_READY, False, R_NOT_READY, msg)
+    if init:
+        st["initialization"] = init
+
+    # Node
+    node_ref = (old.get("nodeRef") or {}).get("name")
+    if obs.node is not None:
+        st["nodeRef"] = {"name": obs.node["metadata"]["name"]}
+        ni = contract.dig(obs.node, "status", "nodeInfo")
+        if ni:
+            st["nodeInfo"] = ni
+        ready = _node_condition(obs.node, "Ready")
+        if ready is None or ready.get("status") == "Unknown":
+            setc(NODE_READY, cond.UNKNOWN, R_NODE_READY_UNKNOWN, "Node Ready condition is Unknown")
+        elif ready.get("status") == "True":
+            setc(NODE_READY, True, R_NODE_READY)
+        else:
+            setc(NODE_READY, False, R_NODE_NOT_READY, ready.get("message") or "")
+        s, r, msg = node_health(obs.node)
+        setc(NODE_HEALTHY, s, r, msg)
+    elif not obs.workload_reachable:
+        if node_ref or cond.get(m, NODE_READY):
+            setc(NODE_READY, cond.UNKNOWN, R_CONNECTION_DOWN, "Cannot reach the workload cluster")
+            setc(NODE_HEALTHY, cond.UNKNOWN, R_CONNECTION_DOWN, "Cannot reach the workload cluster")
+        else:
+            msg = "Waiting for the workload cluster to be reachable"
+            setc(NODE_READY, cond.UNKNOWN, R_NODE_DOES_NOT_EXIST, msg)
+            setc(NODE_HEALTHY, cond.UNKNOWN, R_NODE_DOES_NOT_EXIST, msg)
+    elif node_ref:
+        msg = f"Node {node_ref} has been deleted"
+        setc(NODE_READY, False, R_NODE_DELETED, msg)
+        setc(NODE_HEALTHY, False, R_NODE_DELETED, msg)
+    else:
+        pid = spec.get("providerID")
+        msg = f"Waiting for a Node with spec.providerID {pid} to exist" if pid else "Waiting for spec.providerID"
+        setc(NODE_READY, cond.UNKNOWN, R_NODE_DOES_NOT_EXIST, msg)
+        setc(NODE_HEALTHY, cond.UNKNOWN, R_NODE_DOES_NOT_EXIST, msg)
+
+    # Deleting (the controller overrides the reason during deletion)
+    cur_del = next((c for c in conds if c.get("type") == cond.DELETING), None)
+    if not deleting:
+        setc(cond.DELETING, False, R_NOT_DELETING)
+    elif not cur_del or cur_del.get("status") != cond.TRUE:
+        setc(cond.DELETING, True, R_DELETING, "Machine deletion in progress")
+
+    # Paused
+    paused = coreutil.is_paused(m, obs.cluster)
+    setc(cond.PAUSED, paused, R_PAUSED if paused else R_NOT_PAUSED)
+
+    # Ready summary
+    view = {"status": {"conditions": conds}}
+    not_ready = [c for c in (BOOTSTRAP_CONFIG_READY, INFRASTRUCTURE_READY, NODE_HEALTHY) if not cond.is_true(view, c)]
+    hc = cond.get(view, HEALTH_CHECK_SUCCEEDED)
+    if hc and hc.get("status") == cond.FALSE:
+        not_ready.append(HEALTH_CHECK_SUCCEEDED)
+    if deleting:
+        setc(cond.READY, False, R_NOT_READY, "Machine deletion in progress")
+    elif not_ready:
+        setc(cond.READY, False, R_NOT_READY, "; ".join(f"{c} is not True" for c in not_ready))
+    else:
+        setc(cond.READY, True, R_READY)
+
+    # Available: Ready for at least minReadySeconds
+    view = {"status": {"conditions": conds}}
+    ready_c = cond.get(view, cond.READY) or {}
+    min_ready = int(spec.get("minReadySeconds") or 0)
+    if ready_c.get("status") != cond.TRUE:
+        setc(cond.AVAILABLE, False, R_NOT_READY, "Machine is not Ready")
+    else:
+        since = coreutil.parse_time(ready_c.get("lastTransitionTime")) or obs.now
+        if (obs.now - since).total_seconds() >= min_ready:
+            setc(cond.AVAILABLE, True, R_AVAILABLE)
+        else:
+            setc(cond.AVAILABLE, False, R_WAITING_MIN_READY, f"Waiting for {min_ready}s after Ready")
+
+    st["conditions"] = conds
+    if gen is not None:
+        st["observedGeneration"] = gen
+    st["phase"] = phase(obs.machine, st, obs.bootstrap_ref)
+    return st
+
+
+def available_requeue(machine: dict[str, Any], status: dict[str, Any], now: _dt.datetime) -> float | None:
+    """Seconds until the Machine becomes Available (minReadySeconds), if it is waiting for it."""
+    view = {"status": status}
+    ready = cond.get(view, cond.READY)
+    av = cond.get(view, cond.AVAILABLE)
+    if not ready or ready.get("status") != cond.TRUE or (av and av.get("status") == cond.TRUE):
+        return None
+    min_ready = int((machine.get("spec") or {}).get("minReadySeconds") or 0)
+    since = coreutil.parse_time(ready.get("lastTransitionTime")) or now
+    return max(0.5, min_ready - (now - since).total_seconds() + 0.5)
+
+
+def phase(machine: dict[str, Any], status: dict[str, Any], bootstrap_ref: bool = True) -> str:
+    spec = machine.get("spec") or {}
+    init = status.get("initialization") or {}
+    if coreutil.is_deleting(machine):
+        return PHASE_DELETING
+    if status.get("failureReason") or contract.dig(status, "deprecated", "v1beta1", "failureReason"):
+        return PHASE_FAILED
+    if (status.get("nodeRef") or {}).get("name") and init.get("infrastructureProvisioned"):
+        return PHASE_RUNNING
+    if init.get("infrastructureProvisioned"):
+        return PHASE_PROVISIONED
+    if (spec.get("bootstrap") or {}).get("dataSecretName"):
+        return PHASE_PROVISIONING
+    return PHASE_PENDING
+
+
+# --- deletion ------------------------------------------------------------------------------------
+
+
+@dataclass
+class DeleteStep:
+    action: str  # "drain" | "delete_providers" | "wait_providers" | "delete_node" | "remove_finalizer"
+    reason: str
+    message: str = ""
+
+
+def node_drain_timeout_passed(machine: dict[str, Any], now: _dt.datetime) -> bool:
+    timeout = contract.dig(machine, "spec", "deletion", "nodeDrainTimeoutSeconds")
+    start = coreutil.parse_time(contract.dig(machine, "status", "deletion", "nodeDrainStartTime"))
+    if not timeout or not start:
+        return False
+    return (now - start).total_seconds() > int(timeout)
+
+
+def node_deletion_timeout_passed(machine: dict[str, Any], now: _dt.datetime) -> bool:
+    timeout = contract.dig(machine, "spec", "deletion", "nodeDeletionTimeoutSeconds")
+    timeout = DEFAULT_NODE_DELETION_TIMEOUT if timeout is None else int(timeout)
+    if timeout == 0:  # 0 means wait forever
+        return False
+    since = coreutil.parse_time(machine.get("metadata", {}).get("deletionTimestamp"))
+    return bool(since) and (now - since).total_seconds() > timeout  # type: ignore[operator]
+
+
+def is_drain_allowed(machine: dict[str, Any], now: _dt.datetime) -> bool:
+    ann = machine.get("metadata", {}).get("annotations") or {}
+    if EXCLUDE_NODE_DRAINING_ANNOTATION in ann:
+        return False
+    return not node_drain_timeout_passed(machine, now)
+
+
+def is_delete_node_allowed(machine: dict[str, Any], cluster: dict[str, Any] | None,
+                           other_cp_machines: int) -> tuple[bool, str]:
+    """Upstream rules: no node -> nothing to do; the Cluster is going away -> skip (the whole
+    workload cluster goes); the last control-plane Machine keeps its node."""
+    if not (contract.dig(machine, "status", "nodeRef", "name")):
+        return False, "Machine has no nodeRef"
+    if cluster is None or coreutil.is_deleting(cluster):
+        return False, "Cluster is being deleted"
+    if is_control_plane(machine) and other_cp_machines == 0:
+        return False, "last control plane Machine"
+    return True, ""
+
+
+def deletion_step(machine: dict[str, Any], *, node_delete_allowed: bool, drain_done: bool,
+                  infra_exists: bool, bootstrap_exists: bool, node_exists: bool,
+                  now: _dt.datetime) -> DeleteStep:
+    """Next step of the Machine deletion sequence: drain → delete infra+bootstrap and wait →
+    delete the Node and wait (bounded by nodeDeletionTimeoutSeconds) → drop the finalizer."""
+    if node_delete_allowed and node_exists and not drain_done and is_drain_allowed(machine, now):
+        node = contract.dig(machine, "status", "nodeRef", "name")
+        return DeleteStep("drain", R_DRAINING_NODE, f"Drain not completed yet for Node {node}")
+    if infra_exists or bootstrap_exists:
+        if infra_exists:
+            ref = contract.ref(machine, "spec", "infrastructureRef")
+            return DeleteStep("delete_providers", R_WAITING_INFRA_DELETION,
+                              f"Waiting for {coreutil.ref_str(ref)} to be deleted")
+        ref = contract.ref(machine, "spec", "bootstrap", "configRef")
+        return DeleteStep("delete_providers", R_WAITING_BOOTSTRAP_DELETION,
+                          f"Waiting for {coreutil.ref_str(ref)} to be deleted")
+    if node_delete_allowed and node_exists and not node_deletion_timeout_passed(machine, now):
+        node = contract.dig(machine, "status", "nodeRef", "name")
+        return DeleteStep("delete_node", R_DELETING_NODE, f"Deleting Node {node}")
+    return DeleteStep("remove_finalizer", R_DELETION_COMPLETED)
+
+
+@dataclass
+class DrainPlan:
+    evict: list[dict[str, Any]]  # pods to evict now
+    waiting: list[str]           # ns/name of pods already terminating
+    skipped: list[str]           # DaemonSet and mirror pods
+
+    @property
+    def done(self) -> bool:
+        return not self.evict and not self.waiting
+
+
+def plan_drain(pods: list[dict[str, Any]]) -> DrainPlan:
+    """Which pods on a node must be evicted: everything except DaemonSet-managed and mirror
+    (static) pods; finished pods need no eviction."""
+    plan = DrainPlan([], [], [])
+    for p in pods:
+        md = p.get("metadata") or {}
+        key = f"{md.get('namespace')}/{md.get('name')}"
+        if MIRROR_POD_ANNOTATION in (md.get("annotations") or {}):
+            plan.skipped.append(key)
+            continue
+        if any(o.get("kind") == "DaemonSet" and o.get("controller") for o in md.get("ownerReferences") or []):
+            plan.skipped.append(key)
+            continue
+        if contract.dig(p, "status", "phase") in ("Succeeded", "Failed"):
+            continue
+        if md.get("deletionTimestamp"):
+            plan.waiting.append(key)
+            continue
+        plan.evict.append(p)
+    return plan
+
+
+def eviction(pod: dict[str, Any]) -> dict[str, Any]:
+    md = pod["metadata"]
+    return {"apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": md["name"], "namespace": md["namespace"]}}

@@ -1,0 +1,291 @@
+"""MachineSet decisions (pure): which Machines belong, how many to create, which to delete (per
+spec.deletion.order), which orphans to adopt, which unhealthy Machines to remediate, how to clone
+the bootstrap/infrastructure templates, and the status/conditions.
+
+Upstream v1beta2 names: spec.deletion.order Random|Newest|Oldest (default Random); the
+`cluster.x-k8s.io/delete-machine` annotation and unhealthy Machines go first.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import math
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from capd_py.api import conditions as cond
+from capd_py.api import contract
+from capd_py.api.labels import (
+    CLONED_FROM_GROUP_KIND,
+    CLONED_FROM_NAME,
+    CLUSTER_NAME,
+    DELETE_MACHINE_ANNOTATION,
+    DEPLOYMENT_NAME,
+    SET_NAME,
+)
+from capd_py.reconcile import coreutil
+
+ORDER_RANDOM, ORDER_NEWEST, ORDER_OLDEST = "Random", "Newest", "Oldest"
+
+MACHINES_READY = "MachinesReady"
+MACHINES_UP_TO_DATE = "MachinesUpToDate"
+SCALING_UP = "ScalingUp"
+SCALING_DOWN = "ScalingDown"
+REMEDIATING = "Remediating"
+OWNER_REMEDIATED = "OwnerRemediated"
+UP_TO_DATE = "UpToDate"
+
+_MUST_DELETE, _DELETE_FIRST, _BETTER, _COULD, _MUST_NOT = 100.0, 80.0, 50.0, 20.0, 0.0
+_TEN_DAYS = 864000.0
+
+
+# --- membership ---------------------------------------------------------------------------------
+
+
+def owns(ms: dict[str, Any], machine: dict[str, Any]) -> bool:
+    o = contract.controller_owner(machine, "MachineSet")
+    return bool(o and o.get("uid") == ms["metadata"]["uid"])
+
+
+def machines_of(ms: dict[str, Any], machines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in machines if owns(ms, m)]
+
+
+def orphans_to_adopt(ms: dict[str, Any], machines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Machines of the same cluster matching the selector that have no controller owner."""
+    sel = contract.dig(ms, "spec", "selector")
+    if coreutil.selector_is_empty(sel):
+        return []
+    cn = contract.dig(ms, "spec", "clusterName")
+    out = []
+    for m in machines:
+        if contract.controller_owner(m) is not None or coreutil.is_deleting(m):
+            continue
+        if contract.dig(m, "spec", "clusterName") != cn:
+            continue
+        if coreutil.selector_matches(sel, m["metadata"].get("labels")):
+            out.append(m)
+    return out
+
+
+# --- deletion order -----------------------------------------------------------------------------
+
+
+def is_machine_healthy(m: dict[str, Any]) -> bool:
+    if not contract.dig(m, "status", "nodeRef", "name"):
+        return False
+    nh = cond.get(m, "NodeHealthy")
+    if nh and nh.get("status") == cond.FALSE:
+        return False
+    hc = cond.get(m, "HealthCheckSucceeded")
+    return not (hc and hc.get("status") == cond.FALSE)
+
+
+def _age_seconds(m: dict[str, Any], now: _dt.datetime) -> float | None:
+    t = coreutil.parse_time(m["metadata"].get("creationTimestamp"))
+    return None if t is None else (now - t).total_seconds()
+
+
+def delete_priority(m: dict[str, Any], order: str, now: _dt.datetime) -> float:
+    if coreutil.is_deleting(m):
+        return _MUST_DELETE
+    if DELETE_MACHINE_ANNOTATION in (m["metadata"].get("annotations") or {}):
+        return _DELETE_FIRST
+    if not is_machine_healthy(m):
+        return _BETTER
+    if order == ORDER_RANDOM or not order:
+        return _COULD
+    age = _age_seconds(m, now)
+    oldest = _MUST_NOT if age is None or age < 0 else _BETTER * (1.0 - math.exp(-age / _TEN_DAYS))
+    if order == ORDER_OLDEST:
+        return oldest
+    return _BETTER - oldest  # Newest
+
+
+def machines_to_delete(machines: list[dict[str, Any]], count: int, order: str | None,
+                       now: _dt.datetime | None = None) -> list[dict[str, Any]]:
+    """The `count` Machines to delete, highest priority first; ties broken by name."""
+    if count <= 0:
+        return []
+    now = now or coreutil.utcnow()
+    o = order or ORDER_RANDOM
+    if o not in (ORDER_RANDOM, ORDER_NEWEST, ORDER_OLDEST):
+        raise ValueError(f"unsupported deletion order {o!r}; must be one of Random, Newest, Oldest")
+    ranked = sorted(machines, key=lambda m: (-delete_priority(m, o, now), m["metadata"]["name"]))
+    return ranked[:count]
+
+
+# --- planning -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    create: int = 0
+    delete: list[dict[str, Any]] = field(default_factory=list)
+    remediate: list[dict[str, Any]] = field(default_factory=list)
+
+
+def needs_remediation(m: dict[str, Any]) -> bool:
+    c = cond.get(m, OWNER_REMEDIATED)
+    return bool(c and c.get("status") == cond.FALSE) and not coreutil.is_deleting(m)
+
+
+def plan(ms: dict[str, Any], owned: list[dict[str, Any]], now: _dt.datetime | None = None) -> Plan:
+    """Remediate Machines the MHC marked (OwnerRemediated=False) by deleting them; otherwise create
+    or delete to reach spec.replicas. Deleting Machines are not counted as active."""
+    p = Plan()
+    p.remediate = [m for m in owned if needs_remediation(m)]
+    rem = {m["metadata"]["name"] for m in p.remediate}
+    active = [m for m in owned if not coreutil.is_deleting(m) and m["metadata"]["name"] not in rem]
+    want = coreutil.replicas_of(ms)
+    if len(active) < want:
+        p.create = want - len(active)
+    elif len(active) > want:
+        order = contract.dig(ms, "spec", "deletion", "order")
+        p.delete = machines_to_delete(active, len(active) - want, order, now)
+    return p
+
+
+# --- cloning ------------------------------------------------------------------------------------
+
+def random_suffix(n: int = 5) -> str:
+    return "".join(secrets.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(n))
+
+
+def machine_name(ms: dict[str, Any], suffix: str | None = None) -> str:
+    base = ms["metadata"]["name"][:57]
+    return f"{base}-{suffix or random_suffix()}"
+
+
+def instance_kind(template_kind: str) -> str:
+    return template_kind[: -len("Template")] if template_kind.endswith("Template") else template_kind
+
+
+def clone_from_template(template: dict[str, Any], name: str, namespace: str, cluster_name: str,
+                        owner: dict[str, Any], extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """An object built from a *Template's spec.template (metadata + spec), with cloned-from
+    annotations, the cluster-name label and an owner reference to the MachineSet."""
+    tpl = contract.dig(template, "spec", "template", default={}) or {}
+    tmd = tpl.get("metadata") or {}
+    group = template["apiVersion"].rpartition("/")[0]
+    labels = {**(tmd.get("labels") or {}), **(extra_labels or {}), CLUSTER_NAME: cluster_name}
+    annotations = {**(tmd.get("annotations") or {}), CLONED_FROM_NAME: template["metadata"]["name"],
+                   CLONED_FROM_GROUP_KIND: f"{template['kind']}.{group}"}
+    return {
+        "apiVersion": template["apiVersion"],
+        "kind": instance_kind(template["kind"]),
+        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations,
+                     "ownerReferences": [owner]},
+        "spec": copy.deepcopy(tpl.get("spec") or {}),
+    }
+
+
+def machine_labels(ms: dict[str, Any]) -> dict[str, str]:
+    tl = dict(contract.dig(ms, "spec", "template", "metadata", "labels", default={}) or {})
+    tl[SET_NAME] = ms["metadata"]["name"][:63]
+    tl[CLUSTER_NAME] = contract.dig(ms, "spec", "clusterName")
+    dep = (ms["metadata"].get("labels") or {}).get(DEPLOYMENT_NAME)
+    if dep:
+        tl[DEPLOYMENT_NAME] = dep
+    return tl
+
+
+def new_machine(ms: dict[str, Any], name: str, bootstrap_obj: dict[str, Any] | None,
+                infra_obj: dict[str, Any]) -> dict[str, Any]:
+    spec = copy.deepcopy(contract.dig(ms, "spec", "template", "spec", default={}) or {})
+    spec["clusterName"] = contract.dig(ms, "spec", "clusterName")
+    boot = dict(spec.get("bootstrap") or {})
+    if bootstrap_obj is not None:
+        boot["configRef"] = coreutil.ref_of(bootstrap_obj)
+        boot.pop("dataSecretName", None)
+    spec["bootstrap"] = boot
+    spec["infrastructureRef"] = coreutil.ref_of(infra_obj)
+    ann = dict(contract.dig(ms, "spec", "template", "metadata", "annotations", default={}) or {})
+    md: dict[str, Any] = {"name": name, "namespace": ms["metadata"]["namespace"], "labels": machine_labels(ms),
+                          "ownerReferences": [contract.owner_ref(ms, controller=True)]}
+    if ann:
+        md["annotations"] = ann
+    return {"apiVersion": ms["apiVersion"], "kind": "Machine", "metadata": md, "spec": spec}
+
+
+def is_up_to_date(ms: dict[str, Any], m: dict[str, Any]) -> bool:
+    """A Machine matches its MachineSet's template (same Kubernetes version). Template changes are
+    rolled out by the MachineDeployment, which creates a new MachineSet."""
+    tspec = contract.dig(ms, "spec", "template", "spec", default={}) or {}
+    return (tspec.get("version") or None) == (contract.dig(m, "spec", "version") or None)
+
+
+# --- status -------------------------------------------------------------------------------------
+
+
+def aggregate(machines: list[dict[str, Any]], ctype: str, ok: str, bad: str, unknown: str,
+              none_reason: str = "NoReplicas") -> tuple[str, str, str]:
+    """(status, reason, message) aggregating a Machine condition over Machines."""
+    if not machines:
+        return cond.TRUE, none_reason, ""
+    src = {"MachinesReady": cond.READY, "MachinesUpToDate": UP_TO_DATE}.get(ctype, ctype)
+    false_, unk = [], []
+    for m in machines:
+        c = cond.get(m, src)
+        if c is None or c.get("status") == cond.UNKNOWN:
+            unk.append(m["metadata"]["name"])
+        elif c.get("status") == cond.FALSE:
+            false_.append(m["metadata"]["name"])
+    if false_:
+        return cond.FALSE, bad, f"{src} is False on Machine(s) {', '.join(sorted(false_)[:5])}"
+    if unk:
+        return cond.UNKNOWN, unknown, f"{src} is Unknown on Machine(s) {', '.join(sorted(unk)[:5])}"
+    return cond.TRUE, ok, ""
+
+
+def compute_status(ms: dict[str, Any], owned: list[dict[str, Any]], p: Plan | None = None) -> dict[str, Any]:
+    old = dict(ms.get("status") or {})
+    st = dict(old)
+    gen = ms["metadata"].get("generation")
+    conds = list(old.get("conditions") or [])
+
+    def setc(ctype: str, status: bool | str, reason: str, msg: str = "") -> None:
+        nonlocal conds
+        conds = cond.set_condition(conds, ctype, status, reason, msg, observed_generation=gen)
+
+    want = coreutil.replicas_of(ms)
+    st["replicas"] = len(owned)
+    st["readyReplicas"] = sum(1 for m in owned if cond.is_true(m, cond.READY))
+    st["availableReplicas"] = sum(1 for m in owned if cond.is_true(m, cond.AVAILABLE))
+    st["upToDateReplicas"] = sum(1 for m in owned if is_up_to_date(ms, m) and not coreutil.is_deleting(m))
+    st["selector"] = coreutil.selector_string(contract.dig(ms, "spec", "selector"))
+    if gen is not None:
+        st["observedGeneration"] = gen
+    active = len([m for m in owned if not coreutil.is_deleting(m)])
+    if active < want:
+        setc(SCALING_UP, True, "ScalingUp", f"Scaling up from {active} to {want} replicas")
+    else:
+        setc(SCALING_UP, False, "NotScalingUp")
+    if len(owned) > want:
+        setc(SCALING_DOWN, True, "ScalingDown", f"Scaling down from {len(owned)} to {want} replicas")
+    else:
+        setc(SCALING_DOWN, False, "NotScalingDown")
+    s, r, msg = aggregate(owned, MACHINES_READY, "Ready", "NotReady", "ReadyUnknown")
+    setc(MACHINES_READY, s, r, msg)
+    n_up = st["upToDateReplicas"]
+    if not owned:
+        setc(MACHINES_UP_TO_DATE, True, "NoReplicas")
+    elif n_up >= len(owned):
+        setc(MACHINES_UP_TO_DATE, True, "UpToDate")
+    else:
+        setc(MACHINES_UP_TO_DATE, False, "NotUpToDate", f"{len(owned) - n_up} Machine(s) not up to date")
+    rem = [m["metadata"]["name"] for m in owned if needs_remediation(m)] if p is None else \
+        [m["metadata"]["name"] for m in p.remediate]
+    if rem:
+        setc(REMEDIATING, True, "Remediating", f"Remediating Machine(s) {', '.join(sorted(rem))}")
+    else:
+        setc(REMEDIATING, False, "NotRemediating")
+    if coreutil.is_deleting(ms):
+        setc(cond.DELETING, True, "Deleting", f"Deleting {len(owned)} Machine(s)")
+    else:
+        setc(cond.DELETING, False, "NotDeleting")
+    setc(cond.PAUSED, False, "NotPaused")
+    st["conditions"] = conds
+    return st
