@@ -172,7 +172,8 @@ def _kubeadm_fix(argv: tuple[str, ...]) -> tuple[str, ...]:
 def _write_step(f: WriteFile) -> Step:
     d = f.path.rsplit("/", 1)[0] or "/"
     redir = ">>" if f.append else ">"
-    sh = f"mkdir -p {shlex.quote(d)} && cat {redir} {shlex.quote(f.path)} && chmod {f.permissions} {shlex.quote(f.path)}"
+    q = shlex.quote(f.path)
+    sh = f"mkdir -p {shlex.quote(d)} && cat {redir} {q} && chmod {f.permissions} {q}"
     if f.owner and f.owner != "root:root":
         sh += f" && chown {shlex.quote(f.owner)} {shlex.quote(f.path)}"
     return Step(("/bin/sh", "-c", sh), f"write {f.path}", stdin=f.content)
@@ -250,7 +251,8 @@ def probe_command(tail: int = 20) -> list[str]:
           f"elif [ -f {RC_FILE} ]; then echo \"failed $(cat {RC_FILE})\"; "
           f"elif [ -d {LOCK_DIR} ]; then echo \"running $(cat {STARTED_FILE} 2>/dev/null || echo 0) $(date +%s)\"; "
           f"else echo none; fi; "
-          f"echo \"step $(cat {STEP_FILE} 2>/dev/null)\"; echo ---; tail -n {int(tail)} {BOOTSTRAP_LOG} 2>/dev/null; true")
+          f"echo \"step $(cat {STEP_FILE} 2>/dev/null)\"; echo ---; "
+          f"tail -n {int(tail)} {BOOTSTRAP_LOG} 2>/dev/null; true")
     return ["sh", "-c", sh]
 
 

@@ -177,5 +177,6 @@ def status(dm: dict[str, Any], obs: Observed, paused: bool = False) -> dict[str,
     return st
 
 
-def probe_message(phase_step: str, elapsed: float) -> str:
-    return f"bootstrap running ({int(elapsed)}s): step {phase_step}" if phase_step else "bootstrap running"
+def probe_message(step: str) -> str:
+    """No elapsed time here: status must not change on every poll."""
+    return f"bootstrap running: step {step}" if step else "bootstrap running"

@@ -1,0 +1,317 @@
+"""DockerMachine controller: one systemd node container per Machine, bootstrapped by running the
+Machine's bootstrap data (cloud-config) inside it, then spec.providerID / status.addresses /
+status.initialization.provisioned, and the workload Node's spec.providerID.
+
+Restart safety: the container is found by name (and adopted when it carries our labels), creation is
+never duplicated, and bootstrap runs as one detached script guarded by a lock directory and upstream's
+success sentinel, so a restart at any point neither re-runs nor loses it. Decisions live in
+capd_py.reconcile.dockermachine and capd_py.reconcile.cloudinit.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import Any
+
+from capd_py.api import conditions as cond
+from capd_py.api import contract
+from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, INFRA_GROUP, MACHINE, NODE, SECRET
+from capd_py.api.labels import CLUSTER_NAME, CONTAINER_MACHINE, CONTAINER_NAMESPACE, FINALIZER_DOCKER_MACHINE
+from capd_py.controllers.context import Ctx
+from capd_py.controllers.dockercluster import (
+    _DC_BY_CLUSTER,
+    create_container,
+    ensure_finalizer,
+    is_deleting,
+    is_paused,
+    remove_finalizer,
+    rt,
+    settle,
+    sync_lb,
+    write_status,
+)
+from capd_py.controllers.manager import Controller
+from capd_py.controllers.queue import Result
+from capd_py.kube import events
+from capd_py.reconcile import cloudinit
+from capd_py.reconcile import dockercluster as dcr
+from capd_py.reconcile import dockermachine as dmr
+from capd_py.reconcile.dockermachine import Observed, Phase
+from capd_py.runtime.protocol import ContainerInfo, RuntimeError_
+
+log = logging.getLogger("capd_py.dockermachine")
+
+# (namespace, cluster) -> DockerMachine names, learnt while reconciling (for Cluster/DockerCluster watches)
+_DM_BY_CLUSTER: dict[tuple[str, str], set[str]] = {}
+
+
+def _cluster_of(dm: dict[str, Any], machine: dict[str, Any] | None) -> str | None:
+    c = ((machine or {}).get("spec") or {}).get("clusterName")
+    return str(c) if c else ((dm.get("metadata") or {}).get("labels") or {}).get(CLUSTER_NAME)
+
+
+async def _docker_cluster(ctx: Ctx, namespace: str, cluster: dict[str, Any]) -> dict[str, Any] | None:
+    r = contract.ref(cluster, "spec", "infrastructureRef")
+    if r and r["kind"] == DOCKER_CLUSTER.kind:
+        return await ctx.kube.get(DOCKER_CLUSTER, namespace, r["name"])
+    return None
+
+
+async def _set(ctx: Ctx, dm: dict[str, Any], obs: Observed, paused: bool = False) -> dict[str, Any]:
+    return await write_status(ctx.kube, DOCKER_MACHINE, dm, dmr.status(dm, obs, paused))
+
+
+async def _fail(ctx: Ctx, dm: dict[str, Any], obs: Observed, reason: str) -> None:
+    """A real failure: condition + one Event when it first appears."""
+    prev = cond.get(dm, dmr.BOOTSTRAP_EXEC_SUCCEEDED if obs.phase.name.startswith(("BOOTSTRAP", "INVALID"))
+                    else dmr.CONTAINER_PROVISIONED)
+    if prev is None or prev.get("reason") != obs.phase.value:
+        await events.record(ctx.kube, dm, reason, obs.message)
+        log.warning("%s/%s: %s", dm["metadata"].get("namespace"), dm["metadata"]["name"], obs.message)
+    await _set(ctx, dm, obs)
+
+
+async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
+    dm = await ctx.kube.get(DOCKER_MACHINE, namespace, name)
+    if dm is None:
+        return None
+    owner = contract.controller_owner(dm, "Machine")
+    machine = await ctx.kube.get(MACHINE, namespace, owner["name"]) if owner else None
+    cluster_name = _cluster_of(dm, machine)
+    if cluster_name:
+        _DM_BY_CLUSTER.setdefault((namespace, cluster_name), set()).add(name)
+    if is_deleting(dm):
+        return await _delete(ctx, dm, owner["name"] if owner else None, machine, cluster_name)
+    if owner is None or machine is None or not cluster_name:
+        log.debug("%s/%s: waiting for the Machine owner reference", namespace, name)
+        return None
+    cluster = await ctx.kube.get(CLUSTER, namespace, cluster_name)
+    if cluster is None:
+        return Result(requeue_after=ctx.settings.poll_seconds)
+    if is_paused(dm, cluster):
+        return None
+    dm = await ensure_finalizer(ctx.kube, DOCKER_MACHINE, dm, FINALIZER_DOCKER_MACHINE)
+
+    mname = machine["metadata"]["name"]
+    cname = dmr.container_name(cluster_name, mname)
+    cp = dmr.is_control_plane(machine)
+    dc = await _docker_cluster(ctx, namespace, cluster)
+    network = dcr.network_name(namespace, cluster_name, dc)
+    fd = (machine.get("spec") or {}).get("failureDomain")
+
+    def obs(phase: Phase, msg: str = "", c: ContainerInfo | None = None) -> Observed:
+        return Observed(phase, msg, c, network, fd)
+
+    info = await rt(ctx.runtime.get_container, cname)
+    if info is not None and not dcr.ours(info, namespace, cluster_name):
+        await _fail(ctx, dm, obs(Phase.NAME_CONFLICT, f"a container named {cname} exists that capd-py did not "
+                                 f"create for {namespace}/{cluster_name}; remove or rename it"),
+                    "ContainerNameConflict")
+        return Result(requeue_after=30)
+
+    if info is None:
+        infra_ready = bool(contract.dig(cluster, "status", "initialization", "infrastructureProvisioned")) \
+            or contract.infra_provisioned(dc)
+        if not infra_ready:
+            await _set(ctx, dm, obs(Phase.WAITING_CLUSTER_INFRA, "waiting for the cluster infrastructure"))
+            return Result(requeue_after=ctx.settings.poll_seconds)
+        if not contract.dig(machine, "spec", "bootstrap", "dataSecretName"):
+            if not cp and not contract.control_plane_initialized(cluster) \
+                    and not cond.is_true(cluster, "ControlPlaneInitialized"):
+                await _set(ctx, dm, obs(Phase.WAITING_CONTROL_PLANE, "waiting for the control plane to initialize"))
+            else:
+                await _set(ctx, dm, obs(Phase.WAITING_BOOTSTRAP_DATA, "waiting for the bootstrap data secret"))
+            return None  # the Machine changes when its bootstrap data appears
+        image = dmr.node_image(dm, machine, ctx.settings.node_image_repository)
+        if image is None:
+            await _fail(ctx, dm, obs(Phase.IMAGE_NOT_FOUND, "the Machine has no spec.version and the DockerMachine "
+                                     "no spec.customImage: cannot choose a node image"), "ImageNotFound")
+            return None
+        if not await rt(ctx.runtime.image_exists, image):
+            await _fail(ctx, dm, obs(Phase.IMAGE_NOT_FOUND, f"node image {image} is not present locally; build it "
+                                     "with `make images` (capd-py never pulls images)"), "ImageNotFound")
+            return Result(requeue_after=15)
+        spec = dmr.node_spec(namespace, cluster_name, mname, dm, image, network, cp, ctx.settings.privileged_mode)
+        try:
+            info = await create_container(ctx, spec)
+        except RuntimeError_ as e:
+            await _fail(ctx, dm, obs(Phase.CONTAINER_ERROR, f"creating container {cname}: {e}"), "ContainerError")
+            return Result(requeue_after=10)
+        log.info("%s/%s: created container %s (%s)", namespace, name, cname, image)
+        if cp:
+            _nudge_cluster(ctx, namespace, cluster_name, dc)
+    elif not info.running:
+        try:
+            await rt(ctx.runtime.start_container, cname)
+            info = await rt(ctx.runtime.get_container, cname) or info
+        except RuntimeError_ as e:
+            await _fail(ctx, dm, obs(Phase.CONTAINER_ERROR, f"starting container {cname}: {e}"), "ContainerError")
+            return Result(requeue_after=10)
+
+    if contract.infra_provisioned(dm):  # bootstrapped before (sentinel may be gone after a container restart)
+        return await _provisioned(ctx, dm, obs(Phase.PROVISIONED, c=info), cname, cluster_name)
+
+    try:
+        res = await rt(ctx.runtime.exec, cname, cloudinit.SYSTEMD_PROBE)
+        if not cloudinit.systemd_ready(res.output):
+            await _set(ctx, dm, obs(Phase.WAITING_SYSTEMD, "waiting for systemd to boot in the container", info))
+            return Result(requeue_after=1)
+        res = await rt(ctx.runtime.exec, cname, cloudinit.probe_command())
+        state = cloudinit.parse_probe(res.output)
+        if state.phase in ("none", "unknown"):
+            launched = await _start_bootstrap(ctx, dm, machine, cname, obs, info)
+            if launched is not None:
+                return launched
+            res = await rt(ctx.runtime.exec, cname, cloudinit.probe_command())
+            state = cloudinit.parse_probe(res.output)
+    except RuntimeError_ as e:
+        await _set(ctx, dm, obs(Phase.WAITING_SYSTEMD, f"container {cname} not reachable yet: {e}", info))
+        return Result(requeue_after=2)
+
+    if state.phase == "done":
+        return await _provisioned(ctx, dm, obs(Phase.PROVISIONED, c=info), cname, cluster_name)
+    if state.phase == "failed":
+        msg = (f"bootstrap step {state.failed_step} failed with exit code {state.exit_code} "
+               f"({state.step.split(' ', 1)[-1] if state.step else 'unknown step'}); full log in the container at "
+               f"{cloudinit.BOOTSTRAP_LOG}; last lines:\n{dmr.last_lines(state.tail)}")
+        await _fail(ctx, dm, obs(Phase.BOOTSTRAP_FAILED, msg, info), "BootstrapFailed")
+        return None
+    timeout = dmr.bootstrap_timeout(dm)
+    if state.elapsed > timeout:
+        msg = (f"bootstrap still running after {int(state.elapsed)}s (bootstrapTimeout {int(timeout)}s), at step "
+               f"{state.step}; last lines:\n{dmr.last_lines(state.tail)}")
+        await _set(ctx, dm, obs(Phase.BOOTSTRAP_TIMEOUT, msg, info))
+        return Result(requeue_after=10)
+    await _set(ctx, dm, obs(Phase.BOOTSTRAPPING, dmr.probe_message(state.step), info))
+    return Result(requeue_after=2)
+
+
+async def _start_bootstrap(ctx: Ctx, dm: dict[str, Any], machine: dict[str, Any], cname: str,
+                           obs: Any, info: ContainerInfo) -> Result | None:
+    """Write the bootstrap script and launch it detached. Returns a Result when it cannot."""
+    ns = dm["metadata"].get("namespace") or ""
+    sname = contract.dig(machine, "spec", "bootstrap", "dataSecretName")
+    secret = await ctx.kube.get(SECRET, ns, sname) if sname else None
+    data = (secret or {}).get("data") or {}
+    if "value" not in data:
+        await _set(ctx, dm, obs(Phase.WAITING_BOOTSTRAP_DATA, f"waiting for bootstrap data secret {sname}", info))
+        return Result(requeue_after=ctx.settings.poll_seconds)
+    fmt = base64.b64decode(data["format"]).decode() if data.get("format") else "cloud-config"
+    if fmt not in ("cloud-config", ""):
+        await _fail(ctx, dm, obs(Phase.INVALID_BOOTSTRAP_DATA, f"bootstrap data format {fmt!r} is not supported "
+                                 "(only cloud-config)", info), "InvalidBootstrapData")
+        return None
+    try:
+        steps = cloudinit.to_steps(base64.b64decode(data["value"]))
+    except (cloudinit.CloudInitError, ValueError) as e:
+        await _fail(ctx, dm, obs(Phase.INVALID_BOOTSTRAP_DATA, f"bootstrap data: {e}", info), "InvalidBootstrapData")
+        return None
+    for path, content in cloudinit.render_script(steps).items():
+        await rt(ctx.runtime.write_file, cname, path, content, 0o700 if path == cloudinit.SCRIPT_PATH else 0o600)
+    res = await rt(ctx.runtime.exec, cname, cloudinit.launch_command())
+    if res.exit_code != 0:
+        raise RuntimeError_(f"launching bootstrap: exit {res.exit_code}: {res.output.strip()}")
+    log.info("%s/%s: bootstrap %s in %s (%d steps)", ns, dm["metadata"]["name"], res.output.strip(), cname,
+             len(steps))
+    return None
+
+
+async def _provisioned(ctx: Ctx, dm: dict[str, Any], o: Observed, cname: str, cluster_name: str) -> Result | None:
+    md = dm["metadata"]
+    ns = md.get("namespace") or ""
+    pid = dmr.provider_id(cname)
+    if contract.provider_id(dm) != pid:
+        dm = await ctx.kube.merge_patch(DOCKER_MACHINE, ns, md["name"], {
+            "metadata": {"resourceVersion": md["resourceVersion"]}, "spec": {"providerID": pid}})
+    await _set(ctx, dm, o)
+    return await _patch_node(ctx, ns, cluster_name, cname, pid)
+
+
+async def _patch_node(ctx: Ctx, ns: str, cluster_name: str, node_name: str, pid: str) -> Result | None:
+    """kubelet in a container sets no providerID; the Machine controller matches Nodes by it."""
+    try:
+        wl = await ctx.workload.get(ns, cluster_name)
+        if wl is None:
+            return Result(requeue_after=ctx.settings.poll_seconds * 2)
+        node = await wl.get(NODE, None, node_name)
+        if node is None:
+            return Result(requeue_after=ctx.settings.poll_seconds)
+        if contract.provider_id(node) != pid:
+            if contract.provider_id(node):
+                log.warning("%s: node %s has providerID %s, expected %s", ns, node_name,
+                            contract.provider_id(node), pid)
+                return None
+            await wl.merge_patch(NODE, None, node_name, {"spec": {"providerID": pid}})
+            log.info("%s: set providerID of workload node %s", ns, node_name)
+    except Exception as e:  # noqa: BLE001 - the workload API may not be up yet: waiting, not failing
+        log.debug("%s: workload node %s not patched yet: %s", ns, node_name, e)
+        return Result(requeue_after=ctx.settings.poll_seconds)
+    return None
+
+
+def _nudge_cluster(ctx: Ctx, ns: str, cluster_name: str, dc: dict[str, Any] | None) -> None:
+    dc_name = (dc or {}).get("metadata", {}).get("name") or _DC_BY_CLUSTER.get((ns, cluster_name))
+    if dc_name:
+        ctx.enqueue(DOCKER_CLUSTER.kind, ns, dc_name)
+
+
+async def _delete(ctx: Ctx, dm: dict[str, Any], machine_name: str | None, machine: dict[str, Any] | None,
+                  cluster_name: str | None) -> Result | None:
+    md = dm["metadata"]
+    ns = md.get("namespace") or ""
+    if FINALIZER_DOCKER_MACHINE not in (md.get("finalizers") or []):
+        return None
+    if machine_name and not cluster_name:  # Machine already gone: find the container by its labels
+        for c in await rt(ctx.runtime.list_containers, {CONTAINER_MACHINE: machine_name, CONTAINER_NAMESPACE: ns}):
+            cluster_name = c.labels.get(dcr.CONTAINER_CLUSTER)
+    if machine_name and cluster_name:
+        cname = dmr.container_name(cluster_name, machine_name)
+        dm = await _set(ctx, dm, Observed(Phase.DELETING, "deleting the node container"))
+        cluster = await ctx.kube.get(CLUSTER, ns, cluster_name)
+        dc = await _docker_cluster(ctx, ns, cluster) if cluster else None
+        network = dcr.network_name(ns, cluster_name, dc)
+        await settle(cname)
+        info = await rt(ctx.runtime.get_container, cname)
+        cp = (info is not None and info.labels.get(dcr.CONTAINER_ROLE) == dcr.ROLE_CONTROL_PLANE) \
+            or dmr.is_control_plane(machine)
+        if info is not None and not dcr.ours(info, ns, cluster_name):
+            info = None  # not ours: leave it alone
+        if info is not None:
+            if cp:  # drain the LB first: weight 0 for this machine
+                await sync_lb(ctx, ns, cluster_name, network, {machine_name})
+            await rt(ctx.runtime.remove_container, cname)
+            if await rt(ctx.runtime.get_container, cname) is not None:
+                return Result(requeue_after=2)
+            log.info("%s/%s: removed container %s", ns, md["name"], cname)
+        if cp:
+            await sync_lb(ctx, ns, cluster_name, network)
+            _nudge_cluster(ctx, ns, cluster_name, dc)
+        _DM_BY_CLUSTER.get((ns, cluster_name), set()).discard(md["name"])
+    await remove_finalizer(ctx.kube, DOCKER_MACHINE, dm, FINALIZER_DOCKER_MACHINE)
+    return None
+
+
+# --- wiring ---------------------------------------------------------------------------------------
+
+def _map_machine(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    r = contract.ref(obj, "spec", "infrastructureRef")
+    if r and r["kind"] == DOCKER_MACHINE.kind and r["apiGroup"] in (INFRA_GROUP, ""):
+        return [(obj["metadata"].get("namespace") or "", r["name"])]
+    return []
+
+
+def _map_cluster_obj(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    md = obj.get("metadata") or {}
+    ns = md.get("namespace") or ""
+    cname = md["name"] if obj.get("kind") == CLUSTER.kind else (md.get("labels") or {}).get(CLUSTER_NAME)
+    if not cname and obj.get("kind") == DOCKER_CLUSTER.kind:
+        o = contract.controller_owner(obj, "Cluster")
+        cname = o["name"] if o else None
+    return [(ns, n) for n in sorted(_DM_BY_CLUSTER.get((ns, cname), ()))] if cname else []
+
+
+def controller() -> Controller:
+    return Controller(gvk=DOCKER_MACHINE, reconcile=reconcile,
+                      watches=[(MACHINE, _map_machine), (CLUSTER, _map_cluster_obj),
+                               (DOCKER_CLUSTER, _map_cluster_obj)])

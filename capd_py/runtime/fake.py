@@ -1,0 +1,231 @@
+"""An in-memory ContainerRuntime for unit tests and benchmarks. Thread-safe (callers use to_thread).
+
+- Records every exec as (container, argv) in `execs`.
+- `exec_results`: a list of (substring, ExecResult); the first whose substring occurs in the joined argv
+  answers that exec. Defaults: `systemctl is-system-running` -> "running"; everything else exit 0.
+- Files live in a per-container dict (`files[name][path]`); write_file/read_file use it, and so do the
+  bootstrap script conventions: when an exec carries the launch tag `capd-py-bootstrap-launch`, the
+  fake "runs" the script whose header line (`# capd-py-bootstrap done=... rc=... log=... lock=...`)
+  names where the outcome goes. It succeeds unless a `fail_bootstrap_on` substring occurs in any file
+  of the container, in which case it records a failure of step 1 with exit code 1.
+- `probe`-style shell commands (`if [ -f <done> ]; ...`) are answered from the files too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import shlex
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, ExecResult, NetworkInfo, RuntimeError_
+
+LAUNCH_TAG = "capd-py-bootstrap-launch"
+_HEADER = re.compile(r"^# capd-py-bootstrap done=(\S+) rc=(\S+) log=(\S+) lock=(\S+)", re.M)
+
+
+@dataclass
+class _Container:
+    info: ContainerInfo
+    spec: ContainerSpec
+    files: dict[str, bytes] = field(default_factory=dict)
+    volumes: list[str] = field(default_factory=list)
+    signals: list[str] = field(default_factory=list)
+
+
+class FakeRuntime:
+    def __init__(self, images: set[str] | None = None, all_images: bool = True):
+        self.images = set(images or ())
+        self.all_images = all_images and images is None
+        self.containers: dict[str, _Container] = {}
+        self.networks: dict[str, NetworkInfo] = {}
+        self.volumes: dict[str, dict[str, str]] = {}
+        self.execs: list[tuple[str, list[str]]] = []
+        self.exec_results: list[tuple[str, ExecResult]] = []
+        self.exec_hook: Callable[[str, list[str], bytes | None], ExecResult | None] | None = None
+        self.fail_bootstrap_on: list[str] = []
+        self.systemd_ready = True
+        self.created: list[str] = []      # names passed to run_container, in order (duplicates visible)
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self._nets = itertools.count(20)
+
+    # -- helpers for tests ----------------------------------------------------------------------
+    def files(self, name: str) -> dict[str, bytes]:
+        return self.containers[name].files
+
+    def signals(self, name: str) -> list[str]:
+        return self.containers[name].signals
+
+    def set_status(self, name: str, status: str) -> None:
+        with self._lock:
+            c = self.containers[name]
+            c.info = replace(c.info, status=status)
+
+    # -- protocol -------------------------------------------------------------------------------
+    def ping(self) -> None:
+        return None
+
+    def image_exists(self, ref: str) -> bool:
+        return self.all_images or ref in self.images
+
+    def list_containers(self, labels: dict[str, str] | None = None) -> list[ContainerInfo]:
+        with self._lock:
+            return [c.info for c in self.containers.values()
+                    if all(c.info.labels.get(k) == v for k, v in (labels or {}).items())]
+
+    def get_container(self, name: str) -> ContainerInfo | None:
+        with self._lock:
+            c = self.containers.get(name)
+            return c.info if c else None
+
+    def run_container(self, spec: ContainerSpec) -> ContainerInfo:
+        with self._lock:
+            self.created.append(spec.name)
+            if spec.name in self.containers:
+                raise RuntimeError_(f"container name {spec.name} already in use")
+            if not self.image_exists(spec.image):
+                raise RuntimeError_(f"image {spec.image} not found locally (capd-py never pulls)")
+            n = next(self._ids)
+            ipv4: dict[str, str] = {}
+            if spec.network:
+                net = self.networks.get(spec.network)
+                if net is None:
+                    raise RuntimeError_(f"network {spec.network} not found")
+                base = net.subnet.rsplit(".", 2)[0]
+                ipv4[spec.network] = f"{base}.{n // 250}.{n % 250 + 2}"
+            ports = {p.container_port: p.host_port or 40000 + n for p in spec.ports}
+            info = ContainerInfo(id=f"fake{n:060d}", name=spec.name, image=spec.image, status="running",
+                                 labels=dict(spec.labels), ipv4=ipv4, ipv6={}, ports=ports)
+            c = _Container(info=info, spec=spec)
+            if spec.node:
+                vol = f"vol{n:060d}"
+                self.volumes[vol] = dict(spec.labels)
+                c.volumes.append(vol)
+            self.containers[spec.name] = c
+            return info
+
+    def start_container(self, name: str) -> None:
+        with self._lock:
+            if name not in self.containers:
+                raise RuntimeError_(f"no container {name}")
+            self.set_status(name, "running")
+
+    def remove_container(self, name: str) -> None:
+        with self._lock:
+            c = self.containers.pop(name, None)
+            if c:
+                for v in c.volumes:
+                    self.volumes.pop(v, None)
+
+    def kill(self, name: str, signal: str = "SIGHUP") -> None:
+        with self._lock:
+            c = self.containers.get(name)
+            if c is None or not c.info.running:
+                raise RuntimeError_(f"container {name} is not running")
+            c.signals.append(signal)
+
+    def exec(self, name: str, cmd: list[str], stdin: bytes | None = None,
+             timeout: float | None = None) -> ExecResult:
+        with self._lock:
+            c = self.containers.get(name)
+            if c is None or not c.info.running:
+                raise RuntimeError_(f"container {name} is not running")
+            self.execs.append((name, list(cmd)))
+            if self.exec_hook:
+                r = self.exec_hook(name, list(cmd), stdin)
+                if r is not None:
+                    return r
+            joined = shlex.join(cmd)
+            for sub, res in self.exec_results:
+                if sub in joined:
+                    return res
+            if "systemctl is-system-running" in joined:
+                return ExecResult(0, "running\n" if self.systemd_ready else "starting\n")
+            if LAUNCH_TAG in cmd:
+                return self._launch(c)
+            if len(cmd) >= 3 and cmd[0] == "sh" and cmd[2].startswith("if [ -f ") and "---" in cmd[2]:
+                return self._probe(c, cmd[2])
+            return ExecResult(0, "")
+
+    def _script(self, c: _Container) -> tuple[str, tuple[str, ...]] | None:
+        for path, data in c.files.items():
+            m = _HEADER.search(data.decode("utf-8", "replace"))
+            if m:
+                return path, m.groups()
+        return None
+
+    def _launch(self, c: _Container) -> ExecResult:
+        found = self._script(c)
+        if found is None:
+            return ExecResult(2, "no bootstrap script")
+        _, (done, rc, log, lock) = found
+        if lock in c.files:
+            return ExecResult(0, "already\n")
+        c.files[lock] = b""
+        bad = [s for s in self.fail_bootstrap_on if any(s.encode() in d for d in c.files.values())]
+        if bad:
+            c.files[log] = f"[capd-py] step 1: simulated failure on {bad[0]}\nboom: {bad[0]}\n".encode()
+            c.files[rc] = b"1 1\n"
+        else:
+            c.files[log] = b"[capd-py] bootstrap succeeded\n"
+            c.files[done] = b"success\n"
+        return ExecResult(0, "launched\n")
+
+    def _probe(self, c: _Container, sh: str) -> ExecResult:
+        found = self._script(c)
+        paths = re.findall(r"\[ -[fd] (\S+) \]", sh)
+        done, rc, lock = (paths + ["", "", ""])[:3]
+        log = found[1][2] if found else ""
+        tail = c.files.get(log, b"").decode("utf-8", "replace")
+        if done in c.files:
+            head = "done"
+        elif rc in c.files:
+            head = "failed " + c.files[rc].decode().strip()
+        elif lock in c.files:
+            head = "running 0 0"
+        else:
+            head = "none"
+        return ExecResult(0, f"{head}\nstep \n---\n{tail}")
+
+    def write_file(self, name: str, path: str, content: bytes, mode: int = 0o644) -> None:
+        with self._lock:
+            c = self.containers.get(name)
+            if c is None or not c.info.running:
+                raise RuntimeError_(f"container {name} is not running")
+            c.files[path] = bytes(content)
+
+    def read_file(self, name: str, path: str) -> bytes | None:
+        with self._lock:
+            c = self.containers.get(name)
+            if c is None or not c.info.running:
+                raise RuntimeError_(f"container {name} is not running")
+            return c.files.get(path)
+
+    def logs(self, name: str, tail: int = 200) -> str:
+        return "Reached target Multi-User System.\n" if name in self.containers else ""
+
+    def ensure_network(self, name: str, labels: dict[str, str]) -> NetworkInfo:
+        with self._lock:
+            if name not in self.networks:
+                n = next(self._nets)
+                self.networks[name] = NetworkInfo(name=name, id=f"net{n:061d}", subnet=f"172.{n}.0.0/16",
+                                                  gateway=f"172.{n}.0.1", labels=dict(labels))
+            return self.networks[name]
+
+    def get_network(self, name: str) -> NetworkInfo | None:
+        return self.networks.get(name)
+
+    def remove_network(self, name: str) -> None:
+        with self._lock:
+            if any(name in c.info.ipv4 for c in self.containers.values()):
+                raise RuntimeError_(f"network {name} has active endpoints")
+            self.networks.pop(name, None)
+
+    def list_networks(self, labels: dict[str, str] | None = None) -> list[NetworkInfo]:
+        return [n for n in self.networks.values() if all(n.labels.get(k) == v for k, v in (labels or {}).items())]
+
+    def list_volumes(self, labels: dict[str, str] | None = None) -> list[str]:
+        return sorted(v for v, lb in self.volumes.items() if all(lb.get(k) == val for k, val in (labels or {}).items()))
