@@ -12,6 +12,7 @@ import concurrent.futures
 import logging
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,15 +89,20 @@ def management_client(kubeconfig: str | None) -> Kube:
     return Kube.from_kubeconfig(kubeconfig)
 
 
-def make_ctx(kube: Kube, runtime: Any = None, settings: Settings | None = None) -> Ctx:
+def make_ctx(kube: Kube, runtime: Any = None, settings: Settings | None = None,
+             workload: WorkloadClients | None = None) -> Ctx:
     if runtime is None:
         from capd_py.runtime.docker_runtime import DockerRuntime
         runtime = DockerRuntime()
-    return Ctx(kube=kube, runtime=runtime, settings=settings or Settings(), workload=WorkloadClients(kube))
+    return Ctx(kube=kube, runtime=runtime, settings=settings or Settings(),
+               workload=workload if workload is not None else WorkloadClients(kube))
 
 
 async def run(kubeconfig: str | None, runtime: Any = None, threads: int = 64,
-              stop: asyncio.Event | None = None) -> None:
+              stop: asyncio.Event | None = None, workload: WorkloadClients | None = None,
+              on_manager: Callable[[Manager], object] | None = None) -> None:
+    """Run until `stop` is set (or SIGINT/SIGTERM). `runtime`/`workload` replace the real ones (benchmarks);
+    `on_manager` sees the Manager before it starts (metrics)."""
     loop = asyncio.get_running_loop()
     # Kube and Docker calls are blocking and run via asyncio.to_thread: give them room.
     loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=threads,
@@ -104,8 +110,10 @@ async def run(kubeconfig: str | None, runtime: Any = None, threads: int = 64,
     kube = management_client(kubeconfig)
     from capd_py.controllers.registry import all_controllers
 
-    ctx = make_ctx(kube, runtime)
+    ctx = make_ctx(kube, runtime, workload=workload)
     manager = Manager(ctx, all_controllers())
+    if on_manager:
+        on_manager(manager)
     registry = build_registry(manager, kube)
     settings = kopf.OperatorSettings()
     configure(settings)

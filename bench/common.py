@@ -1,0 +1,59 @@
+"""Helpers shared by the benchmarks: the machine description, memory readings, a plain table."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+from pathlib import Path
+
+
+def machine() -> str:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = 0.0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_gib = int(line.split()[1]) / 1024 / 1024
+                break
+    except OSError:
+        pass
+    return (f"{os.cpu_count()} CPUs ({model or platform.processor() or 'unknown CPU'}), "
+            f"{mem_gib:.1f} GiB memory, {platform.system()} {platform.release()}, Python {platform.python_version()}")
+
+
+def peak_rss_mib(pid: int | None = None) -> float:
+    """Peak resident set size (VmHWM) of a process; this process by default."""
+    if pid is None:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def table(rows: list[tuple[str, str]], title: str) -> str:
+    w = max(len(k) for k, _ in rows)
+    out = [title, "-" * len(title)]
+    out += [f"{k.ljust(w)}  {v}" for k, v in rows]
+    return "\n".join(out)

@@ -1,0 +1,38 @@
+"""Every controller capd-py runs, imported explicitly: a missing or broken module is a startup error,
+never a silently absent controller."""
+
+from __future__ import annotations
+
+from capd_py.controllers import (
+    cluster,
+    dockercluster,
+    dockermachine,
+    kubeadmconfig,
+    kubeadmcontrolplane,
+    machine,
+    machinedeployment,
+    machinehealthcheck,
+    machineset,
+)
+from capd_py.controllers.manager import Controller
+
+MODULES = (
+    cluster,
+    machine,
+    machineset,
+    machinedeployment,
+    machinehealthcheck,
+    kubeadmconfig,
+    kubeadmcontrolplane,
+    dockercluster,
+    dockermachine,
+)
+
+
+def all_controllers() -> list[Controller]:
+    out = [m.controller() for m in MODULES]
+    kinds = [c.gvk.kind for c in out]
+    dup = {k for k in kinds if kinds.count(k) > 1}
+    if dup:
+        raise RuntimeError(f"more than one controller for {sorted(dup)}")
+    return out
