@@ -1,0 +1,5 @@
+"""The KubeadmControlPlane controller under the name the registry imports; see controllers/kcp.py."""
+
+from capd_py.controllers.kcp import controller, reconcile
+
+__all__ = ["controller", "reconcile"]
