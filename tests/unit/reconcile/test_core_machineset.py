@@ -1,0 +1,188 @@
+from __future__ import annotations
+
+import pytest
+
+from capd_py.reconcile import machineset as rms
+
+try:
+    from core_fixtures import NOW, condition, healthy_machine, machine, owner_ref
+except ImportError:  # pragma: no cover - when tests/unit/reconcile becomes a package
+    from .core_fixtures import NOW, condition, healthy_machine, machine, owner_ref  # type: ignore[no-redef]
+
+pytestmark = pytest.mark.unit
+
+
+def ms(replicas: int = 3, order: str | None = None, **spec: object) -> dict:
+    s = {"clusterName": "c1", "replicas": replicas, "selector": {"matchLabels": {"pool": "a"}},
+         "template": {"metadata": {"labels": {"pool": "a"}, "annotations": {"x": "y"}},
+                      "spec": {"clusterName": "c1", "version": "v1.34.4",
+                               "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io",
+                                                           "kind": "KubeadmConfigTemplate", "name": "kct"}},
+                               "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                                     "kind": "DockerMachineTemplate", "name": "dmt"}}}}
+    if order:
+        s["deletion"] = {"order": order}
+    s.update(spec)
+    return {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+            "metadata": {"name": "ms1", "namespace": "ns", "uid": "uid-ms1", "generation": 2,
+                         "labels": {"cluster.x-k8s.io/deployment-name": "md1"}},
+            "spec": s}
+
+
+OWN = owner_ref("MachineSet", "ms1")
+
+
+def owned(name: str, age: float = 100, **kw: object) -> dict:
+    return healthy_machine(name, age=age, owner=OWN, **kw)  # type: ignore[arg-type]
+
+
+def names(ms_list: list[dict]) -> list[str]:
+    return [m["metadata"]["name"] for m in ms_list]
+
+
+def test_scale_up_creates_missing() -> None:
+    p = rms.plan(ms(3), [owned("a")], NOW)
+    assert p.create == 2 and p.delete == []
+
+
+def test_scale_up_from_zero() -> None:
+    assert rms.plan(ms(2), [], NOW).create == 2
+
+
+def test_stable_no_actions() -> None:
+    p = rms.plan(ms(2), [owned("a"), owned("b")], NOW)
+    assert (p.create, p.delete, p.remediate) == (0, [], [])
+
+
+def test_deleting_machines_not_counted_as_active() -> None:
+    p = rms.plan(ms(2), [owned("a"), owned("b", deleting=True)], NOW)
+    assert p.create == 1
+
+
+def test_scale_down_oldest() -> None:
+    ms_ = [owned("a", age=300), owned("b", age=100), owned("c", age=200)]
+    p = rms.plan(ms(1, "Oldest"), ms_, NOW)
+    assert names(p.delete) == ["a", "c"]
+
+
+def test_scale_down_newest() -> None:
+    ms_ = [owned("a", age=300), owned("b", age=100), owned("c", age=200)]
+    p = rms.plan(ms(1, "Newest"), ms_, NOW)
+    assert names(p.delete) == ["b", "c"]
+
+
+def test_scale_down_random_is_deterministic_by_name() -> None:
+    ms_ = [owned("c"), owned("a"), owned("b")]
+    assert names(rms.plan(ms(1), ms_, NOW).delete) == ["a", "b"]
+
+
+def test_delete_annotation_goes_first_then_unhealthy() -> None:
+    marked = owned("z", age=1, annotations={"cluster.x-k8s.io/delete-machine": ""})
+    unhealthy = machine("y", owner=OWN, age=5, node="n", conds=[condition("NodeHealthy", "False")])
+    ms_ = [owned("a", age=1000), marked, unhealthy, owned("b", age=2000)]
+    p = rms.plan(ms(2, "Oldest"), ms_, NOW)
+    assert names(p.delete) == ["z", "y"]
+
+
+def test_machine_without_node_is_unhealthy_for_priority() -> None:
+    nonode = machine("n", owner=OWN, age=1)
+    assert names(rms.machines_to_delete([owned("a", age=99999), nonode], 1, "Oldest", NOW)) == ["n"]
+
+
+def test_failed_health_check_deleted_first() -> None:
+    bad = owned("h", age=1)
+    bad["status"]["conditions"].append(condition("HealthCheckSucceeded", "False"))
+    assert names(rms.machines_to_delete([owned("a", age=99999), bad], 1, "Oldest", NOW)) == ["h"]
+
+
+def test_unknown_order_rejected() -> None:
+    with pytest.raises(ValueError):
+        rms.machines_to_delete([owned("a")], 1, "Fastest", NOW)
+
+
+def test_remediation_of_owner_remediated_false() -> None:
+    bad = owned("bad")
+    bad["status"]["conditions"].append(condition("OwnerRemediated", "False"))
+    p = rms.plan(ms(2), [owned("a"), bad], NOW)
+    assert names(p.remediate) == ["bad"]
+    assert p.create == 1  # replaced right away
+
+
+def test_orphans_adopted_only_when_matching() -> None:
+    m1 = machine("o1", labels={"pool": "a"})
+    m2 = machine("o2", labels={"pool": "b"})
+    m3 = machine("o3", labels={"pool": "a"}, owner=owner_ref("MachineSet", "other"))
+    m4 = machine("o4", labels={"pool": "a"}, cluster="c2")
+    assert names(rms.orphans_to_adopt(ms(), [m1, m2, m3, m4])) == ["o1"]
+
+
+def test_clone_from_template() -> None:
+    tpl = {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
+           "metadata": {"name": "kct", "namespace": "ns"},
+           "spec": {"template": {"metadata": {"labels": {"l": "v"}}, "spec": {"joinConfiguration": {"a": 1}}}}}
+    owner = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet", "name": "ms1", "uid": "u"}
+    obj = rms.clone_from_template(tpl, "ms1-abcde", "ns", "c1", owner)
+    assert obj["kind"] == "KubeadmConfig"
+    assert obj["spec"] == {"joinConfiguration": {"a": 1}}
+    assert obj["metadata"]["labels"] == {"l": "v", "cluster.x-k8s.io/cluster-name": "c1"}
+    assert obj["metadata"]["annotations"]["cluster.x-k8s.io/cloned-from-name"] == "kct"
+    assert obj["metadata"]["annotations"]["cluster.x-k8s.io/cloned-from-groupkind"] == \
+        "KubeadmConfigTemplate.bootstrap.cluster.x-k8s.io"
+    assert obj["metadata"]["ownerReferences"] == [owner]
+    obj["spec"]["joinConfiguration"]["a"] = 2
+    assert tpl["spec"]["template"]["spec"]["joinConfiguration"]["a"] == 1  # deep copy
+
+
+def test_new_machine_shape() -> None:
+    s = ms()
+    boot = {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig",
+            "metadata": {"name": "ms1-x"}}
+    infra = {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerMachine",
+             "metadata": {"name": "ms1-x"}}
+    m = rms.new_machine(s, "ms1-x", boot, infra)
+    assert m["spec"]["bootstrap"]["configRef"] == {"apiGroup": "bootstrap.cluster.x-k8s.io",
+                                                   "kind": "KubeadmConfig", "name": "ms1-x"}
+    assert m["spec"]["infrastructureRef"]["kind"] == "DockerMachine"
+    labels = m["metadata"]["labels"]
+    assert labels["pool"] == "a" and labels["cluster.x-k8s.io/set-name"] == "ms1"
+    assert labels["cluster.x-k8s.io/deployment-name"] == "md1"
+    assert labels["cluster.x-k8s.io/cluster-name"] == "c1"
+    assert m["metadata"]["ownerReferences"][0]["controller"] is True
+    assert m["metadata"]["annotations"] == {"x": "y"}
+
+
+def test_machine_name_prefix() -> None:
+    n = rms.machine_name(ms())
+    assert n.startswith("ms1-") and len(n) == len("ms1-") + 5
+
+
+def test_status_counts_and_conditions() -> None:
+    a = owned("a", version="v1.34.4")
+    b = machine("b", owner=OWN, conds=[condition("Ready", "False")], version="v1.34.4")
+    c = owned("c", version="v1.33.0")
+    st = rms.compute_status(ms(4), [a, b, c])
+    assert (st["replicas"], st["readyReplicas"], st["availableReplicas"], st["upToDateReplicas"]) == (3, 2, 2, 2)
+    assert st["selector"] == "pool=a"
+    byt = {c["type"]: c for c in st["conditions"]}
+    assert byt["ScalingUp"]["status"] == "True"
+    assert byt["ScalingDown"]["status"] == "False"
+    assert byt["MachinesReady"]["status"] == "False" and "b" in byt["MachinesReady"]["message"]
+    assert byt["MachinesUpToDate"]["status"] == "False"
+    assert byt["Remediating"]["reason"] == "NotRemediating"
+    assert byt["Deleting"]["reason"] == "NotDeleting"
+    assert st["observedGeneration"] == 2
+
+
+def test_status_no_replicas() -> None:
+    st = rms.compute_status(ms(0), [])
+    byt = {c["type"]: c for c in st["conditions"]}
+    assert byt["MachinesReady"]["reason"] == "NoReplicas"
+    assert byt["MachinesReady"]["status"] == "True"
+
+
+def test_status_is_stable() -> None:
+    s = ms(1)
+    a = owned("a", version="v1.34.4")
+    st1 = rms.compute_status(s, [a])
+    s["status"] = st1
+    assert rms.compute_status(s, [a]) == st1
