@@ -77,6 +77,10 @@ class CloudConfig:
 
 # --- parsing ----------------------------------------------------------------------------------
 
+def _b64(raw: bytes) -> bytes:
+    return base64.b64decode(b"".join(raw.split()), validate=True)
+
+
 def _decode(content: Any, encoding: str | None, path: str) -> bytes:
     if content is None:
         content = ""
@@ -87,11 +91,11 @@ def _decode(content: Any, encoding: str | None, path: str) -> bytes:
         if enc in ("", "text/plain"):
             return raw
         if enc in ("b64", "base64"):
-            return base64.b64decode(raw)
+            return _b64(raw)
         if enc in ("gz", "gzip"):
             return gzip.decompress(raw)
         if enc in ("gz+b64", "gz+base64", "gzip+b64", "gzip+base64"):
-            return gzip.decompress(base64.b64decode(raw))
+            return gzip.decompress(_b64(raw))
     except (binascii.Error, OSError, EOFError) as e:
         raise CloudInitError(f"write_files {path}: cannot decode {enc} content: {e}") from e
     raise CloudInitError(f"write_files {path}: unknown encoding {encoding!r}")

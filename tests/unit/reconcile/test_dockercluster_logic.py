@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from capd_py.api.labels import (
+    CONTAINER_CLUSTER,
+    CONTAINER_MACHINE,
+    CONTAINER_NAMESPACE,
+    CONTAINER_ROLE,
+    LB_HOST_PORT_ANNOTATION,
+    NETWORK_ANNOTATION,
+)
+from capd_py.reconcile import dockercluster as dcr
+from capd_py.runtime.protocol import ContainerInfo
+
+pytestmark = pytest.mark.unit
+
+
+def _c(name: str, role: str, ip: str | None, machine: str = "", status: str = "running",
+       ns: str = "ns", cluster: str = "c1", ports: dict[int, int] | None = None) -> ContainerInfo:
+    labels = {**dcr.cluster_labels(ns, cluster), CONTAINER_ROLE: role}
+    if machine:
+        labels[CONTAINER_MACHINE] = machine
+    return ContainerInfo(id=name, name=name, image="img", status=status, labels=labels,
+                         ipv4={"net": ip} if ip else {}, ipv6={}, ports=ports or {})
+
+
+def _dc(**kw: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "c1", "namespace": "ns", "generation": 1, **kw.pop("md", {})},
+            "spec": kw.pop("spec", {}), "status": kw.pop("status", {})}
+
+
+def test_names_and_labels() -> None:
+    assert dcr.lb_container_name("c1") == "c1-lb"
+    assert dcr.network_name("ns", "c1") == "capd-py-ns-c1"
+    assert dcr.network_name("ns", "c1", _dc(md={"annotations": {NETWORK_ANNOTATION: "kind"}})) == "kind"
+    assert dcr.network_is_shared(_dc(md={"annotations": {NETWORK_ANNOTATION: "kind"}}))
+    lab = dcr.lb_labels("ns", "c1")
+    assert lab[CONTAINER_CLUSTER] == "c1" and lab[CONTAINER_NAMESPACE] == "ns" and lab[CONTAINER_ROLE] == "load-balancer"
+
+
+def test_lb_spec_publishes_6443_on_loopback() -> None:
+    s = dcr.lb_spec("ns", "c1", "capd-py/haproxy:2.6", "net")
+    assert s.name == "c1-lb" and not s.node and s.network == "net"
+    assert [(p.container_port, p.host_ip, p.host_port) for p in s.ports] == [(6443, "127.0.0.1", 0)]
+
+
+def test_lb_image_override() -> None:
+    assert dcr.lb_image(_dc(), "capd-py/haproxy:2.6") == "capd-py/haproxy:2.6"
+    assert dcr.lb_image(_dc(spec={"loadBalancer": {"imageTag": "2.8"}}), "capd-py/haproxy:2.6") == "capd-py/haproxy:2.8"
+    assert dcr.lb_image(_dc(spec={"loadBalancer": {"imageRepository": "my/ha"}}), "capd-py/haproxy:2.6") == "my/ha:2.6"
+
+
+def test_ours_requires_matching_labels() -> None:
+    assert dcr.ours(_c("c1-lb", "load-balancer", "1.1.1.1"), "ns", "c1")
+    assert not dcr.ours(_c("c1-lb", "load-balancer", "1.1.1.1", ns="other"), "ns", "c1")
+    assert not dcr.ours(None, "ns", "c1")
+
+
+def test_backends_only_control_plane_with_address_and_weight_zero_for_deleting() -> None:
+    cs = [_c("c1-cp-a", "control-plane", "10.0.0.2", "cp-a"), _c("c1-cp-b", "control-plane", "10.0.0.3", "cp-b"),
+          _c("c1-w", "worker", "10.0.0.4", "w"), _c("c1-cp-c", "control-plane", None, "cp-c"),
+          _c("c1-lb", "load-balancer", "10.0.0.5")]
+    got = {b.name: (b.address, b.weight) for b in dcr.backends(cs, "net", {"cp-b"})}
+    assert got == {"c1-cp-a": ("10.0.0.2", 100), "c1-cp-b": ("10.0.0.3", 0)}
+
+
+def test_endpoint_set_once_and_host_port_annotation() -> None:
+    lb = _c("c1-lb", "load-balancer", "10.0.0.5", ports={6443: 32768})
+    ep = dcr.endpoint(lb, "net")
+    assert ep == {"host": "10.0.0.5", "port": 6443}
+    assert dcr.endpoint(_c("c1-lb", "load-balancer", "10.0.0.5", status="exited"), "net") is None
+    assert dcr.endpoint_patch(_dc(), ep) == {"spec": {"controlPlaneEndpoint": ep}}
+    assert dcr.endpoint_patch(_dc(spec={"controlPlaneEndpoint": {"host": "x", "port": 1}}), ep) is None
+    assert dcr.host_port_patch(_dc(), lb) == {"metadata": {"annotations": {LB_HOST_PORT_ANNOTATION: "32768"}}}
+    assert dcr.host_port_patch(_dc(md={"annotations": {LB_HOST_PORT_ANNOTATION: "32768"}}), lb) is None
+
+
+def test_status_provisioned_conditions_and_failure_domains() -> None:
+    dc = _dc(spec={"failureDomains": [{"name": "fd1", "controlPlane": True}]})
+    st = dcr.status(dc, dcr.LBState(True, dcr.R_AVAILABLE), has_endpoint=True)
+    conds = {c["type"]: c for c in st["conditions"]}
+    assert conds["Ready"]["status"] == "True" and conds["LoadBalancerAvailable"]["status"] == "True"
+    assert conds["Paused"]["status"] == "False"
+    assert st["initialization"] == {"provisioned": True}
+    assert st["failureDomains"] == [{"name": "fd1", "controlPlane": True}]
+    # a stable object: same inputs, identical status (no write)
+    dc2 = {**dc, "status": st}
+    assert dcr.status(dc2, dcr.LBState(True, dcr.R_AVAILABLE), has_endpoint=True) == st
+    # provisioned never flips back
+    st3 = dcr.status(dc2, dcr.LBState(False, dcr.R_IMAGE_NOT_FOUND, "no image"), has_endpoint=True)
+    assert st3["initialization"]["provisioned"] is True
+    c3 = {c["type"]: c for c in st3["conditions"]}
+    assert c3["LoadBalancerAvailable"]["reason"] == "ImageNotFound" and c3["Ready"]["status"] == "False"
+
+
+def test_status_not_provisioned_without_endpoint() -> None:
+    st = dcr.status(_dc(), dcr.LBState(True, dcr.R_AVAILABLE), has_endpoint=False)
+    assert "initialization" not in st
+    st = dcr.deleting_status(_dc(), "bye")
+    assert {c["type"]: c["reason"] for c in st["conditions"]} == {"LoadBalancerAvailable": "Deleting", "Ready": "Deleting"}

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from capd_py.api.labels import CONTAINER_MACHINE, CONTAINER_ROLE
+from capd_py.reconcile import dockermachine as dmr
+from capd_py.reconcile.dockermachine import Observed, Phase
+from capd_py.runtime.protocol import ContainerInfo
+
+pytestmark = pytest.mark.unit
+
+
+def _dm(spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": "dm", "namespace": "ns", "generation": 2}, "spec": spec or {}, "status": status or {}}
+
+
+def _info(ip: str = "10.0.0.9") -> ContainerInfo:
+    return ContainerInfo(id="x", name="c1-m1", image="i", status="running", labels={}, ipv4={"net": ip}, ipv6={},
+                         ports={})
+
+
+def test_container_name_follows_upstream() -> None:
+    assert dmr.container_name("c1", "m1") == "c1-m1"
+    assert dmr.container_name("c1", "c1-md-0-abc") == "c1-md-0-abc"
+    assert dmr.provider_id("c1-m1") == "docker:////c1-m1"
+
+
+def test_node_image() -> None:
+    m = {"spec": {"version": "v1.34.4"}}
+    assert dmr.node_image(_dm(), m, "capd-py/node") == "capd-py/node:v1.34.4"
+    assert dmr.node_image(_dm(), {"spec": {"version": "1.34.4"}}, "capd-py/node") == "capd-py/node:v1.34.4"
+    assert dmr.node_image(_dm({"customImage": "my/img:1"}), m, "capd-py/node") == "my/img:1"
+    assert dmr.node_image(_dm(), {"spec": {}}, "capd-py/node") is None
+
+
+def test_node_spec_labels_mounts_privilege() -> None:
+    dm = _dm({"extraMounts": [{"containerPath": "/data", "hostPath": "/tmp/d", "readOnly": True}, {"hostPath": "/x"}]})
+    s = dmr.node_spec("ns", "c1", "m1", dm, "img", "net", True, "restricted")
+    assert s.name == s.hostname == "c1-m1" and s.node and s.privileged_mode == "restricted"
+    assert s.labels[CONTAINER_MACHINE] == "m1" and s.labels[CONTAINER_ROLE] == "control-plane"
+    assert [(m.source, m.target, m.read_only) for m in s.mounts] == [("/tmp/d", "/data", True)]
+    assert dmr.node_spec("ns", "c1", "m1", dm, "img", "net", False, "privileged").labels[CONTAINER_ROLE] == "worker"
+
+
+@pytest.mark.parametrize("v,want", [(None, 300), ("90s", 90), ("5m", 300), ("1h30m", 5400), ("junk", 300)])
+def test_bootstrap_timeout(v: str | None, want: float) -> None:
+    assert dmr.bootstrap_timeout(_dm({"bootstrapTimeout": v} if v else {})) == want
+
+
+def test_addresses() -> None:
+    assert dmr.addresses(_info(), "net") == [
+        {"type": "Hostname", "address": "c1-m1"}, {"type": "InternalIP", "address": "10.0.0.9"},
+        {"type": "ExternalIP", "address": "10.0.0.9"}]
+    assert dmr.addresses(None, "net") == []
+
+
+def _conds(st: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in st["conditions"]}
+
+
+def test_status_phases() -> None:
+    st = dmr.status(_dm(), Observed(Phase.WAITING_BOOTSTRAP_DATA, "waiting"))
+    c = _conds(st)
+    assert c["ContainerProvisioned"] == ("False", "WaitingForBootstrapData")
+    assert c["BootstrapExecSucceeded"] == ("False", "WaitingForContainer")
+    assert c["Ready"][0] == "False" and "initialization" not in st
+
+    st = dmr.status(_dm(), Observed(Phase.BOOTSTRAP_FAILED, "step 2 failed", _info(), "net"))
+    c = _conds(st)
+    assert c["ContainerProvisioned"] == ("True", "Provisioned")
+    assert c["BootstrapExecSucceeded"] == ("False", "BootstrapFailed")
+    assert next(x for x in st["conditions"] if x["type"] == "BootstrapExecSucceeded")["message"] == "step 2 failed"
+    assert st["addresses"][1]["address"] == "10.0.0.9"
+
+    st = dmr.status(_dm(), Observed(Phase.PROVISIONED, "", _info(), "net", "fd1"))
+    c = _conds(st)
+    assert c["Ready"] == ("True", "Ready") and c["BootstrapExecSucceeded"] == ("True", "BootstrapSucceeded")
+    assert st["initialization"] == {"provisioned": True} and st["failureDomain"] == "fd1"
+    # idempotent
+    assert dmr.status({**_dm(), "status": st}, Observed(Phase.PROVISIONED, "", _info(), "net", "fd1")) == st
+
+
+def test_status_image_missing_and_deleting() -> None:
+    st = dmr.status(_dm(), Observed(Phase.IMAGE_NOT_FOUND, "node image capd-py/node:v1 missing; make images"))
+    cp = next(x for x in st["conditions"] if x["type"] == "ContainerProvisioned")
+    assert cp["reason"] == "ImageNotFound" and "make images" in cp["message"]
+    st = dmr.status(_dm(), Observed(Phase.DELETING, "deleting"))
+    assert _conds(st)["ContainerProvisioned"] == ("False", "Deleting")
+
+
+def test_last_lines() -> None:
+    assert dmr.last_lines("\n".join(str(i) for i in range(30)), 3) == "27\n28\n29"
+    assert len(dmr.last_lines("x" * 5000, 1, limit=100)) == 100
