@@ -38,7 +38,8 @@ def test_names_and_labels() -> None:
     assert dcr.network_name("ns", "c1", _dc(md={"annotations": {NETWORK_ANNOTATION: "kind"}})) == "kind"
     assert dcr.network_is_shared(_dc(md={"annotations": {NETWORK_ANNOTATION: "kind"}}))
     lab = dcr.lb_labels("ns", "c1")
-    assert lab[CONTAINER_CLUSTER] == "c1" and lab[CONTAINER_NAMESPACE] == "ns" and lab[CONTAINER_ROLE] == "load-balancer"
+    assert lab[CONTAINER_CLUSTER] == "c1" and lab[CONTAINER_NAMESPACE] == "ns"
+    assert lab[CONTAINER_ROLE] == "load-balancer"
 
 
 def test_lb_spec_publishes_6443_on_loopback() -> None:
@@ -49,7 +50,8 @@ def test_lb_spec_publishes_6443_on_loopback() -> None:
 
 def test_lb_image_override() -> None:
     assert dcr.lb_image(_dc(), "capd-py/haproxy:2.6") == "capd-py/haproxy:2.6"
-    assert dcr.lb_image(_dc(spec={"loadBalancer": {"imageTag": "2.8"}}), "capd-py/haproxy:2.6") == "capd-py/haproxy:2.8"
+    tagged = _dc(spec={"loadBalancer": {"imageTag": "2.8"}})
+    assert dcr.lb_image(tagged, "capd-py/haproxy:2.6") == "capd-py/haproxy:2.8"
     assert dcr.lb_image(_dc(spec={"loadBalancer": {"imageRepository": "my/ha"}}), "capd-py/haproxy:2.6") == "my/ha:2.6"
 
 
@@ -100,4 +102,5 @@ def test_status_not_provisioned_without_endpoint() -> None:
     st = dcr.status(_dc(), dcr.LBState(True, dcr.R_AVAILABLE), has_endpoint=False)
     assert "initialization" not in st
     st = dcr.deleting_status(_dc(), "bye")
-    assert {c["type"]: c["reason"] for c in st["conditions"]} == {"LoadBalancerAvailable": "Deleting", "Ready": "Deleting"}
+    reasons = {c["type"]: c["reason"] for c in st["conditions"]}
+    assert reasons == {"LoadBalancerAvailable": "Deleting", "Ready": "Deleting"}
