@@ -185,8 +185,10 @@ def object_meta(desc: str = "Labels and annotations applied to generated objects
 
 
 def label_selector(desc: str) -> S:
+    # nullable: upstream templates write `matchLabels:` (null); a create drops it, but server-side apply
+    # would reject a null for a non-nullable field, so accept null here to keep SSA of such manifests working
     return obj({
-        "matchLabels": str_map(),
+        "matchLabels": {**str_map(), "nullable": True},
         "matchExpressions": arr(obj({
             "key": string(),
             "operator": string(enum=["In", "NotIn", "Exists", "DoesNotExist"]),
