@@ -1,0 +1,274 @@
+from __future__ import annotations
+
+import datetime as _dt
+
+import pytest
+
+from capd_py.reconcile import machine as rm
+
+try:
+    from core_fixtures import NOW, condition, machine, ts
+except ImportError:  # pragma: no cover
+    from .core_fixtures import NOW, condition, machine, ts  # type: ignore[no-redef]
+
+pytestmark = pytest.mark.unit
+
+
+def full_machine(**kw: object) -> dict:
+    m = machine("m1", **kw)  # type: ignore[arg-type]
+    m["spec"]["bootstrap"] = {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig",
+                                            "name": "m1"}}
+    m["spec"]["infrastructureRef"] = {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachine",
+                                      "name": "m1"}
+    return m
+
+
+def bootstrap(ready: bool) -> dict:
+    st: dict = {"initialization": {"dataSecretCreated": ready}}
+    if ready:
+        st["dataSecretName"] = "m1-bootstrap"
+    return {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig",
+            "metadata": {"name": "m1"}, "status": st}
+
+
+def infra(ready: bool) -> dict:
+    return {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerMachine",
+            "metadata": {"name": "m1"}, "spec": {"providerID": "docker:////c1-m1", "failureDomain": "fd1"},
+            "status": {"initialization": {"provisioned": ready},
+                       "addresses": [{"type": "InternalIP", "address": "10.0.0.2"}]}}
+
+
+def node(ready: str = "True", pressure: bool = False) -> dict:
+    conds = [{"type": "Ready", "status": ready, "lastTransitionTime": ts(100), "reason": "KubeletReady"}]
+    if pressure:
+        conds.append({"type": "MemoryPressure", "status": "True", "lastTransitionTime": ts(10)})
+    return {"metadata": {"name": "c1-m1"}, "spec": {"providerID": "docker:////c1-m1"},
+            "status": {"conditions": conds, "nodeInfo": {"kubeletVersion": "v1.34.4"}}}
+
+
+def conds_of(st: dict) -> dict[str, dict]:
+    return {c["type"]: c for c in st["conditions"]}
+
+
+def test_spec_patch_bootstrap_and_provider_id() -> None:
+    m = full_machine()
+    obs = rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(True), now=NOW)
+    assert rm.spec_patch(obs) == {"spec": {"bootstrap": {"dataSecretName": "m1-bootstrap"},
+                                           "providerID": "docker:////c1-m1"}}
+    m["spec"]["bootstrap"]["dataSecretName"] = "m1-bootstrap"
+    m["spec"]["providerID"] = "docker:////c1-m1"
+    assert rm.spec_patch(obs) is None
+    assert rm.spec_patch(rm.Observed(machine=full_machine(), bootstrap=bootstrap(False), infra=infra(False))) is None
+
+
+def test_phase_progression() -> None:
+    m = full_machine()
+    st = rm.compute_status(rm.Observed(machine=m, bootstrap=bootstrap(False), infra=infra(False), now=NOW))
+    assert st["phase"] == "Pending"
+    c = conds_of(st)
+    assert c["BootstrapConfigReady"]["status"] == "False" and c["InfrastructureReady"]["status"] == "False"
+    assert c["Ready"]["status"] == "False"
+
+    m["spec"]["bootstrap"]["dataSecretName"] = "m1-bootstrap"
+    st = rm.compute_status(rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(False), now=NOW))
+    assert st["phase"] == "Provisioning"
+    assert st["initialization"]["bootstrapDataSecretCreated"] is True
+
+    m["spec"]["providerID"] = "docker:////c1-m1"
+    st = rm.compute_status(rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(True),
+                                       workload_reachable=True, now=NOW))
+    assert st["phase"] == "Provisioned"
+    assert st["addresses"][0]["address"] == "10.0.0.2"
+    assert st["failureDomain"] == "fd1"
+    assert conds_of(st)["NodeReady"]["reason"] == "NodeDoesNotExist"
+
+    st = rm.compute_status(rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(True), node=node(),
+                                       workload_reachable=True, now=NOW))
+    assert st["phase"] == "Running"
+    assert st["nodeRef"] == {"name": "c1-m1"}
+    assert st["nodeInfo"]["kubeletVersion"] == "v1.34.4"
+    c = conds_of(st)
+    assert c["NodeReady"]["status"] == "True" and c["NodeHealthy"]["status"] == "True"
+    assert c["Ready"]["status"] == "True" and c["Available"]["status"] == "True"
+
+
+def test_min_ready_seconds() -> None:
+    m = full_machine()
+    m["spec"].update({"minReadySeconds": 60, "providerID": "p", "bootstrap": {"dataSecretName": "s"}})
+    obs = rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(True), node=node(),
+                      workload_reachable=True, now=NOW)
+    st = rm.compute_status(obs)
+    c = conds_of(st)
+    assert c["Ready"]["status"] == "True"
+    assert c["Available"]["status"] == "False" and c["Available"]["reason"] == "WaitingForMinReadySeconds"
+    assert 59 <= (rm.available_requeue(m, st, NOW) or 0) <= 61
+    m["status"] = st
+    later = NOW + _dt.timedelta(seconds=61)
+    st2 = rm.compute_status(rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(True), node=node(),
+                                        workload_reachable=True, now=later))
+    assert conds_of(st2)["Available"]["status"] == "True"
+
+
+def test_missing_objects_reported_not_raised() -> None:
+    st = rm.compute_status(rm.Observed(machine=full_machine(), bootstrap=None, infra=None, now=NOW))
+    c = conds_of(st)
+    assert c["BootstrapConfigReady"]["reason"] == "ObjectDoesNotExist"
+    assert "KubeadmConfig m1" in c["BootstrapConfigReady"]["message"]
+    assert c["InfrastructureReady"]["reason"] == "ObjectDoesNotExist"
+
+
+def test_infra_deleted_after_provisioning() -> None:
+    m = full_machine()
+    m["status"]["initialization"] = {"infrastructureProvisioned": True}
+    st = rm.compute_status(rm.Observed(machine=m, bootstrap=bootstrap(True), infra=None, now=NOW))
+    assert conds_of(st)["InfrastructureReady"]["reason"] == "ObjectDeleted"
+    assert st["initialization"]["infrastructureProvisioned"] is True  # sticky
+
+
+def test_data_secret_without_config_ref() -> None:
+    m = machine("m1")
+    m["spec"]["bootstrap"] = {"dataSecretName": "given"}
+    st = rm.compute_status(rm.Observed(machine=m, bootstrap_ref=False, infra=infra(False), now=NOW))
+    assert conds_of(st)["BootstrapConfigReady"]["reason"] == "DataSecretProvided"
+
+
+def test_node_unhealthy_and_deleted() -> None:
+    m = full_machine()
+    st = rm.compute_status(rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(True),
+                                       node=node(pressure=True), workload_reachable=True, now=NOW))
+    assert conds_of(st)["NodeHealthy"]["status"] == "False"
+    assert conds_of(st)["Ready"]["status"] == "False"
+    st = rm.compute_status(rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(True),
+                                       node=node(ready="Unknown"), workload_reachable=True, now=NOW))
+    assert conds_of(st)["NodeReady"]["status"] == "Unknown"
+    m["status"]["nodeRef"] = {"name": "c1-m1"}
+    st = rm.compute_status(rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(True), node=None,
+                                       workload_reachable=True, now=NOW))
+    assert conds_of(st)["NodeReady"]["reason"] == "NodeDeleted"
+    st = rm.compute_status(rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(True), node=None,
+                                       workload_reachable=False, now=NOW))
+    assert conds_of(st)["NodeHealthy"]["reason"] == "ConnectionDown"
+
+
+def test_other_writers_conditions_kept_and_failed_health_check_not_ready() -> None:
+    m = full_machine()
+    m["spec"].update({"providerID": "p", "bootstrap": {"dataSecretName": "s"}})
+    m["status"]["conditions"] = [condition("HealthCheckSucceeded", "False"), condition("OwnerRemediated", "False")]
+    st = rm.compute_status(rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(True), node=node(),
+                                       workload_reachable=True, now=NOW))
+    c = conds_of(st)
+    assert c["HealthCheckSucceeded"]["status"] == "False" and "OwnerRemediated" in c
+    assert c["Ready"]["status"] == "False"
+
+
+def test_status_stable() -> None:
+    m = full_machine()
+    obs = rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(True), node=node(),
+                      workload_reachable=True, now=NOW)
+    st = rm.compute_status(obs)
+    m["status"] = st
+    assert rm.compute_status(rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(True), node=node(),
+                                         workload_reachable=True, now=NOW + _dt.timedelta(minutes=5))) == st
+
+
+def test_deleting_phase_and_condition() -> None:
+    m = full_machine(deleting=True)
+    st = rm.compute_status(rm.Observed(machine=m, bootstrap=None, infra=None, now=NOW))
+    assert st["phase"] == "Deleting"
+    assert conds_of(st)["Deleting"]["status"] == "True"
+    assert conds_of(st)["Ready"]["status"] == "False"
+
+
+# --- deletion sequence -------------------------------------------------------------------------
+
+def dm(**kw: object) -> dict:
+    m = full_machine(deleting=True, node="c1-m1", **kw)  # type: ignore[arg-type]
+    return m
+
+
+def step(m: dict, **kw: object) -> str:
+    args = dict(node_delete_allowed=True, drain_done=False, infra_exists=True, bootstrap_exists=True,
+                node_exists=True, now=NOW)
+    args.update(kw)
+    return rm.deletion_step(m, **args).action  # type: ignore[arg-type]
+
+
+def test_deletion_order() -> None:
+    m = dm()
+    assert step(m) == "drain"
+    assert step(m, drain_done=True) == "delete_providers"
+    assert rm.deletion_step(m, node_delete_allowed=True, drain_done=True, infra_exists=False,
+                            bootstrap_exists=True, node_exists=True, now=NOW).reason == "WaitingForBootstrapDeletion"
+    assert step(m, drain_done=True, infra_exists=False, bootstrap_exists=False) == "delete_node"
+    assert step(m, drain_done=True, infra_exists=False, bootstrap_exists=False, node_exists=False) == \
+        "remove_finalizer"
+
+
+def test_exclude_drain_annotation() -> None:
+    m = dm(annotations={"machine.cluster.x-k8s.io/exclude-node-draining": ""})
+    assert step(m) == "delete_providers"
+
+
+def test_drain_timeout() -> None:
+    m = dm()
+    m["spec"]["deletion"] = {"nodeDrainTimeoutSeconds": 60}
+    m["status"]["deletion"] = {"nodeDrainStartTime": ts(30)}
+    assert step(m) == "drain"
+    m["status"]["deletion"] = {"nodeDrainStartTime": ts(120)}
+    assert step(m) == "delete_providers"
+
+
+def test_node_deletion_timeout() -> None:
+    m = dm()
+    m["metadata"]["deletionTimestamp"] = ts(5)
+    kw = dict(drain_done=True, infra_exists=False, bootstrap_exists=False)
+    assert step(m, **kw) == "delete_node"  # default timeout 10s
+    m["metadata"]["deletionTimestamp"] = ts(30)
+    assert step(m, **kw) == "remove_finalizer"
+    m["spec"]["deletion"] = {"nodeDeletionTimeoutSeconds": 0}  # 0: wait forever
+    assert step(m, **kw) == "delete_node"
+
+
+def test_node_delete_not_allowed_skips_node_steps() -> None:
+    m = dm()
+    assert step(m, node_delete_allowed=False) == "delete_providers"
+    assert step(m, node_delete_allowed=False, infra_exists=False, bootstrap_exists=False) == "remove_finalizer"
+
+
+def test_is_delete_node_allowed() -> None:
+    cluster = {"metadata": {"name": "c1"}}
+    m = dm()
+    assert rm.is_delete_node_allowed(m, cluster, 0)[0]
+    assert not rm.is_delete_node_allowed(m, {"metadata": {"deletionTimestamp": ts(1)}}, 0)[0]
+    assert not rm.is_delete_node_allowed(m, None, 0)[0]
+    cp = dm(labels={"cluster.x-k8s.io/control-plane": ""})
+    assert not rm.is_delete_node_allowed(cp, cluster, 0)[0]
+    assert rm.is_delete_node_allowed(cp, cluster, 2)[0]
+    no_node = full_machine(deleting=True)
+    assert not rm.is_delete_node_allowed(no_node, cluster, 0)[0]
+
+
+def pod(name: str, **kw: object) -> dict:
+    md: dict = {"name": name, "namespace": "default"}
+    if kw.get("ds"):
+        md["ownerReferences"] = [{"kind": "DaemonSet", "name": "ds", "controller": True}]
+    if kw.get("mirror"):
+        md["annotations"] = {"kubernetes.io/config.mirror": "x"}
+    if kw.get("terminating"):
+        md["deletionTimestamp"] = ts(1)
+    return {"metadata": md, "status": {"phase": kw.get("phase", "Running")}}
+
+
+def test_plan_drain() -> None:
+    plan = rm.plan_drain([pod("web"), pod("ds", ds=True), pod("static", mirror=True), pod("done", phase="Succeeded"),
+                          pod("going", terminating=True)])
+    assert [p["metadata"]["name"] for p in plan.evict] == ["web"]
+    assert plan.waiting == ["default/going"]
+    assert sorted(plan.skipped) == ["default/ds", "default/static"]
+    assert not plan.done
+    assert rm.plan_drain([pod("ds", ds=True), pod("static", mirror=True)]).done
+
+
+def test_eviction_body() -> None:
+    assert rm.eviction(pod("web")) == {"apiVersion": "policy/v1", "kind": "Eviction",
+                                       "metadata": {"name": "web", "namespace": "default"}}
