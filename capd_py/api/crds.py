@@ -72,7 +72,7 @@ async def wait_established(kube: Kube, names: list[str], timeout: float = 60.0) 
     pending = set(names)
     while pending:
         got = await asyncio.gather(*(kube.get(CRD, None, n) for n in sorted(pending)))
-        pending -= {str(c["metadata"]["name"]) for c in got if is_established(c)}
+        pending -= {str(c["metadata"]["name"]) for c in got if c is not None and is_established(c)}
         if not pending:
             return
         if time.monotonic() > deadline:

@@ -81,7 +81,7 @@ class _CA:
     @classmethod
     def create(cls, cn: str) -> _CA:
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
         cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
                 .serial_number(x509.random_serial_number())
@@ -97,7 +97,7 @@ class _CA:
     def issue(self, cn: str, orgs: tuple[str, ...] = (), server: bool = False,
               client: bool = False) -> tuple[bytes, bytes]:
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs]
         attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
         usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
