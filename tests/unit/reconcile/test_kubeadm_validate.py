@@ -1,0 +1,58 @@
+"""Run the real kubeadm (v1.34 built by `make binaries`) over the rendered init and join configs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from capd_py.reconcile import kubeadmconfig as kc
+
+try:
+    from bootstrap_fixtures import CLUSTER, SPEC, cluster_certs
+except ImportError:  # pragma: no cover - when tests/unit/reconcile becomes a package
+    from .bootstrap_fixtures import CLUSTER, SPEC, cluster_certs  # type: ignore[no-redef]
+
+pytestmark = pytest.mark.integration
+
+KUBEADM = Path(os.environ.get("CAPD_PY_CACHE", str(Path.home() / ".cache" / "capd-py"))) / "k8s" / "v1.34.4" / \
+    "bin" / "kubeadm"
+
+
+def _kubeadm_yaml(cloud_config: str, path: str) -> str:
+    files = {f["path"]: f for f in yaml.safe_load(cloud_config)["write_files"]}
+    return str(files[path]["content"])
+
+
+def _validate(tmp_path: Path, text: str) -> None:
+    if not KUBEADM.exists():
+        pytest.skip(f"kubeadm binary not found at {KUBEADM}; build it with `make binaries`")
+    cfg = tmp_path / "kubeadm.yaml"
+    cfg.write_text(text)
+    r = subprocess.run([str(KUBEADM), "config", "validate", "--config", str(cfg)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, f"kubeadm rejected the config:\n{r.stdout}\n{r.stderr}\n---\n{text}"
+
+
+def _spec() -> dict[str, Any]:
+    spec = dict(SPEC)
+    spec["initConfiguration"] = {**SPEC["initConfiguration"],
+                                 "timeouts": {"controlPlaneComponentHealthCheckSeconds": 240}}
+    return spec
+
+
+def test_init_config_validates(tmp_path: Path) -> None:
+    out = kc.render_init(_spec(), CLUSTER, "v1.34.4", cluster_certs())
+    _validate(tmp_path, _kubeadm_yaml(out, kc.INIT_CONFIG_PATH))
+
+
+@pytest.mark.parametrize("control_plane", [False, True])
+def test_join_config_validates(tmp_path: Path, control_plane: bool) -> None:
+    cs = cluster_certs()
+    out = kc.render_join(_spec(), CLUSTER, control_plane=control_plane, token=kc.new_token(), ca_cert=cs["ca"].cert,
+                         certs=cs if control_plane else None)
+    _validate(tmp_path, _kubeadm_yaml(out, kc.JOIN_CONFIG_PATH))
