@@ -35,8 +35,8 @@ defaults
   mode tcp
   option dontlognull
   timeout connect 5s
-  timeout client 50s
-  timeout server 50s
+  timeout client 30m
+  timeout server 30m
 
 frontend stats
   mode http

@@ -1,0 +1,387 @@
+"""Docker provider against a real kube-apiserver (envtest) and the real dockerd.
+
+Reconcile functions are driven directly (no kopf, no manager); the owner Cluster/Machine objects
+are created in the API server by the tests. Every docker object carries the test namespace as a
+label, so the cleanup (and the leftover checks) find exactly what a test made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import secrets
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capd_py.api import conditions as cond
+from capd_py.api import contract
+from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, INFRA_GROUP, MACHINE, SECRET
+from capd_py.api.labels import (
+    CLUSTER_NAME,
+    CONTAINER_NAMESPACE,
+    CONTROL_PLANE,
+    FINALIZER_DOCKER_CLUSTER,
+    FINALIZER_DOCKER_MACHINE,
+    LB_HOST_PORT_ANNOTATION,
+)
+from capd_py.controllers import dockercluster as dcc
+from capd_py.controllers import dockermachine as dmc
+from capd_py.controllers.context import Ctx, Settings
+from capd_py.controllers.queue import Result
+from capd_py.kube.client import Kube
+from capd_py.kube.workload import WorkloadClients
+from capd_py.reconcile import cloudinit, haproxy
+from capd_py.reconcile import dockercluster as dcr
+from capd_py.reconcile import dockermachine as dmr
+from capd_py.runtime.docker_runtime import DockerRuntime
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+REPO = Path(__file__).resolve().parents[2]
+NODE_IMAGE_REPO = "capd-py/node"
+K8S_VERSION = "v1.34.4"
+
+
+def _privilege_mode() -> str:
+    if os.environ.get("CAPD_PY_PRIVILEGED_MODE"):
+        return os.environ["CAPD_PY_PRIVILEGED_MODE"]
+    out = subprocess.run([str(REPO / "hack" / "privilege-mode.sh")], capture_output=True, text=True, check=False)
+    return out.stdout.strip() or "restricted"
+
+
+def _base_image(rt: DockerRuntime) -> str:
+    imgs = sorted(t for i in rt.client.images.list(name="capd-py/base") for t in i.tags)
+    if not imgs:
+        pytest.fail("no capd-py/base image; build it with `make images`", pytrace=False)
+    return imgs[-1]
+
+
+@pytest.fixture(scope="module")
+def runtime() -> DockerRuntime:
+    rt = DockerRuntime()
+    rt.ping()
+    return rt
+
+
+@pytest.fixture
+async def ctx(kube: Kube, runtime: DockerRuntime, namespace: str) -> AsyncIterator[Ctx]:
+    settings = Settings(privileged_mode=_privilege_mode(), node_image_repository=NODE_IMAGE_REPO,
+                        haproxy_image="capd-py/haproxy:2.6", poll_seconds=0.5)
+    c = Ctx(kube=kube, runtime=runtime, settings=settings, workload=WorkloadClients(kube))
+    try:
+        yield c
+    finally:
+        await asyncio.to_thread(_cleanup, runtime, namespace)
+
+
+def _cleanup(rt: DockerRuntime, ns: str) -> None:
+    sel = {CONTAINER_NAMESPACE: ns}
+    for c in rt.list_containers(sel):
+        rt.remove_container(c.name)
+    for n in rt.list_networks(sel):
+        with contextlib.suppress(Exception):
+            rt.remove_network(n.name)
+    for v in rt.list_volumes(sel):
+        with contextlib.suppress(Exception):
+            rt.client.api.remove_volume(v, force=True)
+
+
+def _leftovers(rt: DockerRuntime, ns: str) -> tuple[list[str], list[str], list[str]]:
+    sel = {CONTAINER_NAMESPACE: ns}
+    return ([c.name for c in rt.list_containers(sel)], [n.name for n in rt.list_networks(sel)], rt.list_volumes(sel))
+
+
+# --- object builders ------------------------------------------------------------------------------
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(3)}"
+
+
+async def make_cluster(kube: Kube, ns: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    name = _name("c")
+    cluster = await kube.create(CLUSTER, {
+        "apiVersion": CLUSTER.api_version, "kind": "Cluster", "metadata": {"name": name, "namespace": ns},
+        "spec": {"infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "DockerCluster", "name": name}}})
+    dc = await kube.create(DOCKER_CLUSTER, {
+        "apiVersion": DOCKER_CLUSTER.api_version, "kind": "DockerCluster",
+        "metadata": {"name": name, "namespace": ns, "labels": {CLUSTER_NAME: name},
+                     "ownerReferences": [contract.owner_ref(cluster)]},
+        "spec": {}})
+    return cluster, dc
+
+
+CLOUD_CONFIG = """\
+#cloud-config
+write_files:
+- path: /etc/capd-test/hello.txt
+  encoding: b64
+  permissions: '0600'
+  content: {b64}
+- path: /etc/capd-test/hello.txt
+  append: true
+  content: " and appended"
+runcmd:
+- echo "runcmd saw $(cat /etc/capd-test/hello.txt)"
+- [sh, -c, "echo ran > /tmp/ran && echo argv-form-ok"]
+"""
+
+
+def ok_config() -> str:
+    return CLOUD_CONFIG.format(b64=base64.b64encode(b"hello from capd-py").decode())
+
+
+async def make_machine(kube: Kube, ns: str, cluster: dict[str, Any], *, cp: bool, data: str | None,
+                       custom_image: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    cname = cluster["metadata"]["name"]
+    name = _name("cp" if cp else "w")
+    labels = {CLUSTER_NAME: cname, **({CONTROL_PLANE: ""} if cp else {})}
+    bootstrap: dict[str, Any] = {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig",
+                                               "name": name}}
+    if data is not None:
+        await kube.create(SECRET, {
+            "apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret",
+            "metadata": {"name": f"{name}-bootstrap", "namespace": ns, "labels": {CLUSTER_NAME: cname}},
+            "data": {"value": base64.b64encode(data.encode()).decode(),
+                     "format": base64.b64encode(b"cloud-config").decode()}})
+        bootstrap["dataSecretName"] = f"{name}-bootstrap"
+    machine = await kube.create(MACHINE, {
+        "apiVersion": MACHINE.api_version, "kind": "Machine",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {"clusterName": cname, "version": K8S_VERSION, "bootstrap": bootstrap,
+                 "infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "DockerMachine", "name": name}}})
+    spec: dict[str, Any] = {}
+    if custom_image:
+        spec["customImage"] = custom_image
+    dm = await kube.create(DOCKER_MACHINE, {
+        "apiVersion": DOCKER_MACHINE.api_version, "kind": "DockerMachine",
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": [contract.owner_ref(machine)]},
+        "spec": spec})
+    return machine, dm
+
+
+# --- driving --------------------------------------------------------------------------------------
+
+Reconcile = Callable[[Ctx, str, str], Awaitable[Result | None]]
+
+
+async def drive(fn: Reconcile, ctx: Ctx, gvk: Any, ns: str, name: str,
+                until: Callable[[dict[str, Any] | None], bool], timeout: float = 180) -> dict[str, Any] | None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        res = await fn(ctx, ns, name)
+        obj = await ctx.kube.get(gvk, ns, name)
+        if until(obj):
+            return obj
+        if loop.time() > deadline:
+            raise AssertionError(f"{gvk.kind} {ns}/{name} did not converge; last: {obj and obj.get('status')}")
+        await asyncio.sleep(min(res.requeue_after if res and res.requeue_after else 0.3, 1.0))
+
+
+def provisioned(obj: dict[str, Any] | None) -> bool:
+    return contract.infra_provisioned(obj)
+
+
+async def provisioned_cluster(ctx: Ctx, ns: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    cluster, dc = await make_cluster(ctx.kube, ns)
+    dc2 = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, ns, dc["metadata"]["name"], provisioned, timeout=60)
+    assert dc2 is not None
+    return cluster, dc2
+
+
+def cname_of(cluster: dict[str, Any], machine: dict[str, Any]) -> str:
+    return dmr.container_name(cluster["metadata"]["name"], machine["metadata"]["name"])
+
+
+# --- tests ----------------------------------------------------------------------------------------
+
+async def test_dockercluster_network_lb_endpoint_and_delete(ctx: Ctx, namespace: str, runtime: DockerRuntime) -> None:
+    cluster, dc = await provisioned_cluster(ctx, namespace)
+    cname = cluster["metadata"]["name"]
+    md = dc["metadata"]
+    assert FINALIZER_DOCKER_CLUSTER in md["finalizers"]
+
+    net = runtime.get_network(dcr.network_name(namespace, cname))
+    assert net is not None and net.labels[CONTAINER_NAMESPACE] == namespace
+    lb = runtime.get_container(f"{cname}-lb")
+    assert lb is not None and lb.running and lb.labels["io.x-k8s.capd-py.role"] == "load-balancer"
+    ep = dc["spec"]["controlPlaneEndpoint"]
+    assert ep == {"host": lb.ipv4[net.name], "port": 6443}
+    host_port = int(md["annotations"][LB_HOST_PORT_ANNOTATION])
+    assert host_port == lb.ports[6443]
+    assert cond.is_true(dc, "LoadBalancerAvailable") and cond.is_true(dc, "Ready")
+
+    cfg = runtime.read_file(lb.name, haproxy.CONFIG_PATH)
+    assert cfg is not None and b"option httpchk GET /healthz" in cfg and b"generated by capd-py" in cfg
+    # haproxy listens on the published loopback port
+    with socket.create_connection(("127.0.0.1", host_port), timeout=5):
+        pass
+
+    # a stable object gets no writes
+    rv = dc["metadata"]["resourceVersion"]
+    assert await dcc.reconcile(ctx, namespace, md["name"]) is None
+    again = await ctx.kube.get(DOCKER_CLUSTER, namespace, md["name"])
+    assert again is not None and again["metadata"]["resourceVersion"] == rv
+
+    await ctx.kube.delete(DOCKER_CLUSTER, namespace, md["name"])
+    await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, md["name"], lambda o: o is None, timeout=60)
+    assert _leftovers(runtime, namespace) == ([], [], [])
+
+
+async def test_dockermachine_bootstrap_success_lb_and_delete(ctx: Ctx, namespace: str,
+                                                             runtime: DockerRuntime) -> None:
+    if not runtime.image_exists(f"{NODE_IMAGE_REPO}:{K8S_VERSION}"):
+        pytest.fail(f"node image {NODE_IMAGE_REPO}:{K8S_VERSION} missing: run `make images`", pytrace=False)
+    cluster, dc = await provisioned_cluster(ctx, namespace)
+    machine, dm = await make_machine(ctx.kube, namespace, cluster, cp=True, data=ok_config())
+    name = dm["metadata"]["name"]
+    dm = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, provisioned)
+    assert dm is not None
+    cname = cname_of(cluster, machine)
+    info = runtime.get_container(cname)
+    assert info is not None and info.image == f"{NODE_IMAGE_REPO}:{K8S_VERSION}"
+    assert info.labels["io.x-k8s.capd-py.machine"] == machine["metadata"]["name"]
+    assert info.labels["io.x-k8s.capd-py.role"] == "control-plane"
+    assert dm["spec"]["providerID"] == f"docker:////{cname}"
+    addrs = {a["type"]: a["address"] for a in dm["status"]["addresses"]}
+    assert addrs["Hostname"] == cname and addrs["InternalIP"] == info.ipv4[dcr.network_name(namespace, cluster["metadata"]["name"])]
+    assert cond.is_true(dm, "BootstrapExecSucceeded") and cond.is_true(dm, "Ready")
+    assert FINALIZER_DOCKER_MACHINE in dm["metadata"]["finalizers"]
+
+    assert runtime.read_file(cname, "/etc/capd-test/hello.txt") == b"hello from capd-py and appended"
+    mode = runtime.exec(cname, ["stat", "-c", "%a", "/etc/capd-test/hello.txt"]).output.strip()
+    assert mode == "600"
+    assert runtime.read_file(cname, "/tmp/ran") == b"ran\n"
+    assert runtime.read_file(cname, cloudinit.BOOTSTRAP_SENTINEL) is not None
+    log = (runtime.read_file(cname, cloudinit.BOOTSTRAP_LOG) or b"").decode()
+    assert "runcmd saw hello from capd-py and appended" in log and "argv-form-ok" in log
+
+    # the LB gets this control-plane node as a backend
+    await dcc.reconcile(ctx, namespace, dc["metadata"]["name"])
+    cfg = (runtime.read_file(f"{cluster['metadata']['name']}-lb", haproxy.CONFIG_PATH) or b"").decode()
+    assert f"server {cname} {info.ipv4[dcr.network_name(namespace, cluster['metadata']['name'])]}:6443 weight 100" in cfg
+
+    # reconciling again neither re-runs bootstrap nor writes
+    rv = dm["metadata"]["resourceVersion"]
+    await dmc.reconcile(ctx, namespace, name)
+    log2 = (runtime.read_file(cname, cloudinit.BOOTSTRAP_LOG) or b"").decode()
+    assert log2.count("bootstrap started") == 1
+    dm_again = await ctx.kube.get(DOCKER_MACHINE, namespace, name)
+    assert dm_again is not None and dm_again["metadata"]["resourceVersion"] == rv
+
+    # delete: container gone, LB backend gone, then the finalizer
+    await ctx.kube.delete(DOCKER_MACHINE, namespace, name)
+    await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, lambda o: o is None, timeout=60)
+    assert runtime.get_container(cname) is None
+    cfg = (runtime.read_file(f"{cluster['metadata']['name']}-lb", haproxy.CONFIG_PATH) or b"").decode()
+    assert f"server {cname}" not in cfg
+
+
+async def test_bootstrap_failure_sets_condition(ctx: Ctx, namespace: str, runtime: DockerRuntime) -> None:
+    base = _base_image(runtime)
+    cluster, _ = await provisioned_cluster(ctx, namespace)
+    data = "#cloud-config\nruncmd:\n- echo first-ok\n- echo boom-marker >&2; exit 7\n- echo never-runs\n"
+    machine, dm = await make_machine(ctx.kube, namespace, cluster, cp=False, data=data, custom_image=base)
+    name = dm["metadata"]["name"]
+
+    def failed(o: dict[str, Any] | None) -> bool:
+        c = cond.get(o or {}, "BootstrapExecSucceeded")
+        return bool(c and c["reason"] == "BootstrapFailed")
+
+    dm = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, failed, timeout=120)
+    assert dm is not None
+    c = cond.get(dm, "BootstrapExecSucceeded")
+    assert c is not None and c["status"] == "False"
+    assert "exit code 7" in c["message"] and "boom-marker" in c["message"]
+    assert not provisioned(dm) and not cond.is_true(dm, "Ready")
+    cname = cname_of(cluster, machine)
+    log = (runtime.read_file(cname, cloudinit.BOOTSTRAP_LOG) or b"").decode()
+    assert "first-ok" in log and "never-runs" not in log
+    # a failed bootstrap is not retried
+    await dmc.reconcile(ctx, namespace, name)
+    assert (runtime.read_file(cname, cloudinit.BOOTSTRAP_LOG) or b"").decode().count("bootstrap started") == 1
+
+
+async def test_missing_image_is_reported(ctx: Ctx, namespace: str, runtime: DockerRuntime) -> None:
+    cluster, _ = await provisioned_cluster(ctx, namespace)
+    machine, dm = await make_machine(ctx.kube, namespace, cluster, cp=False, data="#cloud-config\n",
+                                     custom_image="capd-py/does-not-exist:0")
+
+    def reported(o: dict[str, Any] | None) -> bool:
+        c = cond.get(o or {}, "ContainerProvisioned")
+        return bool(c and c["reason"] == "ImageNotFound")
+
+    dm = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm["metadata"]["name"], reported, timeout=30)
+    c = cond.get(dm or {}, "ContainerProvisioned")
+    assert c is not None and "capd-py/does-not-exist:0" in c["message"] and "make images" in c["message"]
+    assert runtime.get_container(cname_of(cluster, machine)) is None
+
+
+async def _cancel_after(coro: Awaitable[Any], delay: float) -> None:
+    task = asyncio.ensure_future(coro)
+    await asyncio.sleep(delay)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+
+
+async def test_restart_mid_create_gives_exactly_one_container(ctx: Ctx, namespace: str,
+                                                              runtime: DockerRuntime) -> None:
+    base = _base_image(runtime)
+    cluster, _ = await provisioned_cluster(ctx, namespace)
+    data = "#cloud-config\nruncmd:\n- sleep 2\n- echo once >> /root/runs\n"
+    machine, dm = await make_machine(ctx.kube, namespace, cluster, cp=True, data=data, custom_image=base)
+    name = dm["metadata"]["name"]
+    cname = cname_of(cluster, machine)
+    # interrupt reconciles at several points of provisioning (before/while creating, while waiting for
+    # systemd, right after launching bootstrap), as a controller restart would
+    for delay in (0.01, 0.2, 0.5, 1.0, 1.5, 2.5):
+        await _cancel_after(dmc.reconcile(ctx, namespace, name), delay)
+    for c in list(dcc._INFLIGHT.values()):  # a "restarted" process has no in-flight calls
+        with contextlib.suppress(Exception):
+            await c
+    # two reconcilers at once (e.g. an old and a new controller instance overlapping)
+    await asyncio.gather(dmc.reconcile(ctx, namespace, name), dmc.reconcile(ctx, namespace, name),
+                         return_exceptions=True)
+    dm = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, provisioned, timeout=120)
+    assert dm is not None
+    mine = runtime.list_containers({CONTAINER_NAMESPACE: namespace, "io.x-k8s.capd-py.machine":
+                                    machine["metadata"]["name"]})
+    assert [c.name for c in mine] == [cname]
+    assert runtime.read_file(cname, "/root/runs") == b"once\n"
+    assert len(runtime.list_volumes({CONTAINER_NAMESPACE: namespace, "io.x-k8s.capd-py.machine":
+                                     machine["metadata"]["name"]})) == 1
+
+
+async def test_delete_while_provisioning_leaves_nothing(ctx: Ctx, namespace: str, runtime: DockerRuntime) -> None:
+    base = _base_image(runtime)
+    cluster, dc = await provisioned_cluster(ctx, namespace)
+    data = "#cloud-config\nruncmd:\n- sleep 60\n"
+    machines = [await make_machine(ctx.kube, namespace, cluster, cp=cp, data=data, custom_image=base)
+                for cp in (True, False)]
+    for _, dm in machines:
+        # get into the middle of provisioning: container created, bootstrap possibly started
+        await _cancel_after(dmc.reconcile(ctx, namespace, dm["metadata"]["name"]), 1.5)
+    # and one reconcile that is interrupted right while creating the container (never awaited to the end)
+    m3, dm3 = await make_machine(ctx.kube, namespace, cluster, cp=False, data=data, custom_image=base)
+    machines.append((m3, dm3))
+    await _cancel_after(dmc.reconcile(ctx, namespace, dm3["metadata"]["name"]), 0.3)
+
+    for machine, dm in machines:
+        await ctx.kube.delete(DOCKER_MACHINE, namespace, dm["metadata"]["name"])
+        await ctx.kube.delete(MACHINE, namespace, machine["metadata"]["name"])
+    for _, dm in machines:
+        await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm["metadata"]["name"],
+                    lambda o: o is None, timeout=60)
+    await ctx.kube.delete(CLUSTER, namespace, cluster["metadata"]["name"])
+    await ctx.kube.delete(DOCKER_CLUSTER, namespace, dc["metadata"]["name"])
+    await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"], lambda o: o is None,
+                timeout=60)
+    assert _leftovers(runtime, namespace) == ([], [], [])
