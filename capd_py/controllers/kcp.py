@@ -332,11 +332,6 @@ async def _etcdctl(wl: Kube, pod: str, *args: str) -> str:
     return out
 
 
-def _member_id(m: dict[str, Any]) -> int:
-    v = m.get("ID")
-    return int(v, 16) if isinstance(v, str) else int(v or 0)
-
-
 async def remove_etcd_member(wl: Kube, via_node: str, target_node: str) -> str:
     """Remove `target_node`'s etcd member, moving leadership away first; run through the etcd static
     pod on `via_node`. Returns what was done."""
@@ -345,7 +340,7 @@ async def remove_etcd_member(wl: Kube, via_node: str, target_node: str) -> str:
     target = rk.etcd_member_to_remove(members, target_node)
     if target is None:
         return f"no etcd member named {target_node}"
-    tid = _member_id(target)
+    tid = rk.member_id(target)
     via = rk.etcd_member_to_remove(members, via_node)
     try:
         status = json.loads(await _etcdctl(wl, pod, "endpoint", "status", "-w", "json"))
@@ -356,7 +351,7 @@ async def remove_etcd_member(wl: Kube, via_node: str, target_node: str) -> str:
         ep = target["clientURLs"][0]
         await asyncio.to_thread(_exec_blocking, wl.api.configuration, pod,
                                 [*[a for a in ETCDCTL_BASE if not a.startswith("--endpoints=")], f"--endpoints={ep}",
-                                 "move-leader", format(_member_id(via), "x")])
+                                 "move-leader", format(rk.member_id(via), "x")])
     await _etcdctl(wl, pod, "member", "remove", format(tid, "x"))
     return f"removed etcd member {format(tid, 'x')} ({target_node})"
 

@@ -315,5 +315,11 @@ def etcd_member_to_remove(members: list[dict[str, Any]], node_name: str) -> dict
     return None
 
 
+def member_id(member: dict[str, Any]) -> int:
+    """etcdctl prints IDs as numbers (or hex strings with --hex)."""
+    v = member.get("ID")
+    return int(v, 16) if isinstance(v, str) else int(v or 0)
+
+
 def member_id_hex(member: dict[str, Any]) -> str:
-    return format(int(member["ID"]), "x")
+    return format(member_id(member), "x")

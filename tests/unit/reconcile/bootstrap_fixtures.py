@@ -28,7 +28,8 @@ SPEC: dict[str, Any] = {
                                                "kubeletExtraArgs": [{"name": "cgroup-driver", "value": "cgroupfs"}]}},
     "files": [{"path": "/etc/demo.conf", "content": "  indented first\n\nwith: colon # hash\n", "permissions": "0644"}],
     "preKubeadmCommands": ["echo 'pre' \"quoted\" && true"],
-    "postKubeadmCommands": ["kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f /kind/manifests/default-cni.yaml"],
+    "postKubeadmCommands": [
+        "kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f /kind/manifests/default-cni.yaml"],
 }
 
 

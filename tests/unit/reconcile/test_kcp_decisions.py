@@ -1,0 +1,186 @@
+"""KubeadmControlPlane decisions: init, one-at-a-time joins, scale-down choice, rollout need."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from capd_py.reconcile import kcp as rk
+
+pytestmark = pytest.mark.unit
+
+NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
+ALL_PODS = {p: True for p in rk.STATIC_PODS}
+
+KCP: dict[str, Any] = {
+    "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+    "metadata": {"name": "c1-cp", "namespace": "ns", "uid": "kcp-uid"},
+    "spec": {"replicas": 3, "version": "v1.34.4",
+             "machineTemplate": {"spec": {"infrastructureRef": {
+                 "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachineTemplate", "name": "cp-v1"}}},
+             "kubeadmConfigSpec": {"clusterConfiguration": {"apiServer": {"certSANs": ["localhost"]}},
+                                   "initConfiguration": {"nodeRegistration": {"kubeletExtraArgs": [
+                                       {"name": "cgroup-driver", "value": "cgroupfs"}]}},
+                                   "joinConfiguration": {"nodeRegistration": {"kubeletExtraArgs": [
+                                       {"name": "cgroup-driver", "value": "cgroupfs"}]}},
+                                   "postKubeadmCommands": ["echo hi"]}},
+}
+CLUSTER: dict[str, Any] = {"metadata": {"name": "c1", "namespace": "ns"}, "spec": {}, "status": {}}
+
+
+def kcp(**spec: Any) -> dict[str, Any]:
+    k = copy.deepcopy(KCP)
+    k["spec"].update(spec)
+    return k
+
+
+def view(name: str, minutes: int = 0, fd: str = "", healthy: bool = True, outdated: bool = False,
+         **kw: Any) -> rk.MachineView:
+    return rk.MachineView(name=name, created=NOW + dt.timedelta(minutes=minutes), failure_domain=fd,
+                          node_name=name if healthy else "", node_ready=healthy,
+                          pods_ready=dict(ALL_PODS) if healthy else {},
+                          outdated_reasons=["Version v1.33.0, v1.34.4 required"] if outdated else [], **kw)
+
+
+def test_first_machine_is_init() -> None:
+    a = rk.next_action(kcp(), CLUSTER, [], initialized=False)
+    assert a.kind == "create-init"
+    assert rk.next_action(kcp(replicas=0), CLUSTER, [], initialized=False).kind == "none"
+
+
+def test_nothing_else_until_initialized() -> None:
+    a = rk.next_action(kcp(), CLUSTER, [view("m1", healthy=False)], initialized=False)
+    assert a.kind == "wait" and a.reason == "WaitingForControlPlaneInitialized"
+
+
+def test_join_one_at_a_time() -> None:
+    a = rk.next_action(kcp(), CLUSTER, [view("m1")], initialized=True)
+    assert a.kind == "scale-up"
+    # the second one is not healthy yet: the third waits
+    a = rk.next_action(kcp(), CLUSTER, [view("m1"), view("m2", 1, healthy=False)], initialized=True)
+    assert a.kind == "wait" and "m2" in a.message
+    a = rk.next_action(kcp(), CLUSTER, [view("m1"), view("m2", 1)], initialized=True)
+    assert a.kind == "scale-up"
+    assert rk.next_action(kcp(), CLUSTER, [view("m1"), view("m2", 1), view("m3", 2)], initialized=True).kind == "none"
+
+
+def test_waits_for_deletion() -> None:
+    a = rk.next_action(kcp(), CLUSTER, [view("m1"), view("m2", deleting=True)], initialized=True)
+    assert a.kind == "wait" and a.reason == "WaitingForMachineDeletion"
+
+
+def test_scale_down_picks_oldest_in_most_crowded_failure_domain() -> None:
+    ms = [view("a1", 0, "a"), view("b1", 1, "b"), view("b2", 2, "b"), view("c1", 3, "c")]
+    a = rk.next_action(kcp(replicas=3), CLUSTER, ms, initialized=True)
+    assert a.kind == "scale-down" and a.machine == "b1"
+    # the delete annotation wins, then outdated machines
+    ms2 = [view("a1", 0, "a"), view("b1", 1, "b"), view("b2", 2, "b", delete_annotation=True), view("c1", 3, "c")]
+    assert rk.pick_machine_for_scale_down(ms2).name == "b2"  # type: ignore[union-attr]
+    ms3 = [view("a1", 0, "a"), view("b1", 1, "b"), view("b2", 2, "b"), view("c1", 3, "c", outdated=True)]
+    assert rk.pick_machine_for_scale_down(ms3).name == "c1"  # type: ignore[union-attr]
+    # no failure domains: plain oldest
+    assert rk.pick_machine_for_scale_down([view("x", 5), view("y", 1), view("z", 3)]).name == "y"  # type: ignore[union-attr]
+
+
+def test_scale_down_waits_for_health() -> None:
+    a = rk.next_action(kcp(replicas=1), CLUSTER, [view("m1"), view("m2", 1, healthy=False)], initialized=True)
+    assert a.kind == "wait"
+
+
+def test_failure_domain_spread() -> None:
+    c = {"status": {"failureDomains": [{"name": "a", "controlPlane": True}, {"name": "b", "controlPlane": True},
+                                       {"name": "w", "controlPlane": False}]}}
+    assert rk.control_plane_failure_domains(c) == ["a", "b"]
+    assert rk.next_action(kcp(), c, [], initialized=False).failure_domain == "a"
+    a = rk.next_action(kcp(), c, [view("m1", fd="a")], initialized=True)
+    assert a.failure_domain == "b"
+    a = rk.next_action(kcp(), c, [view("m1", fd="a"), view("m2", fd="b")], initialized=True)
+    assert a.failure_domain == "a"
+
+
+def test_rollout_surge_then_remove_outdated() -> None:
+    ms = [view("m1", 0, outdated=True), view("m2", 1, outdated=True), view("m3", 2, outdated=True)]
+    a = rk.next_action(kcp(), CLUSTER, ms, initialized=True)
+    assert a.kind == "scale-up" and a.rollout
+    ms.append(view("m4", 3))
+    a = rk.next_action(kcp(), CLUSTER, ms, initialized=True)
+    assert a.kind == "scale-down" and a.machine == "m1" and a.rollout
+    # maxSurge 0 removes first
+    k0 = kcp(rollout={"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0}}})
+    a = rk.next_action(k0, CLUSTER, ms[:3], initialized=True)
+    assert a.kind == "scale-down" and a.machine == "m1"
+    # a single replica always surges (never goes to zero)
+    a = rk.next_action(kcp(replicas=1, rollout={"strategy": {"rollingUpdate": {"maxSurge": 0}}}), CLUSTER,
+                       [view("m1", outdated=True)], initialized=True)
+    assert a.kind == "scale-up"
+
+
+def _machine(version: str = "v1.34.4", created: str = "2026-01-01T10:00:00Z") -> dict[str, Any]:
+    return {"metadata": {"name": "m1", "creationTimestamp": created}, "spec": {"version": version}}
+
+
+def _infra(cloned_from: str = "cp-v1") -> dict[str, Any]:
+    return {"kind": "DockerMachine", "metadata": {"annotations": {"cluster.x-k8s.io/cloned-from-name": cloned_from}}}
+
+
+def test_outdated_reasons() -> None:
+    k = kcp()
+    init_spec = rk.init_config_spec(k)
+    join_spec = rk.join_config_spec(k)
+    assert rk.outdated_reasons(k, _machine(), init_spec, _infra(), NOW) == []
+    # the bootstrap controller filling in discovery is not a change
+    join_spec["joinConfiguration"]["discovery"] = {"bootstrapToken": {"token": "abcdef.0123456789abcdef"}}
+    assert rk.outdated_reasons(k, _machine(), join_spec, _infra(), NOW) == []
+    assert "Version" in rk.outdated_reasons(k, _machine("v1.33.1"), init_spec, _infra(), NOW)[0]
+    assert "DockerMachine" in rk.outdated_reasons(k, _machine(), init_spec, _infra("cp-v0"), NOW)[0]
+    changed = kcp()
+    changed["spec"]["kubeadmConfigSpec"]["postKubeadmCommands"] = ["echo changed"]
+    assert rk.outdated_reasons(changed, _machine(), join_spec, _infra(), NOW) == ["KubeadmConfig is not up-to-date"]
+    changed_join = kcp()
+    changed_join["spec"]["kubeadmConfigSpec"]["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"] = []
+    assert rk.outdated_reasons(changed_join, _machine(), join_spec, _infra(), NOW)
+    assert rk.outdated_reasons(changed_join, _machine(), init_spec, _infra(), NOW) == []  # init machine: join n/a
+    after = kcp(rollout={"after": "2026-01-01T11:00:00Z"})
+    assert rk.outdated_reasons(after, _machine(), init_spec, _infra(), NOW) == [
+        "Machine was created before spec.rollout.after"]
+    future = kcp(rollout={"after": "2026-01-02T11:00:00Z"})
+    assert rk.outdated_reasons(future, _machine(), init_spec, _infra(), NOW) == []
+
+
+def test_init_and_join_config_specs() -> None:
+    init = rk.init_config_spec(kcp())
+    assert "joinConfiguration" not in init and init["initConfiguration"]
+    join = rk.join_config_spec(kcp())
+    assert "initConfiguration" not in join and join["joinConfiguration"]["controlPlane"] == {}
+    bare = kcp(kubeadmConfigSpec={})
+    assert "initConfiguration" in rk.init_config_spec(bare)
+
+
+def test_status_helpers() -> None:
+    assert rk.selector("c1") == "cluster.x-k8s.io/cluster-name=c1,cluster.x-k8s.io/control-plane"
+    assert rk.min_version(["v1.34.4", "v1.33.10", "v1.34.0"]) == "v1.33.10"
+    assert rk.even_replicas_message(kcp(replicas=2))
+    assert rk.even_replicas_message(kcp(replicas=3)) is None
+    labels = rk.machine_labels(kcp(), "c1")
+    assert labels == {"cluster.x-k8s.io/cluster-name": "c1", "cluster.x-k8s.io/control-plane": "",
+                      "cluster.x-k8s.io/control-plane-name": "c1-cp"}
+    assert rk.max_surge(kcp()) == 1
+
+
+def test_etcd_member_lookup() -> None:
+    members = [{"ID": 1311536963209744723, "name": "n1"}, {"ID": 255, "name": "n2"}]
+    m = rk.etcd_member_to_remove(members, "n2")
+    assert m is not None and rk.member_id_hex(m) == "ff"
+    assert rk.etcd_member_to_remove(members, "n3") is None
+
+
+def test_health() -> None:
+    v = view("m1")
+    assert v.healthy and v.ready and v.available
+    v.pods_ready["etcd"] = False
+    assert not v.healthy
+    v2 = view("m2", machine_ready=False)
+    assert v2.healthy and not v2.ready
