@@ -11,6 +11,7 @@ kills both process groups and removes the temp dir.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime
 import ipaddress
@@ -34,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from capd_py.api.versions import DEFAULT_VERSION
+from capd_py.kube.client import Kube
 
 MAKE_HINT = "run `make binaries` to build them"
 
@@ -145,10 +147,8 @@ class EnvTest:
     def kubeconfig(self) -> str:
         return self.kubeconfig_path.read_text()
 
-    def kube(self) -> Any:
+    def kube(self) -> Kube:
         """A new `capd_py.kube.client.Kube` for this API server (caller closes it)."""
-        from capd_py.kube.client import Kube
-
         return Kube.from_kubeconfig(str(self.kubeconfig_path))
 
     def start(self) -> EnvTest:
@@ -158,10 +158,18 @@ class EnvTest:
                                f"(CAPD_PY_CACHE={cache_dir()})")
         apiserver, etcd = binary_paths(self.version)
         self.dir = Path(tempfile.mkdtemp(prefix="capd-py-envtest-"))
+        atexit.register(self.stop)  # an interpreter exit without stop() must not leak the processes
         try:
             self._write_pki()
             self._start_etcd(etcd)
-            self._start_apiserver(apiserver)
+            for attempt in range(3):  # a random port can be taken between probing and binding
+                try:
+                    self._start_apiserver(apiserver)
+                    break
+                except EnvTestError as e:
+                    if attempt == 2 or "address already in use" not in str(e):
+                        raise
+                    self._procs.pop("kube-apiserver", None)
             self._write_kubeconfig()
         except BaseException:
             self.stop()
@@ -180,6 +188,7 @@ class EnvTest:
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
+        atexit.unregister(self.stop)
 
     def __enter__(self) -> EnvTest:
         return self.start()
