@@ -133,10 +133,11 @@ def _without(d: dict[str, Any], *keys: str) -> dict[str, Any]:
 
 
 def init_config_spec(kcp: dict[str, Any]) -> dict[str, Any]:
-    """KubeadmConfig spec for the first machine: the KCP's spec without joinConfiguration."""
+    """KubeadmConfig spec for the first machine: the KCP's spec without joinConfiguration (the CRD
+    rejects empty objects, so `format` is always set to keep the spec non-empty)."""
     spec = json.loads(json.dumps(contract.dig(kcp, "spec", "kubeadmConfigSpec", default={}) or {}))
     spec.pop("joinConfiguration", None)
-    spec["initConfiguration"] = spec.get("initConfiguration") or {"nodeRegistration": {}}
+    spec.setdefault("format", "cloud-config")
     return spec
 
 
@@ -144,6 +145,7 @@ def join_config_spec(kcp: dict[str, Any]) -> dict[str, Any]:
     """KubeadmConfig spec for joining machines: no initConfiguration; joinConfiguration.controlPlane set."""
     spec = json.loads(json.dumps(contract.dig(kcp, "spec", "kubeadmConfigSpec", default={}) or {}))
     spec.pop("initConfiguration", None)
+    spec.setdefault("format", "cloud-config")
     jc = spec.get("joinConfiguration") or {}
     jc["controlPlane"] = jc.get("controlPlane") or {}
     spec["joinConfiguration"] = jc
@@ -157,6 +159,8 @@ def kubeadm_spec_differs(kcp: dict[str, Any], config_spec: dict[str, Any] | None
         return False  # config gone (e.g. machine being created/deleted): do not roll on missing data
     want = _prune(contract.dig(kcp, "spec", "kubeadmConfigSpec", default={}) or {})
     have = _prune(config_spec)
+    want.setdefault("format", "cloud-config")
+    have.setdefault("format", "cloud-config")
     if _without(want, "initConfiguration", "joinConfiguration") != _without(have, "initConfiguration",
                                                                            "joinConfiguration"):
         return True

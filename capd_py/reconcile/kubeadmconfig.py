@@ -145,8 +145,7 @@ def decide(config: dict[str, Any], owner: dict[str, Any] | None, cluster: dict[s
     if not cluster_initialized(cluster):
         if not is_control_plane_machine(owner):
             return Phase(WAIT_CP_INIT, "Waiting for Cluster control plane to be initialized")
-        if "initConfiguration" not in spec and "clusterConfiguration" not in spec:
-            return Phase(WAIT_CP_INIT, "Waiting for Cluster control plane to be initialized before joining")
+        # Upstream: any control-plane machine is an init candidate; the init lock picks one.
         return Phase(INIT)
     if is_control_plane_machine(owner):
         return Phase(JOIN_CONTROL_PLANE)

@@ -42,13 +42,11 @@ def test_paused_and_ignition() -> None:
     assert p.action == kc.NOT_SUPPORTED and "ignition" in p.message
 
 
-def test_init_only_for_control_plane_with_init_or_cluster_configuration() -> None:
+def test_init_candidates_are_control_plane_machines() -> None:
     assert kc.decide(config(), machine(), cluster()).action == kc.INIT
     assert kc.decide(config(), machine(control_plane=False), cluster()).action == kc.WAIT_CP_INIT
-    join_only = config({"joinConfiguration": {}})
-    assert kc.decide(join_only, machine(), cluster()).action == kc.WAIT_CP_INIT
-    # an empty initConfiguration still marks the init candidate
-    assert kc.decide(config({"initConfiguration": {}}), machine(), cluster()).action == kc.INIT
+    # upstream: any control-plane machine may init; the init lock decides which one does
+    assert kc.decide(config({"format": "cloud-config"}), machine(), cluster()).action == kc.INIT
 
 
 def test_join_after_initialization() -> None:
