@@ -126,6 +126,7 @@ write_files:
   content: {b64}
 - path: /etc/capd-test/hello.txt
   append: true
+  permissions: '0600'
   content: " and appended"
 runcmd:
 - echo "runcmd saw $(cat /etc/capd-test/hello.txt)"
