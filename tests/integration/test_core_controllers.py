@@ -1,0 +1,497 @@
+"""Core Cluster API controllers (Cluster, Machine, MachineSet, MachineDeployment) against a real
+kube-apiserver + etcd. The reconcile functions are driven directly; providers are simulated by
+writing their status by hand. envtest runs no garbage collector, so every deletion seen here is
+one the controllers made."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from capd_py.api import gvk
+from capd_py.api.gvk import (
+    CLUSTER,
+    DOCKER_CLUSTER,
+    DOCKER_MACHINE,
+    DOCKER_MACHINE_TEMPLATE,
+    KUBEADM_CONFIG,
+    KUBEADM_CONFIG_TEMPLATE,
+    KUBEADM_CONTROL_PLANE,
+    MACHINE,
+    MACHINE_DEPLOYMENT,
+    MACHINE_SET,
+)
+from capd_py.api.labels import (
+    CLONED_FROM_GROUP_KIND,
+    CLONED_FROM_NAME,
+    CLUSTER_NAME,
+    DELETE_MACHINE_ANNOTATION,
+    FINALIZER_CLUSTER,
+    FINALIZER_MACHINE,
+    FINALIZER_MACHINE_SET,
+    REVISION_ANNOTATION,
+)
+from capd_py.controllers import cluster as c_cluster
+from capd_py.controllers import machine as c_machine
+from capd_py.controllers import machinedeployment as c_md
+from capd_py.controllers import machineset as c_ms
+from capd_py.controllers.context import Ctx, Settings
+from capd_py.kube.client import Kube
+from capd_py.kube.workload import WorkloadClients
+from capd_py.runtime.fake import FakeRuntime
+
+pytestmark = pytest.mark.integration
+Obj = dict[str, Any]
+V = "v1beta2"
+
+
+@pytest.fixture
+def ctx(kube: Kube) -> Ctx:
+    s = Settings()
+    s.poll_seconds = 0.1
+    return Ctx(kube=kube, runtime=FakeRuntime(), settings=s, workload=WorkloadClients(kube))  # type: ignore[arg-type]
+
+
+def _meta(name: str, ns: str, **kw: Any) -> Obj:
+    return {"name": name, "namespace": ns, **kw}
+
+
+def cluster_obj(ns: str, name: str = "c1", cp: bool = True) -> Obj:
+    spec: Obj = {"infrastructureRef": {"apiGroup": gvk.INFRA_GROUP, "kind": "DockerCluster", "name": name}}
+    if cp:
+        spec["controlPlaneRef"] = {"apiGroup": gvk.CONTROLPLANE_GROUP, "kind": "KubeadmControlPlane",
+                                   "name": f"{name}-cp"}
+    return {"apiVersion": CLUSTER.api_version, "kind": "Cluster", "metadata": _meta(name, ns), "spec": spec}
+
+
+def templates(ns: str) -> list[tuple[gvk.GVK, Obj]]:
+    return [
+        (KUBEADM_CONFIG_TEMPLATE, {"apiVersion": KUBEADM_CONFIG_TEMPLATE.api_version, "kind": "KubeadmConfigTemplate",
+                                   "metadata": _meta("workers", ns),
+                                   "spec": {"template": {"spec": {"joinConfiguration": {"nodeRegistration": {
+                                       "kubeletExtraArgs": [{"name": "v", "value": "2"}]}}}}}}),
+        (DOCKER_MACHINE_TEMPLATE, {"apiVersion": DOCKER_MACHINE_TEMPLATE.api_version, "kind": "DockerMachineTemplate",
+                                   "metadata": _meta("workers", ns),
+                                   "spec": {"template": {"spec": {"extraMounts": []}}}}),
+    ]
+
+
+def machine_template(version: str = "v1.34.4", labels: dict[str, str] | None = None) -> Obj:
+    return {"metadata": {"labels": {"pool": "a", **(labels or {})}},
+            "spec": {"clusterName": "c1", "version": version,
+                     "bootstrap": {"configRef": {"apiGroup": gvk.BOOTSTRAP_GROUP, "kind": "KubeadmConfigTemplate",
+                                                 "name": "workers"}},
+                     "infrastructureRef": {"apiGroup": gvk.INFRA_GROUP, "kind": "DockerMachineTemplate",
+                                           "name": "workers"}}}
+
+
+def machineset_obj(ns: str, replicas: int, order: str | None = None) -> Obj:
+    spec: Obj = {"clusterName": "c1", "replicas": replicas, "selector": {"matchLabels": {"pool": "a"}},
+                 "template": machine_template()}
+    if order:
+        spec["deletion"] = {"order": order}
+    return {"apiVersion": MACHINE_SET.api_version, "kind": "MachineSet", "metadata": _meta("ms1", ns), "spec": spec}
+
+
+def md_obj(ns: str, replicas: int) -> Obj:
+    return {"apiVersion": MACHINE_DEPLOYMENT.api_version, "kind": "MachineDeployment", "metadata": _meta("md1", ns),
+            "spec": {"clusterName": "c1", "replicas": replicas, "selector": {"matchLabels": {"pool": "a"}},
+                     "template": machine_template(),
+                     "rollout": {"strategy": {"type": "RollingUpdate",
+                                              "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}}}
+
+
+async def setup_cluster(kube: Kube, ns: str, cp: bool = False) -> Obj:
+    c = await kube.create(CLUSTER, cluster_obj(ns, cp=cp))
+    await kube.create(DOCKER_CLUSTER, {"apiVersion": DOCKER_CLUSTER.api_version, "kind": "DockerCluster",
+                                       "metadata": _meta("c1", ns), "spec": {}})
+    for g, o in templates(ns):
+        await kube.create(g, o)
+    return c
+
+
+async def machines(kube: Kube, ns: str, live_only: bool = True) -> list[Obj]:
+    out = await kube.list(MACHINE, ns)
+    if live_only:
+        out = [m for m in out if not m["metadata"].get("deletionTimestamp")]
+    return sorted(out, key=lambda m: m["metadata"]["name"])
+
+
+def rv(o: Obj | None) -> str:
+    assert o is not None
+    return str(o["metadata"]["resourceVersion"])
+
+
+async def mark_machines_available(kube: Kube, ns: str) -> None:
+    """Stand in for a healthy Machine controller + node: Ready and Available True."""
+    for m in await machines(kube, ns):
+        st = copy.deepcopy(m.get("status") or {})
+        conds = [c for c in st.get("conditions") or [] if c["type"] not in ("Ready", "Available")]
+        for t in ("Ready", "Available"):
+            conds.append({"type": t, "status": "True", "reason": t, "message": "",
+                          "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        st["conditions"] = conds
+        await kube.update_status(MACHINE, m, st)
+
+
+# --- MachineSet ------------------------------------------------------------------------------------
+
+async def test_machineset_creates_machines_with_clones(kube: Kube, namespace: str, ctx: Ctx) -> None:
+    ns = namespace
+    await setup_cluster(kube, ns)
+    await kube.create(MACHINE_SET, machineset_obj(ns, 3))
+    await c_ms.reconcile(ctx, ns, "ms1")
+
+    ms = await kube.get(MACHINE_SET, ns, "ms1")
+    assert ms is not None
+    assert FINALIZER_MACHINE_SET in ms["metadata"]["finalizers"]
+    assert ms["metadata"]["labels"][CLUSTER_NAME] == "c1"
+    ms_list = await machines(kube, ns)
+    assert len(ms_list) == 3
+    for m in ms_list:
+        name = m["metadata"]["name"]
+        assert name.startswith("ms1-")
+        owner = m["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == \
+            ("MachineSet", "ms1", ms["metadata"]["uid"], True)
+        labels = m["metadata"]["labels"]
+        assert labels["pool"] == "a" and labels["cluster.x-k8s.io/set-name"] == "ms1" and labels[CLUSTER_NAME] == "c1"
+        assert m["spec"]["bootstrap"]["configRef"] == {"apiGroup": gvk.BOOTSTRAP_GROUP, "kind": "KubeadmConfig",
+                                                       "name": name}
+        assert m["spec"]["infrastructureRef"] == {"apiGroup": gvk.INFRA_GROUP, "kind": "DockerMachine", "name": name}
+        kc = await kube.get(KUBEADM_CONFIG, ns, name)
+        dm = await kube.get(DOCKER_MACHINE, ns, name)
+        assert kc is not None and dm is not None
+        assert kc["spec"]["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"] == [{"name": "v", "value": "2"}]
+        assert kc["metadata"]["annotations"][CLONED_FROM_NAME] == "workers"
+        assert kc["metadata"]["annotations"][CLONED_FROM_GROUP_KIND] == f"KubeadmConfigTemplate.{gvk.BOOTSTRAP_GROUP}"
+        assert dm["metadata"]["annotations"][CLONED_FROM_GROUP_KIND] == f"DockerMachineTemplate.{gvk.INFRA_GROUP}"
+        for o in (kc, dm):
+            assert o["metadata"]["labels"][CLUSTER_NAME] == "c1"
+            assert any(r["uid"] == ms["metadata"]["uid"] for r in o["metadata"]["ownerReferences"])
+
+    # stable: reconciling again creates nothing and writes nothing
+    ms = await kube.get(MACHINE_SET, ns, "ms1")
+    await c_ms.reconcile(ctx, ns, "ms1")
+    before = rv(ms := await kube.get(MACHINE_SET, ns, "ms1"))
+    await c_ms.reconcile(ctx, ns, "ms1")
+    await c_ms.reconcile(ctx, ns, "ms1")
+    assert rv(await kube.get(MACHINE_SET, ns, "ms1")) == before
+    assert len(await machines(kube, ns)) == 3
+    assert ms is not None and ms["status"]["replicas"] == 3 and ms["status"]["selector"] == "pool=a"
+
+
+async def test_machineset_scale_down_honours_delete_annotation(kube: Kube, namespace: str, ctx: Ctx) -> None:
+    ns = namespace
+    await setup_cluster(kube, ns)
+    await kube.create(MACHINE_SET, machineset_obj(ns, 3, order="Newest"))
+    await c_ms.reconcile(ctx, ns, "ms1")
+    ms_list = await machines(kube, ns)
+    marked = ms_list[-1]["metadata"]["name"]
+    await kube.merge_patch(MACHINE, ns, marked, {"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: "yes"}}})
+    await mark_machines_available(kube, ns)
+
+    await kube.merge_patch(MACHINE_SET, ns, "ms1", {"spec": {"replicas": 1}})
+    await c_ms.reconcile(ctx, ns, "ms1")
+    left = await machines(kube, ns)
+    assert len(left) == 1
+    assert left[0]["metadata"]["name"] != marked
+    ms = await kube.get(MACHINE_SET, ns, "ms1")
+    assert ms is not None and ms["status"]["replicas"] == 1
+
+
+async def test_machineset_adopts_orphans_and_deletion(kube: Kube, namespace: str, ctx: Ctx) -> None:
+    ns = namespace
+    await setup_cluster(kube, ns)
+    for g, o in ((KUBEADM_CONFIG, {"apiVersion": KUBEADM_CONFIG.api_version, "kind": "KubeadmConfig",
+                                   "metadata": _meta("orphan", ns),
+                                   "spec": {"joinConfiguration": {"nodeRegistration": {"name": "x"}}}}),
+                 (DOCKER_MACHINE, {"apiVersion": DOCKER_MACHINE.api_version, "kind": "DockerMachine",
+                                   "metadata": _meta("orphan", ns), "spec": {"extraMounts": []}})):
+        await kube.create(g, o)
+    orphan = copy.deepcopy(machine_template())
+    await kube.create(MACHINE, {"apiVersion": MACHINE.api_version, "kind": "Machine",
+                                "metadata": _meta("orphan", ns, labels={"pool": "a", CLUSTER_NAME: "c1"}),
+                                "spec": {**orphan["spec"],
+                                         "bootstrap": {"configRef": {"apiGroup": gvk.BOOTSTRAP_GROUP,
+                                                                     "kind": "KubeadmConfig", "name": "orphan"}},
+                                         "infrastructureRef": {"apiGroup": gvk.INFRA_GROUP,
+                                                               "kind": "DockerMachine", "name": "orphan"}}})
+    await kube.create(MACHINE_SET, machineset_obj(ns, 2))
+    await c_ms.reconcile(ctx, ns, "ms1")
+    ms_list = await machines(kube, ns)
+    assert len(ms_list) == 2
+    adopted = await kube.get(MACHINE, ns, "orphan")
+    assert adopted is not None and adopted["metadata"]["ownerReferences"][0]["kind"] == "MachineSet"
+
+    # deletion: Machines go, then the finalizer
+    await kube.delete(MACHINE_SET, ns, "ms1")
+    await c_ms.reconcile(ctx, ns, "ms1")
+    assert await machines(kube, ns, live_only=False) == []
+    await c_ms.reconcile(ctx, ns, "ms1")
+    assert await kube.get(MACHINE_SET, ns, "ms1") is None
+
+
+# --- Machine ---------------------------------------------------------------------------------------
+
+async def test_machine_lifecycle_and_repair(kube: Kube, namespace: str, ctx: Ctx) -> None:
+    ns = namespace
+    c = await setup_cluster(kube, ns)
+    await kube.create(MACHINE_SET, machineset_obj(ns, 1))
+    await c_ms.reconcile(ctx, ns, "ms1")
+    (m,) = await machines(kube, ns)
+    name = m["metadata"]["name"]
+
+    await c_machine.reconcile(ctx, ns, name)
+    m = await kube.get(MACHINE, ns, name)
+    assert m is not None
+    assert FINALIZER_MACHINE in m["metadata"]["finalizers"]
+    assert m["status"]["phase"] == "Pending"
+    conds = {x["type"]: x for x in m["status"]["conditions"]}
+    assert conds["BootstrapConfigReady"]["status"] == "False"
+    assert conds["InfrastructureReady"]["status"] == "False"
+    kc = await kube.get(KUBEADM_CONFIG, ns, name)
+    dm = await kube.get(DOCKER_MACHINE, ns, name)
+    for o in (kc, dm):
+        assert o is not None
+        ctrl = [r for r in o["metadata"]["ownerReferences"] if r.get("controller")]
+        assert [(r["kind"], r["uid"]) for r in ctrl] == [("Machine", m["metadata"]["uid"])]
+
+    # providers report progress
+    assert kc is not None and dm is not None
+    await kube.update_status(KUBEADM_CONFIG, kc, {"initialization": {"dataSecretCreated": True},
+                                                  "dataSecretName": f"{name}-bootstrap"})
+    await c_machine.reconcile(ctx, ns, name)
+    m = await kube.get(MACHINE, ns, name)
+    assert m is not None and m["spec"]["bootstrap"]["dataSecretName"] == f"{name}-bootstrap"
+    assert m["status"]["phase"] == "Provisioning"
+    assert m["status"]["initialization"]["bootstrapDataSecretCreated"] is True
+
+    dm = await kube.merge_patch(DOCKER_MACHINE, ns, name, {"spec": {"providerID": f"docker:////c1-{name}"}})
+    await kube.update_status(DOCKER_MACHINE, dm, {"initialization": {"provisioned": True},
+                                                  "addresses": [{"type": "InternalIP", "address": "172.18.0.9"}]})
+    await c_machine.reconcile(ctx, ns, name)
+    m = await kube.get(MACHINE, ns, name)
+    assert m is not None
+    assert m["spec"]["providerID"] == f"docker:////c1-{name}"
+    assert m["status"]["phase"] == "Provisioned"
+    assert m["status"]["addresses"] == [{"type": "InternalIP", "address": "172.18.0.9"}]
+    # no workload kubeconfig: waiting for the node, not an error
+    assert {x["type"]: x for x in m["status"]["conditions"]}["NodeReady"]["status"] == "Unknown"
+
+    # stable: no writes
+    before = rv(m)
+    await c_machine.reconcile(ctx, ns, name)
+    await c_machine.reconcile(ctx, ns, name)
+    assert rv(await kube.get(MACHINE, ns, name)) == before
+
+    # strip the finalizer and the ownerRef of the infra machine: both are put back
+    await kube.json_patch(MACHINE, ns, name, [{"op": "remove", "path": "/metadata/finalizers"}])
+    await kube.json_patch(DOCKER_MACHINE, ns, name, [{"op": "remove", "path": "/metadata/ownerReferences"}])
+    await c_machine.reconcile(ctx, ns, name)
+    m = await kube.get(MACHINE, ns, name)
+    dm = await kube.get(DOCKER_MACHINE, ns, name)
+    assert m is not None and FINALIZER_MACHINE in m["metadata"]["finalizers"]
+    assert dm is not None and [r["uid"] for r in dm["metadata"]["ownerReferences"]] == [m["metadata"]["uid"]]
+
+    # deletion: infra and bootstrap go first, then the finalizer (no node: cluster has no workload)
+    _ = c
+    await kube.delete(MACHINE, ns, name)
+    await c_machine.reconcile(ctx, ns, name)
+    m = await kube.get(MACHINE, ns, name)
+    assert m is not None
+    assert {x["type"]: x for x in m["status"]["conditions"]}["Deleting"]["reason"] == \
+        "WaitingForInfrastructureDeletion"
+    assert await kube.get(DOCKER_MACHINE, ns, name) is None
+    assert await kube.get(KUBEADM_CONFIG, ns, name) is None
+    await c_machine.reconcile(ctx, ns, name)
+    assert await kube.get(MACHINE, ns, name) is None
+
+
+# --- MachineDeployment -----------------------------------------------------------------------------
+
+async def drive_md(kube: Kube, ctx: Ctx, ns: str, rounds: int = 12) -> None:
+    for _ in range(rounds):
+        await c_md.reconcile(ctx, ns, "md1")
+        for ms in await kube.list(MACHINE_SET, ns):
+            await c_ms.reconcile(ctx, ns, ms["metadata"]["name"])
+        await mark_machines_available(kube, ns)
+        for ms in await kube.list(MACHINE_SET, ns):
+            await c_ms.reconcile(ctx, ns, ms["metadata"]["name"])
+
+
+async def test_machinedeployment_rollout(kube: Kube, namespace: str, ctx: Ctx) -> None:
+    ns = namespace
+    await setup_cluster(kube, ns)
+    await kube.create(MACHINE_DEPLOYMENT, md_obj(ns, 2))
+    await drive_md(kube, ctx, ns, rounds=2)
+    (ms1,) = await kube.list(MACHINE_SET, ns)
+    assert ms1["metadata"]["ownerReferences"][0]["kind"] == "MachineDeployment"
+    assert ms1["metadata"]["annotations"][REVISION_ANNOTATION] == "1"
+    assert ms1["spec"]["replicas"] == 2
+    first = {m["metadata"]["name"] for m in await machines(kube, ns)}
+    assert len(first) == 2
+    md = await kube.get(MACHINE_DEPLOYMENT, ns, "md1")
+    assert md is not None and md["metadata"]["annotations"][REVISION_ANNOTATION] == "1"
+    assert md["status"]["availableReplicas"] == 2
+
+    # stable MachineDeployment: no writes
+    await c_md.reconcile(ctx, ns, "md1")
+    before = rv(await kube.get(MACHINE_DEPLOYMENT, ns, "md1"))
+    ms_before = rv(await kube.get(MACHINE_SET, ns, ms1["metadata"]["name"]))
+    await c_md.reconcile(ctx, ns, "md1")
+    await c_md.reconcile(ctx, ns, "md1")
+    assert rv(await kube.get(MACHINE_DEPLOYMENT, ns, "md1")) == before
+    assert rv(await kube.get(MACHINE_SET, ns, ms1["metadata"]["name"])) == ms_before
+
+    # template change -> a new MachineSet, surge 1 / unavailable 0
+    await kube.merge_patch(MACHINE_DEPLOYMENT, ns, "md1", {"spec": {"template": {"spec": {"version": "v1.35.0"}}}})
+    await c_md.reconcile(ctx, ns, "md1")
+    sets = {s["metadata"]["name"]: s for s in await kube.list(MACHINE_SET, ns)}
+    assert len(sets) == 2
+    new = next(s for s in sets.values() if s["metadata"]["name"] != ms1["metadata"]["name"])
+    assert new["spec"]["replicas"] == 1 and sets[ms1["metadata"]["name"]]["spec"]["replicas"] == 2
+    assert new["metadata"]["annotations"][REVISION_ANNOTATION] == "2"
+    assert new["spec"]["template"]["spec"]["version"] == "v1.35.0"
+
+    await drive_md(kube, ctx, ns)
+    sets = {s["metadata"]["name"]: s for s in await kube.list(MACHINE_SET, ns)}
+    assert list(sets) == [new["metadata"]["name"]]  # the old, empty MachineSet was cleaned up
+    assert sets[new["metadata"]["name"]]["spec"]["replicas"] == 2
+    now = await machines(kube, ns)
+    assert len(now) == 2 and not (first & {m["metadata"]["name"] for m in now})
+    assert all(m["spec"]["version"] == "v1.35.0" for m in now)
+    md = await kube.get(MACHINE_DEPLOYMENT, ns, "md1")
+    assert md is not None and md["metadata"]["annotations"][REVISION_ANNOTATION] == "2"
+    conds = {c["type"]: c for c in md["status"]["conditions"]}
+    assert conds["RollingOut"]["status"] == "False" and conds["Available"]["status"] == "True"
+    assert md["status"]["upToDateReplicas"] == 2 and md["status"]["phase"] == "Running"
+
+
+# --- Cluster ---------------------------------------------------------------------------------------
+
+async def test_cluster_reconcile_and_deletion_order(kube: Kube, namespace: str, ctx: Ctx) -> None:
+    ns = namespace
+    await setup_cluster(kube, ns, cp=True)
+    await kube.create(KUBEADM_CONTROL_PLANE, {
+        "apiVersion": KUBEADM_CONTROL_PLANE.api_version, "kind": "KubeadmControlPlane",
+        "metadata": _meta("c1-cp", ns, finalizers=["test.capd-py/hold"]),
+        "spec": {"version": "v1.34.4", "replicas": 1,
+                 "machineTemplate": {"spec": {"infrastructureRef": {"apiGroup": gvk.INFRA_GROUP,
+                                                                    "kind": "DockerMachineTemplate",
+                                                                    "name": "workers"}}}}})
+    await kube.merge_patch(DOCKER_CLUSTER, ns, "c1", {"metadata": {"finalizers": ["test.capd-py/hold"]}})
+
+    await c_cluster.reconcile(ctx, ns, "c1")
+    c = await kube.get(CLUSTER, ns, "c1")
+    assert c is not None and FINALIZER_CLUSTER in c["metadata"]["finalizers"]
+    conds = {x["type"]: x for x in c["status"]["conditions"]}
+    assert conds["InfrastructureReady"]["status"] == "False"
+    assert conds["InfrastructureReady"]["reason"] == "NotReady"
+    for g, n in ((DOCKER_CLUSTER, "c1"), (KUBEADM_CONTROL_PLANE, "c1-cp")):
+        o = await kube.get(g, ns, n)
+        assert o is not None and o["metadata"]["labels"][CLUSTER_NAME] == "c1"
+        assert [(r["kind"], r["uid"], r.get("controller")) for r in o["metadata"]["ownerReferences"]] == \
+            [("Cluster", c["metadata"]["uid"], None)]
+
+    # the infrastructure becomes ready with an endpoint
+    dc = await kube.merge_patch(DOCKER_CLUSTER, ns, "c1",
+                                {"spec": {"controlPlaneEndpoint": {"host": "172.18.0.2", "port": 6443}}})
+    await kube.update_status(DOCKER_CLUSTER, dc, {"initialization": {"provisioned": True},
+                                                  "failureDomains": [{"name": "fd1", "controlPlane": True}]})
+    await c_cluster.reconcile(ctx, ns, "c1")
+    c = await kube.get(CLUSTER, ns, "c1")
+    assert c is not None
+    assert c["spec"]["controlPlaneEndpoint"] == {"host": "172.18.0.2", "port": 6443}
+    assert c["status"]["initialization"]["infrastructureProvisioned"] is True
+    assert c["status"]["failureDomains"] == [{"name": "fd1", "controlPlane": True}]
+    assert c["status"]["phase"] == "Provisioned"
+    before = rv(c)
+    await c_cluster.reconcile(ctx, ns, "c1")
+    await c_cluster.reconcile(ctx, ns, "c1")
+    assert rv(await kube.get(CLUSTER, ns, "c1")) == before
+
+    # workers
+    await kube.create(MACHINE_DEPLOYMENT, md_obj(ns, 2))
+    await drive_md(kube, ctx, ns, rounds=2)
+    assert len(await machines(kube, ns)) == 2
+    for m in await machines(kube, ns):
+        await c_machine.reconcile(ctx, ns, m["metadata"]["name"])  # finalizers on the Machines
+
+    await kube.delete(CLUSTER, ns, "c1")
+
+    async def step() -> None:
+        await c_cluster.reconcile(ctx, ns, "c1")
+        for md in await kube.list(MACHINE_DEPLOYMENT, ns):
+            await c_md.reconcile(ctx, ns, md["metadata"]["name"])
+        for ms in await kube.list(MACHINE_SET, ns):
+            await c_ms.reconcile(ctx, ns, ms["metadata"]["name"])
+        for m in await kube.list(MACHINE, ns):
+            await c_machine.reconcile(ctx, ns, m["metadata"]["name"])
+
+    def deleting(o: Obj | None) -> bool:
+        return bool(o and o["metadata"].get("deletionTimestamp"))
+
+    await c_cluster.reconcile(ctx, ns, "c1")
+    c = await kube.get(CLUSTER, ns, "c1")
+    assert c is not None
+    assert {x["type"]: x for x in c["status"]["conditions"]}["Deleting"]["reason"] == "WaitingForWorkersDeletion"
+    assert c["status"]["phase"] == "Deleting"
+    assert deleting(await kube.get(MACHINE_DEPLOYMENT, ns, "md1"))
+    assert not deleting(await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp"))
+    assert not deleting(await kube.get(DOCKER_CLUSTER, ns, "c1"))
+
+    for _ in range(6):
+        await step()
+        if not await kube.list(MACHINE, ns) and not await kube.list(MACHINE_SET, ns) and \
+                not await kube.list(MACHINE_DEPLOYMENT, ns):
+            break
+        c = await kube.get(CLUSTER, ns, "c1")
+        assert c is not None  # the Cluster waits for its workers
+        assert not deleting(await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp"))
+    assert await kube.list(MACHINE, ns) == []
+    assert await kube.list(MACHINE_DEPLOYMENT, ns) == []
+    await c_cluster.reconcile(ctx, ns, "c1")
+    assert deleting(await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp"))
+    assert not deleting(await kube.get(DOCKER_CLUSTER, ns, "c1"))
+    await c_cluster.reconcile(ctx, ns, "c1")
+    c = await kube.get(CLUSTER, ns, "c1")
+    assert c is not None
+    assert {x["type"]: x for x in c["status"]["conditions"]}["Deleting"]["reason"] == "WaitingForControlPlaneDeletion"
+    assert not deleting(await kube.get(DOCKER_CLUSTER, ns, "c1"))
+
+    # the control plane provider finishes
+    await kube.merge_patch(KUBEADM_CONTROL_PLANE, ns, "c1-cp", {"metadata": {"finalizers": None}})
+    await c_cluster.reconcile(ctx, ns, "c1")
+    assert deleting(await kube.get(DOCKER_CLUSTER, ns, "c1"))
+    assert await kube.get(CLUSTER, ns, "c1") is not None
+    await kube.merge_patch(DOCKER_CLUSTER, ns, "c1", {"metadata": {"finalizers": None}})
+    await c_cluster.reconcile(ctx, ns, "c1")
+    assert await kube.get(CLUSTER, ns, "c1") is None
+
+
+async def test_cluster_missing_refs_and_repair(kube: Kube, namespace: str, ctx: Ctx) -> None:
+    ns = namespace
+    await kube.create(CLUSTER, cluster_obj(ns, cp=True))
+    res = await c_cluster.reconcile(ctx, ns, "c1")
+    assert res is not None and res.requeue_after  # waiting, not an error
+    c = await kube.get(CLUSTER, ns, "c1")
+    assert c is not None
+    conds = {x["type"]: x for x in c["status"]["conditions"]}
+    assert conds["InfrastructureReady"]["reason"] == "ObjectDoesNotExist"
+    assert "DockerCluster c1" in conds["InfrastructureReady"]["message"]
+    assert conds["ControlPlaneAvailable"]["reason"] == "ObjectDoesNotExist"
+    assert c["status"]["phase"] == "Provisioning"
+
+    await kube.create(DOCKER_CLUSTER, {"apiVersion": DOCKER_CLUSTER.api_version, "kind": "DockerCluster",
+                                       "metadata": _meta("c1", ns), "spec": {}})
+    await c_cluster.reconcile(ctx, ns, "c1")
+    await kube.json_patch(CLUSTER, ns, "c1", [{"op": "remove", "path": "/metadata/finalizers"}])
+    await kube.json_patch(DOCKER_CLUSTER, ns, "c1", [{"op": "remove", "path": "/metadata/ownerReferences"}])
+    await c_cluster.reconcile(ctx, ns, "c1")
+    c = await kube.get(CLUSTER, ns, "c1")
+    dc = await kube.get(DOCKER_CLUSTER, ns, "c1")
+    assert c is not None and FINALIZER_CLUSTER in c["metadata"]["finalizers"]
+    assert dc is not None and dc["metadata"]["ownerReferences"][0]["uid"] == c["metadata"]["uid"]
