@@ -411,21 +411,36 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
             st.set(rk.SCALING_UP, True, "ScalingUp", f"Cannot create a Machine: {problem}")
             await events.record(kube, kcp, "MachineCreationFailed", problem)
             return Result(requeue_after=30.0)
+        await _restatus(ctx, kcp, cluster, st, initialized, w)
         st.set(rk.SCALING_UP, True, "ScalingUp", action.message)
         return poll
     if action.kind == "scale-down":
-        return await _scale_down(ctx, kcp, cluster, views, action, w, st)
+        res = await _scale_down(ctx, kcp, cluster, views, action, w, st)
+        if res is None:
+            await _restatus(ctx, kcp, cluster, st, initialized, w)
+            st.set(rk.SCALING_DOWN, True, "ScalingDown", f"{action.message}: deleting Machine {action.machine}")
+            res = poll
+        return res
     if action.kind == "wait":
-        if len([v for v in views if not v.deleting]) < rk.replicas(kcp) or (action.rollout and
-                                                                            not all(v.up_to_date for v in views)):
+        live = [v for v in views if not v.deleting]
+        if len(live) > rk.replicas(kcp):
+            st.set(rk.SCALING_DOWN, True, "ScalingDown", action.message)
+        elif len(live) < rk.replicas(kcp) or (action.rollout and not all(v.up_to_date for v in views)):
             st.set(rk.SCALING_UP, True, "ScalingUp", action.message)
         return poll
     # steady: keep health fresh without writing anything when nothing changes
     return Result(requeue_after=max(ctx.settings.poll_seconds, 30.0)) if views else None
 
 
+async def _restatus(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st: _Conds, initialized: bool,
+                    w: _Workload) -> None:
+    """Recompute the status after a step so it reflects the Machine just created / deleted."""
+    machines = await _owned_machines(ctx.kube, kcp, cluster["metadata"]["name"])
+    _status(kcp, st, await _views(ctx.kube, kcp, machines, w), machines, initialized, w)
+
+
 async def _scale_down(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], views: list[rk.MachineView],
-                      action: rk.Action, w: _Workload, st: _Conds) -> Result:
+                      action: rk.Action, w: _Workload, st: _Conds) -> Result | None:
     kube = ctx.kube
     ns = kcp["metadata"]["namespace"]
     target = next(v for v in views if v.name == action.machine)
@@ -442,9 +457,8 @@ async def _scale_down(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], vi
     m = await kube.get(MACHINE, ns, target.name)
     if m is not None:
         await kube.delete(MACHINE, ns, target.name, uid=m["metadata"].get("uid"))
-    st.set(rk.SCALING_DOWN, True, "ScalingDown", f"{action.message}: deleting Machine {target.name}")
     log.info("KCP %s/%s: deleting control-plane Machine %s", ns, kcp["metadata"]["name"], target.name)
-    return Result(requeue_after=ctx.settings.poll_seconds)
+    return None
 
 
 def _status(kcp: dict[str, Any], st: _Conds, views: list[rk.MachineView], machines: list[dict[str, Any]],

@@ -1,0 +1,369 @@
+"""KubeadmConfig bootstrap and KubeadmControlPlane controllers against a real kube-apiserver + etcd.
+
+Reconcile functions are driven directly; other controllers (Cluster, Machine, providers) are simulated
+by writing their status by hand. For the worker join, the envtest API server also plays the workload
+cluster (its kubeconfig is stored as `<cluster>-kubeconfig`), so the bootstrap token is really created.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from typing import Any
+
+import pytest
+import yaml
+
+from capd_py.api import gvk
+from capd_py.api.gvk import (
+    CLUSTER,
+    CONFIG_MAP,
+    DOCKER_MACHINE,
+    DOCKER_MACHINE_TEMPLATE,
+    KUBEADM_CONFIG,
+    KUBEADM_CONTROL_PLANE,
+    MACHINE,
+    SECRET,
+)
+from capd_py.api.labels import CLONED_FROM_NAME, CLUSTER_NAME, CONTROL_PLANE, CONTROL_PLANE_NAME, FINALIZER_KCP
+from capd_py.controllers import kcp as c_kcp
+from capd_py.controllers import kubeadmconfig as c_kc
+from capd_py.controllers.context import Ctx, Settings
+from capd_py.kube.client import Kube
+from capd_py.kube.workload import WorkloadClients
+from capd_py.reconcile import certs
+from capd_py.reconcile import kubeadmconfig as kc
+from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.envtest import EnvTest
+
+pytestmark = pytest.mark.integration
+Obj = dict[str, Any]
+# Nothing listens here: workload calls fail fast (connection refused) instead of timing out.
+ENDPOINT = {"host": "127.0.0.1", "port": 1}
+
+
+@pytest.fixture
+def ctx(kube: Kube) -> Ctx:
+    s = Settings()
+    s.poll_seconds = 0.1
+    return Ctx(kube=kube, runtime=FakeRuntime(), settings=s, workload=WorkloadClients(kube))  # type: ignore[arg-type]
+
+
+async def make_cluster(kube: Kube, ns: str, *, cp_ref: bool, initialized: bool = False,
+                       endpoint: Obj | None = None) -> Obj:
+    spec: Obj = {"infrastructureRef": {"apiGroup": gvk.INFRA_GROUP, "kind": "DockerCluster", "name": "c1"},
+                 "controlPlaneEndpoint": endpoint or ENDPOINT,
+                 "clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]},
+                                    "services": {"cidrBlocks": ["10.96.0.0/12"]}}}
+    if cp_ref:
+        spec["controlPlaneRef"] = {"apiGroup": gvk.CONTROLPLANE_GROUP, "kind": "KubeadmControlPlane", "name": "c1-cp"}
+    c = await kube.create(CLUSTER, {"apiVersion": CLUSTER.api_version, "kind": "Cluster",
+                                    "metadata": {"name": "c1", "namespace": ns}, "spec": spec})
+    init: Obj = {"infrastructureProvisioned": True}
+    if initialized:
+        init["controlPlaneInitialized"] = True
+    c = await kube.update_status(CLUSTER, c, {"initialization": init}) or c
+    return c
+
+
+async def make_machine(kube: Kube, ns: str, name: str, *, control_plane: bool) -> Obj:
+    labels = {CLUSTER_NAME: "c1"}
+    if control_plane:
+        labels[CONTROL_PLANE] = ""
+    return await kube.create(MACHINE, {
+        "apiVersion": MACHINE.api_version, "kind": "Machine",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {"clusterName": "c1", "version": "v1.34.4",
+                 "bootstrap": {"configRef": {"apiGroup": gvk.BOOTSTRAP_GROUP, "kind": "KubeadmConfig", "name": name}},
+                 "infrastructureRef": {"apiGroup": gvk.INFRA_GROUP, "kind": "DockerMachine", "name": name}}})
+
+
+async def make_config(kube: Kube, ns: str, name: str, owner: Obj, spec: Obj) -> Obj:
+    return await kube.create(KUBEADM_CONFIG, {
+        "apiVersion": KUBEADM_CONFIG.api_version, "kind": "KubeadmConfig",
+        "metadata": {"name": name, "namespace": ns, "labels": {CLUSTER_NAME: "c1"},
+                     "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                                          "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+                                          "controller": True}]},
+        "spec": spec})
+
+
+def cloud_config(secret: Obj) -> Obj:
+    assert base64.b64decode(secret["data"]["format"]).decode() == "cloud-config"
+    return dict(yaml.safe_load(base64.b64decode(secret["data"]["value"])))
+
+
+def kubeadm_docs(cloud: Obj, path: str) -> dict[str, Obj]:
+    content = next(f["content"] for f in cloud["write_files"] if f["path"] == path)
+    return {d["kind"]: d for d in yaml.safe_load_all(content) if d}
+
+
+async def rvs(kube: Kube, ns: str, items: list[tuple[gvk.GVK, str]]) -> dict[str, str]:
+    out = {}
+    for g, name in items:
+        o = await kube.get(g, ns, name)
+        assert o is not None, (g.kind, name)
+        out[f"{g.kind}/{name}"] = o["metadata"]["resourceVersion"]
+    return out
+
+
+INIT_SPEC: Obj = {
+    "clusterConfiguration": {"apiServer": {"certSANs": ["localhost"]}},
+    "initConfiguration": {"nodeRegistration": {"kubeletExtraArgs": [{"name": "cgroup-driver", "value": "cgroupfs"}]}},
+    "postKubeadmCommands": ["echo done"],
+    "files": [{"path": "/etc/from-secret", "contentFrom": {"secret": {"name": "extra", "key": "k"}}}],
+}
+
+
+async def test_kubeadmconfig_init_machine_gets_cloud_config(ctx: Ctx, kube: Kube, namespace: str) -> None:
+    ns = namespace
+    await kube.create(SECRET, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "extra", "namespace": ns},
+                               "data": {"k": base64.b64encode(b"from a secret\n").decode()}})
+    await make_cluster(kube, ns, cp_ref=False)
+    m = await make_machine(kube, ns, "m1", control_plane=True)
+    await make_config(kube, ns, "m1", m, INIT_SPEC)
+
+    await c_kc.reconcile(ctx, ns, "m1")
+
+    cfg = await kube.get(KUBEADM_CONFIG, ns, "m1")
+    assert cfg is not None
+    assert cfg["status"]["dataSecretName"] == "m1"
+    assert cfg["status"]["initialization"] == {"dataSecretCreated": True}
+    conds = {c["type"]: c for c in cfg["status"]["conditions"]}
+    assert conds["Ready"]["status"] == conds["DataSecretAvailable"]["status"] == "True"
+    assert conds["CertificatesAvailable"]["status"] == "True"
+
+    sec = await kube.get(SECRET, ns, "m1")
+    assert sec is not None and sec["type"] == "cluster.x-k8s.io/secret"
+    assert sec["metadata"]["labels"][CLUSTER_NAME] == "c1"
+    assert sec["metadata"]["ownerReferences"][0]["uid"] == cfg["metadata"]["uid"]
+    cloud = cloud_config(sec)
+    files = {f["path"]: f["content"] for f in cloud["write_files"]}
+    assert files["/etc/from-secret"] == "from a secret\n"
+    docs = kubeadm_docs(cloud, kc.INIT_CONFIG_PATH)
+    assert docs["ClusterConfiguration"]["controlPlaneEndpoint"] == "127.0.0.1:1"
+    assert docs["ClusterConfiguration"]["kubernetesVersion"] == "v1.34.4"
+    assert docs["ClusterConfiguration"]["networking"]["podSubnet"] == "10.244.0.0/16"
+    assert any(c.startswith("kubeadm init") for c in cloud["runcmd"])
+
+    # standalone control plane (no controlPlaneRef): the bootstrap generated the CAs, owned by the config
+    for p in certs.PURPOSES:
+        s = await kube.get(SECRET, ns, f"c1-{p}")
+        assert s is not None and s["type"] == "cluster.x-k8s.io/secret"
+        assert s["metadata"]["ownerReferences"][0]["kind"] == "KubeadmConfig"
+        assert files["/etc/kubernetes/pki/sa.pub" if p == "sa" else "/etc/kubernetes/pki/ca.crt"]
+    ca = certs.keypair_from_secret(await kube.get(SECRET, ns, "c1-ca"))
+    assert ca is not None and files["/etc/kubernetes/pki/ca.crt"] == ca.cert.decode()
+    lock = await kube.get(CONFIG_MAP, ns, "c1-lock")
+    assert lock is not None and kc.lock_holder(lock) == "m1"
+
+    # a second control-plane machine waits on the lock
+    m2 = await make_machine(kube, ns, "m2", control_plane=True)
+    await make_config(kube, ns, "m2", m2, INIT_SPEC)
+    res = await c_kc.reconcile(ctx, ns, "m2")
+    assert res is not None and res.requeue_after
+    cfg2 = await kube.get(KUBEADM_CONFIG, ns, "m2")
+    assert cfg2 is not None
+    ds = next(c for c in cfg2["status"]["conditions"] if c["type"] == "DataSecretAvailable")
+    assert ds["status"] == "False" and "init lock" in ds["message"]
+    assert await kube.get(SECRET, ns, "m2") is None
+
+    # stable: reconciling again writes nothing
+    items = [(KUBEADM_CONFIG, "m1"), (SECRET, "m1"), (SECRET, "c1-ca"), (CONFIG_MAP, "c1-lock"), (KUBEADM_CONFIG, "m2")]
+    before = await rvs(kube, ns, items)
+    await c_kc.reconcile(ctx, ns, "m1")
+    await c_kc.reconcile(ctx, ns, "m2")
+    assert await rvs(kube, ns, items) == before
+
+
+async def test_kubeadmconfig_waits_with_reasons(ctx: Ctx, kube: Kube, namespace: str) -> None:
+    ns = namespace
+    c = await kube.create(CLUSTER, {"apiVersion": CLUSTER.api_version, "kind": "Cluster",
+                                    "metadata": {"name": "c1", "namespace": ns},
+                                    "spec": {"infrastructureRef": {"apiGroup": gvk.INFRA_GROUP,
+                                                                   "kind": "DockerCluster", "name": "c1"}}})
+    assert c
+    m = await make_machine(kube, ns, "w1", control_plane=False)
+    await make_config(kube, ns, "w1", m, {"joinConfiguration": {"nodeRegistration": {"name": "w1"}}})
+    await c_kc.reconcile(ctx, ns, "w1")
+    cfg = await kube.get(KUBEADM_CONFIG, ns, "w1")
+    assert cfg is not None
+    ds = next(x for x in cfg["status"]["conditions"] if x["type"] == "DataSecretAvailable")
+    assert ds["status"] == "False" and "infrastructureProvisioned" in ds["message"]
+    ready = next(x for x in cfg["status"]["conditions"] if x["type"] == "Ready")
+    assert ready["status"] == "False" and ready["reason"] == "NotReady"
+
+
+async def test_worker_join_creates_and_refreshes_token(ctx: Ctx, kube: Kube, envtest: EnvTest,
+                                                       namespace: str) -> None:
+    ns = namespace
+    await make_cluster(kube, ns, cp_ref=True, initialized=True)
+    ca = certs.new_ca()
+    await kube.create(SECRET, certs.certificate_secret("c1", ns, certs.CLUSTER_CA, ca, None))
+    # the envtest API server plays the workload cluster
+    kubeconfig = open(envtest.kubeconfig_path, "rb").read()  # noqa: SIM115 - tiny file
+    await kube.create(SECRET, {"apiVersion": "v1", "kind": "Secret",
+                               "metadata": {"name": "c1-kubeconfig", "namespace": ns},
+                               "data": {"value": base64.b64encode(kubeconfig).decode()}})
+    m = await make_machine(kube, ns, "w1", control_plane=False)
+    await make_config(kube, ns, "w1", m, {"joinConfiguration": {"nodeRegistration": {"name": "w1"}}})
+
+    res = await c_kc.reconcile(ctx, ns, "w1")
+    assert res is not None and res.requeue_after == kc.refresh_interval().total_seconds()
+    cfg = await kube.get(KUBEADM_CONFIG, ns, "w1")
+    assert cfg is not None and cfg["status"]["dataSecretName"] == "w1"
+    bt = cfg["spec"]["joinConfiguration"]["discovery"]["bootstrapToken"]
+    token = bt["token"]
+    assert kc.TOKEN_RE.match(token)
+    assert bt["caCertHashes"] == [certs.ca_cert_hash(ca.cert)]
+    tok = await kube.get(SECRET, "kube-system", kc.token_secret_name(token))
+    assert tok is not None and tok["type"] == "bootstrap.kubernetes.io/token"
+    assert base64.b64decode(tok["data"]["auth-extra-groups"]).decode() == kc.TOKEN_EXTRA_GROUPS
+
+    sec = await kube.get(SECRET, ns, "w1")
+    assert sec is not None
+    jc = kubeadm_docs(cloud_config(sec), kc.JOIN_CONFIG_PATH)["JoinConfiguration"]
+    assert jc["discovery"]["bootstrapToken"]["token"] == token
+    assert jc["discovery"]["bootstrapToken"]["caCertHashes"] == [certs.ca_cert_hash(ca.cert)]
+    assert jc["discovery"]["bootstrapToken"]["apiServerEndpoint"] == "127.0.0.1:1"
+    files = {f["path"] for f in cloud_config(sec)["write_files"]}
+    assert not any(p.startswith("/etc/kubernetes/pki") for p in files)
+
+    # fresh token: no refresh, nothing written
+    before = await rvs(kube, "kube-system", [(SECRET, kc.token_secret_name(token))])
+    await c_kc.reconcile(ctx, ns, "w1")
+    assert await rvs(kube, "kube-system", [(SECRET, kc.token_secret_name(token))]) == before
+
+    # nearly expired: refreshed to now + TTL
+    soon = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await kube.merge_patch(SECRET, "kube-system", kc.token_secret_name(token),
+                           {"data": {"expiration": base64.b64encode(soon.encode()).decode()}})
+    await c_kc.reconcile(ctx, ns, "w1")
+    exp = kc.parse_expiration(await kube.get(SECRET, "kube-system", kc.token_secret_name(token)))
+    assert exp is not None and exp > dt.datetime.now(dt.UTC) + dt.timedelta(minutes=14)
+
+    # once the machine has a node, the token is left alone
+    m = await kube.get(MACHINE, ns, "w1")
+    assert m is not None
+    await kube.update_status(MACHINE, m, {**(m.get("status") or {}), "nodeRef": {"name": "w1"}})
+    await kube.merge_patch(SECRET, "kube-system", kc.token_secret_name(token),
+                           {"data": {"expiration": base64.b64encode(soon.encode()).decode()}})
+    assert await c_kc.reconcile(ctx, ns, "w1") is None
+    exp = kc.parse_expiration(await kube.get(SECRET, "kube-system", kc.token_secret_name(token)))
+    assert exp is not None and exp < dt.datetime.now(dt.UTC) + dt.timedelta(minutes=2)
+    await kube.delete(SECRET, "kube-system", kc.token_secret_name(token))
+
+
+async def make_kcp(kube: Kube, ns: str, cluster: Obj, replicas: int = 3) -> Obj:
+    await kube.create(DOCKER_MACHINE_TEMPLATE, {
+        "apiVersion": DOCKER_MACHINE_TEMPLATE.api_version, "kind": "DockerMachineTemplate",
+        "metadata": {"name": "cp-v1", "namespace": ns},
+        "spec": {"template": {"spec": {"extraMounts": []}}}})
+    return await kube.create(KUBEADM_CONTROL_PLANE, {
+        "apiVersion": KUBEADM_CONTROL_PLANE.api_version, "kind": "KubeadmControlPlane",
+        "metadata": {"name": "c1-cp", "namespace": ns,
+                     "ownerReferences": [{"apiVersion": CLUSTER.api_version, "kind": "Cluster", "name": "c1",
+                                          "uid": cluster["metadata"]["uid"]}]},
+        "spec": {"replicas": replicas, "version": "v1.34.4",
+                 "machineTemplate": {"spec": {"infrastructureRef": {
+                     "apiGroup": gvk.INFRA_GROUP, "kind": "DockerMachineTemplate", "name": "cp-v1"}}},
+                 "kubeadmConfigSpec": {
+                     "clusterConfiguration": {"apiServer": {"certSANs": ["localhost"]}},
+                     "initConfiguration": {"nodeRegistration": {"kubeletExtraArgs": [
+                         {"name": "cgroup-driver", "value": "cgroupfs"}]}},
+                     "joinConfiguration": {"nodeRegistration": {"kubeletExtraArgs": [
+                         {"name": "cgroup-driver", "value": "cgroupfs"}]}},
+                     "postKubeadmCommands": ["kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f "
+                                             "/kind/manifests/default-cni.yaml"]}}})
+
+
+async def test_kcp_creates_first_machine_and_secrets(ctx: Ctx, kube: Kube, namespace: str) -> None:
+    ns = namespace
+    cluster = await make_cluster(kube, ns, cp_ref=True)
+    kcp = await make_kcp(kube, ns, cluster)
+
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+
+    kcp = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
+    assert kcp is not None and FINALIZER_KCP in kcp["metadata"]["finalizers"]
+    for p in certs.PURPOSES:
+        s = await kube.get(SECRET, ns, f"c1-{p}")
+        assert s is not None and s["type"] == "cluster.x-k8s.io/secret"
+        assert s["metadata"]["labels"][CLUSTER_NAME] == "c1"
+        assert s["metadata"]["ownerReferences"][0]["uid"] == kcp["metadata"]["uid"]
+        assert set(s["data"]) == {"tls.crt", "tls.key"}
+    kcfg = await kube.get(SECRET, ns, "c1-kubeconfig")
+    assert kcfg is not None and kcfg["type"] == "cluster.x-k8s.io/secret"
+    kubeconfig = yaml.safe_load(base64.b64decode(kcfg["data"]["value"]))
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:1"
+
+    machines = await kube.list(MACHINE, ns)
+    assert len(machines) == 1
+    m = machines[0]
+    name = m["metadata"]["name"]
+    assert name.startswith("c1-cp-")
+    assert m["metadata"]["labels"][CONTROL_PLANE] == "" and m["metadata"]["labels"][CONTROL_PLANE_NAME] == "c1-cp"
+    assert m["metadata"]["ownerReferences"][0]["uid"] == kcp["metadata"]["uid"]
+    assert m["spec"]["version"] == "v1.34.4"
+    assert m["spec"]["bootstrap"]["configRef"] == {"apiGroup": gvk.BOOTSTRAP_GROUP, "kind": "KubeadmConfig",
+                                                   "name": name}
+    dm = await kube.get(DOCKER_MACHINE, ns, name)
+    assert dm is not None and dm["metadata"]["annotations"][CLONED_FROM_NAME] == "cp-v1"
+    assert dm["metadata"]["ownerReferences"][0]["uid"] == m["metadata"]["uid"]
+    cfg = await kube.get(KUBEADM_CONFIG, ns, name)
+    assert cfg is not None and "initConfiguration" in cfg["spec"] and "joinConfiguration" not in cfg["spec"]
+    assert cfg["metadata"]["ownerReferences"][0]["uid"] == m["metadata"]["uid"]
+
+    st = kcp["status"]
+    assert st["selector"] == "cluster.x-k8s.io/cluster-name=c1,cluster.x-k8s.io/control-plane"
+    assert st["replicas"] == 1 and st["version"] == "v1.34.4"
+    conds = {c["type"]: c for c in st["conditions"]}
+    assert conds["CertificatesAvailable"]["status"] == "True"
+    assert conds["Initialized"]["status"] == "False"
+    assert conds["ScalingUp"]["status"] == "True"
+
+    # the bootstrap controller renders kubeadm init from the certificates the KCP generated
+    await c_kc.reconcile(ctx, ns, name)
+    bs = await kube.get(SECRET, ns, name)
+    assert bs is not None
+    cloud = cloud_config(bs)
+    ca = certs.keypair_from_secret(await kube.get(SECRET, ns, "c1-ca"))
+    assert ca is not None
+    assert {f["path"]: f["content"] for f in cloud["write_files"]}["/etc/kubernetes/pki/ca.key"] == ca.key.decode()
+
+    # not initialized yet: no second machine, and a stable reconcile writes nothing
+    items = [(KUBEADM_CONTROL_PLANE, "c1-cp"), (MACHINE, name), (SECRET, "c1-ca"), (SECRET, "c1-kubeconfig"),
+             (KUBEADM_CONFIG, name), (DOCKER_MACHINE, name)]
+    before = await rvs(kube, ns, items)
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    assert len(await kube.list(MACHINE, ns)) == 1
+    assert await rvs(kube, ns, items) == before
+
+
+async def test_kcp_even_replicas_and_deletion(ctx: Ctx, kube: Kube, namespace: str) -> None:
+    ns = namespace
+    cluster = await make_cluster(kube, ns, cp_ref=True)
+    await make_kcp(kube, ns, cluster, replicas=2)
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    kcp = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
+    assert kcp is not None
+    warn = next(c for c in kcp["status"]["conditions"] if c["type"] == "ReplicasWarning")
+    assert warn["status"] == "True" and "odd" in warn["message"]
+
+    # a worker machine blocks deletion of the control plane
+    w = await make_machine(kube, ns, "worker", control_plane=False)
+    await kube.delete(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    kcp = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
+    assert kcp is not None
+    d = next(c for c in kcp["status"]["conditions"] if c["type"] == "Deleting")
+    assert d["reason"] == "WaitingForWorkersDeletion"
+    assert all(not m["metadata"].get("deletionTimestamp") for m in await kube.list(MACHINE, ns))
+    await kube.delete(MACHINE, ns, w["metadata"]["name"])
+
+    # then the control-plane machines are deleted, and the finalizer goes once they are gone
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    assert await kube.list(MACHINE, ns) == []  # no finalizers on these test machines: deleted at once
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    assert await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp") is None
