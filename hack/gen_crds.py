@@ -182,14 +182,16 @@ def deprecated() -> S:
 
 
 def object_meta(desc: str = "Labels and annotations applied to generated objects.") -> S:
-    return obj({"labels": str_map(), "annotations": str_map()}, desc=desc)
+    labels = {"type": "object", "additionalProperties": {"type": "string", "maxLength": 63}}  # label value limit
+    return obj({"labels": labels, "annotations": str_map()}, desc=desc)
 
 
 def label_selector(desc: str) -> S:
     # nullable: upstream templates write `matchLabels:` (null); a create drops it, but server-side apply
     # would reject a null for a non-nullable field, so accept null here to keep SSA of such manifests working
     return obj({
-        "matchLabels": {**str_map(), "nullable": True},
+        "matchLabels": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 63},
+                        "maxProperties": 64, "nullable": True},
         "matchExpressions": arr(obj({
             "key": string(),
             "operator": string(enum=["In", "NotIn", "Exists", "DoesNotExist"]),
@@ -465,7 +467,9 @@ def cluster_schema() -> tuple[S, S]:
                                                    "availableReplicas", "upToDateReplicas")},
                          "versions": arr(obj({"version": string(min_len=1, max_len=256),
                                               "replicas": integer(minimum=1)}, ["version"]),
-                                         max_items=32, min_items=1)})
+                                         max_items=32, min_items=1),
+                         "upgradePlan": arr(obj({"version": string(min_len=1, max_len=256)}, ["version"]),
+                                            max_items=32, min_items=1)})
     status = obj({
         "conditions": conditions(),
         "initialization": obj({"infrastructureProvisioned": boolean(), "controlPlaneInitialized": boolean()},
@@ -525,6 +529,15 @@ def _cluster_name_match() -> S:
                 "spec.template.spec.clusterName must match spec.clusterName")
 
 
+def _selector_matches_template() -> S:
+    """matchLabels must be a subset of the template labels (matchExpressions are left to the controller)."""
+    return rule(
+        "!has(self.selector.matchLabels) || "
+        "self.selector.matchLabels.all(k, has(self.template.metadata) && has(self.template.metadata.labels) && "
+        "k in self.template.metadata.labels && self.template.metadata.labels[k] == self.selector.matchLabels[k])",
+        "spec.template.metadata.labels must match spec.selector.matchLabels", fieldPath=".selector")
+
+
 def machine_set_schema() -> tuple[S, S]:
     spec = cel(obj({
         "clusterName": cluster_name(),
@@ -533,7 +546,7 @@ def machine_set_schema() -> tuple[S, S]:
         "template": machine_template(),
         "deletion": obj({"order": string(enum=["Random", "Newest", "Oldest"])}, min_props=1),
         "machineNaming": obj({"template": string(min_len=1, max_len=256)}, min_props=1),
-    }, ["clusterName", "selector", "template"]), _cluster_name_match())
+    }, ["clusterName", "selector", "template"]), _cluster_name_match(), _selector_matches_template())
     return spec, _scaled_status()
 
 
@@ -558,7 +571,7 @@ def machine_deployment_schema() -> tuple[S, S]:
                            min_props=1),
         "deletion": obj({"order": string(enum=["Random", "Newest", "Oldest"])}, min_props=1),
         "machineNaming": obj({"template": string(min_len=1, max_len=256)}, min_props=1),
-    }, ["clusterName", "selector", "template"]), _cluster_name_match())
+    }, ["clusterName", "selector", "template"]), _cluster_name_match(), _selector_matches_template())
     status = _scaled_status({"phase": string(enum=["ScalingUp", "ScalingDown", "Running", "Failed", "Unknown"])})
     return spec, status
 

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Build every image capd-py runs, offline: the node image for one Kubernetes version (with the
+# control-plane images preloaded), the haproxy load-balancer image, and their Debian base.
+# Each image carries a label with the hash of its inputs; an image whose inputs did not change is
+# not rebuilt, so a second run takes seconds.
+#
+# Binaries come from $CAPD_PY_K8S_BIN_DIR when set (a directory of official release binaries:
+# kubelet kubeadm kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy), else
+# from hack/build-k8s.sh's cache.
+set -euo pipefail
+K8S="${1:-v1.34.4}"
+here="$(cd "$(dirname "$0")" && pwd)"
+CACHE="${CAPD_PY_CACHE:-$HOME/.cache/capd-py}"
+step() { echo " • $*" >&2; }
+ok() { echo " ✓ $*" >&2; }
+t0=$(date +%s)
+
+KBIN="${CAPD_PY_K8S_BIN_DIR:-$CACHE/k8s/$K8S/bin}"
+if [[ -z "${CAPD_PY_K8S_BIN_DIR:-}" ]]; then bash "$here/../hack/build-k8s.sh" "$K8S"; fi
+bash "$here/../hack/build-addons.sh" "$K8S"
+ADD="$CACHE/addons/$K8S"
+for b in kubelet kubeadm kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
+  [[ -x "$KBIN/$b" ]] || { echo " ✗ missing $KBIN/$b" >&2; exit 1; }
+done
+BASE=$(bash "$here/base/build.sh")
+
+label_of() { docker image inspect -f '{{ index .Config.Labels "io.x-k8s.capd-py.inputs" }}' "$1" 2>/dev/null || true; }
+# fingerprint files cheaply: size + mtime + path (binaries are rewritten on rebuild, so mtime moves)
+fp() { stat -c '%n %s %Y' "$@" | sha256sum | cut -c1-16; }
+# build_image TAG INPUTS_HASH CONTEXT_DIR [docker build args...]
+build_image() {
+  local tag=$1 inputs=$2 ctx=$3; shift 3
+  if [[ "$(label_of "$tag")" == "$inputs" ]]; then ok "$tag (cached)"; return 0; fi
+  step "building $tag"
+  local log; log=$(mktemp)
+  if ! docker build -q --label "io.x-k8s.capd-py.inputs=$inputs" -t "$tag" "$@" "$ctx" >"$log" 2>&1; then
+    cat "$log" >&2; rm -f "$log"; echo " ✗ building $tag failed" >&2; return 1
+  fi
+  rm -f "$log"
+  ok "$tag"
+}
+
+# --- control-plane component images, tagged as kubeadm will ask for them -------------------------
+mapfile -t WANT < "$ADD/images.txt"
+tag_for() { printf '%s\n' "${WANT[@]}" | grep "/$1:"; }
+comp="$CACHE/node/$K8S/components"; rm -rf "$comp"; mkdir -p "$comp"
+mk_static() {  # name binary...
+  local name=$1; shift
+  local d="$comp/$name"; mkdir -p "$d"
+  { echo "FROM scratch"; echo 'ENV PATH=/usr/local/bin:/usr/bin:/bin'
+    for b in "$@"; do cp -l "$b" "$d/" 2>/dev/null || cp "$b" "$d/"; echo "COPY $(basename "$b") /usr/local/bin/"; done
+  } > "$d/Dockerfile"
+  build_image "$(tag_for "$name")" "$(fp "$@")" "$d"
+}
+mk_static kube-apiserver "$KBIN/kube-apiserver"
+mk_static kube-controller-manager "$KBIN/kube-controller-manager"
+mk_static kube-scheduler "$KBIN/kube-scheduler"
+mk_static etcd "$ADD/etcd" "$ADD/etcdctl"
+d="$comp/kube-proxy"; mkdir -p "$d"; cp "$KBIN/kube-proxy" "$d/kube-proxy.real"; cp "$here/kube-proxy/kube-proxy-wrapper" "$d/kube-proxy"
+printf 'ARG BASE\nFROM ${BASE}\nCOPY kube-proxy kube-proxy.real /usr/local/bin/\nENTRYPOINT ["/usr/local/bin/kube-proxy"]\n' > "$d/Dockerfile"
+build_image "$(tag_for kube-proxy)" "$(fp "$KBIN/kube-proxy" "$here/kube-proxy/kube-proxy-wrapper")-$BASE" "$d" --build-arg "BASE=$BASE"
+d="$comp/coredns"; mkdir -p "$d"; cp "$ADD/coredns" "$d/"
+printf 'FROM scratch\nCOPY coredns /coredns\nEXPOSE 53 53/udp\nENTRYPOINT ["/coredns"]\n' > "$d/Dockerfile"
+build_image "$(tag_for coredns)" "$(fp "$ADD/coredns")" "$d"
+d="$comp/pause"; mkdir -p "$d"; cp "$ADD/pause" "$d/"
+printf 'FROM scratch\nCOPY pause /pause\nENTRYPOINT ["/pause"]\n' > "$d/Dockerfile"
+build_image "$(tag_for pause)" "$(fp "$ADD/pause")" "$d"
+# the default CNI daemon
+NETD="capd-py/netd:$(cat "$here/netd/capd-netd" | sha256sum | cut -c1-12)"
+d="$comp/netd"; mkdir -p "$d"; cp "$KBIN/kubectl" "$here/netd/capd-netd" "$d/"
+printf 'ARG BASE\nFROM ${BASE}\nCOPY kubectl capd-netd /usr/local/bin/\nENTRYPOINT ["/usr/local/bin/capd-netd"]\n' > "$d/Dockerfile"
+build_image "$NETD" "$(fp "$KBIN/kubectl" "$here/netd/capd-netd")-$BASE" "$d" --build-arg "BASE=$BASE"
+
+# --- the node image ------------------------------------------------------------------------------
+PRELOAD=("${WANT[@]}" "$NETD")
+ids=$(for i in "${PRELOAD[@]}"; do docker image inspect -f '{{.Id}}' "$i"; done | sha256sum | cut -c1-16)
+node_inputs="$(fp "$KBIN/kubelet" "$KBIN/kubeadm" "$KBIN/kubectl")-$ids-$(cd "$here/node" && find files -type f -exec sha256sum {} + | sort | sha256sum | cut -c1-16)-$(sha256sum "$here/netd/default-cni.yaml.in" | cut -c1-12)-$BASE"
+NODE="capd-py/node:$K8S"
+if [[ "$(label_of "$NODE")" == "$node_inputs" ]]; then
+  ok "$NODE (cached)"
+else
+  ctx="$CACHE/node/$K8S/ctx"; rm -rf "$ctx"; mkdir -p "$ctx"
+  cp -a "$here/node/files" "$ctx/files"
+  pause_tag=$(tag_for pause); pause_tag=${pause_tag##*:}
+  sed -i "s/@PAUSE_TAG@/$pause_tag/" "$ctx/files/etc/containerd/config.toml"
+  mkdir -p "$ctx/files/kind/images" "$ctx/files/kind/manifests"
+  sed "s#@NETD_IMAGE@#$NETD#" "$here/netd/default-cni.yaml.in" > "$ctx/files/kind/manifests/default-cni.yaml"
+  printf '%s\n' "${PRELOAD[@]}" > "$ctx/files/kind/images/list"
+  step "saving ${#PRELOAD[@]} images for preloading"
+  docker save "${PRELOAD[@]}" -o "$ctx/files/kind/images/images.tar"
+  cp "$KBIN/kubelet" "$KBIN/kubeadm" "$KBIN/kubectl" "$ctx/"
+  cat > "$ctx/Dockerfile" <<DOCKERFILE
+ARG BASE
+FROM \${BASE}
+COPY kubelet kubeadm kubectl /usr/bin/
+COPY files/ /
+RUN systemctl enable containerd.service kubelet.service capd-import-images.service >/dev/null 2>&1 \\
+ && systemctl mask getty.target console-getty.service systemd-firstboot.service systemd-udevd.service \\
+      systemd-modules-load.service sys-kernel-debug.mount sys-kernel-tracing.mount >/dev/null 2>&1 \\
+ && systemctl set-default multi-user.target >/dev/null 2>&1 \\
+ && mkdir -p /etc/cni/net.d /var/lib/kubelet /etc/kubernetes/manifests /opt/cni \\
+ && ln -s /usr/lib/cni /opt/cni/bin \\
+ && echo "$K8S" > /kind/version
+ENV container=docker
+STOPSIGNAL SIGRTMIN+3
+ENTRYPOINT ["/usr/local/bin/capd-entrypoint"]
+DOCKERFILE
+  build_image "$NODE" "$node_inputs" "$ctx" --build-arg "BASE=$BASE"
+  rm -rf "$ctx"
+fi
+
+# --- the load balancer ---------------------------------------------------------------------------
+build_image "capd-py/haproxy:2.6" "$(cd "$here/haproxy" && cat Dockerfile haproxy.cfg | sha256sum | cut -c1-16)-$BASE" \
+  "$here/haproxy" --build-arg "BASE=$BASE"
+ok "images ready in $(( $(date +%s) - t0 ))s"
+docker images --format '   {{.Repository}}:{{.Tag}}\t{{.Size}}' | grep -E 'capd-py/(node|haproxy|base)' >&2

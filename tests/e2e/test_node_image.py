@@ -1,0 +1,115 @@
+"""Issue 2: one real node from the node image: kubeadm init, node Ready, a pod Running.
+
+Uses the docker CLI directly (not capd-py's runtime) so that it checks the image on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+K8S_VERSION = os.environ.get("CAPD_PY_K8S_VERSION", "v1.34.4")
+IMAGE = f"capd-py/node:{K8S_VERSION}"
+PREFLIGHT_IGNORE = "SystemVerification,Swap,FileContent--proc-sys-net-bridge-bridge-nf-call-iptables,NumCPU,Mem"
+
+
+def sh(*args: str, input_: str | None = None, check: bool = True, timeout: float = 300) -> str:
+    p = subprocess.run(args, input=input_, capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return p.stdout
+
+
+def privilege_flags() -> list[str]:
+    mode = os.environ.get("CAPD_PY_PRIVILEGED_MODE") or sh("bash", "hack/privilege-mode.sh").strip()
+    if mode == "privileged":
+        return ["--privileged"]
+    return ["--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--security-opt", "seccomp=unconfined",
+            "--security-opt", "apparmor=unconfined", "--security-opt", "systempaths=unconfined",
+            "--device-cgroup-rule", "a *:* rwm"]
+
+
+def wait_for(fn, timeout: float, what: str, interval: float = 1.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+            if last:
+                return last
+        except AssertionError as e:  # keep the last error for the message
+            last = e
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last}")
+
+
+@pytest.fixture
+def node() -> object:
+    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode != 0:
+        pytest.fail(f"{IMAGE} is missing: run `make images`")
+    name = f"capd-node-test-{uuid.uuid4().hex[:6]}"
+    yield name
+    subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True)
+
+
+def test_single_node_kubeadm_init_ready_and_pod_running(node: str) -> None:
+    t0 = time.monotonic()
+    sh("docker", "run", "-d", "-t", "--name", node, "--hostname", node, *privilege_flags(),
+       "--tmpfs", "/tmp", "--tmpfs", "/run", "-v", "/var", "-v", "/lib/modules:/lib/modules:ro",
+       "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--label", "io.x-k8s.capd-py.test=node-image", IMAGE)
+    wait_for(lambda: "Reached target" in sh("docker", "logs", node) and "Multi-User" in sh("docker", "logs", node),
+             120, "systemd multi-user target")
+    booted = time.monotonic() - t0
+    ip = json.loads(sh("docker", "inspect", node))[0]["NetworkSettings"]["IPAddress"]
+    cfg = f"""apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+nodeRegistration:
+  kubeletExtraArgs:
+  - {{name: node-ip, value: "{ip}"}}
+  taints: []
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+kubernetesVersion: {K8S_VERSION}
+controlPlaneEndpoint: "{ip}:6443"
+networking: {{podSubnet: 10.244.0.0/16, serviceSubnet: 10.96.0.0/12}}
+"""
+    sh("docker", "exec", "-i", node, "sh", "-c", "mkdir -p /run/kubeadm && cat > /run/kubeadm/kubeadm.yaml", input_=cfg)
+    sh("docker", "exec", node, "kubeadm", "init", "--config", "/run/kubeadm/kubeadm.yaml",
+       f"--ignore-preflight-errors={PREFLIGHT_IGNORE}", timeout=400)
+    kubectl = ["docker", "exec", "-i", node, "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]
+    sh(*kubectl, "apply", "-f", "/kind/manifests/default-cni.yaml")
+
+    def node_ready() -> bool:
+        conds = json.loads(sh(*kubectl, "get", "node", node, "-o", "json"))["status"]["conditions"]
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+    wait_for(node_ready, 180, "node Ready")
+    ready = time.monotonic() - t0
+    pod = """apiVersion: v1
+kind: Pod
+metadata: {name: hello}
+spec:
+  containers:
+  - name: pause
+    image: registry.k8s.io/pause:3.10.1
+    imagePullPolicy: Never
+"""
+    sh(*kubectl, "apply", "-f", "-", input_=pod)
+
+    def pod_running() -> bool:
+        p = json.loads(sh(*kubectl, "get", "pod", "hello", "-o", "json"))
+        return p["status"].get("phase") == "Running" and bool(p["status"].get("podIP"))
+
+    wait_for(pod_running, 120, "pod Running")
+    # CoreDNS runs on the pod network: it proves CNI + kube-proxy (service VIP to the API) work too.
+    wait_for(lambda: "Running" in sh(*kubectl, "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns",
+                                     "-o", "jsonpath={.items[*].status.phase}"), 120, "CoreDNS Running")
+    print(f"\nnode image {IMAGE}: systemd up {booted:.1f}s, node Ready {ready:.1f}s after docker run")
