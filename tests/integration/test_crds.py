@@ -263,6 +263,12 @@ BAD: list[Bad] = [
         "one of spec.controlPlaneRef, spec.infrastructureRef or spec.topology must be set"),
     Bad("md-template-clusterName-mismatch", "MachineDeployment",
         lambda o: setp(o, "spec.template.spec.clusterName", "other"), "must match spec.clusterName"),
+    Bad("ms-selector-not-matching-template", "MachineSet",
+        lambda o: setp(o, "spec.template.metadata.labels", {"cluster.x-k8s.io/set-name": "other"}),
+        "spec.template.metadata.labels must match spec.selector.matchLabels"),
+    Bad("md-selector-without-template-labels", "MachineDeployment",
+        lambda o: setp(o, "spec.selector", {"matchLabels": {"app": "x"}}),
+        "spec.selector: Invalid value: \"object\": spec.template.metadata.labels must match"),
     # MachineHealthCheck thresholds
     Bad("mhc-max-unhealthy-no-percent", "MachineHealthCheck",
         lambda o: setp(o, "spec.remediation.triggerIf.unhealthyLessThanOrEqualTo", "40"),
