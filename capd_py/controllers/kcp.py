@@ -411,32 +411,47 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
             st.set(rk.SCALING_UP, True, "ScalingUp", f"Cannot create a Machine: {problem}")
             await events.record(kube, kcp, "MachineCreationFailed", problem)
             return Result(requeue_after=30.0)
-        await _restatus(ctx, kcp, cluster, st, initialized, w)
-        st.set(rk.SCALING_UP, True, "ScalingUp", action.message)
+        _progress(kcp, st, rk.next_action(kcp, cluster, await _restatus(ctx, kcp, cluster, st, initialized, w),
+                                           initialized), await _live_count(ctx, kcp, cluster))
         return poll
     if action.kind == "scale-down":
         res = await _scale_down(ctx, kcp, cluster, views, action, w, st)
         if res is None:
-            await _restatus(ctx, kcp, cluster, st, initialized, w)
-            st.set(rk.SCALING_DOWN, True, "ScalingDown", f"{action.message}: deleting Machine {action.machine}")
+            views2 = await _restatus(ctx, kcp, cluster, st, initialized, w)
+            _progress(kcp, st, rk.next_action(kcp, cluster, views2, initialized), len(views2))
             res = poll
         return res
     if action.kind == "wait":
-        live = [v for v in views if not v.deleting]
-        if len(live) > rk.replicas(kcp):
-            st.set(rk.SCALING_DOWN, True, "ScalingDown", action.message)
-        elif len(live) < rk.replicas(kcp) or (action.rollout and not all(v.up_to_date for v in views)):
-            st.set(rk.SCALING_UP, True, "ScalingUp", action.message)
+        _progress(kcp, st, action, len(views))
         return poll
     # steady: keep health fresh without writing anything when nothing changes
     return Result(requeue_after=max(ctx.settings.poll_seconds, 30.0)) if views else None
 
 
 async def _restatus(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st: _Conds, initialized: bool,
-                    w: _Workload) -> None:
-    """Recompute the status after a step so it reflects the Machine just created / deleted."""
+                    w: _Workload) -> list[rk.MachineView]:
+    """Recompute the status after a step so it reflects the Machine just created / deleted (and equals
+    what the next pass will compute, so that pass writes nothing)."""
     machines = await _owned_machines(ctx.kube, kcp, cluster["metadata"]["name"])
-    _status(kcp, st, await _views(ctx.kube, kcp, machines, w), machines, initialized, w)
+    views = await _views(ctx.kube, kcp, machines, w)
+    _status(kcp, st, views, machines, initialized, w)
+    return views
+
+
+async def _live_count(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any]) -> int:
+    return len(await _owned_machines(ctx.kube, kcp, cluster["metadata"]["name"]))
+
+
+def _progress(kcp: dict[str, Any], st: _Conds, action: rk.Action, machines: int) -> None:
+    """Add what a scaling / rollout step waits for to ScalingUp / ScalingDown."""
+    if action.kind != "wait":
+        return
+    want = rk.replicas(kcp)
+    if machines > want or action.reason == "WaitingForMachineDeletion":
+        st.set(rk.SCALING_DOWN, True, "ScalingDown", f"Scaling down from {machines} to {want} replicas; "
+                                                     f"{action.message}")
+    elif machines < want or action.rollout:
+        st.set(rk.SCALING_UP, True, "ScalingUp", f"Scaling up from {machines} to {want} replicas; {action.message}")
 
 
 async def _scale_down(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], views: list[rk.MachineView],
