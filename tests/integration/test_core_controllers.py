@@ -5,6 +5,7 @@ one the controllers made."""
 
 from __future__ import annotations
 
+import base64
 import copy
 from typing import Any
 
@@ -21,7 +22,11 @@ from capd_py.api.gvk import (
     KUBEADM_CONTROL_PLANE,
     MACHINE,
     MACHINE_DEPLOYMENT,
+    MACHINE_HEALTH_CHECK,
     MACHINE_SET,
+    NODE,
+    POD,
+    SECRET,
 )
 from capd_py.api.labels import (
     CLONED_FROM_GROUP_KIND,
@@ -36,6 +41,7 @@ from capd_py.api.labels import (
 from capd_py.controllers import cluster as c_cluster
 from capd_py.controllers import machine as c_machine
 from capd_py.controllers import machinedeployment as c_md
+from capd_py.controllers import machinehealthcheck as c_mhc
 from capd_py.controllers import machineset as c_ms
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.kube.client import Kube
@@ -495,3 +501,159 @@ async def test_cluster_missing_refs_and_repair(kube: Kube, namespace: str, ctx: 
     dc = await kube.get(DOCKER_CLUSTER, ns, "c1")
     assert c is not None and FINALIZER_CLUSTER in c["metadata"]["finalizers"]
     assert dc is not None and dc["metadata"]["ownerReferences"][0]["uid"] == c["metadata"]["uid"]
+
+
+# --- Machine + workload cluster (the envtest API server doubles as the workload cluster) -------------
+
+async def workload_secret(kube: Kube, envtest: Any, ns: str) -> None:
+    await kube.create(SECRET, {"apiVersion": "v1", "kind": "Secret", "metadata": _meta("c1-kubeconfig", ns,
+                                                                                       labels={CLUSTER_NAME: "c1"}),
+                               "data": {"value": base64.b64encode(envtest.kubeconfig.encode()).decode()}})
+
+
+async def make_node(kube: Kube, name: str, provider_id: str, ready: str = "True",
+                    since: str = "2026-01-01T00:00:00Z") -> Obj:
+    node = await kube.create(NODE, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                                    "spec": {"providerID": provider_id}})
+    st = {"conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady", "message": "",
+                          "lastHeartbeatTime": since, "lastTransitionTime": since}],
+          "nodeInfo": {"machineID": "m", "systemUUID": "s", "bootID": "b", "kernelVersion": "6", "osImage": "x",
+                       "containerRuntimeVersion": "containerd://2", "kubeletVersion": "v1.34.4",
+                       "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"}}
+    out = await kube.update_status(NODE, node, st)
+    assert out is not None
+    return out
+
+
+async def provision_machine(kube: Kube, ctx: Ctx, ns: str, name: str, provider_id: str) -> None:
+    await c_machine.reconcile(ctx, ns, name)
+    kc = await kube.get(KUBEADM_CONFIG, ns, name)
+    assert kc is not None
+    await kube.update_status(KUBEADM_CONFIG, kc, {"initialization": {"dataSecretCreated": True},
+                                                  "dataSecretName": f"{name}-bootstrap"})
+    dm = await kube.merge_patch(DOCKER_MACHINE, ns, name, {"spec": {"providerID": provider_id}})
+    await kube.update_status(DOCKER_MACHINE, dm, {"initialization": {"provisioned": True}})
+    await c_machine.reconcile(ctx, ns, name)
+
+
+def pod(ns: str, name: str, node: str, **meta: Any) -> Obj:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": _meta(name, ns, **meta),
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "pause"}]}}
+
+
+async def test_machine_node_ref_drain_and_node_deletion(kube: Kube, envtest: Any, namespace: str, ctx: Ctx) -> None:
+    ns = namespace
+    await setup_cluster(kube, ns)
+    await workload_secret(kube, envtest, ns)
+    await kube.create(MACHINE_SET, machineset_obj(ns, 1))
+    await c_ms.reconcile(ctx, ns, "ms1")
+    (m,) = await machines(kube, ns)
+    name = m["metadata"]["name"]
+    node_name, pid = f"{ns}-node", f"docker:////{ns}-node"
+    await make_node(kube, node_name, pid)
+    await provision_machine(kube, ctx, ns, name, pid)
+
+    m = await kube.get(MACHINE, ns, name)
+    assert m is not None
+    assert m["status"]["nodeRef"] == {"name": node_name}
+    assert m["status"]["nodeInfo"]["kubeletVersion"] == "v1.34.4"
+    assert m["status"]["phase"] == "Running"
+    conds = {x["type"]: x for x in m["status"]["conditions"]}
+    for t in ("NodeReady", "NodeHealthy", "Ready", "Available", "BootstrapConfigReady", "InfrastructureReady"):
+        assert conds[t]["status"] == "True", (t, conds[t])
+    before = rv(m)
+    await c_machine.reconcile(ctx, ns, name)
+    await c_machine.reconcile(ctx, ns, name)
+    assert rv(await kube.get(MACHINE, ns, name)) == before
+
+    # pods on the node: one to evict, a DaemonSet pod and a mirror pod that drain leaves alone
+    await kube.create(POD, pod(ns, "web", node_name))
+    await kube.create(POD, pod(ns, "ds", node_name, ownerReferences=[
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "0d5e0d5e-0000-4000-8000-000000000001",
+         "controller": True}]))
+    await kube.create(POD, pod(ns, "static", node_name, annotations={"kubernetes.io/config.mirror": "hash"}))
+
+    await kube.delete(MACHINE, ns, name)
+    await c_machine.reconcile(ctx, ns, name)
+    node = await kube.get(NODE, None, node_name)
+    assert node is not None and node["spec"].get("unschedulable") is True
+    web = await kube.get(POD, ns, "web")
+    assert web is not None and web["metadata"].get("deletionTimestamp")  # evicted; no kubelet to finish it
+    for p in ("ds", "static"):
+        got = await kube.get(POD, ns, p)
+        assert got is not None and not got["metadata"].get("deletionTimestamp")
+    m = await kube.get(MACHINE, ns, name)
+    assert m is not None
+    assert {x["type"]: x for x in m["status"]["conditions"]}["Deleting"]["reason"] == "DrainingNode"
+    assert m["status"]["deletion"]["nodeDrainStartTime"]
+    assert await kube.get(DOCKER_MACHINE, ns, name) is not None  # infra waits for the drain
+
+    # the "kubelet" finishes the eviction
+    await kube.acall("DELETE", POD.path(ns, "web"), body={"gracePeriodSeconds": 0})
+    await c_machine.reconcile(ctx, ns, name)
+    assert await kube.get(DOCKER_MACHINE, ns, name) is None
+    assert await kube.get(KUBEADM_CONFIG, ns, name) is None
+    assert await kube.get(NODE, None, node_name) is not None  # node deletion comes after the providers
+    await c_machine.reconcile(ctx, ns, name)
+    assert await kube.get(NODE, None, node_name) is None
+    await c_machine.reconcile(ctx, ns, name)
+    assert await kube.get(MACHINE, ns, name) is None
+
+
+async def test_machinehealthcheck_remediates_through_machineset(kube: Kube, envtest: Any, namespace: str,
+                                                                ctx: Ctx) -> None:
+    ns = namespace
+    c = await setup_cluster(kube, ns)
+    await workload_secret(kube, envtest, ns)
+    c = await kube.get(CLUSTER, ns, "c1")
+    assert c is not None
+    await kube.update_status(CLUSTER, c, {"conditions": [
+        {"type": t, "status": "True", "reason": r, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+        for t, r in (("InfrastructureReady", "Ready"), ("ControlPlaneInitialized", "Initialized"))]})
+    await kube.create(MACHINE_SET, machineset_obj(ns, 2))
+    await c_ms.reconcile(ctx, ns, "ms1")
+    ms_list = await machines(kube, ns)
+    for i, m in enumerate(ms_list):
+        pid = f"docker:////{ns}-n{i}"
+        await make_node(kube, f"{ns}-n{i}", pid, ready="True" if i == 0 else "False")
+        await provision_machine(kube, ctx, ns, m["metadata"]["name"], pid)
+    sick = ms_list[1]["metadata"]["name"]
+
+    await kube.create(MACHINE_HEALTH_CHECK, {
+        "apiVersion": MACHINE_HEALTH_CHECK.api_version, "kind": "MachineHealthCheck", "metadata": _meta("mhc", ns),
+        "spec": {"clusterName": "c1", "selector": {"matchLabels": {"pool": "a"}},
+                 "checks": {"nodeStartupTimeoutSeconds": 600,
+                            "unhealthyNodeConditions": [{"type": "Ready", "status": "False", "timeoutSeconds": 10}]},
+                 "remediation": {"triggerIf": {"unhealthyLessThanOrEqualTo": 1}}}})
+    res = await c_mhc.reconcile(ctx, ns, "mhc")
+    assert res is not None and res.requeue_after
+    mhc = await kube.get(MACHINE_HEALTH_CHECK, ns, "mhc")
+    assert mhc is not None
+    assert (mhc["status"]["expectedMachines"], mhc["status"]["currentHealthy"],
+            mhc["status"]["remediationsAllowed"]) == (2, 1, 0)
+    assert {x["type"]: x for x in mhc["status"]["conditions"]}["RemediationAllowed"]["status"] == "True"
+    bad = await kube.get(MACHINE, ns, sick)
+    assert bad is not None
+    bc = {x["type"]: x for x in bad["status"]["conditions"]}
+    assert bc["HealthCheckSucceeded"]["status"] == "False" and bc["HealthCheckSucceeded"]["reason"] == "UnhealthyNode"
+    assert bc["OwnerRemediated"]["status"] == "False"
+    good = await kube.get(MACHINE, ns, ms_list[0]["metadata"]["name"])
+    assert good is not None
+    assert {x["type"]: x for x in good["status"]["conditions"]}["HealthCheckSucceeded"]["status"] == "True"
+
+    # the Machine controller keeps the MHC's conditions
+    await c_machine.reconcile(ctx, ns, sick)
+    bad = await kube.get(MACHINE, ns, sick)
+    assert bad is not None and "OwnerRemediated" in {x["type"] for x in bad["status"]["conditions"]}
+
+    # stable MHC: no writes
+    before = rv(await kube.get(MACHINE_HEALTH_CHECK, ns, "mhc"))
+    await c_mhc.reconcile(ctx, ns, "mhc")
+    assert rv(await kube.get(MACHINE_HEALTH_CHECK, ns, "mhc")) == before
+
+    # the MachineSet remediates: deletes the sick Machine and creates a replacement
+    await c_ms.reconcile(ctx, ns, "ms1")
+    bad = await kube.get(MACHINE, ns, sick)
+    assert bad is not None and bad["metadata"].get("deletionTimestamp")
+    live = await machines(kube, ns)
+    assert len(live) == 2 and sick not in {m["metadata"]["name"] for m in live}
