@@ -386,3 +386,37 @@ async def test_delete_while_provisioning_leaves_nothing(ctx: Ctx, namespace: str
     await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"], lambda o: o is None,
                 timeout=60)
     assert _leftovers(runtime, namespace) == ([], [], [])
+
+
+async def test_fake_runtime_drives_the_controllers(kube: Kube, namespace: str) -> None:
+    """The FakeRuntime (for benchmarks of the core controllers) provisions like the real one."""
+    from capd_py.runtime.fake import FakeRuntime
+
+    fake = FakeRuntime()
+    ctx = Ctx(kube=kube, runtime=fake, settings=Settings(privileged_mode="restricted", poll_seconds=0.1),
+              workload=WorkloadClients(kube))
+    cluster, dc = await provisioned_cluster(ctx, namespace)
+    machine, dm = await make_machine(kube, namespace, cluster, cp=True, data=ok_config())
+    dm2 = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm["metadata"]["name"], provisioned, timeout=30)
+    cname = cname_of(cluster, machine)
+    assert dm2 is not None and dm2["spec"]["providerID"] == f"docker:////{cname}"
+    await dcc.reconcile(ctx, namespace, dc["metadata"]["name"])
+    lb = f"{cluster['metadata']['name']}-lb"
+    assert f"server {cname} ".encode() in (fake.files(lb)[haproxy.CONFIG_PATH])
+    assert fake.signals(lb)  # reloaded
+
+    fake.fail_bootstrap_on.append("argv-form-ok")
+    m2, dm3 = await make_machine(kube, namespace, cluster, cp=False, data=ok_config())
+    dm4 = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm3["metadata"]["name"],
+                      lambda o: (cond.get(o or {}, "BootstrapExecSucceeded") or {}).get("reason") == "BootstrapFailed",
+                      timeout=30)
+    assert dm4 is not None and not provisioned(dm4)
+
+    for m, d in ((machine, dm), (m2, dm3)):
+        await kube.delete(DOCKER_MACHINE, namespace, d["metadata"]["name"])
+        await kube.delete(MACHINE, namespace, m["metadata"]["name"])
+        await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, d["metadata"]["name"], lambda o: o is None)
+    await kube.delete(DOCKER_CLUSTER, namespace, dc["metadata"]["name"])
+    await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"], lambda o: o is None)
+    assert fake.containers == {} and fake.networks == {} and fake.volumes == {}
+    assert len(fake.created) == 3  # LB + two nodes, never duplicated
