@@ -252,7 +252,8 @@ async def test_dockermachine_bootstrap_success_lb_and_delete(ctx: Ctx, namespace
     assert info.labels["io.x-k8s.capd-py.role"] == "control-plane"
     assert dm["spec"]["providerID"] == f"docker:////{cname}"
     addrs = {a["type"]: a["address"] for a in dm["status"]["addresses"]}
-    assert addrs["Hostname"] == cname and addrs["InternalIP"] == info.ipv4[dcr.network_name(namespace, cluster["metadata"]["name"])]
+    ip = info.ipv4[dcr.network_name(namespace, cluster["metadata"]["name"])]
+    assert addrs["Hostname"] == cname and addrs["InternalIP"] == ip
     assert cond.is_true(dm, "BootstrapExecSucceeded") and cond.is_true(dm, "Ready")
     assert FINALIZER_DOCKER_MACHINE in dm["metadata"]["finalizers"]
 
@@ -267,7 +268,7 @@ async def test_dockermachine_bootstrap_success_lb_and_delete(ctx: Ctx, namespace
     # the LB gets this control-plane node as a backend
     await dcc.reconcile(ctx, namespace, dc["metadata"]["name"])
     cfg = (runtime.read_file(f"{cluster['metadata']['name']}-lb", haproxy.CONFIG_PATH) or b"").decode()
-    assert f"server {cname} {info.ipv4[dcr.network_name(namespace, cluster['metadata']['name'])]}:6443 weight 100" in cfg
+    assert f"server {cname} {ip}:6443 weight 100" in cfg
 
     # reconciling again neither re-runs bootstrap nor writes
     rv = dm["metadata"]["resourceVersion"]
