@@ -465,8 +465,9 @@ _BY_CLUSTER: dict[tuple[str, str], set[str]] = {}
 
 
 def _remember(namespace: str, cluster: str | None, name: str, present: bool) -> None:
-    for names in _BY_CLUSTER.values():
-        names.discard(name) if not present else None
+    for (ns, c), names in _BY_CLUSTER.items():
+        if ns == namespace and (not present or c != cluster):
+            names.discard(name)
     if present and cluster:
         _BY_CLUSTER.setdefault((namespace, cluster), set()).add(name)
 

@@ -262,9 +262,11 @@ def next_action(kcp: dict[str, Any], cluster: dict[str, Any], machines: list[Mac
     surge = max_surge(kcp)
 
     def gate(kind: str, **kw: Any) -> Action:
-        if unhealthy:
+        # the machine being removed is allowed to be unhealthy (e.g. its etcd member is already gone)
+        blocking = [n for n in unhealthy if n != kw.get("machine")]
+        if blocking:
             return Action("wait", "WaitingForMachinesHealthy",
-                          f"Waiting for Machine {', '.join(unhealthy)} to be healthy (node Ready, static pods "
+                          f"Waiting for Machine {', '.join(blocking)} to be healthy (node Ready, static pods "
                           f"running) before {'scaling up' if kind == 'scale-up' else 'scaling down'}",
                           rollout=kw.get("rollout", False))
         return Action(kind, **kw)
