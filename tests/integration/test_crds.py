@@ -400,6 +400,8 @@ ALLOWED: list[Change] = [
     Change("dockermachine-bootstrapped", "DockerMachine", {"spec": {"bootstrapped": True}}, ""),
     Change("kcp-version-upgrade", "KubeadmControlPlane", {"spec": {"version": "v1.35.1"}}, ""),
     Change("kcp-scale-to-three", "KubeadmControlPlane", {"spec": {"replicas": 3}}, "", subresource="scale"),
+    # even counts with stacked etcd are accepted; the KCP controller reports them (see docs "Validation")
+    Change("kcp-even-replicas", "KubeadmControlPlane", {"spec": {"replicas": 2}}, ""),
     Change("kcp-infrastructureRef-name", "KubeadmControlPlane",
            {"spec": {"machineTemplate": {"spec": {"infrastructureRef": {"name": "cp-v2"}}}}}, ""),
     Change("md-template-infrastructureRef-name", "MachineDeployment",
