@@ -111,7 +111,15 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         await kube.update_status(MACHINE_SET, ms, rms.compute_status(ms, owned))
         return Result(requeue_after=ctx.settings.poll_seconds)
 
+    # in-place propagation of template labels/annotations to existing Machines (additive)
+    want_labels = rms.machine_labels(ms)
+    want_ann = contract.dig(ms, "spec", "template", "metadata", "annotations", default={}) or {}
+    owned = [m if coreutil.is_deleting(m) else
+             await ensure_metadata(kube, MACHINE, m, labels=want_labels, annotations=want_ann) for m in owned]
+
     p = rms.plan(ms, owned)
+    if coreutil.is_deleting(cluster):
+        p.create = 0  # the Cluster is going away: do not replace Machines
     requeue: float | None = None
     for m in p.remediate:
         ctx.log.info("machineset %s/%s: remediating unhealthy machine %s", namespace, name, m["metadata"]["name"])
@@ -130,10 +138,12 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         owned = rms.machines_of(ms, await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cn}))
     st = rms.compute_status(ms, owned, p)
     if error_msg:
-        st["conditions"] = cond.set_condition(st["conditions"], rms.SCALING_UP, True, "ScalingUp",
-                                              f"Cannot create Machines: {error_msg}",
+        msg = f"Cannot create Machines: {error_msg}"
+        prev = cond.get(ms, rms.SCALING_UP) or {}
+        st["conditions"] = cond.set_condition(st["conditions"], rms.SCALING_UP, True, "ScalingUp", msg,
                                               observed_generation=ms["metadata"].get("generation"))
-        await events.record(kube, ms, "FailedCreate", error_msg)
+        if prev.get("message") != msg:  # one Event per distinct failure, not one per retry
+            await events.record(kube, ms, "FailedCreate", error_msg)
     await kube.update_status(MACHINE_SET, ms, st)
     return Result(requeue_after=requeue) if requeue else None
 

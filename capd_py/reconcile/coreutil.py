@@ -143,11 +143,11 @@ def metadata_patch(obj: dict[str, Any], *, finalizer: str | None = None, owner: 
             refs = [r for r in refs if not (r.get("kind") == owner.get("kind") and r.get("name") == owner.get("name"))]
             patch["ownerReferences"] = [*refs, owner]
     cur_labels = md.get("labels") or {}
-    add_l = {k: v for k, v in (labels or {}).items() if cur_labels.get(k) != v}
+    add_l = {k: v for k, v in (labels or {}).items() if v is not None and cur_labels.get(k) != v}
     if add_l:
         patch["labels"] = add_l
     cur_ann = md.get("annotations") or {}
-    add_a = {k: v for k, v in (annotations or {}).items() if cur_ann.get(k) != v}
+    add_a = {k: v for k, v in (annotations or {}).items() if v is not None and cur_ann.get(k) != v}
     if add_a:
         patch["annotations"] = add_a
     if not patch:
