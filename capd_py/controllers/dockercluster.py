@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, GVK, INFRA_GROUP, MACHINE
 from capd_py.api.labels import (
@@ -88,6 +89,14 @@ async def write_status(kube: Kube, gvk: GVK, obj: dict[str, Any], status: dict[s
             return obj
         raise
     return new or obj
+
+
+async def mark_paused(kube: Kube, gvk: GVK, obj: dict[str, Any]) -> None:
+    """Paused: touch nothing but the Paused condition."""
+    st = dict(obj.get("status") or {})
+    st["conditions"] = cond.set_condition(st.get("conditions"), cond.PAUSED, True, "Paused",
+                                          observed_generation=(obj.get("metadata") or {}).get("generation"))
+    await write_status(kube, gvk, obj, st)
 
 
 async def create_container(ctx: Ctx, spec: ContainerSpec) -> ContainerInfo:
@@ -200,6 +209,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         log.debug("%s/%s: waiting for Cluster %s", namespace, name, cluster_name)
         return Result(requeue_after=ctx.settings.poll_seconds)
     if is_paused(dc, cluster):
+        await mark_paused(ctx.kube, DOCKER_CLUSTER, dc)
         return None
     dc = await ensure_finalizer(ctx.kube, DOCKER_CLUSTER, dc, FINALIZER_DOCKER_CLUSTER)
 

@@ -25,6 +25,7 @@ from capd_py.controllers.dockercluster import (
     ensure_finalizer,
     is_deleting,
     is_paused,
+    mark_paused,
     remove_finalizer,
     rt,
     settle,
@@ -90,6 +91,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if cluster is None:
         return Result(requeue_after=ctx.settings.poll_seconds)
     if is_paused(dm, cluster):
+        await mark_paused(ctx.kube, DOCKER_MACHINE, dm)
         return None
     dm = await ensure_finalizer(ctx.kube, DOCKER_MACHINE, dm, FINALIZER_DOCKER_MACHINE)
 
@@ -175,6 +177,12 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         msg = (f"bootstrap step {state.failed_step} failed with exit code {state.exit_code} "
                f"({state.step.split(' ', 1)[-1] if state.step else 'unknown step'}); full log in the container at "
                f"{cloudinit.BOOTSTRAP_LOG}; last lines:\n{dmr.last_lines(state.tail)}")
+        await _fail(ctx, dm, obs(Phase.BOOTSTRAP_FAILED, msg, info), "BootstrapFailed")
+        return None
+    if state.phase == "died":
+        msg = (f"the bootstrap script stopped without reporting a result (killed?) during step "
+               f"{state.step or 'unknown'}; full log in the container at {cloudinit.BOOTSTRAP_LOG}; last lines:\n"
+               f"{dmr.last_lines(state.tail)}")
         await _fail(ctx, dm, obs(Phase.BOOTSTRAP_FAILED, msg, info), "BootstrapFailed")
         return None
     timeout = dmr.bootstrap_timeout(dm)

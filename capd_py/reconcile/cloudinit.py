@@ -32,6 +32,7 @@ LOCK_DIR = f"{WORK_DIR}.lock"
 RC_FILE = f"{WORK_DIR}.rc"          # "<step> <exit code>" of the failed step
 STEP_FILE = f"{WORK_DIR}.step"      # "<step>/<total> <description>" being run
 STARTED_FILE = f"{WORK_DIR}.started"  # epoch seconds (container clock) when the script started
+PID_FILE = f"{WORK_DIR}.pid"
 # The first line after the shebang tells tools (and the fake runtime) where the outcome is recorded.
 SCRIPT_HEADER = (f"# capd-py-bootstrap done={BOOTSTRAP_SENTINEL} rc={RC_FILE} log={BOOTSTRAP_LOG} "
                  f"lock={LOCK_DIR}")
@@ -245,15 +246,22 @@ def launch_command() -> list[str]:
     """Start the script detached unless it was ever started (atomic mkdir lock); prints the outcome."""
     sh = (f"mkdir -p {shlex.quote(WORK_DIR.rsplit('/', 1)[0])} && "
           f"if mkdir {LOCK_DIR} 2>/dev/null; then date +%s > {STARTED_FILE}; "
-          f"setsid sh {SCRIPT_PATH} </dev/null >/dev/null 2>&1 & echo launched; else echo already; fi")
+          f"setsid sh {SCRIPT_PATH} </dev/null >/dev/null 2>&1 & echo $! > {PID_FILE}; echo launched; "
+          f"else echo already; fi")
     return ["sh", "-c", sh, LAUNCH_TAG]
 
 
 def probe_command(tail: int = 20) -> list[str]:
     """Report the bootstrap state: first line a status word, then the last log lines."""
-    sh = (f"if [ -f {BOOTSTRAP_SENTINEL} ]; then echo done; "
-          f"elif [ -f {RC_FILE} ]; then echo \"failed $(cat {RC_FILE})\"; "
-          f"elif [ -d {LOCK_DIR} ]; then echo \"running $(cat {STARTED_FILE} 2>/dev/null || echo 0) $(date +%s)\"; "
+    done = (f"if [ -f {BOOTSTRAP_SENTINEL} ]; then echo done; "
+            f"elif [ -f {RC_FILE} ]; then echo \"failed $(cat {RC_FILE})\"; ")
+    # a started script whose process is gone without reporting (killed, OOM) "died"; outcome files are
+    # looked at again after the liveness check so a script finishing in between is not misread
+    sh = (f"{done}"
+          f"elif [ -d {LOCK_DIR} ]; then "
+          f"if [ -f {PID_FILE} ] && ! kill -0 \"$(cat {PID_FILE})\" 2>/dev/null; then "
+          f"{done}else echo died; fi; "
+          f"else echo \"running $(cat {STARTED_FILE} 2>/dev/null || echo 0) $(date +%s)\"; fi; "
           f"else echo none; fi; "
           f"echo \"step $(cat {STEP_FILE} 2>/dev/null)\"; echo ---; "
           f"tail -n {int(tail)} {BOOTSTRAP_LOG} 2>/dev/null; true")
@@ -262,7 +270,7 @@ def probe_command(tail: int = 20) -> list[str]:
 
 @dataclass(frozen=True)
 class BootstrapState:
-    phase: str                 # none | running | done | failed | unknown
+    phase: str                 # none | running | done | failed | died | unknown
     step: str = ""             # "<i>/<n> <description>" last started
     failed_step: int = 0
     exit_code: int = 0
@@ -298,6 +306,8 @@ def parse_probe(output: str) -> BootstrapState:
         return BootstrapState("running", step, elapsed=elapsed, tail=tail)
     if word == "none":
         return BootstrapState("none", step, tail=tail)
+    if word == "died":
+        return BootstrapState("died", step, tail=tail)
     return BootstrapState("unknown", step, tail=tail)
 
 

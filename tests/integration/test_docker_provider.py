@@ -421,3 +421,49 @@ async def test_fake_runtime_drives_the_controllers(kube: Kube, namespace: str) -
     await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"], lambda o: o is None)
     assert fake.containers == {} and fake.networks == {} and fake.volumes == {}
     assert len(fake.created) == 3  # LB + two nodes, never duplicated
+
+
+async def test_workload_node_gets_provider_id_and_paused_is_honoured(envtest: Any, kube: Kube,
+                                                                     namespace: str) -> None:
+    """The envtest API server doubles as the workload cluster: its kubeconfig goes in <cluster>-kubeconfig."""
+    from capd_py.api.gvk import NODE
+    from capd_py.api.labels import PAUSED_ANNOTATION
+    from capd_py.runtime.fake import FakeRuntime
+
+    fake = FakeRuntime()
+    ctx = Ctx(kube=kube, runtime=fake, settings=Settings(privileged_mode="restricted", poll_seconds=0.1),
+              workload=WorkloadClients(kube))
+    cluster, _ = await provisioned_cluster(ctx, namespace)
+    cl = cluster["metadata"]["name"]
+    machine, dm = await make_machine(kube, namespace, cluster, cp=False, data=ok_config())
+    name = dm["metadata"]["name"]
+
+    # paused: nothing but the Paused condition
+    await kube.merge_patch(DOCKER_MACHINE, namespace, name, {"metadata": {"annotations": {PAUSED_ANNOTATION: ""}}})
+    await dmc.reconcile(ctx, namespace, name)
+    got = await kube.get(DOCKER_MACHINE, namespace, name)
+    assert got is not None and cond.is_true(got, "Paused") and fake.get_container(cname_of(cluster, machine)) is None
+    await kube.merge_patch(DOCKER_MACHINE, namespace, name, {"metadata": {"annotations": {PAUSED_ANNOTATION: None}}})
+
+    await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, provisioned, timeout=30)
+    await kube.create(SECRET, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{cl}-kubeconfig",
+                                                                                   "namespace": namespace},
+                               "data": {"value": base64.b64encode(envtest.kubeconfig.encode()).decode()}})
+    node_name = cname_of(cluster, machine)
+    await kube.create(NODE, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name}})
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while True:
+            res = await dmc.reconcile(ctx, namespace, name)
+            node = await kube.get(NODE, None, node_name)
+            if contract.provider_id(node) == f"docker:////{node_name}":
+                break
+            assert loop.time() < deadline, "node providerID not set"
+            await asyncio.sleep(res.requeue_after if res and res.requeue_after else 0.2)
+        assert res is None  # done: no more polling
+        got = await kube.get(DOCKER_MACHINE, namespace, name)
+        assert got is not None and not cond.is_true(got, "Paused")
+    finally:
+        await kube.delete(NODE, None, node_name)
+        ctx.workload.forget(namespace, cl)

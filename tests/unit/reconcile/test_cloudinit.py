@@ -136,6 +136,7 @@ def test_launch_is_guarded_by_lock() -> None:
 @pytest.mark.parametrize("out,phase", [
     ("done\nstep 3/3 x\n---\nlog\n", "done"),
     ("none\nstep \n---\n", "none"),
+    ("died\nstep 1/2 x\n---\n", "died"),
     ("", "unknown"),
 ])
 def test_parse_probe_simple(out: str, phase: str) -> None:
