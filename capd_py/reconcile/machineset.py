@@ -133,18 +133,19 @@ def needs_remediation(m: dict[str, Any]) -> bool:
 
 
 def plan(ms: dict[str, Any], owned: list[dict[str, Any]], now: _dt.datetime | None = None) -> Plan:
-    """Remediate Machines the MHC marked (OwnerRemediated=False) by deleting them; otherwise create
-    or delete to reach spec.replicas. Deleting Machines are not counted as active."""
+    """Remediate Machines the MHC marked (OwnerRemediated=False) by deleting them; create or delete
+    to reach spec.replicas. As upstream, Machines being deleted still count (a replacement is created
+    once the old Machine is gone), and they are the first picked when scaling down."""
     p = Plan()
     p.remediate = [m for m in owned if needs_remediation(m)]
-    rem = {m["metadata"]["name"] for m in p.remediate}
-    active = [m for m in owned if not coreutil.is_deleting(m) and m["metadata"]["name"] not in rem]
     want = coreutil.replicas_of(ms)
-    if len(active) < want:
-        p.create = want - len(active)
-    elif len(active) > want:
+    if len(owned) < want:
+        p.create = want - len(owned)
+    elif len(owned) > want:
         order = contract.dig(ms, "spec", "deletion", "order")
-        p.delete = machines_to_delete(active, len(active) - want, order, now)
+        rem = {m["metadata"]["name"] for m in p.remediate}
+        picked = machines_to_delete(owned, len(owned) - want, order, now)
+        p.delete = [m for m in picked if not coreutil.is_deleting(m) and m["metadata"]["name"] not in rem]
     return p
 
 
@@ -258,9 +259,8 @@ def compute_status(ms: dict[str, Any], owned: list[dict[str, Any]], p: Plan | No
     st["selector"] = coreutil.selector_string(contract.dig(ms, "spec", "selector"))
     if gen is not None:
         st["observedGeneration"] = gen
-    active = len([m for m in owned if not coreutil.is_deleting(m)])
-    if active < want:
-        setc(SCALING_UP, True, "ScalingUp", f"Scaling up from {active} to {want} replicas")
+    if len(owned) < want:
+        setc(SCALING_UP, True, "ScalingUp", f"Scaling up from {len(owned)} to {want} replicas")
     else:
         setc(SCALING_UP, False, "NotScalingUp")
     if len(owned) > want:

@@ -651,9 +651,17 @@ async def test_machinehealthcheck_remediates_through_machineset(kube: Kube, envt
     await c_mhc.reconcile(ctx, ns, "mhc")
     assert rv(await kube.get(MACHINE_HEALTH_CHECK, ns, "mhc")) == before
 
-    # the MachineSet remediates: deletes the sick Machine and creates a replacement
+    # the MachineSet remediates: deletes the sick Machine, and replaces it once it is gone
     await c_ms.reconcile(ctx, ns, "ms1")
     bad = await kube.get(MACHINE, ns, sick)
     assert bad is not None and bad["metadata"].get("deletionTimestamp")
+    assert len(await machines(kube, ns)) == 1
+    for _ in range(6):
+        await c_machine.reconcile(ctx, ns, sick)
+        if await kube.get(MACHINE, ns, sick) is None:
+            break
+    assert await kube.get(MACHINE, ns, sick) is None
+    assert await kube.get(NODE, None, f"{ns}-n1") is None  # its Node was deleted from the workload cluster
+    await c_ms.reconcile(ctx, ns, "ms1")
     live = await machines(kube, ns)
     assert len(live) == 2 and sick not in {m["metadata"]["name"] for m in live}

@@ -54,9 +54,15 @@ def test_stable_no_actions() -> None:
     assert (p.create, p.delete, p.remediate) == (0, [], [])
 
 
-def test_deleting_machines_not_counted_as_active() -> None:
+def test_deleting_machines_still_count() -> None:
+    # upstream: a replacement is created only once the deleted Machine is gone
     p = rms.plan(ms(2), [owned("a"), owned("b", deleting=True)], NOW)
-    assert p.create == 1
+    assert p.create == 0 and p.delete == []
+
+
+def test_scale_down_counts_deleting_first() -> None:
+    p = rms.plan(ms(1), [owned("a"), owned("b"), owned("c", deleting=True)], NOW)
+    assert names(p.delete) == ["a"]  # c already goes; one more
 
 
 def test_scale_down_oldest() -> None:
@@ -105,7 +111,10 @@ def test_remediation_of_owner_remediated_false() -> None:
     bad["status"]["conditions"].append(condition("OwnerRemediated", "False"))
     p = rms.plan(ms(2), [owned("a"), bad], NOW)
     assert names(p.remediate) == ["bad"]
-    assert p.create == 1  # replaced right away
+    assert p.create == 0 and p.delete == []  # replaced once it is gone
+    bad["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert rms.plan(ms(2), [owned("a"), bad], NOW).remediate == []
+    assert rms.plan(ms(2), [owned("a")], NOW).create == 1
 
 
 def test_orphans_adopted_only_when_matching() -> None:
