@@ -367,3 +367,133 @@ async def test_kcp_even_replicas_and_deletion(ctx: Ctx, kube: Kube, namespace: s
     assert await kube.list(MACHINE, ns) == []  # no finalizers on these test machines: deleted at once
     await c_kcp.reconcile(ctx, ns, "c1-cp")
     assert await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp") is None
+
+
+class _EnvtestAsWorkload:
+    """The envtest API server plays every workload cluster (nodes and static pods written by hand)."""
+
+    def __init__(self, kube: Kube):
+        self.kube = kube
+
+    async def get(self, namespace: str, cluster: str) -> Kube:
+        return self.kube
+
+
+NODE = gvk.NODE
+POD = gvk.POD
+
+
+async def make_healthy(kube: Kube, ns: str, machine_name: str) -> None:
+    """What kubeadm + kubelet + the Machine controller would do: a Ready node, running static pods, nodeRef."""
+    # core kinds: a PUT to /status would drop labels; patch the status instead
+    await kube.create(NODE, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": machine_name}})
+    await kube.merge_patch(NODE, None, machine_name, {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "",
+         "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}},
+        subresource="status")
+    for comp in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"):
+        await kube.create(POD, {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{comp}-{machine_name}", "namespace": "kube-system",
+                         "labels": {"tier": "control-plane", "component": comp}},
+            "spec": {"nodeName": machine_name, "automountServiceAccountToken": False,
+                     "containers": [{"name": comp, "image": f"registry.k8s.io/{comp}:v1.34.4"}]}})
+        await kube.merge_patch(POD, "kube-system", f"{comp}-{machine_name}", {"status": {
+            "phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}},
+            subresource="status")
+    m = await kube.get(MACHINE, ns, machine_name)
+    assert m is not None
+    await kube.update_status(MACHINE, m, {**(m.get("status") or {}), "nodeRef": {"name": machine_name}})
+
+
+async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, namespace: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    ns = namespace
+    ctx.workload = _EnvtestAsWorkload(kube)  # type: ignore[assignment]
+    if await kube.get(gvk.GVK("", "v1", "ServiceAccount", "serviceaccounts"), "kube-system", "default") is None:
+        await kube.create(gvk.GVK("", "v1", "ServiceAccount", "serviceaccounts"),
+                          {"apiVersion": "v1", "kind": "ServiceAccount",
+                           "metadata": {"name": "default", "namespace": "kube-system"}})
+    removed: list[tuple[str, str]] = []
+
+    async def fake_remove(wl: Kube, via: str, target: str) -> str:
+        removed.append((via, target))
+        return "ok"
+    monkeypatch.setattr(c_kcp, "remove_etcd_member", fake_remove)
+
+    cluster = await make_cluster(kube, ns, cp_ref=True)
+    await make_kcp(kube, ns, cluster, replicas=3)
+
+    async def names() -> list[str]:
+        ms = sorted(await kube.list(MACHINE, ns), key=lambda m: m["metadata"]["creationTimestamp"])
+        return [m["metadata"]["name"] for m in ms if not m["metadata"].get("deletionTimestamp")]
+
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    [m1] = await names()
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    assert len(await names()) == 1  # no node yet: not initialized
+
+    await make_healthy(kube, ns, m1)
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    kcp = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
+    assert kcp is not None and kcp["status"]["initialization"] == {"controlPlaneInitialized": True}
+    ms = await names()
+    assert len(ms) == 2
+    m2 = ms[1]
+    cfg2 = await kube.get(KUBEADM_CONFIG, ns, m2)
+    assert cfg2 is not None and "initConfiguration" not in cfg2["spec"]
+    assert cfg2["spec"]["joinConfiguration"]["controlPlane"] == {}
+
+    # the second is not healthy yet: the third waits
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    assert len(await names()) == 2
+    kcp = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
+    assert kcp is not None
+    up = next(c for c in kcp["status"]["conditions"] if c["type"] == "ScalingUp")
+    assert up["status"] == "True" and m2 in up["message"]
+
+    await make_healthy(kube, ns, m2)
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    ms = await names()
+    assert len(ms) == 3
+    m3 = ms[2]
+    await make_healthy(kube, ns, m3)
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    assert len(await names()) == 3
+    kcp = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
+    assert kcp is not None
+    conds = {c["type"]: c for c in kcp["status"]["conditions"]}
+    assert conds["EtcdClusterHealthy"]["status"] == "True"
+    assert conds["ControlPlaneComponentsHealthy"]["status"] == "True"
+    assert conds["Available"]["status"] == "True"
+    assert conds["MachinesUpToDate"]["status"] == "True"
+    assert kcp["status"]["replicas"] == 3 and kcp["status"]["upToDateReplicas"] == 3
+
+    # steady: nothing written
+    before = await rvs(kube, ns, [(KUBEADM_CONTROL_PLANE, "c1-cp")])
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    assert await rvs(kube, ns, [(KUBEADM_CONTROL_PLANE, "c1-cp")]) == before
+
+    # scale down to 1: the oldest goes first, after its etcd member is removed through another member
+    await kube.merge_patch(KUBEADM_CONTROL_PLANE, ns, "c1-cp", {"spec": {"replicas": 1}})
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    assert removed == [(m2, m1)]
+    assert await names() == [m2, m3]
+
+    # a version change makes the rest outdated: rollout (surge one, then remove an outdated one)
+    await kube.merge_patch(KUBEADM_CONTROL_PLANE, ns, "c1-cp", {"spec": {"replicas": 2, "version": "v1.34.5"}})
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    kcp = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
+    assert kcp is not None
+    conds = {c["type"]: c for c in kcp["status"]["conditions"]}
+    assert conds["RollingOut"]["status"] == "True" and "v1.34.5" in conds["RollingOut"]["message"]
+    ms = await names()
+    assert len(ms) == 3
+    new = [m for m in ms if m not in (m2, m3)][0]
+    nm = await kube.get(MACHINE, ns, new)
+    assert nm is not None and nm["spec"]["version"] == "v1.34.5"
+    await make_healthy(kube, ns, new)
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    assert await names() == [m3, new]
+    assert removed[-1] == (m3, m2)
