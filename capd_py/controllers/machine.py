@@ -105,6 +105,13 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         obs.workload_reachable, obs.node = await _find_node(ctx, wl, m)
     elif wl is not None:
         obs.workload_reachable = True
+    if wl is not None and obs.node is not None:
+        np = rm.node_metadata_patch(m, obs.node)
+        if np:
+            try:
+                obs.node = await wl.merge_patch(NODE, None, obs.node["metadata"]["name"], np)
+            except Exception as e:  # noqa: BLE001 - retried on the next poll
+                ctx.log.info("machine %s/%s: labelling node failed: %s", namespace, name, e)
 
     status = rm.compute_status(obs)
     await kube.update_status(MACHINE, m, status)

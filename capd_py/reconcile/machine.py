@@ -92,6 +92,46 @@ def infra_failure_domain(infra: dict[str, Any] | None) -> str | None:
     return str(v) if v else None
 
 
+# --- node metadata -------------------------------------------------------------------------------
+
+NODE_ANNOTATION_CLUSTER_NAME = "cluster.x-k8s.io/cluster-name"
+NODE_ANNOTATION_CLUSTER_NAMESPACE = "cluster.x-k8s.io/cluster-namespace"
+NODE_ANNOTATION_MACHINE = "cluster.x-k8s.io/machine"
+NODE_ANNOTATION_OWNER_KIND = "cluster.x-k8s.io/owner-kind"
+NODE_ANNOTATION_OWNER_NAME = "cluster.x-k8s.io/owner-name"
+# Machine labels in these domains are synced to the Node (upstream's managed label domains).
+MANAGED_NODE_LABEL_DOMAINS = ("node-role.kubernetes.io", "node-restriction.kubernetes.io", "node.cluster.x-k8s.io")
+
+
+def _managed_label(key: str) -> bool:
+    prefix = key.split("/", 1)[0] if "/" in key else ""
+    return any(prefix == d or prefix.endswith("." + d) for d in MANAGED_NODE_LABEL_DOMAINS)
+
+
+def node_metadata_patch(machine: dict[str, Any], node: dict[str, Any]) -> dict[str, Any] | None:
+    """Merge patch putting the Cluster API annotations (cluster, namespace, machine, owner) and the
+    Machine's managed-domain labels on the workload Node; None when they are already there."""
+    md = machine["metadata"]
+    ann = {NODE_ANNOTATION_CLUSTER_NAME: contract.dig(machine, "spec", "clusterName") or "",
+           NODE_ANNOTATION_CLUSTER_NAMESPACE: md.get("namespace") or "",
+           NODE_ANNOTATION_MACHINE: md["name"]}
+    owner = contract.controller_owner(machine)
+    if owner:
+        ann[NODE_ANNOTATION_OWNER_KIND] = owner.get("kind", "")
+        ann[NODE_ANNOTATION_OWNER_NAME] = owner.get("name", "")
+    labels = {k: v for k, v in (md.get("labels") or {}).items() if _managed_label(k)}
+    nmd = node.get("metadata") or {}
+    cur_a, cur_l = nmd.get("annotations") or {}, nmd.get("labels") or {}
+    pa = {k: v for k, v in ann.items() if cur_a.get(k) != v}
+    pl = {k: v for k, v in labels.items() if cur_l.get(k) != v}
+    patch: dict[str, Any] = {}
+    if pa:
+        patch["annotations"] = pa
+    if pl:
+        patch["labels"] = pl
+    return {"metadata": patch} if patch else None
+
+
 # --- status --------------------------------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract
-from capd_py.api.labels import CONTROL_PLANE, REMEDIATE_MACHINE_ANNOTATION
+from capd_py.api.labels import CONTROL_PLANE, PAUSED_ANNOTATION, REMEDIATE_MACHINE_ANNOTATION
 from capd_py.reconcile import coreutil
 
 HEALTH_CHECK_SUCCEEDED = "HealthCheckSucceeded"
@@ -36,6 +36,7 @@ R_REMEDIATION_ALLOWED = "RemediationAllowed"
 R_TOO_MANY_UNHEALTHY = "TooManyUnhealthy"
 
 DEFAULT_NODE_STARTUP_TIMEOUT = 600
+SKIP_REMEDIATION_ANNOTATION = "cluster.x-k8s.io/skip-remediation"
 
 
 @dataclass
@@ -59,8 +60,10 @@ def targets(mhc: dict[str, Any], machines: list[dict[str, Any]]) -> list[dict[st
     sel = contract.dig(mhc, "spec", "selector")
     if coreutil.selector_is_empty(sel):
         return []  # an empty selector selects nothing (upstream validation forbids it)
+    skip = (PAUSED_ANNOTATION, SKIP_REMEDIATION_ANNOTATION)
     return sorted((m for m in machines if contract.dig(m, "spec", "clusterName") == cn
                    and not coreutil.is_deleting(m)
+                   and not any(a in (m["metadata"].get("annotations") or {}) for a in skip)
                    and coreutil.selector_matches(sel, m["metadata"].get("labels"))),
                   key=lambda m: m["metadata"]["name"])
 

@@ -561,10 +561,15 @@ async def test_machine_node_ref_drain_and_node_deletion(kube: Kube, envtest: Any
     conds = {x["type"]: x for x in m["status"]["conditions"]}
     for t in ("NodeReady", "NodeHealthy", "Ready", "Available", "BootstrapConfigReady", "InfrastructureReady"):
         assert conds[t]["status"] == "True", (t, conds[t])
-    before = rv(m)
+    node = await kube.get(NODE, None, node_name)
+    assert node is not None
+    assert node["metadata"]["annotations"]["cluster.x-k8s.io/machine"] == name
+    assert node["metadata"]["annotations"]["cluster.x-k8s.io/owner-kind"] == "MachineSet"
+    before, node_before = rv(m), rv(node)
     await c_machine.reconcile(ctx, ns, name)
     await c_machine.reconcile(ctx, ns, name)
     assert rv(await kube.get(MACHINE, ns, name)) == before
+    assert rv(await kube.get(NODE, None, node_name)) == node_before
 
     # pods on the node: one to evict, a DaemonSet pod and a mirror pod that drain leaves alone
     await kube.create(POD, pod(ns, "web", node_name))

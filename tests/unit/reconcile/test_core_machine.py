@@ -272,3 +272,19 @@ def test_plan_drain() -> None:
 def test_eviction_body() -> None:
     assert rm.eviction(pod("web")) == {"apiVersion": "policy/v1", "kind": "Eviction",
                                        "metadata": {"name": "web", "namespace": "default"}}
+
+
+def test_node_metadata_patch() -> None:
+    m = machine("m1", labels={"node-role.kubernetes.io/worker": "", "node.cluster.x-k8s.io/pool": "a",
+                              "other": "x"}, owner={"kind": "MachineSet", "name": "ms1", "uid": "u",
+                                                    "controller": True})
+    n = node()
+    p = rm.node_metadata_patch(m, n)
+    assert p == {"metadata": {"annotations": {"cluster.x-k8s.io/cluster-name": "c1",
+                                              "cluster.x-k8s.io/cluster-namespace": "ns",
+                                              "cluster.x-k8s.io/machine": "m1",
+                                              "cluster.x-k8s.io/owner-kind": "MachineSet",
+                                              "cluster.x-k8s.io/owner-name": "ms1"},
+                              "labels": {"node-role.kubernetes.io/worker": "", "node.cluster.x-k8s.io/pool": "a"}}}
+    n["metadata"].update(p["metadata"])
+    assert rm.node_metadata_patch(m, n) is None

@@ -44,7 +44,8 @@ def m(name: str, **kw: object) -> dict:
 
 def test_targets_select_by_cluster_and_selector() -> None:
     ms = [m("a"), healthy_machine("b", labels={"pool": "b"}), healthy_machine("c", labels={"pool": "a"}, cluster="x"),
-          m("d", deleting=True)]
+          m("d", deleting=True), m("e", annotations={"cluster.x-k8s.io/skip-remediation": ""}),
+          m("f", annotations={"cluster.x-k8s.io/paused": ""})]
     assert [x["metadata"]["name"] for x in rmhc.targets(mhc(), ms)] == ["a"]
 
 
