@@ -10,7 +10,7 @@ from capd_py.api import contract
 from capd_py.api.gvk import CLUSTER, DOCKER_MACHINE, KUBEADM_CONFIG, MACHINE, NODE, POD
 from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE, FINALIZER_MACHINE
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref, owner_for
+from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref
 from capd_py.controllers.manager import Controller, owner_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube.client import Kube, KubeError
@@ -49,17 +49,24 @@ async def _find_node(ctx: Ctx, wl: Kube, machine: dict[str, Any]) -> tuple[bool,
         return False, None
 
 
-async def _adopt_external(ctx: Ctx, machine: dict[str, Any], obj: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Machine becomes the controller owner of its bootstrap config / infra machine, which also get
-    the cluster-name label."""
+async def _adopt_external(ctx: Ctx, machine: dict[str, Any], obj: dict[str, Any] | None,
+                          cluster: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Machine becomes the controller owner of its bootstrap config / infra machine (on-create
+    owners such as the MachineSet are dropped), which also get the cluster-name label."""
     if obj is None:
         return None
     g = gvk_of_ref(coreutil.ref_of(obj))
     if g is None:
         return obj
     cn = contract.dig(machine, "spec", "clusterName")
-    return await ensure_metadata(ctx.kube, g, obj, owner=owner_for(machine, obj),
-                                 labels={CLUSTER_NAME: cn} if cn else None)
+    cp_kind = contract.dig(cluster, "spec", "controlPlaneRef", "kind")
+    refs = rm.external_owner_refs(obj, machine, cp_kind)
+    md = obj["metadata"]
+    if refs is not None:
+        obj = await ctx.kube.merge_patch(g, md.get("namespace"), md["name"],
+                                         {"metadata": {"ownerReferences": refs,
+                                                       "resourceVersion": md.get("resourceVersion")}})
+    return await ensure_metadata(ctx.kube, g, obj, labels={CLUSTER_NAME: cn} if cn else None)
 
 
 async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
@@ -90,8 +97,8 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     m = await ensure_metadata(kube, MACHINE, m, finalizer=FINALIZER_MACHINE, owner=owner,
                               labels={CLUSTER_NAME: cn} if cn else None)
 
-    bootstrap = await _adopt_external(ctx, m, await get_ref(kube, namespace, cfg_ref))
-    infra = await _adopt_external(ctx, m, await get_ref(kube, namespace, infra_ref))
+    bootstrap = await _adopt_external(ctx, m, await get_ref(kube, namespace, cfg_ref), cluster)
+    infra = await _adopt_external(ctx, m, await get_ref(kube, namespace, infra_ref), cluster)
 
     obs = rm.Observed(machine=m, cluster=cluster, bootstrap=bootstrap, bootstrap_ref=cfg_ref is not None,
                       infra=infra, now=now)

@@ -92,6 +92,26 @@ def infra_failure_domain(infra: dict[str, Any] | None) -> str | None:
     return str(v) if v else None
 
 
+# --- external objects ----------------------------------------------------------------------------
+
+
+def external_owner_refs(obj: dict[str, Any], machine: dict[str, Any],
+                        control_plane_kind: str | None = None) -> list[dict[str, Any]] | None:
+    """The ownerReferences a bootstrap config / infra machine should carry: the Machine as
+    controller, with the on-create owners (MachineSet, control plane) removed, as upstream does.
+    None when they already match."""
+    cur = list(obj.get("metadata", {}).get("ownerReferences") or [])
+    uid = machine["metadata"]["uid"]
+    on_create = {"MachineSet", "KubeadmControlPlane", control_plane_kind or "KubeadmControlPlane"}
+    keep = [r for r in cur if r.get("uid") != uid and r.get("kind") not in on_create and not r.get("controller")]
+    mine = contract.owner_ref(machine, controller=True)
+    existing = next((r for r in cur if r.get("uid") == uid), None)
+    if existing and existing.get("controller"):
+        mine = existing
+    want = [*keep, mine]
+    return None if want == cur else want
+
+
 # --- node metadata -------------------------------------------------------------------------------
 
 NODE_ANNOTATION_CLUSTER_NAME = "cluster.x-k8s.io/cluster-name"

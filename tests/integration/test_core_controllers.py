@@ -261,9 +261,9 @@ async def test_machine_lifecycle_and_repair(kube: Kube, namespace: str, ctx: Ctx
     kc = await kube.get(KUBEADM_CONFIG, ns, name)
     dm = await kube.get(DOCKER_MACHINE, ns, name)
     for o in (kc, dm):
-        assert o is not None
-        ctrl = [r for r in o["metadata"]["ownerReferences"] if r.get("controller")]
-        assert [(r["kind"], r["uid"]) for r in ctrl] == [("Machine", m["metadata"]["uid"])]
+        assert o is not None  # the Machine took over from the on-create MachineSet owner
+        assert [(r["kind"], r["uid"], r.get("controller")) for r in o["metadata"]["ownerReferences"]] == \
+            [("Machine", m["metadata"]["uid"], True)]
 
     # providers report progress
     assert kc is not None and dm is not None

@@ -288,3 +288,18 @@ def test_node_metadata_patch() -> None:
                               "labels": {"node-role.kubernetes.io/worker": "", "node.cluster.x-k8s.io/pool": "a"}}}
     n["metadata"].update(p["metadata"])
     assert rm.node_metadata_patch(m, n) is None
+
+
+def test_external_owner_refs() -> None:
+    m = machine("m1", uid="mu")
+    ms_ref = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet", "name": "ms", "uid": "su"}
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "xu"}
+    obj = {"metadata": {"ownerReferences": [ms_ref, other]}}
+    want = rm.external_owner_refs(obj, m)
+    assert want is not None
+    assert [r["uid"] for r in want] == ["xu", "mu"] and want[-1]["controller"] is True
+    obj["metadata"]["ownerReferences"] = want
+    assert rm.external_owner_refs(obj, m) is None
+    kcp = {"metadata": {"ownerReferences": [{"kind": "KubeadmControlPlane", "name": "k", "uid": "ku",
+                                             "controller": True}]}}
+    assert [r["uid"] for r in rm.external_owner_refs(kcp, m) or []] == ["mu"]
