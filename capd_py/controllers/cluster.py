@@ -22,6 +22,9 @@ from capd_py.controllers.queue import Result
 from capd_py.reconcile import cluster as rc
 from capd_py.reconcile import coreutil
 
+PROBE_SECONDS = 30.0
+PROBE_TIMEOUT = 5.0
+
 
 def _label_or_owner() -> Mapper:
     by_owner = any_owner_mapper("Cluster")
@@ -73,6 +76,9 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
             setattr(obs, attr, await ensure_metadata(kube, g, obj, owner=owner_for(c, obj, controller=False),
                                                      labels={CLUSTER_NAME: name}))
 
+    if (c.get("status") or {}).get("initialization", {}).get("controlPlaneInitialized"):
+        obs.remote_probe = await _probe(ctx, namespace, name)
+
     sp = rc.spec_patch(obs)
     if sp:
         c = await kube.merge_patch(CLUSTER, namespace, name, sp)
@@ -81,7 +87,26 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     await kube.update_status(CLUSTER, c, status)
     if obs.infra is None or obs.control_plane is None and rc.cp_ref(c) is not None:
         return Result(requeue_after=ctx.settings.poll_seconds)  # a referenced object does not exist yet
+    if obs.remote_probe is not None:
+        return Result(requeue_after=PROBE_SECONDS)  # keep RemoteConnectionProbe current
     return None
+
+
+async def _probe(ctx: Ctx, namespace: str, name: str) -> bool | None:
+    """True/False: the workload API server answered /version or not; None: no kubeconfig yet."""
+    try:
+        wl = await ctx.workload.get(namespace, name)
+    except Exception as e:  # noqa: BLE001 - a broken kubeconfig is a failed probe
+        ctx.log.debug("cluster %s/%s: workload client: %s", namespace, name, e)
+        return False
+    if wl is None:
+        return None
+    try:
+        await wl.acall("GET", "/version", timeout=PROBE_TIMEOUT)
+        return True
+    except Exception as e:  # noqa: BLE001 - reported as the RemoteConnectionProbe condition
+        ctx.log.debug("cluster %s/%s: remote connection probe failed: %s", namespace, name, e)
+        return False
 
 
 async def _reconcile_delete(ctx: Ctx, obs: rc.Observed) -> Result | None:

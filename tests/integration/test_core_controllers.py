@@ -478,6 +478,34 @@ async def test_cluster_reconcile_and_deletion_order(kube: Kube, namespace: str, 
     assert await kube.get(CLUSTER, ns, "c1") is None
 
 
+async def test_cluster_remote_connection_probe(kube: Kube, envtest: Any, namespace: str, ctx: Ctx) -> None:
+    ns = namespace
+    await setup_cluster(kube, ns, cp=False)
+    dc = await kube.get(DOCKER_CLUSTER, ns, "c1")
+    assert dc is not None
+    dc = await kube.merge_patch(DOCKER_CLUSTER, ns, "c1",
+                                {"spec": {"controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443}}})
+    await kube.update_status(DOCKER_CLUSTER, dc, {"initialization": {"provisioned": True}})
+    c = await kube.get(CLUSTER, ns, "c1")
+    assert c is not None
+    await kube.update_status(CLUSTER, c, {"initialization": {"controlPlaneInitialized": True}})
+    await c_cluster.reconcile(ctx, ns, "c1")
+    c = await kube.get(CLUSTER, ns, "c1")
+    assert c is not None and "RemoteConnectionProbe" not in {x["type"] for x in c["status"]["conditions"]}
+    await workload_secret(kube, envtest, ns)
+    res = await c_cluster.reconcile(ctx, ns, "c1")
+    assert res is not None and res.requeue_after
+    c = await kube.get(CLUSTER, ns, "c1")
+    assert c is not None
+    conds = {x["type"]: x for x in c["status"]["conditions"]}
+    assert conds["RemoteConnectionProbe"]["status"] == "True"
+    assert conds["ControlPlaneInitialized"]["status"] == "True"
+    assert conds["Available"]["status"] == "True", conds["Available"]
+    before = rv(c)
+    await c_cluster.reconcile(ctx, ns, "c1")
+    assert rv(await kube.get(CLUSTER, ns, "c1")) == before
+
+
 async def test_cluster_missing_refs_and_repair(kube: Kube, namespace: str, ctx: Ctx) -> None:
     ns = namespace
     await kube.create(CLUSTER, cluster_obj(ns, cp=True))
