@@ -152,7 +152,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
             return Result(requeue_after=10)
 
     if contract.infra_provisioned(dm):  # bootstrapped before (sentinel may be gone after a container restart)
-        return await _provisioned(ctx, dm, obs(Phase.PROVISIONED, c=info), cname, cluster_name)
+        return await _provisioned(ctx, dm, obs(Phase.PROVISIONED, c=info), cname, cluster)
 
     try:
         res = await rt(ctx.runtime.exec, cname, cloudinit.SYSTEMD_PROBE)
@@ -172,7 +172,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         return Result(requeue_after=2)
 
     if state.phase == "done":
-        return await _provisioned(ctx, dm, obs(Phase.PROVISIONED, c=info), cname, cluster_name)
+        return await _provisioned(ctx, dm, obs(Phase.PROVISIONED, c=info), cname, cluster)
     if state.phase == "failed":
         msg = (f"bootstrap step {state.failed_step} failed with exit code {state.exit_code} "
                f"({state.step.split(' ', 1)[-1] if state.step else 'unknown step'}); full log in the container at "
@@ -225,7 +225,8 @@ async def _start_bootstrap(ctx: Ctx, dm: dict[str, Any], machine: dict[str, Any]
     return None
 
 
-async def _provisioned(ctx: Ctx, dm: dict[str, Any], o: Observed, cname: str, cluster_name: str) -> Result | None:
+async def _provisioned(ctx: Ctx, dm: dict[str, Any], o: Observed, cname: str,
+                       cluster: dict[str, Any]) -> Result | None:
     md = dm["metadata"]
     ns = md.get("namespace") or ""
     pid = dmr.provider_id(cname)
@@ -233,15 +234,19 @@ async def _provisioned(ctx: Ctx, dm: dict[str, Any], o: Observed, cname: str, cl
         dm = await ctx.kube.merge_patch(DOCKER_MACHINE, ns, md["name"], {
             "metadata": {"resourceVersion": md["resourceVersion"]}, "spec": {"providerID": pid}})
     await _set(ctx, dm, o)
-    return await _patch_node(ctx, ns, cluster_name, cname, pid)
+    cp_initialized = contract.control_plane_initialized(cluster) or cond.is_true(cluster, "ControlPlaneInitialized")
+    return await _patch_node(ctx, ns, cluster["metadata"]["name"], cname, pid, cp_initialized)
 
 
-async def _patch_node(ctx: Ctx, ns: str, cluster_name: str, node_name: str, pid: str) -> Result | None:
-    """kubelet in a container sets no providerID; the Machine controller matches Nodes by it."""
+async def _patch_node(ctx: Ctx, ns: str, cluster_name: str, node_name: str, pid: str,
+                      cp_initialized: bool = True) -> Result | None:
+    """kubelet in a container sets no providerID; the Machine controller matches Nodes by it.
+    Before the control plane is initialized there is nothing to poll: the Cluster's status change
+    (watched) brings us back."""
     try:
         wl = await ctx.workload.get(ns, cluster_name)
         if wl is None:
-            return Result(requeue_after=ctx.settings.poll_seconds * 2)
+            return Result(requeue_after=ctx.settings.poll_seconds * 2) if cp_initialized else None
         node = await wl.get(NODE, None, node_name)
         if node is None:
             return Result(requeue_after=ctx.settings.poll_seconds)
