@@ -1,0 +1,59 @@
+"""The core controllers' watch mappers route events on related objects to the right keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from capd_py.api import gvk
+from capd_py.controllers import cluster, machine, machinedeployment, machinehealthcheck, machineset
+from capd_py.controllers.manager import Controller
+
+pytestmark = pytest.mark.unit
+
+
+def keys(c: Controller, g: gvk.GVK, obj: dict) -> set[tuple[str, str]]:
+    out: set[tuple[str, str]] = set()
+    for wg, mapper in c.watches:
+        if wg == g:
+            out |= set(mapper(obj))
+    return out
+
+
+def owned_by(kind: str, name: str, controller: bool = True, labels: dict | None = None) -> dict:
+    ref = {"apiVersion": "x/v1", "kind": kind, "name": name, "uid": "u"}
+    if controller:
+        ref["controller"] = True
+    return {"metadata": {"name": "o", "namespace": "ns", "ownerReferences": [ref], "labels": labels or {}}}
+
+
+def test_primary_kinds() -> None:
+    assert [m.controller().gvk for m in (cluster, machine, machineset, machinedeployment, machinehealthcheck)] == \
+        [gvk.CLUSTER, gvk.MACHINE, gvk.MACHINE_SET, gvk.MACHINE_DEPLOYMENT, gvk.MACHINE_HEALTH_CHECK]
+
+
+def test_machineset_watches_its_machines() -> None:
+    c = machineset.controller()
+    assert keys(c, gvk.MACHINE, owned_by("MachineSet", "ms1")) == {("ns", "ms1")}
+    assert keys(c, gvk.MACHINE, owned_by("MachineSet", "ms1", controller=False)) == set()
+
+
+def test_machinedeployment_watches_machinesets_and_machines() -> None:
+    c = machinedeployment.controller()
+    assert keys(c, gvk.MACHINE_SET, owned_by("MachineDeployment", "md1")) == {("ns", "md1")}
+    m = owned_by("MachineSet", "ms1", labels={"cluster.x-k8s.io/deployment-name": "md1"})
+    assert keys(c, gvk.MACHINE, m) == {("ns", "md1")}
+
+
+def test_machine_watches_bootstrap_and_infra() -> None:
+    c = machine.controller()
+    for g in (gvk.KUBEADM_CONFIG, gvk.DOCKER_MACHINE):
+        assert keys(c, g, owned_by("Machine", "m1")) == {("ns", "m1")}
+
+
+def test_cluster_watches_by_label_and_owner() -> None:
+    c = cluster.controller()
+    assert keys(c, gvk.DOCKER_CLUSTER, owned_by("Cluster", "c1", controller=False)) == {("ns", "c1")}
+    labelled = {"metadata": {"name": "x", "namespace": "ns", "labels": {"cluster.x-k8s.io/cluster-name": "c2"}}}
+    assert keys(c, gvk.KUBEADM_CONTROL_PLANE, labelled) == {("ns", "c2")}
+    for g in (gvk.MACHINE, gvk.MACHINE_SET, gvk.MACHINE_DEPLOYMENT):
+        assert keys(c, g, labelled) == {("ns", "c2")}
