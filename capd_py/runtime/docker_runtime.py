@@ -12,11 +12,13 @@ Nothing is ever pulled: a missing image is reported, not fetched.
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import posixpath
 import socket
 import struct
 import time
+from dataclasses import replace
 from typing import Any
 
 import docker
@@ -31,6 +33,8 @@ from capd_py.runtime.protocol import (
     RuntimeError_,
 )
 
+log = logging.getLogger("capd_py.runtime.docker")
+
 
 def _label_filters(labels: dict[str, str] | None) -> dict[str, Any]:
     if not labels:
@@ -39,9 +43,15 @@ def _label_filters(labels: dict[str, str] | None) -> dict[str, Any]:
 
 
 class DockerRuntime:
-    def __init__(self, client: docker.DockerClient | None = None):
+    """`fallback_restricted`: when a "privileged" node container cannot start because the host refuses
+    the capabilities (sandboxes without CAP_SYS_RESOURCE), retry it in "restricted" mode, and use that
+    mode directly from then on (a reduction of privileges, logged once)."""
+
+    def __init__(self, client: docker.DockerClient | None = None, fallback_restricted: bool = True):
         self.client = client or docker.from_env(timeout=120)
         self.api = self.client.api
+        self.fallback_restricted = fallback_restricted
+        self._privileged_refused = False
 
     # -- basics ---------------------------------------------------------------------------------
     def ping(self) -> None:
@@ -161,6 +171,21 @@ class DockerRuntime:
         """Create and start; an existing container of that name is an error (callers adopt first)."""
         if not self.image_exists(spec.image):
             raise RuntimeError_(f"image {spec.image} not found locally (capd-py never pulls)")
+        privileged = spec.node and spec.privileged_mode == "privileged"
+        if privileged and self._privileged_refused:
+            spec = replace(spec, privileged_mode="restricted")
+        try:
+            return self._run(spec)
+        except RuntimeError_ as e:
+            if not (privileged and self.fallback_restricted and not self._privileged_refused
+                    and "apply caps" in str(e)):
+                raise
+            log.warning("--privileged refused by this host (%s); using the restricted privilege mode", e)
+            self._privileged_refused = True
+            self.remove_container(spec.name)
+            return self._run(replace(spec, privileged_mode="restricted"))
+
+    def _run(self, spec: ContainerSpec) -> ContainerInfo:
         kw: dict[str, Any] = {
             "image": spec.image, "name": spec.name, "labels": dict(spec.labels),
             "host_config": self._host_config(spec), "detach": True, "tty": spec.node,
