@@ -222,6 +222,7 @@ async def _views(kube: Kube, kcp: dict[str, Any], machines: list[dict[str, Any]]
             outdated_reasons=rk.outdated_reasons(kcp, m, (cfg or {}).get("spec") if cfg else None, infra, now),
             machine_ready=_cond_status(m, conditions.READY),
             machine_available=_cond_status(m, conditions.AVAILABLE),
+            remediate=_cond_status(m, "OwnerRemediated") is False,
         )
         out.append(v)
     return out
@@ -543,6 +544,12 @@ def _status(kcp: dict[str, Any], st: _Conds, views: list[rk.MachineView], machin
                      for v in live if not all(v.pods_ready.get(p) for p in rk.STATIC_PODS[:3]))
         st.set(rk.COMPONENTS_HEALTHY, not bad, "NotHealthy" if bad else "Healthy",
                f"Control plane components not healthy on {'; '.join(bad)}" if bad else "")
+    fix = sorted(v.name for v in live if v.remediate)
+    if fix:
+        st.set(rk.REMEDIATING, True, "Remediating", f"Machine {', '.join(fix)} marked for remediation by a "
+                                                   "MachineHealthCheck")
+    else:
+        st.set(rk.REMEDIATING, False, "NotRemediating")
     st.set(rk.DELETING, False, "NotDeleting")
 
 

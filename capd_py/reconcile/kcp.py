@@ -40,6 +40,7 @@ SCALING_DOWN = "ScalingDown"
 ETCD_CLUSTER_HEALTHY = "EtcdClusterHealthy"
 COMPONENTS_HEALTHY = "ControlPlaneComponentsHealthy"
 DELETING = "Deleting"
+REMEDIATING = "Remediating"
 # capd-py's stand-in for upstream's admission warning about an even number of replicas.
 REPLICAS_WARNING = "ReplicasWarning"
 
@@ -70,6 +71,7 @@ class MachineView:
     outdated_reasons: list[str] = field(default_factory=list)
     machine_ready: bool | None = None      # Machine Ready condition, when the Machine controller sets it
     machine_available: bool | None = None
+    remediate: bool = False                # a MachineHealthCheck asked the owner to remediate (OwnerRemediated=False)
 
     @property
     def up_to_date(self) -> bool:
@@ -257,6 +259,19 @@ def next_action(kcp: dict[str, Any], cluster: dict[str, Any], machines: list[Mac
     if deleting:
         return Action("wait", "WaitingForMachineDeletion", f"Waiting for Machine {', '.join(sorted(deleting))} "
                       "to be deleted")
+    to_fix = sorted((m for m in live if m.remediate), key=lambda m: (m.created, m.name))
+    if to_fix:
+        sick = to_fix[0]
+        others = [m for m in live if m.name != sick.name]
+        if not others:
+            return Action("wait", "CannotBeRemediated", f"Machine {sick.name} needs remediation, but it is the "
+                          "only control-plane machine: scale up first or fix it by hand")
+        bad = sorted(m.name for m in others if not m.healthy)
+        if bad:
+            return Action("wait", "RemediationDeferred", f"Machine {sick.name} needs remediation; waiting for "
+                          f"Machine {', '.join(bad)} to be healthy first to keep etcd quorum")
+        return Action("scale-down", "Remediating", f"Remediating unhealthy Machine {sick.name}",
+                      machine=sick.name)
     unhealthy = sorted(m.name for m in live if not m.healthy)
     outdated = [m for m in live if not m.up_to_date]
     surge = max_surge(kcp)

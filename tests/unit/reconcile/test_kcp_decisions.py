@@ -189,3 +189,15 @@ def test_health() -> None:
     assert not v.healthy
     v2 = view("m2", machine_ready=False)
     assert v2.healthy and not v2.ready
+
+
+def test_remediation() -> None:
+    ms = [view("m1"), view("m2", 1, healthy=False, remediate=True), view("m3", 2)]
+    a = rk.next_action(kcp(), CLUSTER, ms, initialized=True)
+    assert a.kind == "scale-down" and a.machine == "m2" and a.reason == "Remediating"
+    # never the last machine; never while another member is unhealthy
+    a = rk.next_action(kcp(replicas=1), CLUSTER, [view("m1", remediate=True)], initialized=True)
+    assert a.kind == "wait" and a.reason == "CannotBeRemediated"
+    ms = [view("m1", healthy=False), view("m2", 1, healthy=False, remediate=True), view("m3", 2)]
+    a = rk.next_action(kcp(), CLUSTER, ms, initialized=True)
+    assert a.kind == "wait" and a.reason == "RemediationDeferred" and "m1" in a.message
