@@ -116,6 +116,10 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     want_ann = contract.dig(ms, "spec", "template", "metadata", "annotations", default={}) or {}
     owned = [m if coreutil.is_deleting(m) else
              await ensure_metadata(kube, MACHINE, m, labels=want_labels, annotations=want_ann) for m in owned]
+    for i, m in enumerate(owned):
+        ip = None if coreutil.is_deleting(m) else rms.in_place_machine_patch(ms, m)
+        if ip:
+            owned[i] = await kube.merge_patch(MACHINE, namespace, m["metadata"]["name"], ip)
 
     p = rms.plan(ms, owned)
     if coreutil.is_deleting(cluster):

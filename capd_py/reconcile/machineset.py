@@ -211,6 +211,17 @@ def new_machine(ms: dict[str, Any], name: str, bootstrap_obj: dict[str, Any] | N
     return {"apiVersion": ms["apiVersion"], "kind": "Machine", "metadata": md, "spec": spec}
 
 
+IN_PLACE_MACHINE_FIELDS = ("minReadySeconds", "deletion", "readinessGates")
+
+
+def in_place_machine_patch(ms: dict[str, Any], m: dict[str, Any]) -> dict[str, Any] | None:
+    """Spec fields upstream propagates to existing Machines without replacing them."""
+    tspec = contract.dig(ms, "spec", "template", "spec", default={}) or {}
+    spec = m.get("spec") or {}
+    patch = {f: tspec.get(f) for f in IN_PLACE_MACHINE_FIELDS if tspec.get(f) != spec.get(f)}
+    return {"spec": patch} if patch else None
+
+
 def is_up_to_date(ms: dict[str, Any], m: dict[str, Any]) -> bool:
     """A Machine matches its MachineSet's template (same Kubernetes version). Template changes are
     rolled out by the MachineDeployment, which creates a new MachineSet."""

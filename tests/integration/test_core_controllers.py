@@ -182,9 +182,11 @@ async def test_machineset_creates_machines_with_clones(kube: Kube, namespace: st
     ms = await kube.get(MACHINE_SET, ns, "ms1")
     await c_ms.reconcile(ctx, ns, "ms1")
     before = rv(ms := await kube.get(MACHINE_SET, ns, "ms1"))
+    m_before = {m["metadata"]["name"]: rv(m) for m in await machines(kube, ns)}
     await c_ms.reconcile(ctx, ns, "ms1")
     await c_ms.reconcile(ctx, ns, "ms1")
     assert rv(await kube.get(MACHINE_SET, ns, "ms1")) == before
+    assert {m["metadata"]["name"]: rv(m) for m in await machines(kube, ns)} == m_before
     assert len(await machines(kube, ns)) == 3
     assert ms is not None and ms["status"]["replicas"] == 3 and ms["status"]["selector"] == "pool=a"
 

@@ -195,3 +195,13 @@ def test_status_is_stable() -> None:
     st1 = rms.compute_status(s, [a])
     s["status"] = st1
     assert rms.compute_status(s, [a]) == st1
+
+
+def test_in_place_machine_patch() -> None:
+    s = ms()
+    m = owned("a")
+    assert rms.in_place_machine_patch(s, m) is None
+    s["spec"]["template"]["spec"]["minReadySeconds"] = 30
+    s["spec"]["template"]["spec"]["deletion"] = {"nodeDrainTimeoutSeconds": 60}
+    assert rms.in_place_machine_patch(s, m) == {"spec": {"minReadySeconds": 30,
+                                                         "deletion": {"nodeDrainTimeoutSeconds": 60}}}
