@@ -318,10 +318,13 @@ def _exec_blocking(cfg: kubernetes.client.Configuration, pod: str, cmd: list[str
         ws = k8s_stream(core.connect_get_namespaced_pod_exec, pod, "kube-system", command=cmd,
                         stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
         ws.run_forever(timeout=timeout)
-        out, err = ws.read_stdout(), ws.read_stderr()
-        rc = ws.returncode
+        out, err = ws.read_stdout() or "", ws.read_stderr() or ""
+        try:
+            rc = ws.returncode
+        except Exception:  # noqa: BLE001 - no status frame (timeout / closed early): judge by stderr
+            rc = 1 if err else 0
         ws.close()
-        return (0 if rc is None else int(rc)), out or "", err or ""
+        return (0 if rc is None else int(rc)), out, err
     finally:
         api.close()
 
