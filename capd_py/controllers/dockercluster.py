@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -120,9 +121,16 @@ async def create_container(ctx: Ctx, spec: ContainerSpec) -> ContainerInfo:
 def _create_or_adopt(runtime: Any, spec: ContainerSpec) -> ContainerInfo:
     try:
         return runtime.run_container(spec)  # type: ignore[no-any-return]
-    except RuntimeError_:
-        # another process (a previous controller instance) may have created it in between: adopt ours
+    except RuntimeError_ as e:
+        # another process (a previous controller instance) may have created it in between: adopt ours.
+        # docker reserves the name before the container can be inspected, so look for a little while.
         got = runtime.get_container(spec.name)
+        conflict = "already in use" in str(e) or "Conflict" in str(e)
+        for _ in range(100 if conflict else 0):
+            if got is not None:
+                break
+            time.sleep(0.1)
+            got = runtime.get_container(spec.name)
         if got is not None and all(got.labels.get(k) == v for k, v in spec.labels.items()):
             if not got.running:
                 runtime.start_container(spec.name)

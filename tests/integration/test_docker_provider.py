@@ -467,3 +467,58 @@ async def test_workload_node_gets_provider_id_and_paused_is_honoured(envtest: An
     finally:
         await kube.delete(NODE, None, node_name)
         ctx.workload.forget(namespace, cl)
+
+
+def test_create_race_between_processes_adopts(runtime: DockerRuntime, namespace: str) -> None:
+    """Two controller processes creating the same container: docker refuses the second, which adopts."""
+    import concurrent.futures
+
+    from capd_py.runtime.protocol import ContainerSpec
+
+    base = _base_image(runtime)
+    name = _name("race")
+    spec = ContainerSpec(name=name, image=base, labels=dcr.cluster_labels(namespace, "race"),
+                         privileged_mode=_privilege_mode())
+    try:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            infos = list(pool.map(lambda _: dcc._create_or_adopt(runtime, spec), range(4)))
+        assert {i.id for i in infos} == {infos[0].id}
+        assert [c.name for c in runtime.list_containers({CONTAINER_NAMESPACE: namespace})] == [name]
+    finally:
+        _cleanup(runtime, namespace)
+    assert _leftovers(runtime, namespace) == ([], [], [])
+
+
+def test_privileged_mode_starts_here_too(runtime: DockerRuntime, namespace: str) -> None:
+    """"privileged" works on real hosts and falls back to "restricted" where --privileged is refused."""
+    from capd_py.runtime.protocol import ContainerSpec
+
+    name = _name("priv")
+    try:
+        info = runtime.run_container(ContainerSpec(name=name, image=_base_image(runtime), privileged_mode="privileged",
+                                                   labels=dcr.cluster_labels(namespace, "priv")))
+        assert info.running
+    finally:
+        _cleanup(runtime, namespace)
+    assert _leftovers(runtime, namespace) == ([], [], [])
+
+
+async def test_shared_network_annotation(ctx: Ctx, namespace: str, runtime: DockerRuntime) -> None:
+    from capd_py.api.labels import NETWORK_ANNOTATION
+
+    shared = f"capd-py-shared-{secrets.token_hex(3)}"
+    cluster, dc = await make_cluster(ctx.kube, namespace)
+    name = dc["metadata"]["name"]
+    await ctx.kube.merge_patch(DOCKER_CLUSTER, namespace, name,
+                               {"metadata": {"annotations": {NETWORK_ANNOTATION: shared}}})
+    try:
+        dc = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, provisioned, timeout=60)
+        lb = runtime.get_container(f"{cluster['metadata']['name']}-lb")
+        assert lb is not None and shared in lb.ipv4
+        assert dc is not None and dc["spec"]["controlPlaneEndpoint"]["host"] == lb.ipv4[shared]
+        await ctx.kube.delete(DOCKER_CLUSTER, namespace, name)
+        await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, lambda o: o is None, timeout=60)
+        assert runtime.get_container(lb.name) is None
+        assert runtime.get_network(shared) is not None  # shared networks are never removed
+    finally:
+        runtime.remove_network(shared)
