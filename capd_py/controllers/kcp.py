@@ -20,7 +20,7 @@ import kubernetes.client
 from kubernetes.stream import stream as k8s_stream
 
 from capd_py.api import conditions, contract, gvk
-from capd_py.api.gvk import CLUSTER, KUBEADM_CONFIG, KUBEADM_CONTROL_PLANE, MACHINE, NODE, POD, SECRET
+from capd_py.api.gvk import CLUSTER, CONFIG_MAP, KUBEADM_CONFIG, KUBEADM_CONTROL_PLANE, MACHINE, NODE, POD, SECRET
 from capd_py.api.labels import (
     CLONED_FROM_GROUP_KIND,
     CLONED_FROM_NAME,
@@ -360,6 +360,26 @@ async def remove_etcd_member(wl: Kube, via_node: str, target_node: str) -> str:
     return f"removed etcd member {format(tid, 'x')} ({target_node})"
 
 
+async def _sync_kubeadm_config(wl: Kube, kcp: dict[str, Any], cluster: dict[str, Any]) -> str | None:
+    """Before a join: kubeadm reads ClusterConfiguration from the workload cluster (version, settings)."""
+    try:
+        cm = await wl.get(CONFIG_MAP, "kube-system", rk.KUBEADM_CONFIG_MAP)
+        if cm is None:
+            return "not found (kubeadm init has not uploaded it yet)"
+        new = rk.updated_cluster_configuration((cm.get("data") or {}).get("ClusterConfiguration", ""), kcp, cluster)
+        if new is not None:
+            await wl.merge_patch(CONFIG_MAP, "kube-system", rk.KUBEADM_CONFIG_MAP, {
+                "metadata": {"resourceVersion": cm["metadata"]["resourceVersion"]},
+                "data": {"ClusterConfiguration": new}})
+            log.info("updated the workload kubeadm-config of %s/%s", cluster["metadata"]["namespace"],
+                     cluster["metadata"]["name"])
+    except KubeError as e:
+        return str(e)
+    except Exception as e:  # noqa: BLE001 - workload API unreachable: retried
+        return f"{e.__class__.__name__}: {e}"
+    return None
+
+
 # --- the main pass ------------------------------------------------------------------------------
 
 async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st: _Conds) -> Result | None:
@@ -408,6 +428,11 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
         return None
 
     action = rk.next_action(kcp, cluster, views, initialized)
+    if action.kind == "scale-up" and w.kube is not None:
+        problem = await _sync_kubeadm_config(w.kube, kcp, cluster)
+        if problem:
+            st.set(rk.SCALING_UP, True, "ScalingUp", f"Cannot update kube-system/kubeadm-config: {problem}")
+            return Result(requeue_after=15.0)
     if action.kind in ("create-init", "scale-up"):
         problem = await _create_machine(ctx, kcp, cluster, init=action.kind == "create-init",
                                         failure_domain=action.failure_domain)

@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from capd_py.api import contract
 from capd_py.api.labels import (
     CLONED_FROM_NAME,
@@ -27,6 +29,7 @@ from capd_py.api.labels import (
     CONTROL_PLANE,
     CONTROL_PLANE_NAME,
 )
+from capd_py.reconcile.kubeadmconfig import cluster_configuration
 
 # --- conditions (v1beta2 types and reasons) -------------------------------------------------------
 AVAILABLE = "Available"
@@ -344,3 +347,30 @@ def member_id(member: dict[str, Any]) -> int:
 
 def member_id_hex(member: dict[str, Any]) -> str:
     return format(member_id(member), "x")
+
+
+# --- the workload's kubeadm-config ConfigMap -----------------------------------------------------
+
+KUBEADM_CONFIG_MAP = "kubeadm-config"
+_SYNCED_KEYS = ("apiServer", "controllerManager", "scheduler", "etcd", "dns", "imageRepository", "featureGates")
+
+
+def updated_cluster_configuration(current_yaml: str, kcp: dict[str, Any], cluster: dict[str, Any]) -> str | None:
+    """The kube-system/kubeadm-config `ClusterConfiguration` a joining machine should see: kubeadm join
+    reads it from the cluster, so before adding a machine of a new version (or with changed control-plane
+    settings) it must carry spec.version and the KCP's clusterConfiguration sections. None: unchanged."""
+    cur = yaml.safe_load(current_yaml or "") or {}
+    if not isinstance(cur, dict):
+        return None
+    spec = contract.dig(kcp, "spec", "kubeadmConfigSpec", default={}) or {}
+    want = cluster_configuration(spec, cluster, str(contract.dig(kcp, "spec", "version") or ""))
+    new = dict(cur)
+    if want.get("kubernetesVersion"):
+        new["kubernetesVersion"] = want["kubernetesVersion"]
+    given = spec.get("clusterConfiguration") or {}
+    for k in _SYNCED_KEYS:
+        if k in given and k in want:
+            new[k] = want[k]
+    if new == cur:
+        return None
+    return str(yaml.safe_dump(new, sort_keys=False))

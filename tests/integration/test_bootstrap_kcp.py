@@ -424,6 +424,15 @@ async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, na
 
     cluster = await make_cluster(kube, ns, cp_ref=True)
     await make_kcp(kube, ns, cluster, replicas=3)
+    # what kubeadm init uploads; joins read it, so the KCP keeps its version in step
+    cm_gvk = CONFIG_MAP
+    await kube.delete(cm_gvk, "kube-system", "kubeadm-config")
+    await kube.create(cm_gvk, {"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": "kubeadm-config", "namespace": "kube-system"},
+                               "data": {"ClusterConfiguration": yaml.safe_dump({
+                                   "apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "ClusterConfiguration",
+                                   "kubernetesVersion": "v1.34.4", "clusterName": "c1",
+                                   "etcd": {"local": {"dataDir": "/var/lib/etcd"}}})}})
 
     async def names() -> list[str]:
         ms = sorted(await kube.list(MACHINE, ns), key=lambda m: m["metadata"]["creationTimestamp"])
@@ -493,6 +502,11 @@ async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, na
     new = [m for m in ms if m not in (m2, m3)][0]
     nm = await kube.get(MACHINE, ns, new)
     assert nm is not None and nm["spec"]["version"] == "v1.34.5"
+    cm = await kube.get(cm_gvk, "kube-system", "kubeadm-config")
+    assert cm is not None
+    cc = yaml.safe_load(cm["data"]["ClusterConfiguration"])
+    assert cc["kubernetesVersion"] == "v1.34.5" and cc["etcd"] == {"local": {"dataDir": "/var/lib/etcd"}}
+    assert cc["apiServer"] == {"certSANs": ["localhost"]}
     await make_healthy(kube, ns, new)
     await c_kcp.reconcile(ctx, ns, "c1-cp")
     assert await names() == [m3, new]

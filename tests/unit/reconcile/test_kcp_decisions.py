@@ -201,3 +201,18 @@ def test_remediation() -> None:
     ms = [view("m1", healthy=False), view("m2", 1, healthy=False, remediate=True), view("m3", 2)]
     a = rk.next_action(kcp(), CLUSTER, ms, initialized=True)
     assert a.kind == "wait" and a.reason == "RemediationDeferred" and "m1" in a.message
+
+
+def test_kubeadm_config_map_follows_version_and_given_sections() -> None:
+    import yaml
+    cur = yaml.safe_dump({"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "ClusterConfiguration",
+                          "kubernetesVersion": "v1.34.4", "etcd": {"local": {"dataDir": "/var/lib/etcd"}},
+                          "networking": {"podSubnet": "10.244.0.0/16"}})
+    assert rk.updated_cluster_configuration(cur, kcp(version="v1.34.4", kubeadmConfigSpec={}), CLUSTER) is None
+    new = rk.updated_cluster_configuration(cur, kcp(version="v1.35.0"), CLUSTER)
+    assert new is not None
+    doc = yaml.safe_load(new)
+    assert doc["kubernetesVersion"] == "v1.35.0"
+    assert doc["apiServer"] == {"certSANs": ["localhost"]}
+    assert doc["etcd"] == {"local": {"dataDir": "/var/lib/etcd"}}  # not in the KCP spec: left alone
+    assert doc["networking"] == {"podSubnet": "10.244.0.0/16"}
