@@ -112,6 +112,12 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
                     "ContainerNameConflict")
         return Result(requeue_after=30)
 
+    if info is None and (contract.infra_provisioned(dm) or contract.provider_id(dm)):
+        # like upstream: a provisioned machine whose container vanished is not silently recreated (the
+        # new node would lack its kubeadm state); it is reported so remediation can replace the Machine
+        await _fail(ctx, dm, obs(Phase.CONTAINER_DELETED, f"container {cname} of this provisioned machine no longer "
+                                 "exists; delete the Machine to replace it"), "ContainerDeleted")
+        return None
     if info is None:
         infra_ready = bool(contract.dig(cluster, "status", "initialization", "infrastructureProvisioned")) \
             or contract.infra_provisioned(dc)

@@ -34,6 +34,7 @@ class Phase(enum.Enum):
     IMAGE_NOT_FOUND = "ImageNotFound"
     CONTAINER_ERROR = "ContainerError"
     NAME_CONFLICT = "ContainerNameConflict"
+    CONTAINER_DELETED = "ContainerDeleted"      # provisioned once, container gone: not recreated
     WAITING_SYSTEMD = "WaitingForSystemd"
     INVALID_BOOTSTRAP_DATA = "InvalidBootstrapData"
     BOOTSTRAPPING = "Bootstrapping"
@@ -44,7 +45,7 @@ class Phase(enum.Enum):
 
 
 _BEFORE_CONTAINER = {Phase.WAITING_CLUSTER_INFRA, Phase.WAITING_BOOTSTRAP_DATA, Phase.WAITING_CONTROL_PLANE,
-                     Phase.IMAGE_NOT_FOUND, Phase.CONTAINER_ERROR, Phase.NAME_CONFLICT}
+                     Phase.IMAGE_NOT_FOUND, Phase.CONTAINER_ERROR, Phase.NAME_CONFLICT, Phase.CONTAINER_DELETED}
 
 
 def container_name(cluster: str, machine: str) -> str:

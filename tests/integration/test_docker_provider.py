@@ -406,6 +406,13 @@ async def test_fake_runtime_drives_the_controllers(kube: Kube, namespace: str) -
     assert f"server {cname} ".encode() in (fake.files(lb)[haproxy.CONFIG_PATH])
     assert fake.signals(lb)  # reloaded
 
+    # the container of a provisioned machine vanishes: reported, not silently recreated
+    fake.remove_container(cname)
+    await dmc.reconcile(ctx, namespace, dm["metadata"]["name"])
+    gone = await kube.get(DOCKER_MACHINE, namespace, dm["metadata"]["name"])
+    assert (cond.get(gone or {}, "ContainerProvisioned") or {}).get("reason") == "ContainerDeleted"
+    assert fake.get_container(cname) is None and provisioned(gone)
+
     fake.fail_bootstrap_on.append("argv-form-ok")
     m2, dm3 = await make_machine(kube, namespace, cluster, cp=False, data=ok_config())
     dm4 = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm3["metadata"]["name"],

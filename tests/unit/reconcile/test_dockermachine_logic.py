@@ -90,6 +90,13 @@ def test_status_image_missing_and_deleting() -> None:
     assert _conds(st)["ContainerProvisioned"] == ("False", "Deleting")
 
 
+def test_container_deleted_keeps_provisioned_but_not_ready() -> None:
+    prov = dmr.status(_dm(), Observed(Phase.PROVISIONED, "", _info(), "net"))
+    st = dmr.status({**_dm(), "status": prov}, Observed(Phase.CONTAINER_DELETED, "gone"))
+    assert st["initialization"] == {"provisioned": True}
+    assert _conds(st)["ContainerProvisioned"] == ("False", "ContainerDeleted") and _conds(st)["Ready"][0] == "False"
+
+
 def test_last_lines() -> None:
     assert dmr.last_lines("\n".join(str(i) for i in range(30)), 3) == "27\n28\n29"
     assert len(dmr.last_lines("x" * 5000, 1, limit=100)) == 100
