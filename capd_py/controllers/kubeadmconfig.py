@@ -132,7 +132,7 @@ async def _reconcile(ctx: Ctx, cfg: dict[str, Any], owner: dict[str, Any] | None
     if phase.action in (kc.WAIT_OWNER, kc.WAIT_CLUSTER):
         # The Machine controller sets the owner; it or the Cluster event brings us back.
         if not st.has(kc.DATA_SECRET_AVAILABLE):
-            st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_NOT_AVAILABLE, phase.message)
+            st.set(kc.DATA_SECRET_AVAILABLE, False, phase.action, phase.message)
         return None
     if phase.action == kc.PAUSED:
         return None
@@ -142,7 +142,7 @@ async def _reconcile(ctx: Ctx, cfg: dict[str, Any], owner: dict[str, Any] | None
         st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_FORMAT_NOT_SUPPORTED, phase.message)
         return None
     if phase.action in (kc.WAIT_INFRA, kc.WAIT_ENDPOINT):
-        st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_NOT_AVAILABLE, phase.message)
+        st.set(kc.DATA_SECRET_AVAILABLE, False, phase.action, phase.message)
         return None  # the Cluster watch brings us back
     if phase.action == kc.ADOPT:
         st.created(str(contract.dig(owner, "spec", "bootstrap", "dataSecretName")))
@@ -151,7 +151,7 @@ async def _reconcile(ctx: Ctx, cfg: dict[str, Any], owner: dict[str, Any] | None
         st.created(str(st.status["dataSecretName"]))
         return await _refresh_token_if_needed(ctx, cfg, owner, cluster)
     if phase.action == kc.WAIT_CP_INIT:
-        st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_NOT_AVAILABLE, phase.message)
+        st.set(kc.DATA_SECRET_AVAILABLE, False, phase.action, phase.message)
         return Result(requeue_after=30.0)
     if phase.action == kc.INIT:
         return await _init(ctx, cfg, owner, cluster, st)
@@ -296,7 +296,7 @@ async def _user_inputs(ctx: Ctx, cfg: dict[str, Any], st: _Status) -> tuple[Dict
         return await _resolve_files(ctx.kube, cfg), await _resolve_users(ctx.kube, cfg)
     except KeyError as e:
         msg = f"Cannot resolve {e.args[0]}"
-        st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_NOT_AVAILABLE, msg)
+        st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_GENERATION_FAILED, msg)
         await events.record(ctx.kube, cfg, "DataSecretGenerationFailed", msg)
         return None
 
@@ -308,16 +308,16 @@ async def _init(ctx: Ctx, cfg: dict[str, Any], machine: dict[str, Any], cluster:
     kube = ctx.kube
     ns, cname = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
     if not st.has(kc.DATA_SECRET_AVAILABLE):
-        st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_NOT_AVAILABLE, "Generating bootstrap data (kubeadm init)")
+        st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_GENERATING, "Generating bootstrap data (kubeadm init)")
     ok, msg = await _lock(kube, cluster, machine)
     if not ok:
-        st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_NOT_AVAILABLE, msg)
+        st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_WAITING_FOR_INIT_LOCK, msg)
         return Result(requeue_after=WAIT_LOCK)
     try:
         if contract.ref(cluster, "spec", "controlPlaneRef"):
             found, missing = await lookup_certs(kube, ns, cname)
             if missing:
-                st.set(kc.CERTIFICATES_AVAILABLE, False, kc.REASON_NOT_AVAILABLE,
+                st.set(kc.CERTIFICATES_AVAILABLE, False, kc.REASON_WAITING_FOR_CERTIFICATES,
                        f"Waiting for the control plane provider to generate certificates ({', '.join(missing)})")
                 return Result(requeue_after=WAIT_SHORT)
         else:
@@ -356,12 +356,12 @@ async def _join(ctx: Ctx, cfg: dict[str, Any], machine: dict[str, Any], cluster:
     spec = cfg.get("spec") or {}
     if contract.dig(spec, "joinConfiguration", "controlPlane") is not None and not control_plane:
         msg = "Machine is a worker, but joinConfiguration.controlPlane is set"
-        st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_NOT_AVAILABLE, msg)
+        st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_INVALID, msg)
         return None
     purposes = certs_mod.PURPOSES if control_plane else (certs_mod.CLUSTER_CA,)
     found, missing = await lookup_certs(kube, ns, cname, purposes)
     if missing:
-        st.set(kc.CERTIFICATES_AVAILABLE, False, kc.REASON_NOT_AVAILABLE,
+        st.set(kc.CERTIFICATES_AVAILABLE, False, kc.REASON_WAITING_FOR_CERTIFICATES,
                f"Waiting for cluster certificates ({', '.join(missing)})")
         return Result(requeue_after=WAIT_SHORT)
     problem = _certs_problem(found, need_keys=control_plane)
@@ -385,7 +385,7 @@ async def _join(ctx: Ctx, cfg: dict[str, Any], machine: dict[str, Any], cluster:
         if not bt.get("token"):
             wl = await _workload(ctx, cluster)
             if wl is None:
-                st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_NOT_AVAILABLE,
+                st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_WAITING_FOR_WORKLOAD,
                        "Waiting for the workload cluster kubeconfig to create a bootstrap token")
                 return Result(requeue_after=WAIT_SHORT)
             token = kc.new_token()
@@ -394,7 +394,7 @@ async def _join(ctx: Ctx, cfg: dict[str, Any], machine: dict[str, Any], cluster:
             except KubeError:
                 raise
             except Exception as e:  # noqa: BLE001 - the workload API not answering yet is waiting, not failure
-                st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_NOT_AVAILABLE,
+                st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_WAITING_FOR_WORKLOAD,
                        f"Waiting for the workload cluster API to create a bootstrap token: {e.__class__.__name__}")
                 return Result(requeue_after=WAIT_SHORT)
             patch_bt["token"] = token

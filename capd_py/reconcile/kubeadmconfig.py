@@ -51,6 +51,14 @@ REASON_INTERNAL_ERROR = "InternalError"
 REASON_READY = "Ready"
 REASON_NOT_READY = "NotReady"
 REASON_FORMAT_NOT_SUPPORTED = "FormatNotSupported"
+# While waiting, DataSecretAvailable / CertificatesAvailable carry what is awaited as the reason (the
+# phase names below, plus these); upstream v1beta2 says NotAvailable and puts the same in the message.
+REASON_WAITING_FOR_INIT_LOCK = "WaitingForInitLock"
+REASON_WAITING_FOR_CERTIFICATES = "WaitingForCertificates"
+REASON_WAITING_FOR_WORKLOAD = "WaitingForWorkloadCluster"
+REASON_GENERATING = "Generating"
+REASON_GENERATION_FAILED = "DataSecretGenerationFailed"
+REASON_INVALID = "InvalidConfiguration"
 
 # --- bootstrap tokens ---------------------------------------------------------------------------
 DEFAULT_TOKEN_TTL = _dt.timedelta(minutes=15)

@@ -165,7 +165,7 @@ async def test_kubeadmconfig_init_machine_gets_cloud_config(ctx: Ctx, kube: Kube
     cfg2 = await kube.get(KUBEADM_CONFIG, ns, "m2")
     assert cfg2 is not None
     ds = next(c for c in cfg2["status"]["conditions"] if c["type"] == "DataSecretAvailable")
-    assert ds["status"] == "False" and "init lock" in ds["message"]
+    assert ds["status"] == "False" and ds["reason"] == "WaitingForInitLock" and "init lock" in ds["message"]
     assert await kube.get(SECRET, ns, "m2") is None
 
     # stable: reconciling again writes nothing
@@ -189,7 +189,8 @@ async def test_kubeadmconfig_waits_with_reasons(ctx: Ctx, kube: Kube, namespace:
     cfg = await kube.get(KUBEADM_CONFIG, ns, "w1")
     assert cfg is not None
     ds = next(x for x in cfg["status"]["conditions"] if x["type"] == "DataSecretAvailable")
-    assert ds["status"] == "False" and "infrastructureProvisioned" in ds["message"]
+    assert ds["status"] == "False" and ds["reason"] == "WaitingForClusterInfrastructure"
+    assert "infrastructureProvisioned" in ds["message"]
     ready = next(x for x in cfg["status"]["conditions"] if x["type"] == "Ready")
     assert ready["status"] == "False" and ready["reason"] == "NotReady"
 
