@@ -64,6 +64,9 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         owner = contract.owner_ref(cluster, controller=False)
     md = await ensure_metadata(kube, MACHINE_DEPLOYMENT, md, finalizer=FINALIZER_MACHINE_DEPLOYMENT,
                                owner=owner, labels={CLUSTER_NAME: cn} if cn else None)
+    dp = rmd.spec_defaults_patch(md)
+    if dp:
+        md = await kube.merge_patch(MACHINE_DEPLOYMENT, namespace, name, dp)
 
     # adopt orphan MachineSets of this deployment
     sel = contract.dig(md, "spec", "selector")

@@ -16,7 +16,7 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract
-from capd_py.api.labels import CLUSTER_NAME, DEPLOYMENT_NAME, REVISION_ANNOTATION, TEMPLATE_HASH
+from capd_py.api.labels import CLUSTER_NAME, DEPLOYMENT_NAME, REVISION_ANNOTATION, SET_NAME, TEMPLATE_HASH
 from capd_py.reconcile import coreutil
 from capd_py.reconcile.machineset import aggregate
 
@@ -30,6 +30,25 @@ PHASE_SCALING_UP, PHASE_SCALING_DOWN, PHASE_RUNNING = "ScalingUp", "ScalingDown"
 
 # Machine spec fields upstream propagates in place (no rollout when they change).
 _IN_PLACE_FIELDS = ("minReadySeconds", "deletion", "readinessGates")
+
+
+def spec_defaults_patch(md: dict[str, Any]) -> dict[str, Any] | None:
+    """What upstream's defaulting webhook adds (we run none): the deployment-name and cluster-name
+    labels in spec.selector.matchLabels and spec.template.metadata.labels. None when present."""
+    want = {DEPLOYMENT_NAME: md["metadata"]["name"][:63]}
+    cn = contract.dig(md, "spec", "clusterName")
+    if cn:
+        want[CLUSTER_NAME] = cn
+    sel = contract.dig(md, "spec", "selector", "matchLabels", default={}) or {}
+    tl = contract.dig(md, "spec", "template", "metadata", "labels", default={}) or {}
+    ps = {k: v for k, v in want.items() if sel.get(k) != v}
+    pt = {k: v for k, v in want.items() if tl.get(k) != v}
+    patch: dict[str, Any] = {}
+    if ps:
+        patch["selector"] = {"matchLabels": ps}
+    if pt:
+        patch["template"] = {"metadata": {"labels": pt}}
+    return {"spec": patch} if patch else None
 
 
 def template_hash(md: dict[str, Any], now: _dt.datetime | None = None) -> str:
@@ -81,16 +100,18 @@ def machine_set_name(md: dict[str, Any], h: str) -> str:
 def desired_machine_set(md: dict[str, Any], h: str, replicas: int, rev: int) -> dict[str, Any]:
     """The MachineSet for the current template (labels + selector carry machine-template-hash)."""
     name = md["metadata"]["name"]
+    ms_name = machine_set_name(md, h)
     cn = contract.dig(md, "spec", "clusterName")
     tpl = copy.deepcopy(contract.dig(md, "spec", "template", default={}) or {})
     tmd = dict(tpl.get("metadata") or {})
-    tmd["labels"] = {**(tmd.get("labels") or {}), TEMPLATE_HASH: h, DEPLOYMENT_NAME: name[:63]}
+    tmd["labels"] = {**(tmd.get("labels") or {}), TEMPLATE_HASH: h, DEPLOYMENT_NAME: name[:63],
+                     SET_NAME: ms_name[:63]}
     tpl["metadata"] = tmd
     tspec = dict(tpl.get("spec") or {})
     tspec["clusterName"] = cn
     tpl["spec"] = tspec
     sel = copy.deepcopy(contract.dig(md, "spec", "selector", default={}) or {})
-    sel["matchLabels"] = {**(sel.get("matchLabels") or {}), TEMPLATE_HASH: h}
+    sel["matchLabels"] = {**(sel.get("matchLabels") or {}), TEMPLATE_HASH: h, SET_NAME: ms_name[:63]}
     labels = {**(contract.dig(md, "spec", "template", "metadata", "labels", default={}) or {}),
               CLUSTER_NAME: cn, DEPLOYMENT_NAME: name[:63], TEMPLATE_HASH: h}
     spec: dict[str, Any] = {"clusterName": cn, "replicas": replicas, "selector": sel, "template": tpl}
@@ -99,7 +120,7 @@ def desired_machine_set(md: dict[str, Any], h: str, replicas: int, rev: int) -> 
         spec["deletion"] = {"order": order}
     return {
         "apiVersion": md["apiVersion"], "kind": "MachineSet",
-        "metadata": {"name": machine_set_name(md, h), "namespace": md["metadata"]["namespace"], "labels": labels,
+        "metadata": {"name": ms_name, "namespace": md["metadata"]["namespace"], "labels": labels,
                      "annotations": {REVISION_ANNOTATION: str(rev)},
                      "ownerReferences": [contract.owner_ref(md, controller=True)]},
         "spec": spec,
@@ -113,7 +134,7 @@ def in_place_updates(md: dict[str, Any], ms: dict[str, Any]) -> dict[str, Any] |
     cur_tmd = contract.dig(ms, "spec", "template", "metadata", default={}) or {}
     patch_t: dict[str, Any] = {}
     wl = {**(want_tmd.get("labels") or {}), TEMPLATE_HASH: (cur_tmd.get("labels") or {}).get(TEMPLATE_HASH),
-          DEPLOYMENT_NAME: md["metadata"]["name"][:63]}
+          DEPLOYMENT_NAME: md["metadata"]["name"][:63], SET_NAME: ms["metadata"]["name"][:63]}
     wl = {k: v for k, v in wl.items() if v is not None}
     if wl != (cur_tmd.get("labels") or {}):
         patch_t.setdefault("metadata", {})["labels"] = {**{k: None for k in cur_tmd.get("labels") or {}}, **wl}
@@ -269,6 +290,8 @@ def compute_status(md: dict[str, Any], mss: list[dict[str, Any]], new_name: str 
     new = next((m for m in mss if m["metadata"]["name"] == new_name), None)
     st["upToDateReplicas"] = coreutil.status_int(new, "upToDateReplicas") if new else 0
     st["selector"] = coreutil.selector_string(contract.dig(md, "spec", "selector"))
+    if not st["selector"]:
+        st.pop("selector")  # the CRD wants at least one character
     if gen is not None:
         st["observedGeneration"] = gen
     cur = st["replicas"]

@@ -70,6 +70,25 @@ def orphans_to_adopt(ms: dict[str, Any], machines: list[dict[str, Any]]) -> list
     return out
 
 
+def spec_defaults_patch(ms: dict[str, Any]) -> dict[str, Any] | None:
+    """What upstream's defaulting webhook adds (we run none): the set-name and cluster-name labels in
+    spec.selector.matchLabels and spec.template.metadata.labels. None when present."""
+    want = {SET_NAME: ms["metadata"]["name"][:63]}
+    cn = contract.dig(ms, "spec", "clusterName")
+    if cn:
+        want[CLUSTER_NAME] = cn
+    sel = contract.dig(ms, "spec", "selector", "matchLabels", default={}) or {}
+    tl = contract.dig(ms, "spec", "template", "metadata", "labels", default={}) or {}
+    ps = {k: v for k, v in want.items() if sel.get(k) != v}
+    pt = {k: v for k, v in want.items() if tl.get(k) != v}
+    patch: dict[str, Any] = {}
+    if ps:
+        patch["selector"] = {"matchLabels": ps}
+    if pt:
+        patch["template"] = {"metadata": {"labels": pt}}
+    return {"spec": patch} if patch else None
+
+
 # --- deletion order -----------------------------------------------------------------------------
 
 
@@ -268,6 +287,8 @@ def compute_status(ms: dict[str, Any], owned: list[dict[str, Any]], p: Plan | No
     st["availableReplicas"] = sum(1 for m in owned if cond.is_true(m, cond.AVAILABLE))
     st["upToDateReplicas"] = sum(1 for m in owned if is_up_to_date(ms, m) and not coreutil.is_deleting(m))
     st["selector"] = coreutil.selector_string(contract.dig(ms, "spec", "selector"))
+    if not st["selector"]:
+        st.pop("selector")  # the CRD wants at least one character
     if gen is not None:
         st["observedGeneration"] = gen
     if len(owned) < want:

@@ -188,7 +188,10 @@ async def test_machineset_creates_machines_with_clones(kube: Kube, namespace: st
     assert rv(await kube.get(MACHINE_SET, ns, "ms1")) == before
     assert {m["metadata"]["name"]: rv(m) for m in await machines(kube, ns)} == m_before
     assert len(await machines(kube, ns)) == 3
-    assert ms is not None and ms["status"]["replicas"] == 3 and ms["status"]["selector"] == "pool=a"
+    assert ms is not None and ms["status"]["replicas"] == 3
+    # upstream's webhook defaults (set-name, cluster-name) are applied by the controller
+    assert ms["status"]["selector"] == "cluster.x-k8s.io/cluster-name=c1,cluster.x-k8s.io/set-name=ms1,pool=a"
+    assert ms["spec"]["template"]["metadata"]["labels"]["cluster.x-k8s.io/set-name"] == "ms1"
 
 
 async def test_machineset_scale_down_honours_delete_annotation(kube: Kube, namespace: str, ctx: Ctx) -> None:
@@ -221,7 +224,8 @@ async def test_machineset_adopts_orphans_and_deletion(kube: Kube, namespace: str
         await kube.create(g, o)
     orphan = copy.deepcopy(machine_template())
     await kube.create(MACHINE, {"apiVersion": MACHINE.api_version, "kind": "Machine",
-                                "metadata": _meta("orphan", ns, labels={"pool": "a", CLUSTER_NAME: "c1"}),
+                                "metadata": _meta("orphan", ns, labels={"pool": "a", CLUSTER_NAME: "c1",
+                                                                       "cluster.x-k8s.io/set-name": "ms1"}),
                                 "spec": {**orphan["spec"],
                                          "bootstrap": {"configRef": {"apiGroup": gvk.BOOTSTRAP_GROUP,
                                                                      "kind": "KubeadmConfig", "name": "orphan"}},

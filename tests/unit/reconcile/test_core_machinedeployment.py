@@ -186,7 +186,9 @@ def test_desired_machine_set() -> None:
     assert ms["metadata"]["name"] == "md1-abc123"
     assert ms["metadata"]["labels"]["machine-template-hash"] == "abc123"
     assert ms["metadata"]["labels"]["cluster.x-k8s.io/deployment-name"] == "md1"
-    assert ms["spec"]["selector"]["matchLabels"] == {"pool": "a", "machine-template-hash": "abc123"}
+    assert ms["spec"]["selector"]["matchLabels"] == {"pool": "a", "machine-template-hash": "abc123",
+                                                     "cluster.x-k8s.io/set-name": "md1-abc123"}
+    assert ms["spec"]["template"]["metadata"]["labels"]["cluster.x-k8s.io/set-name"] == "md1-abc123"
     assert ms["spec"]["template"]["metadata"]["labels"]["machine-template-hash"] == "abc123"
     assert ms["spec"]["deletion"] == {"order": "Oldest"}
     assert ms["metadata"]["annotations"]["machinedeployment.clusters.x-k8s.io/revision"] == "4"
@@ -240,3 +242,20 @@ def test_status() -> None:
     assert byt2["RollingOut"]["status"] == "False"
     assert byt2["Available"]["status"] == "False"
     assert st2["phase"] == "ScalingUp"
+
+
+def test_spec_defaults_patch() -> None:
+    d = md()
+    d["spec"]["selector"] = {"matchLabels": None}
+    p = rmd.spec_defaults_patch(d)
+    want = {"cluster.x-k8s.io/deployment-name": "md1", "cluster.x-k8s.io/cluster-name": "c1"}
+    assert p == {"spec": {"selector": {"matchLabels": want}, "template": {"metadata": {"labels": want}}}}
+    d["spec"]["selector"] = {"matchLabels": dict(want)}
+    d["spec"]["template"]["metadata"]["labels"].update(want)
+    assert rmd.spec_defaults_patch(d) is None
+
+
+def test_empty_selector_not_written_to_status() -> None:
+    d = md()
+    d["spec"]["selector"] = {}
+    assert "selector" not in rmd.compute_status(d, [], None, [])

@@ -205,3 +205,13 @@ def test_in_place_machine_patch() -> None:
     s["spec"]["template"]["spec"]["deletion"] = {"nodeDrainTimeoutSeconds": 60}
     assert rms.in_place_machine_patch(s, m) == {"spec": {"minReadySeconds": 30,
                                                          "deletion": {"nodeDrainTimeoutSeconds": 60}}}
+
+
+def test_spec_defaults_patch() -> None:
+    s = ms()
+    want = {"cluster.x-k8s.io/set-name": "ms1", "cluster.x-k8s.io/cluster-name": "c1"}
+    assert rms.spec_defaults_patch(s) == {"spec": {"selector": {"matchLabels": want},
+                                                   "template": {"metadata": {"labels": want}}}}
+    s["spec"]["selector"]["matchLabels"].update(want)
+    s["spec"]["template"]["metadata"]["labels"].update(want)
+    assert rms.spec_defaults_patch(s) is None
