@@ -243,7 +243,7 @@ async def _create_machine(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any]
     tpl = await kube.get(tg, ns, tref["name"])
     if tpl is None:
         return f"{tref['kind']} {tref['name']} not found"
-    name = f"{kname}-{_suffix()}"
+    name = rk.machine_name(kcp, cname, _suffix())
     labels = rk.machine_labels(kcp, cname)
     owner = contract.owner_ref(kcp)
     tspec = contract.dig(tpl, "spec", "template", default={}) or {}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,6 +112,20 @@ def max_surge(kcp: dict[str, Any]) -> int:
 
 def infra_template_ref(kcp: dict[str, Any]) -> dict[str, str] | None:
     return contract.ref(kcp, "spec", "machineTemplate", "spec", "infrastructureRef")
+
+
+_NAME_VAR = re.compile(r"\{\{\s*\.(cluster\.name|kubeadmControlPlane\.name|random)\s*\}\}")
+
+
+def machine_name(kcp: dict[str, Any], cluster_name: str, random: str) -> str:
+    """spec.machineNaming.template (upstream variables .cluster.name, .kubeadmControlPlane.name, .random);
+    default `<kcp>-<random>`."""
+    tpl = contract.dig(kcp, "spec", "machineNaming", "template") or "{{ .kubeadmControlPlane.name }}-{{ .random }}"
+    values = {"cluster.name": cluster_name, "kubeadmControlPlane.name": kcp["metadata"]["name"], "random": random}
+    name = _NAME_VAR.sub(lambda m: values[m.group(1)], tpl)
+    if "{{" in name or len(name) > 63:
+        name = f"{kcp['metadata']['name'][:57]}-{random}"
+    return name
 
 
 def selector(cluster_name: str) -> str:

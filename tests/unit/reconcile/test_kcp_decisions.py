@@ -216,3 +216,11 @@ def test_kubeadm_config_map_follows_version_and_given_sections() -> None:
     assert doc["apiServer"] == {"certSANs": ["localhost"]}
     assert doc["etcd"] == {"local": {"dataDir": "/var/lib/etcd"}}  # not in the KCP spec: left alone
     assert doc["networking"] == {"podSubnet": "10.244.0.0/16"}
+
+
+def test_machine_naming() -> None:
+    assert rk.machine_name(kcp(), "c1", "abcde") == "c1-cp-abcde"
+    named = kcp(machineNaming={"template": "{{ .cluster.name }}-cp-{{ .random }}"})
+    assert rk.machine_name(named, "c1", "abcde") == "c1-cp-abcde"
+    odd = kcp(machineNaming={"template": "{{ .unknown }}-x"})
+    assert rk.machine_name(odd, "c1", "abcde") == "c1-cp-abcde"
