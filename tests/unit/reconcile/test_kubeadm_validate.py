@@ -56,3 +56,33 @@ def test_join_config_validates(tmp_path: Path, control_plane: bool) -> None:
     out = kc.render_join(_spec(), CLUSTER, control_plane=control_plane, token=kc.new_token(), ca_cert=cs["ca"].cert,
                          certs=cs if control_plane else None)
     _validate(tmp_path, _kubeadm_yaml(out, kc.JOIN_CONFIG_PATH))
+
+
+def test_kubeadm_uses_our_cas_and_service_account_key(tmp_path: Path) -> None:
+    """`kubeadm init phase certs all` over the rendered files: it must reuse (not regenerate) every CA and
+    the service-account key we wrote, and sign the serving certificates with them."""
+    if not KUBEADM.exists():
+        pytest.skip(f"kubeadm binary not found at {KUBEADM}; build it with `make binaries`")
+    pki = tmp_path / "pki"
+    spec = {"clusterConfiguration": {"certificatesDir": str(pki), "apiServer": {"certSANs": ["localhost"]}},
+            "initConfiguration": {"localAPIEndpoint": {"advertiseAddress": "172.18.0.5"}}}
+    cs = cluster_certs()
+    cloud = yaml.safe_load(kc.render_init(spec, CLUSTER, "v1.34.4", cs))
+    for f in cloud["write_files"]:
+        p = Path(str(tmp_path) + f["path"]) if f["path"].startswith("/run/") else Path(f["path"])
+        if not str(p).startswith(str(tmp_path)):
+            continue  # spec.files of the fixture: not needed here
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f["content"])
+    r = subprocess.run([str(KUBEADM), "init", "phase", "certs", "all", "--config",
+                        str(tmp_path / kc.INIT_CONFIG_PATH.lstrip("/"))], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    for ca in ("ca", "front-proxy-ca", "etcd/ca"):
+        assert f"Using existing {ca} certificate authority" in r.stdout
+    assert 'Using the existing "sa" key' in r.stdout
+    assert (pki / "ca.crt").read_bytes() == cs["ca"].cert  # untouched
+    from cryptography import x509
+    server = x509.load_pem_x509_certificate((pki / "apiserver.crt").read_bytes())
+    server.verify_directly_issued_by(x509.load_pem_x509_certificate(cs["ca"].cert))
+    sans = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "localhost" in sans.get_values_for_type(x509.DNSName)
