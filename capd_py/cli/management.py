@@ -31,6 +31,11 @@ DEFAULT_NODE_IMAGE = "capd-py/node:v1.34.4"
 POD_SUBNET = "10.244.0.0/16"
 SERVICE_SUBNET = "10.96.0.0/12"
 API_PORT = 6443
+# Must match the node image's containerd (runc SystemdCgroup = true in images/node); kubelet and runc
+# disagreeing makes every pod sandbox fail. systemd works on cgroup v1 hosts too.
+CGROUP_DRIVER = os.environ.get("CAPD_PY_CGROUP_DRIVER", "systemd")
+CGROUP_V1_KUBELET_ROOT = ("[ -f /sys/fs/cgroup/cgroup.controllers ] || for d in /sys/fs/cgroup/*/; do "
+                          "mkdir -p \"${d}kubelet\" \"${d}kubelet.slice\"; done")
 # --in-cluster: the host docker socket inside the node (a hostPath for the controllers pod).
 DOCKER_SOCKET_IN_NODE = "/run/capd-py/docker.sock"
 # What kind ignores: the node runs in a container, without swap accounting or the br_netfilter sysctl.
@@ -159,6 +164,9 @@ class ManagementCluster:
             if not ip:
                 raise ManagementError(f"{self.node} has no IPv4 address on {self.network}")
             version = self._exec(["kubeadm", "version", "-o", "short"], what="kubeadm version").strip()
+            # kubelet runs with --cgroup-root=/kubelet (kind's layout; `kubelet.slice` with the systemd
+            # driver): on cgroup v1 it refuses to start unless that cgroup exists in every hierarchy.
+            self._exec(["sh", "-c", CGROUP_V1_KUBELET_ROOT], what="creating the kubelet cgroup")
             self.rt.write_file(self.node, "/kind/kubeadm.conf", kubeadm_config(self.node, ip, version).encode())
         with st.step("Starting control-plane 🕹️"):
             self._exec(["kubeadm", "init", "--config=/kind/kubeadm.conf", "--skip-token-print",
@@ -248,7 +256,7 @@ class ManagementCluster:
 def kubeadm_config(node: str, ip: str, version: str, pod_subnet: str = POD_SUBNET,
                    service_subnet: str = SERVICE_SUBNET) -> str:
     """kubeadm v1beta4 + kubelet + kube-proxy configuration for a single node in a container (kind's
-    choices, with the cgroupfs driver and cgroup v1 allowed, as this host needs)."""
+    choices, with cgroup v1 allowed, as this host needs)."""
     docs: list[dict[str, Any]] = [
         {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "ClusterConfiguration",
          "kubernetesVersion": version, "clusterName": node.removesuffix("-control-plane"),
@@ -261,7 +269,7 @@ def kubeadm_config(node: str, ip: str, version: str, pod_subnet: str = POD_SUBNE
          "nodeRegistration": {"name": node, "criSocket": "unix:///run/containerd/containerd.sock",
                               "kubeletExtraArgs": [{"name": "node-ip", "value": ip}]}},
         {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-         "cgroupDriver": "cgroupfs", "cgroupRoot": "/kubelet", "failSwapOn": False, "failCgroupV1": False,
+         "cgroupDriver": CGROUP_DRIVER, "cgroupRoot": "/kubelet", "failSwapOn": False, "failCgroupV1": False,
          "imageGCHighThresholdPercent": 100,
          "evictionHard": {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"}},
         {"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration", "mode": "iptables",
