@@ -44,6 +44,7 @@ from capd_py.reconcile.kubeadmconfig import cluster_infrastructure_provisioned
 log = logging.getLogger("capd_py.kcp")
 
 ETCD_PKI = "/etc/kubernetes/pki/etcd"
+WORKLOAD_TIMEOUT = 10.0
 ETCDCTL_BASE = ["etcdctl", "--endpoints=https://127.0.0.1:2379", f"--cacert={ETCD_PKI}/ca.crt",
                 f"--cert={ETCD_PKI}/healthcheck-client.crt", f"--key={ETCD_PKI}/healthcheck-client.key",
                 "--command-timeout=15s"]
@@ -173,9 +174,12 @@ async def _observe_workload(ctx: Ctx, cluster: dict[str, Any]) -> _Workload:
         w.error = "kubeconfig not available"
         return w
     try:
-        w.nodes = await w.kube.list(NODE)
-        pods = await w.kube.list(POD, "kube-system", labels={"tier": "control-plane"})
-        w.pods = {p["metadata"]["name"]: p for p in pods}
+        # short timeouts: an unreachable workload API must not hold the KCP key for minutes
+        nodes = await w.kube.acall("GET", NODE.path(), timeout=WORKLOAD_TIMEOUT)
+        w.nodes = list(nodes.get("items") or [])
+        pods = await w.kube.acall("GET", POD.path("kube-system"), query=[("labelSelector", "tier=control-plane")],
+                                  timeout=WORKLOAD_TIMEOUT)
+        w.pods = {p["metadata"]["name"]: p for p in pods.get("items") or []}
         w.reachable = True
     except Exception as e:  # noqa: BLE001 - an unreachable workload API is a state to report, not a crash
         w.error = f"{e.__class__.__name__}: {str(e)[:200]}"
