@@ -12,6 +12,7 @@ import asyncio
 import datetime as _dt
 import json
 import logging
+import re
 import secrets
 import string
 from typing import Any
@@ -182,7 +183,8 @@ async def _observe_workload(ctx: Ctx, cluster: dict[str, Any]) -> _Workload:
         w.pods = {p["metadata"]["name"]: p for p in pods.get("items") or []}
         w.reachable = True
     except Exception as e:  # noqa: BLE001 - an unreachable workload API is a state to report, not a crash
-        w.error = f"{e.__class__.__name__}: {str(e)[:200]}"
+        # no object addresses / varying detail in status: the message must be stable between passes
+        w.error = f"{e.__class__.__name__}: {re.sub(r' at 0x[0-9a-fA-F]+', '', str(e))[:200]}"
     return w
 
 
