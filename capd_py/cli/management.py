@@ -34,6 +34,21 @@ API_PORT = 6443
 # Must match the node image's containerd (runc SystemdCgroup = true in images/node); kubelet and runc
 # disagreeing makes every pod sandbox fail. systemd works on cgroup v1 hosts too.
 CGROUP_DRIVER = os.environ.get("CAPD_PY_CGROUP_DRIVER", "systemd")
+# On user-defined docker networks the node's resolv.conf names docker's embedded DNS, 127.0.0.11, which
+# pods cannot reach (CoreDNS would forward to its own loopback and stop with "Loop detected"). As kind
+# does: serve it on the gateway address instead (docker's DNAT rules re-targeted, also for PREROUTING,
+# so pod traffic is translated) and point resolv.conf there.
+DOCKER_DNS_FIX = r"""
+set -e
+grep -q '^nameserver 127.0.0.11' /etc/resolv.conf || exit 0
+gw=$(ip -4 route show default | awk '{print $3; exit}')
+[ -n "$gw" ] || exit 0
+iptables-save -t nat > /tmp/nat.rules
+sed -e "s/-d 127.0.0.11/-d $gw/g" \
+    -e "s/^-A OUTPUT \(.*\) -j DOCKER_OUTPUT$/&\n-A PREROUTING \1 -j DOCKER_OUTPUT/" \
+    -e "s/--to-source :53/--to-source $gw:53/g" /tmp/nat.rules | iptables-restore -T nat
+sed -e "s/127.0.0.11/$gw/" /etc/resolv.conf > /tmp/resolv.conf && cat /tmp/resolv.conf > /etc/resolv.conf
+"""
 CGROUP_V1_KUBELET_ROOT = ("[ -f /sys/fs/cgroup/cgroup.controllers ] || for d in /sys/fs/cgroup/*/; do "
                           "mkdir -p \"${d}kubelet\" \"${d}kubelet.slice\"; done")
 # --in-cluster: the host docker socket inside the node (a hostPath for the controllers pod).
@@ -167,6 +182,7 @@ class ManagementCluster:
             # kubelet runs with --cgroup-root=/kubelet (kind's layout; `kubelet.slice` with the systemd
             # driver): on cgroup v1 it refuses to start unless that cgroup exists in every hierarchy.
             self._exec(["sh", "-c", CGROUP_V1_KUBELET_ROOT], what="creating the kubelet cgroup")
+            self._exec(["sh", "-c", DOCKER_DNS_FIX], what="re-pointing the node's DNS")
             self.rt.write_file(self.node, "/kind/kubeadm.conf", kubeadm_config(self.node, ip, version).encode())
         with st.step("Starting control-plane 🕹️"):
             self._exec(["kubeadm", "init", "--config=/kind/kubeadm.conf", "--skip-token-print",
