@@ -73,6 +73,10 @@ class _Status:
         self.set(kc.CERTIFICATES_AVAILABLE, True, kc.REASON_AVAILABLE)
 
     def final(self) -> dict[str, Any]:
+        # a spec patch during the pass (join discovery) bumps the generation: report the latest one
+        self.gen = self.cfg["metadata"].get("generation", self.gen)
+        if self.gen is not None:
+            self.conds = [{**c, "observedGeneration": self.gen} for c in self.conds]
         by = {c["type"]: c for c in self.conds}
         ds, ca = by.get(kc.DATA_SECRET_AVAILABLE), by.get(kc.CERTIFICATES_AVAILABLE)
         if ds and ds["status"] == "True" and (ca is None or ca["status"] == "True"):

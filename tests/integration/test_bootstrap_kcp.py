@@ -232,8 +232,12 @@ async def test_worker_join_creates_and_refreshes_token(ctx: Ctx, kube: Kube, env
 
     # fresh token: no refresh, nothing written
     before = await rvs(kube, "kube-system", [(SECRET, kc.token_secret_name(token))])
+    before_ns = await rvs(kube, ns, [(KUBEADM_CONFIG, "w1"), (SECRET, "w1")])
     await c_kc.reconcile(ctx, ns, "w1")
     assert await rvs(kube, "kube-system", [(SECRET, kc.token_secret_name(token))]) == before
+    assert await rvs(kube, ns, [(KUBEADM_CONFIG, "w1"), (SECRET, "w1")]) == before_ns
+    cfg = await kube.get(KUBEADM_CONFIG, ns, "w1")
+    assert cfg is not None and cfg["status"]["observedGeneration"] == cfg["metadata"]["generation"]
 
     # nearly expired: refreshed to now + TTL
     soon = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
