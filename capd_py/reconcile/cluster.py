@@ -12,12 +12,17 @@ from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.labels import CONTROL_PLANE
 from capd_py.reconcile import coreutil
+from capd_py.reconcile.machineset import aggregate
 
 INFRASTRUCTURE_READY = "InfrastructureReady"
 CONTROL_PLANE_INITIALIZED = "ControlPlaneInitialized"
 CONTROL_PLANE_AVAILABLE = "ControlPlaneAvailable"
 WORKERS_AVAILABLE = "WorkersAvailable"
 REMOTE_CONNECTION_PROBE = "RemoteConnectionProbe"
+CONTROL_PLANE_MACHINES_READY = "ControlPlaneMachinesReady"
+WORKER_MACHINES_READY = "WorkerMachinesReady"
+CONTROL_PLANE_MACHINES_UP_TO_DATE = "ControlPlaneMachinesUpToDate"
+WORKER_MACHINES_UP_TO_DATE = "WorkerMachinesUpToDate"
 
 R_READY, R_NOT_READY = "Ready", "NotReady"
 R_OBJECT_DOES_NOT_EXIST, R_OBJECT_DELETED = "ObjectDoesNotExist", "ObjectDeleted"
@@ -183,6 +188,15 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         st["workers"] = {"desiredReplicas": desired, **_counts(workers)}
     else:
         st.pop("workers", None)
+
+    # Machine aggregates
+    for ctype, group in ((CONTROL_PLANE_MACHINES_READY, cp_machines), (WORKER_MACHINES_READY, workers)):
+        s_, r_, m_ = aggregate(group, "MachinesReady", R_READY, R_NOT_READY, "ReadyUnknown")
+        setc(ctype, s_, r_, m_)
+    for ctype, group in ((CONTROL_PLANE_MACHINES_UP_TO_DATE, cp_machines), (WORKER_MACHINES_UP_TO_DATE, workers)):
+        known = [m for m in group if cond.get(m, "UpToDate") is not None]
+        s_, r_, m_ = aggregate(known, "MachinesUpToDate", "UpToDate", "NotUpToDate", "UpToDateUnknown")
+        setc(ctype, s_, r_, m_)
 
     if obs.remote_probe is not None:
         setc(REMOTE_CONNECTION_PROBE, obs.remote_probe, R_PROBE_SUCCEEDED if obs.remote_probe else R_PROBE_FAILED,

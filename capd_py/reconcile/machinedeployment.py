@@ -118,6 +118,9 @@ def desired_machine_set(md: dict[str, Any], h: str, replicas: int, rev: int) -> 
     order = contract.dig(md, "spec", "deletion", "order")
     if order:
         spec["deletion"] = {"order": order}
+    naming = contract.dig(md, "spec", "machineNaming")
+    if naming:
+        spec["machineNaming"] = copy.deepcopy(naming)
     return {
         "apiVersion": md["apiVersion"], "kind": "MachineSet",
         "metadata": {"name": ms_name, "namespace": md["metadata"]["namespace"], "labels": labels,
@@ -153,6 +156,9 @@ def in_place_updates(md: dict[str, Any], ms: dict[str, Any]) -> dict[str, Any] |
     order = contract.dig(md, "spec", "deletion", "order")
     if order and contract.dig(ms, "spec", "deletion", "order") != order:
         patch["deletion"] = {"order": order}
+    naming = contract.dig(md, "spec", "machineNaming")
+    if naming and contract.dig(ms, "spec", "machineNaming") != naming:
+        patch["machineNaming"] = naming
     return {"spec": patch} if patch else None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import datetime as _dt
 import math
+import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,9 +175,20 @@ def random_suffix(n: int = 5) -> str:
     return "".join(secrets.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(n))
 
 
+_NAMING_VAR = re.compile(r"\{\{\s*\.(cluster\.name|machineSet\.name|random)\s*\}\}")
+
+
 def machine_name(ms: dict[str, Any], suffix: str | None = None) -> str:
-    base = ms["metadata"]["name"][:57]
-    return f"{base}-{suffix or random_suffix()}"
+    """spec.machineNaming.template (variables .cluster.name, .machineSet.name, .random), default
+    `{{ .machineSet.name }}-{{ .random }}`; over 63 characters: cut to 58 plus a random 5."""
+    rnd = suffix or random_suffix()
+    tpl = contract.dig(ms, "spec", "machineNaming", "template") or "{{ .machineSet.name }}-{{ .random }}"
+    values = {"cluster.name": contract.dig(ms, "spec", "clusterName") or "",
+              "machineSet.name": ms["metadata"]["name"], "random": rnd}
+    name = _NAMING_VAR.sub(lambda mt: values[mt.group(1)], tpl)
+    if len(name) > 63:
+        name = name[:58] + random_suffix()
+    return name
 
 
 def instance_kind(template_kind: str) -> str:

@@ -90,6 +90,16 @@ def test_provisioned_and_available() -> None:
     assert st["controlPlane"] == {"desiredReplicas": 3, "replicas": 3, "readyReplicas": 2, "availableReplicas": 2,
                                   "upToDateReplicas": 3}
     assert st["workers"]["desiredReplicas"] == 2 and st["workers"]["readyReplicas"] == 2
+    assert c["WorkerMachinesReady"]["status"] == "True"
+    assert c["ControlPlaneMachinesReady"]["reason"] == "NoReplicas"
+    assert c["WorkerMachinesUpToDate"]["reason"] == "NoReplicas"  # nobody reports UpToDate yet
+
+
+def test_worker_machines_not_ready() -> None:
+    obs = rc.Observed(cluster(), infra=infra(), control_plane=kcp(),
+                      machines=[healthy_machine("w1"), machine("w2", conds=[condition("Ready", "False")])])
+    c = cmap(rc.compute_status(obs))
+    assert c["WorkerMachinesReady"]["status"] == "False" and "w2" in c["WorkerMachinesReady"]["message"]
 
 
 def test_workers_not_available_and_no_workers() -> None:
