@@ -516,3 +516,35 @@ async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, na
     await c_kcp.reconcile(ctx, ns, "c1-cp")
     assert await names() == [m3, new]
     assert removed[-1][1] == m2 and removed[-1][0] in (m3, new)
+
+
+async def test_control_plane_join_copies_certs_and_releases_lock(ctx: Ctx, kube: Kube, envtest: EnvTest,
+                                                                 namespace: str) -> None:
+    ns = namespace
+    cluster = await make_cluster(kube, ns, cp_ref=True, initialized=True)
+    cs = {p: certs.generate(p) for p in certs.PURPOSES}
+    for p, kp in cs.items():
+        await kube.create(SECRET, certs.certificate_secret("c1", ns, p, kp, None))
+    kubeconfig = open(envtest.kubeconfig_path, "rb").read()  # noqa: SIM115 - tiny file
+    await kube.create(SECRET, {"apiVersion": "v1", "kind": "Secret",
+                               "metadata": {"name": "c1-kubeconfig", "namespace": ns},
+                               "data": {"value": base64.b64encode(kubeconfig).decode()}})
+    await kube.create(CONFIG_MAP, kc.lock_configmap(cluster, "the-init-machine"))
+    m = await make_machine(kube, ns, "cp2", control_plane=True)
+    await make_config(kube, ns, "cp2", m, {"joinConfiguration": {"controlPlane": {}}})
+
+    await c_kc.reconcile(ctx, ns, "cp2")
+
+    assert await kube.get(CONFIG_MAP, ns, "c1-lock") is None
+    sec = await kube.get(SECRET, ns, "cp2")
+    assert sec is not None
+    cloud = cloud_config(sec)
+    files = {f["path"]: f["content"] for f in cloud["write_files"]}
+    assert files["/etc/kubernetes/pki/etcd/ca.key"] == cs["etcd"].key.decode()
+    assert files["/etc/kubernetes/pki/sa.key"] == cs["sa"].key.decode()
+    jc = kubeadm_docs(cloud, kc.JOIN_CONFIG_PATH)["JoinConfiguration"]
+    assert jc["controlPlane"] == {}
+    assert jc["discovery"]["bootstrapToken"]["caCertHashes"] == [certs.ca_cert_hash(cs["ca"].cert)]
+    token = jc["discovery"]["bootstrapToken"]["token"]
+    assert await kube.get(SECRET, "kube-system", kc.token_secret_name(token)) is not None
+    await kube.delete(SECRET, "kube-system", kc.token_secret_name(token))
