@@ -25,7 +25,7 @@ async def test_generated_cluster_applies(kube: Kube, namespace: str) -> None:
     kcp = await kube.get(KUBEADM_CONTROL_PLANE, namespace, "demo-control-plane")
     assert kcp and kcp["spec"]["replicas"] == 3
     assert kcp["spec"]["kubeadmConfigSpec"]["initConfiguration"]["nodeRegistration"]["kubeletExtraArgs"][0] == {
-        "name": "cgroup-driver", "value": "cgroupfs"}
+        "name": "fail-cgroupv1", "value": "false"}
     md = await kube.get(MACHINE_DEPLOYMENT, namespace, "demo-md-0")
     assert md and md["spec"]["replicas"] == 2
     cl = await kube.get(CLUSTER, namespace, "demo")

@@ -104,14 +104,14 @@ def test_kubeadm_config_spec_fields() -> None:
         "localhost", "127.0.0.1", "0.0.0.0", "host.docker.internal"]
     for section in ("initConfiguration", "joinConfiguration"):
         args = {a["name"]: a["value"] for a in spec[section]["nodeRegistration"]["kubeletExtraArgs"]}
-        assert args["cgroup-driver"] == "cgroupfs"
+        assert "cgroup-driver" not in args  # kubeadm's default (systemd) matches the node image's containerd
         assert args["fail-cgroupv1"] == "false"
         assert args["eviction-hard"].startswith("nodefs.available<0%")
     assert spec["postKubeadmCommands"] == [
         "kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f /kind/manifests/default-cni.yaml"]
     kct = by_kind(docs, "KubeadmConfigTemplate")[0]["spec"]["template"]["spec"]
     args = kct["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"]
-    assert {"name": "cgroup-driver", "value": "cgroupfs"} in args
+    assert {"name": "fail-cgroupv1", "value": "false"} in args
     md = by_kind(docs, "MachineDeployment")[0]["spec"]["template"]["spec"]
     assert md["bootstrap"]["configRef"] == {"apiGroup": "bootstrap.cluster.x-k8s.io",
                                             "kind": "KubeadmConfigTemplate", "name": "demo-md-0"}
