@@ -18,7 +18,8 @@ def test_kubeadm_config_for_cgroup_v1_node() -> None:
     assert {"localhost", "127.0.0.1", "172.18.0.2"} <= set(cc["apiServer"]["certSANs"])
     assert cc["networking"] == {"podSubnet": "10.244.0.0/16", "serviceSubnet": "10.96.0.0/12"}
     kl = docs["KubeletConfiguration"]
-    assert kl["cgroupDriver"] == "systemd" and kl["cgroupRoot"] == "/kubelet" and kl["failCgroupV1"] is False and kl["failSwapOn"] is False
+    assert kl["cgroupDriver"] == "systemd" and kl["cgroupRoot"] == "/kubelet"
+    assert kl["failCgroupV1"] is False and kl["failSwapOn"] is False
     assert kl["evictionHard"]["nodefs.available"] == "0%"
     init = docs["InitConfiguration"]
     assert init["localAPIEndpoint"]["advertiseAddress"] == "172.18.0.2"
