@@ -6,8 +6,8 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract
-from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_SET
-from capd_py.api.labels import CLUSTER_NAME, FINALIZER_MACHINE_SET
+from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
+from capd_py.api.labels import CLUSTER_NAME, FINALIZER_MACHINE_SET, TEMPLATE_HASH
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref
 from capd_py.controllers.manager import Controller, owner_mapper
@@ -15,6 +15,7 @@ from capd_py.controllers.queue import Result
 from capd_py.kube import events
 from capd_py.kube.client import KubeError
 from capd_py.reconcile import coreutil
+from capd_py.reconcile import machinedeployment as rmd
 from capd_py.reconcile import machineset as rms
 
 
@@ -69,6 +70,17 @@ async def _create_machine(ctx: Ctx, ms: dict[str, Any]) -> str:
                     pass
         raise
     return name
+
+
+async def _is_old_on_delete(ctx: Ctx, ms: dict[str, Any]) -> bool:
+    """True for a MachineSet of an OnDelete MachineDeployment whose template is no longer current."""
+    o = contract.controller_owner(ms, "MachineDeployment")
+    if not o:
+        return False
+    md = await ctx.kube.get(MACHINE_DEPLOYMENT, ms["metadata"]["namespace"], o["name"])
+    if md is None or md["metadata"].get("uid") != o.get("uid") or rmd.strategy(md)[0] != rmd.ON_DELETE:
+        return False
+    return (ms["metadata"].get("labels") or {}).get(TEMPLATE_HASH) != rmd.template_hash(md)
 
 
 async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
@@ -127,6 +139,8 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     p = rms.plan(ms, owned)
     if coreutil.is_deleting(cluster):
         p.create = 0  # the Cluster is going away: do not replace Machines
+    elif p.create and await _is_old_on_delete(ctx, ms):
+        p.create = 0  # OnDelete: a Machine deleted from an old MachineSet is replaced by the new one
     requeue: float | None = None
     for m in p.remediate:
         ctx.log.info("machineset %s/%s: remediating unhealthy machine %s", namespace, name, m["metadata"]["name"])

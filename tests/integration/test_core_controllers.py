@@ -704,3 +704,38 @@ async def test_machinehealthcheck_remediates_through_machineset(kube: Kube, envt
     await c_ms.reconcile(ctx, ns, "ms1")
     live = await machines(kube, ns)
     assert len(live) == 2 and sick not in {m["metadata"]["name"] for m in live}
+
+
+async def test_machinedeployment_scale_and_on_delete(kube: Kube, namespace: str, ctx: Ctx) -> None:
+    ns = namespace
+    await setup_cluster(kube, ns)
+    md = md_obj(ns, 2)
+    md["spec"]["rollout"] = {"strategy": {"type": "OnDelete"}}
+    await kube.create(MACHINE_DEPLOYMENT, md)
+    await drive_md(kube, ctx, ns, rounds=2)
+    assert len(await machines(kube, ns)) == 2
+
+    # scaling is not a rollout: the same MachineSet grows
+    await kube.merge_patch(MACHINE_DEPLOYMENT, ns, "md1", {"spec": {"replicas": 3}})
+    await drive_md(kube, ctx, ns, rounds=2)
+    (ms1,) = await kube.list(MACHINE_SET, ns)
+    assert ms1["spec"]["replicas"] == 3 and len(await machines(kube, ns)) == 3
+
+    # OnDelete: a template change creates the new MachineSet, but nothing is replaced on its own
+    await kube.merge_patch(MACHINE_DEPLOYMENT, ns, "md1", {"spec": {"template": {"spec": {"version": "v1.35.0"}}}})
+    await drive_md(kube, ctx, ns, rounds=2)
+    sets = {s["metadata"]["name"]: s for s in await kube.list(MACHINE_SET, ns)}
+    assert len(sets) == 2
+    new_name = next(n for n in sets if n != ms1["metadata"]["name"])
+    assert sets[new_name]["spec"]["replicas"] == 0 and sets[ms1["metadata"]["name"]]["spec"]["replicas"] == 3
+    old_machines = await machines(kube, ns)
+    assert len(old_machines) == 3
+
+    # the user deletes one old Machine: it is replaced by one from the new MachineSet
+    await kube.delete(MACHINE, ns, old_machines[0]["metadata"]["name"])
+    await drive_md(kube, ctx, ns, rounds=3)
+    sets = {s["metadata"]["name"]: s for s in await kube.list(MACHINE_SET, ns)}
+    assert sets[ms1["metadata"]["name"]]["spec"]["replicas"] == 2
+    assert sets[new_name]["spec"]["replicas"] == 1
+    versions = sorted(m["spec"]["version"] for m in await machines(kube, ns))
+    assert versions == ["v1.34.4", "v1.34.4", "v1.35.0"]
