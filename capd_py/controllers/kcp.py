@@ -14,10 +14,13 @@ import json
 import logging
 import re
 import secrets
+import socket
+import ssl
 import string
 from typing import Any
 
 import kubernetes.client
+from cryptography import x509
 from kubernetes.stream import stream as k8s_stream
 
 from capd_py.api import conditions, contract, gvk
@@ -225,13 +228,56 @@ async def _views(kube: Kube, kcp: dict[str, Any], machines: list[dict[str, Any]]
             node_name=nname, node_ready=bool(node and _node_ready(node)),
             pods_ready={p: bool(nname and f"{p}-{nname}" in w.pods and _pod_ready(w.pods[f"{p}-{nname}"]))
                         for p in rk.STATIC_PODS},
-            outdated_reasons=rk.outdated_reasons(kcp, m, (cfg or {}).get("spec") if cfg else None, infra, now),
+            outdated_reasons=rk.outdated_reasons(kcp, m, (cfg or {}).get("spec") if cfg else None, infra, now,
+                                                 config_meta=(cfg or {}).get("metadata")),
             machine_ready=_cond_status(m, conditions.READY),
             machine_available=_cond_status(m, conditions.AVAILABLE),
             remediate=_cond_status(m, "OwnerRemediated") is False,
         )
         out.append(v)
     return out
+
+
+def _apiserver_cert_expiry_blocking(host: str, port: int, timeout: float = 3.0) -> str | None:
+    """notAfter of the kube-apiserver serving certificate on a node (RFC3339), or None if unreachable."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as raw, \
+                ctx.wrap_socket(raw, server_hostname=host) as tls:
+            der = tls.getpeercert(binary_form=True)
+    except OSError:
+        return None
+    if not der:
+        return None
+    cert = x509.load_der_x509_certificate(der)
+    return cert.not_valid_after_utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def _record_certificate_expiries(kube: Kube, kcp: dict[str, Any], machines: list[dict[str, Any]],
+                                       w: _Workload) -> None:
+    """Like upstream: once per machine, note its API server certificate expiry on its KubeadmConfig
+    (drives spec.rollout.before.certificatesExpiryDays). Best effort: unreachable nodes are retried."""
+    if not contract.dig(kcp, "spec", "rollout", "before", "certificatesExpiryDays") or not w.reachable:
+        return
+    ns = kcp["metadata"]["namespace"]
+    for m in machines:
+        cref = contract.ref(m, "spec", "bootstrap", "configRef")
+        node = _node_for(m, w.nodes)
+        if m["metadata"].get("deletionTimestamp") or not cref or node is None:
+            continue
+        cfg = await kube.get(KUBEADM_CONFIG, ns, cref["name"])
+        if cfg is None or rk.CERTIFICATES_EXPIRY_ANNOTATION in (cfg["metadata"].get("annotations") or {}):
+            continue
+        ip = next((a["address"] for a in contract.dig(node, "status", "addresses", default=[]) or []
+                   if a.get("type") == "InternalIP"), None)
+        if not ip:
+            continue
+        expiry = await asyncio.to_thread(_apiserver_cert_expiry_blocking, ip, 6443)
+        if expiry:
+            await kube.merge_patch(KUBEADM_CONFIG, ns, cref["name"],
+                                   {"metadata": {"annotations": {rk.CERTIFICATES_EXPIRY_ANNOTATION: expiry}}})
 
 
 # --- machine creation ---------------------------------------------------------------------------
@@ -422,6 +468,8 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
             w = await _observe_workload(ctx, cluster)
             if w.reachable and w.nodes:
                 initialized = True
+    if initialized:
+        await _record_certificate_expiries(kube, kcp, machines, w)
     views = await _views(kube, kcp, machines, w)
     _status(kcp, st, views, machines, initialized, w)
 

@@ -48,6 +48,8 @@ REMEDIATING = "Remediating"
 # capd-py's stand-in for upstream's admission warning about an even number of replicas.
 REPLICAS_WARNING = "ReplicasWarning"
 
+CERTIFICATES_EXPIRY_ANNOTATION = "machine.cluster.x-k8s.io/certificates-expiry"  # on the KubeadmConfig, RFC3339
+
 STATIC_PODS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
 
 
@@ -193,7 +195,8 @@ def kubeadm_spec_differs(kcp: dict[str, Any], config_spec: dict[str, Any] | None
 
 
 def outdated_reasons(kcp: dict[str, Any], machine: dict[str, Any], config_spec: dict[str, Any] | None,
-                     infra: dict[str, Any] | None, now: _dt.datetime) -> list[str]:
+                     infra: dict[str, Any] | None, now: _dt.datetime,
+                     config_meta: dict[str, Any] | None = None) -> list[str]:
     out: list[str] = []
     want_v = contract.dig(kcp, "spec", "version")
     have_v = contract.dig(machine, "spec", "version")
@@ -207,6 +210,11 @@ def outdated_reasons(kcp: dict[str, Any], machine: dict[str, Any], config_spec: 
                        f"{tpl['name']} required)")
     if kubeadm_spec_differs(kcp, config_spec):
         out.append("KubeadmConfig is not up-to-date")
+    days = contract.dig(kcp, "spec", "rollout", "before", "certificatesExpiryDays")
+    expiry = parse_time(((config_meta or {}).get("annotations") or {}).get(CERTIFICATES_EXPIRY_ANNOTATION))
+    if days and expiry and expiry < now + _dt.timedelta(days=int(days)):
+        out.append(f"Certificates expire on {expiry.strftime('%Y-%m-%d')}, within spec.rollout.before."
+                   f"certificatesExpiryDays ({int(days)})")
     after = parse_time(contract.dig(kcp, "spec", "rollout", "after"))
     created = parse_time(machine.get("metadata", {}).get("creationTimestamp"))
     if after and after <= now and created and created < after:

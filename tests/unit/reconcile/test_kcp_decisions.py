@@ -224,3 +224,13 @@ def test_machine_naming() -> None:
     assert rk.machine_name(named, "c1", "abcde") == "c1-cp-abcde"
     odd = kcp(machineNaming={"template": "{{ .unknown }}-x"})
     assert rk.machine_name(odd, "c1", "abcde") == "c1-cp-abcde"
+
+
+def test_certificates_expiry_rollout() -> None:
+    k = kcp(rollout={"before": {"certificatesExpiryDays": 30}})
+    spec = rk.init_config_spec(k)
+    soon = {"annotations": {rk.CERTIFICATES_EXPIRY_ANNOTATION: "2026-01-20T00:00:00Z"}}
+    later = {"annotations": {rk.CERTIFICATES_EXPIRY_ANNOTATION: "2026-06-01T00:00:00Z"}}
+    assert "Certificates expire on 2026-01-20" in rk.outdated_reasons(k, _machine(), spec, _infra(), NOW, soon)[0]
+    assert rk.outdated_reasons(k, _machine(), spec, _infra(), NOW, later) == []
+    assert rk.outdated_reasons(kcp(), _machine(), spec, _infra(), NOW, soon) == []
