@@ -207,7 +207,7 @@ async def _reconcile_delete(ctx: Ctx, m: dict[str, Any], cluster: dict[str, Any]
     m2 = await kube.update_status(MACHINE, m, status)
     m = m2 or m
 
-    if step.action == "drain":
+    if step.action in ("drain", "wait_hook"):
         return Result(requeue_after=ctx.settings.poll_seconds)
     if step.action == "delete_providers":
         for obj, ref in ((infra, infra_ref), (bootstrap, cfg_ref)):

@@ -37,6 +37,10 @@ R_NODE_DOES_NOT_EXIST, R_NODE_DELETED = "NodeDoesNotExist", "NodeDeleted"
 R_CONNECTION_DOWN = "ConnectionDown"
 R_NOT_DELETING, R_DELETING = "NotDeleting", "Deleting"
 R_DRAINING_NODE = "DrainingNode"
+R_WAITING_PRE_DRAIN_HOOK = "WaitingForPreDrainHook"
+R_WAITING_PRE_TERMINATE_HOOK = "WaitingForPreTerminateHook"
+PRE_DRAIN_HOOK_PREFIX = "pre-drain.delete.hook.machine.cluster.x-k8s.io"
+PRE_TERMINATE_HOOK_PREFIX = "pre-terminate.delete.hook.machine.cluster.x-k8s.io"
 R_WAITING_INFRA_DELETION = "WaitingForInfrastructureDeletion"
 R_WAITING_BOOTSTRAP_DELETION = "WaitingForBootstrapDeletion"
 R_DELETING_NODE = "DeletingNode"
@@ -350,7 +354,7 @@ def phase(machine: dict[str, Any], status: dict[str, Any], bootstrap_ref: bool =
 
 @dataclass
 class DeleteStep:
-    action: str  # "drain" | "delete_providers" | "wait_providers" | "delete_node" | "remove_finalizer"
+    action: str  # "wait_hook" | "drain" | "delete_providers" | "delete_node" | "remove_finalizer"
     reason: str
     message: str = ""
 
@@ -395,11 +399,22 @@ def is_delete_node_allowed(machine: dict[str, Any], cluster: dict[str, Any] | No
 def deletion_step(machine: dict[str, Any], *, node_delete_allowed: bool, drain_done: bool,
                   infra_exists: bool, bootstrap_exists: bool, node_exists: bool,
                   now: _dt.datetime) -> DeleteStep:
-    """Next step of the Machine deletion sequence: drain → delete infra+bootstrap and wait →
-    delete the Node and wait (bounded by nodeDeletionTimeoutSeconds) → drop the finalizer."""
+    """Next step of the Machine deletion sequence: pre-drain hooks → drain → pre-terminate hooks →
+    delete infra+bootstrap and wait → delete the Node and wait (bounded by
+    nodeDeletionTimeoutSeconds) → drop the finalizer."""
+    ann = machine.get("metadata", {}).get("annotations") or {}
+    if node_delete_allowed:
+        hooks = sorted(k for k in ann if k.startswith(PRE_DRAIN_HOOK_PREFIX))
+        if hooks:
+            return DeleteStep("wait_hook", R_WAITING_PRE_DRAIN_HOOK, "Waiting for pre-drain hooks to succeed "
+                              f"(hooks: {', '.join(hooks)})")
     if node_delete_allowed and node_exists and not drain_done and is_drain_allowed(machine, now):
         node = contract.dig(machine, "status", "nodeRef", "name")
         return DeleteStep("drain", R_DRAINING_NODE, f"Drain not completed yet for Node {node}")
+    hooks = sorted(k for k in ann if k.startswith(PRE_TERMINATE_HOOK_PREFIX))
+    if hooks and (infra_exists or bootstrap_exists):
+        return DeleteStep("wait_hook", R_WAITING_PRE_TERMINATE_HOOK, "Waiting for pre-terminate hooks to succeed "
+                          f"(hooks: {', '.join(hooks)})")
     if infra_exists or bootstrap_exists:
         if infra_exists:
             ref = contract.ref(machine, "spec", "infrastructureRef")

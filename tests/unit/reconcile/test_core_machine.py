@@ -303,3 +303,16 @@ def test_external_owner_refs() -> None:
     kcp = {"metadata": {"ownerReferences": [{"kind": "KubeadmControlPlane", "name": "k", "uid": "ku",
                                              "controller": True}]}}
     assert [r["uid"] for r in rm.external_owner_refs(kcp, m) or []] == ["mu"]
+
+
+def test_delete_hooks() -> None:
+    m = dm(annotations={"pre-drain.delete.hook.machine.cluster.x-k8s.io/etcd": "kcp"})
+    st = rm.deletion_step(m, node_delete_allowed=True, drain_done=False, infra_exists=True, bootstrap_exists=True,
+                          node_exists=True, now=NOW)
+    assert (st.action, st.reason) == ("wait_hook", "WaitingForPreDrainHook")
+    assert step(m, node_delete_allowed=False) == "delete_providers"  # pre-drain only gates the node steps
+    m = dm(annotations={"pre-terminate.delete.hook.machine.cluster.x-k8s.io/x": ""})
+    assert step(m) == "drain"
+    st = rm.deletion_step(m, node_delete_allowed=True, drain_done=True, infra_exists=True, bootstrap_exists=True,
+                          node_exists=True, now=NOW)
+    assert (st.action, st.reason) == ("wait_hook", "WaitingForPreTerminateHook")
