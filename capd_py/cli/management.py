@@ -23,7 +23,14 @@ import yaml
 from capd_py.api.labels import CONTAINER_MANAGED, CONTAINER_ROLE
 from capd_py.cli.kubeconfig import rewrite_server, write_private
 from capd_py.cli.steps import Steps
-from capd_py.runtime.protocol import ContainerInfo, ContainerRuntime, ContainerSpec, Mount, PortMapping
+from capd_py.runtime.protocol import (
+    ContainerInfo,
+    ContainerRuntime,
+    ContainerSpec,
+    Mount,
+    PortMapping,
+    RuntimeError_,
+)
 
 MANAGEMENT_LABEL = "io.x-k8s.capd-py.management"
 DEFAULT_NAME = "capd-mgmt"
@@ -263,6 +270,12 @@ class ManagementCluster:
             self.rt.remove_container(self.node)
             found = True
         found = remove_volumes({MANAGEMENT_LABEL: self.name}) or found
+        net = self.rt.get_network(self.network)
+        if net and net.labels.get(CONTAINER_MANAGED) == "true":
+            try:  # shared with workload clusters on it (DOCKER_NETWORK): then it stays
+                self.rt.remove_network(self.network)
+            except RuntimeError_:
+                pass
         if self.kubeconfig.exists():
             self.kubeconfig.unlink()
             found = True
@@ -332,13 +345,18 @@ def install_crds(kubeconfig: str | Path, timeout: float = 120) -> None:
 # -- controllers as a host process ------------------------------------------------------------------
 
 def _pid_alive(pid: int) -> bool:
+    """Running (a zombie waiting for a parent that never reaps it counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _is_our_controllers(pid: int) -> bool:
