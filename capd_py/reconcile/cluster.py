@@ -198,6 +198,16 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         s_, r_, m_ = aggregate(known, "MachinesUpToDate", "UpToDate", "NotUpToDate", "UpToDateUnknown")
         setc(ctype, s_, r_, m_)
 
+    # RollingOut / ScalingUp / ScalingDown: true when the control plane or a MachineDeployment says so
+    sources = ([obs.control_plane] if obs.control_plane is not None else []) + list(obs.machine_deployments)
+    for ctype, yes, no in (("RollingOut", "RollingOut", "NotRollingOut"), ("ScalingUp", "ScalingUp", "NotScalingUp"),
+                           ("ScalingDown", "ScalingDown", "NotScalingDown")):
+        active = sorted(f"{o['kind']} {o['metadata']['name']}" for o in sources if cond.is_true(o, ctype))
+        if active:
+            setc(ctype, True, yes, ", ".join(active))
+        else:
+            setc(ctype, False, no)
+
     if obs.remote_probe is not None:
         setc(REMOTE_CONNECTION_PROBE, obs.remote_probe, R_PROBE_SUCCEEDED if obs.remote_probe else R_PROBE_FAILED,
              "" if obs.remote_probe else "Remote connection probe failed")

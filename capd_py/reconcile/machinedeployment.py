@@ -338,6 +338,11 @@ def compute_status(md: dict[str, Any], mss: list[dict[str, Any]], new_name: str 
         setc(SCALING_DOWN, True, "ScalingDown", f"Scaling down from {cur} to {want} replicas")
     else:
         setc(SCALING_DOWN, False, "NotScalingDown")
+    remediating = sorted(m["metadata"]["name"] for m in mss if cond.is_true(m, "Remediating"))
+    if remediating:
+        setc("Remediating", True, "Remediating", "Remediating Machines of MachineSet(s) " + ", ".join(remediating))
+    else:
+        setc("Remediating", False, "NotRemediating")
     if coreutil.is_deleting(md):
         setc(cond.DELETING, True, "Deleting", f"Deleting {len(mss)} MachineSet(s)")
     else:

@@ -190,3 +190,12 @@ def test_deleting_status() -> None:
     assert st["phase"] == "Deleting"
     assert cmap(st)["Deleting"]["status"] == "True"
     assert cmap(st)["Available"]["status"] == "False"
+
+
+def test_rolling_out_aggregated() -> None:
+    d = md("md1")
+    d["kind"] = "MachineDeployment"
+    d["status"]["conditions"].append(condition("RollingOut", "True"))
+    c = cmap(rc.compute_status(rc.Observed(cluster(), infra=infra(), control_plane=kcp(), machine_deployments=[d])))
+    assert c["RollingOut"]["status"] == "True" and "md1" in c["RollingOut"]["message"]
+    assert c["ScalingUp"]["status"] == "False"
