@@ -100,7 +100,8 @@ class Manager:
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
         for gvk in self.watched():
-            def handler(body: kopf.Body, _gvk: GVK = gvk, **_: Any) -> None:
+            # async on purpose: kopf runs sync handlers in threads, and the queue lives on the loop
+            async def handler(body: kopf.Body, _gvk: GVK = gvk, **_: Any) -> None:
                 self.dispatch(_gvk, dict(body))
             kopf.on.event(gvk.group or "", gvk.version, gvk.plural, registry=registry,
                           id=f"dispatch-{gvk.kind}")(handler)
