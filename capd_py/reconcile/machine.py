@@ -260,7 +260,7 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         s, r, msg = node_health(obs.node)
         setc(NODE_HEALTHY, s, r, msg)
     elif not obs.workload_reachable:
-        if node_ref or cond.get(m, NODE_READY):
+        if node_ref:
             setc(NODE_READY, cond.UNKNOWN, R_CONNECTION_DOWN, "Cannot reach the workload cluster")
             setc(NODE_HEALTHY, cond.UNKNOWN, R_CONNECTION_DOWN, "Cannot reach the workload cluster")
         else:

@@ -316,3 +316,12 @@ def test_delete_hooks() -> None:
     st = rm.deletion_step(m, node_delete_allowed=True, drain_done=True, infra_exists=True, bootstrap_exists=True,
                           node_exists=True, now=NOW)
     assert (st.action, st.reason) == ("wait_hook", "WaitingForPreTerminateHook")
+
+
+def test_unreachable_before_node_is_waiting_not_connection_down() -> None:
+    m = full_machine()
+    st = rm.compute_status(rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(True), now=NOW))
+    assert conds_of(st)["NodeReady"]["reason"] == "NodeDoesNotExist"
+    m["status"] = st
+    st2 = rm.compute_status(rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(True), now=NOW))
+    assert st2 == st
