@@ -71,8 +71,16 @@ d="$comp/netd"; mkdir -p "$d"; cp "$KBIN/kubectl" "$here/netd/capd-netd" "$d/"
 printf 'ARG BASE\nFROM ${BASE}\nCOPY kubectl capd-netd /usr/local/bin/\nENTRYPOINT ["/usr/local/bin/capd-netd"]\n' > "$d/Dockerfile"
 build_image "$NETD" "$(fp "$KBIN/kubectl" "$here/netd/capd-netd")-$BASE" "$d" --build-arg "BASE=$BASE"
 
+# a tiny hostname-echo HTTP server, preloaded for demos and e2e tests (no registry to pull one from)
+ECHO="capd-py/echo:$(sha256sum "$here/echo/main.go" | cut -c1-12)"
+echo_in=$(cat "$here/echo/"{main.go,go.mod,Dockerfile} | sha256sum | cut -c1-16)
+d="$comp/echo"; mkdir -p "$d"; cp "$here/echo/"{main.go,go.mod,Dockerfile} "$d/"
+[[ "$(label_of "$ECHO")" == "$echo_in" ]] || (cd "$d" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o echo .)
+build_image "$ECHO" "$echo_in" "$d"
+docker tag "$ECHO" capd-py/echo:latest
+
 # --- the node image ------------------------------------------------------------------------------
-PRELOAD=("${WANT[@]}" "$NETD")
+PRELOAD=("${WANT[@]}" "$NETD" "$ECHO" capd-py/echo:latest)
 ids=$(for i in "${PRELOAD[@]}"; do docker image inspect -f '{{.Id}}' "$i"; done | sha256sum | cut -c1-16)
 node_inputs="$(fp "$KBIN/kubelet" "$KBIN/kubeadm" "$KBIN/kubectl")-$ids-$(cd "$here/node" && find files -type f -exec sha256sum {} + | sort | sha256sum | cut -c1-16)-$(sha256sum "$here/netd/default-cni.yaml.in" | cut -c1-12)-$BASE"
 NODE="capd-py/node:$K8S"

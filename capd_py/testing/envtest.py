@@ -126,6 +126,9 @@ class EnvTest:
     version: str = DEFAULT_VERSION
     startup_timeout: float = 60.0
     extra_apiserver_flags: list[str] = field(default_factory=list)
+    # A real management cluster garbage-collects owned objects and finalizes namespaces; the e2e tier
+    # wants that, so it can also run kube-controller-manager (only those controllers).
+    controller_manager: bool = False
 
     dir: Path | None = None
     etcd_port: int = 0
@@ -171,13 +174,15 @@ class EnvTest:
                         raise
                     self._procs.pop("kube-apiserver", None)
             self._write_kubeconfig()
+            if self.controller_manager:
+                self._start_controller_manager()
         except BaseException:
             self.stop()
             raise
         return self
 
     def stop(self) -> None:
-        for name in ("kube-apiserver", "etcd"):  # apiserver first so it does not log etcd errors
+        for name in ("kube-controller-manager", "kube-apiserver", "etcd"):  # clients before servers
             p = self._procs.pop(name, None)
             if p is not None:
                 _kill_group(p)
@@ -283,6 +288,24 @@ class EnvTest:
         ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
         ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
         self._wait(lambda: _http_ok(f"{self.host}/readyz", ctx), p, "kube-apiserver", self.startup_timeout)
+
+    def _start_controller_manager(self) -> None:
+        kcm = binary_paths(self.version)[0].with_name("kube-controller-manager")
+        if not (kcm.is_file() and os.access(kcm, os.X_OK)):
+            raise EnvTestError(f"envtest binary missing: {kcm}; {MAKE_HINT}")
+        pki = self._d / "pki"
+        p = self._spawn("kube-controller-manager", [
+            str(kcm), f"--kubeconfig={self.kubeconfig_path}", f"--authentication-kubeconfig={self.kubeconfig_path}",
+            f"--authorization-kubeconfig={self.kubeconfig_path}",
+            "--controllers=garbagecollector,namespace,serviceaccount-token,serviceaccount",
+            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+            "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+            "--concurrent-gc-syncs=5", "--v=1",
+        ])
+        time.sleep(0.5)
+        if p.poll() is not None:
+            raise EnvTestError(f"kube-controller-manager exited with {p.returncode}:\n"
+                               f"{self.log_tail('kube-controller-manager')}")
 
     def _wait(self, probe: Any, proc: subprocess.Popen[bytes], name: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -1,0 +1,83 @@
+"""Helpers for the e2e tier: drive capd-py through its CLI the way a user would, and look at docker."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from capd_py.testing.envtest import EnvTest, cache_dir
+
+CAPD = [sys.executable, "-m", "capd_py.cli"]
+K8S_VERSION = os.environ.get("CAPD_PY_K8S_VERSION", "v1.34.4")
+
+
+def kubectl_bin() -> str:
+    p = cache_dir() / "k8s" / K8S_VERSION / "bin" / "kubectl"
+    return str(p) if p.exists() else "kubectl"
+
+
+def run(args: list[str], input_: str | None = None, check: bool = True, timeout: float = 900,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    p = subprocess.run(args, input=input_, capture_output=True, text=True, timeout=timeout,
+                       env={**os.environ, **(env or {})})
+    if check and p.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} exited {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+    return p
+
+
+def wait_for(fn: Callable[[], Any], timeout: float, what: str, interval: float = 2.0) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+            if last:
+                return last
+        except (AssertionError, subprocess.SubprocessError, json.JSONDecodeError, KeyError) as e:
+            last = e
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}"[:4000])
+
+
+@dataclass
+class Mgmt:
+    env: EnvTest
+    kubeconfig: str
+    log: Path
+
+    def capd(self, *args: str, input_: str | None = None, check: bool = True, timeout: float = 900
+             ) -> subprocess.CompletedProcess[str]:
+        return run([*CAPD, *args], input_=input_, check=check, timeout=timeout,
+                   env={"CAPD_PY_KUBECONFIG": self.kubeconfig})
+
+    def kubectl(self, *args: str, input_: str | None = None, check: bool = True) -> str:
+        return run([kubectl_bin(), "--kubeconfig", self.kubeconfig, *args], input_=input_, check=check).stdout
+
+    def get(self, kind: str, name: str, ns: str = "default") -> dict[str, Any]:
+        return json.loads(self.kubectl("get", kind, name, "-n", ns, "-o", "json"))
+
+    def condition(self, kind: str, name: str, ctype: str, ns: str = "default") -> bool:
+        obj = self.get(kind, name, ns)
+        return any(c.get("type") == ctype and c.get("status") == "True"
+                   for c in (obj.get("status") or {}).get("conditions") or [])
+
+    def log_tail(self, n: int = 80) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:]) if self.log.exists() else ""
+
+
+def docker_leftovers(cluster: str) -> dict[str, list[str]]:
+    """Containers, networks and volumes docker still has for this cluster, by capd-py labels."""
+    lab = f"label=io.x-k8s.capd-py.cluster={cluster}"
+    ps = run(["docker", "ps", "-a", "-q", "--filter", lab]).stdout.split()
+    nets = run(["docker", "network", "ls", "-q", "--filter", lab]).stdout.split()
+    vols = run(["docker", "volume", "ls", "-q", "--filter", lab]).stdout.split()
+    named = [n for n in run(["docker", "ps", "-a", "--format", "{{.Names}}"]).stdout.split()
+             if n == f"{cluster}-lb" or n.startswith(f"{cluster}-control-plane") or n.startswith(f"{cluster}-md-")]
+    return {k: v for k, v in {"containers": ps, "networks": nets, "volumes": vols, "named": named}.items() if v}

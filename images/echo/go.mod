@@ -1,0 +1,3 @@
+module capd-py.local/echo
+
+go 1.22
