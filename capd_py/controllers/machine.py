@@ -7,7 +7,16 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract
-from capd_py.api.gvk import CLUSTER, DOCKER_MACHINE, KUBEADM_CONFIG, MACHINE, NODE, POD
+from capd_py.api.gvk import (
+    CLUSTER,
+    DOCKER_MACHINE,
+    KUBEADM_CONFIG,
+    MACHINE,
+    MACHINE_DEPLOYMENT,
+    MACHINE_SET,
+    NODE,
+    POD,
+)
 from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE, FINALIZER_MACHINE
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref
@@ -102,6 +111,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
 
     obs = rm.Observed(machine=m, cluster=cluster, bootstrap=bootstrap, bootstrap_ref=cfg_ref is not None,
                       infra=infra, now=now)
+    obs.machine_set, obs.machine_deployment = await _owners(ctx, m)
     sp = rm.spec_patch(obs)
     if sp:
         m = await kube.merge_patch(MACHINE, namespace, name, sp)
@@ -129,6 +139,20 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if wait is not None:
         return Result(requeue_after=wait)
     return Result(requeue_after=HEALTHY_POLL)
+
+
+async def _owners(ctx: Ctx, m: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The controlling MachineSet and its controlling MachineDeployment, if any."""
+    ns = m["metadata"]["namespace"]
+    o = contract.controller_owner(m, "MachineSet")
+    ms = await ctx.kube.get(MACHINE_SET, ns, o["name"]) if o else None
+    if ms is None or (o and ms["metadata"].get("uid") != o.get("uid")):
+        return None, None
+    d = contract.controller_owner(ms, "MachineDeployment")
+    md = await ctx.kube.get(MACHINE_DEPLOYMENT, ns, d["name"]) if d else None
+    if md is None or (d and md["metadata"].get("uid") != d.get("uid")):
+        return ms, None
+    return ms, md
 
 
 async def _drain(ctx: Ctx, wl: Kube, node_name: str) -> bool:

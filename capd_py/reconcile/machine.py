@@ -14,8 +14,9 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract
-from capd_py.api.labels import CONTROL_PLANE, EXCLUDE_NODE_DRAINING_ANNOTATION
+from capd_py.api.labels import CONTROL_PLANE, EXCLUDE_NODE_DRAINING_ANNOTATION, TEMPLATE_HASH
 from capd_py.reconcile import coreutil
+from capd_py.reconcile.machinedeployment import template_hash
 
 # Condition types / reasons (upstream names).
 BOOTSTRAP_CONFIG_READY = "BootstrapConfigReady"
@@ -24,6 +25,7 @@ NODE_READY = "NodeReady"
 NODE_HEALTHY = "NodeHealthy"
 HEALTH_CHECK_SUCCEEDED = "HealthCheckSucceeded"
 OWNER_REMEDIATED = "OwnerRemediated"
+UP_TO_DATE = "UpToDate"
 
 R_READY, R_NOT_READY, R_READY_UNKNOWN = "Ready", "NotReady", "ReadyUnknown"
 R_AVAILABLE, R_NOT_AVAILABLE = "Available", "NotAvailable"
@@ -66,6 +68,8 @@ class Observed:
     node: dict[str, Any] | None = None
     workload_reachable: bool = False
     now: _dt.datetime = field(default_factory=coreutil.utcnow)
+    machine_set: dict[str, Any] | None = None          # controller owner, when a MachineSet
+    machine_deployment: dict[str, Any] | None = None   # that MachineSet's controller owner
 
 
 def is_control_plane(machine: dict[str, Any]) -> bool:
@@ -94,6 +98,27 @@ def spec_patch(obs: Observed) -> dict[str, Any] | None:
 def infra_failure_domain(infra: dict[str, Any] | None) -> str | None:
     v = contract.dig(infra, "status", "failureDomain") or contract.dig(infra, "spec", "failureDomain")
     return str(v) if v else None
+
+
+# --- up to date --------------------------------------------------------------------------------
+
+
+def up_to_date(machine: dict[str, Any], ms: dict[str, Any] | None,
+               md: dict[str, Any] | None, now: _dt.datetime) -> tuple[str, str, str] | None:
+    """The UpToDate condition of a MachineDeployment's Machine, as upstream: its MachineSet's template
+    is the MachineDeployment's current one (the template hash, which includes an expired
+    spec.rollout.after), and the kubelet runs spec.version. None for other Machines (a control plane
+    provider sets it for its own)."""
+    if ms is None or md is None:
+        return None
+    if (ms["metadata"].get("labels") or {}).get(TEMPLATE_HASH) != template_hash(md, now):
+        return cond.FALSE, "NotUpToDate", f"* MachineSet {ms['metadata']['name']} does not match the " \
+                                          f"MachineDeployment {md['metadata']['name']} template"
+    kubelet = contract.dig(machine, "status", "nodeInfo", "kubeletVersion")
+    version = contract.dig(machine, "spec", "version")
+    if kubelet and version and kubelet != version:
+        return cond.FALSE, "Updating", f"* Node.status.nodeInfo.kubeletVersion {kubelet}, {version} required"
+    return cond.TRUE, "UpToDate", ""
 
 
 # --- external objects ----------------------------------------------------------------------------
@@ -276,6 +301,10 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         msg = f"Waiting for a Node with spec.providerID {pid} to exist" if pid else "Waiting for spec.providerID"
         setc(NODE_READY, cond.UNKNOWN, R_NODE_DOES_NOT_EXIST, msg)
         setc(NODE_HEALTHY, cond.UNKNOWN, R_NODE_DOES_NOT_EXIST, msg)
+
+    utd = up_to_date({**m, "status": st}, obs.machine_set, obs.machine_deployment, obs.now)
+    if utd is not None:
+        setc(UP_TO_DATE, *utd)
 
     # Deleting (the controller overrides the reason during deletion)
     cur_del = next((c for c in conds if c.get("type") == cond.DELETING), None)

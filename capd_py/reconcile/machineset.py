@@ -254,8 +254,11 @@ def in_place_machine_patch(ms: dict[str, Any], m: dict[str, Any]) -> dict[str, A
 
 
 def is_up_to_date(ms: dict[str, Any], m: dict[str, Any]) -> bool:
-    """A Machine matches its MachineSet's template (same Kubernetes version). Template changes are
-    rolled out by the MachineDeployment, which creates a new MachineSet."""
+    """The Machine's UpToDate condition when it has one (set for MachineDeployment Machines), else the
+    Machine matches its MachineSet's template version (template changes roll out via new MachineSets)."""
+    c = cond.get(m, UP_TO_DATE)
+    if c is not None:
+        return c.get("status") == cond.TRUE
     tspec = contract.dig(ms, "spec", "template", "spec", default={}) or {}
     return (tspec.get("version") or None) == (contract.dig(m, "spec", "version") or None)
 

@@ -330,6 +330,10 @@ async def drive_md(kube: Kube, ctx: Ctx, ns: str, rounds: int = 12) -> None:
         for ms in await kube.list(MACHINE_SET, ns):
             await c_ms.reconcile(ctx, ns, ms["metadata"]["name"])
         await mark_machines_available(kube, ns)
+        for m in await machines(kube, ns, live_only=False):
+            if m["metadata"].get("deletionTimestamp"):  # finish deletions the Machine controller owns
+                for _ in range(3):
+                    await c_machine.reconcile(ctx, ns, m["metadata"]["name"])
         for ms in await kube.list(MACHINE_SET, ns):
             await c_ms.reconcile(ctx, ns, ms["metadata"]["name"])
 
@@ -367,6 +371,12 @@ async def test_machinedeployment_rollout(kube: Kube, namespace: str, ctx: Ctx) -
     assert new["spec"]["replicas"] == 1 and sets[ms1["metadata"]["name"]]["spec"]["replicas"] == 2
     assert new["metadata"]["annotations"][REVISION_ANNOTATION] == "2"
     assert new["spec"]["template"]["spec"]["version"] == "v1.35.0"
+    # the Machine controller reports the old Machines as not up to date
+    old_m = sorted(first)[0]
+    await c_machine.reconcile(ctx, ns, old_m)
+    om = await kube.get(MACHINE, ns, old_m)
+    assert om is not None
+    assert {c["type"]: c for c in om["status"]["conditions"]}["UpToDate"]["reason"] == "NotUpToDate"
 
     await drive_md(kube, ctx, ns)
     sets = {s["metadata"]["name"]: s for s in await kube.list(MACHINE_SET, ns)}

@@ -325,3 +325,23 @@ def test_unreachable_before_node_is_waiting_not_connection_down() -> None:
     m["status"] = st
     st2 = rm.compute_status(rm.Observed(machine=m, bootstrap=bootstrap(True), infra=infra(True), now=NOW))
     assert st2 == st
+
+
+def test_up_to_date() -> None:
+    from capd_py.reconcile import machinedeployment as rmd
+
+    md = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+          "metadata": {"name": "md1", "namespace": "ns", "uid": "u"},
+          "spec": {"clusterName": "c1", "template": {"spec": {"version": "v1.34.4"}}}}
+    h = rmd.template_hash(md, NOW)
+    ms = {"metadata": {"name": "md1-x", "labels": {"machine-template-hash": h}}}
+    m = machine("m1", version="v1.34.4")
+    assert rm.up_to_date(m, ms, md, NOW) == ("True", "UpToDate", "")
+    assert rm.up_to_date(m, None, None, NOW) is None
+    m["status"]["nodeInfo"] = {"kubeletVersion": "v1.33.0"}
+    assert rm.up_to_date(m, ms, md, NOW)[:2] == ("False", "Updating")  # type: ignore[index]
+    md["spec"]["template"]["spec"]["version"] = "v1.35.0"
+    assert rm.up_to_date(m, ms, md, NOW)[:2] == ("False", "NotUpToDate")  # type: ignore[index]
+    st = rm.compute_status(rm.Observed(machine=m, infra=infra(False), bootstrap=bootstrap(False), machine_set=ms,
+                                       machine_deployment=md, now=NOW))
+    assert conds_of(st)["UpToDate"]["status"] == "False"
