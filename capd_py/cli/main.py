@@ -146,7 +146,8 @@ def _read_input(path: str) -> str:
         fail(f"cannot read {path}: {e.strerror or e}", 2)
 
 
-def apply_text(kubeconfig: str | None, text: str, namespace: str, dry_run: bool = False) -> int:
+def apply_text(kubeconfig: str | None, text: str, namespace: str, dry_run: bool = False,
+               results_to_stderr: bool = False) -> int:
     from capd_py.cli.apply import ApplyError, apply_objects
     from capd_py.cli.generate import TemplateError, parse_documents
     try:
@@ -169,7 +170,7 @@ def apply_text(kubeconfig: str | None, text: str, namespace: str, dry_run: bool 
     bad = 0
     for o in outcomes:
         if o.ok:
-            typer.echo(f"{o.ref} {o.detail}")
+            typer.echo(f"{o.ref} {o.detail}", err=results_to_stderr)
         else:
             bad += 1
             sys.stderr.write(f"ERROR: {o.ref}: {o.detail}\n")
@@ -441,7 +442,7 @@ def quickstart(
     text = _generate(name, namespace, kubernetes_version, control_plane_machine_count, worker_machine_count,
                      None, None, None)
     with steps.step(f"Applying cluster {namespace}/{name} 📜"):
-        if apply_text(str(kc), text, namespace):
+        if apply_text(str(kc), text, namespace, results_to_stderr=True):
             steps.end(False)
             fail("the cluster objects were rejected")
     with steps.step(f"Waiting for cluster {name} to be Available ⏳"):
@@ -452,7 +453,8 @@ def quickstart(
     typer.echo(str(out))
     steps.info(f"\nYou can now use your cluster with:\n\n  kubectl --kubeconfig {out} get nodes\n\n"
                f"and see it from the management cluster with:\n\n  capd-py describe cluster {name}"
-               + (f" -n {namespace}" if namespace != "default" else "") + "\n")
+               + (f" -n {namespace}" if namespace != "default" else "")
+               + (f" --kubeconfig {kc}" if management_name != mgmt.DEFAULT_NAME else "") + "\n")
 
 
 def main() -> None:
