@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import threading
 import time
@@ -105,6 +106,14 @@ def test_default_template_cluster_serves_traffic_and_deletes_cleanly(
              ["status"].get("readyReplicas") == 2, 120, "CoreDNS Ready")
     print(f"\n1 CP + 1 worker: Available after {available:.0f}s")
 
+    # Stable means quiet: like upstream's quick-start, no object of the cluster changes for 2 minutes
+    # (two resync periods of level-triggered reconciles must write nothing).
+    before = resource_versions(mgmt, name)
+    time.sleep(float(os.environ.get("CAPD_PY_E2E_QUIET_SECONDS", "130")))
+    after = resource_versions(mgmt, name)
+    changed = {k: (before.get(k), v) for k, v in after.items() if before.get(k) != v}
+    assert not changed, f"objects written while the cluster was stable: {changed}"
+
     # delete: nothing of the cluster remains in docker, and the CAPI objects are gone
     t1 = time.monotonic()
     mgmt.capd("delete", "cluster", name, "--wait", "--timeout", "400")
@@ -112,6 +121,21 @@ def test_default_template_cluster_serves_traffic_and_deletes_cleanly(
     assert not json.loads(mgmt.kubectl("get", "machines,dockermachines,kubeadmconfigs", "-n", "default", "-l",
                                        f"cluster.x-k8s.io/cluster-name={name}", "-o", "json"))["items"]
     print(f"deleted in {time.monotonic() - t1:.0f}s")
+
+
+CAPI_KINDS = ("clusters,machines,machinesets,machinedeployments,kubeadmcontrolplanes,kubeadmconfigs,"
+              "dockerclusters,dockermachines,dockermachinetemplates,kubeadmconfigtemplates,secrets")
+
+
+def resource_versions(mgmt: Mgmt, cluster: str) -> dict[str, str]:
+    items = json.loads(mgmt.kubectl("get", CAPI_KINDS, "-n", "default", "-o", "json"))["items"]
+    out = {}
+    for o in items:
+        md = o["metadata"]
+        labels = md.get("labels") or {}
+        if md["name"].startswith(cluster) or labels.get("cluster.x-k8s.io/cluster-name") == cluster:
+            out[f"{o['kind']}/{md['name']}"] = md["resourceVersion"]
+    return out
 
 
 class LBProbe:
