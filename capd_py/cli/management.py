@@ -425,24 +425,37 @@ def controllers_image_tag() -> str:
 
 
 def build_controllers_image(tag: str | None = None) -> str:
-    """docker build images/controllers (FROM the local capd-py/base image; no pulls)."""
+    """Build images/controllers: a wheelhouse of capd-py + dependencies made by the host's pip, then
+    `docker build` FROM the local capd-py/base image (no image pulls, no package index in the build)."""
+    import shutil
+    import tempfile
+
     import docker
 
     tag = tag or controllers_image_tag()
     client = docker.from_env()
     try:
         bases = sorted(t for i in client.images.list(name="capd-py/base") for t in i.tags)
-        if not bases:
-            raise ManagementError("no capd-py/base image; build it with images/base/build.sh")
-        dockerfile = REPO_ROOT / "images" / "controllers" / "Dockerfile"
-        if not dockerfile.exists():
-            raise ManagementError(f"{dockerfile} not found (--in-cluster needs a source checkout)")
-        r = subprocess.run(["docker", "build", "-q", "-f", str(dockerfile), "--build-arg", f"BASE={bases[-1]}",
-                            "-t", tag, str(REPO_ROOT)], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise ManagementError(f"building {tag} failed:\n{r.stderr[-3000:]}")
     finally:
         client.close()
+    if not bases:
+        raise ManagementError("no capd-py/base image; build it with images/base/build.sh")
+    dockerfile = REPO_ROOT / "images" / "controllers" / "Dockerfile"
+    if not dockerfile.exists():
+        raise ManagementError(f"{dockerfile} not found (--in-cluster needs a source checkout)")
+    ctx = Path(tempfile.mkdtemp(prefix="capd-py-controllers-"))
+    try:
+        shutil.copy(dockerfile, ctx / "Dockerfile")
+        w = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(ctx / "wheels"),
+                            str(REPO_ROOT)], capture_output=True, text=True)
+        if w.returncode != 0:
+            raise ManagementError(f"building wheels failed:\n{w.stderr[-3000:]}")
+        r = subprocess.run(["docker", "build", "-q", "--build-arg", f"BASE={bases[-1]}", "-t", tag, str(ctx)],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ManagementError(f"building {tag} failed:\n{(r.stderr or r.stdout)[-3000:]}")
+    finally:
+        shutil.rmtree(ctx, ignore_errors=True)
     return tag
 
 
