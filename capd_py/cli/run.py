@@ -135,6 +135,9 @@ def main(kubeconfig: str | None, verbose: bool = False, threads: int = 64) -> No
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kopf").setLevel(logging.INFO if verbose else logging.WARNING)
+    # Workload API servers refuse connections while they boot; we poll and requeue, so urllib3's
+    # per-retry warnings are noise.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
     path = kubeconfig or os.environ.get("KUBECONFIG")
     if path and not Path(path).expanduser().exists():
         raise FileNotFoundError(f"kubeconfig {path} does not exist")
