@@ -7,7 +7,7 @@ from typing import Any
 from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
-from capd_py.api.labels import CLUSTER_NAME, FINALIZER_MACHINE_SET, TEMPLATE_HASH
+from capd_py.api.labels import CLUSTER_NAME, DEPLOYMENT_NAME, FINALIZER_MACHINE_SET, TEMPLATE_HASH
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref
 from capd_py.controllers.manager import Controller, owner_mapper
@@ -83,6 +83,19 @@ async def _is_old_on_delete(ctx: Ctx, ms: dict[str, Any]) -> bool:
     return (ms["metadata"].get("labels") or {}).get(TEMPLATE_HASH) != rmd.template_hash(md)
 
 
+async def _within_max_in_flight(ctx: Ctx, ms: dict[str, Any], candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    o = contract.controller_owner(ms, "MachineDeployment")
+    if not o:
+        return candidates
+    ns = ms["metadata"]["namespace"]
+    md = await ctx.kube.get(MACHINE_DEPLOYMENT, ns, o["name"])
+    mif = contract.dig(md, "spec", "remediation", "maxInFlight")
+    if md is None or mif is None:
+        return candidates
+    dm = await ctx.kube.list(MACHINE, ns, labels={DEPLOYMENT_NAME: o["name"][:63]})
+    return rms.limit_remediation(candidates, dm, mif, coreutil.replicas_of(md))
+
+
 async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     kube = ctx.kube
     ms = await kube.get(MACHINE_SET, namespace, name)
@@ -142,6 +155,8 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     elif p.create and await _is_old_on_delete(ctx, ms):
         p.create = 0  # OnDelete: a Machine deleted from an old MachineSet is replaced by the new one
     requeue: float | None = None
+    if p.remediate:
+        p.remediate = await _within_max_in_flight(ctx, ms, p.remediate)
     for m in p.remediate:
         ctx.log.info("machineset %s/%s: remediating unhealthy machine %s", namespace, name, m["metadata"]["name"])
         await delete_obj(kube, MACHINE, m)

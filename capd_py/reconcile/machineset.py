@@ -169,6 +169,19 @@ def plan(ms: dict[str, Any], owned: list[dict[str, Any]], now: _dt.datetime | No
     return p
 
 
+def limit_remediation(candidates: list[dict[str, Any]], deployment_machines: list[dict[str, Any]],
+                      max_in_flight: int | str | None, replicas: int) -> list[dict[str, Any]]:
+    """MachineDeployment spec.remediation.maxInFlight: how many of `candidates` may be remediated now,
+    given the deployment's Machines already being remediated (deleting with OwnerRemediated=False)."""
+    if max_in_flight is None:
+        return candidates
+    limit = coreutil.scaled_value(max_in_flight, replicas, round_up=True)
+    in_flight = sum(1 for m in deployment_machines if coreutil.is_deleting(m)
+                    and (cond.get(m, OWNER_REMEDIATED) or {}).get("status") == cond.FALSE)
+    room = max(0, limit - in_flight)
+    return sorted(candidates, key=lambda m: m["metadata"]["name"])[:room]
+
+
 # --- cloning ------------------------------------------------------------------------------------
 
 def random_suffix(n: int = 5) -> str:

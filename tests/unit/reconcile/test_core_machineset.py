@@ -223,3 +223,14 @@ def test_spec_defaults_patch() -> None:
     s["spec"]["selector"]["matchLabels"].update(want)
     s["spec"]["template"]["metadata"]["labels"].update(want)
     assert rms.spec_defaults_patch(s) is None
+
+
+def test_limit_remediation_max_in_flight() -> None:
+    cands = [owned("c"), owned("a"), owned("b")]
+    assert rms.limit_remediation(cands, [], None, 3) == cands
+    assert names(rms.limit_remediation(cands, [], 2, 3)) == ["a", "b"]
+    going = owned("x", deleting=True)
+    going["status"]["conditions"].append(condition("OwnerRemediated", "False"))
+    assert names(rms.limit_remediation(cands, [going], 2, 3)) == ["a"]
+    assert names(rms.limit_remediation(cands, [going], "50%", 4)) == ["a"]
+    assert rms.limit_remediation(cands, [going], 1, 3) == []
