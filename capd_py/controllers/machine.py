@@ -242,9 +242,12 @@ async def _reconcile_delete(ctx: Ctx, m: dict[str, Any], cluster: dict[str, Any]
     if step.action == "delete_node" and wl is not None and node_name:
         try:
             await wl.delete(NODE, None, node_name)
+            ctx.log.info("machine %s/%s: deleted node %s", ns, name, node_name)
+            return Result(requeue_after=min(2.0, ctx.settings.poll_seconds))
         except Exception as e:  # noqa: BLE001 - retried until nodeDeletionTimeoutSeconds passes
             ctx.log.info("machine %s/%s: deleting node %s failed: %s", ns, name, node_name, e)
-        return Result(requeue_after=min(2.0, ctx.settings.poll_seconds))
+            if rm.deletion_step(m, node_delete_failed=True, drain_done=True, **kw).action == "delete_node":
+                return Result(requeue_after=min(2.0, ctx.settings.poll_seconds))
     if not allowed:
         ctx.log.debug("machine %s/%s: node not deleted: %s", ns, name, why)
     await ensure_metadata(kube, MACHINE, m, remove_finalizer=FINALIZER_MACHINE)

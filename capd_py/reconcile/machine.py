@@ -427,7 +427,7 @@ def is_delete_node_allowed(machine: dict[str, Any], cluster: dict[str, Any] | No
 
 def deletion_step(machine: dict[str, Any], *, node_delete_allowed: bool, drain_done: bool,
                   infra_exists: bool, bootstrap_exists: bool, node_exists: bool,
-                  now: _dt.datetime) -> DeleteStep:
+                  now: _dt.datetime, node_delete_failed: bool = False) -> DeleteStep:
     """Next step of the Machine deletion sequence: pre-drain hooks → drain → pre-terminate hooks →
     delete infra+bootstrap and wait → delete the Node and wait (bounded by
     nodeDeletionTimeoutSeconds) → drop the finalizer."""
@@ -452,7 +452,9 @@ def deletion_step(machine: dict[str, Any], *, node_delete_allowed: bool, drain_d
         ref = contract.ref(machine, "spec", "bootstrap", "configRef")
         return DeleteStep("delete_providers", R_WAITING_BOOTSTRAP_DELETION,
                           f"Waiting for {coreutil.ref_str(ref)} to be deleted")
-    if node_delete_allowed and node_exists and not node_deletion_timeout_passed(machine, now):
+    # The Node is always deleted at least once; nodeDeletionTimeoutSeconds (counted from the Machine's
+    # deletionTimestamp) only bounds the retries after a failed attempt, as upstream does.
+    if node_delete_allowed and node_exists and not (node_delete_failed and node_deletion_timeout_passed(machine, now)):
         node = contract.dig(machine, "status", "nodeRef", "name")
         return DeleteStep("delete_node", R_DELETING_NODE, f"Deleting Node {node}")
     return DeleteStep("remove_finalizer", R_DELETION_COMPLETED)

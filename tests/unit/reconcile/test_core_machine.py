@@ -218,15 +218,18 @@ def test_drain_timeout() -> None:
     assert step(m) == "delete_providers"
 
 
-def test_node_deletion_timeout() -> None:
+def test_node_deletion_timeout_bounds_retries_only() -> None:
     m = dm()
     m["metadata"]["deletionTimestamp"] = ts(5)
     kw = dict(drain_done=True, infra_exists=False, bootstrap_exists=False)
     assert step(m, **kw) == "delete_node"  # default timeout 10s
+    assert step(m, node_delete_failed=True, **kw) == "delete_node"  # within the timeout: retry
+    # a long drain must not cost the Node its deletion: the first attempt always happens
     m["metadata"]["deletionTimestamp"] = ts(30)
-    assert step(m, **kw) == "remove_finalizer"
-    m["spec"]["deletion"] = {"nodeDeletionTimeoutSeconds": 0}  # 0: wait forever
     assert step(m, **kw) == "delete_node"
+    assert step(m, node_delete_failed=True, **kw) == "remove_finalizer"  # failed and out of time: give up
+    m["spec"]["deletion"] = {"nodeDeletionTimeoutSeconds": 0}  # 0: wait forever
+    assert step(m, node_delete_failed=True, **kw) == "delete_node"
 
 
 def test_node_delete_not_allowed_skips_node_steps() -> None:
