@@ -44,8 +44,14 @@ class Variable:
 
 
 def default_template_path() -> Path:
-    """templates/cluster-template.yaml of this checkout (the package lives in <repo>/capd_py)."""
-    return Path(__file__).resolve().parents[2] / "templates" / "cluster-template.yaml"
+    """templates/cluster-template.yaml of the source tree, else the installed data-files copy
+    (<prefix>/share/capd-py/templates)."""
+    src = Path(__file__).resolve().parents[2] / "templates" / "cluster-template.yaml"
+    if src.exists():
+        return src
+    import sys
+
+    return Path(sys.prefix) / "share" / "capd-py" / "templates" / "cluster-template.yaml"
 
 
 def read_template(path: str | Path | None = None) -> str:
