@@ -156,6 +156,26 @@ def metadata_patch(obj: dict[str, Any], *, finalizer: str | None = None, owner: 
     return {"metadata": patch}
 
 
+def selector_defaults_patch(obj: dict[str, Any], name_label: str) -> dict[str, Any] | None:
+    """What upstream's defaulting webhook adds to a MachineSet/MachineDeployment (we run none): its
+    own name label (`name_label`) and the cluster-name label in spec.selector.matchLabels and
+    spec.template.metadata.labels. None when both are present."""
+    want = {name_label: obj["metadata"]["name"][:63]}
+    cn = contract.dig(obj, "spec", "clusterName")
+    if cn:
+        want[CLUSTER_NAME] = cn
+    sel = contract.dig(obj, "spec", "selector", "matchLabels", default={}) or {}
+    tl = contract.dig(obj, "spec", "template", "metadata", "labels", default={}) or {}
+    ps = {k: v for k, v in want.items() if sel.get(k) != v}
+    pt = {k: v for k, v in want.items() if tl.get(k) != v}
+    patch: dict[str, Any] = {}
+    if ps:
+        patch["selector"] = {"matchLabels": ps}
+    if pt:
+        patch["template"] = {"metadata": {"labels": pt}}
+    return {"spec": patch} if patch else None
+
+
 def cluster_labels(cluster_name: str) -> dict[str, str]:
     return {CLUSTER_NAME: cluster_name}
 

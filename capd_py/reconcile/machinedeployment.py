@@ -33,22 +33,7 @@ _IN_PLACE_FIELDS = ("minReadySeconds", "deletion", "readinessGates")
 
 
 def spec_defaults_patch(md: dict[str, Any]) -> dict[str, Any] | None:
-    """What upstream's defaulting webhook adds (we run none): the deployment-name and cluster-name
-    labels in spec.selector.matchLabels and spec.template.metadata.labels. None when present."""
-    want = {DEPLOYMENT_NAME: md["metadata"]["name"][:63]}
-    cn = contract.dig(md, "spec", "clusterName")
-    if cn:
-        want[CLUSTER_NAME] = cn
-    sel = contract.dig(md, "spec", "selector", "matchLabels", default={}) or {}
-    tl = contract.dig(md, "spec", "template", "metadata", "labels", default={}) or {}
-    ps = {k: v for k, v in want.items() if sel.get(k) != v}
-    pt = {k: v for k, v in want.items() if tl.get(k) != v}
-    patch: dict[str, Any] = {}
-    if ps:
-        patch["selector"] = {"matchLabels": ps}
-    if pt:
-        patch["template"] = {"metadata": {"labels": pt}}
-    return {"spec": patch} if patch else None
+    return coreutil.selector_defaults_patch(md, DEPLOYMENT_NAME)
 
 
 def template_hash(md: dict[str, Any], now: _dt.datetime | None = None) -> str:

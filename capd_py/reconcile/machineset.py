@@ -72,22 +72,7 @@ def orphans_to_adopt(ms: dict[str, Any], machines: list[dict[str, Any]]) -> list
 
 
 def spec_defaults_patch(ms: dict[str, Any]) -> dict[str, Any] | None:
-    """What upstream's defaulting webhook adds (we run none): the set-name and cluster-name labels in
-    spec.selector.matchLabels and spec.template.metadata.labels. None when present."""
-    want = {SET_NAME: ms["metadata"]["name"][:63]}
-    cn = contract.dig(ms, "spec", "clusterName")
-    if cn:
-        want[CLUSTER_NAME] = cn
-    sel = contract.dig(ms, "spec", "selector", "matchLabels", default={}) or {}
-    tl = contract.dig(ms, "spec", "template", "metadata", "labels", default={}) or {}
-    ps = {k: v for k, v in want.items() if sel.get(k) != v}
-    pt = {k: v for k, v in want.items() if tl.get(k) != v}
-    patch: dict[str, Any] = {}
-    if ps:
-        patch["selector"] = {"matchLabels": ps}
-    if pt:
-        patch["template"] = {"metadata": {"labels": pt}}
-    return {"spec": patch} if patch else None
+    return coreutil.selector_defaults_patch(ms, SET_NAME)
 
 
 # --- deletion order -----------------------------------------------------------------------------
