@@ -164,7 +164,7 @@ async def _drain(ctx: Ctx, wl: Kube, node_name: str) -> bool:
         await wl.merge_patch(NODE, None, node_name, {"spec": {"unschedulable": True}})
     res = await wl.acall("GET", POD.path(None), query=[("fieldSelector", f"spec.nodeName={node_name}")])
     pods = list(res.get("items") or [])
-    plan = rm.plan_drain(pods)
+    plan = rm.plan_drain(pods, node=node)
     for p in plan.evict:
         md = p["metadata"]
         try:

@@ -471,9 +471,26 @@ class DrainPlan:
         return not self.evict and not self.waiting
 
 
-def plan_drain(pods: list[dict[str, Any]]) -> DrainPlan:
+# How long a drain waits for a pod that is already terminating before it stops counting it, as
+# upstream's drainer: a node whose kubelet is not reporting will never confirm the termination.
+SKIP_WAIT_FOR_DELETE_SECONDS = 300
+SKIP_WAIT_FOR_DELETE_UNREACHABLE_SECONDS = 1
+
+
+def node_unreachable(node: dict[str, Any] | None) -> bool:
+    """The node's kubelet stopped reporting (Ready=Unknown), as the node lifecycle controller marks it."""
+    for c in contract.dig(node, "status", "conditions", default=[]) or []:
+        if c.get("type") == "Ready":
+            return c.get("status") == "Unknown"
+    return False
+
+
+def plan_drain(pods: list[dict[str, Any]], now: _dt.datetime | None = None,
+               node: dict[str, Any] | None = None) -> DrainPlan:
     """Which pods on a node must be evicted: everything except DaemonSet-managed and mirror
-    (static) pods; finished pods need no eviction."""
+    (static) pods; finished pods need no eviction; terminating pods are waited for, up to a grace."""
+    now = now or coreutil.utcnow()
+    grace = SKIP_WAIT_FOR_DELETE_UNREACHABLE_SECONDS if node_unreachable(node) else SKIP_WAIT_FOR_DELETE_SECONDS
     plan = DrainPlan([], [], [])
     for p in pods:
         md = p.get("metadata") or {}
@@ -487,7 +504,11 @@ def plan_drain(pods: list[dict[str, Any]]) -> DrainPlan:
         if contract.dig(p, "status", "phase") in ("Succeeded", "Failed"):
             continue
         if md.get("deletionTimestamp"):
-            plan.waiting.append(key)
+            since = coreutil.parse_time(md["deletionTimestamp"])
+            if since is not None and (now - since).total_seconds() > grace:
+                plan.skipped.append(key)
+            else:
+                plan.waiting.append(key)
             continue
         plan.evict.append(p)
     return plan

@@ -264,12 +264,24 @@ def pod(name: str, **kw: object) -> dict:
 
 def test_plan_drain() -> None:
     plan = rm.plan_drain([pod("web"), pod("ds", ds=True), pod("static", mirror=True), pod("done", phase="Succeeded"),
-                          pod("going", terminating=True)])
+                          pod("going", terminating=True)], now=NOW)
     assert [p["metadata"]["name"] for p in plan.evict] == ["web"]
     assert plan.waiting == ["default/going"]
     assert sorted(plan.skipped) == ["default/ds", "default/static"]
     assert not plan.done
-    assert rm.plan_drain([pod("ds", ds=True), pod("static", mirror=True)]).done
+    assert rm.plan_drain([pod("ds", ds=True), pod("static", mirror=True)], now=NOW).done
+
+
+def test_plan_drain_stops_waiting_for_pods_an_unreachable_node_never_confirms() -> None:
+    going = pod("going", terminating=True)  # deleted 1 s before NOW
+    going["metadata"]["deletionTimestamp"] = ts(5)
+    reachable = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    unreachable = {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
+    assert not rm.plan_drain([going], now=NOW, node=reachable).done      # kubelet will confirm: wait
+    plan = rm.plan_drain([going], now=NOW, node=unreachable)
+    assert plan.done and plan.skipped == ["default/going"]                # it never will: move on
+    going["metadata"]["deletionTimestamp"] = ts(301)
+    assert rm.plan_drain([going], now=NOW, node=reachable).done           # past the 5 min grace
 
 
 def test_eviction_body() -> None:
