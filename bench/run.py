@@ -94,13 +94,13 @@ async def delete(kube: Kube, rt: ContainerRuntime, name: str, timeout: float) ->
     return time.monotonic() - t0
 
 
-async def bench(kubeconfig: str, timeout: float, keep: bool) -> list[tuple[str, str]]:
+async def bench(kubeconfig: str, timeout: float, keep: bool, rows: list[tuple[str, str]]) -> None:
     kube = Kube.from_kubeconfig(kubeconfig)
     rt = mgmt.default_runtime()
     pid = mgmt.controllers_pid()
-    rows: list[tuple[str, str]] = [("machine", machine())]
+    rows.append(("machine", machine()))
     steps = Steps()
-    try:
+    try:  # rows gathered so far are printed even when a phase fails
         with steps.step("1 control plane + 1 worker: apply -> Available"):
             t = await create_available(kube, "bench-small", 1, 1, timeout)
         rows.append(("1 CP + 1 worker: apply -> Available", f"{t:.1f} s"))
@@ -119,9 +119,8 @@ async def bench(kubeconfig: str, timeout: float, keep: bool) -> list[tuple[str, 
             rows.append(("delete 3 CP + 5 workers", f"{t:.1f} s"))
     finally:
         kube.close()
-    rows.append(("peak RSS controllers", f"{peak_rss_mib(pid):.0f} MiB (pid {pid})" if pid else
-                 "n/a (controllers not running as a host process)"))
-    return rows
+        rows.append(("peak RSS controllers", f"{peak_rss_mib(pid):.0f} MiB (pid {pid})" if pid else
+                     "n/a (controllers not running as a host process)"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,13 +138,16 @@ def main(argv: list[str] | None = None) -> int:
         a.kubeconfig = str(kc)
     if not Path(a.kubeconfig).exists():
         p.error(f"{a.kubeconfig} does not exist: run `capd-py init` first or pass --init")
+    rows: list[tuple[str, str]] = []
+    code = 0
     try:
-        rows = asyncio.run(bench(a.kubeconfig, a.timeout, a.keep))
+        asyncio.run(bench(a.kubeconfig, a.timeout, a.keep, rows))
     except BenchError as e:
         print(f"ERROR: {e}", file=sys.stderr)
-        return 1
+        rows.append(("failed", str(e)))
+        code = 1
     print(table(rows, "capd-py end-to-end benchmark (real clusters)"))
-    return 0
+    return code
 
 
 if __name__ == "__main__":
