@@ -197,6 +197,7 @@ def md_settled(mgmt: Mgmt, cluster: str, replicas: int) -> bool:
             and st.get("availableReplicas") == replicas and len(machines) == replicas)
 
 
+@pytest.mark.timeout(3000)  # ~17 min on a quiet 2-core machine; leave room for a loaded one
 def test_ha_cluster_scales_workers_and_rolls_control_plane(
         mgmt: Mgmt, cluster_cleanup: list[str], tmp_path: Path) -> None:
     name = "e2e-ha"
