@@ -238,7 +238,8 @@ def test_ha_cluster_scales_workers_and_rolls_control_plane(
         print(f"KCP rollout of 3 machines: {time.monotonic() - t:.0f}s; LB probes ok={probe.ok}")
     assert probe.ok > 30
     assert not probe.failures, f"API unreachable through the LB during the rollout: {probe.failures[:10]}"
-    assert mgmt.condition("cluster", name, "Available")
+    # the roll-up conditions follow the control plane's within a resync or two
+    wait_for(lambda: mgmt.condition("cluster", name, "Available"), 300, "cluster Available after the rollout", 5)
 
     mgmt.capd("delete", "cluster", name, "--wait", "--timeout", "600")
     wait_for(lambda: not docker_leftovers(name), 120, "no docker leftovers")
