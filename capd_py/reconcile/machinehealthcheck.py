@@ -73,6 +73,24 @@ def _t(obj: dict[str, Any] | None, ctype: str) -> _dt.datetime | None:
     return coreutil.parse_time(c.get("lastTransitionTime")) if c else None
 
 
+def _check_conditions(rules: list[dict[str, Any]] | None, conds: dict[str | None, dict[str, Any]], where: str,
+                      now: _dt.datetime, msgs: list[str], nexts: list[float]) -> None:
+    """Apply unhealthy-condition rules ({type, status, timeoutSeconds}) to `conds`: an overdue match
+    adds a message, a pending one the seconds until it is due."""
+    for uc in rules or []:
+        c = conds.get(uc.get("type"))
+        if not c or c.get("status") != uc.get("status"):
+            continue
+        timeout = int(uc.get("timeoutSeconds") or 0)
+        since = coreutil.parse_time(c.get("lastTransitionTime")) or now
+        left = timeout - (now - since).total_seconds()
+        if left < 0:
+            msgs.append(f"Condition {uc['type']} on {where} is reporting status {uc['status']} "
+                        f"for more than {timeout}s")
+        else:
+            nexts.append(left + 1)
+
+
 def evaluate(mhc: dict[str, Any], cluster: dict[str, Any] | None, t: Target, now: _dt.datetime) -> Verdict:
     m = t.machine
     name = m["metadata"]["name"]
@@ -89,18 +107,8 @@ def evaluate(mhc: dict[str, Any], cluster: dict[str, Any] | None, t: Target, now
     nexts: list[float] = []
     reason = R_UNHEALTHY_NODE
 
-    for uc in checks.get("unhealthyMachineConditions") or []:
-        c = cond.get(m, uc.get("type", ""))
-        if not c or c.get("status") != uc.get("status"):
-            continue
-        timeout = int(uc.get("timeoutSeconds") or 0)
-        since = coreutil.parse_time(c.get("lastTransitionTime")) or now
-        left = timeout - (now - since).total_seconds()
-        if left < 0:
-            msgs.append(f"Condition {uc['type']} on Machine is reporting status {uc['status']} "
-                        f"for more than {timeout}s")
-        else:
-            nexts.append(left + 1)
+    machine_conds = {c.get("type"): c for c in contract.dig(m, "status", "conditions", default=[]) or []}
+    _check_conditions(checks.get("unhealthyMachineConditions"), machine_conds, "Machine", now, msgs, nexts)
     if msgs:
         reason = R_UNHEALTHY_MACHINE
 
@@ -127,18 +135,7 @@ def evaluate(mhc: dict[str, Any], cluster: dict[str, Any] | None, t: Target, now
                 nexts.append(left + 1)
     else:
         node_conds = {c.get("type"): c for c in contract.dig(t.node, "status", "conditions", default=[]) or []}
-        for uc in checks.get("unhealthyNodeConditions") or []:
-            c = node_conds.get(uc.get("type"))
-            if not c or c.get("status") != uc.get("status"):
-                continue
-            timeout = int(uc.get("timeoutSeconds") or 0)
-            since = coreutil.parse_time(c.get("lastTransitionTime")) or now
-            left = timeout - (now - since).total_seconds()
-            if left < 0:
-                node_msgs.append(f"Condition {uc['type']} on Node is reporting status {uc['status']} "
-                                 f"for more than {timeout}s")
-            else:
-                nexts.append(left + 1)
+        _check_conditions(checks.get("unhealthyNodeConditions"), node_conds, "Node", now, node_msgs, nexts)
     if not msgs:
         reason = node_reason
     all_msgs = msgs + node_msgs
