@@ -25,8 +25,10 @@ done
 BASE=$(bash "$here/base/build.sh")
 
 label_of() { docker image inspect -f '{{ index .Config.Labels "io.x-k8s.capd-py.inputs" }}' "$1" 2>/dev/null || true; }
-# fingerprint files cheaply: size + mtime + path (binaries are rewritten on rebuild, so mtime moves)
+# fingerprint build outputs cheaply: size + mtime + path (binaries are rewritten on rebuild, so mtime
+# moves); files from the repo by content, since every clone gives them a new mtime
 fp() { stat -c '%n %s %Y' "$@" | sha256sum | cut -c1-16; }
+content() { cat "$@" | sha256sum | cut -c1-16; }
 # build_image TAG INPUTS_HASH CONTEXT_DIR [docker build args...]
 build_image() {
   local tag=$1 inputs=$2 ctx=$3; shift 3
@@ -58,7 +60,7 @@ mk_static kube-scheduler "$KBIN/kube-scheduler"
 mk_static etcd "$ADD/etcd" "$ADD/etcdctl"
 d="$comp/kube-proxy"; mkdir -p "$d"; cp "$KBIN/kube-proxy" "$d/kube-proxy.real"; cp "$here/kube-proxy/kube-proxy-wrapper" "$d/kube-proxy"
 printf 'ARG BASE\nFROM ${BASE}\nCOPY kube-proxy kube-proxy.real /usr/local/bin/\nENTRYPOINT ["/usr/local/bin/kube-proxy"]\n' > "$d/Dockerfile"
-build_image "$(tag_for kube-proxy)" "$(fp "$KBIN/kube-proxy" "$here/kube-proxy/kube-proxy-wrapper")-$BASE" "$d" --build-arg "BASE=$BASE"
+build_image "$(tag_for kube-proxy)" "$(fp "$KBIN/kube-proxy")-$(content "$here/kube-proxy/kube-proxy-wrapper")-$BASE" "$d" --build-arg "BASE=$BASE"
 d="$comp/coredns"; mkdir -p "$d"; cp "$ADD/coredns" "$d/"
 printf 'FROM scratch\nCOPY coredns /coredns\nEXPOSE 53 53/udp\nENTRYPOINT ["/coredns"]\n' > "$d/Dockerfile"
 build_image "$(tag_for coredns)" "$(fp "$ADD/coredns")" "$d"
@@ -69,7 +71,7 @@ build_image "$(tag_for pause)" "$(fp "$ADD/pause")" "$d"
 NETD="capd-py/netd:$(cat "$here/netd/capd-netd" | sha256sum | cut -c1-12)"
 d="$comp/netd"; mkdir -p "$d"; cp "$KBIN/kubectl" "$here/netd/capd-netd" "$d/"
 printf 'ARG BASE\nFROM ${BASE}\nCOPY kubectl capd-netd /usr/local/bin/\nENTRYPOINT ["/usr/local/bin/capd-netd"]\n' > "$d/Dockerfile"
-build_image "$NETD" "$(fp "$KBIN/kubectl" "$here/netd/capd-netd")-$BASE" "$d" --build-arg "BASE=$BASE"
+build_image "$NETD" "$(fp "$KBIN/kubectl")-$(content "$here/netd/capd-netd")-$BASE" "$d" --build-arg "BASE=$BASE"
 
 # a tiny hostname-echo HTTP server, preloaded for demos and e2e tests (no registry to pull one from)
 ECHO="capd-py/echo:$(sha256sum "$here/echo/main.go" | cut -c1-12)"
