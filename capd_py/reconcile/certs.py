@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -132,16 +133,23 @@ def keypair_from_secret(secret: dict[str, Any] | None) -> KeyPair | None:
 
 def validate_keypair(purpose: str, kp: KeyPair) -> str | None:
     """A message when a stored pair is unusable (corrupted secret), else None."""
+    return _validate_pem(purpose, kp.cert, kp.key)
+
+
+# Parsing (and so checking) an RSA private key costs milliseconds and every control-plane reconcile
+# validates four pairs; the answer for the same bytes never changes.
+@functools.lru_cache(maxsize=1024)
+def _validate_pem(purpose: str, cert_pem: bytes, key_pem: bytes | None) -> str | None:
     try:
         if purpose == SERVICE_ACCOUNT:
-            serialization.load_pem_public_key(kp.cert)
+            serialization.load_pem_public_key(cert_pem)
         else:
-            cert = x509.load_pem_x509_certificate(kp.cert)
+            cert = x509.load_pem_x509_certificate(cert_pem)
             bc = cert.extensions.get_extension_for_class(x509.BasicConstraints).value
             if not bc.ca:
                 return f"{purpose}: certificate is not a CA"
-        if kp.key:
-            serialization.load_pem_private_key(kp.key, password=None)
+        if key_pem:
+            serialization.load_pem_private_key(key_pem, password=None)
     except (ValueError, x509.ExtensionNotFound) as e:
         return f"{purpose}: {e}"
     return None
