@@ -7,6 +7,7 @@ cluster (its kubeconfig is stored as `<cluster>-kubeconfig`), so the bootstrap t
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
 from typing import Any
@@ -448,13 +449,15 @@ async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, na
     await c_kcp.reconcile(ctx, ns, "c1-cp")
     assert len(await names()) == 1  # no node yet: not initialized
 
+    await asyncio.sleep(1.1)  # creationTimestamp has one-second resolution and "oldest" is decided by it
     await make_healthy(kube, ns, m1)
     await c_kcp.reconcile(ctx, ns, "c1-cp")
     kcp = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
     assert kcp is not None and kcp["status"]["initialization"] == {"controlPlaneInitialized": True}
     ms = await names()
     assert len(ms) == 2
-    m2 = ms[1]
+    # creationTimestamp has one-second resolution: pick the new one by name, not by sort order
+    [m2] = [n for n in ms if n != m1]
     cfg2 = await kube.get(KUBEADM_CONFIG, ns, m2)
     assert cfg2 is not None and "initConfiguration" not in cfg2["spec"]
     assert cfg2["spec"]["joinConfiguration"]["controlPlane"] == {}
@@ -467,6 +470,7 @@ async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, na
     up = next(c for c in kcp["status"]["conditions"] if c["type"] == "ScalingUp")
     assert up["status"] == "True" and m2 in up["message"]
 
+    await asyncio.sleep(1.1)  # creationTimestamp has one-second resolution and "oldest" is decided by it
     await make_healthy(kube, ns, m2)
     await c_kcp.reconcile(ctx, ns, "c1-cp")
     ms = await names()
@@ -496,6 +500,7 @@ async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, na
     assert await names() == [m2, m3]
 
     # a version change makes the rest outdated: rollout (surge one, then remove an outdated one)
+    await asyncio.sleep(1.1)  # creationTimestamp has one-second resolution and "oldest" is decided by it
     await kube.merge_patch(KUBEADM_CONTROL_PLANE, ns, "c1-cp", {"spec": {"replicas": 2, "version": "v1.34.5"}})
     await c_kcp.reconcile(ctx, ns, "c1-cp")
     kcp = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
