@@ -6,6 +6,7 @@ produces an identical status and writes nothing.
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 from typing import Any
 
@@ -64,3 +65,23 @@ def _cond(ctype: str, st: str, reason: str, message: str, gen: int | None, ltt: 
     if gen is not None:
         c["observedGeneration"] = gen
     return c
+
+
+class StatusBuilder:
+    """Accumulates an object's status and conditions during one reconcile; `final()` gives the status
+    to write (Kube.update_status writes it only when it differs from what the object carries)."""
+
+    def __init__(self, obj: dict[str, Any]):
+        self.status: dict[str, Any] = copy.deepcopy(obj.get("status") or {})
+        self.conds: list[dict[str, Any]] = list(self.status.get("conditions") or [])
+        self.gen: int | None = obj["metadata"].get("generation")
+
+    def set(self, ctype: str, ok: bool | str, reason: str, message: str = "") -> None:
+        self.conds = set_condition(self.conds, ctype, ok, reason, message, self.gen)
+
+    def final(self) -> dict[str, Any]:
+        out = dict(self.status)
+        out["conditions"] = self.conds
+        if self.gen is not None:
+            out["observedGeneration"] = self.gen
+        return out

@@ -69,21 +69,7 @@ async def _owner_cluster(kube: Kube, kcp: dict[str, Any]) -> dict[str, Any] | No
     return None
 
 
-class _Conds:
-    def __init__(self, kcp: dict[str, Any]):
-        self.status: dict[str, Any] = json.loads(json.dumps(kcp.get("status") or {}))
-        self.conds: list[dict[str, Any]] = list(self.status.get("conditions") or [])
-        self.gen = kcp["metadata"].get("generation")
-
-    def set(self, ctype: str, ok: bool | str, reason: str, message: str = "") -> None:
-        self.conds = conditions.set_condition(self.conds, ctype, ok, reason, message, self.gen)
-
-    def final(self) -> dict[str, Any]:
-        out = dict(self.status)
-        out["conditions"] = self.conds
-        if self.gen is not None:
-            out["observedGeneration"] = self.gen
-        return out
+_Conds = conditions.StatusBuilder
 
 
 async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:

@@ -49,17 +49,12 @@ def _cluster_name(cfg: dict[str, Any], owner: dict[str, Any] | None) -> str | No
             or contract.dig(owner, "spec", "clusterName") or None)
 
 
-class _Status:
-    """Accumulates the v1beta2 status; written once at the end, only when it differs."""
+class _Status(conditions.StatusBuilder):
+    """The v1beta2 status, with Ready derived from the data-secret and certificate conditions."""
 
     def __init__(self, cfg: dict[str, Any]):
+        super().__init__(cfg)
         self.cfg = cfg
-        self.status: dict[str, Any] = dict(cfg.get("status") or {})
-        self.conds: list[dict[str, Any]] = list(self.status.get("conditions") or [])
-        self.gen = cfg["metadata"].get("generation")
-
-    def set(self, ctype: str, ok: bool | str, reason: str, message: str = "") -> None:
-        self.conds = conditions.set_condition(self.conds, ctype, ok, reason, message, self.gen)
 
     def has(self, ctype: str) -> bool:
         return any(c.get("type") == ctype for c in self.conds)
@@ -85,11 +80,7 @@ class _Status:
             bad = next((c for c in (ca, ds) if c and c["status"] != "True"), ds)
             msg = f"{bad['type']}: {bad['message']}" if bad and bad.get("message") else "Waiting for bootstrap data"
             self.set(conditions.READY, False, kc.REASON_NOT_READY, msg)
-        out = dict(self.status)
-        out["conditions"] = self.conds
-        if self.gen is not None:
-            out["observedGeneration"] = self.gen
-        return out
+        return super().final()
 
 
 async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
