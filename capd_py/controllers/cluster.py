@@ -15,6 +15,7 @@ from capd_py.api.gvk import (
     MACHINE_SET,
 )
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_CLUSTER
+from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, list_cluster, owner_for
 from capd_py.controllers.manager import Controller, Mapper, any_owner_mapper, cluster_label_mapper
@@ -56,11 +57,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     c = await kube.get(CLUSTER, namespace, name)
     if c is None:
         return None
-    if coreutil.is_paused(c, c):
-        st = dict(c.get("status") or {})
-        st["conditions"] = cond.set_condition(st.get("conditions"), cond.PAUSED, True, "Paused",
-                                              observed_generation=c["metadata"].get("generation"))
-        await kube.update_status(CLUSTER, c, st)
+    if await lifecycle.pause_if_needed(kube, CLUSTER, c, c):
         return None
 
     obs = await _observe(ctx, c)

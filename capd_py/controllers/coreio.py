@@ -8,8 +8,11 @@ from typing import Any
 from capd_py.api import contract, gvk
 from capd_py.api.gvk import GVK
 from capd_py.api.labels import CLUSTER_NAME
+from capd_py.controllers.lifecycle import ensure_metadata
 from capd_py.kube.client import Kube
 from capd_py.reconcile import coreutil
+
+__all__ = ["delete_obj", "ensure_metadata", "get_ref", "gvk_of_ref", "list_cluster", "owner_for"]
 
 
 def gvk_of_ref(ref: dict[str, str] | None) -> GVK | None:
@@ -25,15 +28,6 @@ async def get_ref(kube: Kube, namespace: str, ref: dict[str, str] | None) -> dic
     if g is None or ref is None:
         return None
     return await kube.get(g, namespace, ref["name"])
-
-
-async def ensure_metadata(kube: Kube, g: GVK, obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
-    """Apply coreutil.metadata_patch(obj, **kw) if anything is missing; returns the fresh object."""
-    patch = coreutil.metadata_patch(obj, **kw)
-    if patch is None:
-        return obj
-    md = obj["metadata"]
-    return await kube.merge_patch(g, md.get("namespace"), md["name"], patch)
 
 
 def owner_for(owner: dict[str, Any], obj: dict[str, Any], controller: bool = True) -> dict[str, Any]:

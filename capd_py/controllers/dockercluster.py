@@ -14,22 +14,22 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from capd_py.api import conditions as cond
 from capd_py.api import contract
-from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, GVK, INFRA_GROUP, MACHINE
+from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, INFRA_GROUP, MACHINE
 from capd_py.api.labels import (
     CLUSTER_NAME,
     CONTAINER_MACHINE,
     CONTAINER_ROLE,
     CONTROL_PLANE,
     FINALIZER_DOCKER_CLUSTER,
-    PAUSED_ANNOTATION,
 )
+from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
+from capd_py.controllers.lifecycle import ensure_finalizer, remove_finalizer, write_status
 from capd_py.controllers.manager import Controller
 from capd_py.controllers.queue import Result
 from capd_py.kube import events
-from capd_py.kube.client import Kube, KubeError
+from capd_py.kube.client import Kube
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import haproxy
 from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, RuntimeError_
@@ -53,51 +53,6 @@ async def rt(fn: Callable[..., T], *args: Any) -> T:
 
 def is_deleting(obj: dict[str, Any] | None) -> bool:
     return bool(((obj or {}).get("metadata") or {}).get("deletionTimestamp"))
-
-
-def is_paused(obj: dict[str, Any], cluster: dict[str, Any] | None) -> bool:
-    ann = (obj.get("metadata") or {}).get("annotations") or {}
-    return PAUSED_ANNOTATION in ann or bool(((cluster or {}).get("spec") or {}).get("paused"))
-
-
-async def ensure_finalizer(kube: Kube, gvk: GVK, obj: dict[str, Any], finalizer: str) -> dict[str, Any]:
-    md = obj["metadata"]
-    fins = list(md.get("finalizers") or [])
-    if finalizer in fins:
-        return obj
-    return await kube.merge_patch(gvk, md.get("namespace"), md["name"], {
-        "metadata": {"finalizers": [*fins, finalizer], "resourceVersion": md["resourceVersion"]}})
-
-
-async def remove_finalizer(kube: Kube, gvk: GVK, obj: dict[str, Any], finalizer: str) -> None:
-    md = obj["metadata"]
-    fins = list(md.get("finalizers") or [])
-    if finalizer not in fins:
-        return
-    try:
-        await kube.merge_patch(gvk, md.get("namespace"), md["name"], {
-            "metadata": {"finalizers": [f for f in fins if f != finalizer], "resourceVersion": md["resourceVersion"]}})
-    except KubeError as e:
-        if not e.not_found:
-            raise
-
-
-async def write_status(kube: Kube, gvk: GVK, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-    try:
-        new = await kube.update_status(gvk, obj, status)
-    except KubeError as e:
-        if e.not_found:
-            return obj
-        raise
-    return new or obj
-
-
-async def mark_paused(kube: Kube, gvk: GVK, obj: dict[str, Any]) -> None:
-    """Paused: touch nothing but the Paused condition."""
-    st = dict(obj.get("status") or {})
-    st["conditions"] = cond.set_condition(st.get("conditions"), cond.PAUSED, True, "Paused",
-                                          observed_generation=(obj.get("metadata") or {}).get("generation"))
-    await write_status(kube, gvk, obj, st)
 
 
 async def create_container(ctx: Ctx, spec: ContainerSpec) -> ContainerInfo:
@@ -216,8 +171,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if cluster is None:
         log.debug("%s/%s: waiting for Cluster %s", namespace, name, cluster_name)
         return Result(requeue_after=ctx.settings.poll_seconds)
-    if is_paused(dc, cluster):
-        await mark_paused(ctx.kube, DOCKER_CLUSTER, dc)
+    if await lifecycle.pause_if_needed(ctx.kube, DOCKER_CLUSTER, dc, cluster):
         return None
     dc = await ensure_finalizer(ctx.kube, DOCKER_CLUSTER, dc, FINALIZER_DOCKER_CLUSTER)
 

@@ -18,20 +18,17 @@ from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, INFRA_GROUP, MACHINE, NODE, SECRET
 from capd_py.api.labels import CLUSTER_NAME, CONTAINER_MACHINE, CONTAINER_NAMESPACE, FINALIZER_DOCKER_MACHINE
+from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.dockercluster import (
     _DC_BY_CLUSTER,
     create_container,
-    ensure_finalizer,
     is_deleting,
-    is_paused,
-    mark_paused,
-    remove_finalizer,
     rt,
     settle,
     sync_lb,
-    write_status,
 )
+from capd_py.controllers.lifecycle import ensure_finalizer, remove_finalizer, write_status
 from capd_py.controllers.manager import Controller
 from capd_py.controllers.queue import Result
 from capd_py.kube import events
@@ -90,8 +87,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     cluster = await ctx.kube.get(CLUSTER, namespace, cluster_name)
     if cluster is None:
         return Result(requeue_after=ctx.settings.poll_seconds)
-    if is_paused(dm, cluster):
-        await mark_paused(ctx.kube, DOCKER_MACHINE, dm)
+    if await lifecycle.pause_if_needed(ctx.kube, DOCKER_MACHINE, dm, cluster):
         return None
     dm = await ensure_finalizer(ctx.kube, DOCKER_MACHINE, dm, FINALIZER_DOCKER_MACHINE)
 

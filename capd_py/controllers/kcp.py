@@ -33,8 +33,8 @@ from capd_py.api.labels import (
     CONTROL_PLANE_NAME,
     DELETE_MACHINE_ANNOTATION,
     FINALIZER_KCP,
-    PAUSED_ANNOTATION,
 )
+from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.kubeadmconfig import lookup_or_generate_certs
 from capd_py.controllers.manager import Controller, Mapper, owner_mapper
@@ -83,15 +83,11 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if cluster is None:
         log.debug("KCP %s/%s: waiting for the Cluster controller to set the owner reference", namespace, name)
         return None
-    if FINALIZER_KCP not in (kcp["metadata"].get("finalizers") or []):
-        kcp = await kube.merge_patch(KUBEADM_CONTROL_PLANE, namespace, name, {"metadata": {
-            "finalizers": [*(kcp["metadata"].get("finalizers") or []), FINALIZER_KCP],
-            "resourceVersion": kcp["metadata"]["resourceVersion"]}})
-    if (PAUSED_ANNOTATION in (kcp["metadata"].get("annotations") or {})
-            or PAUSED_ANNOTATION in (cluster["metadata"].get("annotations") or {})
-            or contract.dig(cluster, "spec", "paused")):
+    if await lifecycle.pause_if_needed(kube, KUBEADM_CONTROL_PLANE, kcp, cluster):
         return None
+    kcp = await lifecycle.ensure_finalizer(kube, KUBEADM_CONTROL_PLANE, kcp, FINALIZER_KCP)
     st = _Conds(kcp)
+    st.set(conditions.PAUSED, False, "NotPaused")
     res = await _reconcile(ctx, kcp, cluster, st)
     await kube.update_status(KUBEADM_CONTROL_PLANE, kcp, st.final())
     return res
@@ -648,9 +644,7 @@ async def _delete(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any] | None)
                    f"Deleting control-plane Machines ({', '.join(sorted(m['metadata']['name'] for m in ours))})")
             await kube.update_status(KUBEADM_CONTROL_PLANE, kcp, st.final())
             return Result(requeue_after=ctx.settings.poll_seconds)
-    fins = [f for f in md.get("finalizers") or [] if f != FINALIZER_KCP]
-    await kube.merge_patch(KUBEADM_CONTROL_PLANE, ns, md["name"],
-                           {"metadata": {"finalizers": fins, "resourceVersion": md["resourceVersion"]}})
+    await lifecycle.remove_finalizer(kube, KUBEADM_CONTROL_PLANE, kcp, FINALIZER_KCP)
     return None
 
 

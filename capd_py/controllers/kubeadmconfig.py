@@ -15,6 +15,7 @@ from typing import Any
 from capd_py.api import conditions, contract
 from capd_py.api.gvk import CLUSTER, CONFIG_MAP, KUBEADM_CONFIG, MACHINE, SECRET
 from capd_py.api.labels import CLUSTER_NAME
+from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.manager import Controller, Mapper
 from capd_py.controllers.queue import Result
@@ -129,7 +130,9 @@ async def _reconcile(ctx: Ctx, cfg: dict[str, Any], owner: dict[str, Any] | None
         if not st.has(kc.DATA_SECRET_AVAILABLE):
             st.set(kc.DATA_SECRET_AVAILABLE, False, phase.action, phase.message)
         return None
-    if phase.action == kc.PAUSED:
+    paused = phase.action == kc.PAUSED
+    st.set(conditions.PAUSED, paused, lifecycle.R_PAUSED if paused else "NotPaused")
+    if paused:
         return None
     assert owner is not None and cluster is not None
     await _ensure_data_secret_owner(kube, cfg)

@@ -18,6 +18,7 @@ from capd_py.api.gvk import (
     POD,
 )
 from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE, FINALIZER_MACHINE
+from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref
 from capd_py.controllers.manager import Controller, owner_mapper
@@ -90,11 +91,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     cfg_ref = contract.ref(m, "spec", "bootstrap", "configRef")
     infra_ref = contract.ref(m, "spec", "infrastructureRef")
 
-    if coreutil.is_paused(m, cluster):
-        st = dict(m.get("status") or {})
-        st["conditions"] = cond.set_condition(st.get("conditions"), cond.PAUSED, True, rm.R_PAUSED,
-                                              observed_generation=m["metadata"].get("generation"))
-        await kube.update_status(MACHINE, m, st)
+    if await lifecycle.pause_if_needed(kube, MACHINE, m, cluster):
         return None
 
     if coreutil.is_deleting(m):

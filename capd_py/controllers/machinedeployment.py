@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
 from capd_py.api.labels import (
@@ -14,6 +13,7 @@ from capd_py.api.labels import (
     REVISION_ANNOTATION,
     TEMPLATE_HASH,
 )
+from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata
 from capd_py.controllers.manager import Controller, Mapper, owner_mapper
@@ -38,11 +38,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     cn = contract.dig(md, "spec", "clusterName") or ""
     cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
 
-    if coreutil.is_paused(md, cluster):
-        st = dict(md.get("status") or {})
-        st["conditions"] = cond.set_condition(st.get("conditions"), cond.PAUSED, True, "Paused",
-                                              observed_generation=md["metadata"].get("generation"))
-        await kube.update_status(MACHINE_DEPLOYMENT, md, st)
+    if await lifecycle.pause_if_needed(kube, MACHINE_DEPLOYMENT, md, cluster):
         return None
 
     all_ms = await kube.list(MACHINE_SET, namespace, labels={CLUSTER_NAME: cn}) if cn else []

@@ -11,6 +11,7 @@ from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_HEALTH_CHECK, NODE
 from capd_py.api.labels import CLUSTER_NAME
+from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import ensure_metadata
 from capd_py.controllers.manager import Controller
@@ -39,11 +40,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         return None
     cn = contract.dig(mhc, "spec", "clusterName") or ""
     cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
-    if coreutil.is_paused(mhc, cluster):
-        st = dict(mhc.get("status") or {})
-        st["conditions"] = cond.set_condition(st.get("conditions"), cond.PAUSED, True, "Paused",
-                                              observed_generation=mhc["metadata"].get("generation"))
-        await kube.update_status(MACHINE_HEALTH_CHECK, mhc, st)
+    if await lifecycle.pause_if_needed(kube, MACHINE_HEALTH_CHECK, mhc, cluster):
         return None
     if cluster is not None:
         mhc = await ensure_metadata(kube, MACHINE_HEALTH_CHECK, mhc, labels={CLUSTER_NAME: cn},

@@ -8,6 +8,7 @@ from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
 from capd_py.api.labels import CLUSTER_NAME, DEPLOYMENT_NAME, FINALIZER_MACHINE_SET, TEMPLATE_HASH
+from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref
 from capd_py.controllers.manager import Controller, owner_mapper
@@ -104,11 +105,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     cn = contract.dig(ms, "spec", "clusterName") or ""
     cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
 
-    if coreutil.is_paused(ms, cluster):
-        st = dict(ms.get("status") or {})
-        st["conditions"] = cond.set_condition(st.get("conditions"), cond.PAUSED, True, "Paused",
-                                              observed_generation=ms["metadata"].get("generation"))
-        await kube.update_status(MACHINE_SET, ms, st)
+    if await lifecycle.pause_if_needed(kube, MACHINE_SET, ms, cluster):
         return None
 
     machines = await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cn}) if cn else []

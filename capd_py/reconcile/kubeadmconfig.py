@@ -29,8 +29,9 @@ import jinja2
 import yaml
 
 from capd_py.api import contract
-from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE, PAUSED_ANNOTATION
+from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE
 from capd_py.reconcile import certs as certs_mod
+from capd_py.reconcile import coreutil
 
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
 INIT_CONFIG_PATH = "/run/kubeadm/kubeadm.yaml"
@@ -120,10 +121,6 @@ def cluster_infrastructure_provisioned(cluster: dict[str, Any] | None) -> bool:
     return bool(v)
 
 
-def is_paused(obj: dict[str, Any] | None) -> bool:
-    return PAUSED_ANNOTATION in ((obj or {}).get("metadata", {}).get("annotations") or {})
-
-
 def machine_has_node(machine: dict[str, Any] | None) -> bool:
     return bool(contract.dig(machine, "status", "nodeRef", "name"))
 
@@ -135,7 +132,7 @@ def decide(config: dict[str, Any], owner: dict[str, Any] | None, cluster: dict[s
         return Phase(WAIT_OWNER, "Waiting for the Machine controller to set the owner reference")
     if cluster is None:
         return Phase(WAIT_CLUSTER, "Waiting for the Cluster to exist")
-    if is_paused(config) or is_paused(cluster) or contract.dig(cluster, "spec", "paused"):
+    if coreutil.is_paused(config, cluster):
         return Phase(PAUSED, "Reconciliation is paused")
     if (spec.get("format") or SECRET_FORMAT_CLOUD_CONFIG) != SECRET_FORMAT_CLOUD_CONFIG:
         return Phase(NOT_SUPPORTED, f"format {spec.get('format')!r} is not supported by capd-py; use cloud-config")

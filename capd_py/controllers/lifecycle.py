@@ -1,0 +1,73 @@
+"""The one place every controller goes for finalizers, paused handling and status writes.
+
+Upstream keeps these in shared helpers (`util/finalizers`, `util/paused`, the patch helper) so that every
+kind means the same thing by them; so do we:
+- paused: the owning Cluster's `spec.paused` or the `cluster.x-k8s.io/paused` annotation on the object
+  itself (`coreutil.is_paused`); a paused object gets a `Paused=True` condition and nothing else.
+- finalizers: added on the first reconcile and put back if a user strips them; removed only after
+  cleanup, with the object's resourceVersion so a concurrent writer wins.
+- status: written only when it differs from what the object carries (a stable object gets no writes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capd_py.api import conditions as cond
+from capd_py.api.gvk import GVK
+from capd_py.kube.client import Kube, KubeError
+from capd_py.reconcile import coreutil
+
+R_PAUSED = "Paused"
+is_paused = coreutil.is_paused
+
+
+async def write_status(kube: Kube, gvk: GVK, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """Write `status` when it differs; an object deleted meanwhile is not an error. Returns the newest
+    copy we have."""
+    try:
+        new = await kube.update_status(gvk, obj, status)
+    except KubeError as e:
+        if e.not_found:
+            return obj
+        raise
+    return new or obj
+
+
+async def pause_if_needed(kube: Kube, gvk: GVK, obj: dict[str, Any], cluster: dict[str, Any] | None) -> bool:
+    """True when `obj` is paused; then its `Paused` condition is True and the caller touches nothing else.
+    The not-paused side of the condition is part of each kind's own status computation."""
+    if not is_paused(obj, cluster):
+        return False
+    st = dict(obj.get("status") or {})
+    st["conditions"] = cond.set_condition(st.get("conditions"), cond.PAUSED, True, R_PAUSED,
+                                          observed_generation=(obj.get("metadata") or {}).get("generation"))
+    await write_status(kube, gvk, obj, st)
+    return True
+
+
+async def ensure_metadata(kube: Kube, gvk: GVK, obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    """Patch in whatever of `coreutil.metadata_patch(obj, **kw)` is missing (finalizer, owner reference,
+    labels, annotations); returns the fresh object, or `obj` when nothing was missing."""
+    patch = coreutil.metadata_patch(obj, **kw)
+    if patch is None:
+        return obj
+    md = obj["metadata"]
+    return await kube.merge_patch(gvk, md.get("namespace"), md["name"], patch)
+
+
+async def ensure_finalizer(kube: Kube, gvk: GVK, obj: dict[str, Any], finalizer: str) -> dict[str, Any]:
+    return await ensure_metadata(kube, gvk, obj, finalizer=finalizer)
+
+
+def has_finalizer(obj: dict[str, Any], finalizer: str) -> bool:
+    return finalizer in ((obj.get("metadata") or {}).get("finalizers") or [])
+
+
+async def remove_finalizer(kube: Kube, gvk: GVK, obj: dict[str, Any], finalizer: str) -> None:
+    """Drop our finalizer after cleanup; gone already (object or finalizer) is fine."""
+    try:
+        await ensure_metadata(kube, gvk, obj, remove_finalizer=finalizer)
+    except KubeError as e:
+        if not e.not_found:
+            raise
