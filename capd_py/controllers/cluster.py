@@ -20,6 +20,7 @@ from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, list_cluster, owner_for
 from capd_py.controllers.manager import Controller, Mapper, any_owner_mapper, cluster_label_mapper
 from capd_py.controllers.queue import Result
+from capd_py.kube.cache import Reader
 from capd_py.reconcile import cluster as rc
 from capd_py.reconcile import coreutil
 
@@ -30,8 +31,8 @@ PROBE_TIMEOUT = 5.0
 def _label_or_owner() -> Mapper:
     by_owner = any_owner_mapper("Cluster")
 
-    def m(obj: dict[str, Any]) -> list[tuple[str, str]]:
-        return sorted(set(cluster_label_mapper(obj)) | set(by_owner(obj)))
+    def m(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+        return sorted(set(cluster_label_mapper(obj, cache)) | set(by_owner(obj, cache)))
     return m
 
 

@@ -29,6 +29,7 @@ from capd_py.controllers.lifecycle import ensure_finalizer, remove_finalizer, wr
 from capd_py.controllers.manager import Controller
 from capd_py.controllers.queue import Result
 from capd_py.kube import events
+from capd_py.kube.cache import Reader
 from capd_py.kube.client import Kube
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import haproxy
@@ -280,7 +281,7 @@ async def _delete(ctx: Ctx, dc: dict[str, Any], cluster_name: str | None) -> Res
 
 # --- wiring ---------------------------------------------------------------------------------------
 
-def _dc_of_cluster_obj(obj: dict[str, Any]) -> list[tuple[str, str]]:
+def _dc_of_cluster_obj(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
     md = obj.get("metadata") or {}
     ns = md.get("namespace") or ""
     cname = (md.get("labels") or {}).get(CLUSTER_NAME) or ((obj.get("spec") or {}).get("clusterName"))
@@ -290,13 +291,13 @@ def _dc_of_cluster_obj(obj: dict[str, Any]) -> list[tuple[str, str]]:
     return [(ns, dc)] if dc else []
 
 
-def _map_machine(obj: dict[str, Any]) -> list[tuple[str, str]]:
+def _map_machine(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
     if CONTROL_PLANE not in ((obj.get("metadata") or {}).get("labels") or {}):
         return []
-    return _dc_of_cluster_obj(obj)
+    return _dc_of_cluster_obj(obj, cache)
 
 
-def _map_cluster(obj: dict[str, Any]) -> list[tuple[str, str]]:
+def _map_cluster(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
     r = contract.ref(obj, "spec", "infrastructureRef")
     if r and r["kind"] == DOCKER_CLUSTER.kind and r["apiGroup"] in (INFRA_GROUP, ""):
         return [(obj["metadata"].get("namespace") or "", r["name"])]

@@ -32,6 +32,7 @@ from capd_py.controllers.lifecycle import ensure_finalizer, remove_finalizer, wr
 from capd_py.controllers.manager import Controller
 from capd_py.controllers.queue import Result
 from capd_py.kube import events
+from capd_py.kube.cache import Reader
 from capd_py.reconcile import cloudinit
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import dockermachine as dmr
@@ -309,14 +310,14 @@ async def _delete(ctx: Ctx, dm: dict[str, Any], machine_name: str | None, machin
 
 # --- wiring ---------------------------------------------------------------------------------------
 
-def _map_machine(obj: dict[str, Any]) -> list[tuple[str, str]]:
+def _map_machine(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
     r = contract.ref(obj, "spec", "infrastructureRef")
     if r and r["kind"] == DOCKER_MACHINE.kind and r["apiGroup"] in (INFRA_GROUP, ""):
         return [(obj["metadata"].get("namespace") or "", r["name"])]
     return []
 
 
-def _map_cluster_obj(obj: dict[str, Any]) -> list[tuple[str, str]]:
+def _map_cluster_obj(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
     md = obj.get("metadata") or {}
     ns = md.get("namespace") or ""
     cname = md["name"] if obj.get("kind") == CLUSTER.kind else (md.get("labels") or {}).get(CLUSTER_NAME)

@@ -40,6 +40,7 @@ from capd_py.controllers.kubeadmconfig import lookup_or_generate_certs
 from capd_py.controllers.manager import Controller, Mapper, owner_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube import events
+from capd_py.kube.cache import Reader
 from capd_py.kube.client import Kube, KubeError
 from capd_py.reconcile import certs as certs_mod
 from capd_py.reconcile import kcp as rk
@@ -650,7 +651,7 @@ async def _delete(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any] | None)
 
 # --- wiring -------------------------------------------------------------------------------------
 
-def _cluster_to_kcp(obj: dict[str, Any]) -> list[tuple[str, str]]:
+def _cluster_to_kcp(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
     r = contract.ref(obj, "spec", "controlPlaneRef")
     if r and r["kind"] == "KubeadmControlPlane":
         return [(obj["metadata"].get("namespace") or "", r["name"])]

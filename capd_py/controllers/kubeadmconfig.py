@@ -20,6 +20,7 @@ from capd_py.controllers.context import Ctx
 from capd_py.controllers.manager import Controller, Mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube import events
+from capd_py.kube.cache import Reader
 from capd_py.kube.client import Kube, KubeError
 from capd_py.reconcile import certs as certs_mod
 from capd_py.reconcile import kubeadmconfig as kc
@@ -88,11 +89,9 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     kube = ctx.kube
     cfg = await kube.get(KUBEADM_CONFIG, namespace, name)
     if cfg is None or cfg["metadata"].get("deletionTimestamp"):
-        _remember(namespace, None, name, False)
         return None
     owner = await _owner_machine(kube, cfg)
     cname = _cluster_name(cfg, owner)
-    _remember(namespace, cname, name, True)
     cluster = await kube.get(CLUSTER, namespace, cname) if cname else None
     st = _Status(cfg)
     res = await _reconcile(ctx, cfg, owner, cluster, st)
@@ -450,29 +449,22 @@ async def _refresh_token_if_needed(ctx: Ctx, cfg: dict[str, Any], machine: dict[
 
 # --- wiring -------------------------------------------------------------------------------------
 
-def _machine_to_config(obj: dict[str, Any]) -> list[tuple[str, str]]:
+def _machine_to_config(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
     r = contract.ref(obj, "spec", "bootstrap", "configRef")
     if r and r["kind"] == "KubeadmConfig":
         return [(obj["metadata"].get("namespace") or "", r["name"])]
     return []
 
 
-# (namespace, cluster) -> names of the KubeadmConfigs seen for it, so a Cluster event (infrastructure
-# provisioned, control plane initialised, endpoint set) reaches every config waiting on it.
-_BY_CLUSTER: dict[tuple[str, str], set[str]] = {}
-
-
-def _remember(namespace: str, cluster: str | None, name: str, present: bool) -> None:
-    for (ns, c), names in _BY_CLUSTER.items():
-        if ns == namespace and (not present or c != cluster):
-            names.discard(name)
-    if present and cluster:
-        _BY_CLUSTER.setdefault((namespace, cluster), set()).add(name)
-
-
-def _cluster_to_configs(obj: dict[str, Any]) -> list[tuple[str, str]]:
+def _cluster_to_configs(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    """A Cluster event (infrastructure provisioned, control plane initialised, endpoint set) reaches every
+    KubeadmConfig of that cluster: those labelled with it and those its Machines point at."""
     ns = obj["metadata"].get("namespace") or ""
-    return [(ns, n) for n in sorted(_BY_CLUSTER.get((ns, obj["metadata"]["name"]), set()))]
+    sel = {CLUSTER_NAME: obj["metadata"]["name"]}
+    names = {c["metadata"]["name"] for c in cache.list(KUBEADM_CONFIG, ns, labels=sel)}
+    for m in cache.list(MACHINE, ns, labels=sel):
+        names.update(n for _, n in _machine_to_config(m, cache))
+    return [(ns, n) for n in sorted(names)]
 
 
 def controller() -> Controller:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from capd_py.api import contract
+from capd_py.api import contract, selectors
 from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
 from capd_py.api.labels import (
     CLUSTER_NAME,
@@ -18,13 +18,14 @@ from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata
 from capd_py.controllers.manager import Controller, Mapper, owner_mapper
 from capd_py.controllers.queue import Result
+from capd_py.kube.cache import Reader
 from capd_py.kube.client import KubeError
 from capd_py.reconcile import coreutil
 from capd_py.reconcile import machinedeployment as rmd
 
 
 def _deployment_label_mapper() -> Mapper:
-    def m(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    def m(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
         name = (obj["metadata"].get("labels") or {}).get(DEPLOYMENT_NAME)
         return [(obj["metadata"].get("namespace") or "", name)] if name else []
     return m
@@ -69,7 +70,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     for ms in all_ms:
         if contract.controller_owner(ms) is None and not coreutil.is_deleting(ms) and \
                 (ms["metadata"].get("labels") or {}).get(DEPLOYMENT_NAME) == name[:63] and \
-                coreutil.selector_matches(sel, contract.dig(ms, "spec", "template", "metadata", "labels")):
+                selectors.selector_matches(sel, contract.dig(ms, "spec", "template", "metadata", "labels")):
             owned.append(await ensure_metadata(kube, MACHINE_SET, ms, owner=contract.owner_ref(md)))
 
     h = rmd.template_hash(md)

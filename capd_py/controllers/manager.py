@@ -20,13 +20,14 @@ from capd_py.api.gvk import GVK
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.queue import Key, Result, WorkQueue
+from capd_py.kube.cache import Reader, Store
 from capd_py.kube.client import KubeError
 
 log = logging.getLogger("capd_py.manager")
 
 ReconcileFn = Callable[[Ctx, str, str], Awaitable[Result | None]]
 # A mapper turns an event on a watched object into (namespace, name) keys of the controller's kind.
-Mapper = Callable[[dict[str, Any]], Iterable[tuple[str, str]]]
+Mapper = Callable[[dict[str, Any], Reader], Iterable[tuple[str, str]]]
 
 
 @dataclass
@@ -36,35 +37,36 @@ class Controller:
     watches: list[tuple[GVK, Mapper]] = field(default_factory=list)
 
 
-def self_mapper(obj: dict[str, Any]) -> list[tuple[str, str]]:
+def self_mapper(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
     md = obj.get("metadata") or {}
     return [(md.get("namespace") or "", md["name"])]
 
 
 def owner_mapper(kind: str) -> Mapper:
     """Events on an owned object reach its controller owner of `kind`."""
-    def m(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    def m(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
         o = contract.controller_owner(obj, kind)
         return [(obj["metadata"].get("namespace") or "", o["name"])] if o else []
     return m
 
 
 def any_owner_mapper(kind: str) -> Mapper:
-    def m(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    def m(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
         ns = obj["metadata"].get("namespace") or ""
         return [(ns, o["name"]) for o in obj["metadata"].get("ownerReferences") or [] if o.get("kind") == kind]
     return m
 
 
-def cluster_label_mapper(obj: dict[str, Any]) -> list[tuple[str, str]]:
+def cluster_label_mapper(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
     """Events on any object of a cluster reach the Cluster of that name."""
     name = (obj["metadata"].get("labels") or {}).get(CLUSTER_NAME)
     return [(obj["metadata"].get("namespace") or "", name)] if name else []
 
 
 class Manager:
-    def __init__(self, ctx: Ctx, controllers: list[Controller]):
+    def __init__(self, ctx: Ctx, controllers: list[Controller], store: Store | None = None):
         self.ctx = ctx
+        self.store = store or Store()
         self.controllers = {c.gvk.kind: c for c in controllers}
         self.queue = WorkQueue(self._handle, workers=ctx.settings.workers)
         ctx.extra["enqueue"] = self.queue.add
@@ -88,7 +90,7 @@ class Manager:
             for wgvk, mapper in [(c.gvk, self_mapper), *c.watches]:
                 if wgvk.kind != gvk.kind or wgvk.group != gvk.group:
                     continue
-                for ns, name in mapper(obj):
+                for ns, name in mapper(obj, self.store):
                     self.queue.add((c.gvk.kind, ns, name))
 
     def watched(self) -> set[GVK]:

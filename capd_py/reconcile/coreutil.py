@@ -36,51 +36,6 @@ def utcnow() -> _dt.datetime:
     return _dt.datetime.now(_dt.UTC)
 
 
-# --- label selectors ----------------------------------------------------------------------------
-
-
-def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str] | None) -> bool:
-    """metav1.LabelSelector semantics; an empty selector matches everything."""
-    labels = labels or {}
-    sel = selector or {}
-    for k, v in (sel.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in sel.get("matchExpressions") or []:
-        key, op, vals = e.get("key"), e.get("operator"), e.get("values") or []
-        if op == "In" and labels.get(key) not in vals:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in vals:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
-
-
-def selector_string(selector: dict[str, Any] | None) -> str:
-    """The string form used by the scale subresource (`status.selector`)."""
-    sel = selector or {}
-    parts = [f"{k}={v}" for k, v in sorted((sel.get("matchLabels") or {}).items())]
-    for e in sel.get("matchExpressions") or []:
-        key, op, vals = e.get("key"), e.get("operator"), sorted(e.get("values") or [])
-        if op == "In":
-            parts.append(f"{key} in ({','.join(vals)})")
-        elif op == "NotIn":
-            parts.append(f"{key} notin ({','.join(vals)})")
-        elif op == "Exists":
-            parts.append(str(key))
-        elif op == "DoesNotExist":
-            parts.append(f"!{key}")
-    return ",".join(parts)
-
-
-def selector_is_empty(selector: dict[str, Any] | None) -> bool:
-    sel = selector or {}
-    return not sel.get("matchLabels") and not sel.get("matchExpressions")
-
-
 # --- int or percent -----------------------------------------------------------------------------
 
 

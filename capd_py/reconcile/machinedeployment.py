@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capd_py.api import conditions as cond
-from capd_py.api import contract
+from capd_py.api import contract, selectors
 from capd_py.api.labels import CLUSTER_NAME, DEPLOYMENT_NAME, REVISION_ANNOTATION, SET_NAME, TEMPLATE_HASH
 from capd_py.reconcile import coreutil
 from capd_py.reconcile.machineset import aggregate
@@ -280,7 +280,7 @@ def compute_status(md: dict[str, Any], mss: list[dict[str, Any]], new_name: str 
     st["availableReplicas"] = sum(coreutil.status_int(m, "availableReplicas") for m in mss)
     new = next((m for m in mss if m["metadata"]["name"] == new_name), None)
     st["upToDateReplicas"] = coreutil.status_int(new, "upToDateReplicas") if new else 0
-    st["selector"] = coreutil.selector_string(contract.dig(md, "spec", "selector"))
+    st["selector"] = selectors.selector_string(contract.dig(md, "spec", "selector"))
     if not st["selector"]:
         st.pop("selector")  # the CRD wants at least one character
     if gen is not None:

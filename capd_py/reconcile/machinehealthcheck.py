@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capd_py.api import conditions as cond
-from capd_py.api import contract
+from capd_py.api import contract, selectors
 from capd_py.api.labels import CONTROL_PLANE, PAUSED_ANNOTATION, REMEDIATE_MACHINE_ANNOTATION
 from capd_py.reconcile import coreutil
 
@@ -58,13 +58,13 @@ class Verdict:
 def targets(mhc: dict[str, Any], machines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     cn = contract.dig(mhc, "spec", "clusterName")
     sel = contract.dig(mhc, "spec", "selector")
-    if coreutil.selector_is_empty(sel):
+    if selectors.selector_is_empty(sel):
         return []  # an empty selector selects nothing (upstream validation forbids it)
     skip = (PAUSED_ANNOTATION, SKIP_REMEDIATION_ANNOTATION)
     return sorted((m for m in machines if contract.dig(m, "spec", "clusterName") == cn
                    and not coreutil.is_deleting(m)
                    and not any(a in (m["metadata"].get("annotations") or {}) for a in skip)
-                   and coreutil.selector_matches(sel, m["metadata"].get("labels"))),
+                   and selectors.selector_matches(sel, m["metadata"].get("labels"))),
                   key=lambda m: m["metadata"]["name"])
 
 

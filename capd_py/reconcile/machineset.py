@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capd_py.api import conditions as cond
-from capd_py.api import contract
+from capd_py.api import contract, selectors
 from capd_py.api.labels import (
     CLONED_FROM_GROUP_KIND,
     CLONED_FROM_NAME,
@@ -57,7 +57,7 @@ def machines_of(ms: dict[str, Any], machines: list[dict[str, Any]]) -> list[dict
 def orphans_to_adopt(ms: dict[str, Any], machines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Machines of the same cluster matching the selector that have no controller owner."""
     sel = contract.dig(ms, "spec", "selector")
-    if coreutil.selector_is_empty(sel):
+    if selectors.selector_is_empty(sel):
         return []
     cn = contract.dig(ms, "spec", "clusterName")
     out = []
@@ -66,7 +66,7 @@ def orphans_to_adopt(ms: dict[str, Any], machines: list[dict[str, Any]]) -> list
             continue
         if contract.dig(m, "spec", "clusterName") != cn:
             continue
-        if coreutil.selector_matches(sel, m["metadata"].get("labels")):
+        if selectors.selector_matches(sel, m["metadata"].get("labels")):
             out.append(m)
     return out
 
@@ -299,7 +299,7 @@ def compute_status(ms: dict[str, Any], owned: list[dict[str, Any]], p: Plan | No
     st["readyReplicas"] = sum(1 for m in owned if cond.is_true(m, cond.READY))
     st["availableReplicas"] = sum(1 for m in owned if cond.is_true(m, cond.AVAILABLE))
     st["upToDateReplicas"] = sum(1 for m in owned if is_up_to_date(ms, m) and not coreutil.is_deleting(m))
-    st["selector"] = coreutil.selector_string(contract.dig(ms, "spec", "selector"))
+    st["selector"] = selectors.selector_string(contract.dig(ms, "spec", "selector"))
     if not st["selector"]:
         st.pop("selector")  # the CRD wants at least one character
     if gen is not None:

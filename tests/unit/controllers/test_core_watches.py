@@ -7,6 +7,7 @@ import pytest
 from capd_py.api import gvk
 from capd_py.controllers import cluster, machine, machinedeployment, machinehealthcheck, machineset
 from capd_py.controllers.manager import Controller
+from capd_py.kube.cache import Store
 
 pytestmark = pytest.mark.unit
 
@@ -15,7 +16,7 @@ def keys(c: Controller, g: gvk.GVK, obj: dict) -> set[tuple[str, str]]:
     out: set[tuple[str, str]] = set()
     for wg, mapper in c.watches:
         if wg == g:
-            out |= set(mapper(obj))
+            out |= set(mapper(obj, Store()))
     return out
 
 

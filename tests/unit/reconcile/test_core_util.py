@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from capd_py.api import selectors
 from capd_py.reconcile import coreutil
 
 pytestmark = pytest.mark.unit
@@ -44,14 +45,14 @@ def test_metadata_patch_replaces_stale_owner_and_removes_finalizer() -> None:
     ({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}, {}, True),
 ])
 def test_selector_matches(sel: dict, labels: dict, ok: bool) -> None:
-    assert coreutil.selector_matches(sel, labels) is ok
+    assert selectors.selector_matches(sel, labels) is ok
 
 
 def test_selector_string() -> None:
     sel = {"matchLabels": {"b": "2", "a": "1"},
            "matchExpressions": [{"key": "c", "operator": "In", "values": ["y", "x"]},
                                 {"key": "d", "operator": "Exists"}, {"key": "e", "operator": "DoesNotExist"}]}
-    assert coreutil.selector_string(sel) == "a=1,b=2,c in (x,y),d,!e"
+    assert selectors.selector_string(sel) == "a=1,b=2,c in (x,y),d,!e"
 
 
 @pytest.mark.parametrize("v,total,up,want", [(3, 10, True, 3), ("25%", 10, True, 3), ("25%", 10, False, 2),
