@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.kube.client import Kube
 from capd_py.runtime.protocol import ContainerRuntime
 
@@ -22,6 +23,8 @@ class Settings:
         default_factory=lambda: os.environ.get("CAPD_PY_NODE_IMAGE_REPO", "capd-py/node"))
     haproxy_image: str = field(default_factory=lambda: os.environ.get("CAPD_PY_HAPROXY_IMAGE", "capd-py/haproxy:2.6"))
     resync_seconds: float = field(default_factory=lambda: float(os.environ.get("CAPD_PY_RESYNC_SECONDS", "60")))
+    # Every Nth resync lists from the API server too (drops cached copies a watch gap left behind).
+    relist_every: int = 10
     workers: int = field(default_factory=lambda: int(os.environ.get("CAPD_PY_WORKERS", "16")))
     # Poll interval while waiting on something we do not watch (workload nodes, containers).
     poll_seconds: float = 5.0
@@ -35,6 +38,19 @@ class Ctx:
     workload: WorkloadClients
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("capd_py"))
     extra: dict[str, Any] = field(default_factory=dict)
+    # the Docker infrastructure service over `runtime`, made on first use (see `infra`)
+    _infra: DockerInfra | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def infra(self) -> DockerInfra:
+        """The one Docker infrastructure service of this context (in-flight creations, LB locks)."""
+        if self._infra is None:
+            self._infra = DockerInfra(self.runtime)
+        return self._infra
+
+    @infra.setter
+    def infra(self, value: DockerInfra) -> None:
+        self._infra = value
 
     def enqueue(self, kind: str, namespace: str, name: str, after: float = 0.0) -> None:
         """Wired by the manager; lets one controller nudge another (e.g. DockerCluster after a CP change)."""

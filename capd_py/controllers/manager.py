@@ -64,13 +64,19 @@ def cluster_label_mapper(obj: dict[str, Any], cache: Reader) -> list[tuple[str, 
 
 
 class Manager:
+    """Routes watch events into the Store and, through each controller's mappers, into the work queue."""
+
     def __init__(self, ctx: Ctx, controllers: list[Controller], store: Store | None = None):
         self.ctx = ctx
-        self.store = store or Store()
         self.controllers = {c.gvk.kind: c for c in controllers}
+        kube_store = getattr(ctx.kube, "store", None)
+        self.store: Store = store or (kube_store if isinstance(kube_store, Store) else Store())
+        for g in self.watched():
+            self.store.serve(g)
         self.queue = WorkQueue(self._handle, workers=ctx.settings.workers)
         ctx.extra["enqueue"] = self.queue.add
         self._resync_task: asyncio.Task[None] | None = None
+        self._resyncs = 0
 
     async def _handle(self, key: Key) -> Result | None:
         kind, ns, name = key
@@ -85,7 +91,10 @@ class Manager:
     def enqueue(self, kind: str, ns: str, name: str, after: float = 0.0) -> None:
         self.queue.add((kind, ns, name), after)
 
-    def dispatch(self, gvk: GVK, obj: dict[str, Any]) -> None:
+    def dispatch(self, gvk: GVK, obj: dict[str, Any], deleted: bool = False) -> None:
+        """One watch event: record it, then enqueue every key a controller maps it to. Every event is
+        dispatched, our own writes' included: other controllers watching the kind must hear of them."""
+        self.store.observe(gvk, obj, deleted=deleted)
         for c in self.controllers.values():
             for wgvk, mapper in [(c.gvk, self_mapper), *c.watches]:
                 if wgvk.kind != gvk.kind or wgvk.group != gvk.group:
@@ -100,11 +109,21 @@ class Manager:
             out.update(g for g, _ in c.watches)
         return out
 
+    async def prime(self) -> None:
+        """List every watched kind once (paged) before any reconcile runs, so reads never see a half-filled
+        cache; the watch streams then keep it current."""
+        live = getattr(self.ctx.kube, "live", self.ctx.kube)
+        await asyncio.gather(*(self._relist(live, g) for g in sorted(self.watched(), key=lambda g: g.kind)))
+
+    async def _relist(self, live: Any, g: GVK) -> None:
+        items, rv = await live.list_with_version(g)
+        self.store.replace(g, items, rv)
+
     def register(self, registry: kopf.OperatorRegistry) -> None:
         for gvk in self.watched():
             # async on purpose: kopf runs sync handlers in threads, and the queue lives on the loop
-            async def handler(body: kopf.Body, _gvk: GVK = gvk, **_: Any) -> None:
-                self.dispatch(_gvk, dict(body))
+            async def handler(body: kopf.Body, type: str | None = None, _gvk: GVK = gvk, **_: Any) -> None:
+                self.dispatch(_gvk, dict(body), deleted=type == "DELETED")
             kopf.on.event(gvk.group or "", gvk.version, gvk.plural, registry=registry,
                           id=f"dispatch-{gvk.kind}")(handler)
 
@@ -115,13 +134,20 @@ class Manager:
             await self.resync_once()
 
     async def resync_once(self) -> None:
+        """Every object of every controller's kind, from the Store. Every `relist_every`-th pass lists from
+        the API server first, dropping a copy whose DELETED event a watch gap swallowed."""
+        self._resyncs += 1
+        if self._resyncs % self.ctx.settings.relist_every == 0:
+            live = getattr(self.ctx.kube, "live", self.ctx.kube)
+            for g in self.watched():
+                try:
+                    await self._relist(live, g)
+                except KubeError as e:
+                    log.warning("relist %s failed: %s", g.kind, e)
         for c in self.controllers.values():
-            try:
-                for obj in await self.ctx.kube.list(c.gvk):
-                    md = obj["metadata"]
-                    self.queue.add((c.gvk.kind, md.get("namespace") or "", md["name"]))
-            except KubeError as e:
-                log.warning("resync list %s failed: %s", c.gvk.kind, e)
+            for obj in self.store.list(c.gvk):
+                md = obj["metadata"]
+                self.queue.add((c.gvk.kind, md.get("namespace") or "", md["name"]))
 
     def start(self) -> None:
         self.queue.start()

@@ -22,6 +22,8 @@ from kubernetes.client.exceptions import ApiException
 from capd_py.api.gvk import GVK
 from capd_py.api.labels import FIELD_MANAGER
 
+LIST_PAGE = 500  # objects per LIST page, as client-go's pager
+
 
 class KubeError(Exception):
     def __init__(self, status: int, reason: str, message: str, body: dict[str, Any] | None = None):
@@ -129,16 +131,31 @@ class Kube:
 
     async def list(self, gvk: GVK, namespace: str | None = None, labels: dict[str, str] | None = None,
                    selector: str | None = None) -> builtins.list[dict[str, Any]]:
-        q: list[tuple[str, Any]] = []
+        items, _ = await self.list_with_version(gvk, namespace, labels, selector)
+        return items
+
+    async def list_with_version(self, gvk: GVK, namespace: str | None = None, labels: dict[str, str] | None = None,
+                                selector: str | None = None,
+                                page: int = LIST_PAGE) -> tuple[builtins.list[dict[str, Any]], str | None]:
+        """Every matching object, fetched in pages of `page` (the API server's `limit`/`continue`), and the
+        listing's resourceVersion (the point a watch would continue from)."""
+        base: list[tuple[str, Any]] = [("limit", page)]
         sel = selector or ",".join(f"{k}={v}" for k, v in (labels or {}).items())
         if sel:
-            q.append(("labelSelector", sel))
-        res = await self.acall("GET", gvk.path(namespace), query=q)
-        items = list(res.get("items") or [])
+            base.append(("labelSelector", sel))
+        items: builtins.list[dict[str, Any]] = []
+        cont: str | None = None
+        while True:
+            res = await self.acall("GET", gvk.path(namespace), query=[*base, *([("continue", cont)] if cont else [])])
+            items.extend(res.get("items") or [])
+            meta = res.get("metadata") or {}
+            cont = meta.get("continue")
+            if not cont:
+                break
         for it in items:  # list items lack apiVersion/kind; put them back so objects are self-describing
             it.setdefault("apiVersion", gvk.api_version)
             it.setdefault("kind", gvk.kind)
-        return items
+        return items, meta.get("resourceVersion")
 
     async def create(self, gvk: GVK, obj: dict[str, Any]) -> dict[str, Any]:
         ns = obj.get("metadata", {}).get("namespace")
@@ -182,13 +199,18 @@ class Kube:
 
     async def delete(self, gvk: GVK, namespace: str | None, name: str,
                      propagation: str = "Background", uid: str | None = None) -> bool:
+        return await self.delete_returning(gvk, namespace, name, propagation, uid) is not None
+
+    async def delete_returning(self, gvk: GVK, namespace: str | None, name: str, propagation: str = "Background",
+                               uid: str | None = None) -> dict[str, Any] | None:
+        """DELETE; returns the API server's answer (the object, now carrying deletionTimestamp, while
+        finalizers hold it; a Status once it is gone), or None when there was nothing (left) to delete."""
         body: dict[str, Any] = {"propagationPolicy": propagation}
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
-            await self.acall("DELETE", gvk.path(namespace, name), body=body)
+            return dict(await self.acall("DELETE", gvk.path(namespace, name), body=body))
         except KubeError as e:
             if e.not_found or (e.conflict and uid):
-                return False
+                return None
             raise
-        return True

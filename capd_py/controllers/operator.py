@@ -1,0 +1,136 @@
+"""The controllers process: every controller, fed by kopf watch streams, reading through one watch-fed cache.
+
+kopf only delivers events (`on.event`) into the Manager, which records them in the Store and queues the
+keys they map to; reconciles read through `CachedKube` and write to the API server. Nothing
+kopf-specific is written to objects: posting of info-level k8s events is off, no handler uses
+persistence (event handlers keep no progress or diff-base), and peering is standalone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+import kopf
+
+from capd_py.controllers.context import Ctx, Settings
+from capd_py.controllers.manager import Manager
+from capd_py.controllers.registry import all_controllers
+from capd_py.kube.cache import Store
+from capd_py.kube.cached import CachedKube
+from capd_py.kube.client import Kube
+from capd_py.kube.workload import WorkloadClients
+
+log = logging.getLogger("capd_py.operator")
+
+
+def connection_info(kube: Kube) -> kopf.ConnectionInfo:
+    """The same credentials our own client uses, for kopf's watch streams."""
+    cfg = kube.api.configuration
+    token = None
+    scheme = None
+    auth = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
+    if auth:
+        scheme, _, token = auth.partition(" ") if " " in auth else ("Bearer", "", auth)
+    return kopf.ConnectionInfo(
+        server=cfg.host,
+        ca_path=cfg.ssl_ca_cert or None,
+        insecure=not cfg.verify_ssl,
+        certificate_path=cfg.cert_file or None,
+        private_key_path=cfg.key_file or None,
+        scheme=scheme, token=token,
+        username=cfg.username or None, password=cfg.password or None,
+        default_namespace="default",
+    )
+
+
+def build_registry(manager: Manager, kube: Kube) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    manager.register(registry)
+
+    @kopf.on.login(registry=registry)
+    def _login(**_: Any) -> kopf.ConnectionInfo:
+        return connection_info(kube)
+
+    @kopf.on.startup(registry=registry)
+    async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        configure(settings)
+        # Watch handlers only run after startup: the listing here is older than any event they bring.
+        await manager.prime()
+        manager.start()
+        log.info("capd-py controllers started: %s", ", ".join(sorted(manager.controllers)))
+
+    @kopf.on.cleanup(registry=registry)
+    async def _cleanup(**_: Any) -> None:
+        await manager.stop()
+
+    return registry
+
+
+def configure(settings: kopf.OperatorSettings) -> None:
+    settings.posting.level = logging.WARNING       # no k8s Events for info-level kopf logs
+    settings.peering.standalone = True
+    settings.peering.mandatory = False
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.request_timeout = 60
+    # settings.persistence is left alone: on.event handlers never store progress or diff-bases.
+
+
+def management_client(kubeconfig: str | None) -> Kube:
+    """From a kubeconfig; inside a pod without one, from the service account."""
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        import kubernetes.client
+        import kubernetes.config
+
+        cfg = kubernetes.client.Configuration()
+        kubernetes.config.load_incluster_config(client_configuration=cfg)
+        return Kube._from_cfg(cfg)
+    return Kube.from_kubeconfig(kubeconfig)
+
+
+def make_ctx(kube: Kube, runtime: Any = None, settings: Settings | None = None,
+             workload: WorkloadClients | None = None) -> Ctx:
+    """Reads through a watch-fed cache (the Manager fills its Store), writes to `kube`."""
+    if runtime is None:
+        from capd_py.runtime.docker_runtime import DockerRuntime
+        runtime = DockerRuntime()
+    cached = CachedKube(kube, Store())
+    return Ctx(kube=cached, runtime=runtime, settings=settings or Settings(),
+               workload=workload if workload is not None else WorkloadClients(kube))
+
+
+async def run(kubeconfig: str | None, runtime: Any = None, threads: int = 64,
+              stop: asyncio.Event | None = None, workload: WorkloadClients | None = None,
+              on_manager: Callable[[Manager], object] | None = None) -> None:
+    """Run until `stop` is set (or SIGINT/SIGTERM). `runtime`/`workload` replace the real ones (benchmarks);
+    `on_manager` sees the Manager before it starts (metrics)."""
+    loop = asyncio.get_running_loop()
+    # Kube and Docker calls are blocking and run via asyncio.to_thread: give them room.
+    loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=threads,
+                                                                    thread_name_prefix="capd-py-io"))
+    kube = management_client(kubeconfig)
+    ctx = make_ctx(kube, runtime, workload=workload)
+    manager = Manager(ctx, all_controllers())
+    if on_manager:
+        on_manager(manager)
+    registry = build_registry(manager, kube)
+    settings = kopf.OperatorSettings()
+    configure(settings)
+    stop_flag: asyncio.Event = stop or asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop_flag.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    try:
+        await kopf.operator(registry=registry, settings=settings, standalone=True, clusterwide=True,
+                            stop_flag=stop_flag)
+    finally:
+        await manager.stop()
+        kube.close()
