@@ -5,7 +5,8 @@ status.initialization.provisioned, and the workload Node's spec.providerID.
 Restart safety: the container is found by name (and adopted when it carries our labels), creation is
 never duplicated, and bootstrap runs as one detached script guarded by a lock directory and upstream's
 success sentinel, so a restart at any point neither re-runs nor loses it. Decisions live in
-capd_py.reconcile.dockermachine and capd_py.reconcile.cloudinit.
+capd_py.reconcile.dockermachine and capd_py.reconcile.cloudinit; the runtime side (create-or-adopt,
+settle, load balancer sync) goes through the Docker infrastructure service `ctx.infra`.
 """
 
 from __future__ import annotations
@@ -17,32 +18,29 @@ from typing import Any
 from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, INFRA_GROUP, MACHINE, NODE, SECRET
-from capd_py.api.labels import CLUSTER_NAME, CONTAINER_MACHINE, CONTAINER_NAMESPACE, FINALIZER_DOCKER_MACHINE
+from capd_py.api.labels import (
+    CLUSTER_NAME,
+    CONTAINER_MACHINE,
+    CONTAINER_NAMESPACE,
+    CONTROL_PLANE,
+    FINALIZER_DOCKER_MACHINE,
+)
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.dockercluster import (
-    _DC_BY_CLUSTER,
-    create_container,
-    is_deleting,
-    rt,
-    settle,
-    sync_lb,
-)
 from capd_py.controllers.lifecycle import ensure_finalizer, remove_finalizer, write_status
 from capd_py.controllers.manager import Controller
 from capd_py.controllers.queue import Result
+from capd_py.controllers.services.docker_infra import deleting_machines
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
 from capd_py.reconcile import cloudinit
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import dockermachine as dmr
+from capd_py.reconcile.coreutil import is_deleting
 from capd_py.reconcile.dockermachine import Observed, Phase
 from capd_py.runtime.protocol import ContainerInfo, RuntimeError_
 
 log = logging.getLogger("capd_py.dockermachine")
-
-# (namespace, cluster) -> DockerMachine names, learnt while reconciling (for Cluster/DockerCluster watches)
-_DM_BY_CLUSTER: dict[tuple[str, str], set[str]] = {}
 
 
 def _cluster_of(dm: dict[str, Any], machine: dict[str, Any] | None) -> str | None:
@@ -55,6 +53,12 @@ async def _docker_cluster(ctx: Ctx, namespace: str, cluster: dict[str, Any]) -> 
     if r and r["kind"] == DOCKER_CLUSTER.kind:
         return await ctx.kube.get(DOCKER_CLUSTER, namespace, r["name"])
     return None
+
+
+async def _sync_lb(ctx: Ctx, namespace: str, cluster: str, network: str, extra_deleting: set[str]) -> None:
+    machines = await ctx.kube.list(MACHINE, namespace, selector=f"{CLUSTER_NAME}={cluster},{CONTROL_PLANE}")
+    dms = await ctx.kube.list(DOCKER_MACHINE, namespace, labels={CLUSTER_NAME: cluster})
+    await ctx.infra.sync_lb(namespace, cluster, network, deleting_machines(machines, dms) | extra_deleting)
 
 
 async def _set(ctx: Ctx, dm: dict[str, Any], obs: Observed, paused: bool = False) -> dict[str, Any]:
@@ -78,8 +82,6 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     owner = contract.controller_owner(dm, "Machine")
     machine = await ctx.kube.get(MACHINE, namespace, owner["name"]) if owner else None
     cluster_name = _cluster_of(dm, machine)
-    if cluster_name:
-        _DM_BY_CLUSTER.setdefault((namespace, cluster_name), set()).add(name)
     if is_deleting(dm):
         return await _delete(ctx, dm, owner["name"] if owner else None, machine, cluster_name)
     if owner is None or machine is None or not cluster_name:
@@ -102,7 +104,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     def obs(phase: Phase, msg: str = "", c: ContainerInfo | None = None) -> Observed:
         return Observed(phase, msg, c, network, fd)
 
-    info = await rt(ctx.runtime.get_container, cname)
+    info = await ctx.infra.get_container(cname)
     if info is not None and not dcr.ours(info, namespace, cluster_name):
         await _fail(ctx, dm, obs(Phase.NAME_CONFLICT, f"a container named {cname} exists that capd-py did not "
                                  f"create for {namespace}/{cluster_name}; remove or rename it"),
@@ -133,13 +135,13 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
             await _fail(ctx, dm, obs(Phase.IMAGE_NOT_FOUND, "the Machine has no spec.version and the DockerMachine "
                                      "no spec.customImage: cannot choose a node image"), "ImageNotFound")
             return None
-        if not await rt(ctx.runtime.image_exists, image):
+        if not await ctx.infra.image_exists(image):
             await _fail(ctx, dm, obs(Phase.IMAGE_NOT_FOUND, f"node image {image} is not present locally; build it "
                                      "with `make images` (capd-py never pulls images)"), "ImageNotFound")
             return Result(requeue_after=15)
         spec = dmr.node_spec(namespace, cluster_name, mname, dm, image, network, cp, ctx.settings.privileged_mode)
         try:
-            info = await create_container(ctx, spec)
+            info = await ctx.infra.create_container(spec)
         except RuntimeError_ as e:
             await _fail(ctx, dm, obs(Phase.CONTAINER_ERROR, f"creating container {cname}: {e}"), "ContainerError")
             return Result(requeue_after=10)
@@ -148,8 +150,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
             _nudge_cluster(ctx, namespace, cluster_name, dc)
     elif not info.running:
         try:
-            await rt(ctx.runtime.start_container, cname)
-            info = await rt(ctx.runtime.get_container, cname) or info
+            info = await ctx.infra.start_container(cname) or info
         except RuntimeError_ as e:
             await _fail(ctx, dm, obs(Phase.CONTAINER_ERROR, f"starting container {cname}: {e}"), "ContainerError")
             return Result(requeue_after=10)
@@ -158,17 +159,17 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         return await _provisioned(ctx, dm, obs(Phase.PROVISIONED, c=info), cname, cluster)
 
     try:
-        res = await rt(ctx.runtime.exec, cname, cloudinit.SYSTEMD_PROBE)
+        res = await ctx.infra.exec(cname, cloudinit.SYSTEMD_PROBE)
         if not cloudinit.systemd_ready(res.output):
             await _set(ctx, dm, obs(Phase.WAITING_SYSTEMD, "waiting for systemd to boot in the container", info))
             return Result(requeue_after=1)
-        res = await rt(ctx.runtime.exec, cname, cloudinit.probe_command())
+        res = await ctx.infra.exec(cname, cloudinit.probe_command())
         state = cloudinit.parse_probe(res.output)
         if state.phase in ("none", "unknown"):
             launched = await _start_bootstrap(ctx, dm, machine, cname, obs, info)
             if launched is not None:
                 return launched
-            res = await rt(ctx.runtime.exec, cname, cloudinit.probe_command())
+            res = await ctx.infra.exec(cname, cloudinit.probe_command())
             state = cloudinit.parse_probe(res.output)
     except RuntimeError_ as e:
         await _set(ctx, dm, obs(Phase.WAITING_SYSTEMD, f"container {cname} not reachable yet: {e}", info))
@@ -219,8 +220,8 @@ async def _start_bootstrap(ctx: Ctx, dm: dict[str, Any], machine: dict[str, Any]
         await _fail(ctx, dm, obs(Phase.INVALID_BOOTSTRAP_DATA, f"bootstrap data: {e}", info), "InvalidBootstrapData")
         return None
     for path, content in cloudinit.render_script(steps).items():
-        await rt(ctx.runtime.write_file, cname, path, content, 0o700 if path == cloudinit.SCRIPT_PATH else 0o600)
-    res = await rt(ctx.runtime.exec, cname, cloudinit.launch_command())
+        await ctx.infra.write_file(cname, path, content, 0o700 if path == cloudinit.SCRIPT_PATH else 0o600)
+    res = await ctx.infra.exec(cname, cloudinit.launch_command())
     if res.exit_code != 0:
         raise RuntimeError_(f"launching bootstrap: exit {res.exit_code}: {res.output.strip()}")
     log.info("%s/%s: bootstrap %s in %s (%d steps)", ns, dm["metadata"]["name"], res.output.strip(), cname,
@@ -267,7 +268,7 @@ async def _patch_node(ctx: Ctx, ns: str, cluster_name: str, node_name: str, pid:
 
 
 def _nudge_cluster(ctx: Ctx, ns: str, cluster_name: str, dc: dict[str, Any] | None) -> None:
-    dc_name = (dc or {}).get("metadata", {}).get("name") or _DC_BY_CLUSTER.get((ns, cluster_name))
+    dc_name = (dc or {}).get("metadata", {}).get("name")
     if dc_name:
         ctx.enqueue(DOCKER_CLUSTER.kind, ns, dc_name)
 
@@ -279,7 +280,7 @@ async def _delete(ctx: Ctx, dm: dict[str, Any], machine_name: str | None, machin
     if FINALIZER_DOCKER_MACHINE not in (md.get("finalizers") or []):
         return None
     if machine_name and not cluster_name:  # Machine already gone: find the container by its labels
-        for c in await rt(ctx.runtime.list_containers, {CONTAINER_MACHINE: machine_name, CONTAINER_NAMESPACE: ns}):
+        for c in await ctx.infra.list_containers({CONTAINER_MACHINE: machine_name, CONTAINER_NAMESPACE: ns}):
             cluster_name = c.labels.get(dcr.CONTAINER_CLUSTER)
     if machine_name and cluster_name:
         cname = dmr.container_name(cluster_name, machine_name)
@@ -287,23 +288,21 @@ async def _delete(ctx: Ctx, dm: dict[str, Any], machine_name: str | None, machin
         cluster = await ctx.kube.get(CLUSTER, ns, cluster_name)
         dc = await _docker_cluster(ctx, ns, cluster) if cluster else None
         network = dcr.network_name(ns, cluster_name, dc)
-        await settle(cname)
-        info = await rt(ctx.runtime.get_container, cname)
+        await ctx.infra.settle(cname)
+        info = await ctx.infra.get_container(cname)
         cp = (info is not None and info.labels.get(dcr.CONTAINER_ROLE) == dcr.ROLE_CONTROL_PLANE) \
             or dmr.is_control_plane(machine)
         if info is not None and not dcr.ours(info, ns, cluster_name):
             info = None  # not ours: leave it alone
         if info is not None:
             if cp:  # drain the LB first: weight 0 for this machine
-                await sync_lb(ctx, ns, cluster_name, network, {machine_name})
-            await rt(ctx.runtime.remove_container, cname)
-            if await rt(ctx.runtime.get_container, cname) is not None:
+                await _sync_lb(ctx, ns, cluster_name, network, {machine_name})
+            if not await ctx.infra.remove_container(cname):
                 return Result(requeue_after=2)
             log.info("%s/%s: removed container %s", ns, md["name"], cname)
         if cp:
-            await sync_lb(ctx, ns, cluster_name, network)
+            await _sync_lb(ctx, ns, cluster_name, network, set())
             _nudge_cluster(ctx, ns, cluster_name, dc)
-        _DM_BY_CLUSTER.get((ns, cluster_name), set()).discard(md["name"])
     await remove_finalizer(ctx.kube, DOCKER_MACHINE, dm, FINALIZER_DOCKER_MACHINE)
     return None
 
@@ -318,13 +317,20 @@ def _map_machine(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
 
 
 def _map_cluster_obj(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    """A Cluster / DockerCluster event reaches the cluster's DockerMachines: those labelled with the
+    cluster name, and the infrastructureRefs of the cluster's Machines (a DockerMachine not labelled yet)."""
     md = obj.get("metadata") or {}
     ns = md.get("namespace") or ""
     cname = md["name"] if obj.get("kind") == CLUSTER.kind else (md.get("labels") or {}).get(CLUSTER_NAME)
     if not cname and obj.get("kind") == DOCKER_CLUSTER.kind:
         o = contract.controller_owner(obj, "Cluster")
         cname = o["name"] if o else None
-    return [(ns, n) for n in sorted(_DM_BY_CLUSTER.get((ns, cname), ()))] if cname else []
+    if not cname:
+        return []
+    out = {(ns, dm["metadata"]["name"]) for dm in cache.list(DOCKER_MACHINE, ns, labels={CLUSTER_NAME: cname})}
+    for m in cache.list(MACHINE, ns, labels={CLUSTER_NAME: cname}):
+        out.update(_map_machine(m, cache))
+    return sorted(out)
 
 
 def controller() -> Controller:

@@ -35,6 +35,7 @@ from capd_py.controllers import dockercluster as dcc
 from capd_py.controllers import dockermachine as dmc
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.queue import Result
+from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.kube.client import Kube
 from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile import cloudinit, haproxy
@@ -346,9 +347,8 @@ async def test_restart_mid_create_gives_exactly_one_container(ctx: Ctx, namespac
     # systemd, right after launching bootstrap), as a controller restart would
     for delay in (0.01, 0.2, 0.5, 1.0, 1.5, 2.5):
         await _cancel_after(dmc.reconcile(ctx, namespace, name), delay)
-    for c in list(dcc._INFLIGHT.values()):  # a "restarted" process has no in-flight calls
-        with contextlib.suppress(Exception):
-            await c
+    await ctx.infra.settle_all()
+    ctx.infra = DockerInfra(runtime)  # a "restarted" process has no in-flight calls
     # two reconcilers at once (e.g. an old and a new controller instance overlapping)
     await asyncio.gather(dmc.reconcile(ctx, namespace, name), dmc.reconcile(ctx, namespace, name),
                          return_exceptions=True)

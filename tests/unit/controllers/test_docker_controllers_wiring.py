@@ -1,13 +1,20 @@
 from __future__ import annotations
 
+import ast
+import inspect
+from typing import Any
+
 import pytest
 
 from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, GVK, INFRA_GROUP, MACHINE
 from capd_py.controllers import dockercluster as dcc
 from capd_py.controllers import dockermachine as dmc
 from capd_py.controllers.manager import Controller, Mapper
+from capd_py.kube.cache import Store
 
 pytestmark = pytest.mark.unit
+
+CN = "cluster.x-k8s.io/cluster-name"
 
 
 def test_controllers_declare_their_watches() -> None:
@@ -16,36 +23,85 @@ def test_controllers_declare_their_watches() -> None:
     assert dm.gvk == DOCKER_MACHINE and {g.kind for g, _ in dm.watches} == {"Machine", "Cluster", "DockerCluster"}
 
 
+def test_docker_controllers_keep_no_module_state_and_dockermachine_stands_alone() -> None:
+    for mod in (dcc, dmc):
+        tree = ast.parse(inspect.getsource(mod))
+        assigned = [t.id for n in tree.body if isinstance(n, ast.Assign | ast.AnnAssign)
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)]
+        assert assigned == ["log"], (mod.__name__, assigned)
+    imports = [n.module for n in ast.walk(ast.parse(inspect.getsource(dmc))) if isinstance(n, ast.ImportFrom)]
+    assert "capd_py.controllers.dockercluster" not in imports
+
+
 def _mapper(ctrl: Controller, gvk: GVK) -> Mapper:
     return next(m for g, m in ctrl.watches if g == gvk)
 
 
+def _store(**objs: list[dict[str, Any]]) -> Store:
+    kinds = {"clusters": CLUSTER, "machines": MACHINE, "docker_clusters": DOCKER_CLUSTER,
+             "docker_machines": DOCKER_MACHINE}
+    store = Store()
+    for key, g in kinds.items():
+        store.serve(g)
+        store.replace(g, [{**o, "metadata": {"resourceVersion": "1", **o["metadata"]}} for o in objs.get(key, [])])
+    return store
+
+
+def _cluster(name: str = "c1", ns: str = "ns", dc: str | None = "dc1", kind: str = "DockerCluster") -> dict[str, Any]:
+    spec = {"infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": kind, "name": dc}} if dc else {}
+    return {"kind": "Cluster", "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}"}, "spec": spec}
+
+
 def test_dockercluster_mappers() -> None:
     c = dcc.controller()
-    cluster = {"kind": "Cluster", "metadata": {"name": "c1", "namespace": "ns"},
-               "spec": {"infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "DockerCluster", "name": "dc1"}}}
-    assert _mapper(c, CLUSTER)(cluster) == [("ns", "dc1")]
-    dcc._DC_BY_CLUSTER[("ns", "c1")] = "dc1"
-    cp = {"metadata": {"name": "m", "namespace": "ns",
-                       "labels": {"cluster.x-k8s.io/cluster-name": "c1", "cluster.x-k8s.io/control-plane": ""}}}
-    worker = {"metadata": {"name": "w", "namespace": "ns", "labels": {"cluster.x-k8s.io/cluster-name": "c1"}}}
-    assert _mapper(c, MACHINE)(cp) == [("ns", "dc1")]
-    assert _mapper(c, MACHINE)(worker) == []
-    assert _mapper(c, DOCKER_MACHINE)(worker) == [("ns", "dc1")]
-    assert _mapper(c, DOCKER_MACHINE)({"metadata": {"name": "x", "namespace": "other"}}) == []
+    cluster = _cluster()
+    cache = _store(clusters=[cluster])
+    assert _mapper(c, CLUSTER)(cluster, cache) == [("ns", "dc1")]
+    cp = {"metadata": {"name": "m", "namespace": "ns", "labels": {CN: "c1", "cluster.x-k8s.io/control-plane": ""}}}
+    worker = {"metadata": {"name": "w", "namespace": "ns", "labels": {CN: "c1"}}}
+    assert _mapper(c, MACHINE)(cp, cache) == [("ns", "dc1")]
+    assert _mapper(c, MACHINE)(worker, cache) == []
+    assert _mapper(c, DOCKER_MACHINE)(worker, cache) == [("ns", "dc1")]
+    assert _mapper(c, DOCKER_MACHINE)({"metadata": {"name": "x", "namespace": "other"}}, cache) == []
+    # a cluster of another provider, or one the cache has not seen (nor its DockerCluster): no key
+    assert _mapper(c, DOCKER_MACHINE)(worker, _store(clusters=[_cluster(kind="OtherCluster")])) == []
+    assert _mapper(c, DOCKER_MACHINE)(worker, _store()) == []
+
+
+def test_dockercluster_mapper_finds_the_docker_cluster_before_the_cluster_is_cached() -> None:
+    c = dcc.controller()
+    dc = {"kind": "DockerCluster", "metadata": {"name": "dc9", "namespace": "ns", "ownerReferences": [
+        {"kind": "Cluster", "name": "c1", "controller": True, "uid": "u"}]}}
+    other = {"kind": "DockerCluster", "metadata": {"name": "dc8", "namespace": "ns", "labels": {CN: "c2"}}}
+    worker = {"metadata": {"name": "w", "namespace": "ns", "labels": {CN: "c1"}}}
+    assert _mapper(c, DOCKER_MACHINE)(worker, _store(docker_clusters=[dc, other])) == [("ns", "dc9")]
 
 
 def test_dockermachine_mappers() -> None:
     c = dmc.controller()
-    machine = {"kind": "Machine", "metadata": {"name": "m", "namespace": "ns"},
+    machine = {"kind": "Machine", "metadata": {"name": "m", "namespace": "ns", "labels": {CN: "c1"}},
                "spec": {"infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "DockerMachine", "name": "dm1"}}}
-    assert _mapper(c, MACHINE)(machine) == [("ns", "dm1")]
+    cache = _store(clusters=[_cluster()], machines=[machine],
+                   docker_machines=[{"metadata": {"name": n, "namespace": "ns", "labels": {CN: "c1"}}}
+                                    for n in ("dm2", "dm1")]
+                   + [{"metadata": {"name": "dm3", "namespace": "ns", "labels": {CN: "c2"}}}])
+    assert _mapper(c, MACHINE)(machine, cache) == [("ns", "dm1")]
     other = {**machine, "spec": {"infrastructureRef": {"apiGroup": "x.io", "kind": "OtherMachine", "name": "o"}}}
-    assert _mapper(c, MACHINE)(other) == []
-    dmc._DM_BY_CLUSTER[("ns", "c1")] = {"dm2", "dm1"}
-    assert _mapper(c, CLUSTER)({"kind": "Cluster", "metadata": {"name": "c1", "namespace": "ns"}}) == [
+    assert _mapper(c, MACHINE)(other, cache) == []
+    assert _mapper(c, CLUSTER)({"kind": "Cluster", "metadata": {"name": "c1", "namespace": "ns"}}, cache) == [
         ("ns", "dm1"), ("ns", "dm2")]
     dc = {"kind": "DockerCluster", "metadata": {"name": "dc1", "namespace": "ns",
                                                 "ownerReferences": [{"kind": "Cluster", "name": "c1",
                                                                      "controller": True}]}}
-    assert _mapper(c, DOCKER_CLUSTER)(dc) == [("ns", "dm1"), ("ns", "dm2")]
+    assert _mapper(c, DOCKER_CLUSTER)(dc, cache) == [("ns", "dm1"), ("ns", "dm2")]
+    assert _mapper(c, DOCKER_CLUSTER)({"kind": "DockerCluster", "metadata": {"name": "x", "namespace": "ns"}},
+                                      cache) == []
+
+
+def test_dockermachine_mapper_reaches_unlabelled_docker_machines_through_their_machine() -> None:
+    c = dmc.controller()
+    machine = {"kind": "Machine", "metadata": {"name": "m", "namespace": "ns", "labels": {CN: "c1"}},
+               "spec": {"infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "DockerMachine", "name": "dm7"}}}
+    cache = _store(machines=[machine], docker_machines=[{"metadata": {"name": "dm7", "namespace": "ns"}}])
+    assert _mapper(c, CLUSTER)({"kind": "Cluster", "metadata": {"name": "c1", "namespace": "ns"}}, cache) == [
+        ("ns", "dm7")]

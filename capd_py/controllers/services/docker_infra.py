@@ -1,0 +1,188 @@
+"""The Docker infrastructure service: everything the DockerCluster and DockerMachine controllers do to
+the container runtime, and the process-local state that goes with it.
+
+The controllers stay thin: they read the API objects, ask capd_py.reconcile.dockercluster /
+dockermachine what to do, and apply it here. This module sees only the runtime Protocol and the pure
+reconcile helpers (never the Kubernetes API), and holds:
+- the in-flight creations: a container is created at most once per name even if the reconcile that
+  asked for it is cancelled midway (the call runs in a task of its own that deletion waits for);
+- one lock per cluster serialising its load balancer configuration updates.
+
+One instance lives on the controller context (`Ctx.infra`). A fresh instance is what a restarted
+controller process has: no in-flight calls, no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+from capd_py.api import contract
+from capd_py.api.labels import CONTAINER_ROLE
+from capd_py.reconcile import dockercluster as dcr
+from capd_py.reconcile import haproxy
+from capd_py.reconcile.coreutil import is_deleting
+from capd_py.runtime.protocol import (
+    ContainerInfo,
+    ContainerRuntime,
+    ContainerSpec,
+    ExecResult,
+    NetworkInfo,
+    RuntimeError_,
+)
+
+log = logging.getLogger("capd_py.docker_infra")
+T = TypeVar("T")
+
+# docker reserves a name before the container can be inspected: how long to look for a container
+# another process is creating under the same name
+ADOPT_WAIT_SECONDS = 10.0
+
+
+class DockerInfra:
+    def __init__(self, runtime: ContainerRuntime) -> None:
+        self.runtime = runtime
+        self._inflight: dict[str, asyncio.Future[ContainerInfo]] = {}
+        self._lb_locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    # --- plain runtime calls, off the event loop ---------------------------------------------------
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.to_thread(fn, *args)
+
+    async def get_container(self, name: str) -> ContainerInfo | None:
+        return await self.call(self.runtime.get_container, name)
+
+    async def list_containers(self, labels: dict[str, str]) -> list[ContainerInfo]:
+        return await self.call(self.runtime.list_containers, labels)
+
+    async def start_container(self, name: str) -> ContainerInfo | None:
+        await self.call(self.runtime.start_container, name)
+        return await self.get_container(name)
+
+    async def image_exists(self, ref: str) -> bool:
+        return await self.call(self.runtime.image_exists, ref)
+
+    async def exec(self, name: str, cmd: list[str]) -> ExecResult:
+        return await self.call(self.runtime.exec, name, cmd)
+
+    async def write_file(self, name: str, path: str, content: bytes, mode: int = 0o644) -> None:
+        await self.call(self.runtime.write_file, name, path, content, mode)
+
+    async def ensure_network(self, name: str, labels: dict[str, str]) -> NetworkInfo:
+        return await self.call(self.runtime.ensure_network, name, labels)
+
+    async def remove_network_if_ours(self, name: str, labels: dict[str, str]) -> None:
+        """Remove network `name` when it carries `labels` (a network someone else made is left alone)."""
+        net = await self.call(self.runtime.get_network, name)
+        if net is not None and all(net.labels.get(k) == v for k, v in labels.items()):
+            await self.call(self.runtime.remove_network, name)
+
+    # --- containers --------------------------------------------------------------------------------
+    async def create_container(self, spec: ContainerSpec) -> ContainerInfo:
+        """Create+start `spec` once per name, or adopt the container of that name if it carries the
+        spec's labels (another controller instance made it). Survives cancellation of the caller."""
+        fut = self._inflight.get(spec.name)
+        if fut is None:
+            fut = asyncio.ensure_future(self.call(create_or_adopt, self.runtime, spec))
+            self._inflight[spec.name] = fut
+            name = spec.name
+
+            def _done(f: asyncio.Future[ContainerInfo]) -> None:
+                if self._inflight.get(name) is f:
+                    self._inflight.pop(name, None)
+                if not f.cancelled():
+                    f.exception()  # retrieved: a failure is reported to whoever awaited it
+            fut.add_done_callback(_done)
+        return await asyncio.shield(fut)
+
+    def creating(self, name: str) -> bool:
+        return name in self._inflight
+
+    async def settle(self, name: str) -> None:
+        """Wait for an in-flight creation of `name` (started by a cancelled reconcile) to finish."""
+        fut = self._inflight.get(name)
+        if fut is not None:
+            try:
+                await asyncio.shield(fut)
+            except Exception:  # noqa: BLE001 - its failure is the creator's business; we only wait
+                pass
+
+    async def settle_all(self) -> None:
+        for name in list(self._inflight):
+            await self.settle(name)
+
+    async def remove_container(self, name: str) -> bool:
+        """Remove `name` (after any in-flight creation of it). Returns whether it is gone."""
+        await self.settle(name)
+        await self.call(self.runtime.remove_container, name)
+        return await self.get_container(name) is None
+
+    # --- load balancer -----------------------------------------------------------------------------
+    async def sync_lb(self, namespace: str, cluster: str, network: str, deleting: Iterable[str]) -> dcr.LBState:
+        """Regenerate the haproxy backends from the cluster's control-plane containers (machines named in
+        `deleting` get weight 0); write, read back, SIGHUP. Serialised per cluster inside this process;
+        an identical configuration is not rewritten."""
+        async with self._lb_locks.setdefault((namespace, cluster), asyncio.Lock()):
+            name = dcr.lb_container_name(cluster)
+            lb = await self.get_container(name)
+            if lb is None or not lb.running:
+                return dcr.LBState(False, dcr.R_NOT_AVAILABLE, f"load balancer container {name} is not running")
+            cps = await self.list_containers({**dcr.cluster_labels(namespace, cluster),
+                                              CONTAINER_ROLE: dcr.ROLE_CONTROL_PLANE})
+            cfg = haproxy.render(dcr.backends(cps, network, set(deleting))).encode()
+            try:
+                cur = await self.call(self.runtime.read_file, name, haproxy.CONFIG_PATH)
+                if cur != cfg:
+                    await self.write_file(name, haproxy.CONFIG_PATH, cfg, 0o644)
+                    back = await self.call(self.runtime.read_file, name, haproxy.CONFIG_PATH)
+                    if back != cfg:
+                        return dcr.LBState(False, dcr.R_NOT_AVAILABLE, "load balancer configuration did not stick")
+                    await self.call(self.runtime.kill, name, "SIGHUP")
+                    log.info("%s/%s: load balancer reloaded with %d backend(s)", namespace, cluster,
+                             cfg.count(b"\n  server "))
+            except RuntimeError_ as e:
+                return dcr.LBState(False, dcr.R_RUNTIME_ERROR, f"updating load balancer configuration: {e}")
+            return dcr.LBState(True, dcr.R_AVAILABLE)
+
+    def forget_cluster(self, namespace: str, cluster: str) -> None:
+        """The cluster's infrastructure is gone: drop its lock."""
+        self._lb_locks.pop((namespace, cluster), None)
+
+
+def deleting_machines(machines: Iterable[dict[str, Any]], docker_machines: Iterable[dict[str, Any]]) -> set[str]:
+    """Names of the Machines on their way out, given a cluster's (control-plane) Machines and its
+    DockerMachines: a deleting Machine, or a Machine whose DockerMachine is deleting. Their load
+    balancer backends get weight 0."""
+    out = {m["metadata"]["name"] for m in machines if is_deleting(m)}
+    for dm in docker_machines:
+        owner = contract.controller_owner(dm, "Machine")
+        if owner and is_deleting(dm):
+            out.add(owner["name"])
+    return out
+
+
+def create_or_adopt(runtime: ContainerRuntime, spec: ContainerSpec) -> ContainerInfo:
+    """Blocking: run `spec`; when the name is taken by a container carrying the spec's labels (created by
+    a previous controller instance), adopt it and make sure it runs."""
+    try:
+        return runtime.run_container(spec)
+    except RuntimeError_ as e:
+        conflict = "already in use" in str(e) or "Conflict" in str(e)
+        got = _find(runtime, spec.name, ADOPT_WAIT_SECONDS if conflict else 0)
+        if got is not None and all(got.labels.get(k) == v for k, v in spec.labels.items()):
+            if not got.running:
+                runtime.start_container(spec.name)
+                got = runtime.get_container(spec.name) or got
+            return got
+        raise
+
+
+def _find(runtime: ContainerRuntime, name: str, wait: float) -> ContainerInfo | None:
+    """The container `name`, looked for up to `wait` seconds."""
+    look = Retrying(retry=retry_if_result(lambda got: got is None), stop=stop_after_delay(wait),
+                    wait=wait_fixed(0.1), retry_error_callback=lambda _state: None)
+    return look(runtime.get_container, name)

@@ -1,0 +1,116 @@
+"""The Docker infrastructure service over the fake runtime (no I/O)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from capd_py.controllers.context import Ctx, Settings
+from capd_py.controllers.services.docker_infra import DockerInfra, create_or_adopt, deleting_machines
+from capd_py.reconcile import dockercluster as dcr
+from capd_py.reconcile import haproxy
+from capd_py.runtime.fake import FakeRuntime
+from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, RuntimeError_
+
+pytestmark = pytest.mark.unit
+
+
+def _spec(name: str = "c1-m1", labels: dict[str, str] | None = None) -> ContainerSpec:
+    return ContainerSpec(name=name, image="img", network="net", labels=labels or {"owner": "us"})
+
+
+def test_ctx_holds_one_service_over_its_runtime() -> None:
+    rt = FakeRuntime()
+    ctx = Ctx(kube=None, runtime=rt, settings=Settings(), workload=None)  # type: ignore[arg-type]
+    assert isinstance(ctx.infra, DockerInfra) and ctx.infra is ctx.infra and ctx.infra.runtime is rt
+    fresh = DockerInfra(rt)
+    ctx.infra = fresh  # what a restarted process has
+    assert ctx.infra is fresh
+
+
+async def test_concurrent_creates_make_one_container_and_survive_cancellation() -> None:
+    rt = FakeRuntime()
+    rt.ensure_network("net", {})
+    gate = threading.Event()
+    run = rt.run_container
+
+    def slow_run(spec: ContainerSpec) -> ContainerInfo:
+        gate.wait(5)
+        return run(spec)
+    rt.run_container = slow_run  # type: ignore[method-assign]
+    infra = DockerInfra(rt)
+    first = asyncio.ensure_future(infra.create_container(_spec()))
+    await asyncio.sleep(0.05)
+    assert infra.creating("c1-m1")
+    first.cancel()  # the reconcile that asked goes away; the creation carries on
+    second = asyncio.ensure_future(infra.create_container(_spec()))
+    gate.set()
+    info = await second
+    await infra.settle_all()
+    assert info.name == "c1-m1" and rt.created == ["c1-m1"] and not infra.creating("c1-m1")
+    assert await infra.remove_container("c1-m1") and rt.get_container("c1-m1") is None
+
+
+def test_create_or_adopt_adopts_only_a_container_with_our_labels() -> None:
+    rt = FakeRuntime()
+    rt.ensure_network("net", {})
+    rt.run_container(_spec())
+    rt.set_status("c1-m1", "exited")
+    got = create_or_adopt(rt, _spec())
+    assert got.running and rt.created == ["c1-m1", "c1-m1"]
+    rt.run_container(_spec("c1-m2", {"owner": "someone-else"}))
+    with pytest.raises(RuntimeError_, match="already in use"):
+        create_or_adopt(rt, _spec("c1-m2"))
+
+
+def _cp(rt: FakeRuntime, ns: str, cluster: str, machine: str) -> None:
+    labels = {**dcr.cluster_labels(ns, cluster), "io.x-k8s.capd-py.machine": machine,
+              "io.x-k8s.capd-py.role": dcr.ROLE_CONTROL_PLANE}
+    rt.run_container(ContainerSpec(name=f"{cluster}-{machine}", image="img", network="net", labels=labels))
+
+
+async def test_sync_lb_writes_backends_once_and_drains_deleting_machines() -> None:
+    rt = FakeRuntime()
+    rt.ensure_network("net", {})
+    infra = DockerInfra(rt)
+    assert not (await infra.sync_lb("ns", "c1", "net", set())).ok  # no LB yet
+    await infra.create_container(dcr.lb_spec("ns", "c1", "lb-img", "net"))
+    _cp(rt, "ns", "c1", "m1")
+    _cp(rt, "ns", "c1", "m2")
+    _cp(rt, "ns", "c2", "m9")  # another cluster: not a backend
+    state = await infra.sync_lb("ns", "c1", "net", set())
+    cfg = rt.files("c1-lb")[haproxy.CONFIG_PATH].decode()
+    assert state.ok and "c1-m1" in cfg and "c1-m2" in cfg and "c2-m9" not in cfg
+    assert rt.signals("c1-lb") == ["SIGHUP"]
+    assert (await infra.sync_lb("ns", "c1", "net", set())).ok and rt.signals("c1-lb") == ["SIGHUP"]  # unchanged
+    await infra.sync_lb("ns", "c1", "net", {"m2"})
+    assert rt.signals("c1-lb") == ["SIGHUP", "SIGHUP"]
+    assert "weight 0" in rt.files("c1-lb")[haproxy.CONFIG_PATH].decode()
+    infra.forget_cluster("ns", "c1")
+
+
+async def test_remove_network_if_ours_leaves_foreign_networks() -> None:
+    rt = FakeRuntime()
+    infra = DockerInfra(rt)
+    rt.ensure_network("mine", {"a": "1"})
+    rt.ensure_network("theirs", {"a": "2"})
+    await infra.remove_network_if_ours("mine", {"a": "1"})
+    await infra.remove_network_if_ours("theirs", {"a": "1"})
+    await infra.remove_network_if_ours("absent", {"a": "1"})
+    assert sorted(rt.networks) == ["theirs"]
+
+
+def test_deleting_machines() -> None:
+    def obj(name: str, deleting: bool, owner: str | None = None) -> dict[str, Any]:
+        md: dict[str, Any] = {"name": name}
+        if deleting:
+            md["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        if owner:
+            md["ownerReferences"] = [{"kind": "Machine", "name": owner, "controller": True}]
+        return {"metadata": md}
+    machines = [obj("m1", True), obj("m2", False), obj("m3", False)]
+    dms = [obj("dm2", True, "m2"), obj("dm3", False, "m3"), obj("dm4", True)]
+    assert deleting_machines(machines, dms) == {"m1", "m2"}
