@@ -17,13 +17,13 @@ import os
 import posixpath
 import socket
 import struct
-import time
 from dataclasses import replace
 from typing import Any
 
 import docker
 import docker.errors
 from docker.types import Mount as DockerMount
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from capd_py.runtime.protocol import (
     ContainerInfo,
@@ -277,11 +277,9 @@ class DockerRuntime:
             size = struct.unpack(">I", buf[i + 4:i + 8])[0]
             out += buf[i + 8:i + 8 + size]
             i += 8 + size
-        # wait for the exec to be reported finished so ExitCode is set
-        for _ in range(100):
-            if not self.api.exec_inspect(exec_id).get("Running"):
-                break
-            time.sleep(0.05)
+        # wait (up to 5 s) for the exec to be reported finished so ExitCode is set
+        Retrying(retry=retry_if_result(bool), stop=stop_after_delay(5), wait=wait_fixed(0.05),
+                 retry_error_callback=lambda _state: True)(lambda: self.api.exec_inspect(exec_id).get("Running"))
         return out.decode("utf-8", "replace")
 
     # put_archive/get_archive cannot see tmpfs mounts (/run, /tmp of node containers), so files go
@@ -373,3 +371,38 @@ class DockerRuntime:
         except docker.errors.APIError as e:
             raise RuntimeError_(f"list volumes: {e}") from e
         return sorted(v["Name"] for v in (res or {}).get("Volumes") or [])
+
+    def remove_volume(self, name: str) -> None:
+        try:
+            self.api.remove_volume(name, force=True)
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"remove volume {name}: {e.explanation or e}") from e
+
+    # -- images ---------------------------------------------------------------------------------
+    def list_images(self, repository: str) -> list[str]:
+        try:
+            images = self.client.images.list(name=repository)
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"list images {repository}: {e.explanation or e}") from e
+        return sorted(t for i in images for t in i.tags if t.rpartition(":")[0] == repository)
+
+    def build_image(self, context_dir: str, tag: str, build_args: dict[str, str] | None = None) -> None:
+        """Build `context_dir`/Dockerfile as `tag`; base images must be local (nothing is pulled)."""
+        try:
+            self.client.images.build(path=context_dir, tag=tag, buildargs=dict(build_args or {}), pull=False,
+                                     rm=True, forcerm=True)
+        except docker.errors.BuildError as e:
+            lines = [str(c.get("stream") or c.get("error") or "") for c in e.build_log or []]
+            raise RuntimeError_(f"building {tag} failed: {e.msg}\n{''.join(lines)[-3000:]}") from e
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"building {tag} failed: {e.explanation or e}") from e
+
+    def save_image(self, ref: str) -> bytes:
+        try:
+            return b"".join(self.client.images.get(ref).save(named=True))
+        except docker.errors.ImageNotFound as e:
+            raise RuntimeError_(f"image {ref} not found locally") from e
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"saving image {ref}: {e.explanation or e}") from e

@@ -8,6 +8,10 @@
   fake "runs" the script whose header line (`# capd-py-bootstrap done=... rc=... log=... lock=...`)
   names where the outcome goes. It succeeds unless a `fail_bootstrap_on` substring occurs in any file
   of the container, in which case it records a failure of step 1 with exit code 1.
+- Images: `images` holds local references (`all_images`: every reference exists); `build_image` adds the
+  tag and records the build in `builds`; `save_image` returns a small stand-in tarball.
+- Volumes: `volumes[name]` is the volume's labels; node containers get one, removed with the container.
+- Label selection (containers, networks, volumes): a wanted value of "" matches any value.
 - `probe`-style shell commands (`if [ -f <done> ]; ...`) are answered from the files too.
 """
 
@@ -24,6 +28,12 @@ from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, ExecResult, N
 
 LAUNCH_TAG = "capd-py-bootstrap-launch"
 _HEADER = re.compile(r"^# capd-py-bootstrap done=(\S+) rc=(\S+) log=(\S+) lock=(\S+)", re.M)
+
+
+def _selected(have: dict[str, str] | None, want: dict[str, str] | None) -> bool:
+    """The Protocol's label selection: every wanted key present; a wanted value of "" matches any value."""
+    have = have or {}
+    return all(k in have and (v == "" or have[k] == v) for k, v in (want or {}).items())
 
 
 @dataclass
@@ -48,6 +58,7 @@ class FakeRuntime:
         self.fail_bootstrap_on: list[str] = []
         self.systemd_ready = True
         self.created: list[str] = []      # names passed to run_container, in order (duplicates visible)
+        self.builds: list[tuple[str, str, dict[str, str]]] = []  # (context dir, tag, build args) per build_image
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._nets = itertools.count(20)
@@ -73,8 +84,7 @@ class FakeRuntime:
 
     def list_containers(self, labels: dict[str, str] | None = None) -> list[ContainerInfo]:
         with self._lock:
-            return [c.info for c in self.containers.values()
-                    if all(c.info.labels.get(k) == v for k, v in (labels or {}).items())]
+            return [c.info for c in self.containers.values() if _selected(c.info.labels, labels)]
 
     def get_container(self, name: str) -> ContainerInfo | None:
         with self._lock:
@@ -225,7 +235,26 @@ class FakeRuntime:
             self.networks.pop(name, None)
 
     def list_networks(self, labels: dict[str, str] | None = None) -> list[NetworkInfo]:
-        return [n for n in self.networks.values() if all(n.labels.get(k) == v for k, v in (labels or {}).items())]
+        return [n for n in self.networks.values() if _selected(n.labels, labels)]
 
     def list_volumes(self, labels: dict[str, str] | None = None) -> list[str]:
-        return sorted(v for v, lb in self.volumes.items() if all(lb.get(k) == val for k, val in (labels or {}).items()))
+        return sorted(v for v, lb in self.volumes.items() if _selected(lb, labels))
+
+    def remove_volume(self, name: str) -> None:
+        with self._lock:
+            if any(name in c.volumes for c in self.containers.values()):
+                raise RuntimeError_(f"volume {name} is in use")
+            self.volumes.pop(name, None)
+
+    def list_images(self, repository: str) -> list[str]:
+        return sorted(i for i in self.images if i.rpartition(":")[0] == repository)
+
+    def build_image(self, context_dir: str, tag: str, build_args: dict[str, str] | None = None) -> None:
+        with self._lock:
+            self.builds.append((context_dir, tag, dict(build_args or {})))
+            self.images.add(tag)
+
+    def save_image(self, ref: str) -> bytes:
+        if ref not in self.images and not self.all_images:
+            raise RuntimeError_(f"image {ref} not found locally")
+        return f"fake image tarball of {ref}".encode()

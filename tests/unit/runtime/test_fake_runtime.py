@@ -63,3 +63,38 @@ def test_bootstrap_protocol_emulation(fail: bool) -> None:
     assert st.phase == ("failed" if fail else "done")
     if fail:
         assert st.exit_code == 1 and "kubeadm init" in st.tail
+
+
+def test_label_selection_matches_a_key_with_any_value_when_the_value_is_empty() -> None:
+    rt = FakeRuntime()
+    _node(rt)
+    rt.ensure_network("other", {"b": "2"})
+    assert [c.name for c in rt.list_containers({"x": ""})] == ["n1"]
+    assert rt.list_containers({"y": ""}) == [] and rt.list_containers({"x": "2"}) == []
+    assert [n.name for n in rt.list_networks({"a": ""})] == ["net"]
+    assert len(rt.list_volumes({"x": ""})) == 1 and rt.list_volumes({"z": ""}) == []
+
+
+def test_remove_volume() -> None:
+    rt = FakeRuntime()
+    _node(rt)
+    (vol,) = rt.list_volumes({"x": "1"})
+    with pytest.raises(RuntimeError_):
+        rt.remove_volume(vol)  # in use by n1
+    rt.volumes["loose"] = {"x": "1"}
+    rt.remove_volume("loose")
+    rt.remove_volume("loose")  # no-op
+    assert rt.list_volumes({"x": "1"}) == [vol]
+
+
+def test_images_list_build_save() -> None:
+    rt = FakeRuntime(images={"capd-py/base:bookworm-1", "capd-py/base:bookworm-2", "capd-py/node:v1.34.4"})
+    assert rt.list_images("capd-py/base") == ["capd-py/base:bookworm-1", "capd-py/base:bookworm-2"]
+    assert rt.list_images("capd-py") == []
+    rt.build_image("/tmp/ctx", "capd-py/controllers:dev", {"BASE": "capd-py/base:bookworm-2"})
+    assert rt.builds == [("/tmp/ctx", "capd-py/controllers:dev", {"BASE": "capd-py/base:bookworm-2"})]
+    assert rt.image_exists("capd-py/controllers:dev") and rt.list_images("capd-py/controllers") == [
+        "capd-py/controllers:dev"]
+    assert rt.save_image("capd-py/controllers:dev")
+    with pytest.raises(RuntimeError_):
+        rt.save_image("absent:1")
