@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -25,6 +24,7 @@ from capd_py.api.gvk import (
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.cli import management as mgmt
 from capd_py.cli.steps import Steps
+from capd_py.cli.waiting import apoll
 
 T = TypeVar("T")
 
@@ -268,24 +268,29 @@ def wait_available(kubeconfig: str | None, namespace: str, name: str, timeout: f
     kube = connect(kubeconfig)
 
     async def go() -> str | None:
-        deadline = time.monotonic() + timeout
         last = ""
+
+        async def available() -> str | None:
+            # "" once Available, an error message when it cannot become so, None to keep waiting
+            nonlocal last
+            c = await kube.get(CLUSTER, namespace, name)
+            if c is None:
+                return f"cluster {namespace}/{name} disappeared"
+            if conditions.is_true(c, conditions.AVAILABLE):
+                return ""
+            cond = conditions.get(c, conditions.AVAILABLE) or {}
+            msg = (cond.get("message") or cond.get("reason") or "").splitlines()
+            if msg and msg[0] != last:
+                last = msg[0]
+                steps.update(last[:100])
+            return None
         try:
-            while time.monotonic() < deadline:
-                c = await kube.get(CLUSTER, namespace, name)
-                if c is None:
-                    return f"cluster {namespace}/{name} disappeared"
-                if conditions.is_true(c, conditions.AVAILABLE):
-                    return None
-                cond = conditions.get(c, conditions.AVAILABLE) or {}
-                msg = (cond.get("message") or cond.get("reason") or "").splitlines()
-                if msg and msg[0] != last:
-                    last = msg[0]
-                    steps.update(last[:100])
-                await asyncio.sleep(2)
-            return f"cluster {namespace}/{name} not Available after {timeout:.0f}s" + (f": {last}" if last else "")
+            out = await apoll(available, timeout, 2)
         finally:
             kube.close()
+        if out is None:
+            return f"cluster {namespace}/{name} not Available after {timeout:.0f}s" + (f": {last}" if last else "")
+        return out or None
     err = run_async(go)
     if err:
         fail(err + f" (see `capd-py describe cluster {name} -n {namespace}`)")
@@ -295,13 +300,10 @@ def wait_deleted(kubeconfig: str | None, namespace: str, name: str, timeout: flo
     kube = connect(kubeconfig)
 
     async def go() -> bool:
-        deadline = time.monotonic() + timeout
+        async def gone() -> bool | None:
+            return True if await kube.get(CLUSTER, namespace, name) is None else None
         try:
-            while time.monotonic() < deadline:
-                if await kube.get(CLUSTER, namespace, name) is None:
-                    return True
-                await asyncio.sleep(1)
-            return False
+            return bool(await apoll(gone, timeout, 1))
         finally:
             kube.close()
     if not run_async(go):

@@ -13,7 +13,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import yaml
 from capd_py.api.labels import CONTAINER_MANAGED, CONTAINER_ROLE
 from capd_py.cli.kubeconfig import rewrite_server, write_private
 from capd_py.cli.steps import Steps
+from capd_py.cli.waiting import poll
 from capd_py.runtime.protocol import (
     ContainerInfo,
     ContainerRuntime,
@@ -221,43 +221,41 @@ class ManagementCluster:
         return write_private(self.kubeconfig, rewrite_server(admin, f"https://127.0.0.1:{port}",
                                                              context_name=f"capd-py-{self.name}"))
 
+    def _booted(self) -> bool | None:
+        c = self.rt.get_container(self.node)
+        if c is None or c.status in ("exited", "dead"):
+            raise ManagementError(f"{self.node} stopped while booting:\n{self.rt.logs(self.node, tail=30)}")
+        logs = self.rt.logs(self.node, tail=400)
+        return True if "Reached target" in logs and "Multi-User System" in logs else None
+
+    def _images_imported(self) -> bool | None:
+        """The preloaded images are imported by a oneshot unit; kubeadm must not try to pull."""
+        if self.rt.exec(self.node, ["test", "-e", "/var/lib/capd-py/images-imported"], timeout=10).exit_code == 0:
+            return True
+        r = self.rt.exec(self.node, ["systemctl", "is-failed", "capd-import-images.service"], timeout=10)
+        if r.output.strip() == "failed":
+            raise ManagementError("importing the preloaded images failed in the node "
+                                  "(journalctl -u capd-import-images)")
+        if self.rt.exec(self.node, ["test", "-e", "/etc/systemd/system/capd-import-images.service"],
+                        timeout=10).exit_code != 0:
+            return True  # an image without the import unit
+        return None
+
     def _wait_booted(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            c = self.rt.get_container(self.node)
-            if c is None or c.status in ("exited", "dead"):
-                raise ManagementError(f"{self.node} stopped while booting:\n{self.rt.logs(self.node, tail=30)}")
-            if "Reached target" in self.rt.logs(self.node, tail=400) and "Multi-User System" in \
-                    self.rt.logs(self.node, tail=400):
-                break
-            time.sleep(0.5)
-        else:
+        if not poll(self._booted, timeout, 0.5):
             raise ManagementError(f"{self.node} did not boot within {timeout:.0f}s:\n{self.rt.logs(self.node, 30)}")
-        # the preloaded images are imported by a oneshot unit; kubeadm must not try to pull
-        while time.monotonic() < deadline + 120:
-            r = self.rt.exec(self.node, ["test", "-e", "/var/lib/capd-py/images-imported"], timeout=10)
-            if r.exit_code == 0:
-                return
-            r2 = self.rt.exec(self.node, ["systemctl", "is-failed", "capd-import-images.service"], timeout=10)
-            if r2.output.strip() == "failed":
-                raise ManagementError("importing the preloaded images failed in the node "
-                                      "(journalctl -u capd-import-images)")
-            if self.rt.exec(self.node, ["test", "-e", "/etc/systemd/system/capd-import-images.service"],
-                            timeout=10).exit_code != 0:
-                return  # an image without the import unit
-            time.sleep(0.5)
-        raise ManagementError("the node's preloaded images were not imported in time")
+        if not poll(self._images_imported, 120, 0.5):
+            raise ManagementError("the node's preloaded images were not imported in time")
+
+    def _node_ready(self) -> bool | None:
+        jp = "{.items[0].status.conditions[?(@.type=='Ready')].status}"
+        r = self.rt.exec(self.node, ["kubectl", "--kubeconfig=/etc/kubernetes/admin.conf", "get", "nodes",
+                                     "-o", f"jsonpath={jp}"], timeout=30)
+        return True if r.exit_code == 0 and r.output.strip() == "True" else None
 
     def _wait_node_ready(self) -> None:
-        deadline = time.monotonic() + self.ready_timeout
-        jp = "{.items[0].status.conditions[?(@.type=='Ready')].status}"
-        while time.monotonic() < deadline:
-            r = self.rt.exec(self.node, ["kubectl", "--kubeconfig=/etc/kubernetes/admin.conf", "get", "nodes",
-                                         "-o", f"jsonpath={jp}"], timeout=30)
-            if r.exit_code == 0 and r.output.strip() == "True":
-                return
-            time.sleep(1)
-        raise ManagementError(f"node {self.node} not Ready after {self.ready_timeout:.0f}s")
+        if not poll(self._node_ready, self.ready_timeout, 1):
+            raise ManagementError(f"node {self.node} not Ready after {self.ready_timeout:.0f}s")
 
     # -- delete ----------------------------------------------------------------------------------
     def delete(self) -> bool:
@@ -269,7 +267,7 @@ class ManagementCluster:
         if self.rt.get_container(self.node):
             self.rt.remove_container(self.node)
             found = True
-        found = remove_volumes({MANAGEMENT_LABEL: self.name}) or found
+        found = remove_volumes(self.rt, {MANAGEMENT_LABEL: self.name}) or found
         net = self.rt.get_network(self.network)
         if net and net.labels.get(CONTAINER_MANAGED) == "true":
             try:  # shared with workload clusters on it (DOCKER_NETWORK): then it stays
@@ -307,30 +305,22 @@ def kubeadm_config(node: str, ip: str, version: str, pod_subnet: str = POD_SUBNE
     return "# generated by capd-py\n" + yaml.safe_dump_all(docs, sort_keys=False)
 
 
-def remove_volumes(labels: dict[str, str]) -> bool:
-    """Docker volumes by label (the runtime Protocol lists volumes but does not remove them)."""
-    import docker
-    import docker.errors
-
-    client = docker.from_env()
+def remove_volumes(runtime: ContainerRuntime, labels: dict[str, str]) -> bool:
+    """Docker volumes by label (a volume still in use stays). Returns whether any was removed."""
     found = False
-    try:
-        filt = [f"{k}={v}" if v else k for k, v in labels.items()]
-        for v in client.volumes.list(filters={"label": filt}):
-            try:
-                v.remove(force=True)
-                found = True
-            except docker.errors.NotFound:
-                pass
-    finally:
-        client.close()
+    for v in runtime.list_volumes(labels):
+        try:
+            runtime.remove_volume(v)
+            found = True
+        except RuntimeError_:
+            pass
     return found
 
 
 # -- CRDs -----------------------------------------------------------------------------------------
 
 def install_crds(kubeconfig: str | Path, timeout: float = 120) -> None:
-    from capd_py.api import crds
+    from capd_py.kube import crds
     from capd_py.kube.client import Kube
 
     kube = Kube.from_kubeconfig(str(kubeconfig))
@@ -391,12 +381,10 @@ def start_controllers(kubeconfig: str | Path, name: str = DEFAULT_NAME, extra_ar
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=env, cwd=str(Path.home()))
     pid_path(name).write_text(f"{proc.pid}\n")
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:  # crash-on-start (bad kubeconfig, import error) is reported now
-        if proc.poll() is not None:
-            tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
-            raise ManagementError(f"controllers exited with {proc.returncode} right after start; {log}:\n{tail}")
-        time.sleep(0.25)
+    # crash-on-start (bad kubeconfig, import error) is reported now: watch it for `wait` seconds
+    if poll(proc.poll, wait, 0.25) is not None:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+        raise ManagementError(f"controllers exited with {proc.returncode} right after start; {log}:\n{tail}")
     return proc.pid
 
 
@@ -406,13 +394,14 @@ def stop_controllers(name: str = DEFAULT_NAME, timeout: float = 15) -> bool:
     if not pid:
         return False
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _pid_alive(pid):
-        time.sleep(0.2)
+
+    def gone() -> bool | None:
         try:
-            os.waitpid(pid, os.WNOHANG)
+            os.waitpid(pid, os.WNOHANG)  # reap it when it is our child
         except ChildProcessError:
             pass
+        return None if _pid_alive(pid) else True
+    poll(gone, timeout, 0.2)
     if _pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
     return True
@@ -424,20 +413,14 @@ def controllers_image_tag() -> str:
     return os.environ.get("CAPD_PY_CONTROLLERS_IMAGE", "capd-py/controllers:dev")
 
 
-def build_controllers_image(tag: str | None = None) -> str:
-    """Build images/controllers: a wheelhouse of capd-py + dependencies made by the host's pip, then
-    `docker build` FROM the local capd-py/base image (no image pulls, no package index in the build)."""
+def build_controllers_image(runtime: ContainerRuntime, tag: str | None = None) -> str:
+    """Build images/controllers: a wheelhouse of capd-py + dependencies made by the host's pip, then an
+    image build FROM the local capd-py/base image (no image pulls, no package index in the build)."""
     import shutil
     import tempfile
 
-    import docker
-
     tag = tag or controllers_image_tag()
-    client = docker.from_env()
-    try:
-        bases = sorted(t for i in client.images.list(name="capd-py/base") for t in i.tags)
-    finally:
-        client.close()
+    bases = runtime.list_images("capd-py/base")
     if not bases:
         raise ManagementError("no capd-py/base image; build it with images/base/build.sh")
     dockerfile = REPO_ROOT / "images" / "controllers" / "Dockerfile"
@@ -450,10 +433,10 @@ def build_controllers_image(tag: str | None = None) -> str:
                             str(REPO_ROOT)], capture_output=True, text=True)
         if w.returncode != 0:
             raise ManagementError(f"building wheels failed:\n{w.stderr[-3000:]}")
-        r = subprocess.run(["docker", "build", "-q", "--build-arg", f"BASE={bases[-1]}", "-t", tag, str(ctx)],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            raise ManagementError(f"building {tag} failed:\n{(r.stderr or r.stdout)[-3000:]}")
+        try:
+            runtime.build_image(str(ctx), tag, {"BASE": bases[-1]})
+        except RuntimeError_ as e:
+            raise ManagementError(str(e)) from None
     finally:
         shutil.rmtree(ctx, ignore_errors=True)
     return tag
@@ -461,11 +444,12 @@ def build_controllers_image(tag: str | None = None) -> str:
 
 def load_image_into_node(runtime: ContainerRuntime, node: str, tag: str) -> None:
     """`docker save | ctr import` into the node's containerd (what `kind load docker-image` does)."""
-    save = subprocess.run(["docker", "save", tag], capture_output=True)
-    if save.returncode != 0:
-        raise ManagementError(f"docker save {tag} failed: {save.stderr.decode(errors='replace')[-500:]}")
+    try:
+        tarball = runtime.save_image(tag)
+    except RuntimeError_ as e:
+        raise ManagementError(f"saving {tag} failed: {e}") from None
     r = runtime.exec(node, ["ctr", "--namespace=k8s.io", "images", "import", "--all-platforms", "-"],
-                     stdin=save.stdout, timeout=600)
+                     stdin=tarball, timeout=600)
     if r.exit_code != 0:
         raise ManagementError(f"importing {tag} into {node} failed: {r.output[-500:]}")
 
@@ -477,7 +461,7 @@ def in_cluster_manifest(image: str, privileged: str) -> str:
 
 def deploy_in_cluster(m: ManagementCluster) -> None:
     """Build the controllers image, load it into the node, apply the Deployment + RBAC, wait for it."""
-    tag = build_controllers_image()
+    tag = build_controllers_image(m.rt)
     load_image_into_node(m.rt, m.node, tag)
     manifest = in_cluster_manifest(tag, privileged_mode())
     m.rt.write_file(m.node, "/kind/manifests/capd-py-controllers.yaml", manifest.encode())

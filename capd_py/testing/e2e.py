@@ -6,11 +6,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from capd_py.testing.envtest import EnvTest, cache_dir
 
@@ -32,18 +33,26 @@ def run(args: list[str], input_: str | None = None, check: bool = True, timeout:
     return p
 
 
+_WAIT_ERRORS = (AssertionError, subprocess.SubprocessError, json.JSONDecodeError, KeyError)
+
+
 def wait_for(fn: Callable[[], Any], timeout: float, what: str, interval: float = 2.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
+    """fn() until it returns something truthy (its expected failures count as "not yet")."""
+    last: list[Any] = [None]
+
+    def attempt() -> Any:
         try:
-            last = fn()
-            if last:
-                return last
-        except (AssertionError, subprocess.SubprocessError, json.JSONDecodeError, KeyError) as e:
-            last = e
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}"[:4000])
+            last[0] = fn()
+        except _WAIT_ERRORS as e:
+            last[0] = e
+            return None
+        return last[0]
+
+    def timed_out(_state: RetryCallState) -> Any:
+        raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last[0]!r}"[:4000])
+
+    return Retrying(retry=retry_if_result(lambda v: not v), stop=stop_after_delay(timeout), wait=wait_fixed(interval),
+                    retry_error_callback=timed_out)(attempt)
 
 
 @dataclass
