@@ -29,6 +29,7 @@ images: docker binaries
 lint: venv
 	$(VENV)/bin/ruff check capd_py tests bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 test-unit: venv
 	$(VENV)/bin/pytest -m unit -q
@@ -40,9 +41,7 @@ test-e2e: venv images
 	$(VENV)/bin/pytest -m e2e -q
 
 # The one test command: lint, then every tier.
-test: venv images
-	$(VENV)/bin/ruff check capd_py tests bench
-	$(VENV)/bin/mypy
+test: lint images
 	$(VENV)/bin/pytest -q -rs
 
 quickstart: venv images

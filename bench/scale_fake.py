@@ -25,13 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import machine, peak_rss_mib, rss_mib, table  # noqa: E402
 
-from capd_py.api.crds import install_crds  # noqa: E402
 from capd_py.api.gvk import DOCKER_MACHINE, GVK, KUBEADM_CONFIG, MACHINE  # noqa: E402
 from capd_py.cli.apply import apply_objects  # noqa: E402
 from capd_py.cli.generate import generate_cluster, parse_documents  # noqa: E402
 from capd_py.controllers.manager import Manager  # noqa: E402
 from capd_py.controllers.operator import run  # noqa: E402
 from capd_py.kube.client import Kube  # noqa: E402
+from capd_py.kube.crds import install_crds  # noqa: E402
 from capd_py.kube.workload import WorkloadClients  # noqa: E402
 from capd_py.runtime.fake import FakeRuntime  # noqa: E402
 from capd_py.testing.envtest import EnvTest  # noqa: E402

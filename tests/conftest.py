@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from capd_py.api.crds import install_crds
 from capd_py.api.gvk import GVK
 from capd_py.kube.client import Kube
+from capd_py.kube.crds import install_crds
 from capd_py.testing.envtest import MAKE_HINT, EnvTest, binary_paths, missing_binaries
 
 NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)

@@ -35,6 +35,7 @@ class GVK:
         return base
 
 
+CRD = GVK("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False)
 CLUSTER = GVK(CLUSTER_GROUP, VERSION, "Cluster", "clusters")
 MACHINE = GVK(CLUSTER_GROUP, VERSION, "Machine", "machines")
 MACHINE_SET = GVK(CLUSTER_GROUP, VERSION, "MachineSet", "machinesets")

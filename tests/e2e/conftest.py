@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from capd_py.api.crds import install_crds
+from capd_py.kube.crds import install_crds
 from capd_py.testing.e2e import CAPD, K8S_VERSION, Mgmt, run
 from capd_py.testing.envtest import EnvTest, missing_binaries
 

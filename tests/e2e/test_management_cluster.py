@@ -15,10 +15,10 @@ import docker
 import pytest
 import yaml
 
-from capd_py.api.crds import load_crds
 from capd_py.api.gvk import GVK, NODE
 from capd_py.cli import management as mgmt
 from capd_py.kube.client import Kube
+from capd_py.kube.crds import load_crds
 
 pytestmark = pytest.mark.e2e
 

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from capd_py.api import gvk
-from capd_py.api.crds import CRD, is_established, load_crds
 from capd_py.kube.client import Kube, KubeError
+from capd_py.kube.crds import CRD, is_established, load_crds
 from capd_py.testing.envtest import EnvTest
 
 pytestmark = pytest.mark.integration

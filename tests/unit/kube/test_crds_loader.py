@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from capd_py.api import crds, gvk
+from capd_py.api import gvk
+from capd_py.kube import crds
 
 pytestmark = pytest.mark.unit
 

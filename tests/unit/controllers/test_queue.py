@@ -1,0 +1,148 @@
+"""The work queue and the Manager's event path: dedup, per-key serialisation, backoff, resync, routing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from capd_py.api.gvk import MACHINE, MACHINE_SET
+from capd_py.controllers.context import Ctx, Settings
+from capd_py.controllers.manager import Controller, Manager, ReconcileFn, owner_mapper
+from capd_py.controllers.queue import Key, Result, WorkQueue
+from capd_py.kube.cache import Store
+
+pytestmark = pytest.mark.unit
+
+
+async def settle(q: WorkQueue, seconds: float = 0.3) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+
+
+async def test_duplicate_adds_while_queued_run_once() -> None:
+    seen: list[Key] = []
+
+    async def handle(k: Key) -> None:
+        seen.append(k)
+
+    q = WorkQueue(handle, workers=4)
+    for _ in range(5):
+        q.add(("Machine", "ns", "a"), after=0.05)
+    q.add(("Machine", "ns", "b"), after=0.05)
+    q.start()
+    await settle(q)
+    await q.stop()
+    assert sorted(seen) == [("Machine", "ns", "a"), ("Machine", "ns", "b")]
+
+
+async def test_one_key_never_runs_twice_at_once_and_an_add_while_running_runs_again() -> None:
+    running = 0
+    peak = 0
+    runs = 0
+    gate = asyncio.Event()
+
+    async def handle(k: Key) -> None:
+        nonlocal running, peak, runs
+        running += 1
+        peak = max(peak, running)
+        runs += 1
+        if runs == 1:
+            await gate.wait()
+        running -= 1
+
+    q = WorkQueue(handle, workers=8)
+    q.start()
+    key = ("Machine", "ns", "a")
+    q.add(key)
+    await asyncio.sleep(0.05)
+    for _ in range(3):  # arrive while the first pass is still running: marked dirty, one more pass
+        q.add(key)
+    await asyncio.sleep(0.05)
+    assert runs == 1 and peak == 1
+    gate.set()
+    await settle(q)
+    await q.stop()
+    assert runs == 2
+    assert peak == 1
+
+
+async def test_failures_back_off_exponentially_and_success_resets() -> None:
+    times: list[float] = []
+
+    async def handle(k: Key) -> Result | None:
+        times.append(time.monotonic())
+        if len(times) <= 3:
+            raise RuntimeError("boom")
+        return None
+
+    q = WorkQueue(handle, workers=1, base_backoff=0.05, max_backoff=1.0)
+    q.start()
+    q.add(("Machine", "ns", "a"))
+    await settle(q, 0.8)
+    await q.stop()
+    assert len(times) == 4
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    # 0.05, 0.1, 0.2: each wait doubles
+    assert gaps[0] >= 0.045 and gaps[1] >= 0.095 and gaps[2] >= 0.19
+    assert gaps[1] > gaps[0] * 1.5 and gaps[2] > gaps[1] * 1.5
+    assert ("Machine", "ns", "a") not in q._failures
+
+
+async def test_requeue_after_is_honoured() -> None:
+    times: list[float] = []
+
+    async def handle(k: Key) -> Result | None:
+        times.append(time.monotonic())
+        return Result(requeue_after=0.15) if len(times) == 1 else None
+
+    q = WorkQueue(handle, workers=2)
+    q.start()
+    q.add(("Machine", "ns", "a"))
+    await settle(q, 0.5)
+    await q.stop()
+    assert len(times) == 2 and times[1] - times[0] >= 0.14
+
+
+def _obj(name: str, rv: str, owner: str | None = None) -> dict[str, Any]:
+    md: dict[str, Any] = {"name": name, "namespace": "ns", "resourceVersion": rv, "uid": f"uid-{name}"}
+    if owner:
+        md["ownerReferences"] = [{"kind": "MachineSet", "name": owner, "uid": f"uid-{owner}", "controller": True}]
+    return {"metadata": md}
+
+
+async def test_manager_routes_events_through_the_store_and_resyncs_from_it() -> None:
+    reconciled: list[tuple[str, str, str]] = []
+
+    def rec(kind: str) -> ReconcileFn:
+        async def r(ctx: Ctx, ns: str, name: str) -> None:
+            reconciled.append((kind, ns, name))
+        return r
+
+    ms_ctrl = Controller(gvk=MACHINE_SET, reconcile=rec("MachineSet"), watches=[(MACHINE, owner_mapper("MachineSet"))])
+    m_ctrl = Controller(gvk=MACHINE, reconcile=rec("Machine"))
+    ctx = Ctx(kube=None, runtime=None, settings=Settings(workers=2), workload=None)  # type: ignore[arg-type]
+    mgr = Manager(ctx, [ms_ctrl, m_ctrl], store=Store())
+    mgr.store.replace(MACHINE, [], "1")
+    mgr.store.replace(MACHINE_SET, [], "1")
+    mgr.start()
+    mgr.dispatch(MACHINE, _obj("m1", "5", owner="ms1"))
+    await asyncio.sleep(0.3)
+    assert sorted(reconciled) == [("Machine", "ns", "m1"), ("MachineSet", "ns", "ms1")]
+    assert mgr.store.get(MACHINE, "ns", "m1") is not None
+
+    reconciled.clear()
+    mgr.dispatch(MACHINE_SET, _obj("ms1", "6"))
+    await mgr.resync_once()  # every object of every controller's kind, from the store, no API call
+    await asyncio.sleep(0.3)
+    assert sorted(set(reconciled)) == [("Machine", "ns", "m1"), ("MachineSet", "ns", "ms1")]
+
+    reconciled.clear()
+    mgr.dispatch(MACHINE, _obj("m1", "7", owner="ms1"), deleted=True)
+    await asyncio.sleep(0.3)
+    assert mgr.store.get(MACHINE, "ns", "m1") is None
+    assert sorted(reconciled) == [("Machine", "ns", "m1"), ("MachineSet", "ns", "ms1")]
+    await mgr.stop()
