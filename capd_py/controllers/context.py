@@ -7,8 +7,11 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from capd_py.controllers.services.certificates import ClusterCertificates
 from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.kube.client import Kube
+from capd_py.kube.etcd import EtcdClients, ExecEtcdClients
+from capd_py.kube.probe import TLSProbe
 from capd_py.runtime.protocol import ContainerRuntime
 
 if TYPE_CHECKING:
@@ -38,6 +41,12 @@ class Ctx:
     workload: WorkloadClients
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("capd_py"))
     extra: dict[str, Any] = field(default_factory=dict)
+    # etcd of workload control planes (etcdctl in the etcd static pod); tests put a kube.etcd_fake.FakeEtcd here
+    etcd: EtcdClients = field(default_factory=ExecEtcdClients)
+    # the cluster CA / etcd / sa / front-proxy and kubeconfig secrets (KCP and KubeadmConfig)
+    certificates: ClusterCertificates = field(default_factory=ClusterCertificates)
+    # TLS probes (API server certificate expiry for spec.rollout.before.certificatesExpiryDays)
+    probe: TLSProbe = field(default_factory=TLSProbe)
     # the Docker infrastructure service over `runtime`, made on first use (see `infra`)
     _infra: DockerInfra | None = field(default=None, init=False, repr=False, compare=False)
 

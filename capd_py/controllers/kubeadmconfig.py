@@ -187,43 +187,7 @@ async def _unlock(kube: Kube, cluster: dict[str, Any]) -> None:
         await kube.delete(CONFIG_MAP, md["namespace"], kc.lock_name(md["name"]))
 
 
-# --- certificates -------------------------------------------------------------------------------
-
-Found = dict[str, certs_mod.KeyPair]
-
-
-async def lookup_certs(kube: Kube, namespace: str, cluster: str,
-                       purposes: tuple[str, ...] = certs_mod.PURPOSES) -> tuple[Found, list[str]]:
-    """Existing key pairs, and the purposes missing."""
-    found: dict[str, certs_mod.KeyPair] = {}
-    missing: list[str] = []
-    for p in purposes:
-        kp = certs_mod.keypair_from_secret(await kube.get(SECRET, namespace, certs_mod.secret_name(cluster, p)))
-        if kp is None:
-            missing.append(p)
-        else:
-            found[p] = kp
-    return found, missing
-
-
-async def lookup_or_generate_certs(kube: Kube, namespace: str, cluster: str,
-                                   owner: dict[str, Any]) -> dict[str, certs_mod.KeyPair]:
-    """Shared with the KCP controller: create any missing CA / SA secret (owned by `owner`)."""
-    found, missing = await lookup_certs(kube, namespace, cluster)
-    for p in missing:
-        kp = certs_mod.generate(p)
-        try:
-            await kube.create(SECRET, certs_mod.certificate_secret(cluster, namespace, p, kp, owner))
-            found[p] = kp
-        except KubeError as e:
-            if not e.conflict:
-                raise
-            again = certs_mod.keypair_from_secret(await kube.get(SECRET, namespace, certs_mod.secret_name(cluster, p)))
-            if again is None:
-                raise
-            found[p] = again
-    return found
-
+# --- certificates (lookup / generation: ctx.certificates, controllers/services/certificates.py) ----
 
 def _certs_problem(found: dict[str, certs_mod.KeyPair], need_keys: bool) -> str | None:
     for p, kp in found.items():
@@ -312,13 +276,13 @@ async def _init(ctx: Ctx, cfg: dict[str, Any], machine: dict[str, Any], cluster:
         return Result(requeue_after=WAIT_LOCK)
     try:
         if contract.ref(cluster, "spec", "controlPlaneRef"):
-            found, missing = await lookup_certs(kube, ns, cname)
+            found, missing = await ctx.certificates.lookup(kube, ns, cname)
             if missing:
                 st.set(kc.CERTIFICATES_AVAILABLE, False, kc.REASON_WAITING_FOR_CERTIFICATES,
                        f"Waiting for the control plane provider to generate certificates ({', '.join(missing)})")
                 return Result(requeue_after=WAIT_SHORT)
         else:
-            found = await lookup_or_generate_certs(kube, ns, cname, contract.owner_ref(cfg))
+            found = await ctx.certificates.lookup_or_generate(kube, ns, cname, contract.owner_ref(cfg))
         problem = _certs_problem(found, need_keys=True)
         if problem:
             st.set(kc.CERTIFICATES_AVAILABLE, False, kc.REASON_INTERNAL_ERROR, f"Certificates are corrupted: {problem}")
@@ -356,7 +320,7 @@ async def _join(ctx: Ctx, cfg: dict[str, Any], machine: dict[str, Any], cluster:
         st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_INVALID, msg)
         return None
     purposes = certs_mod.PURPOSES if control_plane else (certs_mod.CLUSTER_CA,)
-    found, missing = await lookup_certs(kube, ns, cname, purposes)
+    found, missing = await ctx.certificates.lookup(kube, ns, cname, purposes)
     if missing:
         st.set(kc.CERTIFICATES_AVAILABLE, False, kc.REASON_WAITING_FOR_CERTIFICATES,
                f"Waiting for cluster certificates ({', '.join(missing)})")

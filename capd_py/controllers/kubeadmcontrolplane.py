@@ -1,4 +1,4 @@
-"""The KubeadmControlPlane controller under the name the registry imports; see controllers/kcp.py."""
+"""The KubeadmControlPlane controller under the name the registry imports; see controllers/kcp/."""
 
 from capd_py.controllers.kcp import controller, reconcile
 

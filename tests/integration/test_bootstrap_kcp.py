@@ -31,6 +31,7 @@ from capd_py.controllers import kcp as c_kcp
 from capd_py.controllers import kubeadmconfig as c_kc
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.kube.client import Kube
+from capd_py.kube.etcd_fake import FakeEtcd
 from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile import certs
 from capd_py.reconcile import kubeadmconfig as kc
@@ -413,20 +414,20 @@ async def make_healthy(kube: Kube, ns: str, machine_name: str) -> None:
     await kube.update_status(MACHINE, m, {**(m.get("status") or {}), "nodeRef": {"name": machine_name}})
 
 
-async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, namespace: str,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, namespace: str) -> None:
     ns = namespace
     ctx.workload = _EnvtestAsWorkload(kube)  # type: ignore[assignment]
     if await kube.get(gvk.GVK("", "v1", "ServiceAccount", "serviceaccounts"), "kube-system", "default") is None:
         await kube.create(gvk.GVK("", "v1", "ServiceAccount", "serviceaccounts"),
                           {"apiVersion": "v1", "kind": "ServiceAccount",
                            "metadata": {"name": "default", "namespace": "kube-system"}})
-    removed: list[tuple[str, str]] = []
+    etcd = FakeEtcd()  # the workload's etcd: kubeadm adds a member for every control-plane node
+    ctx.etcd = etcd
+    removed = etcd.removed  # (node the removal went through, removed member)
 
-    async def fake_remove(wl: Kube, via: str, target: str) -> str:
-        removed.append((via, target))
-        return "ok"
-    monkeypatch.setattr(c_kcp, "remove_etcd_member", fake_remove)
+    async def joined(name: str) -> None:
+        await make_healthy(kube, ns, name)
+        etcd.add(name)
 
     cluster = await make_cluster(kube, ns, cp_ref=True)
     await make_kcp(kube, ns, cluster, replicas=3)
@@ -450,7 +451,7 @@ async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, na
     assert len(await names()) == 1  # no node yet: not initialized
 
     await asyncio.sleep(1.1)  # creationTimestamp has one-second resolution and "oldest" is decided by it
-    await make_healthy(kube, ns, m1)
+    await joined(m1)
     await c_kcp.reconcile(ctx, ns, "c1-cp")
     kcp = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
     assert kcp is not None and kcp["status"]["initialization"] == {"controlPlaneInitialized": True}
@@ -471,12 +472,12 @@ async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, na
     assert up["status"] == "True" and m2 in up["message"]
 
     await asyncio.sleep(1.1)  # creationTimestamp has one-second resolution and "oldest" is decided by it
-    await make_healthy(kube, ns, m2)
+    await joined(m2)
     await c_kcp.reconcile(ctx, ns, "c1-cp")
     ms = await names()
     assert len(ms) == 3
     m3 = ms[2]
-    await make_healthy(kube, ns, m3)
+    await joined(m3)
     await c_kcp.reconcile(ctx, ns, "c1-cp")
     assert len(await names()) == 3
     kcp = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
@@ -498,6 +499,8 @@ async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, na
     await c_kcp.reconcile(ctx, ns, "c1-cp")
     assert [t for _, t in removed] == [m1] and removed[0][0] in (m2, m3)
     assert await names() == [m2, m3]
+    via = etcd.by_name(removed[0][0])
+    assert etcd.names() == sorted([m2, m3]) and via is not None and etcd.leader == via.id  # leadership moved first
 
     # a version change makes the rest outdated: rollout (surge one, then remove an outdated one)
     await asyncio.sleep(1.1)  # creationTimestamp has one-second resolution and "oldest" is decided by it
@@ -517,7 +520,7 @@ async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, na
     cc = yaml.safe_load(cm["data"]["ClusterConfiguration"])
     assert cc["kubernetesVersion"] == "v1.34.5" and cc["etcd"] == {"local": {"dataDir": "/var/lib/etcd"}}
     assert cc["apiServer"] == {"certSANs": ["localhost"]}
-    await make_healthy(kube, ns, new)
+    await joined(new)
     await c_kcp.reconcile(ctx, ns, "c1-cp")
     assert await names() == [m3, new]
     assert removed[-1][1] == m2 and removed[-1][0] in (m3, new)

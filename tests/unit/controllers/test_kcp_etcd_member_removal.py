@@ -1,4 +1,5 @@
-"""The etcdctl conversation KCP has with a remaining etcd member before deleting a Machine (exec faked)."""
+"""The etcdctl conversation KCP has with a remaining etcd member before deleting a Machine: the real
+exec client (capd_py.kube.etcd, exec faked) driven by the KCP scale-down step."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from capd_py.controllers import kcp as c_kcp
+from capd_py.controllers.kcp import scale as c_scale
+from capd_py.kube import etcd as k_etcd
 
 pytestmark = pytest.mark.unit
 
@@ -20,6 +22,10 @@ MEMBERS = {"members": [
 class FakeWorkload:
     class api:  # noqa: N801 - mimics Kube.api
         configuration = object()
+
+
+def _client(node: str) -> k_etcd.EtcdClient:
+    return k_etcd.ExecEtcdClients().for_node(FakeWorkload(), node)  # type: ignore[arg-type]
 
 
 def fake_exec(calls: list[tuple[str, list[str]]], leader: int) -> Any:
@@ -36,8 +42,8 @@ def fake_exec(calls: list[tuple[str, list[str]]], leader: int) -> Any:
 
 async def test_removes_member_through_another_pod(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, list[str]]] = []
-    monkeypatch.setattr(c_kcp, "_exec_blocking", fake_exec(calls, leader=11))
-    out = await c_kcp.remove_etcd_member(FakeWorkload(), "n1", "n2")  # type: ignore[arg-type]
+    monkeypatch.setattr(k_etcd, "_exec_blocking", fake_exec(calls, leader=11))
+    out = await c_scale.remove_etcd_member(_client("n1"), "n1", "n2")
     assert out == "removed etcd member ff (n2)"
     assert all(pod == "etcd-n1" for pod, _ in calls)
     assert calls[-1][1][-3:] == ["member", "remove", "ff"]
@@ -47,8 +53,8 @@ async def test_removes_member_through_another_pod(monkeypatch: pytest.MonkeyPatc
 
 async def test_moves_leadership_off_the_member_first(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, list[str]]] = []
-    monkeypatch.setattr(c_kcp, "_exec_blocking", fake_exec(calls, leader=255))
-    await c_kcp.remove_etcd_member(FakeWorkload(), "n1", "n2")  # type: ignore[arg-type]
+    monkeypatch.setattr(k_etcd, "_exec_blocking", fake_exec(calls, leader=255))
+    await c_scale.remove_etcd_member(_client("n1"), "n1", "n2")
     move = next(cmd for _, cmd in calls if "move-leader" in cmd)
     assert "--endpoints=https://10.0.0.2:2379" in move and move[-1] == "b"
     assert calls[-1][1][-3:] == ["member", "remove", "ff"]
@@ -56,6 +62,6 @@ async def test_moves_leadership_off_the_member_first(monkeypatch: pytest.MonkeyP
 
 async def test_unknown_member_is_a_no_op(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, list[str]]] = []
-    monkeypatch.setattr(c_kcp, "_exec_blocking", fake_exec(calls, leader=11))
-    assert "no etcd member" in await c_kcp.remove_etcd_member(FakeWorkload(), "n1", "n9")  # type: ignore[arg-type]
+    monkeypatch.setattr(k_etcd, "_exec_blocking", fake_exec(calls, leader=11))
+    assert "no etcd member" in await c_scale.remove_etcd_member(_client("n1"), "n1", "n9")
     assert not any("remove" in cmd for _, cmd in calls)

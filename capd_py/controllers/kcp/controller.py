@@ -1,0 +1,196 @@
+"""KubeadmControlPlane controller: cluster certificates and kubeconfig, control-plane Machines (init,
+one-at-a-time joins, scale down with etcd member removal, rollouts), status and deletion.
+
+Thin: it reads the KCP, its Cluster, its Machines (with their KubeadmConfigs and infrastructure
+machines) and the workload cluster's nodes and static pods (`observe.py`), asks the decisions in
+`capd_py.reconcile.kcp` for the status and the next step, and applies at most one scaling step per
+reconcile (`scale.py`). Services come from the context: `ctx.certificates` (cluster certificate and
+kubeconfig secrets), `ctx.etcd` (etcd membership), `ctx.probe` (API server certificate expiry).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from capd_py.api import conditions, contract
+from capd_py.api.gvk import CLUSTER, KUBEADM_CONTROL_PLANE, MACHINE
+from capd_py.api.labels import CLUSTER_NAME, FINALIZER_KCP
+from capd_py.controllers import lifecycle
+from capd_py.controllers.context import Ctx
+from capd_py.controllers.kcp import observe, scale
+from capd_py.controllers.kcp.observe import Workload
+from capd_py.controllers.manager import Controller, Mapper, owner_mapper
+from capd_py.controllers.queue import Result
+from capd_py.kube import events
+from capd_py.kube.cache import Reader
+from capd_py.kube.client import Kube, KubeError
+from capd_py.reconcile import certs as certs_mod
+from capd_py.reconcile import kcp as rk
+from capd_py.reconcile.kcp import status as kcp_status
+from capd_py.reconcile.kubeadmconfig import cluster_infrastructure_provisioned
+
+_Conds = conditions.StatusBuilder
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC)
+
+
+async def _owner_cluster(kube: Kube, kcp: dict[str, Any]) -> dict[str, Any] | None:
+    for o in kcp["metadata"].get("ownerReferences") or []:
+        if o.get("kind") == "Cluster" and str(o.get("apiVersion", "")).startswith("cluster.x-k8s.io/"):
+            return await kube.get(CLUSTER, kcp["metadata"]["namespace"], o["name"])
+    return None
+
+
+async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
+    kube = ctx.kube
+    kcp = await kube.get(KUBEADM_CONTROL_PLANE, namespace, name)
+    if kcp is None:
+        return None
+    cluster = await _owner_cluster(kube, kcp)
+    if kcp["metadata"].get("deletionTimestamp"):
+        return await _delete(ctx, kcp, cluster)
+    if cluster is None:
+        ctx.log.getChild("kcp").debug("KCP %s/%s: waiting for the Cluster controller to set the owner reference",
+                                      namespace, name)
+        return None
+    if await lifecycle.pause_if_needed(kube, KUBEADM_CONTROL_PLANE, kcp, cluster):
+        return None
+    kcp = await lifecycle.ensure_finalizer(kube, KUBEADM_CONTROL_PLANE, kcp, FINALIZER_KCP)
+    st = _Conds(kcp)
+    st.set(conditions.PAUSED, False, "NotPaused")
+    res = await _reconcile(ctx, kcp, cluster, st)
+    await kube.update_status(KUBEADM_CONTROL_PLANE, kcp, st.final())
+    return res
+
+
+# --- the main pass ------------------------------------------------------------------------------
+
+async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st: _Conds) -> Result | None:
+    kube = ctx.kube
+    ns, cname = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
+    poll = Result(requeue_after=ctx.settings.poll_seconds)
+    try:
+        found = await ctx.certificates.lookup_or_generate(kube, ns, cname, contract.owner_ref(kcp))
+    except KubeError as e:
+        st.set(rk.CERTIFICATES_AVAILABLE, False, "InternalError", f"Cannot generate certificates: {e}")
+        raise
+    problems = kcp_status.certificate_problems(found)
+    kcp_status.set_certificates(st, problems)
+    if problems:
+        await events.record(kube, kcp, "CertificatesCorrupted", "; ".join(problems))
+        return None
+    kcp_status.set_spec_status(st, kcp, cname)
+
+    machines = await observe.owned_machines(kube, kcp, cname)
+    initialized = bool(contract.dig(st.status, "initialization", "controlPlaneInitialized"))
+    w = Workload()
+    endpoint = contract.control_plane_endpoint(cluster)
+    if endpoint is not None:
+        await ctx.certificates.ensure_kubeconfig(kube, cluster, contract.owner_ref(kcp),
+                                                 found[certs_mod.CLUSTER_CA], endpoint)
+        if machines:
+            w = await observe.workload(ctx, cluster)
+            if w.reachable and w.nodes:
+                initialized = True
+    if initialized:
+        await observe.record_certificate_expiries(ctx, kcp, machines, w)
+    views = await observe.views(kube, kcp, machines, w, _now())
+    _status(kcp, st, views, machines, initialized, w)
+
+    if not cluster_infrastructure_provisioned(cluster):
+        st.set(rk.SCALING_UP, False, "WaitingForClusterInfrastructure",
+               "Waiting for Cluster status.initialization.infrastructureProvisioned")
+        return None
+    if endpoint is None:
+        st.set(rk.SCALING_UP, False, "WaitingForControlPlaneEndpoint", "Waiting for Cluster spec.controlPlaneEndpoint")
+        return None
+
+    action = rk.next_action(kcp, cluster, views, initialized)
+    if action.kind == "scale-up" and w.kube is not None:
+        problem = await scale.sync_kubeadm_config(ctx, w.kube, kcp, cluster)
+        if problem:
+            st.set(rk.SCALING_UP, True, "ScalingUp", f"Cannot update kube-system/kubeadm-config: {problem}")
+            return Result(requeue_after=15.0)
+    if action.kind in ("create-init", "scale-up"):
+        problem = await scale.create_machine(ctx, kcp, cluster, init=action.kind == "create-init",
+                                             failure_domain=action.failure_domain)
+        if problem:
+            st.set(rk.SCALING_UP, True, "ScalingUp", f"Cannot create a Machine: {problem}")
+            await events.record(kube, kcp, "MachineCreationFailed", problem)
+            return Result(requeue_after=30.0)
+        after = await _restatus(ctx, kcp, cluster, st, initialized, w)
+        kcp_status.progress(st, kcp, rk.next_action(kcp, cluster, after, initialized),
+                            len(await observe.owned_machines(kube, kcp, cname)))
+        return poll
+    if action.kind == "scale-down":
+        problem = await scale.scale_down(ctx, kcp, views, action, w.kube)
+        if problem:
+            st.set(rk.SCALING_DOWN, True, "ScalingDown", problem)
+            await events.record(kube, kcp, "EtcdMemberRemovalFailed", problem)
+            return Result(requeue_after=15.0)
+        after = await _restatus(ctx, kcp, cluster, st, initialized, w)
+        kcp_status.progress(st, kcp, rk.next_action(kcp, cluster, after, initialized), len(after))
+        return poll
+    if action.kind == "wait":
+        kcp_status.progress(st, kcp, action, len(views))
+        return poll
+    # steady: keep health fresh without writing anything when nothing changes
+    return Result(requeue_after=max(ctx.settings.poll_seconds, 30.0)) if views else None
+
+
+def _status(kcp: dict[str, Any], st: _Conds, views: list[rk.MachineView], machines: list[dict[str, Any]],
+            initialized: bool, w: Workload) -> None:
+    kcp_status.apply(st, kcp, views, [str(contract.dig(m, "spec", "version") or "") for m in machines],
+                     initialized, w.reachable, w.error)
+
+
+async def _restatus(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st: _Conds, initialized: bool,
+                    w: Workload) -> list[rk.MachineView]:
+    """Recompute the status after a step so it reflects the Machine just created / deleted (and equals
+    what the next pass will compute, so that pass writes nothing)."""
+    machines = await observe.owned_machines(ctx.kube, kcp, cluster["metadata"]["name"])
+    views = await observe.views(ctx.kube, kcp, machines, w, _now())
+    _status(kcp, st, views, machines, initialized, w)
+    return views
+
+
+# --- deletion -----------------------------------------------------------------------------------
+
+async def _delete(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any] | None) -> Result | None:
+    kube = ctx.kube
+    md = kcp["metadata"]
+    ns = md["namespace"]
+    if not lifecycle.has_finalizer(kcp, FINALIZER_KCP):
+        return None
+    cname = cluster["metadata"]["name"] if cluster else (md.get("labels") or {}).get(CLUSTER_NAME)
+    if cname:
+        everything = await kube.list(MACHINE, ns, labels={CLUSTER_NAME: cname})
+        ours = await observe.owned_machines(kube, kcp, cname)
+        step = rk.deletion_step(everything, ours)
+        if not step.done:
+            by_name = {m["metadata"]["name"]: m for m in ours}
+            for n in step.delete:
+                await kube.delete(MACHINE, ns, n, uid=by_name[n]["metadata"].get("uid"))
+            st = _Conds(kcp)
+            st.set(rk.DELETING, True, step.reason, step.message)
+            await kube.update_status(KUBEADM_CONTROL_PLANE, kcp, st.final())
+            return Result(requeue_after=ctx.settings.poll_seconds)
+    await lifecycle.remove_finalizer(kube, KUBEADM_CONTROL_PLANE, kcp, FINALIZER_KCP)
+    return None
+
+
+# --- wiring -------------------------------------------------------------------------------------
+
+def _cluster_to_kcp(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    r = contract.ref(obj, "spec", "controlPlaneRef")
+    if r and r["kind"] == "KubeadmControlPlane":
+        return [(obj["metadata"].get("namespace") or "", r["name"])]
+    return []
+
+
+def controller() -> Controller:
+    watches: list[tuple[Any, Mapper]] = [(MACHINE, owner_mapper("KubeadmControlPlane")), (CLUSTER, _cluster_to_kcp)]
+    return Controller(gvk=KUBEADM_CONTROL_PLANE, reconcile=reconcile, watches=watches)

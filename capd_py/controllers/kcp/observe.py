@@ -1,0 +1,96 @@
+"""What the KCP controller reads: its Machines (with their KubeadmConfigs and infrastructure machines),
+the workload cluster's Nodes and control-plane static pods; and the API server certificate expiry it
+notes on KubeadmConfigs (spec.rollout.before.certificatesExpiryDays)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from capd_py.api import contract, gvk
+from capd_py.api.gvk import KUBEADM_CONFIG, MACHINE, NODE, POD
+from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE_NAME
+from capd_py.controllers.context import Ctx
+from capd_py.kube.client import Kube
+from capd_py.reconcile import kcp as rk
+from capd_py.reconcile.kcp import rollout
+from capd_py.reconcile.kcp.observe import CONTROL_PLANE_POD_SELECTOR
+
+WORKLOAD_TIMEOUT = 10.0
+
+
+@dataclass
+class Workload:
+    kube: Kube | None = None
+    reachable: bool = False
+    error: str = ""
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+async def owned_machines(kube: Kube, kcp: dict[str, Any], cluster_name: str) -> list[dict[str, Any]]:
+    ns = kcp["metadata"]["namespace"]
+    ms = await kube.list(MACHINE, ns, labels={CLUSTER_NAME: cluster_name, CONTROL_PLANE_NAME: kcp["metadata"]["name"]})
+    return rk.owned(kcp, ms)
+
+
+async def workload(ctx: Ctx, cluster: dict[str, Any]) -> Workload:
+    w = Workload()
+    w.kube = await ctx.workload.get(cluster["metadata"]["namespace"], cluster["metadata"]["name"])
+    if w.kube is None:
+        w.error = "kubeconfig not available"
+        return w
+    try:
+        # short timeouts: an unreachable workload API must not hold the KCP key for minutes
+        nodes = await w.kube.acall("GET", NODE.path(), timeout=WORKLOAD_TIMEOUT)
+        w.nodes = list(nodes.get("items") or [])
+        pods = await w.kube.acall("GET", POD.path("kube-system"),
+                                  query=[("labelSelector", CONTROL_PLANE_POD_SELECTOR)], timeout=WORKLOAD_TIMEOUT)
+        w.pods = {p["metadata"]["name"]: p for p in pods.get("items") or []}
+        w.reachable = True
+    except Exception as e:  # noqa: BLE001 - an unreachable workload API is a state to report, not a crash
+        w.error = rk.workload_error(e)
+    return w
+
+
+async def _config(kube: Kube, ns: str, machine: dict[str, Any]) -> dict[str, Any] | None:
+    cref = contract.ref(machine, "spec", "bootstrap", "configRef")
+    return await kube.get(KUBEADM_CONFIG, ns, cref["name"]) if cref and cref["kind"] == "KubeadmConfig" else None
+
+
+async def views(kube: Kube, kcp: dict[str, Any], machines: list[dict[str, Any]], w: Workload,
+                now: _dt.datetime) -> list[rk.MachineView]:
+    out = []
+    ns = kcp["metadata"]["namespace"]
+    for m in machines:
+        cfg = await _config(kube, ns, m)
+        iref = contract.ref(m, "spec", "infrastructureRef")
+        ig = gvk.by_group_kind(iref["apiGroup"], iref["kind"]) if iref else None
+        infra = await kube.get(ig, ns, iref["name"]) if ig and iref else None
+        out.append(rk.machine_view(kcp, m, cfg, infra, w.nodes, w.pods, now))
+    return out
+
+
+async def record_certificate_expiries(ctx: Ctx, kcp: dict[str, Any], machines: list[dict[str, Any]],
+                                      w: Workload) -> None:
+    """Like upstream: once per machine, note its API server certificate expiry on its KubeadmConfig
+    (drives spec.rollout.before.certificatesExpiryDays). Best effort: unreachable nodes are retried."""
+    if not rollout.tracks_certificate_expiry(kcp) or not w.reachable:
+        return
+    kube = ctx.kube
+    ns = kcp["metadata"]["namespace"]
+    for m in machines:
+        cref = contract.ref(m, "spec", "bootstrap", "configRef")
+        node = rk.node_for(m, w.nodes)
+        if m["metadata"].get("deletionTimestamp") or not cref or node is None:
+            continue
+        cfg = await kube.get(KUBEADM_CONFIG, ns, cref["name"])
+        if not rollout.needs_certificate_expiry(m, cfg):
+            continue
+        ip = rk.node_internal_ip(node)
+        if not ip:
+            continue
+        expiry = await ctx.probe.serving_cert_not_after(ip, rollout.API_SERVER_PORT)
+        if expiry:
+            await kube.merge_patch(KUBEADM_CONFIG, ns, cref["name"], rollout.certificate_expiry_patch(expiry))

@@ -1,0 +1,120 @@
+"""Applying one scaling step: creating a control-plane Machine from the desired state, removing one
+(its etcd member first), and keeping the workload's kubeadm-config in step before a join."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from capd_py.api import contract
+from capd_py.api.gvk import CONFIG_MAP, KUBEADM_CONFIG, MACHINE
+from capd_py.controllers.context import Ctx
+from capd_py.kube.client import Kube, KubeError
+from capd_py.kube.etcd import EtcdClient, EtcdError
+from capd_py.reconcile import kcp as rk
+from capd_py.reconcile.machineset import random_suffix
+
+
+async def create_machine(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], *, init: bool,
+                         failure_domain: str) -> str | None:
+    """Clone the infrastructure template, create the KubeadmConfig and the Machine; returns a problem
+    message when the template is missing."""
+    kube = ctx.kube
+    log = ctx.log.getChild("kcp")
+    ns, kname = kcp["metadata"]["namespace"], kcp["metadata"]["name"]
+    found = rk.template_gvk(kcp)
+    if isinstance(found, str):
+        return found
+    tg, tref = found
+    tpl = await kube.get(tg, ns, tref["name"])
+    if tpl is None:
+        return f"{tref['kind']} {tref['name']} not found"
+    name = rk.machine_name(kcp, cluster["metadata"]["name"], random_suffix())
+    want = rk.desired_machine(kcp, cluster, tpl, name, init=init, failure_domain=failure_domain)
+    if isinstance(want, str):
+        return want
+    created_infra = await kube.create(want.infra_gvk, want.infra)
+    try:
+        created_cfg = await kube.create(KUBEADM_CONFIG, want.config)
+    except Exception:
+        await kube.delete(want.infra_gvk, ns, name)
+        raise
+    try:
+        created_m = await kube.create(MACHINE, want.machine)
+    except Exception:
+        await kube.delete(want.infra_gvk, ns, name)
+        await kube.delete(KUBEADM_CONFIG, ns, name)
+        raise
+    # The Machine now controls its bootstrap config and infrastructure machine (upstream's end state).
+    mref = contract.owner_ref(created_m)
+    for g, obj in ((want.infra_gvk, created_infra), (KUBEADM_CONFIG, created_cfg)):
+        try:
+            await kube.merge_patch(g, ns, name, {"metadata": {"ownerReferences": [mref]}})
+        except KubeError as e:
+            log.info("could not hand %s %s/%s to its Machine yet: %s", obj.get("kind"), ns, name, e)
+    log.info("KCP %s/%s: created control-plane Machine %s (%s)", ns, kname, name, "init" if init else "join")
+    return None
+
+
+async def remove_etcd_member(etcd: EtcdClient, via_node: str, target_node: str,
+                             log: logging.Logger | None = None) -> str:
+    """Remove `target_node`'s etcd member, moving leadership away first; `etcd` talks through the member
+    on `via_node`. Returns what was done."""
+    members = await etcd.members()
+    target = rk.member_of_node(members, target_node)
+    if target is None:
+        return f"no etcd member named {target_node}"
+    try:
+        leader = (await etcd.status()).leader
+    except EtcdError:
+        leader = 0
+    to = rk.leadership_target(members, target, leader, via_node)
+    if to is not None:
+        try:
+            await etcd.move_leader(target, to)
+        except EtcdError as e:  # removing the leader still works: etcd elects another one
+            if log:
+                log.info("could not move etcd leadership off %s: %s", target_node, e)
+    await etcd.remove_member(target.id)
+    return f"removed etcd member {target.hex_id} ({target_node})"
+
+
+async def scale_down(ctx: Ctx, kcp: dict[str, Any], views: list[rk.MachineView], action: rk.Action,
+                     workload: Kube | None) -> str | None:
+    """Remove the etcd member of the Machine `action` names (through a healthy other member), then
+    delete the Machine; returns a problem message when the etcd member could not be removed."""
+    kube = ctx.kube
+    log = ctx.log.getChild("kcp")
+    ns = kcp["metadata"]["namespace"]
+    target = next(v for v in views if v.name == action.machine)
+    others = [v for v in views if v.name != target.name and not v.deleting and v.healthy]
+    if target.node_name and others and workload is not None:
+        via = others[0].node_name
+        try:
+            done = await remove_etcd_member(ctx.etcd.for_node(workload, via), via, target.node_name, log)
+            log.info("KCP %s/%s: %s", ns, kcp["metadata"]["name"], done)
+        except Exception as e:  # noqa: BLE001 - reported on the condition, retried
+            return f"Cannot remove the etcd member of Machine {target.name}: {e}"
+    m = await kube.get(MACHINE, ns, target.name)
+    if m is not None:
+        await kube.delete(MACHINE, ns, target.name, uid=m["metadata"].get("uid"))
+    log.info("KCP %s/%s: deleting control-plane Machine %s", ns, kcp["metadata"]["name"], target.name)
+    return None
+
+
+async def sync_kubeadm_config(ctx: Ctx, wl: Kube, kcp: dict[str, Any], cluster: dict[str, Any]) -> str | None:
+    """Before a join: kubeadm reads ClusterConfiguration from the workload cluster (version, settings)."""
+    try:
+        cm = await wl.get(CONFIG_MAP, "kube-system", rk.KUBEADM_CONFIG_MAP)
+        if cm is None:
+            return "not found (kubeadm init has not uploaded it yet)"
+        patch = rk.kubeadm_config_map_patch(cm, kcp, cluster)
+        if patch is not None:
+            await wl.merge_patch(CONFIG_MAP, "kube-system", rk.KUBEADM_CONFIG_MAP, patch)
+            ctx.log.getChild("kcp").info("updated the workload kubeadm-config of %s/%s",
+                                         cluster["metadata"]["namespace"], cluster["metadata"]["name"])
+    except KubeError as e:
+        return str(e)
+    except Exception as e:  # noqa: BLE001 - workload API unreachable: retried
+        return f"{e.__class__.__name__}: {e}"
+    return None

@@ -1,0 +1,111 @@
+"""What every KubeadmControlPlane decision module shares: condition types, the observed view of one
+control-plane Machine, the next-step `Action`, and spec accessors."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from capd_py.api import contract
+from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE
+
+# --- conditions (v1beta2 types) -------------------------------------------------------------------
+AVAILABLE = "Available"
+INITIALIZED = "Initialized"
+CERTIFICATES_AVAILABLE = "CertificatesAvailable"
+MACHINES_READY = "MachinesReady"
+MACHINES_UP_TO_DATE = "MachinesUpToDate"
+ROLLING_OUT = "RollingOut"
+SCALING_UP = "ScalingUp"
+SCALING_DOWN = "ScalingDown"
+ETCD_CLUSTER_HEALTHY = "EtcdClusterHealthy"
+COMPONENTS_HEALTHY = "ControlPlaneComponentsHealthy"
+DELETING = "Deleting"
+REMEDIATING = "Remediating"
+# capd-py's stand-in for upstream's admission warning about an even number of replicas.
+REPLICAS_WARNING = "ReplicasWarning"
+
+CERTIFICATES_EXPIRY_ANNOTATION = "machine.cluster.x-k8s.io/certificates-expiry"  # on the KubeadmConfig, RFC3339
+
+STATIC_PODS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
+
+
+def parse_time(s: str | None) -> _dt.datetime | None:
+    if not s:
+        return None
+    try:
+        return _dt.datetime.fromisoformat(str(s).replace("Z", "+00:00")).astimezone(_dt.UTC)
+    except ValueError:
+        return None
+
+
+# --- observed machine ---------------------------------------------------------------------------
+
+@dataclass
+class MachineView:
+    name: str
+    created: _dt.datetime
+    failure_domain: str = ""
+    deleting: bool = False
+    delete_annotation: bool = False
+    node_name: str = ""
+    node_ready: bool = False
+    pods_ready: dict[str, bool] = field(default_factory=dict)  # static pod component -> running & ready
+    outdated_reasons: list[str] = field(default_factory=list)
+    machine_ready: bool | None = None      # Machine Ready condition, when the Machine controller sets it
+    machine_available: bool | None = None
+    remediate: bool = False                # a MachineHealthCheck asked the owner to remediate (OwnerRemediated=False)
+
+    @property
+    def up_to_date(self) -> bool:
+        return not self.outdated_reasons
+
+    @property
+    def healthy(self) -> bool:
+        return bool(self.node_name and self.node_ready and all(self.pods_ready.get(p) for p in STATIC_PODS))
+
+    @property
+    def ready(self) -> bool:
+        return self.machine_ready if self.machine_ready is not None else self.healthy
+
+    @property
+    def available(self) -> bool:
+        return self.machine_available if self.machine_available is not None else self.ready
+
+
+# --- the next step ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Action:
+    kind: str              # none | create-init | scale-up | scale-down | wait
+    reason: str = ""
+    message: str = ""
+    machine: str = ""      # scale-down target
+    failure_domain: str = ""
+    rollout: bool = False  # the step is part of a rollout
+
+
+# --- spec helpers -------------------------------------------------------------------------------
+
+def replicas(kcp: dict[str, Any]) -> int:
+    r = contract.dig(kcp, "spec", "replicas")
+    return 1 if r is None else int(r)
+
+
+def max_surge(kcp: dict[str, Any]) -> int:
+    v = contract.dig(kcp, "spec", "rollout", "strategy", "rollingUpdate", "maxSurge")
+    if v is None:
+        return 1
+    if isinstance(v, str) and v.endswith("%"):
+        return math.ceil(replicas(kcp) * int(v[:-1]) / 100)
+    return max(0, min(1, int(v)))  # one machine at a time either way
+
+
+def infra_template_ref(kcp: dict[str, Any]) -> dict[str, str] | None:
+    return contract.ref(kcp, "spec", "machineTemplate", "spec", "infrastructureRef")
+
+
+def selector(cluster_name: str) -> str:
+    return f"{CLUSTER_NAME}={cluster_name},{CONTROL_PLANE}"

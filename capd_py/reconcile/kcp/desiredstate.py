@@ -1,0 +1,125 @@
+"""The objects a new control-plane Machine consists of (upstream: internal/desiredstate): the
+infrastructure machine cloned from spec.machineTemplate.spec.infrastructureRef, the KubeadmConfig
+(init for the first machine, join for the others) and the Machine pointing at both, all owned by the KCP.
+
+The infrastructure clone and the Machine's references reuse the MachineSet helpers
+(`machineset.clone_from_template`, `coreutil.ref_of`), so both owners build Machines the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from capd_py.api import contract, gvk
+from capd_py.api.gvk import GVK, KUBEADM_CONFIG, MACHINE
+from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE, CONTROL_PLANE_NAME
+from capd_py.reconcile import coreutil
+from capd_py.reconcile.kcp.common import infra_template_ref
+from capd_py.reconcile.machineset import clone_from_template, instance_kind
+
+_NAME_VAR = re.compile(r"\{\{\s*\.(cluster\.name|kubeadmControlPlane\.name|random)\s*\}\}")
+
+# Machine spec fields copied from spec.machineTemplate.spec when set.
+MACHINE_TEMPLATE_FIELDS = ("readinessGates", "deletion", "taints")
+
+
+def machine_name(kcp: dict[str, Any], cluster_name: str, random: str) -> str:
+    """spec.machineNaming.template (upstream variables .cluster.name, .kubeadmControlPlane.name, .random);
+    default `<kcp>-<random>`."""
+    tpl = contract.dig(kcp, "spec", "machineNaming", "template") or "{{ .kubeadmControlPlane.name }}-{{ .random }}"
+    values = {"cluster.name": cluster_name, "kubeadmControlPlane.name": kcp["metadata"]["name"], "random": random}
+    name = _NAME_VAR.sub(lambda m: values[m.group(1)], tpl)
+    if "{{" in name or len(name) > 63:
+        name = f"{kcp['metadata']['name'][:57]}-{random}"
+    return name
+
+
+def machine_labels(kcp: dict[str, Any], cluster_name: str) -> dict[str, str]:
+    labels = dict(contract.dig(kcp, "spec", "machineTemplate", "metadata", "labels", default={}) or {})
+    labels.update({CLUSTER_NAME: cluster_name, CONTROL_PLANE: "", CONTROL_PLANE_NAME: kcp["metadata"]["name"]})
+    return labels
+
+
+def _kubeadm_spec(kcp: dict[str, Any]) -> dict[str, Any]:
+    return dict(json.loads(json.dumps(contract.dig(kcp, "spec", "kubeadmConfigSpec", default={}) or {})))
+
+
+def init_config_spec(kcp: dict[str, Any]) -> dict[str, Any]:
+    """KubeadmConfig spec for the first machine: the KCP's spec without joinConfiguration (the CRD
+    rejects empty objects, so `format` is always set to keep the spec non-empty)."""
+    spec = _kubeadm_spec(kcp)
+    spec.pop("joinConfiguration", None)
+    spec.setdefault("format", "cloud-config")
+    return spec
+
+
+def join_config_spec(kcp: dict[str, Any]) -> dict[str, Any]:
+    """KubeadmConfig spec for joining machines: no initConfiguration; joinConfiguration.controlPlane set."""
+    spec = _kubeadm_spec(kcp)
+    spec.pop("initConfiguration", None)
+    spec.setdefault("format", "cloud-config")
+    jc = spec.get("joinConfiguration") or {}
+    jc["controlPlane"] = jc.get("controlPlane") or {}
+    spec["joinConfiguration"] = jc
+    return spec
+
+
+def template_gvk(kcp: dict[str, Any]) -> tuple[GVK, dict[str, str]] | str:
+    """The kind and reference of the infrastructure machine template, or why there is none."""
+    tref = infra_template_ref(kcp)
+    tg = gvk.by_group_kind(tref["apiGroup"], tref["kind"]) if tref else None
+    if not tref or tg is None:
+        return "spec.machineTemplate.spec.infrastructureRef is not set or of an unknown kind"
+    return tg, tref
+
+
+@dataclass(frozen=True)
+class DesiredMachine:
+    """Create in this order: infra, config, machine (then hand infra and config to the Machine)."""
+    name: str
+    infra_gvk: GVK
+    infra: dict[str, Any]
+    config: dict[str, Any]
+    machine: dict[str, Any]
+
+
+def desired_machine(kcp: dict[str, Any], cluster: dict[str, Any], template: dict[str, Any], name: str, *,
+                    init: bool, failure_domain: str) -> DesiredMachine | str:
+    """The three objects of a new control-plane Machine called `name`, or why they cannot be built."""
+    ns, cname = kcp["metadata"]["namespace"], cluster["metadata"]["name"]
+    infra_kind = instance_kind(template["kind"])
+    infra_gvk = gvk.by_group_kind(gvk.group_of(template["apiVersion"]), infra_kind)
+    if infra_gvk is None:
+        return f"unknown infrastructure machine kind {infra_kind}"
+    labels = machine_labels(kcp, cname)
+    owner = contract.owner_ref(kcp)
+    infra = clone_from_template(template, name, ns, cname, owner, extra_labels=labels)
+    infra["apiVersion"] = infra_gvk.api_version
+    config = {
+        "apiVersion": KUBEADM_CONFIG.api_version, "kind": KUBEADM_CONFIG.kind,
+        "metadata": {"name": name, "namespace": ns, "labels": dict(labels), "ownerReferences": [owner]},
+        "spec": init_config_spec(kcp) if init else join_config_spec(kcp),
+    }
+    mt = contract.dig(kcp, "spec", "machineTemplate", default={}) or {}
+    mspec: dict[str, Any] = {
+        "clusterName": cname,
+        "version": contract.dig(kcp, "spec", "version"),
+        "bootstrap": {"configRef": coreutil.ref_of(config)},
+        "infrastructureRef": coreutil.ref_of(infra),
+    }
+    if failure_domain:
+        mspec["failureDomain"] = failure_domain
+    for k in MACHINE_TEMPLATE_FIELDS:
+        if contract.dig(mt, "spec", k):
+            mspec[k] = contract.dig(mt, "spec", k)
+    machine = {
+        "apiVersion": MACHINE.api_version, "kind": MACHINE.kind,
+        "metadata": {"name": name, "namespace": ns, "labels": dict(labels),
+                     "annotations": dict(contract.dig(mt, "metadata", "annotations", default={}) or {}),
+                     "ownerReferences": [owner]},
+        "spec": mspec,
+    }
+    return DesiredMachine(name=name, infra_gvk=infra_gvk, infra=infra, config=config, machine=machine)

@@ -1,0 +1,162 @@
+"""KubeadmControlPlane status and conditions from observed state (upstream:
+internal/controllers/status.go). Everything here writes into a `conditions.StatusBuilder` the controller
+then hands to `Kube.update_status` (which writes only when something changed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capd_py.api import conditions
+from capd_py.reconcile import certs as certs_mod
+from capd_py.reconcile.kcp.common import (
+    AVAILABLE,
+    CERTIFICATES_AVAILABLE,
+    COMPONENTS_HEALTHY,
+    DELETING,
+    ETCD_CLUSTER_HEALTHY,
+    INITIALIZED,
+    MACHINES_READY,
+    MACHINES_UP_TO_DATE,
+    REMEDIATING,
+    REPLICAS_WARNING,
+    ROLLING_OUT,
+    SCALING_DOWN,
+    SCALING_UP,
+    STATIC_PODS,
+    Action,
+    MachineView,
+    replicas,
+    selector,
+)
+from capd_py.reconcile.kcp.remediation import remediating_message
+
+Status = conditions.StatusBuilder
+
+
+def min_version(versions: list[str]) -> str | None:
+    def key(v: str) -> tuple[int, ...]:
+        parts = v.lstrip("v").split("-")[0].split(".")
+        try:
+            return tuple(int(p) for p in parts)
+        except ValueError:
+            return (0,)
+    vs = [v for v in versions if v]
+    return min(vs, key=key) if vs else None
+
+
+def even_replicas_message(kcp: dict[str, Any]) -> str | None:
+    r = replicas(kcp)
+    if r > 0 and r % 2 == 0:
+        return (f"spec.replicas is {r}: an even number of control-plane machines does not improve etcd fault "
+                f"tolerance over {r - 1} and a rollout may lose quorum; use an odd number")
+    return None
+
+
+def certificate_problems(found: dict[str, certs_mod.KeyPair]) -> list[str]:
+    return [m for p, kp in found.items() if (m := certs_mod.validate_keypair(p, kp))]
+
+
+def set_certificates(st: Status, problems: list[str]) -> None:
+    if problems:
+        st.set(CERTIFICATES_AVAILABLE, False, "InternalError", "; ".join(problems))
+    else:
+        st.set(CERTIFICATES_AVAILABLE, True, "Available")
+
+
+def set_spec_status(st: Status, kcp: dict[str, Any], cluster_name: str) -> None:
+    """What follows from the spec alone: the scale selector and the even-replicas warning."""
+    st.status["selector"] = selector(cluster_name)
+    even = even_replicas_message(kcp)
+    if even:
+        st.set(REPLICAS_WARNING, True, "EvenReplicas", even)
+    else:
+        st.set(REPLICAS_WARNING, False, "OddReplicas")
+
+
+def apply(st: Status, kcp: dict[str, Any], views: list[MachineView], versions: list[str], initialized: bool,
+          workload_reachable: bool, workload_error: str = "") -> None:
+    """Replica counts, version, initialization and every machine / health condition.
+    `versions`: the owned Machines' spec.version."""
+    want = replicas(kcp)
+    live = [v for v in views if not v.deleting]
+    s = st.status
+    s["replicas"] = len(views)
+    s["readyReplicas"] = sum(1 for v in views if v.ready)
+    s["availableReplicas"] = sum(1 for v in views if v.available)
+    s["upToDateReplicas"] = sum(1 for v in views if v.up_to_date)
+    ver = min_version(versions)
+    if ver:
+        s["version"] = ver
+    if initialized:
+        s["initialization"] = {**(s.get("initialization") or {}), "controlPlaneInitialized": True}
+        st.set(INITIALIZED, True, "Initialized")
+    else:
+        st.set(INITIALIZED, False, "NotInitialized", "Control plane not yet initialized")
+
+    ready = [v for v in views if v.ready]
+    if initialized and live and len(ready) > len(live) // 2:
+        st.set(AVAILABLE, True, "Available")
+    else:
+        st.set(AVAILABLE, False, "NotAvailable",
+               "Control plane not yet initialized" if not initialized
+               else f"{len(ready)} of {len(live)} control-plane machines ready: no quorum")
+
+    if not views:
+        st.set(MACHINES_READY, True, "NoReplicas")
+        st.set(MACHINES_UP_TO_DATE, True, "NoReplicas")
+    else:
+        not_ready = sorted(v.name for v in views if not v.ready)
+        st.set(MACHINES_READY, not not_ready, "NotReady" if not_ready else "Ready",
+               f"Machine {', '.join(not_ready)} not ready" if not_ready else "")
+        outdated = [v for v in views if not v.up_to_date]
+        msg = "; ".join(f"{v.name}: {', '.join(v.outdated_reasons)}" for v in outdated)
+        st.set(MACHINES_UP_TO_DATE, not outdated, "NotUpToDate" if outdated else "UpToDate", msg)
+    outdated = [v for v in live if not v.up_to_date]
+    if outdated:
+        st.set(ROLLING_OUT, True, "RollingOut",
+               f"Rolling out {len(outdated)} not up-to-date replicas: "
+               + "; ".join(sorted({r for v in outdated for r in v.outdated_reasons})))
+    else:
+        st.set(ROLLING_OUT, False, "NotRollingOut")
+    if len(live) < want:
+        st.set(SCALING_UP, True, "ScalingUp", f"Scaling up from {len(live)} to {want} replicas")
+    else:
+        st.set(SCALING_UP, False, "NotScalingUp")
+    if len(live) > want or any(v.deleting for v in views):
+        st.set(SCALING_DOWN, True, "ScalingDown", f"Scaling down from {len(views)} to {want} replicas")
+    else:
+        st.set(SCALING_DOWN, False, "NotScalingDown")
+
+    if not initialized or not views:
+        st.set(ETCD_CLUSTER_HEALTHY, conditions.UNKNOWN, "HealthUnknown", "Control plane not yet initialized")
+        st.set(COMPONENTS_HEALTHY, conditions.UNKNOWN, "HealthUnknown", "Control plane not yet initialized")
+    elif not workload_reachable:
+        msg = f"The workload cluster API is not reachable: {workload_error}"
+        st.set(ETCD_CLUSTER_HEALTHY, conditions.UNKNOWN, "ConnectionDown", msg)
+        st.set(COMPONENTS_HEALTHY, conditions.UNKNOWN, "ConnectionDown", msg)
+    else:
+        bad_etcd = sorted(v.name for v in live if not v.pods_ready.get("etcd"))
+        st.set(ETCD_CLUSTER_HEALTHY, not bad_etcd, "NotHealthy" if bad_etcd else "Healthy",
+               f"etcd not running/ready on Machine {', '.join(bad_etcd)}" if bad_etcd else "")
+        bad = sorted(f"{v.name} ({', '.join(p for p in STATIC_PODS[:3] if not v.pods_ready.get(p))})"
+                     for v in live if not all(v.pods_ready.get(p) for p in STATIC_PODS[:3]))
+        st.set(COMPONENTS_HEALTHY, not bad, "NotHealthy" if bad else "Healthy",
+               f"Control plane components not healthy on {'; '.join(bad)}" if bad else "")
+    fix = remediating_message(live)
+    if fix:
+        st.set(REMEDIATING, True, "Remediating", fix)
+    else:
+        st.set(REMEDIATING, False, "NotRemediating")
+    st.set(DELETING, False, "NotDeleting")
+
+
+def progress(st: Status, kcp: dict[str, Any], action: Action, machines: int) -> None:
+    """Add what a scaling / rollout step waits for to ScalingUp / ScalingDown."""
+    if action.kind != "wait":
+        return
+    want = replicas(kcp)
+    if machines > want or action.reason == "WaitingForMachineDeletion":
+        st.set(SCALING_DOWN, True, "ScalingDown", f"Scaling down from {machines} to {want} replicas; "
+                                                  f"{action.message}")
+    elif machines < want or action.rollout:
+        st.set(SCALING_UP, True, "ScalingUp", f"Scaling up from {machines} to {want} replicas; {action.message}")
