@@ -1,4 +1,4 @@
-"""kind-style step lines on stderr: a spinner on a terminal, plain ` • ... / ✓ ...` lines otherwise.
+"""kind-style step lines on stderr: a live rich spinner on a terminal, plain ` • ... / ✓ ...` lines otherwise.
 
     with steps.step("Creating management cluster 🖥"):
         ...
@@ -16,7 +16,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-_FRAMES = ("⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏")
+from rich.console import Console
+from rich.live import Live
+from rich.spinner import Spinner
+from rich.text import Text
 
 
 def _interactive(stream: TextIO) -> bool:
@@ -35,8 +38,8 @@ class Steps:
         self.quiet = quiet
         self._status = ""
         self._t0 = 0.0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._live: Live | None = None
+        self._spinner: Spinner | None = None
         self._lock = threading.Lock()
 
     # -- low level ---------------------------------------------------------------------------
@@ -52,33 +55,31 @@ class Steps:
         self._status = status
         self._t0 = time.monotonic()
         if self.spinner:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._spin, daemon=True, name="capd-py-spinner")
-            self._thread.start()
+            if not self.quiet:  # a transient live line: it is replaced by the ✓/✗ line when the step ends
+                console = Console(file=self.stream, force_terminal=True, highlight=False, soft_wrap=True)
+                self._spinner = Spinner("dots", text=Text(status))
+                # stdout stays the caller's (data only): no redirection of stdout/stderr through the live view
+                self._live = Live(self._spinner, console=console, transient=True, refresh_per_second=10,
+                                  redirect_stdout=False, redirect_stderr=False)
+                self._live.start()
         else:
             self._write(f" • {status}  ...\n")
-
-    def _spin(self) -> None:
-        i = 0
-        while not self._stop.wait(0.1):
-            self._write(f"\r{_FRAMES[i % len(_FRAMES)]} {self._status} ")
-            i += 1
 
     def update(self, detail: str) -> None:
         """Progress within a step (spinner: appended to the line; plain: nothing, to keep logs short)."""
         if self.spinner and self._status:
             base = self._status.split(" — ", 1)[0]
             self._status = f"{base} — {detail}" if detail else base
+            if self._spinner is not None:
+                self._spinner.update(text=Text(self._status))
 
     def end(self, success: bool) -> None:
         if not self._status:
             return
         status = self._status.split(" — ", 1)[0] if success else self._status
-        if self._thread:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-            self._write("\r\x1b[2K")
+        if self._live is not None:
+            self._live.stop()
+            self._live, self._spinner = None, None
         mark = "✓" if success else "✗"
         if self.spinner:  # coloured on a terminal, like kind
             mark = f"\x1b[{32 if success else 31}m{mark}\x1b[0m"
@@ -86,8 +87,11 @@ class Steps:
         self._status = ""
 
     def info(self, line: str) -> None:
-        """A line of prose between steps (also to stderr)."""
-        self._write(f"{line}\n")
+        """A line of prose between steps (also to stderr); above the live line while a step runs."""
+        if self._live is not None:
+            self._live.console.print(Text(line))
+        else:
+            self._write(f"{line}\n")
 
     # -- the usual way -----------------------------------------------------------------------
     @contextmanager

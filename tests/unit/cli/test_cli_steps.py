@@ -62,3 +62,21 @@ def test_quiet() -> None:
     with Steps(buf, plain=True, quiet=True).step("x"):
         pass
     assert buf.getvalue() == ""
+
+
+def test_spinner_mode_shows_progress_live_and_prose_above_it() -> None:
+    buf = io.StringIO()
+    s = Steps(buf, plain=False)
+    with s.step("Waiting for the cluster"):
+        s.update("1 of 2 machines")
+        s.info("a note")
+    out = buf.getvalue()
+    assert "Waiting for the cluster — 1 of 2 machines" in out and "a note\n" in out
+    assert out.endswith(" \x1b[32m✓\x1b[0m Waiting for the cluster\n")  # the detail is dropped on success
+
+
+def test_spinner_mode_quiet_writes_nothing() -> None:
+    buf = io.StringIO()
+    with Steps(buf, plain=False, quiet=True).step("x") as s:
+        s.update("y")
+    assert buf.getvalue() == ""
