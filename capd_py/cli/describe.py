@@ -1,6 +1,7 @@
 """`capd-py describe cluster`: a tree in the spirit of `clusterctl describe cluster` (v1beta2 layout).
 
-Pure: `build_tree` takes the objects of one cluster as dicts, `render` turns the tree into text.
+Pure: `build_tree` takes the objects of one cluster as dicts, `render` turns the tree into text (a rich
+table; styled on a terminal).
 
     NAME                                                  REPLICAS AVAILABLE READY UP TO DATE STATUS REASON ...
     Cluster/demo                                          2/2      2         2     2          True   Available
@@ -15,8 +16,13 @@ Pure: `build_tree` takes the objects of one cluster as dicts, `render` turns the
 from __future__ import annotations
 
 import datetime as _dt
+import io
 from dataclasses import dataclass, field
 from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from capd_py.api import conditions, contract
 from capd_py.api.labels import CONTROL_PLANE, CONTROL_PLANE_NAME, DEPLOYMENT_NAME
@@ -193,11 +199,28 @@ def rows(root: Node, now: _dt.datetime) -> list[tuple[str, ...]]:
     return out
 
 
-def render(root: Node, now: _dt.datetime | None = None) -> str:
-    table = [HEADER, *rows(root, now or _dt.datetime.now(_dt.UTC))]
-    widths = [max(len(r[i]) for r in table) for i in range(len(HEADER) - 1)]
-    lines = []
-    for r in table:
-        cells = [r[i].ljust(widths[i]) for i in range(len(widths))] + [r[-1]]
-        lines.append(" ".join(cells).rstrip())
-    return "\n".join(lines) + "\n"
+_STATUS_STYLE = {"True": "green", "False": "red", "Unknown": "yellow"}
+
+
+def render(root: Node, now: _dt.datetime | None = None, color: bool = False) -> str:
+    """The tree as an aligned rich table; `color` (a terminal) adds styles: dim tree guides, a bold
+    header, the STATUS column green/red/yellow."""
+    body = rows(root, now or _dt.datetime.now(_dt.UTC))
+    table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold" if color else "",
+                  show_edge=False)
+    for h in HEADER:
+        table.add_column(h, no_wrap=True, overflow="ignore")
+    status_col = HEADER.index("STATUS")
+    for r in body:
+        name = r[0]
+        tree_part = name[:len(name) - len(name.lstrip("│├└─ "))]
+        cells: list[Text | str] = [Text.assemble((tree_part, "dim" if color else ""), name[len(tree_part):])]
+        cells += [Text(v, style=_STATUS_STYLE.get(v, "") if color and i == status_col else "")
+                  for i, v in enumerate(r[1:], start=1)]
+        table.add_row(*cells)
+    width = sum(max(len(x[i]) for x in [HEADER, *body]) + 1 for i in range(len(HEADER))) + 1
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system="standard" if color else None, force_terminal=color,
+                      highlight=False, emoji=False, markup=False)
+    console.print(table)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"

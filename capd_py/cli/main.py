@@ -259,7 +259,8 @@ def describe_cluster(
     objs = run_async(go)
     if not objs:
         fail(f"cluster {namespace}/{name} not found")
-    sys.stdout.write(render(build_tree(objs, name)))
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and not os.environ.get("CAPD_PY_PLAIN")
+    sys.stdout.write(render(build_tree(objs, name), color=bool(color)))
 
 
 # -- waiting -----------------------------------------------------------------------------------------

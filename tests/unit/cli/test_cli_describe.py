@@ -113,3 +113,11 @@ def test_since(ago: int, want: str) -> None:
     ts = (NOW - dt.timedelta(seconds=ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
     assert since(ts, NOW) == want
     assert since(None, NOW) == "" and since("garbage", NOW) == ""
+
+
+def test_render_colour_only_when_asked() -> None:
+    plain = render(build_tree(objects(), "demo"), NOW)
+    assert "\x1b[" not in plain
+    coloured = render(build_tree(objects(), "demo"), NOW, color=True)
+    assert "\x1b[32mTrue" in coloured and "\x1b[31mFalse" in coloured  # STATUS green / red
+    assert len(coloured.splitlines()) == len(plain.splitlines())
