@@ -35,7 +35,7 @@ from capd_py.controllers import dockercluster as dcc
 from capd_py.controllers import dockermachine as dmc
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.queue import Result
-from capd_py.controllers.services.docker_infra import DockerInfra
+from capd_py.controllers.services.docker_infra import DockerInfra, create_or_adopt
 from capd_py.kube.client import Kube
 from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile import cloudinit, haproxy
@@ -58,7 +58,7 @@ def _privilege_mode() -> str:
 
 
 def _base_image(rt: DockerRuntime) -> str:
-    imgs = sorted(t for i in rt.client.images.list(name="capd-py/base") for t in i.tags)
+    imgs = rt.list_images("capd-py/base")
     if not imgs:
         pytest.fail("no capd-py/base image; build it with `make images`", pytrace=False)
     return imgs[-1]
@@ -91,7 +91,7 @@ def _cleanup(rt: DockerRuntime, ns: str) -> None:
             rt.remove_network(n.name)
     for v in rt.list_volumes(sel):
         with contextlib.suppress(Exception):
-            rt.client.api.remove_volume(v, force=True)
+            rt.remove_volume(v)
 
 
 def _leftovers(rt: DockerRuntime, ns: str) -> tuple[list[str], list[str], list[str]]:
@@ -488,7 +488,7 @@ def test_create_race_between_processes_adopts(runtime: DockerRuntime, namespace:
                          privileged_mode=_privilege_mode())
     try:
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            infos = list(pool.map(lambda _: dcc._create_or_adopt(runtime, spec), range(4)))
+            infos = list(pool.map(lambda _: create_or_adopt(runtime, spec), range(4)))
         assert {i.id for i in infos} == {infos[0].id}
         assert [c.name for c in runtime.list_containers({CONTAINER_NAMESPACE: namespace})] == [name]
     finally:
@@ -529,3 +529,38 @@ async def test_shared_network_annotation(ctx: Ctx, namespace: str, runtime: Dock
         assert runtime.get_network(shared) is not None  # shared networks are never removed
     finally:
         runtime.remove_network(shared)
+
+
+def test_runtime_volumes_images_and_label_keys(runtime: DockerRuntime, namespace: str, tmp_path: Path) -> None:
+    """The Protocol operations the CLI uses, against real dockerd: key-only label selection, volume
+    removal, listing / building / saving images."""
+    from capd_py.runtime.protocol import ContainerSpec, RuntimeError_
+
+    base = _base_image(runtime)
+    assert base in runtime.list_images("capd-py/base") and runtime.list_images("capd-py") == []
+    name = _name("vol")
+    tag = f"capd-py/test-build:{secrets.token_hex(3)}"
+    try:
+        runtime.run_container(ContainerSpec(name=name, image=base, labels=dcr.cluster_labels(namespace, "vol"),
+                                            privileged_mode=_privilege_mode()))
+        assert [c.name for c in runtime.list_containers({CONTAINER_NAMESPACE: "", "io.x-k8s.capd-py.cluster": "vol"})
+                if c.labels[CONTAINER_NAMESPACE] == namespace] == [name]
+        (vol,) = runtime.list_volumes({CONTAINER_NAMESPACE: namespace})
+        with pytest.raises(RuntimeError_):
+            runtime.remove_volume(vol)  # in use
+        runtime.remove_container(name)
+        runtime.remove_volume(vol)  # gone with the container already: a no-op
+        assert runtime.list_volumes({CONTAINER_NAMESPACE: namespace}) == []
+
+        (tmp_path / "Dockerfile").write_text("ARG BASE\nFROM ${BASE}\nLABEL io.x-k8s.capd-py.test=1\n")
+        runtime.build_image(str(tmp_path), tag, {"BASE": base})
+        assert runtime.image_exists(tag) and runtime.list_images(tag.rpartition(":")[0]) == [tag]
+        assert runtime.save_image(tag)[:512].count(b"\0") > 0  # a tar stream
+        (tmp_path / "Dockerfile").write_text(f"FROM {base}\nRUN exit 3\n")
+        with pytest.raises(RuntimeError_, match="failed"):
+            runtime.build_image(str(tmp_path), tag + "-bad")
+    finally:
+        _cleanup(runtime, namespace)
+        with contextlib.suppress(Exception):
+            runtime.client.images.remove(tag, force=True)
+    assert _leftovers(runtime, namespace) == ([], [], [])
