@@ -1,0 +1,89 @@
+"""The KCP scale-down step against the in-memory etcd (Ctx.etcd) and a recording management API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from capd_py.controllers.context import Ctx, Settings
+from capd_py.controllers.kcp import scale
+from capd_py.kube.etcd import EtcdError
+from capd_py.kube.etcd_fake import FakeEtcd
+from capd_py.reconcile import kcp as rk
+from capd_py.runtime.fake import FakeRuntime
+
+pytestmark = pytest.mark.unit
+
+KCP: dict[str, Any] = {"metadata": {"name": "c1-cp", "namespace": "ns"}}
+
+
+class RecordingKube:
+    """Just what scale_down uses: get / delete of Machines."""
+
+    def __init__(self, *names: str):
+        self.machines = {n: {"metadata": {"name": n, "uid": f"uid-{n}"}} for n in names}
+        self.deleted: list[tuple[str, str | None]] = []
+
+    async def get(self, g: Any, ns: str, name: str) -> dict[str, Any] | None:
+        return self.machines.get(name)
+
+    async def delete(self, g: Any, ns: str, name: str, uid: str | None = None) -> None:
+        self.deleted.append((name, uid))
+
+
+def ctx(kube: RecordingKube, etcd: FakeEtcd) -> Ctx:
+    return Ctx(kube=kube, runtime=FakeRuntime(), settings=Settings(), workload=None, etcd=etcd)  # type: ignore[arg-type]
+
+
+def views(*names: str, healthy: bool = True) -> list[rk.MachineView]:
+    import datetime as dt
+    return [rk.MachineView(name=n, created=dt.datetime(2026, 1, 1, tzinfo=dt.UTC), node_name=n, node_ready=healthy,
+                           pods_ready={p: healthy for p in rk.STATIC_PODS}) for n in names]
+
+
+async def test_removes_the_member_through_a_healthy_other_then_deletes_the_machine() -> None:
+    etcd = FakeEtcd.with_members("m1", "m2", "m3")  # m1 leads
+    kube = RecordingKube("m1", "m2", "m3")
+    problem = await scale.scale_down(ctx(kube, etcd), KCP, views("m1", "m2", "m3"),
+                                     rk.Action("scale-down", machine="m1"), workload=object())  # type: ignore[arg-type]
+    assert problem is None
+    assert etcd.removed == [("m2", "m1")] and etcd.names() == ["m2", "m3"]
+    assert etcd.leader == etcd.by_name("m2").id  # type: ignore[union-attr]  # moved before the removal
+    assert [op for _, op, _ in etcd.calls] == ["members", "status", "move_leader", "remove_member"]
+    assert kube.deleted == [("m1", "uid-m1")]
+
+
+async def test_an_etcd_failure_keeps_the_machine() -> None:
+    etcd = FakeEtcd.with_members("m1", "m2")
+    etcd.fail["remove_member"] = EtcdError("etcdserver: request timed out")
+    kube = RecordingKube("m1", "m2")
+    problem = await scale.scale_down(ctx(kube, etcd), KCP, views("m1", "m2"), rk.Action("scale-down", machine="m2"),
+                                     workload=object())  # type: ignore[arg-type]
+    assert problem == "Cannot remove the etcd member of Machine m2: etcdserver: request timed out"
+    assert kube.deleted == [] and etcd.names() == ["m1", "m2"]
+
+
+async def test_status_and_move_leader_failures_do_not_block_the_removal() -> None:
+    etcd = FakeEtcd.with_members("m1", "m2")
+    etcd.fail["status"] = EtcdError("no answer")
+    out = await scale.remove_etcd_member(etcd.for_node(None, "m2"), "m2", "m1")  # type: ignore[arg-type]
+    assert out.startswith("removed etcd member") and etcd.names() == ["m2"]
+    etcd = FakeEtcd.with_members("m1", "m2")
+    etcd.fail["move_leader"] = EtcdError("not now")
+    await scale.remove_etcd_member(etcd.for_node(None, "m2"), "m2", "m1")  # type: ignore[arg-type]
+    assert etcd.names() == ["m2"]
+
+
+async def test_no_member_no_healthy_other_or_no_workload_still_deletes() -> None:
+    etcd = FakeEtcd.with_members("m1", "m2")
+    kube = RecordingKube("m1", "m2", "m9")
+    c = ctx(kube, etcd)
+    assert await scale.scale_down(c, KCP, views("m9", "m1"), rk.Action("scale-down", machine="m9"),
+                                  workload=object()) is None  # type: ignore[arg-type]
+    assert etcd.names() == ["m1", "m2"]  # m9 had no member
+    assert await scale.scale_down(c, KCP, views("m1") + views("m2", healthy=False),
+                                  rk.Action("scale-down", machine="m1"), workload=object()) is None  # type: ignore[arg-type]
+    assert await scale.scale_down(c, KCP, views("m1", "m2"), rk.Action("scale-down", machine="m2"),
+                                  workload=None) is None
+    assert etcd.removed == [] and [n for n, _ in kube.deleted] == ["m9", "m1", "m2"]

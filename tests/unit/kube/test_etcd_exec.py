@@ -1,0 +1,56 @@
+"""The real etcd client: etcdctl output parsing and the commands it runs (exec faked)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from capd_py.kube import etcd
+
+pytestmark = pytest.mark.unit
+
+
+class FakeWorkload:
+    class api:  # noqa: N801 - mimics Kube.api
+        configuration = object()
+
+
+def test_parse_members_accepts_numeric_and_hex_ids() -> None:
+    out = json.dumps({"header": {}, "members": [{"ID": 255, "name": "n1", "clientURLs": ["https://a:2379"]},
+                                                {"ID": "1f", "name": "n2"}]})
+    assert etcd.parse_members(out) == [etcd.EtcdMember(255, "n1", ("https://a:2379",)), etcd.EtcdMember(31, "n2")]
+    assert etcd.parse_members(out)[0].hex_id == "ff"
+    assert etcd.parse_members("{}") == []
+    with pytest.raises(etcd.EtcdError):
+        etcd.parse_members("not json")
+
+
+def test_parse_status() -> None:
+    assert etcd.parse_status(json.dumps([{"Endpoint": "x", "Status": {"leader": 7}}])) == etcd.EtcdStatus(7)
+    assert etcd.parse_status("[]") == etcd.EtcdStatus(0)
+    for bad in ("", "[{}]", '[{"Status": {"leader": "x"}}]'):
+        with pytest.raises(etcd.EtcdError):
+            etcd.parse_status(bad)
+
+
+async def test_commands_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, list[str]]] = []
+
+    def run(cfg: Any, pod: str, cmd: list[str], timeout: float = 60) -> tuple[int, str, str]:
+        calls.append((pod, cmd))
+        if "remove" in cmd:
+            return 1, "", "etcdserver: member not found\n"
+        return 0, "", ""
+    monkeypatch.setattr(etcd, "_exec_blocking", run)
+    c = etcd.ExecEtcdClients().for_node(FakeWorkload(), "cp-1")  # type: ignore[arg-type]
+    await c.move_leader(etcd.EtcdMember(2, "cp-2", ("https://10.0.0.2:2379",)), 1)
+    pod, cmd = calls[-1]
+    assert pod == "etcd-cp-1" and cmd[-2:] == ["move-leader", "1"]
+    assert [a for a in cmd if a.startswith("--endpoints=")] == ["--endpoints=https://10.0.0.2:2379"]
+    with pytest.raises(etcd.EtcdError, match="no client URL"):
+        await c.move_leader(etcd.EtcdMember(2, "cp-2"), 1)
+    with pytest.raises(etcd.EtcdError, match=r"member remove ff in etcd-cp-1: exit 1: etcdserver: member not found$"):
+        await c.remove_member(255)
+    assert calls[-1][1][:2] == ["etcdctl", "--endpoints=https://127.0.0.1:2379"]

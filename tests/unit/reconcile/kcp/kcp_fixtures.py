@@ -1,0 +1,50 @@
+"""Plain data shared by the KubeadmControlPlane decision tests."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from typing import Any
+
+from capd_py.reconcile import kcp as rk
+
+NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
+ALL_PODS = {p: True for p in rk.STATIC_PODS}
+
+KCP: dict[str, Any] = {
+    "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+    "metadata": {"name": "c1-cp", "namespace": "ns", "uid": "kcp-uid", "generation": 2},
+    "spec": {"replicas": 3, "version": "v1.34.4",
+             "machineTemplate": {"spec": {"infrastructureRef": {
+                 "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachineTemplate", "name": "cp-v1"}}},
+             "kubeadmConfigSpec": {"clusterConfiguration": {"apiServer": {"certSANs": ["localhost"]}},
+                                   "initConfiguration": {"nodeRegistration": {"name": "x"}},
+                                   "joinConfiguration": {"nodeRegistration": {"name": "y"}}}},
+}
+CLUSTER: dict[str, Any] = {"metadata": {"name": "c1", "namespace": "ns"}, "spec": {}, "status": {}}
+
+
+def kcp(**spec: Any) -> dict[str, Any]:
+    k = copy.deepcopy(KCP)
+    k["spec"].update(spec)
+    return k
+
+
+def view(name: str, minutes: int = 0, fd: str = "", healthy: bool = True, outdated: bool = False,
+         **kw: Any) -> rk.MachineView:
+    return rk.MachineView(name=name, created=NOW + dt.timedelta(minutes=minutes), failure_domain=fd,
+                          node_name=name if healthy else "", node_ready=healthy,
+                          pods_ready=dict(ALL_PODS) if healthy else {},
+                          outdated_reasons=["Version v1.33.0, v1.34.4 required"] if outdated else [], **kw)
+
+
+def machine(name: str, *, owner_uid: str = "kcp-uid", labels: dict[str, str] | None = None,
+            deleting: bool = False, **status: Any) -> dict[str, Any]:
+    md: dict[str, Any] = {"name": name, "namespace": "ns", "creationTimestamp": "2026-01-01T10:00:00Z",
+                          "labels": labels if labels is not None else {
+                              "cluster.x-k8s.io/cluster-name": "c1", "cluster.x-k8s.io/control-plane": ""},
+                          "ownerReferences": [{"kind": "KubeadmControlPlane", "name": "c1-cp", "uid": owner_uid}]}
+    if deleting:
+        md["deletionTimestamp"] = "2026-01-01T11:00:00Z"
+    return {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": md,
+            "spec": {"clusterName": "c1", "version": "v1.34.4"}, "status": status}

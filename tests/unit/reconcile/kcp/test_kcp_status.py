@@ -1,0 +1,115 @@
+"""KubeadmControlPlane status and conditions from observed state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from capd_py.api import conditions
+from capd_py.reconcile import certs
+from capd_py.reconcile import kcp as rk
+from capd_py.reconcile.kcp import status
+
+try:
+    from kcp_fixtures import kcp, view
+except ImportError:  # pragma: no cover - when run as a package
+    from .kcp_fixtures import kcp, view  # type: ignore[no-redef]
+
+pytestmark = pytest.mark.unit
+
+
+def conds(st: conditions.StatusBuilder) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in st.final()["conditions"]}
+
+
+def run(views: list[rk.MachineView], *, initialized: bool = True, reachable: bool = True, error: str = "",
+        versions: list[str] | None = None, **spec: Any) -> conditions.StatusBuilder:
+    k = kcp(**spec)
+    st = conditions.StatusBuilder(k)
+    status.apply(st, k, views, versions if versions is not None else ["v1.34.4"] * len(views), initialized,
+                 reachable, error)
+    return st
+
+
+def test_healthy_three() -> None:
+    st = run([view("m1"), view("m2"), view("m3")], versions=["v1.34.4", "v1.33.9", ""])
+    s = st.final()
+    assert (s["replicas"], s["readyReplicas"], s["availableReplicas"], s["upToDateReplicas"]) == (3, 3, 3, 3)
+    assert s["version"] == "v1.33.9" and s["initialization"] == {"controlPlaneInitialized": True}
+    assert s["observedGeneration"] == 2
+    c = conds(st)
+    for t in (rk.INITIALIZED, rk.AVAILABLE, rk.MACHINES_READY, rk.MACHINES_UP_TO_DATE, rk.ETCD_CLUSTER_HEALTHY,
+              rk.COMPONENTS_HEALTHY):
+        assert c[t]["status"] == "True", t
+    for t in (rk.ROLLING_OUT, rk.SCALING_UP, rk.SCALING_DOWN, rk.REMEDIATING, rk.DELETING):
+        assert c[t]["status"] == "False", t
+
+
+def test_not_initialized() -> None:
+    c = conds(run([view("m1", healthy=False)], initialized=False))
+    assert c[rk.INITIALIZED]["reason"] == "NotInitialized"
+    assert c[rk.AVAILABLE]["message"] == "Control plane not yet initialized"
+    assert c[rk.ETCD_CLUSTER_HEALTHY]["status"] == "Unknown" and c[rk.ETCD_CLUSTER_HEALTHY]["reason"] == "HealthUnknown"
+    assert c[rk.SCALING_UP]["message"] == "Scaling up from 1 to 3 replicas"
+
+
+def test_no_machines() -> None:
+    c = conds(run([], initialized=True))
+    assert c[rk.MACHINES_READY]["reason"] == "NoReplicas" and c[rk.MACHINES_UP_TO_DATE]["reason"] == "NoReplicas"
+
+
+def test_quorum_and_component_health() -> None:
+    sick = view("m2")
+    sick.pods_ready["etcd"] = False
+    sick.pods_ready["kube-scheduler"] = False
+    c = conds(run([view("m1"), sick, view("m3", healthy=False)]))
+    assert c[rk.AVAILABLE]["status"] == "False"
+    assert c[rk.AVAILABLE]["message"] == "1 of 3 control-plane machines ready: no quorum"
+    assert c[rk.MACHINES_READY]["message"] == "Machine m2, m3 not ready"
+    assert c[rk.ETCD_CLUSTER_HEALTHY]["message"] == "etcd not running/ready on Machine m2, m3"
+    assert c[rk.COMPONENTS_HEALTHY]["message"] == ("Control plane components not healthy on m2 (kube-scheduler); "
+                                                   "m3 (kube-apiserver, kube-controller-manager, kube-scheduler)")
+
+
+def test_workload_unreachable() -> None:
+    c = conds(run([view("m1")], reachable=False, error="ConnectionRefusedError: no"))
+    assert c[rk.ETCD_CLUSTER_HEALTHY]["reason"] == "ConnectionDown"
+    msg = "The workload cluster API is not reachable: ConnectionRefusedError: no"
+    assert c[rk.COMPONENTS_HEALTHY]["message"] == msg
+
+
+def test_rollout_scale_down_remediation() -> None:
+    ms = [view("m1", outdated=True), view("m2", deleting=True), view("m3", remediate=True), view("m4"), view("m5")]
+    c = conds(run(ms))
+    assert c[rk.ROLLING_OUT]["message"] == "Rolling out 1 not up-to-date replicas: Version v1.33.0, v1.34.4 required"
+    assert c[rk.MACHINES_UP_TO_DATE]["message"] == "m1: Version v1.33.0, v1.34.4 required"
+    assert c[rk.SCALING_DOWN]["message"] == "Scaling down from 5 to 3 replicas"
+    assert c[rk.REMEDIATING]["status"] == "True" and "m3" in c[rk.REMEDIATING]["message"]
+
+
+def test_progress_adds_what_a_step_waits_for() -> None:
+    k = kcp()
+    st = conditions.StatusBuilder(k)
+    status.progress(st, k, rk.Action("scale-up"), 1)
+    assert st.conds == []
+    status.progress(st, k, rk.Action("wait", "WaitingForMachinesHealthy", "waiting for m2"), 2)
+    assert conds(st)[rk.SCALING_UP]["message"] == "Scaling up from 2 to 3 replicas; waiting for m2"
+    status.progress(st, k, rk.Action("wait", "WaitingForMachineDeletion", "waiting for m9"), 3)
+    assert conds(st)[rk.SCALING_DOWN]["message"] == "Scaling down from 3 to 3 replicas; waiting for m9"
+
+
+def test_spec_status_and_certificates() -> None:
+    k = kcp(replicas=2)
+    st = conditions.StatusBuilder(k)
+    status.set_spec_status(st, k, "c1")
+    assert st.status["selector"] == "cluster.x-k8s.io/cluster-name=c1,cluster.x-k8s.io/control-plane"
+    assert conds(st)[rk.REPLICAS_WARNING]["reason"] == "EvenReplicas"
+    status.set_certificates(st, [])
+    assert conds(st)[rk.CERTIFICATES_AVAILABLE]["reason"] == "Available"
+    status.set_certificates(st, ["ca: bad", "sa: bad"])
+    assert conds(st)[rk.CERTIFICATES_AVAILABLE]["message"] == "ca: bad; sa: bad"
+    good = {p: certs.generate(p) for p in (certs.CLUSTER_CA,)}
+    assert status.certificate_problems(good) == []
+    broken = {certs.CLUSTER_CA: certs.KeyPair(cert=b"not a certificate", key=good[certs.CLUSTER_CA].key)}
+    assert [p.split(":")[0] for p in status.certificate_problems(broken)] == [certs.CLUSTER_CA]
