@@ -11,7 +11,7 @@ from capd_py.controllers.services.certificates import ClusterCertificates
 from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.kube.client import Kube
 from capd_py.kube.etcd import EtcdClients, ExecEtcdClients
-from capd_py.kube.probe import TLSProbe
+from capd_py.kube.probe import CertProbe, TLSProbe
 from capd_py.runtime.protocol import ContainerRuntime
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class Ctx:
     # the cluster CA / etcd / sa / front-proxy and kubeconfig secrets (KCP and KubeadmConfig)
     certificates: ClusterCertificates = field(default_factory=ClusterCertificates)
     # TLS probes (API server certificate expiry for spec.rollout.before.certificatesExpiryDays)
-    probe: TLSProbe = field(default_factory=TLSProbe)
+    probe: CertProbe = field(default_factory=TLSProbe)
     # the Docker infrastructure service over `runtime`, made on first use (see `infra`)
     _infra: DockerInfra | None = field(default=None, init=False, repr=False, compare=False)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+from typing import Protocol
 
 from cryptography import x509
 
@@ -27,8 +28,14 @@ def serving_cert_not_after_blocking(host: str, port: int, timeout: float = 3.0) 
     return cert.not_valid_after_utc.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+class CertProbe(Protocol):
+    """What `Ctx.probe` holds."""
+
+    async def serving_cert_not_after(self, host: str, port: int, timeout: float = 3.0) -> str | None: ...
+
+
 class TLSProbe:
-    """What `Ctx.probe` holds; tests replace it with anything having the same coroutine."""
+    """The real `CertProbe`: a TLS handshake from a worker thread."""
 
     async def serving_cert_not_after(self, host: str, port: int, timeout: float = 3.0) -> str | None:
         return await asyncio.to_thread(serving_cert_not_after_blocking, host, port, timeout)

@@ -119,7 +119,8 @@ async def test_certificate_expiry_noted_once_through_the_probe_on_ctx() -> None:
     kube = MemKube()
     await kube.create(KUBEADM_CONFIG, {"metadata": {"name": "m1", "namespace": "ns", "annotations": {}}})
     probe = FakeProbe("2027-01-01T00:00:00Z")
-    ctx = Ctx(kube=kube, runtime=FakeRuntime(), settings=Settings(), workload=None, probe=probe)  # type: ignore[arg-type]
+    ctx = Ctx(kube=kube, runtime=FakeRuntime(), settings=Settings(), workload=None,  # type: ignore[arg-type]
+              probe=probe)
     kcp = {"metadata": {"name": "c1-cp", "namespace": "ns"},
            "spec": {"rollout": {"before": {"certificatesExpiryDays": 7}}}}
     m = {"metadata": {"name": "m1"}, "spec": {"bootstrap": {"configRef": {
