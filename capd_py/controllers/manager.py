@@ -66,9 +66,11 @@ def cluster_label_mapper(obj: dict[str, Any], cache: Reader) -> list[tuple[str, 
 class Manager:
     """Routes watch events into the Store and, through each controller's mappers, into the work queue."""
 
-    def __init__(self, ctx: Ctx, controllers: list[Controller], store: Store | None = None):
+    def __init__(self, ctx: Ctx, controllers: list[Controller], store: Store | None = None,
+                 cached: Iterable[GVK] = ()):
         self.ctx = ctx
         self.controllers = {c.gvk.kind: c for c in controllers}
+        self.cached = set(cached)  # watched only to serve reads
         kube_store = getattr(ctx.kube, "store", None)
         self.store: Store = store or (kube_store if isinstance(kube_store, Store) else Store())
         for g in self.watched():
@@ -103,7 +105,7 @@ class Manager:
                     self.queue.add((c.gvk.kind, ns, name))
 
     def watched(self) -> set[GVK]:
-        out = set()
+        out = set(self.cached)
         for c in self.controllers.values():
             out.add(c.gvk)
             out.update(g for g, _ in c.watches)

@@ -20,7 +20,7 @@ import kopf
 
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.manager import Manager
-from capd_py.controllers.registry import all_controllers
+from capd_py.controllers.registry import CACHED_KINDS, all_controllers
 from capd_py.kube.cache import Store
 from capd_py.kube.cached import CachedKube
 from capd_py.kube.client import Kube
@@ -102,7 +102,7 @@ def make_ctx(kube: Kube, runtime: Any = None, settings: Settings | None = None,
         runtime = DockerRuntime()
     cached = CachedKube(kube, Store())
     return Ctx(kube=cached, runtime=runtime, settings=settings or Settings(),
-               workload=workload if workload is not None else WorkloadClients(kube))
+               workload=workload if workload is not None else WorkloadClients(cached))
 
 
 async def run(kubeconfig: str | None, runtime: Any = None, threads: int = 64,
@@ -116,7 +116,7 @@ async def run(kubeconfig: str | None, runtime: Any = None, threads: int = 64,
                                                                     thread_name_prefix="capd-py-io"))
     kube = management_client(kubeconfig)
     ctx = make_ctx(kube, runtime, workload=workload)
-    manager = Manager(ctx, all_controllers())
+    manager = Manager(ctx, all_controllers(), cached=CACHED_KINDS)
     if on_manager:
         on_manager(manager)
     registry = build_registry(manager, kube)

@@ -3,6 +3,13 @@ never a silently absent controller."""
 
 from __future__ import annotations
 
+from capd_py.api.gvk import (
+    CONFIG_MAP,
+    DOCKER_MACHINE_TEMPLATE,
+    GVK,
+    KUBEADM_CONFIG_TEMPLATE,
+    SECRET,
+)
 from capd_py.controllers import (
     cluster,
     dockercluster,
@@ -36,3 +43,8 @@ def all_controllers() -> list[Controller]:
     if dup:
         raise RuntimeError(f"more than one controller for {sorted(dup)}")
     return out
+
+
+# Kinds the controllers read but no controller reconciles on: watched only to serve those reads from the cache
+# (certificates, kubeconfigs and bootstrap data Secrets; the templates MachineSets and KCP clone).
+CACHED_KINDS: tuple[GVK, ...] = (SECRET, CONFIG_MAP, DOCKER_MACHINE_TEMPLATE, KUBEADM_CONFIG_TEMPLATE)

@@ -51,9 +51,15 @@ class Reader(Protocol):
     def owned_by(self, g: GVK, owner_uid: str) -> builtins.list[dict[str, Any]]: ...
 
 
+TOMBSTONES = 4096  # recently deleted keys remembered per kind
+
+
 class _Kind:
     def __init__(self) -> None:
         self.objects: dict[Key, dict[str, Any]] = {}
+        # key -> resourceVersion of its deletion: a write's response that arrives after the DELETED event
+        # (the response and the watch race) must not bring the object back.
+        self.tombstones: dict[Key, str] = {}
         self.by_owner: dict[str, set[Key]] = defaultdict(set)
         self.by_cluster: dict[tuple[str, str], set[Key]] = defaultdict(set)
         self.synced = False
@@ -77,9 +83,15 @@ class _Kind:
     def put(self, obj: dict[str, Any]) -> bool:
         md = obj["metadata"]
         key = (md.get("namespace") or "", md["name"])
+        rv = md.get("resourceVersion")
+        gone = self.tombstones.get(key)
+        if gone is not None:
+            if rv_newer(gone, rv):
+                return False
+            del self.tombstones[key]  # created again since
         old = self.objects.get(key)
         if old is not None:
-            if not rv_newer(md.get("resourceVersion"), old["metadata"].get("resourceVersion")):
+            if not rv_newer(rv, old["metadata"].get("resourceVersion")):
                 return False
             self._index(key, old, add=False)
         self.objects[key] = obj
@@ -89,9 +101,13 @@ class _Kind:
     def remove(self, namespace: str, name: str, rv: str | None = None) -> None:
         key = (namespace or "", name)
         old = self.objects.get(key)
+        if rv is not None:
+            if old is not None and not rv_newer(rv, old["metadata"].get("resourceVersion")):
+                return
+            self.tombstones[key] = rv
+            if len(self.tombstones) > TOMBSTONES:
+                del self.tombstones[next(iter(self.tombstones))]
         if old is None:
-            return
-        if rv is not None and not rv_newer(rv, old["metadata"].get("resourceVersion")):
             return
         self._index(key, old, add=False)
         del self.objects[key]

@@ -11,6 +11,7 @@ are read from the API server; `live` is the plain client for reads that must byp
 from __future__ import annotations
 
 import builtins
+from collections import Counter
 from typing import Any
 
 from capd_py.api.gvk import GVK
@@ -33,7 +34,7 @@ class CachedKube(Kube):
         self.live = live
         self.store = store
         self.cache_reads = 0
-        self.api_reads = 0
+        self.api_reads: Counter[str] = Counter()  # by kind: what still goes to the API server
 
     # -- reads --------------------------------------------------------------------------------------
     async def get(self, gvk: GVK, namespace: str | None, name: str) -> dict[str, Any] | None:
@@ -41,7 +42,7 @@ class CachedKube(Kube):
             self.cache_reads += 1
             obj = self.store.get(gvk, namespace, name)
             return clone(obj) if obj is not None else None
-        self.api_reads += 1
+        self.api_reads[gvk.kind] += 1
         return await super().get(gvk, namespace, name)
 
     async def list(self, gvk: GVK, namespace: str | None = None, labels: dict[str, str] | None = None,
@@ -49,12 +50,18 @@ class CachedKube(Kube):
         if self.store.serves(gvk):
             self.cache_reads += 1
             return [clone(o) for o in self.store.list(gvk, namespace, labels, selector)]
-        self.api_reads += 1
+        self.api_reads[gvk.kind] += 1
         return await super().list(gvk, namespace, labels, selector)
 
     # -- writes: the answer is the newest copy there is -----------------------------------------------
     def _record(self, gvk: GVK, obj: dict[str, Any]) -> dict[str, Any]:
-        if obj.get("kind") == gvk.kind and (obj.get("metadata") or {}).get("name"):
+        md = obj.get("metadata") or {}
+        if obj.get("kind") != gvk.kind or not md.get("name"):
+            return obj
+        if md.get("deletionTimestamp") and not md.get("finalizers"):
+            # the last finalizer went: the object is gone, whatever order its DELETED event arrives in
+            self.store.observe(gvk, clone(obj), deleted=True)
+        else:
             self.store.observe(gvk, clone(obj))
         return obj
 
@@ -98,9 +105,8 @@ class CachedKube(Kube):
         res = await super().delete_returning(gvk, namespace, name, propagation, uid)
         if res is None:  # gone already, or (uid precondition) a newer object holds the name: the watch says
             return None
-        md = res.get("metadata") or {}
-        if res.get("kind") == gvk.kind and md.get("finalizers"):
-            self._record(gvk, res)  # finalizers hold it: the copy now says it is going
+        if res.get("kind") == gvk.kind:
+            self._record(gvk, res)  # held by finalizers: the copy now says it is going; else it is gone
         else:
             self.store.forget(gvk, namespace, name)
         return res

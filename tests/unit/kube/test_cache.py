@@ -86,3 +86,13 @@ def test_replace_drops_what_the_listing_lacks_but_keeps_newer_writes() -> None:
     assert s.get(MACHINE, "ns", "b") is None
     assert s.get(MACHINE, "ns", "new") is not None
     assert s.get(MACHINE, "ns", "a") is not None
+
+
+def test_a_write_answer_arriving_after_the_deleted_event_does_not_resurrect() -> None:
+    s = Store()
+    s.replace(MACHINE, [m("a", "5")], "5")
+    s.observe(MACHINE, m("a", "7"), deleted=True)  # the watch was faster than our PATCH's answer
+    assert not s.observe(MACHINE, m("a", "6"))  # the answer (older than the deletion) is dropped
+    assert s.get(MACHINE, "ns", "a") is None
+    assert s.observe(MACHINE, m("a", "9"))  # created again later: accepted
+    assert s.get(MACHINE, "ns", "a") is not None
