@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import kubernetes.client
 from kubernetes.stream import stream as k8s_stream
 
+from capd_py.api.etcd import EtcdMember, EtcdStatus
 from capd_py.kube.client import Kube
 
 ETCD_PKI = "/etc/kubernetes/pki/etcd"
@@ -28,22 +28,6 @@ EXEC_TIMEOUT = 60.0
 
 class EtcdError(RuntimeError):
     """etcd answered with an error (or an answer that could not be understood)."""
-
-
-@dataclass(frozen=True)
-class EtcdMember:
-    id: int
-    name: str                          # kubeadm names members after their node
-    client_urls: tuple[str, ...] = ()
-
-    @property
-    def hex_id(self) -> str:
-        return format(self.id, "x")
-
-
-@dataclass(frozen=True)
-class EtcdStatus:
-    leader: int                        # member ID of the current leader, 0 when unknown
 
 
 class EtcdClient(Protocol):

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from capd_py.kube.etcd import EtcdClient, EtcdError, EtcdMember, EtcdStatus
+from capd_py.api.etcd import EtcdMember, EtcdStatus
+from capd_py.kube.etcd import EtcdClient, EtcdError
 
 
 @dataclass

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capd_py.api import conditions as cond
+from capd_py.api.containers import ContainerInfo, ContainerSpec, PortMapping
 from capd_py.api.labels import (
     CONTAINER_CLUSTER,
     CONTAINER_MACHINE,
@@ -25,7 +26,6 @@ from capd_py.api.labels import (
     NETWORK_ANNOTATION,
 )
 from capd_py.reconcile import haproxy
-from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, PortMapping
 
 LOAD_BALANCER_AVAILABLE = "LoadBalancerAvailable"
 ROLE_LB = "load-balancer"

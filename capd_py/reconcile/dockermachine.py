@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capd_py.api import conditions as cond
+from capd_py.api.containers import ContainerInfo, ContainerSpec, Mount
 from capd_py.api.labels import CONTAINER_MACHINE, CONTAINER_ROLE
 from capd_py.reconcile.dockercluster import ROLE_CONTROL_PLANE, ROLE_WORKER, cluster_labels
-from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, Mount
 
 CONTAINER_PROVISIONED = "ContainerProvisioned"
 BOOTSTRAP_EXEC_SUCCEEDED = "BootstrapExecSucceeded"

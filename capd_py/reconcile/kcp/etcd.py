@@ -4,10 +4,9 @@ whether leadership has to move off it first (upstream: RemoveEtcdMemberForMachin
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # data types only: the client itself is I/O and stays out of reconcile/
-    from capd_py.kube.etcd import EtcdMember
+from capd_py.api.etcd import EtcdMember
 
 
 def member_of_node(members: Sequence[EtcdMember], node_name: str) -> EtcdMember | None:

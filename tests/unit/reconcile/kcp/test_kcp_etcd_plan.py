@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from capd_py.kube.etcd import EtcdMember
+from capd_py.api.etcd import EtcdMember
 from capd_py.reconcile.kcp import etcd
 
 pytestmark = pytest.mark.unit

@@ -1,0 +1,72 @@
+"""The shapes of containers, networks and exec results: what the Docker provider's decisions produce and
+what a container runtime reports back. Plain data; the runtime Protocol (capd_py/runtime/protocol.py) does
+the I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str          # host path, or "" for an anonymous volume
+    target: str
+    read_only: bool = False
+    kind: str = "bind"   # bind | volume | tmpfs
+
+
+@dataclass(frozen=True)
+class PortMapping:
+    container_port: int
+    host_port: int = 0   # 0 = let the engine choose
+    host_ip: str = "127.0.0.1"
+    protocol: str = "tcp"
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    name: str
+    image: str
+    hostname: str = ""
+    network: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    mounts: tuple[Mount, ...] = ()
+    ports: tuple[PortMapping, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] = ()
+    privileged_mode: str = "privileged"   # privileged | restricted (this sandbox: cap-add ALL minus SYS_RESOURCE)
+    node: bool = True                      # systemd node: tmpfs /run,/tmp, /var volume, cgroup mounts
+    restart_policy: str = ""               # "" | unless-stopped | always
+    entrypoint: tuple[str, ...] = ()       # overrides the image entrypoint when set
+
+
+@dataclass(frozen=True)
+class ContainerInfo:
+    id: str
+    name: str
+    image: str
+    status: str                            # created | running | exited | paused | restarting | dead
+    labels: dict[str, str]
+    ipv4: dict[str, str]                   # network name -> address
+    ipv6: dict[str, str]
+    ports: dict[int, int]                  # container tcp port -> host port
+    created: str = ""
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+
+@dataclass(frozen=True)
+class NetworkInfo:
+    name: str
+    id: str
+    subnet: str
+    gateway: str
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    output: str
