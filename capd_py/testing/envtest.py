@@ -33,6 +33,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from capd_py.api.versions import DEFAULT_VERSION
 from capd_py.kube.client import Kube
@@ -308,14 +309,16 @@ class EnvTest:
                                f"{self.log_tail('kube-controller-manager')}")
 
     def _wait(self, probe: Any, proc: subprocess.Popen[bytes], name: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
+        def ready() -> bool:
+            if proc.poll() is not None:  # not retried: a dead process will not come up
                 raise EnvTestError(f"{name} exited with {proc.returncode}:\n{self.log_tail(name)}")
-            if probe():
-                return
-            time.sleep(0.1)
-        raise EnvTestError(f"{name} not ready after {timeout:.0f}s:\n{self.log_tail(name)}")
+            return bool(probe())
+
+        try:
+            Retrying(retry=retry_if_result(lambda ok: not ok), wait=wait_fixed(0.1),
+                     stop=stop_after_delay(timeout))(ready)
+        except RetryError:
+            raise EnvTestError(f"{name} not ready after {timeout:.0f}s:\n{self.log_tail(name)}") from None
 
     def _write_kubeconfig(self) -> None:
         pki = self._d / "pki"
