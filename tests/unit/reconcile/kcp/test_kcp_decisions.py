@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import datetime as dt
 from typing import Any
 
 import pytest
@@ -12,8 +11,10 @@ from capd_py.reconcile import kcp as rk
 
 pytestmark = pytest.mark.unit
 
-NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
-ALL_PODS = {p: True for p in rk.STATIC_PODS}
+try:
+    from kcp_fixtures import NOW, view
+except ImportError:  # pragma: no cover - when run as a package
+    from .kcp_fixtures import NOW, view  # type: ignore[no-redef]
 
 KCP: dict[str, Any] = {
     "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
@@ -35,14 +36,6 @@ def kcp(**spec: Any) -> dict[str, Any]:
     k = copy.deepcopy(KCP)
     k["spec"].update(spec)
     return k
-
-
-def view(name: str, minutes: int = 0, fd: str = "", healthy: bool = True, outdated: bool = False,
-         **kw: Any) -> rk.MachineView:
-    return rk.MachineView(name=name, created=NOW + dt.timedelta(minutes=minutes), failure_domain=fd,
-                          node_name=name if healthy else "", node_ready=healthy,
-                          pods_ready=dict(ALL_PODS) if healthy else {},
-                          outdated_reasons=["Version v1.33.0, v1.34.4 required"] if outdated else [], **kw)
 
 
 def test_first_machine_is_init() -> None:
