@@ -1,57 +1,142 @@
 """Controller-only scale benchmark: every capd-py controller (kopf watches + the Manager's queue)
 against a real envtest API server (etcd + kube-apiserver), with the in-memory FakeRuntime instead of
-docker. N clusters of 1 control-plane machine + M-1 workers each are applied at once.
-
-There are no workload API servers behind the fake containers, so the benchmark measures the
-management-side work: creating and converging Cluster/DockerCluster/KCP/MachineDeployment/MachineSet/
-Machine/KubeadmConfig/DockerMachine objects and the fake containers, then the steady state (pollers,
-resyncs). Workload clients are disabled (they would only time out).
+docker and fake workload clusters (capd_py.testing.fake_workload: Nodes and control-plane static pods
+appear once a fake container has "run" its bootstrap, etcd members are the control-plane nodes).
+N clusters of 1 control-plane machine + M-1 workers each are applied at once.
 
     .venv/bin/python bench/scale_fake.py [--clusters 100] [--machines 10] [--duration 600] [--namespace-per-cluster]
 
-Prints a table: time until every Machine / DockerMachine / KubeadmConfig exists, reconciles per second
-(Manager.queue.processed over time), peak memory of this process (the controllers) and of the API server.
+Prints a table:
+- time from the last apply until every Machine is Running and every Cluster is Available;
+- the controllers' API writes until then, and the API server's write floor measured in the same run: a
+  plain async client (asyncio.gather under a semaphore) making as many writes (creates + status updates of
+  DockerMachines in a fresh namespace, the controllers stopped) -- and the ratio of the two times;
+- once stable: API writes over 60 s (target 0), and the no-op reconcile p50/p90 (every key enqueued once,
+  the handler calls timed);
+- reconciles per second, cache vs API reads by kind, peak memory of this process (the controllers) and of
+  the API server.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
+import statistics
 import sys
 import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import machine, peak_rss_mib, rss_mib, table  # noqa: E402
 
-from capd_py.api.gvk import DOCKER_MACHINE, GVK, KUBEADM_CONFIG, MACHINE  # noqa: E402
+from capd_py.api import conditions as cond  # noqa: E402
+from capd_py.api.gvk import CLUSTER, DOCKER_MACHINE, GVK, MACHINE  # noqa: E402
 from capd_py.cli.apply import apply_objects  # noqa: E402
 from capd_py.cli.generate import generate_cluster, parse_documents  # noqa: E402
 from capd_py.controllers.manager import Manager  # noqa: E402
 from capd_py.controllers.operator import run  # noqa: E402
+from capd_py.controllers.queue import Key, Result  # noqa: E402
 from capd_py.kube.client import Kube  # noqa: E402
 from capd_py.kube.crds import install_crds  # noqa: E402
-from capd_py.kube.workload import WorkloadClients  # noqa: E402
 from capd_py.runtime.fake import FakeRuntime  # noqa: E402
 from capd_py.testing.envtest import EnvTest  # noqa: E402
+from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads  # noqa: E402
 
 NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)
+WRITES = ("create", "apply", "merge_patch", "json_patch", "replace", "delete_returning")
+STABLE_WINDOW = 60.0
 
 
-class NoWorkloads(WorkloadClients):
-    """Fake containers have no API server behind them: every workload cluster is 'not reachable yet'."""
+class Meter:
+    """Counts the controllers' API writes (by kind) and times the Manager's handler calls."""
 
-    async def get(self, namespace: str, cluster: str) -> Kube | None:
-        return None
+    def __init__(self) -> None:
+        self.writes: Counter[str] = Counter()
+        self.total = 0
+        self.timing = False
+        self.durations: list[float] = []
+        self.timed_keys: set[Key] = set()
+
+    def wrap_kube(self, kube: Kube) -> None:
+        for name in WRITES:
+            orig = getattr(kube, name)
+
+            def make(orig: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+                async def counted(gvk: GVK, *a: Any, **kw: Any) -> Any:
+                    self.writes[gvk.kind] += 1
+                    self.total += 1
+                    return await orig(gvk, *a, **kw)
+                return counted
+            setattr(kube, name, make(orig))
+
+    def wrap_handler(self, mgr: Manager) -> None:
+        orig = mgr.queue._handler
+
+        async def timed(key: Key) -> Result | None:
+            t = time.perf_counter()
+            try:
+                return await orig(key)
+            finally:
+                if self.timing:
+                    self.durations.append(time.perf_counter() - t)
+                    self.timed_keys.add(key)
+        mgr.queue._handler = timed
 
 
-async def count(kube: Kube, gvk: GVK) -> int:
-    return len(await kube.list(gvk))
+def available(c: dict[str, Any]) -> bool:
+    return cond.is_true(c, cond.AVAILABLE)
+
+
+def running(m: dict[str, Any]) -> bool:
+    return (m.get("status") or {}).get("phase") == "Running"
+
+
+def describe_one(mgr: Manager, ns: str, cluster: str) -> str:
+    """The conditions of one Cluster, its control plane and its Machines (what blocks)."""
+    st = mgr.store
+    out = []
+    c = st.get(CLUSTER, ns, cluster)
+    objs: list[dict[str, Any]] = [c] if c else []
+    for kind in ("KubeadmControlPlane", "MachineDeployment", "Machine"):
+        g = next((g for g in mgr.watched() if g.kind == kind), None)
+        if g is not None:
+            objs += [o for o in st.list(g, ns) if (o["metadata"].get("labels") or {}).get(
+                "cluster.x-k8s.io/cluster-name") == cluster or o["metadata"]["name"] == cluster]
+    for o in objs:
+        out.append(f"  {o['kind']} {o['metadata']['name']} phase={(o.get('status') or {}).get('phase')}")
+        for cd in (o.get("status") or {}).get("conditions") or []:
+            if cd.get("status") != "True":
+                out.append(f"    {cd['type']}={cd['status']} {cd.get('reason')}: {(cd.get('message') or '')[:160]}")
+    return "\n".join(out)
+
+
+async def write_floor(kube: Kube, writes: int, concurrency: int) -> float:
+    """`writes` API writes from a plain async client: creates and status updates of DockerMachines."""
+    ns = f"floor-{int(time.time())}"
+    await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    n_obj = (writes + 1) // 2
+    sem = asyncio.Semaphore(concurrency)
+    status = {"conditions": [{"type": "Ready", "status": "True", "reason": "Bench", "message": "",
+                              "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+
+    async def one(i: int) -> None:
+        async with sem:
+            o = await kube.create(DOCKER_MACHINE, {"apiVersion": DOCKER_MACHINE.api_version, "kind": "DockerMachine",
+                                                   "metadata": {"name": f"w{i:06d}", "namespace": ns}, "spec": {}})
+            if 2 * i + 1 < writes:
+                await kube.update_status(DOCKER_MACHINE, o, status)
+    t = time.monotonic()
+    await asyncio.gather(*(one(i) for i in range(n_obj)))
+    return time.monotonic() - t
 
 
 async def bench(clusters: int, machines: int, duration: float, concurrency: int,
-                spread: bool = False) -> list[tuple[str, str]]:
+                spread: bool = False, debug: bool = False) -> list[tuple[str, str]]:
     env = EnvTest().start()
     try:
         kube = env.kube()
@@ -60,9 +145,21 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
         for ns in namespaces:
             await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         holder: dict[str, Manager] = {}
+        meter = Meter()
+        runtime = FakeRuntime()
+
+        def on_manager(m: Manager) -> None:
+            workloads = FakeWorkloads(m.ctx.kube, runtime)
+            m.ctx.workload = workloads
+            m.ctx.etcd = FakeWorkloadEtcd(workloads)
+            meter.wrap_kube(m.ctx.kube)
+            meter.wrap_handler(m)
+            holder["m"] = m
+
         stop = asyncio.Event()
-        task = asyncio.create_task(run(str(env.kubeconfig_path), runtime=FakeRuntime(), stop=stop,
-                                       workload=NoWorkloads(kube), on_manager=lambda m: holder.setdefault("m", m)))
+        # the operator runs in this task's child; the sampling loop stays the task that started it (kopf
+        # cancels tasks created on its loop after it starts)
+        task = asyncio.create_task(run(str(env.kubeconfig_path), runtime=runtime, stop=stop, on_manager=on_manager))
         while "m" not in holder:
             if task.done():
                 task.result()
@@ -82,58 +179,124 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
                 raise RuntimeError(f"apply c{i:03d}: {bad[0].ref}: {bad[0].detail}")
 
         await asyncio.gather(*(create(i) for i in range(clusters)))
-        t_applied = time.monotonic() - t0
-        want = clusters * machines
-        reached: dict[str, float] = {}
+        t_applied = time.monotonic()
+        writes_at_apply = meter.total
+        want_m = clusters * machines
         samples: list[tuple[float, int]] = [(time.monotonic(), mgr.queue.processed)]
         api_proc = getattr(env, "_procs", {}).get("kube-apiserver")
         api_pid = api_proc.pid if api_proc is not None else None
         api_peak = 0.0
+        t_running: float | None = None
+        t_available: float | None = None
+        writes_conv = 0
         deadline = t0 + duration
+        next_debug = time.monotonic() + 60
+        n_av = n_run = 0
         while time.monotonic() < deadline:
-            await asyncio.sleep(2)
+            await asyncio.sleep(1)
             if task.done():
                 task.result()
             now = time.monotonic()
             samples.append((now, mgr.queue.processed))
             if api_pid:
                 api_peak = max(api_peak, rss_mib(api_pid))
-            n = -1
-            for label, gvk in (("Machine", MACHINE), ("KubeadmConfig", KUBEADM_CONFIG),
-                               ("DockerMachine", DOCKER_MACHINE)):
-                if label in reached:
-                    continue
-                got = await count(kube, gvk)  # one cluster-wide list per kind still missing objects
-                if label == "Machine":
-                    n = got
-                if got >= want:
-                    reached[label] = now - t0
-            n = want if n < 0 else n
-            sys.stderr.write(f"\r t={now - t0:6.1f}s machines={n}/{want} reconciles={mgr.queue.processed} "
-                             f"queue={len(mgr.queue)} ")
-            if len(reached) == 3 and now - t0 > reached["DockerMachine"] + 30:
-                break  # 30 s of steady state after convergence is enough
+            n_run = sum(1 for m in mgr.store.list(MACHINE) if running(m))
+            n_av = sum(1 for c in mgr.store.list(CLUSTER) if available(c))
+            if t_running is None and n_run >= want_m:
+                t_running = now - t_applied
+            sys.stderr.write(f"\r t={now - t0:6.1f}s running={n_run}/{want_m} available={n_av}/{clusters} "
+                             f"reconciles={mgr.queue.processed} queue={len(mgr.queue)} writes={meter.total} ")
+            if debug and now > next_debug:
+                next_debug = now + 60
+                sys.stderr.write("\n" + describe_one(mgr, namespaces[0], "c000") + "\n")
+            if n_av >= clusters and t_running is not None:
+                t_available = now - t_applied
+                writes_conv = meter.total
+                break
         sys.stderr.write("\n")
+        if t_available is None:
+            sys.stderr.write("not converged; first cluster:\n" + describe_one(mgr, namespaces[0], "c000") + "\n")
+            for i in range(clusters):
+                c = mgr.store.get(CLUSTER, namespaces[i % len(namespaces)], f"c{i:03d}")
+                if c is not None and not available(c):
+                    sys.stderr.write(f"first cluster not Available: c{i:03d}\n"
+                                     + describe_one(mgr, namespaces[i % len(namespaces)], f"c{i:03d}") + "\n")
+                    break
+
+        stable_writes: Counter[str] = Counter()
+        noop: list[float] = []
+        t_stable = 0.0
+        if t_available is not None:
+            # steady state: API writes over STABLE_WINDOW seconds (resyncs and pollers keep reconciling)
+            before = Counter(meter.writes)
+            proc_before = mgr.queue.processed
+            t_s = time.monotonic()
+            while time.monotonic() - t_s < STABLE_WINDOW:
+                await asyncio.sleep(2)
+                if api_pid:
+                    api_peak = max(api_peak, rss_mib(api_pid))
+                sys.stderr.write(f"\r stable {time.monotonic() - t_s:4.0f}s writes={meter.total - writes_conv} "
+                                 f"reconciles={mgr.queue.processed - proc_before} ")
+            sys.stderr.write("\n")
+            t_stable = time.monotonic() - t_s
+            stable_writes = meter.writes - before
+            # no-op reconciles: every key of every controller once, each handler call timed
+            keys = [(c.gvk.kind, o["metadata"].get("namespace") or "", o["metadata"]["name"])
+                    for c in mgr.controllers.values() for o in mgr.store.list(c.gvk)]
+            meter.durations.clear()
+            meter.timed_keys.clear()
+            meter.timing = True
+            for k in keys:
+                mgr.queue.add(k)
+            t_n = time.monotonic()
+            while not set(keys) <= meter.timed_keys and time.monotonic() - t_n < 120:
+                await asyncio.sleep(0.2)
+            meter.timing = False
+            noop = list(meter.durations)
+        cache_reads = getattr(mgr.ctx.kube, "cache_reads", 0)
+        api_reads: Counter[str] = Counter(getattr(mgr.ctx.kube, "api_reads", Counter()))
         stop.set()
         await asyncio.wait_for(task, 60)
+
+        conv_writes = writes_conv - writes_at_apply if t_available is not None else meter.total - writes_at_apply
+        # the write floor: same API server, controllers stopped, as many writes as the controllers made
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=64))
+        floor = await write_floor(kube, max(conv_writes, 1), 64)
+
         elapsed = samples[-1][0] - samples[0][0]
         total = samples[-1][1] - samples[0][1]
         peak = max(((b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(samples, samples[1:], strict=False)
                     if b[0] > a[0]), default=0.0)
 
-        def at(label: str) -> str:
-            return f"{reached[label]:.1f} s" if label in reached else f"not reached in {duration:.0f} s"
+        def at(v: float | None) -> str:
+            return f"{v:.1f} s" if v is not None else f"not reached in {duration:.0f} s"
+
+        def pct(xs: list[float], q: float) -> str:
+            return f"{statistics.quantiles(xs, n=100)[q - 1] * 1000:.1f} ms" if len(xs) >= 2 else "-"
+
+        def kinds(c: Counter[str]) -> str:
+            return ", ".join(f"{k} {v}" for k, v in c.most_common()) or "none"
+        ratio = f"{t_available / floor:.2f}" if t_available is not None and floor > 0 else "-"
         rows = [
             ("machine", machine()),
             ("clusters x machines", f"{clusters} x {machines} (1 control plane + {machines - 1} workers each)"),
             ("namespaces", f"{len(namespaces)}"),
-            ("apply all objects", f"{t_applied:.1f} s ({clusters * 7} objects)"),
-            ("all Machines exist", at("Machine")),
-            ("all KubeadmConfigs exist", at("KubeadmConfig")),
-            ("all DockerMachines exist", at("DockerMachine")),
+            ("apply all objects", f"{t_applied - t0:.1f} s ({clusters * 7} objects)"),
+            ("last apply -> all Machines Running", at(t_running) + f" ({n_run}/{want_m})"),
+            ("last apply -> all Clusters Available", at(t_available) + f" ({n_av}/{clusters})"),
+            ("controller writes until then", f"{conv_writes} ({meter.total} incl. during apply)"),
+            ("write floor (same API server, plain client)", f"{floor:.1f} s for {max(conv_writes, 1)} writes "
+                                                           f"({max(conv_writes, 1) / floor:.0f} writes/s)"),
+            ("ratio Available / write floor (target <= 2.0)", ratio),
+            ("writes per minute once stable (target 0)",
+             f"{sum(stable_writes.values()) * 60 / t_stable:.1f} ({kinds(stable_writes)})" if t_stable else "-"),
+            ("no-op reconcile p50 / p90", f"{pct(noop, 50)} / {pct(noop, 90)} ({len(noop)} reconciles)"),
             ("reconciles", f"{total} in {elapsed:.0f} s"),
             ("reconciles/s (mean)", f"{total / elapsed:.1f}" if elapsed else "-"),
-            ("reconciles/s (peak 2 s window)", f"{peak:.1f}"),
+            ("reconciles/s (peak 1 s window)", f"{peak:.1f}"),
+            ("controller writes by kind", kinds(meter.writes)),
+            ("reads: cache / API", f"{cache_reads} / {sum(api_reads.values())} ({kinds(api_reads)})"),
             ("peak RSS controllers (this process)", f"{peak_rss_mib():.0f} MiB"),
             ("peak RSS kube-apiserver (sampled)", f"{api_peak:.0f} MiB" if api_pid else "n/a"),
         ]
@@ -147,16 +310,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--clusters", type=int, default=100)
     p.add_argument("--machines", type=int, default=10, help="machines per cluster (1 control plane + rest workers)")
-    p.add_argument("--duration", type=float, default=600, help="give up after this many seconds")
+    p.add_argument("--duration", type=float, default=600, help="give up waiting for convergence after this long")
     p.add_argument("--concurrency", type=int, default=16, help="clusters applied in parallel")
     p.add_argument("--namespace-per-cluster", action="store_true",
                    help="one namespace per cluster (default: all clusters in one namespace, the worst case "
                         "for controllers that list a namespace)")
+    p.add_argument("--debug", action="store_true", help="print the first cluster's conditions every 60 s")
     a = p.parse_args(argv)
     if a.machines < 1:
         p.error("--machines must be at least 1")
-    rows = asyncio.run(bench(a.clusters, a.machines, a.duration, a.concurrency, a.namespace_per_cluster))
-    print(table(rows, "capd-py controller scale benchmark (FakeRuntime + envtest)"))
+    rows = asyncio.run(bench(a.clusters, a.machines, a.duration, a.concurrency, a.namespace_per_cluster, a.debug))
+    print(table(rows, "capd-py controller scale benchmark (FakeRuntime + fake workloads + envtest)"))
     return 0
 
 
