@@ -26,6 +26,7 @@ import datetime as _dt
 import itertools
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -136,11 +137,13 @@ class FakeWorkloadKube(Kube):
         self.runtime, self.namespace, self.cluster = runtime, namespace, cluster
         self.objects: dict[tuple[str, str | None, str], dict[str, Any]] = {}
         self.etcd = FakeEtcd()
-        self.requests: list[tuple[str, str]] = []   # (method, path) of every call
+        self.requests: Counter[str] = Counter()   # calls by method (bounded memory at benchmark scale)
         self._lock = threading.RLock()
         self._rv = itertools.count(1)
         self._synthesised: set[str] = set()  # node names made from containers (never recreated once gone)
         self._etcd_seen: set[str] = set()
+        self._scan_key: tuple[int, int] = (-1, -1)
+        self._names: list[str] = []
 
     @property
     def host(self) -> str:
@@ -178,13 +181,10 @@ class FakeWorkloadKube(Kube):
         with self._lock:
             live: set[str] = set()
             cps: list[str] = []
-            labels = {CONTAINER_CLUSTER: self.cluster, CONTAINER_NAMESPACE: self.namespace}
-            for info in self.runtime.list_containers(labels):
+            for c in self._candidates():
+                info = c.info
                 role = info.labels.get(CONTAINER_ROLE)
-                if role not in (ROLE_CONTROL_PLANE, ROLE_WORKER) or not info.running:
-                    continue
-                c = self.runtime.containers.get(info.name)
-                if c is None or BOOTSTRAP_SENTINEL not in c.files:
+                if not info.running or BOOTSTRAP_SENTINEL not in c.files:
                     continue
                 node = c.spec.hostname or info.name
                 live.add(node)
@@ -205,6 +205,18 @@ class FakeWorkloadKube(Kube):
                 if node not in self._etcd_seen:
                     self._etcd_seen.add(node)
                     self.etcd.add(node)
+
+    def _candidates(self) -> list[Any]:
+        """This cluster's node containers; the runtime's containers are scanned again only after one was
+        created or removed (a scan per request would cost O(all containers) at benchmark scale)."""
+        rt = self.runtime
+        key = (len(rt.created), len(rt.containers))
+        if key != self._scan_key:
+            self._scan_key = key
+            labels = {CONTAINER_CLUSTER: self.cluster, CONTAINER_NAMESPACE: self.namespace}
+            self._names = [i.name for i in rt.list_containers(labels)
+                           if i.labels.get(CONTAINER_ROLE) in (ROLE_CONTROL_PLANE, ROLE_WORKER)]
+        return [c for c in (rt.containers.get(n) for n in self._names) if c is not None]
 
     def _add_node(self, node: str, container: str, control_plane: bool, version: str, ip: str) -> None:
         labels = {"kubernetes.io/hostname": node, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
@@ -259,7 +271,7 @@ class FakeWorkloadKube(Kube):
     def call(self, method: str, path: str, body: Any = None, query: Iterable[tuple[str, Any]] = (),
              content_type: str | None = None, timeout: float = 30) -> Any:
         with self._lock:
-            self.requests.append((method, path))
+            self.requests[method] += 1
             if path.rstrip("/") == "/version":
                 return {"major": "1", "minor": "34", "gitVersion": DEFAULT_VERSION}
             self.sync()
