@@ -123,13 +123,8 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         if not infra_ready:
             await _set(ctx, dm, obs(Phase.WAITING_CLUSTER_INFRA, "waiting for the cluster infrastructure"))
             return Result(requeue_after=ctx.settings.poll_seconds)
-        if not contract.dig(machine, "spec", "bootstrap", "dataSecretName"):
-            if not cp and not contract.control_plane_initialized(cluster) \
-                    and not cond.is_true(cluster, "ControlPlaneInitialized"):
-                await _set(ctx, dm, obs(Phase.WAITING_CONTROL_PLANE, "waiting for the control plane to initialize"))
-            else:
-                await _set(ctx, dm, obs(Phase.WAITING_BOOTSTRAP_DATA, "waiting for the bootstrap data secret"))
-            return None  # the Machine changes when its bootstrap data appears
+        # Unlike upstream CAPD, the container is created and boots while the Machine still waits for its
+        # bootstrap data (a worker waits for the control plane): the join then starts on a booted node.
         image = dmr.node_image(dm, machine, ctx.settings.node_image_repository)
         if image is None:
             await _fail(ctx, dm, obs(Phase.IMAGE_NOT_FOUND, "the Machine has no spec.version and the DockerMachine "
@@ -157,6 +152,13 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
 
     if contract.infra_provisioned(dm):  # bootstrapped before (sentinel may be gone after a container restart)
         return await _provisioned(ctx, dm, obs(Phase.PROVISIONED, c=info), cname, cluster)
+    if not contract.dig(machine, "spec", "bootstrap", "dataSecretName"):
+        if not cp and not contract.control_plane_initialized(cluster) \
+                and not cond.is_true(cluster, "ControlPlaneInitialized"):
+            await _set(ctx, dm, obs(Phase.WAITING_CONTROL_PLANE, "waiting for the control plane to initialize", info))
+        else:
+            await _set(ctx, dm, obs(Phase.WAITING_BOOTSTRAP_DATA, "waiting for the bootstrap data secret", info))
+        return None  # the Machine changes when its bootstrap data appears
 
     try:
         res = await ctx.infra.exec(cname, cloudinit.SYSTEMD_PROBE)

@@ -44,6 +44,7 @@ class Phase(enum.Enum):
     DELETING = "Deleting"
 
 
+_WAITING_FOR_DATA = {Phase.WAITING_BOOTSTRAP_DATA, Phase.WAITING_CONTROL_PLANE}
 _BEFORE_CONTAINER = {Phase.WAITING_CLUSTER_INFRA, Phase.WAITING_BOOTSTRAP_DATA, Phase.WAITING_CONTROL_PLANE,
                      Phase.IMAGE_NOT_FOUND, Phase.CONTAINER_ERROR, Phase.NAME_CONFLICT, Phase.CONTAINER_DELETED}
 
@@ -146,9 +147,11 @@ def status(dm: dict[str, Any], obs: Observed, paused: bool = False) -> dict[str,
     p = obs.phase
     conds = cond.set_condition(st.get("conditions"), cond.PAUSED, paused, "Paused" if paused else "NotPaused",
                                observed_generation=gen)
+    # waiting for bootstrap data with the node container already booting counts as a provisioned container
+    early = p in _WAITING_FOR_DATA and obs.container is not None
     if p == Phase.DELETING:
         c_ok, c_reason = False, "Deleting"
-    elif p in _BEFORE_CONTAINER:
+    elif p in _BEFORE_CONTAINER and not early:
         c_ok, c_reason = False, p.value
     else:
         c_ok, c_reason = True, "Provisioned"
@@ -158,7 +161,7 @@ def status(dm: dict[str, Any], obs: Observed, paused: bool = False) -> dict[str,
         b_ok, b_reason, b_msg = True, "BootstrapSucceeded", ""
     elif p == Phase.DELETING:
         b_ok, b_reason, b_msg = False, "Deleting", obs.message
-    elif p in _BEFORE_CONTAINER:
+    elif p in _BEFORE_CONTAINER and not early:
         b_ok, b_reason, b_msg = False, "WaitingForContainer", "waiting for the node container"
     else:
         b_ok, b_reason, b_msg = False, p.value, obs.message

@@ -430,6 +430,52 @@ async def test_fake_runtime_drives_the_controllers(kube: Kube, namespace: str) -
     assert len(fake.created) == 3  # LB + two nodes, never duplicated
 
 
+async def test_node_container_boots_before_its_bootstrap_data(kube: Kube, namespace: str) -> None:
+    """A worker's container is created while the Machine waits for bootstrap data, the join runs in that same
+    container once the data appears, and deleting a Machine that is still waiting leaves nothing behind."""
+    from capd_py.runtime.fake import LAUNCH_TAG, FakeRuntime
+
+    fake = FakeRuntime()
+    ctx = Ctx(kube=kube, runtime=fake, settings=Settings(privileged_mode="restricted", poll_seconds=0.1),
+              workload=WorkloadClients(kube))
+    cluster, _ = await provisioned_cluster(ctx, namespace)
+    machine, dm = await make_machine(kube, namespace, cluster, cp=False, data=None)
+    name = dm["metadata"]["name"]
+    cname = cname_of(cluster, machine)
+
+    def waiting(o: dict[str, Any] | None) -> bool:
+        return (cond.get(o or {}, "BootstrapExecSucceeded") or {}).get("reason") in (
+            "WaitingForControlPlaneInitialized", "WaitingForBootstrapData")
+    got = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, waiting, timeout=30)
+    info = fake.get_container(cname)
+    assert info is not None and info.running, "the node container boots while bootstrap data is missing"
+    assert cond.is_true(got or {}, "ContainerProvisioned") and not provisioned(got)
+    assert not any(n == cname and LAUNCH_TAG in cmd for n, cmd in fake.execs), "no bootstrap without data"
+
+    # the data arrives: the same container runs the join
+    await kube.create(SECRET, {
+        "apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret",
+        "metadata": {"name": f"{name}-bootstrap", "namespace": namespace,
+                     "labels": {CLUSTER_NAME: cluster["metadata"]["name"]}},
+        "data": {"value": base64.b64encode(ok_config().encode()).decode(),
+                 "format": base64.b64encode(b"cloud-config").decode()}})
+    await kube.merge_patch(MACHINE, namespace, machine["metadata"]["name"],
+                           {"spec": {"bootstrap": {"dataSecretName": f"{name}-bootstrap"}}})
+    await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, provisioned, timeout=30)
+    assert fake.get_container(cname) is not None and fake.get_container(cname).id == info.id  # type: ignore[union-attr]
+
+    # a second worker deleted while still waiting: its early container goes with it
+    m2, dm2 = await make_machine(kube, namespace, cluster, cp=False, data=None)
+    await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm2["metadata"]["name"], waiting, timeout=30)
+    c2 = cname_of(cluster, m2)
+    assert fake.get_container(c2) is not None
+    await kube.delete(DOCKER_MACHINE, namespace, dm2["metadata"]["name"])
+    await kube.delete(MACHINE, namespace, m2["metadata"]["name"])
+    await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm2["metadata"]["name"], lambda o: o is None)
+    assert fake.get_container(c2) is None
+    assert len([c for c in fake.created if c != f"{cluster['metadata']['name']}-lb"]) == 2  # never duplicated
+
+
 async def test_workload_node_gets_provider_id_and_paused_is_honoured(envtest: Any, kube: Kube,
                                                                      namespace: str) -> None:
     """The envtest API server doubles as the workload cluster: its kubeconfig goes in <cluster>-kubeconfig."""

@@ -67,6 +67,13 @@ def test_status_phases() -> None:
     assert c["BootstrapExecSucceeded"] == ("False", "WaitingForContainer")
     assert c["Ready"][0] == "False" and "initialization" not in st
 
+    # the node container booting while the Machine waits for its bootstrap data
+    st = dmr.status(_dm(), Observed(Phase.WAITING_CONTROL_PLANE, "waiting for the control plane", _info(), "net"))
+    c = _conds(st)
+    assert c["ContainerProvisioned"] == ("True", "Provisioned")
+    assert c["BootstrapExecSucceeded"] == ("False", "WaitingForControlPlaneInitialized")
+    assert c["Ready"][0] == "False" and "initialization" not in st
+
     st = dmr.status(_dm(), Observed(Phase.BOOTSTRAP_FAILED, "step 2 failed", _info(), "net"))
     c = _conds(st)
     assert c["ContainerProvisioned"] == ("True", "Provisioned")
