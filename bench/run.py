@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import machine, peak_rss_mib, table  # noqa: E402
+from limit import measure as measure_limit  # noqa: E402
 
 from capd_py.api import conditions  # noqa: E402
 from capd_py.api.gvk import CLUSTER, MACHINE_DEPLOYMENT  # noqa: E402
@@ -94,16 +95,31 @@ async def delete(kube: Kube, rt: ContainerRuntime, name: str, timeout: float) ->
     return time.monotonic() - t0
 
 
-async def bench(kubeconfig: str, timeout: float, keep: bool, rows: list[tuple[str, str]]) -> None:
+async def bench(kubeconfig: str, timeout: float, keep: bool, rows: list[tuple[str, str]],
+                with_limit: bool = False, only_small: bool = False) -> None:
     kube = Kube.from_kubeconfig(kubeconfig)
     rt = mgmt.default_runtime()
     pid = mgmt.controllers_pid()
     rows.append(("machine", machine()))
     steps = Steps()
     try:  # rows gathered so far are printed even when a phase fails
+        limit = None
+        if with_limit:
+            with steps.step("physical limit: 1 control plane + 1 worker by hand (bench/limit.py)"):
+                phases = await measure_limit()
+            limit = phases[-1][1]
+            rows.extend((f"limit: {p}", f"{t:.1f} s") for p, t in phases)
         with steps.step("1 control plane + 1 worker: apply -> Available"):
             t = await create_available(kube, "bench-small", 1, 1, timeout)
         rows.append(("1 CP + 1 worker: apply -> Available", f"{t:.1f} s"))
+        if limit:
+            rows.append(("1 CP + 1 worker / physical limit", f"{t / limit:.2f}x (same run)"))
+        if only_small:
+            if not keep:
+                with steps.step("delete bench-small"):
+                    t = await delete(kube, rt, "bench-small", timeout)
+                rows.append(("delete 1 CP + 1 worker", f"{t:.1f} s"))
+            return
         with steps.step("3 control planes + 2 workers: apply -> Available"):
             t = await create_available(kube, "bench-ha", 3, 2, timeout)
         rows.append(("3 CP + 2 workers: apply -> Available", f"{t:.1f} s"))
@@ -129,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--init", action="store_true", help="create the management cluster first (capd-py init)")
     p.add_argument("--timeout", type=float, default=1200, help="seconds per phase")
     p.add_argument("--keep", action="store_true", help="do not delete the clusters (skips the delete timing)")
+    p.add_argument("--limit", action="store_true",
+                   help="first measure the physical limit (bench/limit.py) and print apply -> Available as a ratio")
+    p.add_argument("--small-only", action="store_true", help="only the 1 control plane + 1 worker cluster")
     a = p.parse_args(argv)
     if a.init:
         m = mgmt.ManagementCluster()
@@ -141,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[str, str]] = []
     code = 0
     try:
-        asyncio.run(bench(a.kubeconfig, a.timeout, a.keep, rows))
+        asyncio.run(bench(a.kubeconfig, a.timeout, a.keep, rows, a.limit, a.small_only))
     except BenchError as e:
         print(f"ERROR: {e}", file=sys.stderr)
         rows.append(("failed", str(e)))

@@ -1,0 +1,129 @@
+"""The physical limit for a 1 control plane + 1 worker cluster on this machine: the same node containers
+capd-py creates (same image, flags and mounts, through the runtime Protocol), started together, with
+`kubeadm init` in one and `kubeadm join` in the other run by hand, to both Nodes Ready. No controllers, no
+load balancer, no cloud-init: what is left is the floor capd-py's apply -> Available is compared against.
+
+    .venv/bin/python bench/limit.py            # prints a phase table; bench/run.py --limit prints the ratio
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import machine, table  # noqa: E402
+
+from capd_py.api.labels import CONTAINER_CLUSTER  # noqa: E402
+from capd_py.api.versions import DEFAULT_VERSION  # noqa: E402
+from capd_py.reconcile import dockermachine as dmr  # noqa: E402
+from capd_py.runtime.docker_runtime import DockerRuntime  # noqa: E402
+
+PREFLIGHT_IGNORE = "SystemVerification,Swap,FileContent--proc-sys-net-bridge-bridge-nf-call-iptables,NumCPU,Mem"
+KUBECTL = ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]
+
+
+def _privilege_mode() -> str:
+    mode = os.environ.get("CAPD_PY_PRIVILEGED_MODE")
+    if mode:
+        return mode
+    here = Path(__file__).resolve().parents[1]
+    return subprocess.run(["bash", str(here / "hack" / "privilege-mode.sh")], capture_output=True, text=True,
+                          check=False).stdout.strip() or "privileged"
+
+
+async def _wait(what: str, probe: object, timeout: float, interval: float = 0.5) -> None:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if await asyncio.to_thread(probe):  # type: ignore[arg-type]
+            return
+        await asyncio.sleep(interval)
+    raise RuntimeError(f"{what}: not reached after {timeout:.0f}s")
+
+
+async def measure(version: str = DEFAULT_VERSION) -> list[tuple[str, float]]:
+    """Phase end times in seconds after `docker run`, the last one being both Nodes Ready."""
+    rt = DockerRuntime()
+    suffix = uuid.uuid4().hex[:6]
+    ns, cluster = "bench-limit", f"limit-{suffix}"
+    image = f"{os.environ.get('CAPD_PY_NODE_IMAGE_REPO', 'capd-py/node')}:{version}"
+    network = f"capd-limit-{suffix}"
+    rt.ensure_network(network, {"io.x-k8s.capd-py.bench": "limit"})
+    phases: list[tuple[str, float]] = []
+    try:
+        t0 = time.monotonic()
+        specs = [dmr.node_spec(ns, cluster, role, {"spec": {}}, image, network, role == "cp", _privilege_mode())
+                 for role in ("cp", "w")]
+        infos = await asyncio.gather(*(asyncio.to_thread(rt.run_container, s) for s in specs))
+        cp, w = (i.name for i in infos)
+        phases.append(("both containers created", time.monotonic() - t0))
+
+        def systemd_up(n: str) -> bool:
+            out = rt.exec(n, ["systemctl", "is-system-running"]).output.strip()
+            return out in ("running", "degraded")
+        await asyncio.gather(*(_wait(f"systemd in {n}", lambda n=n: systemd_up(n), 180) for n in (cp, w)))
+        phases.append(("systemd up in both", time.monotonic() - t0))
+
+        ip = rt.get_container(cp).ipv4[network]  # type: ignore[union-attr]
+        cfg = f"""apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+nodeRegistration:
+  kubeletExtraArgs:
+  - {{name: node-ip, value: "{ip}"}}
+  taints: []
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+kubernetesVersion: {version}
+controlPlaneEndpoint: "{ip}:6443"
+networking: {{podSubnet: 10.244.0.0/16, serviceSubnet: 10.96.0.0/12}}
+"""
+        rt.exec(cp, ["sh", "-c", "mkdir -p /run/kubeadm && cat > /run/kubeadm/kubeadm.yaml"], stdin=cfg.encode())
+        res = await asyncio.to_thread(rt.exec, cp, ["kubeadm", "init", "--config", "/run/kubeadm/kubeadm.yaml",
+                                                    f"--ignore-preflight-errors={PREFLIGHT_IGNORE}"], None, 400)
+        if res.exit_code != 0:
+            raise RuntimeError(f"kubeadm init failed:\n{res.output[-2000:]}")
+        phases.append(("kubeadm init done", time.monotonic() - t0))
+        join = rt.exec(cp, ["kubeadm", "token", "create", "--print-join-command"]).output.strip().split()
+        cni = rt.exec(cp, [*KUBECTL, "apply", "-f", "/kind/manifests/default-cni.yaml"])
+        if cni.exit_code != 0:
+            raise RuntimeError(f"CNI apply failed: {cni.output}")
+        res = await asyncio.to_thread(rt.exec, w, [*join, f"--ignore-preflight-errors={PREFLIGHT_IGNORE}"], None, 400)
+        if res.exit_code != 0:
+            raise RuntimeError(f"kubeadm join failed:\n{res.output[-2000:]}")
+        phases.append(("kubeadm join done", time.monotonic() - t0))
+
+        def both_ready() -> bool:
+            out = rt.exec(cp, [*KUBECTL, "get", "nodes", "-o", "json"]).output
+            try:
+                items = json.loads(out)["items"]
+            except (ValueError, KeyError):
+                return False
+            ready = [n for n in items if any(c["type"] == "Ready" and c["status"] == "True"
+                                             for c in n["status"].get("conditions") or [])]
+            return len(ready) == 2
+        await _wait("both Nodes Ready", both_ready, 300, interval=1)
+        phases.append(("both Nodes Ready", time.monotonic() - t0))
+        return phases
+    finally:
+        for c in rt.list_containers({CONTAINER_CLUSTER: cluster}):
+            rt.remove_container(c.name)
+        rt.remove_network(network)
+
+
+def main() -> int:
+    phases = asyncio.run(measure())
+    rows = [("machine", machine())] + [(p, f"{t:.1f} s") for p, t in phases]
+    print(table(rows, "physical limit: 1 control plane + 1 worker by hand (kubeadm init + join)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
