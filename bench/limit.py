@@ -25,8 +25,8 @@ from capd_py.api.labels import CONTAINER_CLUSTER  # noqa: E402
 from capd_py.api.versions import DEFAULT_VERSION  # noqa: E402
 from capd_py.reconcile import dockermachine as dmr  # noqa: E402
 from capd_py.runtime.docker_runtime import DockerRuntime  # noqa: E402
+from capd_py.testing import kubeadm_by_hand  # noqa: E402
 
-PREFLIGHT_IGNORE = "SystemVerification,Swap,FileContent--proc-sys-net-bridge-bridge-nf-call-iptables,NumCPU,Mem"
 KUBECTL = ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]
 
 
@@ -72,22 +72,9 @@ async def measure(version: str = DEFAULT_VERSION) -> list[tuple[str, float]]:
         phases.append(("systemd up in both", time.monotonic() - t0))
 
         ip = rt.get_container(cp).ipv4[network]  # type: ignore[union-attr]
-        cfg = f"""apiVersion: kubeadm.k8s.io/v1beta4
-kind: InitConfiguration
-nodeRegistration:
-  kubeletExtraArgs:
-  - {{name: node-ip, value: "{ip}"}}
-  taints: []
----
-apiVersion: kubeadm.k8s.io/v1beta4
-kind: ClusterConfiguration
-kubernetesVersion: {version}
-controlPlaneEndpoint: "{ip}:6443"
-networking: {{podSubnet: 10.244.0.0/16, serviceSubnet: 10.96.0.0/12}}
-"""
-        rt.exec(cp, ["sh", "-c", "mkdir -p /run/kubeadm && cat > /run/kubeadm/kubeadm.yaml"], stdin=cfg.encode())
-        res = await asyncio.to_thread(rt.exec, cp, ["kubeadm", "init", "--config", "/run/kubeadm/kubeadm.yaml",
-                                                    f"--ignore-preflight-errors={PREFLIGHT_IGNORE}"], None, 400)
+        cfg = kubeadm_by_hand.init_config(ip, version)
+        rt.exec(cp, ["sh", "-c", f"mkdir -p /run/kubeadm && cat > {kubeadm_by_hand.CONFIG_PATH}"], stdin=cfg.encode())
+        res = await asyncio.to_thread(rt.exec, cp, kubeadm_by_hand.init_command(), None, 400)
         if res.exit_code != 0:
             raise RuntimeError(f"kubeadm init failed:\n{res.output[-2000:]}")
         phases.append(("kubeadm init done", time.monotonic() - t0))
@@ -95,7 +82,8 @@ networking: {{podSubnet: 10.244.0.0/16, serviceSubnet: 10.96.0.0/12}}
         cni = rt.exec(cp, [*KUBECTL, "apply", "-f", "/kind/manifests/default-cni.yaml"])
         if cni.exit_code != 0:
             raise RuntimeError(f"CNI apply failed: {cni.output}")
-        res = await asyncio.to_thread(rt.exec, w, [*join, f"--ignore-preflight-errors={PREFLIGHT_IGNORE}"], None, 400)
+        join.append(f"--ignore-preflight-errors={kubeadm_by_hand.PREFLIGHT_IGNORE}")
+        res = await asyncio.to_thread(rt.exec, w, join, None, 400)
         if res.exit_code != 0:
             raise RuntimeError(f"kubeadm join failed:\n{res.output[-2000:]}")
         phases.append(("kubeadm join done", time.monotonic() - t0))

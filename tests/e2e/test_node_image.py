@@ -13,11 +13,12 @@ import uuid
 
 import pytest
 
+from capd_py.testing import kubeadm_by_hand
+
 pytestmark = pytest.mark.e2e
 
 K8S_VERSION = os.environ.get("CAPD_PY_K8S_VERSION", "v1.34.4")
 IMAGE = f"capd-py/node:{K8S_VERSION}"
-PREFLIGHT_IGNORE = "SystemVerification,Swap,FileContent--proc-sys-net-bridge-bridge-nf-call-iptables,NumCPU,Mem"
 
 
 def sh(*args: str, input_: str | None = None, check: bool = True, timeout: float = 300) -> str:
@@ -68,22 +69,10 @@ def test_single_node_kubeadm_init_ready_and_pod_running(node: str) -> None:
              120, "systemd multi-user target")
     booted = time.monotonic() - t0
     ip = json.loads(sh("docker", "inspect", node))[0]["NetworkSettings"]["IPAddress"]
-    cfg = f"""apiVersion: kubeadm.k8s.io/v1beta4
-kind: InitConfiguration
-nodeRegistration:
-  kubeletExtraArgs:
-  - {{name: node-ip, value: "{ip}"}}
-  taints: []
----
-apiVersion: kubeadm.k8s.io/v1beta4
-kind: ClusterConfiguration
-kubernetesVersion: {K8S_VERSION}
-controlPlaneEndpoint: "{ip}:6443"
-networking: {{podSubnet: 10.244.0.0/16, serviceSubnet: 10.96.0.0/12}}
-"""
-    sh("docker", "exec", "-i", node, "sh", "-c", "mkdir -p /run/kubeadm && cat > /run/kubeadm/kubeadm.yaml", input_=cfg)
-    sh("docker", "exec", node, "kubeadm", "init", "--config", "/run/kubeadm/kubeadm.yaml",
-       f"--ignore-preflight-errors={PREFLIGHT_IGNORE}", timeout=400)
+    cfg = kubeadm_by_hand.init_config(ip, K8S_VERSION)
+    sh("docker", "exec", "-i", node, "sh", "-c", f"mkdir -p /run/kubeadm && cat > {kubeadm_by_hand.CONFIG_PATH}",
+       input_=cfg)
+    sh("docker", "exec", node, *kubeadm_by_hand.init_command(), timeout=400)
     kubectl = ["docker", "exec", "-i", node, "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]
     sh(*kubectl, "apply", "-f", "/kind/manifests/default-cni.yaml")
 
