@@ -24,9 +24,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from capd_py.reconcile.cloudinit import LAUNCH_TAG
 from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, ExecResult, NetworkInfo, RuntimeError_
 
-LAUNCH_TAG = "capd-py-bootstrap-launch"
+__all__ = ["LAUNCH_TAG", "FakeRuntime"]
 _HEADER = re.compile(r"^# capd-py-bootstrap done=(\S+) rc=(\S+) log=(\S+) lock=(\S+)", re.M)
 
 

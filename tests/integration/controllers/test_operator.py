@@ -22,7 +22,7 @@ from capd_py.kube.cached import CachedKube
 from capd_py.kube.client import Kube
 from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile.dockercluster import ROLE_LB
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.runtime.fake import LAUNCH_TAG, FakeRuntime
 from capd_py.testing.envtest import EnvTest
 
 pytestmark = pytest.mark.integration
@@ -98,9 +98,14 @@ async def test_cluster_objects_out_of_events_in(operator: tuple[Manager, FakeRun
         return (await count(MACHINE) == 3 and await count(DOCKER_MACHINE) == 3
                 and await count(KUBEADM_CONFIG) == 3)
     await eventually(machines_built, 90, "3 Machines, 3 DockerMachines and 3 KubeadmConfigs")
-    # Only the control plane gets bootstrap data here: workers wait for an initialised control plane, which
-    # needs a workload API server the fake containers do not have.
-    await eventually(lambda: _containers(runtime, "op", 1), 60, "the control-plane node container")
+    # Every node container is created and booted at once (workers boot while they wait for bootstrap data),
+    # but only the control plane gets bootstrap data here: workers wait for an initialised control plane,
+    # which needs a workload API server the fake containers do not have.
+    await eventually(lambda: _containers(runtime, "op", 3), 60, "three node containers")
+
+    async def bootstrapped_once() -> bool:
+        return len({c for c, argv in runtime.execs if LAUNCH_TAG in " ".join(argv)}) == 1
+    await eventually(bootstrapped_once, 60, "the bootstrap launched in the control-plane container only")
     assert len(await kube.list(MACHINE_SET, namespace, labels=sel)) == 1
 
     # The controllers read through the cache: it holds what the API server holds.
