@@ -28,7 +28,7 @@ S = dict[str, Any]
 # --- schema building blocks -------------------------------------------------------------------------------
 
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 KIND_PATTERN = r"^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$"
 _PREFIX = r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"  # DNS subdomain, unanchored
 CONDITION_TYPE = rf"^{_PREFIX}/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
@@ -156,11 +156,6 @@ def contract_ref(desc: str) -> S:
     }, ["apiGroup", "kind", "name"], desc)
 
 
-def kinds_immutable(ref: S, what: str) -> S:
-    return cel(ref, rule("self.apiGroup == oldSelf.apiGroup && self.kind == oldSelf.kind",
-                         f"{what}.apiGroup and {what}.kind are immutable"))
-
-
 CONDITION = obj({
     "type": string("Type of condition in CamelCase.", 1, 316, CONDITION_TYPE),
     "status": string("True, False or Unknown.", enum=["True", "False", "Unknown"]),
@@ -266,11 +261,9 @@ def bootstrap() -> S:
 
 
 def machine_spec(for_machine: bool) -> S:
+    # upstream's Machine webhook lets infrastructureRef / bootstrap.configRef change (no immutability rule)
     infra = contract_ref("Reference to the infrastructure machine (e.g. a DockerMachine).")
     boot = bootstrap()
-    if for_machine:  # a Machine's providers cannot be swapped for another kind
-        kinds_immutable(infra, "infrastructureRef")
-        kinds_immutable(boot["properties"]["configRef"], "bootstrap.configRef")
     return obj({
         "clusterName": cluster_name(for_machine),
         "bootstrap": boot,
@@ -725,7 +718,7 @@ def docker_cluster_schema() -> tuple[S, S]:
     return docker_cluster_spec(), status
 
 
-DOCKER_MACHINE_FIELDS = ("customImage", "preLoadImages", "extraMounts", "bootstrapTimeout")
+DOCKER_MACHINE_FIELDS = ("customImage",)  # upstream's DockerMachine webhook forbids changing only customImage
 
 
 def docker_machine_spec(for_machine: bool) -> S:
@@ -738,10 +731,10 @@ def docker_machine_spec(for_machine: bool) -> S:
         "bootstrapTimeout": string("How long to wait for bootstrap, a duration (e.g. 3m)."),
         "providerID": string("docker:////<container name>, set by the provider.", 1, 512),
     })
-    if for_machine:  # everything but providerID (and the provider-owned bootstrapped flag) is immutable
+    if for_machine:  # as upstream's webhook: customImage cannot be modified (the other fields may change)
         for f in DOCKER_MACHINE_FIELDS:
             cel(s, rule(f"has(self.{f}) == has(oldSelf.{f}) && (!has(self.{f}) || self.{f} == oldSelf.{f})",
-                        f"spec.{f} is immutable (only spec.providerID may change)", fieldPath=f".{f}"))
+                        f"spec.{f} cannot be modified", fieldPath=f".{f}"))
     return s
 
 
@@ -825,9 +818,11 @@ def _provider(group: str) -> str:
             gvk.CONTROLPLANE_GROUP: "control-plane-kubeadm", gvk.INFRA_GROUP: "infrastructure-docker"}[group]
 
 
+# upstream's Cluster webhook: the name is used as a label value (validation.IsValidLabelValue), so at most 63
+# characters; metadata.name is already a DNS subdomain, so dots are allowed as upstream allows them
 CLUSTER_NAME_RULE = rule(
-    "size(self.metadata.name) <= 63 && self.metadata.name.matches('" + DNS1123_LABEL + "')",
-    "Cluster name must be a valid DNS label: at most 63 lowercase alphanumeric characters or '-', "
+    "size(self.metadata.name) <= 63 && self.metadata.name.matches('" + LABEL_VALUE + "')",
+    "Cluster name must be a valid label value: at most 63 characters, alphanumeric, '-', '_' or '.', "
     "starting and ending with an alphanumeric character")
 
 
@@ -881,7 +876,7 @@ def all_crds() -> list[S]:
                   col("Cluster", '.metadata.ownerReferences[?(@.kind=="Cluster")].name'), AGE]
     out.append(crd(gvk.KUBEADM_CONFIG_TEMPLATE,
                    template_spec(kubeadm_config_spec(), "KubeadmConfig template for MachineDeployments/Sets."),
-                   None, owner_cols))
+                   None, owner_cols, spec_required=False))
     spec, status = kcp_schema()
     out.append(crd(gvk.KUBEADM_CONTROL_PLANE, spec, status, [
         CLUSTER_LABEL, col("Available", cond("Available")), *replica_cols(), PAUSED,
@@ -889,12 +884,13 @@ def all_crds() -> list[S]:
         col("Version", ".spec.version"),
     ], ["kcp"], scale=True))
     out.append(crd(gvk.KUBEADM_CONTROL_PLANE_TEMPLATE, kcp_template_schema(), None,
-                   [owner_cols[0], AGE]))
+                   [owner_cols[0], AGE], spec_required=False))
     spec, status = docker_cluster_schema()
     out.append(crd(gvk.DOCKER_CLUSTER, spec, status, [CLUSTER_LABEL, AGE], spec_required=False))
     out.append(crd(gvk.DOCKER_CLUSTER_TEMPLATE, template_spec(
         docker_cluster_spec(), "DockerCluster template.",
-        "DockerClusterTemplate spec.template.spec is immutable; create a new template instead"), None, [AGE]))
+        "DockerClusterTemplate spec.template.spec is immutable; create a new template instead"), None, [AGE],
+        spec_required=False))
     spec, status = docker_machine_schema()
     out.append(crd(gvk.DOCKER_MACHINE, spec, status, [
         CLUSTER_LABEL, col("Provider ID", ".spec.providerID", priority=10),
@@ -907,7 +903,7 @@ def all_crds() -> list[S]:
         "DockerMachineTemplate spec.template.spec is immutable; create a new template instead"),
         obj({"capacity": {"type": "object", "additionalProperties": {
             **int_or_string(), "pattern": QUANTITY}}}, desc="Capacity of machines made from this template."),
-        [AGE]))
+        [AGE], spec_required=False))
     return out
 
 

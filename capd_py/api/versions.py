@@ -3,6 +3,12 @@
 Versions are semver strings with a leading ``v`` (``v1.34.4``); pre-release and build suffixes
 (``v1.35.0-rc.1``, ``v1.34.4+capd``) are accepted the way semver defines them. The supported range is
 every patch of the minors in ``SUPPORTED_MINORS`` (major 1), starting at ``MIN_SUPPORTED``.
+
+The range admits what upstream Cluster API v1.13 supports for workload clusters (v1.30.x to v1.36.x, see
+upstream docs/book/src/reference/versions.md) plus v1.37 (admitted since capd-py's first release). Upstream's
+webhooks check only the semver format, never a range; inside the range, a version without a locally built
+node image is not an admission error: the DockerMachine reports it (``ContainerProvisioned=False``, reason
+``ImageNotFound``, naming ``make images K8S_VERSION=<version>``) and proceeds once the image exists.
 """
 
 from __future__ import annotations
@@ -12,8 +18,8 @@ from dataclasses import dataclass
 from functools import total_ordering
 
 SUPPORTED_MAJOR = 1
-SUPPORTED_MINORS: tuple[int, ...] = (34, 35, 36, 37)
-MIN_SUPPORTED = "v1.34.0"
+SUPPORTED_MINORS: tuple[int, ...] = tuple(range(30, 38))  # v1.30 .. v1.37
+MIN_SUPPORTED = "v1.30.0"
 MAX_SUPPORTED_MINOR = f"v{SUPPORTED_MAJOR}.{SUPPORTED_MINORS[-1]}"
 DEFAULT_VERSION = "v1.34.4"  # the version whose binaries/images `make images` builds
 

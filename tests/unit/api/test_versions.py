@@ -26,7 +26,9 @@ def test_invalid_semver(s: str) -> None:
 
 @pytest.mark.parametrize("s,ok", [
     ("v1.34.0", True), ("v1.34.4", True), ("v1.35.7", True), ("v1.36.0", True), ("v1.37.99", True),
-    ("v1.37.0-rc.0", True), ("v1.33.9", False), ("v1.38.0", False), ("v2.34.0", False), ("v0.34.0", False),
+    ("v1.37.0-rc.0", True), ("v1.30.0", True), ("v1.31.14", True), ("v1.33.9", True), ("v1.30.0-rc.1", True),
+    ("v1.29.15", False), ("v1.3.0", False), ("v1.300.0", False),
+    ("v1.38.0", False), ("v2.34.0", False), ("v0.34.0", False),
     ("1.34.4", False), ("garbage", False),
 ])
 def test_supported_range(s: str, ok: bool) -> None:
@@ -37,8 +39,8 @@ def test_supported_range(s: str, ok: bool) -> None:
 
 def test_check_supported_messages() -> None:
     assert v.check_supported("v1.34.4") == v.Version(1, 34, 4)
-    with pytest.raises(ValueError, match=r"not supported: supported range is v1\.34\.0 to v1\.37\.x"):
-        v.check_supported("v1.33.0")
+    with pytest.raises(ValueError, match=r"not supported: supported range is v1\.30\.0 to v1\.37\.x"):
+        v.check_supported("v1.29.0")
     with pytest.raises(ValueError, match="must be a semantic version"):
         v.check_supported("1.34")
 
@@ -56,7 +58,13 @@ def test_constants_consistent() -> None:
     assert v.is_supported(v.MIN_SUPPORTED)
     assert v.is_supported(v.DEFAULT_VERSION)
     assert tuple(sorted(v.SUPPORTED_MINORS)) == v.SUPPORTED_MINORS
-    assert v.supported_range_text() == "v1.34.0 to v1.37.x"
+    assert v.supported_range_text() == "v1.30.0 to v1.37.x"
+
+
+def test_range_covers_upstream_v1_13_workload_versions() -> None:
+    """Upstream Cluster API v1.13 supports workload clusters v1.30.x .. v1.36.x (docs/book/src/reference/versions.md)."""
+    for minor in range(30, 37):
+        assert v.is_supported(f"v1.{minor}.0") and v.is_supported(f"v1.{minor}.25")
 
 
 @pytest.mark.parametrize("n", [0, 1, 4, 9, 10, 19, 99, 100, 305])
