@@ -750,6 +750,58 @@ def docker_machine_schema() -> tuple[S, S]:
     return docker_machine_spec(True), status
 
 
+# --- addons.cluster.x-k8s.io ----------------------------------------------------------------------------
+
+def resource_ref() -> dict[str, S]:
+    return {"name": string("Name of the Secret or ConfigMap, in the namespace of the ClusterResourceSet.", 1, 253),
+            "kind": string("Secret or ConfigMap.", enum=["Secret", "ConfigMap"])}
+
+
+def crs_schema() -> tuple[S, S]:
+    """Upstream's webhook defaults strategy to ApplyOnce, rejects an empty clusterSelector and keeps
+    clusterSelector and strategy immutable; here the CRD does all of it."""
+    selector = label_selector("Selects the Clusters (same namespace) to apply the resources to. Must not be "
+                              "empty. Immutable.")
+    selector["x-kubernetes-map-type"] = "atomic"
+    cel(selector,
+        rule("(has(self.matchLabels) && size(self.matchLabels) > 0) || "
+             "(has(self.matchExpressions) && size(self.matchExpressions) > 0)",
+             "clusterSelector must not be empty (an empty selector selects no Cluster)"),
+        rule("self == oldSelf", "clusterSelector is immutable"))
+    spec = obj({
+        "clusterSelector": selector,
+        "resources": arr(obj(resource_ref(), ["kind", "name"]),
+                         "Secrets (of type addons.cluster.x-k8s.io/resource-set) and ConfigMaps whose data values "
+                         "hold the objects to apply.", max_items=100, min_items=1),
+        "strategy": immutable(string("ApplyOnce (default) or Reconcile (apply again when the data changes). "
+                                     "Immutable.", enum=["ApplyOnce", "Reconcile"], default="ApplyOnce"),
+                              "strategy"),
+    }, ["clusterSelector", "resources"])
+    status = obj({
+        "conditions": conditions(),
+        "observedGeneration": integer(fmt="int64", minimum=1),
+        "deprecated": deprecated(),
+    }, min_props=1)
+    return spec, status
+
+
+def crs_binding_spec() -> S:
+    resource = obj({
+        **resource_ref(),
+        "hash": string("Hash of the resource's data when it was last applied.", 1, 256),
+        "lastAppliedTime": date_time("When the resource was last applied."),
+        "applied": boolean("Whether the resource was applied to the Cluster."),
+    }, ["applied", "kind", "name"])
+    return obj({
+        "bindings": arr(obj({
+            "clusterResourceSetName": string("Name of the ClusterResourceSet applied to the Cluster.", 1, 253),
+            "resources": arr(resource, "The ClusterResourceSet's resources and whether they were applied.",
+                             max_items=100),
+        }, ["clusterResourceSetName"]), "ClusterResourceSets applied to the Cluster.", max_items=100),
+        "clusterName": immutable(string("Name of the Cluster this binding is for.", 1, 63), "clusterName"),
+    }, ["clusterName"])
+
+
 # --- CRD assembly ----------------------------------------------------------------------------------------
 
 def col(name: str, jsonpath: str, typ: str = "string", priority: int = 0, desc: str = "") -> S:
@@ -815,7 +867,8 @@ def crd(g: gvk.GVK, spec: S, status: S | None, columns: list[S], short: list[str
 
 def _provider(group: str) -> str:
     return {gvk.CLUSTER_GROUP: "cluster-api", gvk.BOOTSTRAP_GROUP: "bootstrap-kubeadm",
-            gvk.CONTROLPLANE_GROUP: "control-plane-kubeadm", gvk.INFRA_GROUP: "infrastructure-docker"}[group]
+            gvk.CONTROLPLANE_GROUP: "control-plane-kubeadm", gvk.INFRA_GROUP: "infrastructure-docker",
+            gvk.ADDONS_GROUP: "cluster-api"}[group]
 
 
 # upstream's Cluster webhook: the name is used as a label value (validation.IsValidLabelValue), so at most 63
@@ -904,6 +957,11 @@ def all_crds() -> list[S]:
         obj({"capacity": {"type": "object", "additionalProperties": {
             **int_or_string(), "pattern": QUANTITY}}}, desc="Capacity of machines made from this template."),
         [AGE], spec_required=False))
+    spec, status = crs_schema()
+    out.append(crd(gvk.CLUSTER_RESOURCE_SET, spec, status, [
+        col("Applied", cond("ResourcesApplied"), desc="Resource applied"), PAUSED, AGE]))
+    out.append(crd(gvk.CLUSTER_RESOURCE_SET_BINDING, crs_binding_spec(), None, [
+        col("Cluster", ".spec.clusterName", desc="Cluster"), AGE]))
     return out
 
 

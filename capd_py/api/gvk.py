@@ -8,6 +8,7 @@ CLUSTER_GROUP = "cluster.x-k8s.io"
 BOOTSTRAP_GROUP = "bootstrap.cluster.x-k8s.io"
 CONTROLPLANE_GROUP = "controlplane.cluster.x-k8s.io"
 INFRA_GROUP = "infrastructure.cluster.x-k8s.io"
+ADDONS_GROUP = "addons.cluster.x-k8s.io"
 VERSION = "v1beta2"
 
 
@@ -51,6 +52,8 @@ DOCKER_CLUSTER = GVK(INFRA_GROUP, VERSION, "DockerCluster", "dockerclusters")
 DOCKER_CLUSTER_TEMPLATE = GVK(INFRA_GROUP, VERSION, "DockerClusterTemplate", "dockerclustertemplates")
 DOCKER_MACHINE = GVK(INFRA_GROUP, VERSION, "DockerMachine", "dockermachines")
 DOCKER_MACHINE_TEMPLATE = GVK(INFRA_GROUP, VERSION, "DockerMachineTemplate", "dockermachinetemplates")
+CLUSTER_RESOURCE_SET = GVK(ADDONS_GROUP, VERSION, "ClusterResourceSet", "clusterresourcesets")
+CLUSTER_RESOURCE_SET_BINDING = GVK(ADDONS_GROUP, VERSION, "ClusterResourceSetBinding", "clusterresourcesetbindings")
 
 SECRET = GVK("", "v1", "Secret", "secrets")
 NODE = GVK("", "v1", "Node", "nodes", namespaced=False)
@@ -62,6 +65,7 @@ ALL_CAPI: tuple[GVK, ...] = (
     CLUSTER, MACHINE, MACHINE_SET, MACHINE_DEPLOYMENT, MACHINE_HEALTH_CHECK,
     KUBEADM_CONFIG, KUBEADM_CONFIG_TEMPLATE, KUBEADM_CONTROL_PLANE, KUBEADM_CONTROL_PLANE_TEMPLATE,
     DOCKER_CLUSTER, DOCKER_CLUSTER_TEMPLATE, DOCKER_MACHINE, DOCKER_MACHINE_TEMPLATE,
+    CLUSTER_RESOURCE_SET, CLUSTER_RESOURCE_SET_BINDING,
 )
 
 _BY_GROUP_KIND = {(g.group, g.kind): g for g in (*ALL_CAPI, SECRET, NODE, POD, CONFIG_MAP)}

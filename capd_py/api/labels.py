@@ -34,6 +34,7 @@ FINALIZER_KCP = "kubeadm.controlplane.cluster.x-k8s.io"
 FINALIZER_KUBEADM_CONFIG = "kubeadmconfig.bootstrap.cluster.x-k8s.io"
 FINALIZER_DOCKER_CLUSTER = "dockercluster.infrastructure.cluster.x-k8s.io"
 FINALIZER_DOCKER_MACHINE = "dockermachine.infrastructure.cluster.x-k8s.io"
+FINALIZER_CLUSTER_RESOURCE_SET = "addons.cluster.x-k8s.io"
 
 FIELD_MANAGER = "capd-py"
 
