@@ -1,0 +1,266 @@
+"""Upstream Cluster API's own Docker templates are admitted by capd-py's CRDs.
+
+The manifests are upstream release-1.13's, vendored in tests/fixtures/upstream/ by
+hack/render-upstream-templates.sh (every e2e flavor under test/e2e/data/infrastructure-docker/main/ rendered
+with kustomize as upstream's Makefile does, plus test/infrastructure/docker/templates/). Their clusterctl
+variables are substituted here with the values upstream's docker e2e config uses, for Kubernetes versions
+across the range upstream v1.13 supports. Every object of a kind capd-py serves must pass a server-side
+dry-run create (strict field validation: nothing unknown, nothing pruned) and a dry-run server-side apply.
+Kinds capd-py does not serve yet are listed in EXPECTED_NOT_SERVED; once a kind is served its objects are
+checked automatically and the list must lose it (test_expected_not_served_is_current).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from capd_py.api import gvk, versions
+from capd_py.kube.client import FIELD_MANAGER, Kube, KubeError
+from capd_py.kube.crds import load_crds
+
+pytestmark = pytest.mark.integration
+
+UPSTREAM = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
+FILES = sorted(p.name for p in UPSTREAM.glob("*.yaml"))
+Obj = dict[str, Any]
+
+# (apiVersion, kind) in upstream's templates that capd-py does not serve (yet). v1beta1 objects are upstream's
+# runtime-SDK v1beta1 flavors; capd-py serves v1beta2 only.
+EXPECTED_NOT_SERVED: set[tuple[str, str]] = {
+    ("cluster.x-k8s.io/v1beta2", "ClusterClass"),
+    ("cluster.x-k8s.io/v1beta2", "MachinePool"),
+    ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerMachinePool"),
+    ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerMachinePoolTemplate"),
+    ("infrastructure.cluster.x-k8s.io/v1beta2", "DevClusterTemplate"),
+    ("infrastructure.cluster.x-k8s.io/v1beta2", "DevMachineTemplate"),
+    ("cluster.x-k8s.io/v1beta1", "Cluster"),
+    ("cluster.x-k8s.io/v1beta1", "ClusterClass"),
+    ("bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfigTemplate"),
+    ("controlplane.cluster.x-k8s.io/v1beta1", "KubeadmControlPlaneTemplate"),
+    ("infrastructure.cluster.x-k8s.io/v1beta1", "DockerClusterTemplate"),
+    ("infrastructure.cluster.x-k8s.io/v1beta1", "DockerMachineTemplate"),
+    ("infrastructure.cluster.x-k8s.io/v1beta1", "DockerMachinePoolTemplate"),
+}
+
+# the values of upstream's test/e2e/config/docker.yaml (release-1.13), KUBERNETES_VERSION set per run
+E2E_VARIABLES = {
+    "CONTROL_PLANE_MACHINE_COUNT": "1",
+    "WORKER_MACHINE_COUNT": "1",
+    "DOCKER_SERVICE_DOMAIN": "cluster.local",
+    "IP_FAMILY": "dual",
+    "DOCKER_SERVICE_CIDRS": "10.128.0.0/12",
+    "DOCKER_POD_CIDRS": "192.168.0.0/16",
+    "DOCKER_SERVICE_IPV6_CIDRS": "fd00:100:64::/108",
+    "DOCKER_POD_IPV6_CIDRS": "fd00:100:96::/48",
+    "DOCKER_PRELOAD_IMAGES": "[kindest/kindnetd:v20250214-acbabc1a]",
+    # the e2e framework puts the CNI manifest in the ClusterResourceSet's ConfigMap data
+    "CNI_RESOURCES": '{"resources": "apiVersion: v1\\nkind: List\\nitems: []\\n"}',
+    "SERVER": "https://127.0.0.1:6443",
+    "TOKEN": "abcdef.0123456789abcdef",
+}
+# upstream v1.13's oldest supported workload version, capd-py's default, upstream release-1.13's e2e version
+KUBERNETES_VERSIONS = [versions.MIN_SUPPORTED, versions.DEFAULT_VERSION, "v1.36.3", "v1.37.0-rc.1"]
+
+# clusterctl (drone/envsubst) syntax, innermost first so `${A:-${B}}` works: ${VAR}, ${ VAR }, ${VAR:-d}, ...
+_VAR = re.compile(r"\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:(:?[-=])([^${}]*))?\}")
+
+
+def substitute(text: str, values: dict[str, str]) -> str:
+    missing: list[str] = []
+
+    def one(m: re.Match[str]) -> str:
+        name, op, default = m.group(1), m.group(2), m.group(3)
+        v = values.get(name)
+        if op and (v is None or (op.startswith(":") and v == "")):
+            return default or ""
+        if v is None:
+            missing.append(name)
+            return ""
+        return v
+
+    while True:
+        new = _VAR.sub(one, text)
+        assert not missing, f"no value for {missing}"
+        if new == text:
+            return text
+        text = new
+
+
+def served() -> dict[tuple[str, str], gvk.GVK]:
+    """(apiVersion, kind) -> GVK for every CRD version capd-py installs, plus the core kinds templates carry."""
+    out = {(gvk.CONFIG_MAP.api_version, gvk.CONFIG_MAP.kind): gvk.CONFIG_MAP,
+           (gvk.SECRET.api_version, gvk.SECRET.kind): gvk.SECRET}
+    for c in load_crds():
+        s = c["spec"]
+        for v in s["versions"]:
+            if v.get("served"):
+                g = gvk.GVK(s["group"], v["name"], s["names"]["kind"], s["names"]["plural"])
+                out[(g.api_version, g.kind)] = g
+    return out
+
+
+def documents(name: str, namespace: str, version: str) -> list[Obj]:
+    values = {**E2E_VARIABLES, "NAMESPACE": namespace, "CLUSTER_NAME": "up-" + name.removesuffix(".yaml")[-20:],
+              "KUBERNETES_VERSION": version}
+    text = substitute((UPSTREAM / name).read_text(), values)
+    out = []
+    for d in yaml.safe_load_all(text):
+        if d:
+            d = copy.deepcopy(d)
+            d["metadata"]["namespace"] = namespace
+            out.append(d)
+    return out
+
+
+def test_every_fixture_names_its_upstream_source() -> None:
+    assert len(FILES) >= 20 and "e2e-cluster-template.yaml" in FILES
+    for n in FILES:
+        head = (UPSTREAM / n).read_text().splitlines()[:3]
+        assert head[0].startswith("# Upstream Cluster API release-1.13 (") and "render-upstream-templates" in head[2], n
+
+
+def test_substitution_follows_clusterctl() -> None:
+    v = {"A": "a", "E": ""}
+    assert substitute("${A} ${B:-x} ${E:-y} ${E-z} ${B:=[1]} ${C:-${A}} ${ A }", v) == "a x y  [1] a a"
+    with pytest.raises(AssertionError, match="no value"):
+        substitute("${MISSING}", v)
+
+
+def test_expected_not_served_is_current() -> None:
+    """A kind capd-py starts serving is checked by the admission test below: drop it from the list."""
+    now_served = sorted(EXPECTED_NOT_SERVED & served().keys())
+    assert not now_served, f"capd-py serves {now_served} now: remove them from EXPECTED_NOT_SERVED"
+    seen = {(d["apiVersion"], d["kind"]) for n in FILES for d in documents(n, "ns", versions.DEFAULT_VERSION)}
+    assert seen >= EXPECTED_NOT_SERVED, f"not in upstream's templates: {EXPECTED_NOT_SERVED - seen}"
+    # the templates exercise every kind upstream's Docker flavors use that capd-py serves
+    kinds = {k for _, k in seen & served().keys()}
+    assert kinds >= {"Cluster", "Machine", "MachineDeployment", "MachineHealthCheck", "KubeadmConfig",
+                     "KubeadmConfigTemplate", "KubeadmControlPlane", "KubeadmControlPlaneTemplate",
+                     "DockerCluster", "DockerClusterTemplate", "DockerMachine", "DockerMachineTemplate"}, kinds
+
+
+async def _admit(kube: Kube, g: gvk.GVK, obj: Obj) -> list[str]:
+    ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    errors = []
+    try:
+        await kube.acall("POST", g.path(ns), body=obj, query=[("dryRun", "All"), ("fieldValidation", "Strict")])
+    except KubeError as e:
+        errors.append(f"create: {e.status} {e.message}")
+    try:
+        await kube.acall("PATCH", g.path(ns, name), body=obj, content_type="application/apply-patch+yaml",
+                         query=[("dryRun", "All"), ("fieldManager", FIELD_MANAGER), ("force", "true"),
+                                ("fieldValidation", "Strict")])
+    except KubeError as e:
+        errors.append(f"server-side apply: {e.status} {e.message}")
+    return errors
+
+
+@pytest.mark.parametrize("name", FILES)
+async def test_upstream_templates_are_admitted(kube: Kube, namespace: str, name: str) -> None:
+    kinds = served()
+    failures: list[str] = []
+    for version in KUBERNETES_VERSIONS:
+        for obj in documents(name, namespace, version):
+            key = (obj["apiVersion"], obj["kind"])
+            if key not in kinds:
+                assert key in EXPECTED_NOT_SERVED, f"{name}: {key} is neither served nor listed as not served"
+                continue
+            for err in await _admit(kube, kinds[key], obj):
+                failures.append(f"{version} {obj['kind']}/{obj['metadata']['name']}: {err}")
+    assert not failures, f"{name}: upstream objects rejected:\n" + "\n".join(failures)
+
+
+# upstream-valid shapes the templates do not all show: empty templates, null/empty selectors, names
+SHAPES: list[tuple[str, str]] = [
+    ("kubeadmconfigtemplate-no-spec", """
+apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
+kind: KubeadmConfigTemplate
+metadata: {name: md-0}
+"""),
+    ("kubeadmcontrolplanetemplate-no-spec", """
+apiVersion: controlplane.cluster.x-k8s.io/v1beta2
+kind: KubeadmControlPlaneTemplate
+metadata: {name: cp}
+"""),
+    ("dockermachinetemplate-empty", """
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DockerMachineTemplate
+metadata: {name: md-0}
+spec: {template: {spec: {}}}
+"""),
+    ("dockerclustertemplate-empty", """
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DockerClusterTemplate
+metadata: {name: dc}
+spec: {template: {spec: {}}}
+"""),
+    ("dockercluster-no-spec", """
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DockerCluster
+metadata: {name: dc}
+"""),
+    ("machinedeployment-empty-selector", """
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineDeployment
+metadata: {name: md-0}
+spec:
+  clusterName: c1
+  selector: {}
+  template:
+    spec:
+      clusterName: c1
+      version: v1.30.14
+      bootstrap: {configRef: {apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfigTemplate, name: md-0}}
+      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerMachineTemplate, name: md-0}
+"""),
+    ("machineset-null-matchlabels", """
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineSet
+metadata: {name: ms-0}
+spec:
+  clusterName: c1
+  selector: {matchLabels: null}
+  template:
+    spec:
+      clusterName: c1
+      bootstrap: {dataSecretName: boot}
+      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerMachineTemplate, name: md-0}
+"""),
+    ("machinehealthcheck-empty-selector", """
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineHealthCheck
+metadata: {name: mhc}
+spec: {clusterName: c1, selector: {}}
+"""),
+    ("cluster-name-with-dots", """
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: Cluster
+metadata: {name: team.prod.c1}
+spec:
+  infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerCluster, name: dc}
+"""),
+    ("kcp-oldest-upstream-version", """
+apiVersion: controlplane.cluster.x-k8s.io/v1beta2
+kind: KubeadmControlPlane
+metadata: {name: cp}
+spec:
+  version: v1.30.0
+  machineTemplate:
+    spec:
+      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerMachineTemplate, name: cp}
+"""),
+]
+
+
+@pytest.mark.parametrize("doc", [s for _, s in SHAPES], ids=[i for i, _ in SHAPES])
+async def test_upstream_valid_shapes_are_admitted(kube: Kube, namespace: str, doc: str) -> None:
+    obj = yaml.safe_load(doc)
+    obj["metadata"]["namespace"] = namespace
+    g = served()[(obj["apiVersion"], obj["kind"])]
+    assert await _admit(kube, g, obj) == []
