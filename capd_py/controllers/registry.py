@@ -12,6 +12,8 @@ from capd_py.api.gvk import (
 )
 from capd_py.controllers import (
     cluster,
+    clusterresourceset,
+    clusterresourcesetbinding,
     dockercluster,
     dockermachine,
     kubeadmconfig,
@@ -33,6 +35,8 @@ MODULES = (
     kubeadmcontrolplane,
     dockercluster,
     dockermachine,
+    clusterresourceset,
+    clusterresourcesetbinding,
 )
 
 
