@@ -345,6 +345,13 @@ async def test_admission_defaults_and_rejects(kube: Kube, namespace: str) -> Non
     bad = crs_obj("kind", ns, [("Deployment", "x")])
     with pytest.raises(KubeError, match="Unsupported value"):
         await kube.create(CLUSTER_RESOURCE_SET, bad)
+    bad = crs_obj("nulllabels", ns, [("ConfigMap", "x")])
+    bad["spec"]["clusterSelector"] = {"matchLabels": None}
+    with pytest.raises(KubeError, match="clusterSelector must not be empty"):
+        await kube.apply(CLUSTER_RESOURCE_SET, bad)
+    bad["spec"]["clusterSelector"] = {"matchLabels": None,
+                                      "matchExpressions": [{"key": "cni", "operator": "Exists"}]}
+    await kube.apply(CLUSTER_RESOURCE_SET, bad)  # upstream-style `matchLabels:` (null) next to expressions
     got = await kube.create(CLUSTER_RESOURCE_SET, crs_obj("ok", ns, [("ConfigMap", "x")]))
     assert got["spec"]["strategy"] == "ApplyOnce"
     with pytest.raises(KubeError, match="strategy is immutable"):
