@@ -126,14 +126,11 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         # Unlike upstream CAPD, the container is created and boots while the Machine still waits for its
         # bootstrap data (a worker waits for the control plane): the join then starts on a booted node.
         image = dmr.node_image(dm, machine, ctx.settings.node_image_repository)
-        if image is None:
-            await _fail(ctx, dm, obs(Phase.IMAGE_NOT_FOUND, "the Machine has no spec.version and the DockerMachine "
-                                     "no spec.customImage: cannot choose a node image"), "ImageNotFound")
-            return None
-        if not await ctx.infra.image_exists(image):
-            await _fail(ctx, dm, obs(Phase.IMAGE_NOT_FOUND, f"node image {image} is not present locally; build it "
-                                     "with `make images` (capd-py never pulls images)"), "ImageNotFound")
-            return Result(requeue_after=15)
+        img = dmr.image_decision(dm, machine, image, image is not None and await ctx.infra.image_exists(image))
+        if not img.ok or image is None:
+            # not an admission error: any supported version is accepted, its node image may come later
+            await _fail(ctx, dm, obs(Phase.IMAGE_NOT_FOUND, img.message), "ImageNotFound")
+            return Result(requeue_after=img.requeue_after) if img.requeue_after else None
         spec = dmr.node_spec(namespace, cluster_name, mname, dm, image, network, cp, ctx.settings.privileged_mode)
         try:
             info = await ctx.infra.create_container(spec)

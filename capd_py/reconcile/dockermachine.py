@@ -84,6 +84,44 @@ def node_image(dm: dict[str, Any], machine: dict[str, Any] | None, repository: s
     return f"{repository}:{v.replace('+', '_')}"
 
 
+IMAGE_RECHECK_SECONDS = 15.0  # how often a DockerMachine waiting for its node image looks again
+
+
+@dataclass(frozen=True)
+class ImageDecision:
+    """Whether the node container can be created now. `image` None or `present` False: no container, the
+    DockerMachine reports ContainerProvisioned=False / ImageNotFound with `message`, and (for a missing
+    image) looks again after `requeue_after`, so building the image later lets the machine proceed."""
+    image: str | None
+    present: bool
+    message: str = ""
+    requeue_after: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.image is not None and self.present
+
+
+def image_decision(dm: dict[str, Any], machine: dict[str, Any] | None, image: str | None,
+                   present: bool) -> ImageDecision:
+    """The decision for the image `node_image` chose and whether the runtime has it locally (capd-py never
+    pulls). A Kubernetes version is admitted across the whole supported range; a version nobody built a node
+    image for is this condition, naming the `make images K8S_VERSION=<version>` that builds it."""
+    if image is None:
+        return ImageDecision(None, False, "the Machine has no spec.version and the DockerMachine no "
+                                          "spec.customImage: cannot choose a node image")
+    if present:
+        return ImageDecision(image, True)
+    if (dm.get("spec") or {}).get("customImage"):
+        msg = (f"node image {image} (spec.customImage) is not present locally and capd-py never pulls images: "
+               "load it into the docker daemon (docker pull / docker load); the machine proceeds once it exists")
+    else:
+        version = str(((machine or {}).get("spec") or {}).get("version"))
+        msg = (f"no node image for Kubernetes {version}: {image} is not present locally and capd-py never pulls "
+               f"images; build it with `make images K8S_VERSION={version}`, the machine proceeds once it exists")
+    return ImageDecision(image, False, msg, IMAGE_RECHECK_SECONDS)
+
+
 def extra_mounts(dm: dict[str, Any]) -> tuple[Mount, ...]:
     out = []
     for m in (dm.get("spec") or {}).get("extraMounts") or []:

@@ -22,7 +22,7 @@ import pytest
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract
-from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, INFRA_GROUP, MACHINE, SECRET
+from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, EVENT, INFRA_GROUP, MACHINE, SECRET
 from capd_py.api.labels import (
     CLUSTER_NAME,
     CONTAINER_NAMESPACE,
@@ -323,7 +323,8 @@ async def test_missing_image_is_reported(ctx: Ctx, namespace: str, runtime: Dock
 
     dm = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm["metadata"]["name"], reported, timeout=30)
     c = cond.get(dm or {}, "ContainerProvisioned")
-    assert c is not None and "capd-py/does-not-exist:0" in c["message"] and "make images" in c["message"]
+    assert c is not None and "capd-py/does-not-exist:0 (spec.customImage)" in c["message"]
+    assert "never pulls" in c["message"]
     assert runtime.get_container(cname_of(cluster, machine)) is None
 
 
@@ -474,6 +475,42 @@ async def test_node_container_boots_before_its_bootstrap_data(kube: Kube, namesp
     await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm2["metadata"]["name"], lambda o: o is None)
     assert fake.get_container(c2) is None
     assert len([c for c in fake.created if c != f"{cluster['metadata']['name']}-lb"]) == 2  # never duplicated
+
+
+async def test_version_without_node_image_waits_for_make_images(kube: Kube, namespace: str) -> None:
+    """An admitted version nobody built a node image for: ContainerProvisioned=False / ImageNotFound naming
+    `make images K8S_VERSION=<version>`, no container; once the image exists the machine provisions."""
+    from capd_py.runtime.fake import FakeRuntime
+
+    fake = FakeRuntime()
+    ctx = Ctx(kube=kube, runtime=fake, settings=Settings(privileged_mode="restricted", poll_seconds=0.1),
+              workload=WorkloadClients(kube))
+    cluster, _ = await provisioned_cluster(ctx, namespace)  # the load balancer image is there
+    fake.all_images = False  # from now on only `fake.images` exist locally
+    machine, dm = await make_machine(kube, namespace, cluster, cp=True, data=ok_config())
+    version = "v1.30.0"  # upstream v1.13's oldest supported workload version: admitted
+    await kube.merge_patch(MACHINE, namespace, machine["metadata"]["name"], {"spec": {"version": version}})
+    name = dm["metadata"]["name"]
+    cname = cname_of(cluster, machine)
+
+    def image_not_found(o: dict[str, Any] | None) -> bool:
+        return (cond.get(o or {}, "ContainerProvisioned") or {}).get("reason") == "ImageNotFound"
+
+    got = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, image_not_found, timeout=30)
+    c = cond.get(got or {}, "ContainerProvisioned")
+    assert c is not None and c["status"] == "False"
+    assert f"make images K8S_VERSION={version}" in c["message"] and f"capd-py/node:{version}" in c["message"]
+    assert not cond.is_true(got or {}, "Ready") and not provisioned(got)
+    res = await dmc.reconcile(ctx, namespace, name)
+    assert res is not None and res.requeue_after  # it looks again later
+    assert fake.get_container(cname) is None and cname not in fake.created
+    events = await kube.list(EVENT, namespace)
+    assert [e["reason"] for e in events if e["involvedObject"]["name"] == name].count("ImageNotFound") == 1
+
+    fake.images.add(f"capd-py/node:{version}")  # `make images K8S_VERSION=v1.30.0`
+    await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, provisioned, timeout=30)
+    info = fake.get_container(cname)
+    assert info is not None and info.image == f"capd-py/node:{version}"
 
 
 async def test_workload_node_gets_provider_id_and_paused_is_honoured(envtest: Any, kube: Kube,

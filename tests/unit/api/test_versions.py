@@ -62,7 +62,7 @@ def test_constants_consistent() -> None:
 
 
 def test_range_covers_upstream_v1_13_workload_versions() -> None:
-    """Upstream Cluster API v1.13 supports workload clusters v1.30.x .. v1.36.x (docs/book/src/reference/versions.md)."""
+    """Upstream Cluster API v1.13 supports workload clusters v1.30.x .. v1.36.x (docs/book/src/reference/versions.md)"""
     for minor in range(30, 37):
         assert v.is_supported(f"v1.{minor}.0") and v.is_supported(f"v1.{minor}.25")
 

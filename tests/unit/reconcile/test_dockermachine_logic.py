@@ -35,6 +35,34 @@ def test_node_image() -> None:
     assert dmr.node_image(_dm(), {"spec": {}}, "capd-py/node") is None
 
 
+def test_image_decision_present() -> None:
+    m = {"spec": {"version": "v1.34.4"}}
+    d = dmr.image_decision(_dm(), m, "capd-py/node:v1.34.4", True)
+    assert d.ok and d.message == "" and d.requeue_after is None
+
+
+@pytest.mark.parametrize("version", ["v1.30.0", "v1.36.3", "v1.37.0-rc.1"])
+def test_image_decision_version_without_node_image(version: str) -> None:
+    """An admitted version nobody built a node image for: a condition naming the make target, a later look."""
+    m = {"spec": {"version": version}}
+    image = dmr.node_image(_dm(), m, "capd-py/node")
+    d = dmr.image_decision(_dm(), m, image, False)
+    assert not d.ok and d.requeue_after == dmr.IMAGE_RECHECK_SECONDS
+    assert f"make images K8S_VERSION={version}" in d.message and f"capd-py/node:{version}" in d.message
+    assert "never pulls" in d.message
+    st = dmr.status(_dm(), Observed(Phase.IMAGE_NOT_FOUND, d.message))
+    assert _conds(st)["ContainerProvisioned"] == ("False", "ImageNotFound")
+    assert _conds(st)["Ready"][0] == "False" and "initialization" not in st
+
+
+def test_image_decision_custom_image_and_no_version() -> None:
+    d = dmr.image_decision(_dm({"customImage": "my/img:1"}), {"spec": {"version": "v1.34.4"}}, "my/img:1", False)
+    assert not d.ok and "my/img:1 (spec.customImage)" in d.message and "make images" not in d.message
+    assert d.requeue_after == dmr.IMAGE_RECHECK_SECONDS
+    d = dmr.image_decision(_dm(), {"spec": {}}, None, False)
+    assert not d.ok and d.requeue_after is None and "no spec.version" in d.message
+
+
 def test_node_spec_labels_mounts_privilege() -> None:
     dm = _dm({"extraMounts": [{"containerPath": "/data", "hostPath": "/tmp/d", "readOnly": True}, {"hostPath": "/x"}]})
     s = dmr.node_spec("ns", "c1", "m1", dm, "img", "net", True, "restricted")
