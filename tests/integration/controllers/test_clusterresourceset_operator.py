@@ -198,6 +198,17 @@ async def test_clusterresourcesets_apply_record_and_survive_deletion(operator: M
     # as upstream, a ClusterResourceSet owns the resources it lists
     assert any(o["kind"] == "ClusterResourceSet" and o["name"] == "once" for o in src["metadata"]["ownerReferences"])
 
+    # stable: an event that changes nothing the sets care about brings no writes
+    before = {n: (await kube.get(CLUSTER_RESOURCE_SET, ns, n))["metadata"]["resourceVersion"]  # type: ignore[index]
+              for n in ("once", "reconcile")}
+    before["binding"] = b["metadata"]["resourceVersion"]
+    await kube.merge_patch(CLUSTER, ns, "c1", {"metadata": {"annotations": {"poke": "1"}}})
+    await asyncio.sleep(3)
+    after = {n: (await kube.get(CLUSTER_RESOURCE_SET, ns, n))["metadata"]["resourceVersion"]  # type: ignore[index]
+             for n in ("once", "reconcile")}
+    after["binding"] = (await kube.get(CLUSTER_RESOURCE_SET_BINDING, ns, "c1"))["metadata"]["resourceVersion"]  # type: ignore[index]
+    assert after == before
+
     # a change: Reconcile applies it again, ApplyOnce does not
     rec_hash = entry(b, "reconcile")[("ConfigMap", "rec")]["hash"]  # type: ignore[index]
     once_hash = once[("ConfigMap", "addons")]["hash"]
