@@ -82,10 +82,19 @@ build_image "$ECHO" "$echo_in" "$d"
 docker tag "$ECHO" capd-py/echo:latest
 
 # --- the node image ------------------------------------------------------------------------------
+# Built as kind builds its node image: a plain image (binaries, units, config), then a container of it
+# runs containerd alone, the component images are imported into its k8s.io namespace (content only, as
+# kind: `--no-unpack`; the CRI unpacks an image the first time a container uses it), containerd stops,
+# and the container is committed with the image's own config restored. A node has its images the moment
+# containerd starts: nothing is imported at boot.
 PRELOAD=("${WANT[@]}" "$NETD" "$ECHO" capd-py/echo:latest)
 ids=$(for i in "${PRELOAD[@]}"; do docker image inspect -f '{{.Id}}' "$i"; done | sha256sum | cut -c1-16)
-node_inputs="$(fp "$KBIN/kubelet" "$KBIN/kubeadm" "$KBIN/kubectl")-$ids-$(cd "$here/node" && find files -type f -exec sha256sum {} + | sort | sha256sum | cut -c1-16)-$(sha256sum "$here/netd/default-cni.yaml.in" | cut -c1-12)-$BASE"
+files_in="$(cd "$here/node" && find files -type f -exec sha256sum {} + | sort | sha256sum | cut -c1-16)"
+stage_inputs="$(fp "$KBIN/kubelet" "$KBIN/kubeadm" "$KBIN/kubectl")-$files_in-$(sha256sum "$here/netd/default-cni.yaml.in" | cut -c1-12)-$(printf '%s\n' "${PRELOAD[@]}" | sha256sum | cut -c1-12)-$BASE"
+node_inputs="$stage_inputs-$ids-$(content "$0" | cut -c1-12)"
 NODE="capd-py/node:$K8S"
+STAGE="capd-py/node-stage:$K8S"   # the node image without its images; kept so a rebuild reuses it
+ENTRYPOINT='["/usr/local/bin/capd-entrypoint"]'
 if [[ "$(label_of "$NODE")" == "$node_inputs" ]]; then
   ok "$NODE (cached)"
 else
@@ -95,16 +104,14 @@ else
   sed -i "s/@PAUSE_TAG@/$pause_tag/" "$ctx/files/etc/containerd/config.toml"
   mkdir -p "$ctx/files/kind/images" "$ctx/files/kind/manifests"
   sed "s#@NETD_IMAGE@#$NETD#" "$here/netd/default-cni.yaml.in" > "$ctx/files/kind/manifests/default-cni.yaml"
-  printf '%s\n' "${PRELOAD[@]}" > "$ctx/files/kind/images/list"
-  step "saving ${#PRELOAD[@]} images for preloading"
-  docker save "${PRELOAD[@]}" -o "$ctx/files/kind/images/images.tar"
+  printf '%s\n' "${PRELOAD[@]}" > "$ctx/files/kind/images/list"   # what the node has (benches, checks)
   cp "$KBIN/kubelet" "$KBIN/kubeadm" "$KBIN/kubectl" "$ctx/"
   cat > "$ctx/Dockerfile" <<DOCKERFILE
 ARG BASE
 FROM \${BASE}
 COPY kubelet kubeadm kubectl /usr/bin/
 COPY files/ /
-RUN systemctl enable containerd.service kubelet.service capd-import-images.service >/dev/null 2>&1 \\
+RUN systemctl enable containerd.service kubelet.service >/dev/null 2>&1 \\
  && systemctl mask getty.target console-getty.service systemd-firstboot.service systemd-udevd.service \\
       systemd-modules-load.service sys-kernel-debug.mount sys-kernel-tracing.mount >/dev/null 2>&1 \\
  && systemctl set-default multi-user.target >/dev/null 2>&1 \\
@@ -113,10 +120,47 @@ RUN systemctl enable containerd.service kubelet.service capd-import-images.servi
  && echo "$K8S" > /kind/version
 ENV container=docker
 STOPSIGNAL SIGRTMIN+3
-ENTRYPOINT ["/usr/local/bin/capd-entrypoint"]
+ENTRYPOINT $ENTRYPOINT
 DOCKERFILE
-  build_image "$NODE" "$node_inputs" "$ctx" --build-arg "BASE=$BASE"
+  build_image "$STAGE" "$stage_inputs" "$ctx" --build-arg "BASE=$BASE"
   rm -rf "$ctx"
+
+  step "preloading ${#PRELOAD[@]} images into $NODE's containerd"
+  # the node containers' privilege mode; containerd alone needs little of it, but runs as on a node
+  if [[ "$(bash "$here/../hack/privilege-mode.sh")" == privileged ]]; then priv=(--privileged); else
+    priv=(--cap-add ALL --cap-drop SYS_RESOURCE --security-opt seccomp=unconfined --security-opt apparmor=unconfined
+          --security-opt systempaths=unconfined --device-cgroup-rule 'a *:* rwm'); fi
+  # No /var volume (unlike a node): what containerd writes under /var/lib/containerd must be committed.
+  bc="capd-py-node-build-$$"
+  cleanup_build() { docker rm -f -v "$bc" >/dev/null 2>&1 || true; }
+  trap cleanup_build EXIT
+  docker run -d --name "$bc" "${priv[@]}" --tmpfs /run --tmpfs /tmp --entrypoint sleep "$STAGE" infinity >/dev/null
+  bx() { docker exec "$bc" "$@"; }
+  docker exec -d "$bc" sh -c 'exec containerd >/tmp/containerd.log 2>&1'
+  for i in $(seq 1 60); do bx ctr version >/dev/null 2>&1 && break; sleep 0.5; done
+  bx ctr version >/dev/null || { bx cat /tmp/containerd.log >&2; echo " ✗ containerd did not start" >&2; exit 1; }
+  # pinned: containerd >= 1.7 tells kubelet's image GC to keep it (kind does the same); 1.6 ignores it
+  docker save "${PRELOAD[@]}" | docker exec -i "$bc" ctr --namespace k8s.io images import \
+    --label io.cri-containerd.pinned=pinned --all-platforms --no-unpack - >/dev/null
+  have=$(bx ctr --namespace k8s.io images ls -q)
+  for i in "${PRELOAD[@]}"; do
+    first=${i%%/*}   # containerd names an image without a registry as docker does
+    [[ "$i" == */* && ( "$first" == *.* || "$first" == *:* || "$first" == localhost ) ]] && ref=$i || ref="docker.io/$i"
+    grep -qxF "$ref" <<<"$have" || { echo " ✗ $ref missing from containerd after the import" >&2; exit 1; }
+  done
+  # stop containerd cleanly (its bolt databases closed; PID 1 is sleep, so it stays a zombie), then drop
+  # what a node recreates at boot
+  bx sh -c 'p=$(pgrep -x containerd) && kill -TERM $p || exit 1
+    for i in $(seq 1 100); do grep -q "^State:.*Z" /proc/$p/status 2>/dev/null || [ ! -e /proc/$p ] && exit 0; sleep 0.1; done
+    exit 1' || { bx tail -5 /tmp/containerd.log >&2; echo " ✗ containerd did not stop" >&2; exit 1; }
+  bx sh -c 'cd /var/lib/containerd && rm -rf io.containerd.snapshotter.v1.* io.containerd.runtime.* tmpmounts io.containerd.grpc.v1.cri'
+  docker stop -t 1 "$bc" >/dev/null
+  docker commit \
+    --change "ENTRYPOINT $ENTRYPOINT" --change 'CMD []' --change 'ENV container=docker' \
+    --change "LABEL io.x-k8s.capd-py.inputs=$node_inputs" \
+    "$bc" "$NODE" >/dev/null
+  cleanup_build; trap - EXIT
+  ok "$NODE"
 fi
 
 # --- the load balancer ---------------------------------------------------------------------------
