@@ -52,6 +52,18 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU seconds of a process (this one by default), children not included."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
 def table(rows: list[tuple[str, str]], title: str) -> str:
     w = max(len(k) for k, _ in rows)
     out = [title, "-" * len(title)]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import json
 import statistics
 import sys
 import time
@@ -32,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import machine, peak_rss_mib, rss_mib, table  # noqa: E402
+from common import cpu_seconds, machine, peak_rss_mib, rss_mib, table  # noqa: E402
 
 from capd_py.api import conditions as cond  # noqa: E402
 from capd_py.api.gvk import CLUSTER, DOCKER_MACHINE, GVK, MACHINE  # noqa: E402
@@ -61,6 +62,7 @@ class Meter:
         self.timing = False
         self.durations: list[float] = []
         self.timed_keys: set[Key] = set()
+        self.trace: str | None = None  # a cluster name: print every write to its objects (stderr)
 
     def wrap_kube(self, kube: Kube) -> None:
         for name in WRITES:
@@ -70,9 +72,19 @@ class Meter:
                 async def counted(gvk: GVK, *a: Any, **kw: Any) -> Any:
                     self.writes[gvk.kind] += 1
                     self.total += 1
+                    if self.trace:
+                        self._trace(orig.__name__, gvk, a, kw)
                     return await orig(gvk, *a, **kw)
                 return counted
             setattr(kube, name, make(orig))
+
+    def _trace(self, verb: str, gvk: GVK, a: tuple[Any, ...], kw: dict[str, Any]) -> None:
+        obj = next((x for x in a if isinstance(x, dict) and "metadata" in x), None)
+        name = obj["metadata"].get("name") or obj["metadata"].get("generateName") if obj else a[1]
+        if self.trace and self.trace in json.dumps(obj or a, default=str):
+            body = [x for x in a if isinstance(x, (dict, list))]
+            print(f"WRITE {time.monotonic():.2f} {gvk.kind} {name} {verb} {kw or ''} "
+                  f"{json.dumps(body, default=str)[:400]}", file=sys.stderr)
 
     def wrap_handler(self, mgr: Manager) -> None:
         orig = mgr.queue._handler
@@ -136,7 +148,7 @@ async def write_floor(kube: Kube, writes: int, concurrency: int) -> float:
 
 
 async def bench(clusters: int, machines: int, duration: float, concurrency: int,
-                spread: bool = False, debug: bool = False) -> list[tuple[str, str]]:
+                spread: bool = False, debug: bool = False, trace: str | None = None) -> list[tuple[str, str]]:
     env = EnvTest().start()
     try:
         kube = env.kube()
@@ -146,6 +158,7 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
             await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         holder: dict[str, Manager] = {}
         meter = Meter()
+        meter.trace = trace
         runtime = FakeRuntime()
 
         def on_manager(m: Manager) -> None:
@@ -186,6 +199,10 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
         api_proc = getattr(env, "_procs", {}).get("kube-apiserver")
         api_pid = api_proc.pid if api_proc is not None else None
         api_peak = 0.0
+        etcd_proc = getattr(env, "_procs", {}).get("etcd")
+        etcd_pid = etcd_proc.pid if etcd_proc is not None else None
+        cpu0 = (cpu_seconds(), cpu_seconds(api_pid) if api_pid else 0.0, cpu_seconds(etcd_pid) if etcd_pid else 0.0)
+        cpu_conv = (0.0, 0.0, 0.0)
         t_running: float | None = None
         t_available: float | None = None
         writes_conv = 0
@@ -212,6 +229,8 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
             if n_av >= clusters and t_running is not None:
                 t_available = now - t_applied
                 writes_conv = meter.total
+                cpu_conv = (cpu_seconds() - cpu0[0], (cpu_seconds(api_pid) - cpu0[1]) if api_pid else 0.0,
+                            (cpu_seconds(etcd_pid) - cpu0[2]) if etcd_pid else 0.0)
                 break
         sys.stderr.write("\n")
         if t_available is None:
@@ -297,6 +316,8 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
             ("reconciles/s (peak 1 s window)", f"{peak:.1f}"),
             ("controller writes by kind", kinds(meter.writes)),
             ("reads: cache / API", f"{cache_reads} / {sum(api_reads.values())} ({kinds(api_reads)})"),
+            ("CPU s until Available: controllers / apiserver / etcd",
+             " / ".join(f"{x:.1f}" for x in cpu_conv)),
             ("peak RSS controllers (this process)", f"{peak_rss_mib():.0f} MiB"),
             ("peak RSS kube-apiserver (sampled)", f"{api_peak:.0f} MiB" if api_pid else "n/a"),
         ]
@@ -316,10 +337,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="one namespace per cluster (default: all clusters in one namespace, the worst case "
                         "for controllers that list a namespace)")
     p.add_argument("--debug", action="store_true", help="print the first cluster's conditions every 60 s")
+    p.add_argument("--trace-writes", metavar="CLUSTER",
+                   help="print every controller write that names this cluster (stderr), e.g. c000")
     a = p.parse_args(argv)
     if a.machines < 1:
         p.error("--machines must be at least 1")
-    rows = asyncio.run(bench(a.clusters, a.machines, a.duration, a.concurrency, a.namespace_per_cluster, a.debug))
+    rows = asyncio.run(bench(a.clusters, a.machines, a.duration, a.concurrency, a.namespace_per_cluster, a.debug,
+                             a.trace_writes))
     print(table(rows, "capd-py controller scale benchmark (FakeRuntime + fake workloads + envtest)"))
     return 0
 

@@ -82,6 +82,11 @@ class _Kind:
 
     def put(self, obj: dict[str, Any]) -> bool:
         md = obj["metadata"]
+        if "managedFields" in md:
+            # nothing reads them and they are the bulk of every object: copying them on each cache read
+            # was a fifth of the controllers' CPU (controller-runtime users strip them with a transform too)
+            md = {k: v for k, v in md.items() if k != "managedFields"}
+            obj = {**obj, "metadata": md}
         key = (md.get("namespace") or "", md["name"])
         rv = md.get("resourceVersion")
         gone = self.tombstones.get(key)

@@ -63,6 +63,15 @@ def test_corrupted_pair_is_reported(ca: certs.KeyPair) -> None:
     assert certs.validate_keypair(certs.CLUSTER_CA, certs.KeyPair(ca.cert, b"garbage"))
 
 
+def test_key_of_another_pair_is_reported(ca: certs.KeyPair) -> None:
+    other = certs.generate(certs.ETCD_CA)
+    msg = certs.validate_keypair(certs.CLUSTER_CA, certs.KeyPair(ca.cert, other.key))
+    assert msg and "does not match" in msg
+    sa, sa2 = certs.generate(certs.SERVICE_ACCOUNT), certs.generate(certs.SERVICE_ACCOUNT)
+    assert certs.validate_keypair(certs.SERVICE_ACCOUNT, sa) is None
+    assert "does not match" in (certs.validate_keypair(certs.SERVICE_ACCOUNT, certs.KeyPair(sa.cert, sa2.key)) or "")
+
+
 def test_ca_cert_hash_is_sha256_of_spki(ca: certs.KeyPair) -> None:
     import hashlib
     c = x509.load_pem_x509_certificate(ca.cert)
