@@ -161,6 +161,80 @@ async def _admit(kube: Kube, g: gvk.GVK, obj: Obj) -> list[str]:
     return errors
 
 
+# Every way a capd-py CRD is stricter than upstream's release-1.13 CRD for the same kind (hack/compare_upstream_crds.py
+# against the schemas vendored in tests/fixtures/upstream/crds/), each with why: an upstream webhook check the CRD
+# expresses, or a deliberate capd-py rule (docs/DEVELOPING.md "Upstream parity"). A new difference fails
+# test_no_unexplained_strictness, an entry nothing matches any more fails it too (the list only shrinks).
+STRICTER_THAN_UPSTREAM_CRDS: list[tuple[str, str]] = [
+    (".metadata.labels{*}: maxLength 63", "upstream webhooks: ObjectMeta.Validate (label values)"),
+    (".matchLabels{*}: maxLength 63", "upstream webhooks: metav1.LabelSelectorAsSelector"),
+    (".matchExpressions[].operator: enum", "upstream webhooks: metav1.LabelSelectorAsSelector"),
+    (".matchLabels: maxProperties 64", "deliberate: bounds the CEL cost of the selector-matches-labels rule"),
+    ("CEL 'clusterName is immutable'", "upstream Machine/MachineSet/MachineDeployment/MHC/binding webhooks"),
+    ("CEL 'spec.template.spec.clusterName must match spec.clusterName'", "upstream MachineSet/Deployment webhooks"),
+    ("CEL 'spec.template.metadata.labels must match spec.selector.matchLabels'",
+     "upstream MachineSet/Deployment webhooks (selector must match the template labels)"),
+    ("CEL 'expected either spec.bootstrap.dataSecretName or spec.bootstrap.configRef",
+     "upstream Machine/MachineSet/Deployment webhooks"),
+    ("CEL 'must be a valid semantic version", "upstream webhooks (KubeSemver); deliberate: strict semver 2.0"),
+    ("CEL 'Kubernetes version is not supported", "deliberate: the supported range (capd_py/api/versions.py)"),
+    ("must be either a non-negative int or a percentage",
+     "upstream webhooks (intstr.GetScaledValueFromIntOrPercent); deliberate: not negative"),
+    ("CEL 'replicas must be greater than or equal to 0'", "deliberate: as the scale subresource"),
+    ("CEL 'replicas must be greater than or equal to 1", "upstream KubeadmControlPlane webhook"),
+    ("CEL 'nodeStartupTimeoutSeconds must be 0 or at least 30 seconds'", "upstream MachineHealthCheck webhook"),
+    ("CEL 'kubeadmConfigSpec.clusterConfiguration.", "upstream KubeadmControlPlane webhook (allowed updates)"),
+    ("CEL 'spec.customImage cannot be modified'", "upstream DockerMachine webhook"),
+    ("spec.template.spec is immutable; create a new template instead", "upstream Docker*Template webhooks"),
+    ("CEL \"Cluster name must be a valid label value", "upstream Cluster webhook (IsValidLabelValue)"),
+    ("CEL 'one of spec.controlPlaneRef, spec.infrastructureRef or spec.topology must be set'",
+     "upstream Cluster webhook"),
+    ("cannot be removed'", "upstream Cluster webhook"),
+    ("CEL 'clusterSelector must not be empty", "upstream ClusterResourceSet webhook"),
+    ("CEL 'clusterSelector is immutable'", "upstream ClusterResourceSet webhook"),
+    ("CEL 'strategy is immutable'", "upstream ClusterResourceSet webhook"),
+]
+
+
+def _compare_tool() -> Any:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "hack" / "compare_upstream_crds.py"
+    spec = importlib.util.spec_from_file_location("compare_upstream_crds", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_no_unexplained_strictness() -> None:
+    """No capd-py CRD rejects what upstream's accepts, beyond the listed (and explained) differences."""
+    diffs = _compare_tool().compare()
+    served_files = {f"{c['spec']['group']}_{c['spec']['names']['plural']}.yaml" for c in load_crds()}
+    assert set(diffs) == served_files, "vendor upstream's schema of every served kind (--vendor)"
+    unexplained = [f"{n}: {d}" for n, ds in diffs.items() for d in ds
+                   if not any(pat in d for pat, _ in STRICTER_THAN_UPSTREAM_CRDS)]
+    assert not unexplained, "stricter than upstream:\n" + "\n".join(unexplained)
+    unused = [pat for pat, _ in STRICTER_THAN_UPSTREAM_CRDS if not any(pat in d for ds in diffs.values() for d in ds)]
+    assert not unused, f"no longer stricter than upstream, drop from the list: {unused}"
+
+
+def test_compare_tool_finds_stricter_rules() -> None:
+    tool = _compare_tool()
+    up = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "object", "nullable": True},
+                                           "n": {"type": "integer", "minimum": 0}, "e": {"type": "string",
+                                                                                         "enum": ["X", "Y"]}}}
+    ours = {"type": "object", "required": ["a"], "properties": {
+        "a": {"type": "string", "minLength": 1, "pattern": "^a$"}, "b": {"type": "object"},
+        "n": {"type": "integer", "minimum": 1, "x-kubernetes-validations": [{"rule": "self < 9", "message": "m"}]},
+        "e": {"type": "string", "enum": ["X"]}}}
+    assert tool.differences(ours, up) == [
+        ": requires ['a']", ".a: minLength 1 (upstream None)", ".a: pattern '^a$' (upstream None)",
+        ".b: not nullable", ".n: minimum 1 (upstream 0)", ".n: CEL 'm'", ".e: enum ['X'] (upstream ['X', 'Y'])"]
+    assert tool.differences({"type": "object", "properties": {}}, up)[0] == ".a: unknown to capd-py"
+    assert tool.differences(up, up) == []
+
+
 @pytest.mark.parametrize("name", FILES)
 async def test_upstream_templates_are_admitted(kube: Kube, namespace: str, name: str) -> None:
     kinds = served()

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Where capd-py's CRDs (crds/) are stricter than upstream Cluster API's for the same kind.
+
+    python hack/compare_upstream_crds.py                      # compare against tests/fixtures/upstream/crds/
+    python hack/compare_upstream_crds.py --vendor DIR [--ref release-1.13]
+        # refresh the vendored upstream schemas from a cluster-api git directory (descriptions and status
+        # dropped: only what admission of spec/metadata depends on)
+
+Stricter means something upstream-valid could be rejected: a required field upstream does not require, a
+non-nullable field upstream makes nullable, a tighter minLength/maxLength/minimum/maximum/minItems/maxItems/
+minProperties/maxProperties, an enum missing upstream values, a pattern or format upstream does not have, a
+property upstream has and capd-py does not (strict field validation rejects it), or a CEL rule upstream's CRD
+does not have (those must express an upstream webhook check; tests/integration/test_upstream_admission.py
+lists every one with its reason). The status of each kind is not compared: capd-py writes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+OURS = ROOT / "crds"
+VENDORED = ROOT / "tests" / "fixtures" / "upstream" / "crds"
+UPSTREAM_DIRS = ("config/crd/bases", "bootstrap/kubeadm/config/crd/bases", "controlplane/kubeadm/config/crd/bases",
+                 "test/infrastructure/docker/config/crd/bases")
+BOUNDS = [("minLength", "gt"), ("minimum", "gt"), ("minItems", "gt"), ("minProperties", "gt"),
+          ("maxLength", "lt"), ("maximum", "lt"), ("maxItems", "lt"), ("maxProperties", "lt")]
+S = dict[str, Any]
+
+
+def _strip(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _strip(v) for k, v in x.items() if k != "description"}
+    if isinstance(x, list):
+        return [_strip(v) for v in x]
+    return x
+
+
+def schema_of(crd: S, version: str) -> S | None:
+    for v in crd["spec"]["versions"]:
+        if v["name"] == version:
+            s = dict(v["schema"]["openAPIV3Schema"])
+            s["properties"] = {k: p for k, p in s.get("properties", {}).items() if k != "status"}
+            return _strip(s)  # type: ignore[no-any-return]
+    return None
+
+
+def differences(ours: S, up: S, path: str = "") -> list[str]:
+    """Every way `ours` is stricter than `up` (two openAPIV3Schemas), as "path: what" strings."""
+    out: list[str] = []
+    if ours.get("x-kubernetes-preserve-unknown-fields"):
+        return out
+    both_int_or_string = ours.get("x-kubernetes-int-or-string") and up.get("x-kubernetes-int-or-string")
+    if ours.get("type") != up.get("type") and not both_int_or_string:
+        out.append(f"{path}: type {ours.get('type')} (upstream {up.get('type')})")
+    extra = sorted(set(ours.get("required", [])) - set(up.get("required", [])))
+    if extra:
+        out.append(f"{path}: requires {extra}")
+    if up.get("nullable") and not ours.get("nullable"):
+        out.append(f"{path}: not nullable")
+    for k, how in BOUNDS:
+        if k in ours and (k not in up or (how == "gt" and ours[k] > up[k]) or (how == "lt" and ours[k] < up[k])):
+            out.append(f"{path}: {k} {ours[k]} (upstream {up.get(k)})")
+    if "enum" in ours and ("enum" not in up or set(up["enum"]) - set(ours["enum"])):
+        out.append(f"{path}: enum {ours['enum']} (upstream {up.get('enum')})")
+    for k in ("pattern", "format"):
+        if k in ours and ours[k] != up.get(k):
+            out.append(f"{path}: {k} {ours[k]!r} (upstream {up.get(k)!r})")
+    up_rules = {r["rule"] for r in up.get("x-kubernetes-validations", [])}
+    for r in ours.get("x-kubernetes-validations", []):
+        if r["rule"] not in up_rules:
+            out.append(f"{path}: CEL {r.get('message', r['rule'])!r}")
+    props = ours.get("properties")
+    extra_props = ours.get("additionalProperties")
+    for k, u in (up.get("properties") or {}).items():
+        if props is not None and k in props:
+            out += differences(props[k], u, f"{path}.{k}")
+        elif isinstance(extra_props, dict):
+            out += differences(extra_props, u, f"{path}.{k}")
+        elif not ours.get("x-kubernetes-preserve-unknown-fields"):
+            out.append(f"{path}.{k}: unknown to capd-py")
+    if isinstance(up.get("additionalProperties"), dict):
+        out += differences(extra_props if isinstance(extra_props, dict) else {}, up["additionalProperties"],
+                           f"{path}{{*}}")
+    if "items" in up:
+        out += differences(ours.get("items") or {}, up["items"], f"{path}[]")
+    return out
+
+
+def load(path: Path) -> S:
+    return next(d for d in yaml.safe_load_all(path.read_text()) if d)  # type: ignore[no-any-return]
+
+
+def compare(ours_dir: Path = OURS, vendored: Path = VENDORED) -> dict[str, list[str]]:
+    """file name -> differences, for every capd-py CRD whose upstream schema is vendored."""
+    out: dict[str, list[str]] = {}
+    for p in sorted(ours_dir.glob("*.yaml")):
+        up_path = vendored / p.name
+        if not up_path.exists():
+            continue
+        crd = load(p)
+        ours = schema_of(crd, crd["spec"]["versions"][0]["name"])  # capd-py serves one version per kind
+        assert ours is not None
+        out[p.name] = differences(ours, load(up_path)["openAPIV3Schema"])
+    return out
+
+
+def vendor(src: str, ref: str) -> None:
+    commit = subprocess.check_output(["git", "-C", src, "rev-parse", f"{ref}^{{commit}}"], text=True).strip()
+    VENDORED.mkdir(parents=True, exist_ok=True)
+    for old in VENDORED.glob("*.yaml"):
+        old.unlink()
+    for p in sorted(OURS.glob("*.yaml")):
+        version = load(p)["spec"]["versions"][0]["name"]
+        for d in UPSTREAM_DIRS:
+            try:
+                text = subprocess.check_output(["git", "-C", src, "show", f"{commit}:{d}/{p.name}"], text=True,
+                                               stderr=subprocess.DEVNULL)
+            except subprocess.CalledProcessError:
+                continue
+            schema = schema_of(load_text(text), version)
+            if schema is None:
+                break
+            header = (f"# Upstream Cluster API {ref} ({commit}): {d}/{p.name}, version {version}: openAPIV3Schema\n"
+                      "# without descriptions and status. Generated by hack/compare_upstream_crds.py --vendor. "
+                      "Do not edit.\n")
+            (VENDORED / p.name).write_text(header + yaml.safe_dump({"openAPIV3Schema": schema}, sort_keys=True,
+                                                                   width=120))
+            break
+    print(f"vendored {len(list(VENDORED.glob('*.yaml')))} upstream schemas into {VENDORED.relative_to(ROOT)}/")
+
+
+def load_text(text: str) -> S:
+    return next(d for d in yaml.safe_load_all(text) if d)  # type: ignore[no-any-return]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--vendor", metavar="DIR", help="a cluster-api git directory to vendor the schemas from")
+    ap.add_argument("--ref", default="release-1.13")
+    args = ap.parse_args()
+    if args.vendor:
+        vendor(args.vendor, args.ref)
+        return 0
+    for name, diffs in compare().items():
+        print(f"{name}: {len(diffs)}")
+        for d in diffs:
+            print(f"  {d}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
