@@ -750,6 +750,80 @@ def docker_machine_schema() -> tuple[S, S]:
     return docker_machine_spec(True), status
 
 
+# --- MachinePool / DockerMachinePool ---------------------------------------------------------------------
+
+def machine_pool_schema() -> tuple[S, S]:
+    """Upstream's MachinePool: its webhook keeps clusterName immutable and equal to the template's, and forbids
+    template taints (not implemented for MachinePools). replicas defaults to 1 (the webhook's default without
+    the autoscaler annotations); `>= 0` as for MachineSets."""
+    spec = cel(obj({
+        "clusterName": cluster_name(),
+        "replicas": _replicas(0, 1, "machines"),
+        "template": machine_template(),
+        "providerIDList": arr(string(min_len=1, max_len=512), "Provider IDs of the pool's instances, copied from "
+                              "the infrastructure machine pool.", max_items=10000),
+        "failureDomains": arr(string(min_len=1, max_len=256), "Failure domains the pool's instances may use.",
+                              max_items=100),
+    }, ["clusterName", "template"]), _cluster_name_match(),
+        rule("!has(self.template.spec.taints)", "taints feature for MachinePools is not yet implemented",
+             fieldPath=".template.spec.taints"))
+    node_ref = {**obj({k: string() for k in ("apiVersion", "kind", "name", "namespace", "uid", "resourceVersion",
+                                              "fieldPath")}, desc="Reference to a workload cluster Node."),
+                "x-kubernetes-map-type": "atomic"}
+    status = obj({
+        "conditions": conditions(),
+        "initialization": obj({"infrastructureProvisioned": boolean(), "bootstrapDataSecretCreated": boolean()},
+                              min_props=1),
+        "nodeRefs": arr(node_ref, "The pool's workload cluster Nodes.", max_items=10000),
+        **replica_summary(),
+        "phase": string(enum=["Pending", "Provisioning", "Provisioned", "Running", "ScalingUp", "ScalingDown",
+                              "Scaling", "Deleting", "Failed", "Unknown"]),
+        "observedGeneration": integer(fmt="int64", minimum=1),
+        "deprecated": deprecated(),
+    }, min_props=1)
+    return spec, status
+
+
+def docker_machine_pool_spec() -> S:
+    return obj({
+        "template": obj({
+            "customImage": string("Node image to use instead of the default for the version."),
+            "preLoadImages": arr(string(), "Images to load into the nodes."),
+            "extraMounts": arr(obj({"containerPath": string(), "hostPath": string(), "readOnly": boolean()}),
+                               "Extra host mounts for the node containers."),
+        }, desc="What each instance (a DockerMachine) of the pool is made from."),
+        "providerID": string("Provider ID of the pool, set by the provider."),
+        "providerIDList": arr(string(), "Provider IDs of the pool's instances, set by the provider."),
+    })
+
+
+def docker_machine_pool_schema() -> tuple[S, S]:
+    status = obj({
+        "conditions": conditions(),
+        "ready": boolean("Whether the pool's instances are all provisioned (v1beta2 contract: "
+                         "initialization.provisioned)."),
+        "initialization": obj({"provisioned": boolean()}, min_props=1),
+        "replicas": integer("Most recently observed number of instances."),
+        "observedGeneration": integer(fmt="int64"),
+        "instances": arr(obj({
+            "addresses": addresses(),
+            "instanceName": string(),
+            "providerID": string(),
+            "version": string(),
+            "ready": boolean(),
+            "bootstrapped": boolean(),
+        }), "One entry per instance of the pool."),
+        "infrastructureMachineKind": string("Kind of the infrastructure machines behind the pool's Machines."),
+        "deprecated": deprecated(),
+    })
+    return docker_machine_pool_spec(), status
+
+
+def docker_machine_pool_template_spec() -> S:
+    return obj({"template": obj({"metadata": object_meta(), "spec": docker_machine_pool_spec()}, ["spec"],
+                                "DockerMachinePool template.")}, ["template"])
+
+
 # --- addons.cluster.x-k8s.io ----------------------------------------------------------------------------
 
 def resource_ref() -> dict[str, S]:
@@ -831,7 +905,7 @@ def cond(t: str) -> str:
 
 
 def crd(g: gvk.GVK, spec: S, status: S | None, columns: list[S], short: list[str] | None = None,
-        scale: bool = False, root_rules: list[S] | None = None, spec_required: bool = True) -> S:
+        scale: bool | S = False, root_rules: list[S] | None = None, spec_required: bool = True) -> S:
     props: S = {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
                 "spec": spec}
     if status is not None:
@@ -848,7 +922,7 @@ def crd(g: gvk.GVK, spec: S, status: S | None, columns: list[S], short: list[str
     if status is not None:
         sub["status"] = {}
     if scale:
-        sub["scale"] = dict(SCALE)
+        sub["scale"] = dict(SCALE) if scale is True else dict(scale)
     if sub:
         version["subresources"] = sub
     names: S = {"kind": g.kind, "listKind": f"{g.kind}List", "plural": g.plural, "singular": g.kind.lower(),
@@ -957,6 +1031,15 @@ def all_crds() -> list[S]:
         obj({"capacity": {"type": "object", "additionalProperties": {
             **int_or_string(), "pattern": QUANTITY}}}, desc="Capacity of machines made from this template."),
         [AGE], spec_required=False))
+    spec, status = machine_pool_schema()
+    out.append(crd(gvk.MACHINE_POOL, spec, status, [
+        col("Cluster", ".spec.clusterName"), *replica_cols(), PAUSED, col("Phase", ".status.phase"), AGE,
+        col("Version", ".spec.template.spec.version"),
+    ], ["mp"], scale={"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}))
+    spec, status = docker_machine_pool_schema()
+    out.append(crd(gvk.DOCKER_MACHINE_POOL, spec, status, [AGE], spec_required=False))
+    out.append(crd(gvk.DOCKER_MACHINE_POOL_TEMPLATE, docker_machine_pool_template_spec(), None, [AGE],
+                   spec_required=False))
     spec, status = crs_schema()
     out.append(crd(gvk.CLUSTER_RESOURCE_SET, spec, status, [
         col("Applied", cond("ResourcesApplied"), desc="Resource applied"), PAUSED, AGE]))

@@ -42,6 +42,7 @@ MACHINE = GVK(CLUSTER_GROUP, VERSION, "Machine", "machines")
 MACHINE_SET = GVK(CLUSTER_GROUP, VERSION, "MachineSet", "machinesets")
 MACHINE_DEPLOYMENT = GVK(CLUSTER_GROUP, VERSION, "MachineDeployment", "machinedeployments")
 MACHINE_HEALTH_CHECK = GVK(CLUSTER_GROUP, VERSION, "MachineHealthCheck", "machinehealthchecks")
+MACHINE_POOL = GVK(CLUSTER_GROUP, VERSION, "MachinePool", "machinepools")
 KUBEADM_CONFIG = GVK(BOOTSTRAP_GROUP, VERSION, "KubeadmConfig", "kubeadmconfigs")
 KUBEADM_CONFIG_TEMPLATE = GVK(BOOTSTRAP_GROUP, VERSION, "KubeadmConfigTemplate", "kubeadmconfigtemplates")
 KUBEADM_CONTROL_PLANE = GVK(CONTROLPLANE_GROUP, VERSION, "KubeadmControlPlane", "kubeadmcontrolplanes")
@@ -52,6 +53,8 @@ DOCKER_CLUSTER = GVK(INFRA_GROUP, VERSION, "DockerCluster", "dockerclusters")
 DOCKER_CLUSTER_TEMPLATE = GVK(INFRA_GROUP, VERSION, "DockerClusterTemplate", "dockerclustertemplates")
 DOCKER_MACHINE = GVK(INFRA_GROUP, VERSION, "DockerMachine", "dockermachines")
 DOCKER_MACHINE_TEMPLATE = GVK(INFRA_GROUP, VERSION, "DockerMachineTemplate", "dockermachinetemplates")
+DOCKER_MACHINE_POOL = GVK(INFRA_GROUP, VERSION, "DockerMachinePool", "dockermachinepools")
+DOCKER_MACHINE_POOL_TEMPLATE = GVK(INFRA_GROUP, VERSION, "DockerMachinePoolTemplate", "dockermachinepooltemplates")
 CLUSTER_RESOURCE_SET = GVK(ADDONS_GROUP, VERSION, "ClusterResourceSet", "clusterresourcesets")
 CLUSTER_RESOURCE_SET_BINDING = GVK(ADDONS_GROUP, VERSION, "ClusterResourceSetBinding", "clusterresourcesetbindings")
 
@@ -66,6 +69,7 @@ ALL_CAPI: tuple[GVK, ...] = (
     KUBEADM_CONFIG, KUBEADM_CONFIG_TEMPLATE, KUBEADM_CONTROL_PLANE, KUBEADM_CONTROL_PLANE_TEMPLATE,
     DOCKER_CLUSTER, DOCKER_CLUSTER_TEMPLATE, DOCKER_MACHINE, DOCKER_MACHINE_TEMPLATE,
     CLUSTER_RESOURCE_SET, CLUSTER_RESOURCE_SET_BINDING,
+    MACHINE_POOL, DOCKER_MACHINE_POOL, DOCKER_MACHINE_POOL_TEMPLATE,
 )
 
 _BY_GROUP_KIND = {(g.group, g.kind): g for g in (*ALL_CAPI, SECRET, NODE, POD, CONFIG_MAP)}

@@ -119,7 +119,7 @@ def test_committed_crds_match_the_generator() -> None:
 
 async def test_every_crd_is_established(kube: Kube) -> None:
     want = load_crds()
-    assert len(want) == 15
+    assert len(want) == 18
     assert {c["spec"]["names"]["kind"] for c in want} == {g.kind for g in gvk.ALL_CAPI}
     for c in want:
         got = await kube.get(CRD, None, c["metadata"]["name"])
@@ -131,7 +131,7 @@ async def test_every_crd_is_established(kube: Kube) -> None:
         assert ver.get("additionalPrinterColumns")
     scaled = {c["spec"]["names"]["kind"] for c in want
               if "scale" in c["spec"]["versions"][0].get("subresources", {})}
-    assert scaled == {"MachineSet", "MachineDeployment", "KubeadmControlPlane"}
+    assert scaled == {"MachineSet", "MachineDeployment", "KubeadmControlPlane", "MachinePool"}
     short = {c["spec"]["names"]["kind"]: c["spec"]["names"].get("shortNames") for c in want}
     assert short["Cluster"] == ["cl"] and short["KubeadmControlPlane"] == ["kcp"]
     assert short["MachineDeployment"] == ["md"] and short["MachineHealthCheck"] == ["mhc", "mhcs"]
