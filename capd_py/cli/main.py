@@ -80,8 +80,8 @@ def run_async(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
         fail(f"API server: {e}")
     except OSError as e:
         fail(f"cannot reach the API server: {e}")
-    except Exception as e:  # urllib3 errors and the like: say what, not a traceback
-        if type(e).__module__.startswith("urllib3"):
+    except Exception as e:  # aiohttp / urllib3 connection errors: say what, not a traceback
+        if type(e).__module__.startswith(("urllib3", "aiohttp")):
             fail(f"cannot reach the API server: {e}")
         raise
 

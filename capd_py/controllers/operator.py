@@ -79,7 +79,22 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
-    # settings.persistence is left alone: on.event handlers never store progress or diff-bases.
+    # on.event handlers never store progress or diff-bases, yet kopf builds a diff-base (a deep copy of the
+    # body) for every event: a sixth of the controllers' CPU at scale. Nothing here reads it.
+    settings.persistence.diffbase_storage = NoDiffBase()
+
+
+class NoDiffBase(kopf.DiffBaseStorage):
+    """A diff-base storage for event-only operators: no essence is built, fetched or stored."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> Any:
+        return None
+
+    def fetch(self, *, body: kopf.Body) -> None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: Any) -> None:
+        return None
 
 
 def management_client(kubeconfig: str | None) -> Kube:

@@ -1,13 +1,13 @@
-"""A small async facade over the `kubernetes` REST client for unstructured objects.
+"""A small async facade over the API server's REST interface for unstructured objects.
 
-Blocking calls run in worker threads; every call names its GVK so the same code serves CRDs, core
-kinds and workload clusters. Writes are explicit and minimal: callers compare before they write, so
+Async calls go over aiohttp on the calling loop (`kube.transport`); the `kubernetes` package provides the
+configuration (kubeconfig, in-cluster) and the synchronous `call`. Every call names its GVK so the same code
+serves CRDs, core kinds and workload clusters. Writes are explicit and minimal: callers compare before they write, so
 a no-op reconcile leaves resourceVersions alone.
 """
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import json
 import tempfile
@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from capd_py.api.gvk import GVK
 from capd_py.api.labels import FIELD_MANAGER
+from capd_py.kube.transport import AioTransport
 
 LIST_PAGE = 500  # objects per LIST page, as client-go's pager
 
@@ -49,6 +50,18 @@ def _exc(resp: Any) -> ApiException:
     return e
 
 
+def _error(status: int, reason: str, data: bytes) -> KubeError:
+    body: dict[str, Any] = {}
+    try:
+        body = json.loads(data or b"{}")
+    except ValueError:
+        pass
+    if not isinstance(body, dict):
+        body = {}
+    message = body.get("message") or data.decode("utf-8", "replace")[:500] or reason
+    return KubeError(status, body.get("reason") or reason, message, body)
+
+
 def _wrap(e: ApiException) -> KubeError:
     body: dict[str, Any] = {}
     try:
@@ -61,8 +74,10 @@ def _wrap(e: ApiException) -> KubeError:
 class Kube:
     """Unstructured CRUD against one API server."""
 
-    def __init__(self, api: kubernetes.client.ApiClient):
+    def __init__(self, api: kubernetes.client.ApiClient, transport: AioTransport | None = None):
         self.api = api
+        # fakes subclass Kube without an ApiClient: they never reach the transport
+        self._transport = transport or (AioTransport(api.configuration) if api is not None else None)
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
@@ -92,6 +107,8 @@ class Kube:
 
     def close(self) -> None:
         try:
+            if self._transport is not None:
+                self._transport.close()
             self.api.close()
         except Exception:  # noqa: BLE001 - closing a pool must never mask the real error
             pass
@@ -117,7 +134,12 @@ class Kube:
 
     async def acall(self, method: str, path: str, body: Any = None, query: Iterable[tuple[str, Any]] = (),
                     content_type: str | None = None, timeout: float = 30) -> Any:
-        return await asyncio.to_thread(self.call, method, path, body, list(query), content_type, timeout)
+        if self._transport is None:  # an in-memory fake: its synchronous `call` is the API
+            return self.call(method, path, body, list(query), content_type, timeout)
+        status, reason, data = await self._transport.request(method, path, body, query, content_type, timeout)
+        if not 200 <= status <= 299:
+            raise _error(status, reason, data)
+        return json.loads(data) if data else {}
 
     # -- typed helpers --------------------------------------------------------------------------
     async def get(self, gvk: GVK, namespace: str | None, name: str) -> dict[str, Any] | None:

@@ -130,7 +130,7 @@ def _kubelet_version(image: str) -> str:
 
 
 class FakeWorkloadKube(Kube):
-    """One workload cluster's API, in memory (thread-safe: Kube's async methods call `call` in threads)."""
+    """One workload cluster's API, in memory (Kube's async methods call `call` directly; thread-safe too)."""
 
     def __init__(self, runtime: FakeRuntime, namespace: str, cluster: str):
         super().__init__(None)  # type: ignore[arg-type]  # no HTTP client behind it
