@@ -46,3 +46,6 @@ FIELD_MANAGER = "capd-py"
 LB_HOST_PORT_ANNOTATION = "infrastructure.cluster.x-k8s.io/capd-py-lb-host-port"
 # On a DockerCluster: run the cluster on this (shared, pre-existing or created) docker network.
 NETWORK_ANNOTATION = "infrastructure.cluster.x-k8s.io/capd-py-network"
+# On a DockerMachine of a DockerMachinePool: the hash of the pool template (Kubernetes version + the pool's
+# spec.template) it was made from; an instance with another hash is replaced by a rollout.
+POOL_TEMPLATE_HASH_LABEL = "infrastructure.cluster.x-k8s.io/capd-py-pool-template-hash"

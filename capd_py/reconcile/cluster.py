@@ -48,6 +48,7 @@ class Observed:
     machines: list[dict[str, Any]] = field(default_factory=list)
     machine_deployments: list[dict[str, Any]] = field(default_factory=list)
     machine_sets: list[dict[str, Any]] = field(default_factory=list)
+    machine_pools: list[dict[str, Any]] = field(default_factory=list)
     remote_probe: bool | None = None              # None: not probed
 
 
@@ -165,25 +166,24 @@ def compute_status(obs: Observed) -> dict[str, Any]:
     elif cp_machines:
         st["controlPlane"] = {"desiredReplicas": len(cp_machines), **_counts(cp_machines)}
 
-    # Workers
-    md_names = [m["metadata"]["name"] for m in obs.machine_deployments]
-    if not obs.machine_deployments and not workers:
+    # Workers: MachineDeployments and MachinePools (upstream setWorkersAvailableCondition)
+    groups = [*obs.machine_deployments, *obs.machine_pools]
+    g_names = [f"{m['kind']} {m['metadata']['name']}" for m in groups]
+    if not groups and not workers:
         setc(WORKERS_AVAILABLE, True, R_NO_WORKERS)
     else:
-        bad = [n for n, m in zip(md_names, obs.machine_deployments, strict=True)
-               if not cond.is_true(m, cond.AVAILABLE)]
-        unknown = [n for n, m in zip(md_names, obs.machine_deployments, strict=True)
-                   if cond.get(m, cond.AVAILABLE) is None]
+        bad = [n for n, m in zip(g_names, groups, strict=True) if not cond.is_true(m, cond.AVAILABLE)]
+        unknown = [n for n, m in zip(g_names, groups, strict=True) if cond.get(m, cond.AVAILABLE) is None]
         if bad and len(unknown) < len(bad):
             setc(WORKERS_AVAILABLE, False, R_NOT_AVAILABLE,
-                 "MachineDeployment(s) not available: " + ", ".join(sorted(set(bad) - set(unknown))))
+                 "Not available: " + ", ".join(sorted(set(bad) - set(unknown))))
         elif unknown:
             setc(WORKERS_AVAILABLE, cond.UNKNOWN, R_AVAILABLE_UNKNOWN,
-                 "MachineDeployment(s) not reporting Available: " + ", ".join(sorted(unknown)))
+                 "Not reporting Available: " + ", ".join(sorted(unknown)))
         else:
             setc(WORKERS_AVAILABLE, True, R_AVAILABLE)
-    if obs.machine_deployments or workers:
-        desired = sum(coreutil.replicas_of(m) for m in obs.machine_deployments)
+    if groups or workers:
+        desired = sum(coreutil.replicas_of(m) for m in groups)
         desired += sum(coreutil.replicas_of(m) for m in obs.machine_sets if not contract.controller_owner(m))
         st["workers"] = {"desiredReplicas": desired, **_counts(workers)}
     else:
@@ -199,7 +199,8 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         setc(ctype, s_, r_, m_)
 
     # RollingOut / ScalingUp / ScalingDown: true when the control plane or a MachineDeployment says so
-    sources = ([obs.control_plane] if obs.control_plane is not None else []) + list(obs.machine_deployments)
+    sources = ([obs.control_plane] if obs.control_plane is not None else []) + list(obs.machine_deployments) \
+        + list(obs.machine_pools)
     for ctype, yes, no in (("RollingOut", "RollingOut", "NotRollingOut"), ("ScalingUp", "ScalingUp", "NotScalingUp"),
                            ("ScalingDown", "ScalingDown", "NotScalingDown")):
         active = sorted(f"{o['kind']} {o['metadata']['name']}" for o in sources if cond.is_true(o, ctype))
@@ -276,6 +277,8 @@ def _top_level_workers(obs: Observed) -> tuple[list[dict[str, Any]], list[dict[s
     to_delete: list[dict[str, Any]] = []
     for md in obs.machine_deployments:
         to_delete.append(md)
+    for mp in obs.machine_pools:
+        to_delete.append(mp)
     for ms in obs.machine_sets:
         if contract.controller_owner(ms, "MachineDeployment") is None:
             to_delete.append(ms)
@@ -284,12 +287,12 @@ def _top_level_workers(obs: Observed) -> tuple[list[dict[str, Any]], list[dict[s
         owner = contract.controller_owner(m)
         if owner is None or owner.get("kind") not in ("MachineSet", "MachinePool"):
             to_delete.append(m)
-    waiting = [*obs.machine_deployments, *obs.machine_sets, *workers]
+    waiting = [*obs.machine_deployments, *obs.machine_pools, *obs.machine_sets, *workers]
     return [o for o in to_delete if not coreutil.is_deleting(o)], waiting
 
 
 def deletion_plan(obs: Observed) -> DeletionPlan:
-    """Upstream order: MachineDeployments, MachineSets and worker Machines first, waiting until they
+    """Upstream order: MachineDeployments, MachinePools, MachineSets and worker Machines first, waiting until they
     are all gone; then the control plane object; then the infrastructure cluster; then (no Machines
     left at all) the finalizer goes."""
     to_delete, waiting = _top_level_workers(obs)

@@ -102,6 +102,8 @@ class Phase:
 
 
 def is_control_plane_machine(machine: dict[str, Any] | None) -> bool:
+    if (machine or {}).get("kind") == "MachinePool":  # upstream ConfigOwner: only a Machine can be one
+        return False
     return CONTROL_PLANE in ((machine or {}).get("metadata", {}).get("labels") or {})
 
 
@@ -121,7 +123,15 @@ def cluster_infrastructure_provisioned(cluster: dict[str, Any] | None) -> bool:
     return bool(v)
 
 
+def is_machine_pool(owner: dict[str, Any] | None) -> bool:
+    return bool(owner) and (owner or {}).get("kind") == "MachinePool"
+
+
 def machine_has_node(machine: dict[str, Any] | None) -> bool:
+    """upstream ConfigOwner.HasNodeRefs: a Machine's nodeRef; for a MachinePool, a Node for every replica."""
+    if is_machine_pool(machine):
+        want = contract.dig(machine, "spec", "replicas")
+        return len(contract.dig(machine, "status", "nodeRefs", default=[]) or []) == (1 if want is None else int(want))
     return bool(contract.dig(machine, "status", "nodeRef", "name"))
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.labels import CONTROL_PLANE, EXCLUDE_NODE_DRAINING_ANNOTATION, TEMPLATE_HASH
-from capd_py.reconcile import coreutil
+from capd_py.reconcile import coreutil, machinepool
 from capd_py.reconcile.machinedeployment import template_hash
 
 # Condition types / reasons (upstream names).
@@ -70,6 +70,7 @@ class Observed:
     now: _dt.datetime = field(default_factory=coreutil.utcnow)
     machine_set: dict[str, Any] | None = None          # controller owner, when a MachineSet
     machine_deployment: dict[str, Any] | None = None   # that MachineSet's controller owner
+    machine_pool: dict[str, Any] | None = None         # controller owner, when a MachinePool
 
 
 def is_control_plane(machine: dict[str, Any]) -> bool:
@@ -303,6 +304,8 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         setc(NODE_HEALTHY, cond.UNKNOWN, R_NODE_DOES_NOT_EXIST, msg)
 
     utd = up_to_date({**m, "status": st}, obs.machine_set, obs.machine_deployment, obs.now)
+    if utd is None and obs.machine_pool is not None:
+        utd = machinepool.machine_up_to_date(obs.machine_pool, m)
     if utd is not None:
         setc(UP_TO_DATE, *utd)
 
