@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import time
 import uuid
@@ -19,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import node_boot  # noqa: E402
 from common import machine, table  # noqa: E402
 
 from capd_py.api.labels import CONTAINER_CLUSTER  # noqa: E402
@@ -28,15 +28,6 @@ from capd_py.runtime.docker_runtime import DockerRuntime  # noqa: E402
 from capd_py.testing import kubeadm_by_hand  # noqa: E402
 
 KUBECTL = ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]
-
-
-def _privilege_mode() -> str:
-    mode = os.environ.get("CAPD_PY_PRIVILEGED_MODE")
-    if mode:
-        return mode
-    here = Path(__file__).resolve().parents[1]
-    return subprocess.run(["bash", str(here / "hack" / "privilege-mode.sh")], capture_output=True, text=True,
-                          check=False).stdout.strip() or "privileged"
 
 
 async def _wait(what: str, probe: object, timeout: float, interval: float = 0.5) -> None:
@@ -58,18 +49,21 @@ async def measure(version: str = DEFAULT_VERSION) -> list[tuple[str, float]]:
     rt.ensure_network(network, {"io.x-k8s.capd-py.bench": "limit"})
     phases: list[tuple[str, float]] = []
     try:
+        mode = node_boot.privilege_mode()
         t0 = time.monotonic()
-        specs = [dmr.node_spec(ns, cluster, role, {"spec": {}}, image, network, role == "cp", _privilege_mode())
+        specs = [dmr.node_spec(ns, cluster, role, {"spec": {}}, image, network, role == "cp", mode)
                  for role in ("cp", "w")]
         infos = await asyncio.gather(*(asyncio.to_thread(rt.run_container, s) for s in specs))
         cp, w = (i.name for i in infos)
         phases.append(("both containers created", time.monotonic() - t0))
 
-        def systemd_up(n: str) -> bool:
-            out = rt.exec(n, ["systemctl", "is-system-running"]).output.strip()
-            return out in ("running", "degraded")
-        await asyncio.gather(*(_wait(f"systemd in {n}", lambda n=n: systemd_up(n), 180) for n in (cp, w)))
-        phases.append(("systemd up in both", time.monotonic() - t0))
+        # containerd answering, every preloaded image listed, systemd up: each in both containers
+        for what, probe in (("containerd ready in both", node_boot.containerd_ready),
+                            ("preloaded images listed in both", node_boot.images_listed),
+                            ("systemd up in both", node_boot.systemd_up)):
+            await asyncio.gather(*(node_boot.wait(f"{what}: {n}", lambda n=n, p=probe: p(rt, n), 180)  # type: ignore[misc]
+                                   for n in (cp, w)))
+            phases.append((what, time.monotonic() - t0))
 
         ip = rt.get_container(cp).ipv4[network]  # type: ignore[union-attr]
         cfg = kubeadm_by_hand.init_config(ip, version)
