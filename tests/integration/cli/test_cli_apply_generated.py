@@ -20,7 +20,7 @@ async def test_generated_cluster_applies(kube: Kube, namespace: str) -> None:
     docs = parse_documents(generate_cluster("demo", namespace=namespace, control_plane_machine_count=3,
                                             worker_machine_count=2, env={}))
     out = await apply_objects(kube, docs)
-    assert [o.ok for o in out] == [True] * 7, [o.detail for o in out if not o.ok]
+    assert [o.ok for o in out] == [True] * 9, [o.detail for o in out if not o.ok]
     assert {o.detail for o in out} == {"created"}
     kcp = await kube.get(KUBEADM_CONTROL_PLANE, namespace, "demo-control-plane")
     assert kcp and kcp["spec"]["replicas"] == 3

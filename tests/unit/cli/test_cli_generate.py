@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,10 @@ EXPECTED = [
     ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerMachineTemplate"),
     ("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfigTemplate"),
     ("cluster.x-k8s.io/v1beta2", "MachineDeployment"),
+    ("v1", "ConfigMap"),
+    ("addons.cluster.x-k8s.io/v1beta2", "ClusterResourceSet"),
 ]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def by_kind(docs: list[dict], kind: str) -> list[dict]:
@@ -107,8 +111,8 @@ def test_kubeadm_config_spec_fields() -> None:
         assert "cgroup-driver" not in args  # kubeadm's default (systemd) matches the node image's containerd
         assert args["fail-cgroupv1"] == "false"
         assert args["eviction-hard"].startswith("nodefs.available<0%")
-    assert spec["postKubeadmCommands"] == [
-        "kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f /kind/manifests/default-cni.yaml"]
+    # the CNI arrives through the ClusterResourceSet, not from a command on the nodes
+    assert "postKubeadmCommands" not in spec
     kct = by_kind(docs, "KubeadmConfigTemplate")[0]["spec"]["template"]["spec"]
     args = kct["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"]
     assert {"name": "fail-cgroupv1", "value": "false"} in args
@@ -116,6 +120,43 @@ def test_kubeadm_config_spec_fields() -> None:
     assert md["bootstrap"]["configRef"] == {"apiGroup": "bootstrap.cluster.x-k8s.io",
                                             "kind": "KubeadmConfigTemplate", "name": "demo-md-0"}
     assert md["infrastructureRef"]["kind"] == "DockerMachineTemplate"
+
+
+def node_image_cni_manifest() -> str:
+    """/kind/manifests/default-cni.yaml as images/build.sh writes it into the node image."""
+    netd = ROOT / "images" / "netd"
+    tag = hashlib.sha256((netd / "capd-netd").read_bytes()).hexdigest()[:12]
+    return (netd / "default-cni.yaml.in").read_text().replace("@NETD_IMAGE@", f"capd-py/netd:{tag}")
+
+
+def test_cni_is_delivered_by_a_cluster_resource_set() -> None:
+    docs = parse_documents(generate_cluster("demo", namespace="team-a", env={}))
+    cluster = by_kind(docs, "Cluster")[0]
+    assert cluster["metadata"]["labels"] == {"cni": "demo-crs-0"}
+    crs = by_kind(docs, "ClusterResourceSet")[0]
+    assert crs["metadata"] == {"name": "demo-crs-0", "namespace": "team-a"}
+    assert crs["spec"] == {"strategy": "ApplyOnce", "clusterSelector": {"matchLabels": {"cni": "demo-crs-0"}},
+                           "resources": [{"name": "cni-demo-crs-0", "kind": "ConfigMap"}]}
+    cm = by_kind(docs, "ConfigMap")[0]
+    assert cm["metadata"] == {"name": "cni-demo-crs-0", "namespace": "team-a"}
+    assert list(cm["data"]) == ["resources"]
+    # exactly the manifest the node image carries (what postKubeadmCommands used to apply)
+    assert cm["data"]["resources"] == node_image_cni_manifest(), "run python hack/gen_cni_template.py"
+    objs = [o for o in yaml.safe_load_all(cm["data"]["resources"]) if o]
+    assert [(o["apiVersion"], o["kind"]) for o in objs] == [
+        ("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ("apps/v1", "DaemonSet")]
+    ds = objs[-1]
+    assert ds["metadata"]["namespace"] == "kube-system"
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True and pod["tolerations"] == [{"operator": "Exists"}]
+    (c,) = pod["containers"]
+    assert c["image"].startswith("capd-py/netd:") and c["imagePullPolicy"] == "Never"
+    # no node runs a command that applies a CNI
+    for d in docs:
+        if d["kind"] != "ConfigMap":
+            text = yaml.safe_dump(d)
+            assert "postKubeadmCommands" not in text and "default-cni" not in text, d["kind"]
 
 
 def test_environment_is_used_and_flags_win() -> None:

@@ -39,7 +39,7 @@ def test_generate_to_stdout() -> None:
                             "--control-plane-machine-count", "3", "-n", "ns1"], env={})
     assert r.exit_code == 0, r.output
     docs = [d for d in yaml.safe_load_all(r.stdout) if d]
-    assert len(docs) == 7
+    assert len(docs) == 9  # 7 Cluster API objects + the CNI ConfigMap and its ClusterResourceSet
     md = next(d for d in docs if d["kind"] == "MachineDeployment")
     assert md["spec"]["replicas"] == 3 and md["metadata"]["namespace"] == "ns1"
 
