@@ -177,10 +177,12 @@ class DockerRuntime:
         try:
             return self._run(spec)
         except RuntimeError_ as e:
-            if not (privileged and self.fallback_restricted and not self._privileged_refused
-                    and "apply caps" in str(e)):
+            # Another thread may have found out (and set the flag) while this one was creating its container:
+            # fall back whenever the refusal is seen, or the half-created privileged container stays behind.
+            if not (privileged and self.fallback_restricted and "apply caps" in str(e)):
                 raise
-            log.warning("--privileged refused by this host (%s); using the restricted privilege mode", e)
+            if not self._privileged_refused:
+                log.warning("--privileged refused by this host (%s); using the restricted privilege mode", e)
             self._privileged_refused = True
             self.remove_container(spec.name)
             return self._run(replace(spec, privileged_mode="restricted"))
