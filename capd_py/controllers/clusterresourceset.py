@@ -28,6 +28,7 @@ from capd_py.api.gvk import (
     SECRET,
 )
 from capd_py.api.labels import FIELD_MANAGER, FINALIZER_CLUSTER_RESOURCE_SET
+from capd_py.api.selectors import selector_string
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.manager import Controller
@@ -88,7 +89,12 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
                                             owner=contract.owner_ref(crs, controller=False))
 
     requeue: float | None = None
-    clusters = rcrs.matching_clusters(crs, await kube.list(CLUSTER, namespace))
+    # filtered in the cache before copying: a namespace may hold hundreds of Clusters, one CRS each
+    sel = contract.dig(crs, "spec", "clusterSelector") or {}
+    only_labels = not sel.get("matchExpressions")
+    candidates = await kube.list(CLUSTER, namespace, labels=sel.get("matchLabels") if only_labels else None,
+                                 selector=None if only_labels else selector_string(sel))
+    clusters = rcrs.matching_clusters(crs, candidates)
     out.clusters = [c["metadata"]["name"] for c in clusters]
     if not bad:
         for cluster in clusters:

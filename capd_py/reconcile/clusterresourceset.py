@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
+import marshal
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,6 +148,17 @@ def normalized_data(kind: str, obj: dict[str, Any]) -> list[bytes]:
 def parse_objects(value: bytes) -> list[dict[str, Any]]:
     """One data value: a JSON list or YAML / JSON documents, each an object with apiVersion, kind and
     metadata.name; sorted for creation (stable)."""
+    # every pass over every ClusterResourceSet parses its resources, and a CNI manifest is tens of KB of
+    # YAML: parse each distinct value once, hand out copies (callers may change them)
+    return marshal.loads(_parsed(value))  # type: ignore[no-any-return]
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(value: bytes) -> bytes:
+    return marshal.dumps(_parse_objects(value))
+
+
+def _parse_objects(value: bytes) -> list[dict[str, Any]]:
     text = value.decode()
     docs = json.loads(text) if text.lstrip().startswith("[") else list(yaml.safe_load_all(text))
     objs: list[dict[str, Any]] = []

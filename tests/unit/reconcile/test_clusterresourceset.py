@@ -251,3 +251,10 @@ def test_status_is_stable() -> None:
     out = rcrs.Outcome(resources=loaded(), clusters=["c1"])
     c["status"] = rcrs.compute_status(c, out)
     assert rcrs.compute_status(c, out) == c["status"]
+
+
+def test_parsed_objects_are_copies_callers_may_change() -> None:
+    value = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  k: v\n"
+    first = rcrs.parse_objects(value)
+    first[0]["metadata"]["namespace"] = "changed"
+    assert rcrs.parse_objects(value)[0]["metadata"] == {"name": "a"}
