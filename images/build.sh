@@ -105,13 +105,15 @@ else
   mkdir -p "$ctx/files/kind/images" "$ctx/files/kind/manifests"
   sed "s#@NETD_IMAGE@#$NETD#" "$here/netd/default-cni.yaml.in" > "$ctx/files/kind/manifests/default-cni.yaml"
   printf '%s\n' "${PRELOAD[@]}" > "$ctx/files/kind/images/list"   # what the node has (benches, checks)
+  # what every node runs, unpacked in the background at boot (capd-unpack-images); the rest on demand
+  printf '%s\n' "$(tag_for pause)" "$(tag_for kube-proxy)" "$NETD" > "$ctx/files/kind/images/unpack"
   cp "$KBIN/kubelet" "$KBIN/kubeadm" "$KBIN/kubectl" "$ctx/"
   cat > "$ctx/Dockerfile" <<DOCKERFILE
 ARG BASE
 FROM \${BASE}
 COPY kubelet kubeadm kubectl /usr/bin/
 COPY files/ /
-RUN systemctl enable containerd.service kubelet.service >/dev/null 2>&1 \\
+RUN systemctl enable containerd.service kubelet.service capd-unpack-images.service >/dev/null 2>&1 \\
  && systemctl mask getty.target console-getty.service systemd-firstboot.service systemd-udevd.service \\
       systemd-modules-load.service sys-kernel-debug.mount sys-kernel-tracing.mount >/dev/null 2>&1 \\
  && systemctl set-default multi-user.target >/dev/null 2>&1 \\
