@@ -228,24 +228,17 @@ class ManagementCluster:
         logs = self.rt.logs(self.node, tail=400)
         return True if "Reached target" in logs and "Multi-User System" in logs else None
 
-    def _images_imported(self) -> bool | None:
-        """The preloaded images are imported by a oneshot unit; kubeadm must not try to pull."""
-        if self.rt.exec(self.node, ["test", "-e", "/var/lib/capd-py/images-imported"], timeout=10).exit_code == 0:
-            return True
-        r = self.rt.exec(self.node, ["systemctl", "is-failed", "capd-import-images.service"], timeout=10)
-        if r.output.strip() == "failed":
-            raise ManagementError("importing the preloaded images failed in the node "
-                                  "(journalctl -u capd-import-images)")
-        if self.rt.exec(self.node, ["test", "-e", "/etc/systemd/system/capd-import-images.service"],
-                        timeout=10).exit_code != 0:
-            return True  # an image without the import unit
-        return None
+    def _images_ready(self) -> bool | None:
+        """The node image carries its images in containerd's store (put there when the image was built):
+        nothing to import, only containerd to wait for; kubeadm must not try to pull."""
+        r = self.rt.exec(self.node, ["ctr", "--namespace", "k8s.io", "images", "ls", "-q"], timeout=10)
+        return True if r.exit_code == 0 else None
 
     def _wait_booted(self, timeout: float = 120) -> None:
         if not poll(self._booted, timeout, 0.5):
             raise ManagementError(f"{self.node} did not boot within {timeout:.0f}s:\n{self.rt.logs(self.node, 30)}")
-        if not poll(self._images_imported, 120, 0.5):
-            raise ManagementError("the node's preloaded images were not imported in time")
+        if not poll(self._images_ready, 60, 0.5):
+            raise ManagementError("containerd in the node did not answer in time (journalctl -u containerd)")
 
     def _node_ready(self) -> bool | None:
         jp = "{.items[0].status.conditions[?(@.type=='Ready')].status}"
