@@ -12,6 +12,7 @@ from capd_py.api.gvk import (
     KUBEADM_CONTROL_PLANE,
     MACHINE,
     MACHINE_DEPLOYMENT,
+    MACHINE_POOL,
     MACHINE_SET,
 )
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_CLUSTER
@@ -46,6 +47,7 @@ async def _observe(ctx: Ctx, c: dict[str, Any]) -> rc.Observed:
         machines=await list_cluster(kube, MACHINE, ns, name),
         machine_deployments=await list_cluster(kube, MACHINE_DEPLOYMENT, ns, name),
         machine_sets=await list_cluster(kube, MACHINE_SET, ns, name),
+        machine_pools=await list_cluster(kube, MACHINE_POOL, ns, name),
     )
 
 
@@ -137,5 +139,6 @@ def controller() -> Controller:
         gvk=CLUSTER,
         reconcile=reconcile,
         watches=[(DOCKER_CLUSTER, m), (KUBEADM_CONTROL_PLANE, m), (MACHINE, cluster_label_mapper),
-                 (MACHINE_DEPLOYMENT, cluster_label_mapper), (MACHINE_SET, cluster_label_mapper)],
+                 (MACHINE_DEPLOYMENT, cluster_label_mapper), (MACHINE_SET, cluster_label_mapper),
+                 (MACHINE_POOL, cluster_label_mapper)],
     )

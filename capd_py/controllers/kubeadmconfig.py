@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from capd_py.api import conditions, contract
-from capd_py.api.gvk import CLUSTER, CONFIG_MAP, KUBEADM_CONFIG, MACHINE, SECRET
+from capd_py.api.gvk import CLUSTER, CONFIG_MAP, KUBEADM_CONFIG, MACHINE, MACHINE_POOL, SECRET
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
@@ -37,10 +37,13 @@ def _now() -> _dt.datetime:
 
 
 async def _owner_machine(kube: Kube, cfg: dict[str, Any]) -> dict[str, Any] | None:
+    """The config owner: a Machine, or (as upstream's ConfigOwner) a MachinePool, whose one join data secret
+    serves every instance of the pool."""
     ns = cfg["metadata"]["namespace"]
     for o in cfg["metadata"].get("ownerReferences") or []:
-        if o.get("kind") == "Machine" and str(o.get("apiVersion", "")).startswith("cluster.x-k8s.io/"):
-            m = await kube.get(MACHINE, ns, o["name"])
+        g = {"Machine": MACHINE, "MachinePool": MACHINE_POOL}.get(o.get("kind", ""))
+        if g is not None and str(o.get("apiVersion", "")).startswith("cluster.x-k8s.io/"):
+            m = await kube.get(g, ns, o["name"])
             if m and m["metadata"].get("uid") == o.get("uid"):
                 return m
     return None
@@ -91,6 +94,10 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if cfg is None or cfg["metadata"].get("deletionTimestamp"):
         return None
     owner = await _owner_machine(kube, cfg)
+    if owner is None:
+        # as upstream: nothing to say (and nothing written) until the Machine controller sets the owner;
+        # its patch brings us back. One status write fewer per Machine.
+        return None
     cname = _cluster_name(cfg, owner)
     cluster = await kube.get(CLUSTER, namespace, cname) if cname else None
     st = _Status(cfg)
@@ -146,7 +153,7 @@ async def _reconcile(ctx: Ctx, cfg: dict[str, Any], owner: dict[str, Any] | None
         return None
     if phase.action == kc.DONE:
         st.created(str(st.status["dataSecretName"]))
-        return await _refresh_token_if_needed(ctx, cfg, owner, cluster)
+        return await _refresh_token_if_needed(ctx, cfg, owner, cluster, st)
     if phase.action == kc.WAIT_CP_INIT:
         st.set(kc.DATA_SECRET_AVAILABLE, False, phase.action, phase.message)
         return Result(requeue_after=30.0)
@@ -382,9 +389,11 @@ async def _join(ctx: Ctx, cfg: dict[str, Any], machine: dict[str, Any], cluster:
 
 
 async def _refresh_token_if_needed(ctx: Ctx, cfg: dict[str, Any], machine: dict[str, Any],
-                                   cluster: dict[str, Any]) -> Result | None:
+                                   cluster: dict[str, Any], st: _Status) -> Result | None:
     token = contract.dig(cfg, "spec", "joinConfiguration", "discovery", "bootstrapToken", "token")
-    if not token or kc.machine_has_node(machine) or not kc.token_id(str(token)):
+    pool = kc.is_machine_pool(machine)
+    # a MachinePool's token stays fresh while the pool exists: a scale up joins new nodes with it any time
+    if not token or (kc.machine_has_node(machine) and not pool) or not kc.token_id(str(token)):
         return None
     interval = kc.refresh_interval(TOKEN_TTL).total_seconds()
     wl = await _workload(ctx, cluster)
@@ -393,6 +402,16 @@ async def _refresh_token_if_needed(ctx: Ctx, cfg: dict[str, Any], machine: dict[
     name = kc.token_secret_name(str(token))
     try:
         sec = await wl.get(SECRET, "kube-system", name)
+        if sec is None and pool:
+            # upstream: a MachinePool's token secret that is gone is replaced (new token, new join data)
+            log.info("bootstrap token secret %s for MachinePool config %s/%s is gone: creating a new token",
+                     name, cfg["metadata"]["namespace"], cfg["metadata"]["name"])
+            md = cfg["metadata"]
+            cfg = await ctx.kube.merge_patch(KUBEADM_CONFIG, md["namespace"], md["name"], {
+                "metadata": {"resourceVersion": md["resourceVersion"]},
+                "spec": {"joinConfiguration": {"discovery": {"bootstrapToken": {"token": None}}}}})
+            st.cfg = cfg
+            return await _join(ctx, cfg, machine, cluster, st, control_plane=False)
         if sec is None:
             log.warning("bootstrap token secret %s for %s/%s is gone; the machine cannot join with it",
                         name, cfg["metadata"]["namespace"], cfg["metadata"]["name"])
@@ -420,6 +439,13 @@ def _machine_to_config(obj: dict[str, Any], cache: Reader) -> list[tuple[str, st
     return []
 
 
+def _pool_to_config(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    r = contract.ref(obj, "spec", "template", "spec", "bootstrap", "configRef")
+    if r and r["kind"] == "KubeadmConfig":
+        return [(obj["metadata"].get("namespace") or "", r["name"])]
+    return []
+
+
 def _cluster_to_configs(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
     """A Cluster event (infrastructure provisioned, control plane initialised, endpoint set) reaches every
     KubeadmConfig of that cluster: those labelled with it and those its Machines point at."""
@@ -428,9 +454,12 @@ def _cluster_to_configs(obj: dict[str, Any], cache: Reader) -> list[tuple[str, s
     names = {c["metadata"]["name"] for c in cache.list(KUBEADM_CONFIG, ns, labels=sel)}
     for m in cache.list(MACHINE, ns, labels=sel):
         names.update(n for _, n in _machine_to_config(m, cache))
+    for mp in cache.list(MACHINE_POOL, ns, labels=sel):
+        names.update(n for _, n in _pool_to_config(mp, cache))
     return [(ns, n) for n in sorted(names)]
 
 
 def controller() -> Controller:
-    watches: list[tuple[Any, Mapper]] = [(MACHINE, _machine_to_config), (CLUSTER, _cluster_to_configs)]
+    watches: list[tuple[Any, Mapper]] = [(MACHINE, _machine_to_config), (MACHINE_POOL, _pool_to_config),
+                                         (CLUSTER, _cluster_to_configs)]
     return Controller(gvk=KUBEADM_CONFIG, reconcile=reconcile, watches=watches)

@@ -13,6 +13,7 @@ from capd_py.api.gvk import (
     KUBEADM_CONFIG,
     MACHINE,
     MACHINE_DEPLOYMENT,
+    MACHINE_POOL,
     MACHINE_SET,
     NODE,
     POD,
@@ -23,6 +24,7 @@ from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref
 from capd_py.controllers.manager import Controller, owner_mapper
 from capd_py.controllers.queue import Result
+from capd_py.kube.cache import Reader
 from capd_py.kube.client import Kube, KubeError
 from capd_py.reconcile import coreutil
 from capd_py.reconcile import machine as rm
@@ -109,6 +111,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     obs = rm.Observed(machine=m, cluster=cluster, bootstrap=bootstrap, bootstrap_ref=cfg_ref is not None,
                       infra=infra, now=now)
     obs.machine_set, obs.machine_deployment = await _owners(ctx, m)
+    obs.machine_pool = await _pool(ctx, m)
     sp = rm.spec_patch(obs)
     if sp:
         m = await kube.merge_patch(MACHINE, namespace, name, sp)
@@ -150,6 +153,13 @@ async def _owners(ctx: Ctx, m: dict[str, Any]) -> tuple[dict[str, Any] | None, d
     if md is None or (d and md["metadata"].get("uid") != d.get("uid")):
         return ms, None
     return ms, md
+
+
+async def _pool(ctx: Ctx, m: dict[str, Any]) -> dict[str, Any] | None:
+    """The controlling MachinePool, if any (MachinePool Machines)."""
+    o = contract.controller_owner(m, "MachinePool")
+    mp = await ctx.kube.get(MACHINE_POOL, m["metadata"]["namespace"], o["name"]) if o else None
+    return mp if mp is not None and o and mp["metadata"].get("uid") == o.get("uid") else None
 
 
 async def _drain(ctx: Ctx, wl: Kube, node_name: str) -> bool:
@@ -251,9 +261,16 @@ async def _reconcile_delete(ctx: Ctx, m: dict[str, Any], cluster: dict[str, Any]
     return None
 
 
+def _pool_to_machines(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    """A MachinePool change (its version) reaches its Machines (their UpToDate condition)."""
+    return [(m["metadata"].get("namespace") or "", m["metadata"]["name"])
+            for m in cache.owned_by(MACHINE, obj["metadata"]["uid"])]
+
+
 def controller() -> Controller:
     return Controller(
         gvk=MACHINE,
         reconcile=reconcile,
-        watches=[(KUBEADM_CONFIG, owner_mapper("Machine")), (DOCKER_MACHINE, owner_mapper("Machine"))],
+        watches=[(KUBEADM_CONFIG, owner_mapper("Machine")), (DOCKER_MACHINE, owner_mapper("Machine")),
+                 (MACHINE_POOL, _pool_to_machines)],
     )

@@ -16,11 +16,13 @@ from capd_py.controllers import (
     clusterresourcesetbinding,
     dockercluster,
     dockermachine,
+    dockermachinepool,
     kubeadmconfig,
     kubeadmcontrolplane,
     machine,
     machinedeployment,
     machinehealthcheck,
+    machinepool,
     machineset,
 )
 from capd_py.controllers.manager import Controller
@@ -31,10 +33,12 @@ MODULES = (
     machineset,
     machinedeployment,
     machinehealthcheck,
+    machinepool,
     kubeadmconfig,
     kubeadmcontrolplane,
     dockercluster,
     dockermachine,
+    dockermachinepool,
     clusterresourceset,
     clusterresourcesetbinding,
 )

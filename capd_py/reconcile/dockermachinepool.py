@@ -152,7 +152,8 @@ def plan(mp: dict[str, Any], insts: list[Instance]) -> Plan:
             p.message = f"rollout: waiting for instance(s) {', '.join(i.name for i in unready_new)} to be provisioned"
             return p
         p.delete = delete_order(active)[:excess]
-        p.message = f"scaling down from {len(active)} to {want} instances"
+        p.message = f"scaling down from {len(active)} to {want} instances" if not old or \
+            all(i.current for i in p.delete) else f"rollout: deleting outdated instance(s), {len(old)} left"
         return p
     if old:
         if in_flight or unready_new or any(not i.provisioned for i in active):

@@ -1,0 +1,161 @@
+"""DockerMachinePool controller (thin I/O around capd_py.reconcile.dockermachinepool): keeps one DockerMachine per
+replica of the owning MachinePool, scales through the instances' Machines, replaces outdated instances one at a
+time, and publishes providerIDList / replicas / readiness for the MachinePool controller. The node containers are
+the DockerMachine controller's business (capd_py/controllers/dockermachine.py), as for any other Machine."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from capd_py.api import contract
+from capd_py.api.gvk import CLUSTER, DOCKER_MACHINE, DOCKER_MACHINE_POOL, INFRA_GROUP, MACHINE, MACHINE_POOL
+from capd_py.api.labels import CLUSTER_NAME, FINALIZER_DOCKER_MACHINE_POOL, MACHINE_POOL_NAME
+from capd_py.controllers import lifecycle
+from capd_py.controllers.context import Ctx
+from capd_py.controllers.coreio import delete_obj
+from capd_py.controllers.manager import Controller, any_owner_mapper
+from capd_py.controllers.queue import Result
+from capd_py.kube.cache import Reader
+from capd_py.kube.client import KubeError
+from capd_py.reconcile import coreutil
+from capd_py.reconcile import dockermachinepool as rdmp
+from capd_py.reconcile import machinepool as rmp
+
+log = logging.getLogger("capd_py.dockermachinepool")
+
+
+async def _machine_pool(ctx: Ctx, dmp: dict[str, Any]) -> dict[str, Any] | None:
+    o = contract.controller_owner(dmp, "MachinePool")
+    if o is None:
+        return None
+    mp = await ctx.kube.get(MACHINE_POOL, dmp["metadata"]["namespace"], o["name"])
+    return mp if mp is not None and mp["metadata"].get("uid") == o.get("uid") else None
+
+
+async def _instances(ctx: Ctx, dmp: dict[str, Any], mp: dict[str, Any]) -> list[rdmp.Instance]:
+    ns = dmp["metadata"]["namespace"]
+    sel = rmp.pool_labels(mp)
+    dms = await ctx.kube.list(DOCKER_MACHINE, ns, labels=sel)
+    machines = await ctx.kube.list(MACHINE, ns, labels=sel)
+    return rdmp.instances(dmp, mp, dms, machines)
+
+
+async def _create(ctx: Ctx, dmp: dict[str, Any], mp: dict[str, Any]) -> str:
+    for _ in range(3):  # a random name taken already: draw again
+        obj = rdmp.new_docker_machine(dmp, mp, rdmp.instance_name(mp))
+        try:
+            await ctx.kube.create(DOCKER_MACHINE, obj)
+            return str(obj["metadata"]["name"])
+        except KubeError as e:
+            if not e.conflict:
+                raise
+    raise RuntimeError("could not find a free DockerMachine name")
+
+
+async def _delete_instance(ctx: Ctx, inst: rdmp.Instance) -> None:
+    """Through the Machine when there is one (drain, then the Machine deletes the DockerMachine and so the
+    container), else the DockerMachine itself."""
+    if inst.machine is not None:
+        await delete_obj(ctx.kube, MACHINE, inst.machine)
+    else:
+        await delete_obj(ctx.kube, DOCKER_MACHINE, inst.dm)
+
+
+async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
+    kube = ctx.kube
+    dmp = await kube.get(DOCKER_MACHINE_POOL, namespace, name)
+    if dmp is None:
+        return None
+    mp = await _machine_pool(ctx, dmp)
+    if coreutil.is_deleting(dmp):
+        return await _delete(ctx, dmp)
+    if mp is None:
+        log.debug("%s/%s: waiting for the MachinePool owner reference", namespace, name)
+        return None  # the MachinePool controller sets it; that event brings us back
+    cn = contract.dig(mp, "spec", "clusterName") or ""
+    cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
+    if cluster is None:
+        return Result(requeue_after=ctx.settings.poll_seconds)
+    if await lifecycle.pause_if_needed(kube, DOCKER_MACHINE_POOL, dmp, cluster):
+        return None
+    dmp = await lifecycle.ensure_metadata(kube, DOCKER_MACHINE_POOL, dmp, finalizer=FINALIZER_DOCKER_MACHINE_POOL,
+                                          labels={CLUSTER_NAME: cn})
+
+    insts = await _instances(ctx, dmp, mp)
+    p = rdmp.plan(mp, insts)
+    if coreutil.is_deleting(cluster):
+        p.create = 0
+    for _ in range(p.create):
+        created = await _create(ctx, dmp, mp)
+        log.info("%s/%s: created instance %s (%s)", namespace, name, created, p.message)
+    for inst in p.delete:
+        log.info("%s/%s: deleting instance %s (%s)", namespace, name, inst.name, p.message)
+        await _delete_instance(ctx, inst)
+    if p.create or p.delete:
+        insts = await _instances(ctx, dmp, mp)
+
+    sp = rdmp.spec_patch(dmp, cn, insts)
+    if sp:
+        sp["metadata"] = {"resourceVersion": dmp["metadata"]["resourceVersion"]}
+        dmp = await kube.merge_patch(DOCKER_MACHINE_POOL, namespace, name, sp)
+    status = rdmp.compute_status(dmp, mp, insts)
+    await lifecycle.write_status(kube, DOCKER_MACHINE_POOL, dmp, status)
+    converged = not p.create and not p.delete and not p.rolling and len(insts) == coreutil.replicas_of(mp) \
+        and all(i.provisioned and not i.deleting for i in insts)
+    return None if converged else Result(requeue_after=ctx.settings.poll_seconds)
+
+
+async def _delete(ctx: Ctx, dmp: dict[str, Any]) -> Result | None:
+    kube = ctx.kube
+    md = dmp["metadata"]
+    ns = md["namespace"]
+    if not lifecycle.has_finalizer(dmp, FINALIZER_DOCKER_MACHINE_POOL):
+        return None
+    dms = [d for d in await kube.list(DOCKER_MACHINE, ns) if contract.has_owner(d, dmp)]
+    machines = await kube.list(MACHINE, ns)
+    for d in dms:
+        if not coreutil.is_deleting(d):
+            await _delete_instance(ctx, rdmp.Instance(d, rdmp.machine_of(d, machines), True))
+    if dms:
+        log.info("%s/%s: waiting for %d instance(s) to be deleted", ns, md["name"], len(dms))
+        return Result(requeue_after=ctx.settings.poll_seconds)
+    await lifecycle.remove_finalizer(kube, DOCKER_MACHINE_POOL, dmp, FINALIZER_DOCKER_MACHINE_POOL)
+    return None
+
+
+# --- wiring ---------------------------------------------------------------------------------------
+
+def _pool_to_dmp(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    r = rmp.infra_ref(obj)
+    if r and r["kind"] == DOCKER_MACHINE_POOL.kind and r["apiGroup"] in (INFRA_GROUP, ""):
+        return [(obj["metadata"].get("namespace") or "", r["name"])]
+    return []
+
+
+def _machine_to_dmp(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    """A pool Machine (labelled with the pool name) reaches its MachinePool's DockerMachinePool."""
+    labels = obj["metadata"].get("labels") or {}
+    pool, cn = labels.get(MACHINE_POOL_NAME), labels.get(CLUSTER_NAME)
+    if not pool or not cn:
+        return []
+    ns = obj["metadata"].get("namespace") or ""
+    out: list[tuple[str, str]] = []
+    for mp in cache.list(MACHINE_POOL, ns, labels={CLUSTER_NAME: cn}):
+        if rmp.label_value(mp["metadata"]["name"]) == pool:
+            out += _pool_to_dmp(mp, cache)
+    return out
+
+
+def _cluster_to_dmps(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    ns = obj["metadata"].get("namespace") or ""
+    out: list[tuple[str, str]] = []
+    for mp in cache.list(MACHINE_POOL, ns, labels={CLUSTER_NAME: obj["metadata"]["name"]}):
+        out += _pool_to_dmp(mp, cache)
+    return out
+
+
+def controller() -> Controller:
+    return Controller(gvk=DOCKER_MACHINE_POOL, reconcile=reconcile, watches=[
+        (MACHINE_POOL, _pool_to_dmp), (DOCKER_MACHINE, any_owner_mapper("DockerMachinePool")),
+        (MACHINE, _machine_to_dmp), (CLUSTER, _cluster_to_dmps)])

@@ -1,0 +1,195 @@
+"""MachinePool controller (thin I/O around capd_py.reconcile.machinepool): adopts the pool's bootstrap config and
+infrastructure machine pool, copies the data secret name and provider IDs, keeps one Machine per infrastructure
+machine of the pool ("MachinePool Machines"), matches workload Nodes for status.nodeRefs, and on deletion deletes
+the infrastructure pool, the bootstrap config and the Machines and waits for them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capd_py.api import conditions as cond
+from capd_py.api import contract, gvk
+from capd_py.api.gvk import (
+    CLUSTER,
+    DOCKER_MACHINE,
+    DOCKER_MACHINE_POOL,
+    KUBEADM_CONFIG,
+    MACHINE,
+    MACHINE_POOL,
+    NODE,
+)
+from capd_py.api.labels import CLUSTER_NAME, FINALIZER_MACHINE_POOL, MACHINE_POOL_NAME
+from capd_py.controllers import lifecycle
+from capd_py.controllers.context import Ctx
+from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref, owner_for
+from capd_py.controllers.manager import Controller, owner_mapper
+from capd_py.controllers.queue import Result
+from capd_py.kube import events
+from capd_py.kube.cache import Reader
+from capd_py.kube.client import Kube, KubeError
+from capd_py.reconcile import coreutil
+from capd_py.reconcile import machinepool as rmp
+
+
+async def _adopt(ctx: Ctx, mp: dict[str, Any], obj: dict[str, Any] | None) -> dict[str, Any] | None:
+    """upstream reconcileExternal: the MachinePool controls its bootstrap config and infrastructure pool, which
+    carry the cluster-name label."""
+    if obj is None or coreutil.is_deleting(obj):
+        return obj
+    g = gvk_of_ref(coreutil.ref_of(obj))
+    if g is None:
+        return obj
+    cn = contract.dig(mp, "spec", "clusterName")
+    return await ensure_metadata(ctx.kube, g, obj, owner=owner_for(mp, obj, controller=True),
+                                 labels={CLUSTER_NAME: cn} if cn else None)
+
+
+async def _workload_nodes(ctx: Ctx, ns: str, cluster: dict[str, Any] | None) -> tuple[Kube | None,
+                                                                                      list[dict[str, Any]] | None]:
+    if cluster is None:
+        return None, None
+    try:
+        wl = await ctx.workload.get(ns, cluster["metadata"]["name"])
+        if wl is None:
+            return None, None
+        return wl, await wl.list(NODE)
+    except Exception as e:  # noqa: BLE001 - an unreachable workload cluster only delays nodeRefs
+        ctx.log.debug("machinepool: workload nodes of %s/%s: %s", ns, cluster["metadata"]["name"], e)
+        return None, None
+
+
+async def _infra_machines(ctx: Ctx, mp: dict[str, Any], infra: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """The infrastructure machines of the pool (status.infrastructureMachineKind, labelled with the pool's name);
+    None when the infrastructure pool does not opt in to MachinePool Machines."""
+    kind = rmp.infrastructure_machine_kind(infra)
+    if infra is None or kind is None:
+        return None
+    g = gvk.by_group_kind(gvk.group_of(infra["apiVersion"]), kind)
+    if g is None:
+        return None
+    return await ctx.kube.list(g, mp["metadata"]["namespace"], labels=rmp.pool_labels(mp))
+
+
+async def _list_machines(ctx: Ctx, mp: dict[str, Any]) -> list[dict[str, Any]]:
+    return rmp.machines_of(mp, await ctx.kube.list(MACHINE, mp["metadata"]["namespace"], labels=rmp.pool_labels(mp)))
+
+
+async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
+    kube = ctx.kube
+    mp = await kube.get(MACHINE_POOL, namespace, name)
+    if mp is None:
+        return None
+    cn = contract.dig(mp, "spec", "clusterName") or ""
+    cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
+    if await lifecycle.pause_if_needed(kube, MACHINE_POOL, mp, cluster):
+        return None
+    if coreutil.is_deleting(mp):
+        return await _reconcile_delete(ctx, mp, cluster)
+
+    owner = contract.owner_ref(cluster, controller=False) if cluster is not None else None
+    mp = await ensure_metadata(kube, MACHINE_POOL, mp, finalizer=FINALIZER_MACHINE_POOL, owner=owner,
+                               labels={CLUSTER_NAME: cn} if cn else None)
+    bootstrap = await _adopt(ctx, mp, await get_ref(kube, namespace, rmp.bootstrap_ref(mp)))
+    infra_error = rmp.infra_ref_problem(mp)
+    infra = None if infra_error else await _adopt(ctx, mp, await get_ref(kube, namespace, rmp.infra_ref(mp)))
+    obs = rmp.Observed(mp=mp, cluster=cluster, bootstrap=bootstrap, infra=infra, infra_error=infra_error)
+
+    sp = rmp.spec_patch(mp, bootstrap, infra)
+    if sp:
+        mp = await kube.merge_patch(MACHINE_POOL, namespace, name, sp)
+        obs.mp = mp
+
+    machines = await _list_machines(ctx, mp)
+    if cluster is not None and not coreutil.is_deleting(cluster):
+        infra_machines = await _infra_machines(ctx, mp, infra)
+        changed = False
+        for want in rmp.machines_to_create(mp, infra_machines or [], machines):
+            try:
+                await kube.create(MACHINE, want)
+                changed = True
+            except KubeError as e:
+                if not e.conflict:
+                    raise
+        for m in machines:
+            patch = None if coreutil.is_deleting(m) else rmp.machine_patch(mp, m)
+            if patch:
+                patch.setdefault("metadata", {})["resourceVersion"] = m["metadata"]["resourceVersion"]
+                await kube.merge_patch(MACHINE, namespace, m["metadata"]["name"], patch)
+        if changed:
+            machines = await _list_machines(ctx, mp)
+    obs.machines = machines
+
+    wl, obs.nodes = await _workload_nodes(ctx, namespace, cluster)
+    if wl is not None and obs.nodes is not None:
+        for node in rmp.retired_nodes(mp, obs.nodes):
+            try:
+                await wl.delete(NODE, None, node)
+                ctx.log.info("machinepool %s/%s: deleted retired node %s", namespace, name, node)
+            except Exception as e:  # noqa: BLE001 - retried on the next pass
+                ctx.log.info("machinepool %s/%s: deleting retired node %s: %s", namespace, name, node, e)
+
+    status = rmp.compute_status(obs)
+    old_refs = len(contract.dig(mp, "status", "nodeRefs", default=[]) or [])
+    await kube.update_status(MACHINE_POOL, mp, status)
+    if len(status.get("nodeRefs") or []) != old_refs and status.get("nodeRefs"):
+        await events.record(kube, mp, "SuccessfulSetNodeRefs",
+                            ", ".join(r["name"] for r in status["nodeRefs"]), type_="Normal")
+    if infra is None or cluster is None:
+        return Result(requeue_after=ctx.settings.poll_seconds)  # a referenced object does not exist (yet)
+    steady = status.get("phase") == rmp.PHASE_RUNNING and \
+        len(status.get("nodeRefs") or []) == coreutil.replicas_of(mp) and \
+        status.get("upToDateReplicas") == coreutil.replicas_of(mp)
+    return None if steady else Result(requeue_after=ctx.settings.poll_seconds)
+
+
+async def _reconcile_delete(ctx: Ctx, mp: dict[str, Any], cluster: dict[str, Any] | None) -> Result | None:
+    kube = ctx.kube
+    md = mp["metadata"]
+    ns = md["namespace"]
+    if not lifecycle.has_finalizer(mp, FINALIZER_MACHINE_POOL):
+        return None
+    bootstrap = await get_ref(kube, ns, rmp.bootstrap_ref(mp))
+    infra = await get_ref(kube, ns, rmp.infra_ref(mp))
+    machines = await _list_machines(ctx, mp)
+    plan = rmp.deletion_plan(bootstrap, infra, machines)
+    for obj in plan.delete:
+        g = gvk_of_ref(coreutil.ref_of(obj))
+        if g is not None:
+            await delete_obj(kube, g, obj)
+    obs = rmp.Observed(mp=mp, cluster=cluster, bootstrap=bootstrap, infra=infra, machines=machines)
+    status = rmp.compute_status(obs)
+    if not plan.done:
+        status["conditions"] = cond.set_condition(status["conditions"], cond.DELETING, True, "Deleting",
+                                                  "Waiting for " + ", ".join(plan.waiting[:5]) + " to be deleted",
+                                                  observed_generation=md.get("generation"))
+    mp2 = await lifecycle.write_status(kube, MACHINE_POOL, mp, status)
+    if not plan.done:
+        return Result(requeue_after=ctx.settings.poll_seconds)
+    await lifecycle.remove_finalizer(kube, MACHINE_POOL, mp2, FINALIZER_MACHINE_POOL)
+    return None
+
+
+# --- wiring ---------------------------------------------------------------------------------------
+
+def _by_pool_label(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    """An infrastructure machine of a pool reaches the MachinePool named by its pool-name label."""
+    labels = obj["metadata"].get("labels") or {}
+    pool, cn = labels.get(MACHINE_POOL_NAME), labels.get(CLUSTER_NAME)
+    if not pool or not cn:
+        return []
+    ns = obj["metadata"].get("namespace") or ""
+    return [(ns, mp["metadata"]["name"]) for mp in cache.list(MACHINE_POOL, ns, labels={CLUSTER_NAME: cn})
+            if rmp.label_value(mp["metadata"]["name"]) == pool]
+
+
+def _cluster_to_pools(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    ns = obj["metadata"].get("namespace") or ""
+    return [(ns, mp["metadata"]["name"])
+            for mp in cache.list(MACHINE_POOL, ns, labels={CLUSTER_NAME: obj["metadata"]["name"]})]
+
+
+def controller() -> Controller:
+    return Controller(gvk=MACHINE_POOL, reconcile=reconcile, watches=[
+        (MACHINE, owner_mapper("MachinePool")), (DOCKER_MACHINE, _by_pool_label),
+        (DOCKER_MACHINE_POOL, owner_mapper("MachinePool")), (KUBEADM_CONFIG, owner_mapper("MachinePool")),
+        (CLUSTER, _cluster_to_pools)])

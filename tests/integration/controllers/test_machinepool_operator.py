@@ -1,0 +1,273 @@
+"""MachinePools through the whole controllers process, in-process, against a real kube-apiserver, with the fake
+container runtime and fake workload clusters (capd_py.testing.fake_workload: a Node appears for every
+bootstrapped node container): a MachinePool of 1 -> 3 -> 1 replicas gets that many containers, DockerMachines and
+Machines, its status and providerIDList/nodeRefs follow; a version bump and a DockerMachinePool template change
+replace the instances one at a time; a pool whose DockerMachinePool is missing reports it and creates nothing;
+deleting the pool and then the Cluster leaves no container and no object."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import yaml
+
+from capd_py.api import conditions as cond
+from capd_py.api.gvk import (
+    CLUSTER,
+    DOCKER_CLUSTER,
+    DOCKER_MACHINE,
+    DOCKER_MACHINE_POOL,
+    KUBEADM_CONFIG,
+    MACHINE,
+    MACHINE_POOL,
+)
+from capd_py.api.labels import CLUSTER_NAME, CONTAINER_CLUSTER, CONTAINER_ROLE, MACHINE_POOL_NAME
+from capd_py.cli.apply import apply_objects
+from capd_py.cli.generate import generate_cluster, parse_documents
+from capd_py.controllers.manager import Manager
+from capd_py.controllers.operator import run
+from capd_py.kube.client import Kube
+from capd_py.reconcile.dockercluster import ROLE_WORKER
+from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.envtest import EnvTest
+from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads
+
+try:
+    from test_operator import eventually
+except ImportError:  # pragma: no cover - as a package
+    from .test_operator import eventually  # type: ignore[no-redef]
+
+pytestmark = pytest.mark.integration
+
+CLUSTER_NAME_ = "mpc"
+POOL = f"{CLUSTER_NAME_}-mp-0"
+
+
+def pool_objects(namespace: str, name: str, dmp: str, replicas: int, version: str = "v1.34.4") -> list[dict[str, Any]]:
+    """What upstream's machine-pool flavor writes for a pool (KubeadmConfig without spec)."""
+    return list(yaml.safe_load_all(f"""
+apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
+kind: KubeadmConfig
+metadata: {{name: {name}-config, namespace: {namespace}}}
+---
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachinePool
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  clusterName: {CLUSTER_NAME_}
+  replicas: {replicas}
+  template:
+    spec:
+      bootstrap:
+        configRef: {{apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfig, name: {name}-config}}
+      clusterName: {CLUSTER_NAME_}
+      infrastructureRef: {{apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerMachinePool, name: {dmp}}}
+      version: {version}
+"""))
+
+
+def docker_machine_pool(namespace: str, name: str) -> dict[str, Any]:
+    return {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerMachinePool",
+            "metadata": {"name": name, "namespace": namespace}, "spec": {"template": {"preLoadImages": []}}}
+
+
+@pytest.fixture
+async def operator(envtest: EnvTest, kube: Kube) -> AsyncIterator[tuple[Manager, FakeRuntime]]:
+    """The operator on a loop of its own (see test_operator.py), with fake workload clusters."""
+    runtime = FakeRuntime()
+    holder: dict[str, Any] = {}
+    started = threading.Event()
+
+    def on_manager(m: Manager) -> None:
+        workloads = FakeWorkloads(m.ctx.kube, runtime)
+        m.ctx.workload = workloads
+        m.ctx.etcd = FakeWorkloadEtcd(workloads)
+        holder.setdefault("m", m)
+
+    async def main() -> None:
+        holder["loop"], holder["stop"] = asyncio.get_running_loop(), asyncio.Event()
+        started.set()
+        await run(str(envtest.kubeconfig_path), runtime=runtime, stop=holder["stop"], on_manager=on_manager)
+
+    def thread_main() -> None:
+        try:
+            asyncio.run(main())
+        except BaseException as e:  # noqa: BLE001 - reported to the test below
+            holder["error"] = e
+
+    t = threading.Thread(target=thread_main, name="operator", daemon=True)
+    t.start()
+    try:
+        started.wait(10)
+
+        async def up() -> bool:
+            if "error" in holder:
+                raise holder["error"]
+            m = holder.get("m")
+            return m is not None and all(m.store.serves(g) for g in m.watched())
+        await eventually(up, 30, "operator started and its cache primed")
+        yield holder["m"], runtime
+    finally:
+        holder["loop"].call_soon_threadsafe(holder["stop"].set)
+        await asyncio.to_thread(t.join, 60)
+        assert not t.is_alive(), "the operator did not stop within 60 s"
+        assert "error" not in holder, holder.get("error")
+
+
+def pool_containers(runtime: FakeRuntime) -> list[Any]:
+    return [c for c in runtime.list_containers({CONTAINER_CLUSTER: CLUSTER_NAME_})
+            if c.labels.get(CONTAINER_ROLE) == ROLE_WORKER]
+
+
+async def test_machine_pool_scale_rollout_missing_template_and_deletion(
+        operator: tuple[Manager, FakeRuntime], kube: Kube, namespace: str) -> None:
+    _, runtime = operator
+    docs = parse_documents(generate_cluster(CLUSTER_NAME_, namespace=namespace, control_plane_machine_count=1,
+                                            worker_machine_count=0, env={}))
+    docs += pool_objects(namespace, POOL, f"{CLUSTER_NAME_}-dmp-0", 1)
+    docs.append(docker_machine_pool(namespace, f"{CLUSTER_NAME_}-dmp-0"))
+    # a second pool whose DockerMachinePool does not exist
+    docs += pool_objects(namespace, f"{CLUSTER_NAME_}-mp-missing", f"{CLUSTER_NAME_}-dmp-missing", 2)
+    assert all(o.ok for o in await apply_objects(kube, docs))
+    sel = {MACHINE_POOL_NAME: POOL, CLUSTER_NAME: CLUSTER_NAME_}
+
+    async def state() -> dict[str, Any]:
+        mp = await kube.get(MACHINE_POOL, namespace, POOL) or {}
+        dmp = await kube.get(DOCKER_MACHINE_POOL, namespace, f"{CLUSTER_NAME_}-dmp-0") or {}
+        return {"mp.spec.providerIDList": (mp.get("spec") or {}).get("providerIDList"),
+                "mp.status": {k: v for k, v in (mp.get("status") or {}).items() if k != "conditions"},
+                "mp.conditions": [(c["type"], c["status"], c.get("message")) for c in
+                                  (mp.get("status") or {}).get("conditions") or [] if c["status"] != "True"],
+                "dmp.status": {k: v for k, v in (dmp.get("status") or {}).items() if k != "instances"},
+                "dms": [(d["metadata"]["name"], bool(d["metadata"].get("deletionTimestamp")),
+                         [(c["type"], c["status"], c.get("message")) for c in
+                          (d.get("status") or {}).get("conditions") or [] if c["status"] != "True"])
+                        for d in await kube.list(DOCKER_MACHINE, namespace, labels=sel)],
+                "machines": [(m["metadata"]["name"], (m.get("status") or {}).get("phase"))
+                             for m in await kube.list(MACHINE, namespace, labels=sel)],
+                "containers": sorted(c.name for c in pool_containers(runtime))}
+
+    async def converged(n: int, version: str = "v1.34.4") -> bool:
+        mp = await kube.get(MACHINE_POOL, namespace, POOL)
+        if mp is None:
+            return False
+        st = mp.get("status") or {}
+        dms = await kube.list(DOCKER_MACHINE, namespace, labels=sel)
+        machines = await kube.list(MACHINE, namespace, labels=sel)
+        ids = (mp.get("spec") or {}).get("providerIDList") or []
+        return (len(dms) == n and len(machines) == n and len(pool_containers(runtime)) == n
+                and all(not o["metadata"].get("deletionTimestamp") for o in dms + machines)
+                and all((m.get("spec") or {}).get("version") == version for m in machines)
+                and all(c.image.endswith(version) for c in pool_containers(runtime))
+                and st.get("replicas") == n and st.get("readyReplicas") == n and st.get("availableReplicas") == n
+                and st.get("upToDateReplicas") == n and len(st.get("nodeRefs") or []) == n and len(ids) == n
+                and st.get("phase") == "Running" and cond.is_true(mp, "Available")
+                and mp["metadata"].get("generation") == st.get("observedGeneration"))
+
+    # 1 replica
+    await eventually(lambda: converged(1), 120, "MachinePool of 1 running", state)
+    mp = await kube.get(MACHINE_POOL, namespace, POOL)
+    assert mp is not None
+    (m,) = await kube.list(MACHINE, namespace, labels=sel)
+    (dm,) = await kube.list(DOCKER_MACHINE, namespace, labels=sel)
+    assert m["metadata"]["ownerReferences"][0]["kind"] == "MachinePool"
+    assert {o["kind"] for o in dm["metadata"]["ownerReferences"]} == {"DockerMachinePool", "Machine"}
+    assert m["spec"]["bootstrap"]["dataSecretName"] == f"{POOL}-config"
+    assert mp["spec"]["template"]["spec"]["bootstrap"]["dataSecretName"] == f"{POOL}-config"
+    assert mp["spec"]["providerIDList"] == [dm["spec"]["providerID"]]
+    assert mp["status"]["initialization"] == {"bootstrapDataSecretCreated": True, "infrastructureProvisioned": True}
+    cfg = await kube.get(KUBEADM_CONFIG, namespace, f"{POOL}-config")
+    assert cfg is not None and cfg["metadata"]["ownerReferences"][0]["kind"] == "MachinePool"
+    assert cfg["spec"]["joinConfiguration"]["discovery"]["bootstrapToken"]["token"]  # a worker join, not init
+
+    # steady: no writes to the pool's objects (both pools, the instances, their Machines)
+    async def versions() -> dict[str, str]:
+        out = {}
+        for g in (MACHINE_POOL, DOCKER_MACHINE_POOL, MACHINE, DOCKER_MACHINE, KUBEADM_CONFIG):
+            for o in await kube.list(g, namespace):
+                out[f"{g.kind}/{o['metadata']['name']}"] = o["metadata"]["resourceVersion"]
+        return out
+    v1 = await versions()
+    await asyncio.sleep(4)
+    assert await versions() == v1
+
+    # the pool whose DockerMachinePool is missing: a clear condition, nothing created
+    missing = await kube.get(MACHINE_POOL, namespace, f"{CLUSTER_NAME_}-mp-missing")
+    assert missing is not None
+    c = cond.get(missing, "InfrastructureReady")
+    assert c is not None and c["status"] == "False" and c["reason"] == "ObjectDoesNotExist", c
+    assert f"DockerMachinePool {CLUSTER_NAME_}-dmp-missing does not exist" in c["message"]
+    msel = {MACHINE_POOL_NAME: f"{CLUSTER_NAME_}-mp-missing"}
+    assert not await kube.list(MACHINE, namespace, labels=msel)
+    assert not await kube.list(DOCKER_MACHINE, namespace, labels=msel)
+
+    # 1 -> 3 through the scale subresource
+    await kube.merge_patch(MACHINE_POOL, namespace, POOL, {"spec": {"replicas": 3}}, subresource="scale")
+    await eventually(lambda: converged(3), 120, "MachinePool of 3 running", state)
+    cl = await kube.get(CLUSTER, namespace, CLUSTER_NAME_)
+    assert cl is not None and cl["status"]["workers"]["desiredReplicas"] == 5  # 3 + the missing pool's 2
+
+    # 3 -> 1
+    await kube.merge_patch(MACHINE_POOL, namespace, POOL, {"spec": {"replicas": 1}})
+    await eventually(lambda: converged(1), 120, "MachinePool scaled down to 1", state)
+
+    # a version bump replaces the instance, with never more than one extra instance
+    peak = 0
+    stop = asyncio.Event()
+
+    async def watch_peak() -> None:
+        nonlocal peak
+        while not stop.is_set():
+            peak = max(peak, len([d for d in await kube.list(DOCKER_MACHINE, namespace, labels=sel)
+                                  if not d["metadata"].get("deletionTimestamp")]))
+            await asyncio.sleep(0.1)
+
+    await kube.merge_patch(MACHINE_POOL, namespace, POOL, {"spec": {"replicas": 2}})
+    await eventually(lambda: converged(2), 120, "MachinePool of 2 running", state)
+    before = {d["metadata"]["name"] for d in await kube.list(DOCKER_MACHINE, namespace, labels=sel)}
+    watcher = asyncio.create_task(watch_peak())
+    await kube.merge_patch(MACHINE_POOL, namespace, POOL, {"spec": {"template": {"spec": {"version": "v1.35.0"}}}})
+    await eventually(lambda: converged(2, "v1.35.0"), 180, "instances replaced with v1.35.0", state)
+    after = {d["metadata"]["name"] for d in await kube.list(DOCKER_MACHINE, namespace, labels=sel)}
+    assert not before & after
+    # a DockerMachinePool template change replaces them too
+    await kube.merge_patch(DOCKER_MACHINE_POOL, namespace, f"{CLUSTER_NAME_}-dmp-0",
+                           {"spec": {"template": {"extraMounts": [{"containerPath": "/x", "hostPath": "/tmp"}]}}})
+
+    async def remounted() -> bool:
+        dms = await kube.list(DOCKER_MACHINE, namespace, labels=sel)
+        return await converged(2, "v1.35.0") and all((d.get("spec") or {}).get("extraMounts") for d in dms)
+    await eventually(remounted, 180, "instances replaced with the new template", state)
+    stop.set()
+    await watcher
+    assert peak == 3, f"at most one instance above the 2 replicas during the rollouts, saw {peak}"
+
+    # deleting the pool takes its instances, Machines, DockerMachinePool and KubeadmConfig with it
+    await kube.delete(MACHINE_POOL, namespace, POOL)
+
+    async def pool_gone() -> bool:
+        return (await kube.get(MACHINE_POOL, namespace, POOL) is None
+                and not await kube.list(MACHINE, namespace, labels=sel)
+                and not await kube.list(DOCKER_MACHINE, namespace, labels=sel)
+                and await kube.get(DOCKER_MACHINE_POOL, namespace, f"{CLUSTER_NAME_}-dmp-0") is None
+                and await kube.get(KUBEADM_CONFIG, namespace, f"{POOL}-config") is None
+                and not pool_containers(runtime))
+    await eventually(pool_gone, 120, "the pool and everything it made gone", state)
+
+    # deleting the Cluster deletes the other MachinePool (and everything else)
+    await kube.delete(CLUSTER, namespace, CLUSTER_NAME_)
+
+    async def all_gone() -> bool:
+        left = [await kube.list(g, namespace) for g in (CLUSTER, MACHINE_POOL, MACHINE, DOCKER_MACHINE,
+                                                         DOCKER_MACHINE_POOL, DOCKER_CLUSTER)]
+        return not any(left) and not runtime.list_containers({CONTAINER_CLUSTER: CLUSTER_NAME_})
+
+    async def left() -> Any:
+        kinds = (CLUSTER, MACHINE_POOL, MACHINE, DOCKER_MACHINE, DOCKER_MACHINE_POOL, DOCKER_CLUSTER)
+        return {g.kind: [(o["metadata"]["name"], o["metadata"].get("finalizers"))
+                         for o in await kube.list(g, namespace)] for g in kinds}
+    await eventually(all_gone, 120, "cluster, pools, machines and containers gone", left)
