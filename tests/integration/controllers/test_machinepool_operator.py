@@ -8,8 +8,11 @@ deleting the pool and then the Cluster leaves no container and no object."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,6 +48,7 @@ pytestmark = pytest.mark.integration
 
 CLUSTER_NAME_ = "mpc"
 POOL = f"{CLUSTER_NAME_}-mp-0"
+CLUSTERCTL_VERSION = "v1.13.6"  # hack/build-clusterctl.sh's default
 
 
 def pool_objects(namespace: str, name: str, dmp: str, replicas: int, version: str = "v1.34.4") -> list[dict[str, Any]]:
@@ -123,8 +127,18 @@ def pool_containers(runtime: FakeRuntime) -> list[Any]:
             if c.labels.get(CONTAINER_ROLE) == ROLE_WORKER]
 
 
+def clusterctl() -> Path:
+    """Upstream clusterctl, built by hack/build-clusterctl.sh (a missing prerequisite fails, never skips)."""
+    path = Path(os.environ.get("CAPD_PY_CACHE", Path.home() / ".cache" / "capd-py")) / "clusterctl" / \
+        CLUSTERCTL_VERSION / "clusterctl"
+    if not path.exists():
+        pytest.fail(f"upstream clusterctl {CLUSTERCTL_VERSION} is missing at {path}: run "
+                    f"`flock /tmp/capd-heavy.lock hack/build-clusterctl.sh {CLUSTERCTL_VERSION}`", pytrace=False)
+    return path
+
+
 async def test_machine_pool_scale_rollout_missing_template_and_deletion(
-        operator: tuple[Manager, FakeRuntime], kube: Kube, namespace: str) -> None:
+        operator: tuple[Manager, FakeRuntime], kube: Kube, envtest: EnvTest, namespace: str) -> None:
     _, runtime = operator
     docs = parse_documents(generate_cluster(CLUSTER_NAME_, namespace=namespace, control_plane_machine_count=1,
                                             worker_machine_count=0, env={}))
@@ -210,6 +224,16 @@ async def test_machine_pool_scale_rollout_missing_template_and_deletion(
     await eventually(lambda: converged(3), 120, "MachinePool of 3 running", state)
     cl = await kube.get(CLUSTER, namespace, CLUSTER_NAME_)
     assert cl is not None and cl["status"]["workers"]["desiredReplicas"] == 5  # 3 + the missing pool's 2
+
+    # upstream clusterctl finds the MachinePools (it failed with `no matches for kind "MachinePool"` before)
+    out = await asyncio.to_thread(subprocess.run, [str(clusterctl()), "describe", "cluster", CLUSTER_NAME_, "-n",
+                                                   namespace, "--kubeconfig", str(envtest.kubeconfig_path)],
+                                  capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = {ln.split()[0].lstrip("├└─│ "): ln.split()[1:] for ln in out.stdout.splitlines() if "MachinePool/" in ln}
+    assert set(rows) == {f"MachinePool/{POOL}", f"MachinePool/{CLUSTER_NAME_}-mp-missing"}, out.stdout
+    after_pool = out.stdout.split(f"MachinePool/{POOL}", 1)[1].splitlines()[1]
+    assert "3 Machines" in after_pool and after_pool.split("...")[1].split()[:2] == ["3", "3"], out.stdout
 
     # 3 -> 1
     await kube.merge_patch(MACHINE_POOL, namespace, POOL, {"spec": {"replicas": 1}})
