@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,3 +91,71 @@ def docker_leftovers(cluster: str) -> dict[str, list[str]]:
     named = [n for n in run(["docker", "ps", "-a", "--format", "{{.Names}}"]).stdout.split()
              if n == f"{cluster}-lb" or n.startswith(f"{cluster}-control-plane") or n.startswith(f"{cluster}-md-")]
     return {k: v for k, v in {"containers": ps, "networks": nets, "volumes": vols, "named": named}.items() if v}
+
+
+def workload_kubectl(kubeconfig: Path, *args: str, input_: str | None = None) -> str:
+    return run([kubectl_bin(), "--kubeconfig", str(kubeconfig), *args], input_=input_).stdout
+
+
+def nodes_ready(kubeconfig: Path, want: int) -> bool:
+    items = json.loads(workload_kubectl(kubeconfig, "get", "nodes", "-o", "json"))["items"]
+    ready = [n for n in items if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])]
+    return len(items) == want and len(ready) == want
+
+
+@dataclass
+class WorkloadCluster:
+    """A workload cluster made from the default template (`generate cluster` + `apply`), Available."""
+    name: str
+    control_planes: int
+    workers: int
+    kubeconfig: Path
+    available_seconds: float    # apply -> Cluster Available
+    deleted: bool = False       # set by whoever deletes it (the next user gets a fresh one)
+
+
+def create_cluster(mgmt: Mgmt, name: str, cp: int, workers: int, tmp: Path, timeout: float) -> WorkloadCluster:
+    manifest = mgmt.capd("generate", "cluster", name, "--control-plane-machine-count", str(cp),
+                         "--worker-machine-count", str(workers)).stdout
+    t0 = time.monotonic()
+    mgmt.capd("apply", "-f", "-", input_=manifest)
+    wait_for(lambda: mgmt.condition("cluster", name, "Available"), timeout, f"cluster {name} Available", 5)
+    available = time.monotonic() - t0
+    kc = tmp / f"{name}.kubeconfig"
+    mgmt.capd("get", "kubeconfig", name, "-o", str(kc))
+    wait_for(lambda: nodes_ready(kc, cp + workers), 300, f"{cp + workers} Ready nodes")
+    return WorkloadCluster(name, cp, workers, kc, available)
+
+
+def delete_cluster_objects(mgmt: Mgmt, name: str) -> None:
+    """Delete a cluster made from the default template, and what the template adds beside it (the CNI
+    ConfigMap and ClusterResourceSet stay after the Cluster, as upstream's do); force-remove leftovers."""
+    mgmt.capd("delete", "cluster", name, "--wait", "--timeout", "300", check=False)
+    mgmt.kubectl("delete", "clusterresourceset", f"{name}-crs-0", "-n", "default", "--ignore-not-found", check=False)
+    mgmt.kubectl("delete", "configmap", f"cni-{name}-crs-0", "-n", "default", "--ignore-not-found", check=False)
+    for c in run(["docker", "ps", "-a", "-q", "--filter", f"label=io.x-k8s.capd-py.cluster={name}"]).stdout.split():
+        run(["docker", "rm", "-f", "-v", c], check=False)
+
+
+class SharedClusters:
+    """Workload clusters shared by the e2e tests of one session (each costs minutes on 2 cores). A cluster
+    is made on first use; one a test deleted (`deleted=True`) is made again for the next user."""
+
+    def __init__(self, mgmt: Mgmt, tmp: Path):
+        self.mgmt, self.tmp = mgmt, tmp
+        self.clusters: dict[str, WorkloadCluster] = {}
+        self.attempted: set[str] = set()   # cleaned up even when their creation failed
+
+    def get(self, name: str, cp: int, workers: int, timeout: float = 600) -> WorkloadCluster:
+        c = self.clusters.get(name)
+        if c is None or c.deleted:
+            self.attempted.add(name)
+            c = self.clusters[name] = create_cluster(self.mgmt, name, cp, workers, self.tmp, timeout)
+            print(f"\n{cp} CP + {workers} worker(s): {name} Available after {c.available_seconds:.0f}s")
+        return c
+
+    def cleanup(self) -> None:
+        for name in sorted(self.attempted):
+            c = self.clusters.get(name)
+            if c is None or not c.deleted:
+                delete_cluster_objects(self.mgmt, name)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from capd_py.kube.crds import install_crds
-from capd_py.testing.e2e import CAPD, K8S_VERSION, Mgmt, run
+from capd_py.testing.e2e import CAPD, K8S_VERSION, Mgmt, SharedClusters, WorkloadCluster, delete_cluster_objects, run
 from capd_py.testing.envtest import EnvTest, missing_binaries
 
 
@@ -53,6 +53,22 @@ def cluster_cleanup(mgmt: Mgmt) -> Iterator[list[str]]:
     names: list[str] = []
     yield names
     for name in names:
-        mgmt.capd("delete", "cluster", name, "--wait", "--timeout", "300", check=False)
-        for c in run(["docker", "ps", "-a", "-q", "--filter", f"label=io.x-k8s.capd-py.cluster={name}"]).stdout.split():
-            run(["docker", "rm", "-f", "-v", c], check=False)
+        delete_cluster_objects(mgmt, name)
+
+
+@pytest.fixture(scope="session")
+def shared_clusters(mgmt: Mgmt, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedClusters]:
+    """Workload clusters several tests use (made once per session; deleted at its end unless a test did)."""
+    shared = SharedClusters(mgmt, tmp_path_factory.mktemp("clusters"))
+    try:
+        yield shared
+    finally:
+        shared.cleanup()
+
+
+@pytest.fixture
+def quick_cluster(shared_clusters: SharedClusters) -> WorkloadCluster:
+    """`e2e-quick`: 1 control plane + 1 worker from the default template (its CNI through a
+    ClusterResourceSet), Available with Ready nodes. Shared: test_clusterctl.py reads it, and
+    test_workload_cluster.py's quick test checks traffic and stability, then deletes it (last)."""
+    return shared_clusters.get("e2e-quick", 1, 1, timeout=600)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import ssl
@@ -9,11 +10,22 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-from capd_py.testing.e2e import Mgmt, docker_leftovers, kubectl_bin, run, wait_for
+from capd_py.testing.e2e import (
+    Mgmt,
+    WorkloadCluster,
+    create_cluster,
+    delete_cluster_objects,
+    docker_leftovers,
+    nodes_ready,
+    run,
+    wait_for,
+    workload_kubectl,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -44,34 +56,60 @@ spec:
 """
 
 
-def workload_kubectl(kubeconfig: Path, *args: str, input_: str | None = None) -> str:
-    return run([kubectl_bin(), "--kubeconfig", str(kubeconfig), *args], input_=input_).stdout
+CLIENT_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, labels: {{app: netcheck}}}}
+spec:
+  nodeName: {node}
+  tolerations: [{{operator: Exists}}]
+  terminationGracePeriodSeconds: 0
+  containers:
+  - {{name: c, image: {image}, imagePullPolicy: Never, command: [sleep, infinity]}}
+"""
 
 
-def nodes_ready(kubeconfig: Path, want: int) -> bool:
-    items = json.loads(workload_kubectl(kubeconfig, "get", "nodes", "-o", "json"))["items"]
-    ready = [n for n in items if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])]
-    return len(items) == want and len(ready) == want
+def pods_talk_across_nodes(kc: Path, pods: list[dict[str, Any]]) -> None:
+    """From a pod (on the pod network, not the host's) on each node, reach the echo pod on the other node by
+    its pod IP: the routes capd-netd (installed by the ClusterResourceSet) sets up between nodes."""
+    ds = json.loads(workload_kubectl(kc, "-n", "kube-system", "get", "ds", "capd-netd", "-o", "json"))
+    image = ds["spec"]["template"]["spec"]["containers"][0]["image"]  # preloaded, has curl
+    clients = {}
+    for i, p in enumerate(pods):
+        clients[p["spec"]["nodeName"]] = f"netcheck-{i}"
+        workload_kubectl(kc, "apply", "-f", "-", input_=CLIENT_POD.format(
+            name=f"netcheck-{i}", node=p["spec"]["nodeName"], image=image))
+    workload_kubectl(kc, "wait", "--for=condition=Ready", "pod", "-l", "app=netcheck", "--timeout=120s")
+    pod_cidr = ipaddress.ip_network("10.244.0.0/16")  # the template's default POD_CIDR
+    for p in pods:
+        target_ip, target_node = p["status"]["podIP"], p["spec"]["nodeName"]
+        (client_node,) = set(clients) - {target_node}
+        client = json.loads(workload_kubectl(kc, "get", "pod", clients[client_node], "-o", "json"))
+        assert ipaddress.ip_address(client["status"]["podIP"]) in pod_cidr, client["status"]
+        assert ipaddress.ip_address(target_ip) in pod_cidr, p["status"]
 
-
-def create_cluster(mgmt: Mgmt, name: str, cp: int, workers: int, tmp: Path, timeout: float) -> Path:
-    manifest = mgmt.capd("generate", "cluster", name, "--control-plane-machine-count", str(cp),
-                         "--worker-machine-count", str(workers)).stdout
-    mgmt.capd("apply", "-f", "-", input_=manifest)
-    wait_for(lambda: mgmt.condition("cluster", name, "Available"), timeout, f"cluster {name} Available", 5)
-    kc = tmp / f"{name}.kubeconfig"
-    mgmt.capd("get", "kubeconfig", name, "-o", str(kc))
-    wait_for(lambda: nodes_ready(kc, cp + workers), 300, f"{cp + workers} Ready nodes")
-    return kc
+        def answer(c: str = clients[client_node], ip: str = target_ip) -> str:
+            return workload_kubectl(kc, "exec", c, "--", "curl", "-s", "--max-time", "2", f"http://{ip}:8080/").strip()
+        got = wait_for(answer, 60, f"pod on {client_node} -> pod {target_ip} on {target_node}", interval=1)
+        assert got == p["metadata"]["name"], (got, p["metadata"]["name"])
+    workload_kubectl(kc, "delete", "pod", "-l", "app=netcheck", "--wait=false")
 
 
 def test_default_template_cluster_serves_traffic_and_deletes_cleanly(
-        mgmt: Mgmt, cluster_cleanup: list[str], tmp_path: Path) -> None:
-    name = "e2e-quick"
-    cluster_cleanup.append(name)
-    t0 = time.monotonic()
-    kc = create_cluster(mgmt, name, 1, 1, tmp_path, timeout=600)
-    available = time.monotonic() - t0
+        mgmt: Mgmt, quick_cluster: WorkloadCluster) -> None:
+    name, kc = quick_cluster.name, quick_cluster.kubeconfig
+    # The CNI came only through the ClusterResourceSet: the template has no postKubeadmCommands, the set's
+    # binding records the ConfigMap as applied, and the DaemonSet runs on both nodes.
+    kcp = mgmt.get("kubeadmcontrolplane", f"{name}-control-plane")
+    assert not kcp["spec"]["kubeadmConfigSpec"].get("postKubeadmCommands"), kcp["spec"]["kubeadmConfigSpec"]
+    binding = mgmt.get("clusterresourcesetbinding", name)
+    (entry,) = binding["spec"]["bindings"]
+    assert entry["clusterResourceSetName"] == f"{name}-crs-0", entry
+    assert [(r["kind"], r["name"], r["applied"]) for r in entry["resources"]] == [
+        ("ConfigMap", f"cni-{name}-crs-0", True)], entry
+    assert mgmt.condition("clusterresourceset", f"{name}-crs-0", "ResourcesApplied")
+    wait_for(lambda: json.loads(workload_kubectl(kc, "-n", "kube-system", "get", "ds", "capd-netd", "-o", "json"))
+             ["status"].get("numberReady") == 2, 120, "capd-netd Ready on both nodes")
     # every Machine reports a nodeRef and providerID (contract round trip)
     machines = json.loads(mgmt.kubectl("get", "machines", "-n", "default", "-l",
                                        f"cluster.x-k8s.io/cluster-name={name}", "-o", "json"))["items"]
@@ -85,6 +123,7 @@ def test_default_template_cluster_serves_traffic_and_deletes_cleanly(
              .get("readyReplicas") == 2, 240, "echo pods Ready")
     pods = json.loads(workload_kubectl(kc, "get", "pods", "-l", "app=echo", "-o", "json"))["items"]
     assert len({p["spec"]["nodeName"] for p in pods}) == 2, "pods should be spread over both nodes"
+    pods_talk_across_nodes(kc, pods)
     hostnames = {p["metadata"]["name"] for p in pods}
     svc_ip = json.loads(workload_kubectl(kc, "get", "svc", "echo", "-o", "json"))["spec"]["clusterIP"]
     # From the worker node, through kube-proxy's service VIP, reach both pods (one of them cross-node).
@@ -104,7 +143,7 @@ def test_default_template_cluster_serves_traffic_and_deletes_cleanly(
     # CoreDNS runs on the pod network and must not loop on the node's resolver (docker's 127.0.0.11).
     wait_for(lambda: json.loads(workload_kubectl(kc, "-n", "kube-system", "get", "deploy", "coredns", "-o", "json"))
              ["status"].get("readyReplicas") == 2, 120, "CoreDNS Ready")
-    print(f"\n1 CP + 1 worker: Available after {available:.0f}s")
+    print(f"\n1 CP + 1 worker: Available {quick_cluster.available_seconds:.0f}s after apply")
 
     # Stable means quiet: like upstream's quick-start, no object of the cluster changes for 2 minutes
     # (two resync periods of level-triggered reconciles must write nothing).
@@ -116,15 +155,22 @@ def test_default_template_cluster_serves_traffic_and_deletes_cleanly(
 
     # delete: nothing of the cluster remains in docker, and the CAPI objects are gone
     t1 = time.monotonic()
+    quick_cluster.deleted = True  # from here on the shared cluster is gone for whoever comes next
     mgmt.capd("delete", "cluster", name, "--wait", "--timeout", "400")
     wait_for(lambda: not docker_leftovers(name), 120, "no docker leftovers")
     assert not json.loads(mgmt.kubectl("get", "machines,dockermachines,kubeadmconfigs", "-n", "default", "-l",
                                        f"cluster.x-k8s.io/cluster-name={name}", "-o", "json"))["items"]
+    # the binding goes with its Cluster; the set and its ConfigMap stay (as upstream's)
+    wait_for(lambda: not mgmt.kubectl("get", "clusterresourcesetbinding", name, "-n", "default",
+                                      "--ignore-not-found", "-o", "name").strip(), 60, "binding deleted")
+    assert mgmt.get("clusterresourceset", f"{name}-crs-0")
     print(f"deleted in {time.monotonic() - t1:.0f}s")
+    delete_cluster_objects(mgmt, name)
 
 
 CAPI_KINDS = ("clusters,machines,machinesets,machinedeployments,kubeadmcontrolplanes,kubeadmconfigs,"
-              "dockerclusters,dockermachines,dockermachinetemplates,kubeadmconfigtemplates,secrets")
+              "dockerclusters,dockermachines,dockermachinetemplates,kubeadmconfigtemplates,secrets,configmaps,"
+              "clusterresourcesets,clusterresourcesetbindings")
 
 
 def resource_versions(mgmt: Mgmt, cluster: str) -> dict[str, str]:
@@ -133,7 +179,8 @@ def resource_versions(mgmt: Mgmt, cluster: str) -> dict[str, str]:
     for o in items:
         md = o["metadata"]
         labels = md.get("labels") or {}
-        if md["name"].startswith(cluster) or labels.get("cluster.x-k8s.io/cluster-name") == cluster:
+        if (md["name"].startswith((cluster, f"cni-{cluster}-"))
+                or labels.get("cluster.x-k8s.io/cluster-name") == cluster):
             out[f"{o['kind']}/{md['name']}"] = md["resourceVersion"]
     return out
 
@@ -203,7 +250,7 @@ def test_ha_cluster_scales_workers_and_rolls_control_plane(
     name = "e2e-ha"
     cluster_cleanup.append(name)
     t0 = time.monotonic()
-    kc = create_cluster(mgmt, name, 3, 2, tmp_path, timeout=1500)
+    kc = create_cluster(mgmt, name, 3, 2, tmp_path, timeout=1500).kubeconfig
     print(f"\n3 CP + 2 workers: Available after {time.monotonic() - t0:.0f}s")
 
     for replicas in (4, 1):
