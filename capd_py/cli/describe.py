@@ -31,7 +31,7 @@ HEADER = ("NAME", "REPLICAS", "AVAILABLE", "READY", "UP TO DATE", "STATUS", "REA
 
 # The condition that sums up each kind (upstream: Available for the aggregates, Ready for the rest).
 _SUMMARY = {"Cluster": "Available", "KubeadmControlPlane": "Available", "MachineDeployment": "Available",
-            "MachineSet": "Ready", "Machine": "Ready"}
+            "MachinePool": "Available", "MachineSet": "Ready", "Machine": "Ready"}
 
 
 @dataclass
@@ -88,7 +88,7 @@ def counters(obj: dict[str, Any]) -> tuple[str, str, str, str]:
         reps, desired = tot("replicas"), tot("desiredReplicas")
         return (f"{_n(reps or 0)}/{_n(desired if desired is not None else '?')}", _n(tot("availableReplicas")),
                 _n(tot("readyReplicas")), _n(tot("upToDateReplicas")))
-    if kind in ("KubeadmControlPlane", "MachineDeployment", "MachineSet"):
+    if kind in ("KubeadmControlPlane", "MachineDeployment", "MachineSet", "MachinePool"):
         return _replica_counters(st, spec.get("replicas"))
     if kind == "Machine":
         return ("", _cond_status(obj, "Available"), _cond_status(obj, "Ready"), _cond_status(obj, "UpToDate"))
@@ -101,7 +101,7 @@ def _leaf(obj: dict[str, Any], prefix: str = "") -> Node:
 
 def build_tree(objects: list[dict[str, Any]], cluster_name: str) -> Node:
     """Arrange one cluster's objects: Cluster, its infrastructure, control plane (+ its machines) and
-    Workers (MachineDeployments + their machines, then machines that belong to neither)."""
+    Workers (MachineDeployments and MachinePools + their machines, then machines that belong to neither)."""
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for o in objects:
         by_kind.setdefault(str(o.get("kind")), []).append(o)
@@ -151,6 +151,14 @@ def build_tree(objects: list[dict[str, Any]], cluster_name: str) -> Node:
                 mdn.children.append(_leaf(m))
                 placed.add(m["metadata"]["name"])
         workers.children.append(mdn)
+    for mp in by_kind.get("MachinePool", []):
+        mpn = _leaf(mp)
+        for m in machines:
+            owner = contract.controller_owner(m, "MachinePool")
+            if m["metadata"]["name"] not in placed and owner and owner.get("name") == mp["metadata"]["name"]:
+                mpn.children.append(_leaf(m))
+                placed.add(m["metadata"]["name"])
+        workers.children.append(mpn)
     others = [m for m in machines if m["metadata"]["name"] not in placed]
     cp_others = [m for m in others if CONTROL_PLANE in (m["metadata"].get("labels") or {})]
     if cp_others and cp is None:

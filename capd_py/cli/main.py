@@ -19,6 +19,7 @@ from capd_py.api.gvk import (
     KUBEADM_CONTROL_PLANE,
     MACHINE,
     MACHINE_DEPLOYMENT,
+    MACHINE_POOL,
     MACHINE_SET,
 )
 from capd_py.api.labels import CLUSTER_NAME
@@ -233,7 +234,7 @@ async def cluster_objects(kube: Any, namespace: str, name: str) -> list[dict[str
     objs = [cluster]
     for gvk in (DOCKER_CLUSTER, KUBEADM_CONTROL_PLANE):
         objs += await kube.list(gvk, namespace)
-    for gvk in (MACHINE_DEPLOYMENT, MACHINE_SET, MACHINE):
+    for gvk in (MACHINE_DEPLOYMENT, MACHINE_POOL, MACHINE_SET, MACHINE):
         for o in await kube.list(gvk, namespace):
             if (o.get("spec") or {}).get("clusterName") == name or \
                     (o["metadata"].get("labels") or {}).get(CLUSTER_NAME) == name:

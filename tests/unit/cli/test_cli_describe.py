@@ -121,3 +121,21 @@ def test_render_colour_only_when_asked() -> None:
     coloured = render(build_tree(objects(), "demo"), NOW, color=True)
     assert "\x1b[32mTrue" in coloured and "\x1b[31mFalse" in coloured  # STATUS green / red
     assert len(coloured.splitlines()) == len(plain.splitlines())
+
+
+def test_machine_pools_under_workers_with_their_machines() -> None:
+    mp = obj("MachinePool", "demo-mp-0", spec={"replicas": 2},
+             status={"replicas": 2, "readyReplicas": 2, "availableReplicas": 1, "upToDateReplicas": 2,
+                     "conditions": [cond("Available", "True", "Available", ago=10)]})
+    owner = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "demo-mp-0", "uid": "u",
+             "controller": True}
+    pool_m = obj("Machine", "demo-mp-0-abcde", labels={"cluster.x-k8s.io/cluster-name": "demo",
+                                                       "cluster.x-k8s.io/pool-name": "demo-mp-0"}, owner=owner)
+    root = build_tree([*objects(), mp, pool_m], "demo")
+    workers = root.children[2]
+    assert [c.name for c in workers.children] == ["MachineDeployment/demo-md-0", "MachinePool/demo-mp-0",
+                                                  "Machine/lonely"]
+    pool = workers.children[1]
+    assert [c.name for c in pool.children] == ["Machine/demo-mp-0-abcde"]
+    assert pool.counters == ("2/2", "1", "2", "2") and pool.condition is not None
+    assert pool.condition["reason"] == "Available"
