@@ -281,7 +281,9 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
         # the write floor: same API server, controllers stopped, as many writes as the controllers made
         loop = asyncio.get_running_loop()
         loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=64))
+        api_cpu_floor = cpu_seconds(api_pid) if api_pid else 0.0
         floor = await write_floor(kube, max(conv_writes, 1), 64)
+        api_cpu_floor = (cpu_seconds(api_pid) - api_cpu_floor) if api_pid else 0.0
 
         elapsed = samples[-1][0] - samples[0][0]
         total = samples[-1][1] - samples[0][1]
@@ -318,6 +320,8 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
             ("reads: cache / API", f"{cache_reads} / {sum(api_reads.values())} ({kinds(api_reads)})"),
             ("CPU s until Available: controllers / apiserver / etcd",
              " / ".join(f"{x:.1f}" for x in cpu_conv)),
+            ("apiserver CPU ms per write: controllers' / floor's",
+             f"{cpu_conv[1] * 1000 / max(conv_writes, 1):.2f} / {api_cpu_floor * 1000 / max(conv_writes, 1):.2f}"),
             ("peak RSS controllers (this process)", f"{peak_rss_mib():.0f} MiB"),
             ("peak RSS kube-apiserver (sampled)", f"{api_peak:.0f} MiB" if api_pid else "n/a"),
         ]

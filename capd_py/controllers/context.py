@@ -29,6 +29,9 @@ class Settings:
     # Every Nth resync lists from the API server too (drops cached copies a watch gap left behind).
     relist_every: int = 10
     workers: int = field(default_factory=lambda: int(os.environ.get("CAPD_PY_WORKERS", "16")))
+    # Events of other objects reach a summarising controller (Cluster, MachineSet, ...) this much later,
+    # so a burst of them coalesces into one reconcile (see Manager.dispatch).
+    aggregate_seconds: float = 0.25
     # Poll interval while waiting on something we do not watch (workload nodes, containers).
     poll_seconds: float = 5.0
 

@@ -37,6 +37,10 @@ class Controller:
     watches: list[tuple[GVK, Mapper]] = field(default_factory=list)
 
 
+# Kinds whose status summarises many other objects (replica counts, aggregated conditions).
+AGGREGATING = frozenset({"Cluster", "MachineDeployment", "MachineSet", "MachinePool", "KubeadmControlPlane"})
+
+
 def self_mapper(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
     md = obj.get("metadata") or {}
     return [(md.get("namespace") or "", md["name"])]
@@ -98,11 +102,15 @@ class Manager:
         dispatched, our own writes' included: other controllers watching the kind must hear of them."""
         self.store.observe(gvk, obj, deleted=deleted)
         for c in self.controllers.values():
+            # A summary over many objects hears of every one of them: a short delay lets a burst of their
+            # events (ten Machines turning Running) end in one reconcile and one status write, not ten.
+            after = (self.ctx.settings.aggregate_seconds
+                     if c.gvk.kind in AGGREGATING and c.gvk.kind != gvk.kind else 0.0)
             for wgvk, mapper in [(c.gvk, self_mapper), *c.watches]:
                 if wgvk.kind != gvk.kind or wgvk.group != gvk.group:
                     continue
                 for ns, name in mapper(obj, self.store):
-                    self.queue.add((c.gvk.kind, ns, name))
+                    self.queue.add((c.gvk.kind, ns, name), after)
 
     def watched(self) -> set[GVK]:
         out = set(self.cached)

@@ -38,6 +38,7 @@ class WorkQueue:
         self._tasks: list[asyncio.Task[None]] = []
         self._base, self._max = base_backoff, max_backoff
         self.processed = 0
+        self._wake_pending = False
 
     def add(self, key: Key, after: float = 0.0) -> None:
         due = time.monotonic() + max(0.0, after)
@@ -49,10 +50,13 @@ class WorkQueue:
         self._due[key] = due
         self._seq += 1
         heapq.heappush(self._heap, (due, self._seq, key))
-        asyncio.get_running_loop().call_soon(self._notify)
+        if not self._wake_pending:  # one wake-up task per burst of adds, not one per add
+            self._wake_pending = True
+            asyncio.get_running_loop().call_soon(self._notify)
 
     def _notify(self) -> None:
         async def _n() -> None:
+            self._wake_pending = False
             async with self._cond:
                 self._cond.notify_all()
         asyncio.ensure_future(_n())
