@@ -118,7 +118,7 @@ async def _delete(ctx: Ctx, dmp: dict[str, Any]) -> Result | None:
         if not coreutil.is_deleting(d):
             await _delete_instance(ctx, rdmp.Instance(d, rdmp.machine_of(d, machines), True))
     if dms:
-        log.info("%s/%s: waiting for %d instance(s) to be deleted", ns, md["name"], len(dms))
+        log.debug("%s/%s: waiting for %d instance(s) to be deleted", ns, md["name"], len(dms))
         return Result(requeue_after=ctx.settings.poll_seconds)
     await lifecycle.remove_finalizer(kube, DOCKER_MACHINE_POOL, dmp, FINALIZER_DOCKER_MACHINE_POOL)
     return None
