@@ -38,10 +38,16 @@ TEMPLATE_FIELDS = ("customImage", "preLoadImages", "extraMounts")
 
 
 def template_hash(dmp: dict[str, Any], mp: dict[str, Any]) -> str:
-    """What an instance is made from: the MachinePool's Kubernetes version and this pool's spec.template."""
+    """What an instance is made from: the MachinePool's Kubernetes version and bootstrap config (a new one means
+    new join data) and this pool's spec.template. Not the data secret name (the MachinePool controller copies it
+    in) nor what changes in place (labels, annotations, minReadySeconds, deletion timeouts)."""
     tpl = contract.dig(dmp, "spec", "template", default={}) or {}
-    return coreutil.stable_hash({"version": contract.dig(mp, "spec", "template", "spec", "version") or "",
-                                 "template": {k: tpl.get(k) for k in TEMPLATE_FIELDS if tpl.get(k)}})
+    h: dict[str, Any] = {"version": contract.dig(mp, "spec", "template", "spec", "version") or "",
+                         "template": {k: tpl.get(k) for k in TEMPLATE_FIELDS if tpl.get(k)}}
+    boot = rmp.bootstrap_ref(mp)
+    if boot is not None:  # only when set, so that pools without a bootstrap config keep their hash
+        h["bootstrap"] = boot
+    return coreutil.stable_hash(h)
 
 
 def instance_name(mp: dict[str, Any], suffix: str | None = None) -> str:

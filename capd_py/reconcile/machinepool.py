@@ -184,11 +184,27 @@ def machine_patch(mp: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any]
 def machines_to_create(mp: dict[str, Any], infra_machines: list[dict[str, Any]],
                        machines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A Machine for every infrastructure machine of the pool that has none (matched by infrastructureRef name),
-    except infrastructure machines already going away."""
+    except infrastructure machines already going away. With spec.failureDomains, each new Machine goes to the
+    least used of them (upstream CAPD picks one at random)."""
     have = {contract.dig(m, "spec", "infrastructureRef", "name") for m in machines}
     have |= {m["metadata"]["name"] for m in machines}
-    return [desired_machine(mp, im) for im in sorted(infra_machines, key=lambda o: o["metadata"]["name"])
-            if im["metadata"]["name"] not in have and not coreutil.is_deleting(im)]
+    fds = list(contract.dig(mp, "spec", "failureDomains") or [])
+    used = {fd: 0 for fd in fds}
+    for m in machines:
+        fd = contract.dig(m, "spec", "failureDomain")
+        if fd in used and not coreutil.is_deleting(m):
+            used[fd] += 1
+    out = []
+    for im in sorted(infra_machines, key=lambda o: o["metadata"]["name"]):
+        if im["metadata"]["name"] in have or coreutil.is_deleting(im):
+            continue
+        m = desired_machine(mp, im)
+        if fds:
+            fd = min(fds, key=lambda f: (used[f], fds.index(f)))
+            used[fd] += 1
+            m["spec"]["failureDomain"] = fd
+        out.append(m)
+    return out
 
 
 def machine_up_to_date(mp: dict[str, Any], machine: dict[str, Any]) -> tuple[str, str, str]:

@@ -90,6 +90,15 @@ def test_template_hash_follows_version_and_template() -> None:
     assert h != rdmp.template_hash(dmp(), mp(version="v1.35.0"))
     assert h != rdmp.template_hash(dmp(customImage="x"), mp())
     assert h == rdmp.template_hash(dmp(preLoadImages=[]), mp())  # empty is unset
+    with_boot = mp()
+    with_boot["spec"]["template"]["spec"]["bootstrap"] = {
+        "configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": "cfg-1"}}
+    h1 = rdmp.template_hash(dmp(), with_boot)
+    with_boot["spec"]["template"]["spec"]["bootstrap"]["dataSecretName"] = "cfg-1"  # copied in: no rollout
+    with_boot["spec"]["template"]["spec"]["minReadySeconds"] = 5                   # in place: no rollout
+    assert rdmp.template_hash(dmp(), with_boot) == h1
+    with_boot["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"] = "cfg-2"  # new join data: rollout
+    assert rdmp.template_hash(dmp(), with_boot) != h1
 
 
 def test_only_the_pools_own_docker_machines_are_instances() -> None:

@@ -305,3 +305,14 @@ def test_cluster_counts_and_deletes_machine_pools() -> None:
     assert st["workers"]["desiredReplicas"] == 2
     c = cond.get({"status": st}, "WorkersAvailable")
     assert c is not None and c["status"] == cond.FALSE and "MachinePool c1-mp-0" in c["message"]
+
+
+def test_new_machines_spread_over_the_pools_failure_domains() -> None:
+    pool = mp(failureDomains=["fd4", "fd5", "fd6"])
+    existing = pool_machine("c1-mp-0-a")
+    existing["spec"]["failureDomain"] = "fd4"
+    existing["spec"]["infrastructureRef"] = {"kind": "DockerMachine", "name": "c1-mp-0-a"}
+    want = rmp.machines_to_create(pool, [docker_machine(f"c1-mp-0-{x}") for x in "abcde"], [existing])
+    assert [(m["metadata"]["name"], m["spec"]["failureDomain"]) for m in want] == [
+        ("c1-mp-0-b", "fd5"), ("c1-mp-0-c", "fd6"), ("c1-mp-0-d", "fd4"), ("c1-mp-0-e", "fd5")]
+    assert "failureDomain" not in rmp.machines_to_create(mp(), [docker_machine("x")], [])[0]["spec"]
