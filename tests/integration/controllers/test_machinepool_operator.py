@@ -27,6 +27,7 @@ from capd_py.api.gvk import (
     KUBEADM_CONFIG,
     MACHINE,
     MACHINE_POOL,
+    SECRET,
 )
 from capd_py.api.labels import CLUSTER_NAME, CONTAINER_CLUSTER, CONTAINER_ROLE, MACHINE_POOL_NAME
 from capd_py.cli.apply import apply_objects
@@ -35,6 +36,7 @@ from capd_py.controllers.manager import Manager
 from capd_py.controllers.operator import run
 from capd_py.kube.client import Kube
 from capd_py.reconcile.dockercluster import ROLE_WORKER
+from capd_py.reconcile.kubeadmconfig import token_secret_name
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
 from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads
@@ -197,6 +199,24 @@ async def test_machine_pool_scale_rollout_missing_template_and_deletion(
     cfg = await kube.get(KUBEADM_CONFIG, namespace, f"{POOL}-config")
     assert cfg is not None and cfg["metadata"]["ownerReferences"][0]["kind"] == "MachinePool"
     assert cfg["spec"]["joinConfiguration"]["discovery"]["bootstrapToken"]["token"]  # a worker join, not init
+
+    # the pool's bootstrap token is gone from the workload cluster: a new token and new join data (upstream
+    # rotates a MachinePool's token so that scale ups keep joining)
+    mgr, _ = operator
+    wl = mgr.ctx.workload.kube_for(namespace, CLUSTER_NAME_)  # type: ignore[attr-defined]
+    token = cfg["spec"]["joinConfiguration"]["discovery"]["bootstrapToken"]["token"]
+    data = (await kube.get(SECRET, namespace, f"{POOL}-config") or {}).get("data")
+    assert await wl.get(SECRET, "kube-system", token_secret_name(token)) is not None
+    await wl.delete(SECRET, "kube-system", token_secret_name(token))
+    await kube.merge_patch(KUBEADM_CONFIG, namespace, f"{POOL}-config", {"metadata": {"annotations": {"poke": "1"}}})
+
+    async def new_token() -> bool:
+        c = await kube.get(KUBEADM_CONFIG, namespace, f"{POOL}-config") or {}
+        t = c["spec"]["joinConfiguration"]["discovery"]["bootstrapToken"].get("token")
+        sec = await kube.get(SECRET, namespace, f"{POOL}-config") or {}
+        return bool(t) and t != token and sec.get("data") != data and \
+            await wl.get(SECRET, "kube-system", token_secret_name(t)) is not None
+    await eventually(new_token, 30, "a new bootstrap token and join data for the pool", state)
 
     # steady: no writes to the pool's objects (both pools, the instances, their Machines)
     async def versions() -> dict[str, str]:
