@@ -315,3 +315,55 @@ async def test_machine_pool_scale_rollout_missing_template_and_deletion(
         return {g.kind: [(o["metadata"]["name"], o["metadata"].get("finalizers"))
                          for o in await kube.list(g, namespace)] for g in kinds}
     await eventually(all_gone, 120, "cluster, pools, machines and containers gone", left)
+
+
+def _upstream_documents(name: str, namespace: str, version: str) -> list[dict[str, Any]]:
+    """upstream's e2e template `name` rendered as tests/integration/test_upstream_admission.py renders it."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "test_upstream_admission.py"
+    spec = importlib.util.spec_from_file_location("_upstream_admission", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    docs: list[dict[str, Any]] = mod.documents(name, namespace, version)
+    return docs
+
+
+async def test_upstream_machine_pool_flavor(operator: tuple[Manager, FakeRuntime], kube: Kube,
+                                            namespace: str) -> None:
+    """upstream release-1.13's machine-pool e2e flavor, unchanged: the Cluster becomes Available with its
+    MachinePool running (spread over the flavor's failure domains), and deleting the Cluster removes it all."""
+    _, runtime = operator
+    docs = _upstream_documents("e2e-cluster-template-machine-pool.yaml", namespace, "v1.34.4")
+    cname = next(d["metadata"]["name"] for d in docs if d["kind"] == "Cluster")
+    mp_name = next(d["metadata"]["name"] for d in docs if d["kind"] == "MachinePool")
+    for d in docs:
+        if d["kind"] == "MachinePool":
+            d["spec"]["replicas"] = 2
+    assert all(o.ok for o in await apply_objects(kube, docs))
+
+    async def running() -> bool:
+        mp = await kube.get(MACHINE_POOL, namespace, mp_name) or {}
+        c = await kube.get(CLUSTER, namespace, cname) or {}
+        st = mp.get("status") or {}
+        return (st.get("phase") == "Running" and st.get("readyReplicas") == 2 and len(st.get("nodeRefs") or []) == 2
+                and cond.is_true(c, "Available"))
+
+    async def state() -> Any:
+        mp = await kube.get(MACHINE_POOL, namespace, mp_name) or {}
+        c = await kube.get(CLUSTER, namespace, cname) or {}
+        return {"mp": mp.get("status"), "cluster": [(x["type"], x["status"], x.get("message"))
+                                                     for x in (c.get("status") or {}).get("conditions") or []
+                                                     if x["status"] != "True"]}
+    await eventually(running, 120, "upstream's machine-pool flavor Available with its pool running", state)
+    machines = await kube.list(MACHINE, namespace, labels={MACHINE_POOL_NAME: mp_name})
+    assert sorted(m["spec"]["failureDomain"] for m in machines) == ["fd4", "fd5"]
+
+    await kube.delete(CLUSTER, namespace, cname)
+
+    async def gone() -> bool:
+        left = [await kube.list(g, namespace) for g in (CLUSTER, MACHINE_POOL, MACHINE, DOCKER_MACHINE,
+                                                         DOCKER_MACHINE_POOL, DOCKER_CLUSTER)]
+        return not any(left) and not runtime.list_containers({CONTAINER_CLUSTER: cname})
+    await eventually(gone, 120, "the flavor's objects and containers gone", state)
