@@ -324,6 +324,9 @@ def binding_after(binding: dict[str, Any] | None, crs: dict[str, Any], cluster: 
         i = next((i for i, r in enumerate(resources) if r.get("kind") == a.kind and r.get("name") == a.name), None)
         if i is None:
             resources.append(rb)
+        elif not a.applied and not resources[i].get("applied") and resources[i].get("hash") == rb.get("hash"):
+            # the same failure again: the record already says so (retries must not rewrite it every time)
+            continue
         else:
             resources[i] = rb
     entry["resources"] = resources

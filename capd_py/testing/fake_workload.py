@@ -103,6 +103,33 @@ def _err(status: int, reason: str, message: str) -> KubeError:
                                                "message": message, "code": status})
 
 
+# What the fake serves, for API discovery (GET /api/v1, /apis/<group>/<version>): the kinds of a CNI
+# manifest a ClusterResourceSet applies, and what the controllers read.
+_DISCOVERY: dict[str, list[tuple[str, str, bool]]] = {
+    "v1": [("Namespace", "namespaces", False), ("Node", "nodes", False), ("Pod", "pods", True),
+           ("ConfigMap", "configmaps", True), ("Secret", "secrets", True), ("Service", "services", True),
+           ("ServiceAccount", "serviceaccounts", True)],
+    "apps/v1": [("DaemonSet", "daemonsets", True), ("Deployment", "deployments", True)],
+    "rbac.authorization.k8s.io/v1": [("ClusterRole", "clusterroles", False),
+                                     ("ClusterRoleBinding", "clusterrolebindings", False),
+                                     ("Role", "roles", True), ("RoleBinding", "rolebindings", True)],
+}
+
+
+def _discovery(path: str) -> dict[str, Any] | None:
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    if parts == ["api", "v1"]:
+        gv = "v1"
+    elif len(parts) == 3 and parts[0] == "apis":
+        gv = f"{parts[1]}/{parts[2]}"
+    else:
+        return None
+    if gv not in _DISCOVERY:
+        raise _err(404, "NotFound", f"the server could not find the requested resource ({path})")
+    return {"kind": "APIResourceList", "groupVersion": gv,
+            "resources": [{"kind": k, "name": n, "namespaced": nsd} for k, n, nsd in _DISCOVERY[gv]]}
+
+
 def _parse(path: str) -> tuple[str, str | None, str | None, str | None]:
     """(resource, namespace, name, subresource) of a REST path."""
     parts = [p for p in path.split("?")[0].split("/") if p]
@@ -274,6 +301,9 @@ class FakeWorkloadKube(Kube):
             self.requests[method] += 1
             if path.rstrip("/") == "/version":
                 return {"major": "1", "minor": "34", "gitVersion": DEFAULT_VERSION}
+            found = _discovery(path) if method == "GET" else None
+            if found is not None:
+                return found
             self.sync()
             q = dict(query)
             resource, ns, name, sub = _parse(path)
@@ -295,10 +325,18 @@ class FakeWorkloadKube(Kube):
                     raise _err(422, "Invalid", "metadata.name: Required value")
                 if (resource, ns, oname) in self.objects:
                     raise _err(409, "AlreadyExists", f'{resource} "{oname}" already exists')
+                if q.get("dryRun"):
+                    return obj
                 return copy.deepcopy(self._stamp(resource, ns, obj, True))
             if method == "PATCH":
                 if content_type == "application/json-patch+json":
                     raise _err(415, "UnsupportedMediaType", "json-patch is not supported by the fake")
+                if content_type == "application/apply-patch+yaml" and key not in self.objects:  # SSA creates
+                    if q.get("dryRun"):
+                        return copy.deepcopy(body)
+                    return copy.deepcopy(self._stamp(resource, ns, copy.deepcopy(body), True))
+                if q.get("dryRun"):
+                    return _merge(self._get(key), body)
                 cur = self._get(key)
                 self._precondition(cur, body)
                 new = _merge(cur, body)

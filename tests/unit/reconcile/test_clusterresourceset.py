@@ -258,3 +258,18 @@ def test_parsed_objects_are_copies_callers_may_change() -> None:
     first = rcrs.parse_objects(value)
     first[0]["metadata"]["namespace"] = "changed"
     assert rcrs.parse_objects(value)[0]["metadata"] == {"name": "a"}
+
+
+def test_a_repeated_failure_leaves_the_binding_unchanged() -> None:
+    crs = {"metadata": {"name": "crs", "namespace": "ns", "uid": "u-crs"},
+           "apiVersion": "addons.cluster.x-k8s.io/v1beta2", "kind": "ClusterResourceSet"}
+    cluster = {"metadata": {"name": "c", "namespace": "ns", "uid": "u-c"},
+               "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster"}
+    first = rcrs.binding_after(None, crs, cluster, [rcrs.Applied("ConfigMap", "cm", "sha256:1", applied=False,
+                                                                 time="2026-01-01T00:00:00Z", error="boom")])
+    again = rcrs.binding_after(first, crs, cluster, [rcrs.Applied("ConfigMap", "cm", "sha256:1", applied=False,
+                                                                  time="2026-01-01T00:00:10Z", error="boom")])
+    assert not rcrs.binding_changed(first, again)
+    ok = rcrs.binding_after(first, crs, cluster, [rcrs.Applied("ConfigMap", "cm", "sha256:1", applied=True,
+                                                               time="2026-01-01T00:00:20Z")])
+    assert rcrs.binding_changed(first, ok)

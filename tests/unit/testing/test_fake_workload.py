@@ -202,3 +202,19 @@ def test_container_spec_hostname_names_the_node(rt: FakeRuntime) -> None:
     wl = FakeWorkloadKube(rt, "default", "c1")
     node = wl.object("nodes", None, "host-a")
     assert node is not None and node["spec"]["providerID"] == "docker:////ctr"
+
+
+async def test_discovery_dry_run_and_server_side_apply(rt: FakeRuntime) -> None:
+    """What a ClusterResourceSet needs of a workload API: discovery, dry runs that store nothing, SSA creates."""
+    k = FakeWorkloadKube(rt, "default", "c1")
+    apps = await k.acall("GET", "/apis/apps/v1")
+    assert {"kind": "DaemonSet", "name": "daemonsets", "namespaced": True} in apps["resources"]
+    with pytest.raises(KubeError) as e:
+        await k.acall("GET", "/apis/example.com/v1")
+    assert e.value.not_found
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "kube-system"}}
+    await k.acall("POST", "/api/v1/namespaces/kube-system/configmaps", body=cm, query=[("dryRun", "All")])
+    assert await k.get(CONFIG_MAP, "kube-system", "a") is None
+    await k.acall("PATCH", "/api/v1/namespaces/kube-system/configmaps/a", body=cm,
+                  query=[("fieldManager", "x"), ("force", "true")], content_type="application/apply-patch+yaml")
+    assert await k.get(CONFIG_MAP, "kube-system", "a") is not None
