@@ -1,6 +1,7 @@
 """A MachinePool on the shared `e2e-quick` cluster (no cluster of its own): 1 -> 3 -> 1 replicas with Ready
 workload Nodes behind status.nodeRefs, through `kubectl scale` (the scale subresource); deleting the pool leaves
-no container, Node or object of it."""
+no container, Node or object of it. (The module sorts before test_workload_cluster.py, whose quick test deletes
+e2e-quick last.)"""
 
 from __future__ import annotations
 
