@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import machine, peak_rss_mib, table  # noqa: E402
 from limit import measure as measure_limit  # noqa: E402
+from phases import phases  # noqa: E402
 
 from capd_py.api import conditions  # noqa: E402
 from capd_py.api.gvk import CLUSTER, MACHINE_DEPLOYMENT  # noqa: E402
@@ -41,7 +42,7 @@ class BenchError(Exception):
     pass
 
 
-async def wait_for(what: str, probe: Callable[[], Awaitable[bool]], timeout: float, interval: float = 2.0) -> float:
+async def wait_for(what: str, probe: Callable[[], Awaitable[bool]], timeout: float, interval: float = 0.5) -> float:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         if await probe():
@@ -106,12 +107,14 @@ async def bench(kubeconfig: str, timeout: float, keep: bool, rows: list[tuple[st
         limit = None
         if with_limit:
             with steps.step("physical limit: 1 control plane + 1 worker by hand (bench/limit.py)"):
-                phases = await measure_limit()
-            limit = phases[-1][1]
-            rows.extend((f"limit: {p}", f"{t:.1f} s") for p, t in phases)
+                limit_phases = await measure_limit()
+            limit = limit_phases[-1][1]
+            rows.extend((f"limit: {p}", f"{t:.1f} s") for p, t in limit_phases)
         with steps.step("1 control plane + 1 worker: apply -> Available"):
             t = await create_available(kube, "bench-small", 1, 1, timeout)
         rows.append(("1 CP + 1 worker: apply -> Available", f"{t:.1f} s"))
+        print("bench-small, from its objects' timestamps (s after the Cluster was created):\n"
+              + await phases(kube, NS, "bench-small"), file=sys.stderr)
         if limit:
             rows.append(("1 CP + 1 worker / physical limit", f"{t / limit:.2f}x (same run)"))
         if only_small:
@@ -123,6 +126,7 @@ async def bench(kubeconfig: str, timeout: float, keep: bool, rows: list[tuple[st
         with steps.step("3 control planes + 2 workers: apply -> Available"):
             t = await create_available(kube, "bench-ha", 3, 2, timeout)
         rows.append(("3 CP + 2 workers: apply -> Available", f"{t:.1f} s"))
+        print("bench-ha, from its objects' timestamps:\n" + await phases(kube, NS, "bench-ha"), file=sys.stderr)
         with steps.step("scale bench-ha-md-0 by +3"):
             t = await scale(kube, "bench-ha", 3, timeout)
         rows.append(("MachineDeployment +3 -> available", f"{t:.1f} s"))
