@@ -63,6 +63,8 @@ class Meter:
         self.durations: list[float] = []
         self.timed_keys: set[Key] = set()
         self.trace: str | None = None  # a cluster name: print every write to its objects (stderr)
+        self.creates: Counter[str] = Counter()  # by kind, for the replayed floor
+        self.gvks: dict[str, GVK] = {}
 
     def wrap_kube(self, kube: Kube) -> None:
         for name in WRITES:
@@ -72,6 +74,9 @@ class Meter:
                 async def counted(gvk: GVK, *a: Any, **kw: Any) -> Any:
                     self.writes[gvk.kind] += 1
                     self.total += 1
+                    self.gvks[gvk.kind] = gvk
+                    if orig.__name__ == "create":
+                        self.creates[gvk.kind] += 1
                     if self.trace:
                         self._trace(orig.__name__, gvk, a, kw)
                     return await orig(gvk, *a, **kw)
@@ -147,6 +152,62 @@ async def write_floor(kube: Kube, writes: int, concurrency: int) -> float:
     return time.monotonic() - t
 
 
+def replay_plan(writes: Counter[str], creates: Counter[str], gvks: dict[str, GVK],
+                samples: dict[str, dict[str, Any]]) -> list[tuple[GVK, dict[str, Any], int, int]]:
+    """(kind, template object, objects to create, updates) per kind the controllers wrote, for kinds with a
+    sample object (Events are not watched: left out)."""
+    plan = []
+    for kind, n in writes.items():
+        if kind not in samples or kind not in gvks:
+            continue
+        n_create = creates.get(kind, 0)
+        plan.append((gvks[kind], samples[kind], max(n_create, 1), max(n - n_create, 0)))
+    return plan
+
+
+async def replay_floor(kube: Kube, plan: list[tuple[GVK, dict[str, Any], int, int]], concurrency: int) -> tuple[
+        float, int]:
+    """The controllers' write mix from a plain client: per kind, as many creates of a copy of a real object
+    and as many updates (a status PUT changing one condition's message, or an annotation patch for kinds
+    without conditions) as the controllers made. Returns (seconds, writes)."""
+    ns = f"replay-{int(time.time())}"
+    await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    sem = asyncio.Semaphore(concurrency)
+    jobs: list[Callable[[], Awaitable[int]]] = []
+    for g, sample, n_obj, n_upd in plan:
+        md = sample["metadata"]
+        base = {k: v for k, v in sample.items() if k not in ("metadata", "status")}
+        status = sample.get("status") or {}
+        conds = status.get("conditions") or []
+        for i in range(n_obj):
+            k = n_upd // n_obj + (1 if i < n_upd % n_obj else 0)
+
+            async def chain(i: int = i, k: int = k, g: GVK = g, base: dict[str, Any] = base,
+                            status: dict[str, Any] = status, conds: list[Any] = conds,
+                            md: dict[str, Any] = md) -> int:
+                async with sem:
+                    obj = await kube.create(g, {**base, "metadata": {
+                        "name": f"r{i:06d}", "namespace": ns, "labels": md.get("labels") or {},
+                        "annotations": md.get("annotations") or {}}})
+                    done = 1
+                    for j in range(k):
+                        if conds:
+                            st = {**status, "conditions": [{**conds[0], "message": f"replay {j}"}, *conds[1:]]}
+                            body = {**base, "metadata": {"name": obj["metadata"]["name"], "namespace": ns,
+                                                         "resourceVersion": obj["metadata"]["resourceVersion"]},
+                                    "status": st}
+                            obj = await kube.replace(g, body, subresource="status")
+                        else:
+                            obj = await kube.merge_patch(g, ns, obj["metadata"]["name"],
+                                                         {"metadata": {"annotations": {"replay": str(j)}}})
+                        done += 1
+                    return done
+            jobs.append(chain)
+    t = time.monotonic()
+    n = sum(await asyncio.gather(*(j() for j in jobs)))
+    return time.monotonic() - t, n
+
+
 async def bench(clusters: int, machines: int, duration: float, concurrency: int,
                 spread: bool = False, debug: bool = False, trace: str | None = None) -> list[tuple[str, str]]:
     env = EnvTest().start()
@@ -194,6 +255,9 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
         await asyncio.gather(*(create(i) for i in range(clusters)))
         t_applied = time.monotonic()
         writes_at_apply = meter.total
+        writes_by_kind_at_apply, creates_at_apply = Counter(meter.writes), Counter(meter.creates)
+        writes_at_available: Counter[str] = Counter()
+        creates_at_available: Counter[str] = Counter()
         want_m = clusters * machines
         samples: list[tuple[float, int]] = [(time.monotonic(), mgr.queue.processed)]
         api_proc = getattr(env, "_procs", {}).get("kube-apiserver")
@@ -229,6 +293,7 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
             if n_av >= clusters and t_running is not None:
                 t_available = now - t_applied
                 writes_conv = meter.total
+                writes_at_available, creates_at_available = Counter(meter.writes), Counter(meter.creates)
                 cpu_conv = (cpu_seconds() - cpu0[0], (cpu_seconds(api_pid) - cpu0[1]) if api_pid else 0.0,
                             (cpu_seconds(etcd_pid) - cpu0[2]) if etcd_pid else 0.0)
                 break
@@ -272,6 +337,12 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
                 await asyncio.sleep(0.2)
             meter.timing = False
             noop = list(meter.durations)
+        # one real object of every kind the controllers wrote, for the replayed floor (before the cache goes)
+        sample_objs: dict[str, dict[str, Any]] = {}
+        for kind, g in meter.gvks.items():
+            objs = mgr.store.list(g) if mgr.store.serves(g) else []
+            if objs:
+                sample_objs[kind] = max(objs, key=lambda o: len(json.dumps(o)))  # the fullest one
         cache_reads = getattr(mgr.ctx.kube, "cache_reads", 0)
         api_reads: Counter[str] = Counter(getattr(mgr.ctx.kube, "api_reads", Counter()))
         stop.set()
@@ -284,6 +355,10 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
         api_cpu_floor = cpu_seconds(api_pid) if api_pid else 0.0
         floor = await write_floor(kube, max(conv_writes, 1), 64)
         api_cpu_floor = (cpu_seconds(api_pid) - api_cpu_floor) if api_pid else 0.0
+        conv_by_kind = (writes_at_available or meter.writes) - writes_by_kind_at_apply
+        creates_conv = (creates_at_available or meter.creates) - creates_at_apply
+        plan = replay_plan(conv_by_kind, creates_conv, meter.gvks, sample_objs)
+        replay, replay_n = await replay_floor(kube, plan, 64)
 
         elapsed = samples[-1][0] - samples[0][0]
         total = samples[-1][1] - samples[0][1]
@@ -293,12 +368,13 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
         def at(v: float | None) -> str:
             return f"{v:.1f} s" if v is not None else f"not reached in {duration:.0f} s"
 
-        def pct(xs: list[float], q: float) -> str:
+        def pct(xs: list[float], q: int) -> str:
             return f"{statistics.quantiles(xs, n=100)[q - 1] * 1000:.1f} ms" if len(xs) >= 2 else "-"
 
         def kinds(c: Counter[str]) -> str:
             return ", ".join(f"{k} {v}" for k, v in c.most_common()) or "none"
         ratio = f"{t_available / floor:.2f}" if t_available is not None and floor > 0 else "-"
+        replay_ratio = f"{t_available / replay:.2f}" if t_available is not None and replay > 0 else "-"
         rows = [
             ("machine", machine()),
             ("clusters x machines", f"{clusters} x {machines} (1 control plane + {machines - 1} workers each)"),
@@ -310,6 +386,9 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
             ("write floor (same API server, plain client)", f"{floor:.1f} s for {max(conv_writes, 1)} writes "
                                                            f"({max(conv_writes, 1) / floor:.0f} writes/s)"),
             ("ratio Available / write floor (target <= 2.0)", ratio),
+            ("replayed floor (same kinds, objects, counts)", f"{replay:.1f} s for {replay_n} writes "
+                                                              f"({replay_n / replay:.0f} writes/s)" if replay else "-"),
+            ("ratio Available / replayed floor", replay_ratio),
             ("writes per minute once stable (target 0)",
              f"{sum(stable_writes.values()) * 60 / t_stable:.1f} ({kinds(stable_writes)})" if t_stable else "-"),
             ("no-op reconcile p50 / p90", f"{pct(noop, 50)} / {pct(noop, 90)} ({len(noop)} reconciles)"),
