@@ -20,6 +20,9 @@ from typing import Any
 
 import aiohttp
 import kubernetes.client
+from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_delay
+
+RETRY_429_SECONDS = 30.0
 
 
 def ssl_context(cfg: kubernetes.client.Configuration) -> ssl.SSLContext | bool:
@@ -71,14 +74,21 @@ class AioTransport:
 
     async def request(self, method: str, path: str, body: Any = None, query: Iterable[tuple[str, Any]] = (),
                       content_type: str | None = None, timeout: float = 30) -> tuple[int, str, bytes]:
-        """(status, reason, body bytes) of one request; connection errors propagate (OSError family)."""
+        """(status, reason, body bytes) of one request; connection errors propagate (OSError family).
+        A 429 (the API server's "storage is (re)initializing", priority-and-fairness throttling) is retried
+        after the Retry-After it names, as client-go does, up to RETRY_429_SECONDS in all."""
         params = [(k, _param(v)) for k, v in query]
         data = json.dumps(body).encode() if body is not None else None
-        async with self._session().request(
-                method, self._host + path, params=params or None, data=data,
-                headers=self._headers(content_type, data is not None),
-                timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-            return resp.status, resp.reason or "", await resp.read()
+        headers = self._headers(content_type, data is not None)
+
+        async def once() -> tuple[int, str, bytes, float]:
+            async with self._session().request(method, self._host + path, params=params or None, data=data,
+                                               headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+                return r.status, r.reason or "", await r.read(), _retry_after(r)
+        answer: tuple[int, str, bytes, float] = await AsyncRetrying(
+            retry=retry_if_result(lambda a: a[0] == 429), wait=_wait_retry_after,
+            stop=stop_after_delay(RETRY_429_SECONDS), retry_error_callback=_last)(once)
+        return answer[0], answer[1], answer[2]
 
     def close(self) -> None:
         """Close every loop's connections, from synchronous code (WorkloadClients dropping a stale client,
@@ -97,6 +107,22 @@ class AioTransport:
                 loop.call_soon_threadsafe(_abort, conn)
             else:
                 _abort(conn)
+
+
+def _retry_after(resp: aiohttp.ClientResponse) -> float:
+    try:
+        return min(max(float(resp.headers.get("Retry-After", "1")), 0.1), 5.0)
+    except ValueError:
+        return 1.0
+
+
+def _wait_retry_after(rs: RetryCallState) -> float:
+    return float(rs.outcome.result()[3]) if rs.outcome and not rs.outcome.failed else 1.0
+
+
+def _last(rs: RetryCallState) -> Any:
+    """Out of time: hand back the last 429 answer (the caller turns it into a KubeError)."""
+    return rs.outcome.result() if rs.outcome else (429, "TooManyRequests", b"", 0.0)
 
 
 def _abort(conn: aiohttp.BaseConnector) -> None:
