@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import secrets
-import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,17 +19,12 @@ from capd_py.api import conditions as cond
 from capd_py.api.gvk import CLUSTER, CLUSTER_RESOURCE_SET, CLUSTER_RESOURCE_SET_BINDING, CONFIG_MAP, GVK, SECRET
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_CLUSTER_RESOURCE_SET
 from capd_py.controllers.manager import Manager
-from capd_py.controllers.operator import run
 from capd_py.kube.client import Kube
 from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile import clusterresourceset as rcrs
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
-
-try:
-    from test_operator import eventually
-except ImportError:  # pragma: no cover
-    from .test_operator import eventually  # type: ignore[no-redef]
+from capd_py.testing.inprocess import eventually, operator_in_thread
 
 pytestmark = pytest.mark.integration
 
@@ -51,40 +45,13 @@ class EnvtestWorkloads(WorkloadClients):
 
 @pytest.fixture
 async def operator(envtest: EnvTest, kube: Kube) -> AsyncIterator[Manager]:
-    holder: dict[str, Any] = {}
-    started = threading.Event()
     wl = envtest.kube()
-
-    async def main() -> None:
-        holder["loop"], holder["stop"] = asyncio.get_running_loop(), asyncio.Event()
-        started.set()
-        await run(str(envtest.kubeconfig_path), runtime=FakeRuntime(), stop=holder["stop"],
-                  workload=EnvtestWorkloads(kube, wl), on_manager=lambda m: holder.setdefault("m", m))
-
-    def thread_main() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as e:  # noqa: BLE001 - reported to the test below
-            holder["error"] = e
-
-    t = threading.Thread(target=thread_main, name="operator", daemon=True)
-    t.start()
     try:
-        started.wait(10)
-
-        async def up() -> bool:
-            if "error" in holder:
-                raise holder["error"]
-            m = holder.get("m")
-            return m is not None and all(m.store.serves(g) for g in m.watched())
-        await eventually(up, 30, "operator started and its cache primed")
-        yield holder["m"]
+        async with operator_in_thread(str(envtest.kubeconfig_path), FakeRuntime(),
+                                      workload=EnvtestWorkloads(kube, wl)) as m:
+            yield m
     finally:
-        holder["loop"].call_soon_threadsafe(holder["stop"].set)
-        await asyncio.to_thread(t.join, 60)
         wl.close()
-        assert not t.is_alive(), "the operator did not stop within 60 s"
-        assert "error" not in holder, holder.get("error")
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -33,18 +32,13 @@ from capd_py.api.labels import CLUSTER_NAME, CONTAINER_CLUSTER, CONTAINER_ROLE, 
 from capd_py.cli.apply import apply_objects
 from capd_py.cli.generate import generate_cluster, parse_documents
 from capd_py.controllers.manager import Manager
-from capd_py.controllers.operator import run
 from capd_py.kube.client import Kube
 from capd_py.reconcile.dockercluster import ROLE_WORKER
 from capd_py.reconcile.kubeadmconfig import token_secret_name
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
 from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads
-
-try:
-    from test_operator import eventually
-except ImportError:  # pragma: no cover - as a package
-    from .test_operator import eventually  # type: ignore[no-redef]
+from capd_py.testing.inprocess import eventually, operator_in_thread
 
 pytestmark = pytest.mark.integration
 
@@ -83,45 +77,15 @@ def docker_machine_pool(namespace: str, name: str) -> dict[str, Any]:
 
 @pytest.fixture
 async def operator(envtest: EnvTest, kube: Kube) -> AsyncIterator[tuple[Manager, FakeRuntime]]:
-    """The operator on a loop of its own (see test_operator.py), with fake workload clusters."""
+    """The operator in-process, with fake workload clusters."""
     runtime = FakeRuntime()
-    holder: dict[str, Any] = {}
-    started = threading.Event()
 
     def on_manager(m: Manager) -> None:
         workloads = FakeWorkloads(m.ctx.kube, runtime)
         m.ctx.workload = workloads
         m.ctx.etcd = FakeWorkloadEtcd(workloads)
-        holder.setdefault("m", m)
-
-    async def main() -> None:
-        holder["loop"], holder["stop"] = asyncio.get_running_loop(), asyncio.Event()
-        started.set()
-        await run(str(envtest.kubeconfig_path), runtime=runtime, stop=holder["stop"], on_manager=on_manager)
-
-    def thread_main() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as e:  # noqa: BLE001 - reported to the test below
-            holder["error"] = e
-
-    t = threading.Thread(target=thread_main, name="operator", daemon=True)
-    t.start()
-    try:
-        started.wait(10)
-
-        async def up() -> bool:
-            if "error" in holder:
-                raise holder["error"]
-            m = holder.get("m")
-            return m is not None and all(m.store.serves(g) for g in m.watched())
-        await eventually(up, 30, "operator started and its cache primed")
-        yield holder["m"], runtime
-    finally:
-        holder["loop"].call_soon_threadsafe(holder["stop"].set)
-        await asyncio.to_thread(t.join, 60)
-        assert not t.is_alive(), "the operator did not stop within 60 s"
-        assert "error" not in holder, holder.get("error")
+    async with operator_in_thread(str(envtest.kubeconfig_path), runtime, on_manager=on_manager) as m:
+        yield m, runtime
 
 
 def pool_containers(runtime: FakeRuntime) -> list[Any]:

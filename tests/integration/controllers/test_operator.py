@@ -4,10 +4,8 @@ needed for what this tier checks: the event -> cache -> queue -> reconcile -> wr
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+import functools
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,13 +15,13 @@ from capd_py.api.labels import CLUSTER_NAME, CONTAINER_CLUSTER, CONTAINER_ROLE, 
 from capd_py.cli.apply import apply_objects
 from capd_py.cli.generate import generate_cluster, parse_documents
 from capd_py.controllers.manager import Manager
-from capd_py.controllers.operator import run
 from capd_py.kube.cached import CachedKube
 from capd_py.kube.client import Kube
 from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile.dockercluster import ROLE_LB
 from capd_py.runtime.fake import LAUNCH_TAG, FakeRuntime
 from capd_py.testing.envtest import EnvTest
+from capd_py.testing.inprocess import eventually, operator_in_thread
 
 pytestmark = pytest.mark.integration
 
@@ -35,52 +33,11 @@ class NoWorkloads(WorkloadClients):
         return None
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 60, what: str = "",
-                     state: Callable[[], Awaitable[Any]] | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {timeout:.0f}s: {what}; {await state() if state else ''}")
-        await asyncio.sleep(0.3)
-
-
 @pytest.fixture
 async def operator(envtest: EnvTest, kube: Kube) -> AsyncIterator[tuple[Manager, FakeRuntime]]:
-    """The operator on an event loop of its own, in a thread, as in its own process: kopf cancels every task
-    created on its loop after it started, which would include this test's own teardown."""
     runtime = FakeRuntime()
-    holder: dict[str, Any] = {}
-    started = threading.Event()
-
-    async def main() -> None:
-        holder["loop"], holder["stop"] = asyncio.get_running_loop(), asyncio.Event()
-        started.set()
-        await run(str(envtest.kubeconfig_path), runtime=runtime, stop=holder["stop"], workload=NoWorkloads(kube),
-                  on_manager=lambda m: holder.setdefault("m", m))
-
-    def thread_main() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as e:  # noqa: BLE001 - reported to the test below
-            holder["error"] = e
-
-    t = threading.Thread(target=thread_main, name="operator", daemon=True)
-    t.start()
-    try:
-        started.wait(10)
-
-        async def up() -> bool:
-            if "error" in holder:
-                raise holder["error"]
-            m = holder.get("m")
-            return m is not None and all(m.store.serves(g) for g in m.watched())
-        await eventually(up, 30, "operator started and its cache primed")
-        yield holder["m"], runtime
-    finally:
-        holder["loop"].call_soon_threadsafe(holder["stop"].set)
-        await asyncio.to_thread(t.join, 60)
-        assert not t.is_alive(), "the operator did not stop within 60 s"
-        assert "error" not in holder, holder.get("error")
+    async with operator_in_thread(str(envtest.kubeconfig_path), runtime, workload=NoWorkloads(kube)) as m:
+        yield m, runtime
 
 
 async def test_cluster_objects_out_of_events_in(operator: tuple[Manager, FakeRuntime], kube: Kube,
@@ -113,7 +70,7 @@ async def test_cluster_objects_out_of_events_in(operator: tuple[Manager, FakeRun
     assert isinstance(ck, CachedKube)
     for g in (MACHINE, DOCKER_MACHINE, KUBEADM_CONFIG):
         live = {o["metadata"]["name"] for o in await kube.list(g, namespace)}
-        await eventually(lambda g=g, live=live: _cached_names(mgr, g, namespace, live), 10, f"cache of {g.kind}")
+        await eventually(functools.partial(_cached_names, mgr, g, namespace, live), 10, f"cache of {g.kind}")
     assert ck.cache_reads > 10 * sum(ck.api_reads.values()), (ck.cache_reads, ck.api_reads)
 
     # A finalizer a user strips is put back (the MODIFIED event reaches the Machine controller).

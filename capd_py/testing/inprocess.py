@@ -1,0 +1,72 @@
+"""The whole controllers process, in-process, for integration tests: kopf watch events in, objects out.
+
+The operator runs on an event loop of its own, in a thread, as in its own process: kopf cancels every task
+created on its loop after it started, which would include the test's own teardown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from capd_py.controllers.manager import Manager
+from capd_py.controllers.operator import run
+from capd_py.kube.workload import WorkloadClients
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 60, what: str = "",
+                     state: Callable[[], Awaitable[Any]] | None = None) -> None:
+    """Poll `check` until it holds; past `timeout`, fail naming `what` (and `state()` when given)."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {timeout:.0f}s: {what}; {await state() if state else ''}")
+        await asyncio.sleep(0.3)
+
+
+@asynccontextmanager
+async def operator_in_thread(kubeconfig: str, runtime: Any, workload: WorkloadClients | None = None,
+                             on_manager: Callable[[Manager], object] | None = None) -> AsyncIterator[Manager]:
+    """Start the operator (runtime and workload clients as given; `on_manager` may swap services on the
+    Manager's context before it starts), wait until its cache is primed, yield its Manager; stop it after."""
+    holder: dict[str, Any] = {}
+    started = threading.Event()
+
+    def seen(m: Manager) -> None:
+        if on_manager:
+            on_manager(m)
+        holder.setdefault("m", m)
+
+    async def main() -> None:
+        holder["loop"], holder["stop"] = asyncio.get_running_loop(), asyncio.Event()
+        started.set()
+        await run(kubeconfig, runtime=runtime, stop=holder["stop"], workload=workload, on_manager=seen)
+
+    def thread_main() -> None:
+        try:
+            asyncio.run(main())
+        except BaseException as e:  # noqa: BLE001 - reported to the test below
+            holder["error"] = e
+
+    t = threading.Thread(target=thread_main, name="operator", daemon=True)
+    t.start()
+    try:
+        started.wait(10)
+
+        async def up() -> bool:
+            if "error" in holder:
+                raise holder["error"]
+            m = holder.get("m")
+            return m is not None and all(m.store.serves(g) for g in m.watched())
+        await eventually(up, 30, "operator started and its cache primed")
+        yield holder["m"]
+    finally:
+        if "loop" in holder:
+            holder["loop"].call_soon_threadsafe(holder["stop"].set)
+        await asyncio.to_thread(t.join, 60)
+        assert not t.is_alive(), "the operator did not stop within 60 s"
+        assert "error" not in holder, holder.get("error")
