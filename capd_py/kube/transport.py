@@ -55,7 +55,9 @@ class AioTransport:
         s = self._sessions.get(loop)
         if s is None or s.closed:
             for old in [lp for lp in self._sessions if lp.is_closed()]:
-                del self._sessions[old]
+                gone = self._sessions.pop(old).connector
+                if gone is not None:
+                    _abort(gone)  # marks it closed: no "Unclosed client session" when it is collected
             s = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self._ssl, limit=self._limit),
                                       auth=self._basic)
             self._sessions[loop] = s
@@ -97,7 +99,10 @@ class AioTransport:
         sessions, self._sessions = self._sessions, {}
         for loop, s in sessions.items():
             conn = s.connector
-            if s.closed or loop.is_closed() or conn is None:
+            if s.closed or conn is None:
+                continue
+            if loop.is_closed():  # asyncio.run() has returned: its sockets are gone, mark the session closed
+                _abort(conn)
                 continue
             try:
                 running = asyncio.get_running_loop()

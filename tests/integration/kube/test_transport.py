@@ -72,3 +72,17 @@ def test_429_is_retried_after_retry_after_and_errors_pass_through(server: tuple[
     # a second event loop gets a session of its own
     assert asyncio.run(kube.acall("GET", "/other")) == {"ok": True}
     kube.close()
+
+
+def test_closing_after_the_loop_ended_leaves_no_unclosed_session(server: tuple[str, list[str]],
+                                                                recwarn: pytest.WarningsRecorder) -> None:
+    import gc
+    host, _ = server
+    kube = _kube(host)
+    assert asyncio.run(kube.acall("GET", "/x")) == {"ok": True}
+    sessions = list(kube._transport._sessions.values()) if kube._transport else []
+    kube.close()
+    assert sessions and all(s.closed for s in sessions)
+    del sessions
+    gc.collect()
+    assert not [w for w in recwarn if "Unclosed" in str(w.message)]
