@@ -195,7 +195,8 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         await _set(ctx, dm, obs(Phase.BOOTSTRAP_TIMEOUT, msg, info))
         return Result(requeue_after=10)
     await _set(ctx, dm, obs(Phase.BOOTSTRAPPING, dmr.probe_message(state.step), info))
-    return Result(requeue_after=2)
+    # the end of a bootstrap is on the critical path twice (control plane, then workers): look every second
+    return Result(requeue_after=1)
 
 
 async def _start_bootstrap(ctx: Ctx, dm: dict[str, Any], machine: dict[str, Any], cname: str,

@@ -365,6 +365,7 @@ async def _join(ctx: Ctx, cfg: dict[str, Any], machine: dict[str, Any], cluster:
                 st.set(kc.DATA_SECRET_AVAILABLE, False, kc.REASON_WAITING_FOR_WORKLOAD,
                        f"Waiting for the workload cluster API to create a bootstrap token: {e.__class__.__name__}")
                 return Result(requeue_after=WAIT_SHORT)
+            await _sign_cluster_info(ctx, wl, token)
             patch_bt["token"] = token
         if patch_bt:
             bt.update(patch_bt)
@@ -386,6 +387,23 @@ async def _join(ctx: Ctx, cfg: dict[str, Any], machine: dict[str, Any], cluster:
     log.info("bootstrap data for %s join %s/%s created", "control-plane" if control_plane else "worker",
              ns, cfg["metadata"]["name"])
     return Result(requeue_after=kc.refresh_interval(TOKEN_TTL).total_seconds())
+
+
+async def _sign_cluster_info(ctx: Ctx, wl: Kube, token: str) -> None:
+    """Sign cluster-info for a new token at once, as kube-controller-manager's bootstrap signer will (the
+    same bytes): a join right after `kubeadm init` would otherwise wait for the signer plus kubeadm's
+    5 s discovery retry. Best effort: the signer does it anyway."""
+    ns, name = kc.CLUSTER_INFO
+    try:
+        ci = await wl.get(CONFIG_MAP, ns, name)
+        kubeconfig = ((ci or {}).get("data") or {}).get("kubeconfig")
+        if ci is None or not kubeconfig:
+            return
+        key, value = kc.cluster_info_signature(kubeconfig, token)
+        if ci["data"].get(key) != value:
+            await wl.merge_patch(CONFIG_MAP, ns, name, {"data": {key: value}})
+    except Exception as e:  # noqa: BLE001 - the signer in kube-controller-manager covers it
+        ctx.log.info("signing cluster-info for a new bootstrap token: %s", e)
 
 
 async def _refresh_token_if_needed(ctx: Ctx, cfg: dict[str, Any], machine: dict[str, Any],

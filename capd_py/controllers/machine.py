@@ -134,7 +134,9 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     await kube.update_status(MACHINE, m, status)
 
     if status.get("phase") != rm.PHASE_RUNNING or not cond.is_true({"status": status}, cond.READY):
-        return Result(requeue_after=ctx.settings.poll_seconds)
+        # Nodes are polled, not watched: once the infrastructure is up, the Node turning Ready is near
+        return Result(requeue_after=min(2.0, ctx.settings.poll_seconds) if contract.dig(m, "spec", "providerID")
+                      else ctx.settings.poll_seconds)
     wait = rm.available_requeue(m, status, now)
     if wait is not None:
         return Result(requeue_after=wait)

@@ -54,6 +54,9 @@ frontend control-plane
 
 backend kube-apiservers
   option httpchk GET /healthz
+  # a node added before its API server runs is DOWN until it answers: check DOWN servers every 500 ms and
+  # take one success (kubeadm init waits on this LB before it can finish); UP servers as haproxy's defaults
+  default-server inter 2s downinter 500ms fastinter 500ms rise 1 fall 3
 {% for b in backends %}
   server {{ b.name }} {{ b.hostport }} weight {{ b.weight }} check check-ssl verify none
 {% endfor %}

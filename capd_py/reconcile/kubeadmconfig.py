@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -226,6 +228,28 @@ def _fmt(t: _dt.datetime) -> str:
 
 def token_expiration(now: _dt.datetime, ttl: _dt.timedelta = DEFAULT_TOKEN_TTL) -> str:
     return _fmt(now + ttl)
+
+
+CLUSTER_INFO = ("kube-public", "cluster-info")  # the ConfigMap token discovery reads (anonymously)
+
+
+def cluster_info_signature(kubeconfig: str, token: str) -> tuple[str, str]:
+    """The (data key, value) kube-controller-manager's bootstrap signer adds to cluster-info for a token: a
+    detached HS256 JWS over the kubeconfig, keyed by the token secret (k8s.io/cluster-bootstrap/token/jws,
+    byte for byte). kubeadm join's token discovery refuses cluster-info until it carries this; the signer
+    only runs once kube-controller-manager is up and leading, seconds after init, and kubeadm looks again
+    only every 5 s."""
+    m = TOKEN_RE.match(token)
+    if not m:
+        raise ValueError("malformed bootstrap token")
+    tid, secret = m.group(1), m.group(2)
+
+    def b64(b: bytes) -> str:
+        return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+    header = b64(json.dumps({"alg": "HS256", "kid": tid}, separators=(",", ":")).encode())
+    signing_input = f"{header}.{b64(kubeconfig.encode())}"
+    sig = b64(hmac.new(secret.encode(), signing_input.encode(), hashlib.sha256).digest())
+    return f"jws-kubeconfig-{tid}", f"{header}..{sig}"
 
 
 def token_secret(token: str, now: _dt.datetime, ttl: _dt.timedelta = DEFAULT_TOKEN_TTL) -> dict[str, Any]:
