@@ -43,15 +43,40 @@ class Variable:
         return self.default is None
 
 
-def default_template_path() -> Path:
-    """templates/cluster-template.yaml of the source tree, else the installed data-files copy
-    (<prefix>/share/capd-py/templates)."""
-    src = Path(__file__).resolve().parents[2] / "templates" / "cluster-template.yaml"
-    if src.exists():
+DEFAULT_TEMPLATE = "cluster-template.yaml"
+
+
+def templates_dir() -> Path:
+    """templates/ of the source tree, else the installed data-files copy (<prefix>/share/capd-py/templates)."""
+    src = Path(__file__).resolve().parents[2] / "templates"
+    if (src / DEFAULT_TEMPLATE).exists():
         return src
     import sys
 
-    return Path(sys.prefix) / "share" / "capd-py" / "templates" / "cluster-template.yaml"
+    return Path(sys.prefix) / "share" / "capd-py" / "templates"
+
+
+def default_template_path() -> Path:
+    return templates_dir() / DEFAULT_TEMPLATE
+
+
+def flavors() -> list[str]:
+    """The flavors next to the default template: cluster-template-<flavor>.yaml, as clusterctl names them."""
+    return sorted(p.name.removeprefix("cluster-template-").removesuffix(".yaml")
+                  for p in templates_dir().glob("cluster-template-*.yaml"))
+
+
+def flavor_template_path(flavor: str | None) -> Path:
+    """The template of a flavor (clusterctl: `--flavor NAME` selects cluster-template-NAME.yaml); None or ""
+    is the default template. An unknown flavor is a usage error listing the available ones."""
+    if not flavor:
+        return default_template_path()
+    known = flavors()
+    if flavor not in known:
+        raise TemplateValueError(f"unknown flavor {flavor!r}: available flavors are "
+                                 + (", ".join(known) if known else "none")
+                                 + " (or none for the default template)")
+    return templates_dir() / f"cluster-template-{flavor}.yaml"
 
 
 def read_template(path: str | Path | None = None) -> str:
@@ -156,11 +181,15 @@ def generate_cluster(
     pod_cidr: str | None = None,
     service_cidr: str | None = None,
     template: str | Path | None = None,
+    flavor: str | None = None,
     env: Mapping[str, str] | None = None,
     extra: Mapping[str, str] | None = None,
 ) -> str:
-    """Render a cluster template to YAML text that `kubectl apply -f -` / `capd-py apply` take as is."""
-    text = read_template(template)
+    """Render a cluster template to YAML text that `kubectl apply -f -` / `capd-py apply` take as is.
+    `template` is a file of your own, `flavor` one of capd-py's (cluster-template-<flavor>.yaml); not both."""
+    if template and flavor:
+        raise TemplateValueError("give either a template file (--from) or a flavor (--flavor), not both")
+    text = read_template(template or flavor_template_path(flavor))
     known = {v.name for v in variables(text)}
     environ = os.environ if env is None else env
     values: dict[str, str] = {k: environ[k] for k in known if k in environ}

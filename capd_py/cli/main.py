@@ -107,16 +107,21 @@ def version() -> None:
 # -- generate -------------------------------------------------------------------------------------
 
 def _generate(name: str, namespace: str | None, kubernetes_version: str | None, cp: int | None, workers: int | None,
-              pod_cidr: str | None, service_cidr: str | None, template: Path | None) -> str:
+              pod_cidr: str | None, service_cidr: str | None, template: Path | None, flavor: str | None = None) -> str:
     from capd_py.cli.generate import TemplateError, TemplateValueError, generate_cluster
     try:
         return generate_cluster(name, namespace=namespace, kubernetes_version=kubernetes_version,
                                 control_plane_machine_count=cp, worker_machine_count=workers,
-                                pod_cidr=pod_cidr, service_cidr=service_cidr, template=template)
+                                pod_cidr=pod_cidr, service_cidr=service_cidr, template=template, flavor=flavor)
     except TemplateValueError as e:
         fail(str(e), 2)
     except TemplateError as e:
         fail(str(e))
+
+
+FlavorOpt = Annotated[str | None, typer.Option(
+    "--flavor", help="A template variant, as clusterctl's: NAME selects templates/cluster-template-NAME.yaml "
+    "(machinepool: workers as a MachinePool). Default: cluster-template.yaml.")]
 
 
 @generate_app.command("cluster")
@@ -130,10 +135,11 @@ def generate_cluster_cmd(
     pod_cidr: Annotated[str | None, typer.Option(help="POD_CIDR (default 10.244.0.0/16).")] = None,
     service_cidr: Annotated[str | None, typer.Option(help="SERVICE_CIDR (default 10.96.0.0/12).")] = None,
     from_: Annotated[Path | None, typer.Option("--from", help="A template file instead of the default one.")] = None,
+    flavor: FlavorOpt = None,
 ) -> None:
     """Print a cluster's YAML from the template; pipe it to `capd-py apply -f -`."""
     sys.stdout.write(_generate(name, namespace, kubernetes_version, control_plane_machine_count,
-                               worker_machine_count, pod_cidr, service_cidr, from_))
+                               worker_machine_count, pod_cidr, service_cidr, from_, flavor))
 
 
 # -- apply ----------------------------------------------------------------------------------------
@@ -439,12 +445,14 @@ def quickstart(
     worker_machine_count: Annotated[int, typer.Option(min=0)] = 1,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the cluster to be Available.")] = 900,
     management_name: Annotated[str, typer.Option("--management-name")] = mgmt.DEFAULT_NAME,
+    flavor: FlavorOpt = None,
 ) -> None:
     """init + generate + apply + wait for Available + write the workload kubeconfig."""
+    # render first: a bad flavor or value is a usage error before anything is created
+    text = _generate(name, namespace, kubernetes_version, control_plane_machine_count, worker_machine_count,
+                     None, None, None, flavor)
     steps = Steps()
     kc = do_init(management_name, mgmt.DEFAULT_NODE_IMAGE, 0, False, True, steps)
-    text = _generate(name, namespace, kubernetes_version, control_plane_machine_count, worker_machine_count,
-                     None, None, None)
     with steps.step(f"Applying cluster {namespace}/{name} 📜"):
         if apply_text(str(kc), text, namespace, results_to_stderr=True):
             steps.end(False)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from capd_py.api.gvk import CLUSTER, KUBEADM_CONTROL_PLANE, MACHINE_DEPLOYMENT
+from capd_py.api.gvk import CLUSTER, KUBEADM_CONTROL_PLANE, MACHINE_DEPLOYMENT, MACHINE_POOL
 from capd_py.cli.apply import apply_objects
 from capd_py.cli.generate import generate_cluster, parse_documents
 from capd_py.cli.main import app
@@ -34,6 +34,24 @@ async def test_generated_cluster_applies(kube: Kube, namespace: str) -> None:
     again = await apply_objects(kube, parse_documents(generate_cluster(
         "demo", namespace=namespace, control_plane_machine_count=3, worker_machine_count=2, env={})))
     assert {o.detail for o in again} == {"unchanged"}
+
+
+async def test_machinepool_flavor_applies(kube: Kube, namespace: str) -> None:
+    """`--flavor machinepool`: a server-side dry run of every object, then the real server-side apply."""
+    def docs() -> list[dict[str, Any]]:
+        return parse_documents(generate_cluster("mp", namespace=namespace, worker_machine_count=2,
+                                                flavor="machinepool", env={}))
+    dry = await apply_objects(kube, docs(), dry_run=True)
+    assert [o.ok for o in dry] == [True] * 9, [o.detail for o in dry if not o.ok]
+    assert await kube.get(MACHINE_POOL, namespace, "mp-mp-0") is None
+    out = await apply_objects(kube, docs())
+    assert [o.ok for o in out] == [True] * 9, [o.detail for o in out if not o.ok]
+    assert {o.detail for o in out} == {"created"}
+    mp = await kube.get(MACHINE_POOL, namespace, "mp-mp-0")
+    assert mp and mp["spec"]["replicas"] == 2
+    assert mp["spec"]["template"]["spec"]["infrastructureRef"]["kind"] == "DockerMachinePool"
+    assert await kube.get(MACHINE_DEPLOYMENT, namespace, "mp-md-0") is None
+    assert {o.detail for o in await apply_objects(kube, docs())} == {"unchanged"}
 
 
 async def test_rejected_object_reported(kube: Kube, namespace: str) -> None:

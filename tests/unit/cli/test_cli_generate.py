@@ -11,6 +11,8 @@ from capd_py.cli.generate import (
     TemplateValueError,
     default_template_path,
     expand,
+    flavor_template_path,
+    flavors,
     generate_cluster,
     parse_documents,
     variables,
@@ -197,3 +199,93 @@ def test_invalid_yaml_reported() -> None:
     with pytest.raises(TemplateError, match="not a mapping"):
         parse_documents("- 1\n")
     assert parse_documents("---\n---\na: 1\n") == [{"a": 1}]
+
+
+# -- flavors (clusterctl: --flavor NAME selects cluster-template-NAME.yaml) --------------------------------
+
+def test_flavors_are_the_templates_next_to_the_default() -> None:
+    assert "machinepool" in flavors()
+    assert flavor_template_path("machinepool") == ROOT / "templates" / "cluster-template-machinepool.yaml"
+    assert flavor_template_path(None) == flavor_template_path("") == default_template_path()
+
+
+def test_machinepool_flavor() -> None:
+    out = generate_cluster("demo", namespace="team-a", control_plane_machine_count=3, worker_machine_count=2,
+                           flavor="machinepool", env={})
+    assert "${" not in out
+    docs = parse_documents(out)
+    kinds = [(d["apiVersion"], d["kind"]) for d in docs]
+    assert kinds == [
+        ("cluster.x-k8s.io/v1beta2", "Cluster"),
+        ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerCluster"),
+        ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerMachineTemplate"),
+        ("controlplane.cluster.x-k8s.io/v1beta2", "KubeadmControlPlane"),
+        ("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfig"),
+        ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerMachinePool"),
+        ("cluster.x-k8s.io/v1beta2", "MachinePool"),
+        ("v1", "ConfigMap"),
+        ("addons.cluster.x-k8s.io/v1beta2", "ClusterResourceSet"),
+    ]
+    assert not by_kind(docs, "MachineDeployment") and not by_kind(docs, "KubeadmConfigTemplate")
+    assert all(d["metadata"]["namespace"] == "team-a" for d in docs)
+    assert by_kind(docs, "KubeadmControlPlane")[0]["spec"]["replicas"] == 3
+    (mp,) = by_kind(docs, "MachinePool")
+    assert mp["metadata"]["name"] == "demo-mp-0"
+    assert mp["spec"]["replicas"] == 2 and isinstance(mp["spec"]["replicas"], int)
+    assert mp["spec"]["clusterName"] == mp["spec"]["template"]["spec"]["clusterName"] == "demo"
+    spec = mp["spec"]["template"]["spec"]
+    assert spec["version"] == "v1.34.4"
+    assert spec["bootstrap"]["configRef"] == {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig",
+                                              "name": "demo-mp-0-config"}
+    assert spec["infrastructureRef"] == {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachinePool",
+                                         "name": "demo-dmp-0"}
+    (kc,) = by_kind(docs, "KubeadmConfig")
+    assert kc["metadata"]["name"] == "demo-mp-0-config"
+    # the same worker join as the default template's KubeadmConfigTemplate
+    default = parse_documents(generate_cluster("demo", namespace="team-a", control_plane_machine_count=3,
+                                               worker_machine_count=2, env={}))
+    kct = by_kind(default, "KubeadmConfigTemplate")[0]["spec"]["template"]["spec"]
+    assert kc["spec"] == kct
+    (dmp,) = by_kind(docs, "DockerMachinePool")
+    assert dmp["metadata"]["name"] == "demo-dmp-0" and dmp["spec"] == {"template": {}}
+    # everything else is the default template's, the CNI (filled by hack/gen_cni_template.py) included
+    same = ("Cluster", "DockerCluster", "DockerMachineTemplate", "KubeadmControlPlane", "ConfigMap",
+            "ClusterResourceSet")
+    default = [d for d in default if d["metadata"]["name"] != "demo-md-0"]  # the MachineDeployment's workers
+    assert [d for d in docs if d["kind"] in same] == [d for d in default if d["kind"] in same]
+    assert by_kind(docs, "ConfigMap")[0]["data"]["resources"] == node_image_cni_manifest()
+
+
+def test_machinepool_flavor_defaults_and_environment() -> None:
+    docs = parse_documents(generate_cluster("demo", flavor="machinepool", env={}))
+    assert by_kind(docs, "MachinePool")[0]["spec"]["replicas"] == 1
+    docs = parse_documents(generate_cluster("demo", flavor="machinepool", env={"WORKER_MACHINE_COUNT": "0",
+                                                                               "KUBERNETES_VERSION": "v1.34.1"}))
+    mp = by_kind(docs, "MachinePool")[0]
+    assert mp["spec"]["replicas"] == 0 and mp["spec"]["template"]["spec"]["version"] == "v1.34.1"
+
+
+def test_unknown_flavor_lists_the_available_ones(tmp_path: Path) -> None:
+    with pytest.raises(TemplateValueError, match=r"unknown flavor 'nope': available flavors are .*machinepool"):
+        generate_cluster("demo", flavor="nope", env={})
+    with pytest.raises(TemplateValueError, match="not both"):
+        generate_cluster("demo", flavor="machinepool", template=tmp_path / "t.yaml", env={})
+
+
+def test_cni_generator_fills_every_template() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_cni_template", ROOT / "hack" / "gen_cni_template.py")
+    assert spec and spec.loader
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    paths = gen.templates()
+    assert paths[0] == default_template_path()
+    assert ROOT / "templates" / "cluster-template-machinepool.yaml" in paths
+    assert len(paths) == 1 + len(flavors())
+    for p in paths:
+        text = p.read_text()
+        assert gen.render(text, p) == text, f"{p.name} is stale: run python hack/gen_cni_template.py"
+        # an emptied block is filled again
+        emptied = gen.BLOCK.sub(lambda m: m.group(1), text)
+        assert emptied != text and gen.render(emptied, p) == text

@@ -44,6 +44,24 @@ def test_generate_to_stdout() -> None:
     assert md["spec"]["replicas"] == 3 and md["metadata"]["namespace"] == "ns1"
 
 
+def test_generate_flavor_machinepool() -> None:
+    r = runner.invoke(app, ["generate", "cluster", "demo", "--flavor", "machinepool", "--worker-machine-count", "2"],
+                      env={})
+    assert r.exit_code == 0, r.output
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    assert not [d for d in docs if d["kind"] == "MachineDeployment"]
+    (mp,) = [d for d in docs if d["kind"] == "MachinePool"]
+    assert mp["metadata"]["name"] == "demo-mp-0" and mp["spec"]["replicas"] == 2
+
+
+@pytest.mark.parametrize("cmd", [["generate", "cluster", "demo"], ["quickstart", "demo"]])
+def test_unknown_flavor_is_a_usage_error(cmd: list[str]) -> None:
+    # quickstart renders before it creates anything, so this returns at once
+    r = runner.invoke(app, [*cmd, "--flavor", "nope"], env={})
+    assert r.exit_code == 2, r.output
+    assert "unknown flavor 'nope'" in r.output and "machinepool" in r.output
+
+
 def test_generate_from_file_missing_variable_exit_1(tmp_path: Path) -> None:
     t = tmp_path / "t.yaml"
     t.write_text("kind: X\nmetadata: {name: '${NEEDED_VAR}'}\n")
