@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from capd_py.api.gvk import (  # noqa: E402
     CLUSTER,
+    CLUSTER_RESOURCE_SET_BINDING,
     DOCKER_CLUSTER,
     DOCKER_MACHINE,
     GVK,
@@ -31,7 +32,8 @@ from capd_py.api.labels import CLUSTER_NAME  # noqa: E402
 from capd_py.cli import management as mgmt  # noqa: E402
 from capd_py.kube.client import Kube  # noqa: E402
 
-KINDS: tuple[GVK, ...] = (DOCKER_CLUSTER, KUBEADM_CONTROL_PLANE, MACHINE_DEPLOYMENT, MACHINE_SET, MACHINE,
+KINDS: tuple[GVK, ...] = (CLUSTER_RESOURCE_SET_BINDING, DOCKER_CLUSTER, KUBEADM_CONTROL_PLANE, MACHINE_DEPLOYMENT,
+                          MACHINE_SET, MACHINE,
                           KUBEADM_CONFIG, DOCKER_MACHINE)
 # The conditions that mark a step on the path to Available (others, e.g. Paused or UpToDate, say nothing
 # about progress).
@@ -62,6 +64,11 @@ def timeline(cluster: dict[str, Any], objs: list[dict[str, Any]]) -> list[tuple[
         created = _ts(o["metadata"].get("creationTimestamp"))
         if created is not None:
             out.append(((created - t0).total_seconds(), ref, "created"))
+        for b in (o.get("spec") or {}).get("bindings") or [] if o["kind"] == "ClusterResourceSetBinding" else []:
+            for r in b.get("resources") or []:
+                t = _ts(r.get("lastAppliedTime"))
+                if t is not None and r.get("applied"):
+                    out.append(((t - t0).total_seconds(), ref, f"applied {r.get('kind')}/{r.get('name')}"))
         for c in (o.get("status") or {}).get("conditions") or []:
             if c.get("status") == "True" and c.get("type") in STEPS.get(o["kind"], ()):
                 t = _ts(c.get("lastTransitionTime"))

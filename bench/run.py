@@ -26,7 +26,7 @@ from limit import measure as measure_limit  # noqa: E402
 from phases import phases  # noqa: E402
 
 from capd_py.api import conditions  # noqa: E402
-from capd_py.api.gvk import CLUSTER, MACHINE_DEPLOYMENT  # noqa: E402
+from capd_py.api.gvk import CLUSTER, KUBEADM_CONTROL_PLANE, MACHINE_DEPLOYMENT  # noqa: E402
 from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_NAMESPACE  # noqa: E402
 from capd_py.cli import management as mgmt  # noqa: E402
 from capd_py.cli.apply import apply_objects  # noqa: E402
@@ -60,9 +60,15 @@ async def create_available(kube: Kube, name: str, cp: int, workers: int, timeout
         raise BenchError(f"{bad[0].ref}: {bad[0].detail}")
 
     async def available() -> bool:
+        """Available, and every machine asked for Ready (a KCP is Available with its first machine)."""
         c = await kube.get(CLUSTER, NS, name)
-        return bool(c and conditions.is_true(c, conditions.AVAILABLE))
-    await wait_for(f"{name} Available", available, timeout)
+        if not (c and conditions.is_true(c, conditions.AVAILABLE)):
+            return False
+        kcp = await kube.get(KUBEADM_CONTROL_PLANE, NS, f"{name}-control-plane")
+        md = await kube.get(MACHINE_DEPLOYMENT, NS, f"{name}-md-0")
+        return (((kcp or {}).get("status") or {}).get("readyReplicas") == cp
+                and (workers == 0 or ((md or {}).get("status") or {}).get("readyReplicas") == workers))
+    await wait_for(f"{name} Available with every machine Ready", available, timeout)
     return time.monotonic() - t0
 
 
@@ -112,7 +118,7 @@ async def bench(kubeconfig: str, timeout: float, keep: bool, rows: list[tuple[st
             rows.extend((f"limit: {p}", f"{t:.1f} s") for p, t in limit_phases)
         with steps.step("1 control plane + 1 worker: apply -> Available"):
             t = await create_available(kube, "bench-small", 1, 1, timeout)
-        rows.append(("1 CP + 1 worker: apply -> Available", f"{t:.1f} s"))
+        rows.append(("1 CP + 1 worker: apply -> Available, all Ready", f"{t:.1f} s"))
         print("bench-small, from its objects' timestamps (s after the Cluster was created):\n"
               + await phases(kube, NS, "bench-small"), file=sys.stderr)
         if limit:
@@ -125,7 +131,7 @@ async def bench(kubeconfig: str, timeout: float, keep: bool, rows: list[tuple[st
             return
         with steps.step("3 control planes + 2 workers: apply -> Available"):
             t = await create_available(kube, "bench-ha", 3, 2, timeout)
-        rows.append(("3 CP + 2 workers: apply -> Available", f"{t:.1f} s"))
+        rows.append(("3 CP + 2 workers: apply -> Available, all Ready", f"{t:.1f} s"))
         print("bench-ha, from its objects' timestamps:\n" + await phases(kube, NS, "bench-ha"), file=sys.stderr)
         with steps.step("scale bench-ha-md-0 by +3"):
             t = await scale(kube, "bench-ha", 3, timeout)

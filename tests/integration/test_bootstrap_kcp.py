@@ -338,6 +338,11 @@ async def test_kcp_creates_first_machine_and_secrets(ctx: Ctx, kube: Kube, names
     assert ca is not None
     assert {f["path"]: f["content"] for f in cloud["write_files"]}["/etc/kubernetes/pki/ca.key"] == ca.key.decode()
 
+    # the pass after the machine's creation gives it its UpToDate condition (the control plane owns it)
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    m = await kube.get(MACHINE, ns, name)
+    assert m is not None and {c["type"]: c["status"] for c in m["status"]["conditions"]}["UpToDate"] == "True"
+
     # not initialized yet: no second machine, and a stable reconcile writes nothing
     items = [(KUBEADM_CONTROL_PLANE, "c1-cp"), (MACHINE, name), (SECRET, "c1-ca"), (SECRET, "c1-kubeconfig"),
              (KUBEADM_CONFIG, name), (DOCKER_MACHINE, name)]

@@ -99,6 +99,7 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
         await observe.record_certificate_expiries(ctx, kcp, machines, w)
     views = await observe.views(kube, kcp, machines, w, _now())
     _status(kcp, st, views, machines, initialized, w)
+    await _machines_up_to_date(kube, machines, views)
 
     if not cluster_infrastructure_provisioned(cluster):
         st.set(rk.SCALING_UP, False, "WaitingForClusterInfrastructure",
@@ -139,6 +140,16 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
         return poll
     # steady: keep health fresh without writing anything when nothing changes
     return Result(requeue_after=max(ctx.settings.poll_seconds, 30.0)) if views else None
+
+
+async def _machines_up_to_date(kube: Kube, machines: list[dict[str, Any]], views: list[rk.MachineView]) -> None:
+    """The UpToDate condition of every owned Machine is the control plane's to set (as upstream KCP)."""
+    by_name = {v.name: v for v in views}
+    for m in machines:
+        v = by_name.get(m["metadata"]["name"])
+        status = kcp_status.machine_up_to_date_status(m, v) if v is not None else None
+        if status is not None and not m["metadata"].get("deletionTimestamp"):
+            await kube.update_status(MACHINE, m, status)
 
 
 def _status(kcp: dict[str, Any], st: _Conds, views: list[rk.MachineView], machines: list[dict[str, Any]],

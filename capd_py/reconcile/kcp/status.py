@@ -29,6 +29,7 @@ from capd_py.reconcile.kcp.common import (
     selector,
 )
 from capd_py.reconcile.kcp.remediation import remediating_message
+from capd_py.reconcile.machine import UP_TO_DATE
 
 Status = conditions.StatusBuilder
 
@@ -160,3 +161,20 @@ def progress(st: Status, kcp: dict[str, Any], action: Action, machines: int) -> 
                                                   f"{action.message}")
     elif machines < want or action.rollout:
         st.set(SCALING_UP, True, "ScalingUp", f"Scaling up from {machines} to {want} replicas; {action.message}")
+
+
+def machine_up_to_date_status(machine: dict[str, Any], view: MachineView) -> dict[str, Any] | None:
+    """The Machine's status with the UpToDate condition the control plane owns (upstream KCP's
+    reconcileMachineUpToDateCondition), or None when the Machine already says so (no write)."""
+    if view.up_to_date:
+        want: tuple[str, str, str] = (conditions.TRUE, "UpToDate", "")
+    else:
+        want = (conditions.FALSE, "NotUpToDate", "; ".join(f"* {r}" for r in view.outdated_reasons))
+    cur = conditions.get(machine, UP_TO_DATE)
+    if cur and (cur.get("status"), cur.get("reason"), cur.get("message") or "") == want:
+        return None
+    status = dict(machine.get("status") or {})
+    status["conditions"] = conditions.set_condition(status.get("conditions"), UP_TO_DATE, want[0], want[1], want[2],
+                                              machine["metadata"].get("generation"))
+    return status
+

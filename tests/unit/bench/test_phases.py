@@ -29,3 +29,13 @@ def test_timeline_orders_creations_and_true_steps_relative_to_the_cluster() -> N
     assert rows == [(0.0, "Cluster/c", "created"), (2.0, "Machine/m", "created"),
                     (30.0, "Machine/m", "NodeHealthy"), (40.0, "Cluster/c", "Available")]
     assert "40 s  Cluster/c" in render(rows)
+
+
+def test_timeline_shows_what_a_clusterresourceset_applied() -> None:
+    cluster = {"kind": "Cluster", "metadata": {"name": "c", "creationTimestamp": "2026-12-03T01:00:00Z"}}
+    binding = {"kind": "ClusterResourceSetBinding", "metadata": {"name": "c"}, "spec": {"bindings": [
+        {"clusterResourceSetName": "crs", "resources": [
+            {"kind": "ConfigMap", "name": "cni", "applied": True, "lastAppliedTime": "2026-12-03T01:00:21Z"},
+            {"kind": "Secret", "name": "bad", "applied": False, "lastAppliedTime": "2026-12-03T01:00:22Z"}]}]}}
+    assert (21.0, "ClusterResourceSetBinding/c", "applied ConfigMap/cni") in timeline(cluster, [binding])
+    assert not [r for r in timeline(cluster, [binding]) if "Secret" in r[2]]
