@@ -26,7 +26,13 @@ from limit import measure as measure_limit  # noqa: E402
 from phases import phases  # noqa: E402
 
 from capd_py.api import conditions  # noqa: E402
-from capd_py.api.gvk import CLUSTER, KUBEADM_CONTROL_PLANE, MACHINE_DEPLOYMENT  # noqa: E402
+from capd_py.api.gvk import (  # noqa: E402
+    CLUSTER,
+    CLUSTER_RESOURCE_SET,
+    CONFIG_MAP,
+    KUBEADM_CONTROL_PLANE,
+    MACHINE_DEPLOYMENT,
+)
 from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_NAMESPACE  # noqa: E402
 from capd_py.cli import management as mgmt  # noqa: E402
 from capd_py.cli.apply import apply_objects  # noqa: E402
@@ -99,7 +105,11 @@ async def delete(kube: Kube, rt: ContainerRuntime, name: str, timeout: float) ->
         left = await asyncio.to_thread(rt.list_containers, {CONTAINER_CLUSTER: name, CONTAINER_NAMESPACE: NS})
         return not left
     await wait_for(f"{name} deleted", gone, timeout)
-    return time.monotonic() - t0
+    took = time.monotonic() - t0
+    # the template's CNI set and its ConfigMap outlive the Cluster (as upstream's): not part of the timing
+    await kube.delete(CLUSTER_RESOURCE_SET, NS, f"{name}-crs-0")
+    await kube.delete(CONFIG_MAP, NS, f"cni-{name}-crs-0")
+    return took
 
 
 async def bench(kubeconfig: str, timeout: float, keep: bool, rows: list[tuple[str, str]],
