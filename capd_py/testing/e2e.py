@@ -93,6 +93,21 @@ def docker_leftovers(cluster: str) -> dict[str, list[str]]:
     return {k: v for k, v in {"containers": ps, "networks": nets, "volumes": vols, "named": named}.items() if v}
 
 
+# the Cluster API kinds a cluster's deletion must remove from the management cluster (by the cluster-name label)
+CLUSTER_KINDS = ("clusters", "machines", "machinesets", "machinedeployments", "machinepools", "dockermachines",
+                 "dockermachinepools", "dockerclusters", "kubeadmconfigs", "kubeadmcontrolplanes")
+
+
+def cluster_objects_left(mgmt: Mgmt, cluster: str, ns: str = "default") -> list[str]:
+    """`kind/name` of the cluster's objects still in the management cluster (labelled with its name), plus the
+    Cluster itself and its ClusterResourceSetBinding (named after it)."""
+    out = mgmt.kubectl("get", ",".join(CLUSTER_KINDS), "-n", ns, "-l", f"cluster.x-k8s.io/cluster-name={cluster}",
+                       "-o", "name").split()
+    out += mgmt.kubectl("get", "cluster,clusterresourcesetbinding", cluster, "-n", ns, "--ignore-not-found",
+                        "-o", "name").split()
+    return out
+
+
 def workload_kubectl(kubeconfig: Path, *args: str, input_: str | None = None) -> str:
     return run([kubectl_bin(), "--kubeconfig", str(kubeconfig), *args], input_=input_).stdout
 
