@@ -196,20 +196,26 @@ def instance_kind(template_kind: str) -> str:
 def clone_from_template(template: dict[str, Any], name: str, namespace: str, cluster_name: str,
                         owner: dict[str, Any], extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
     """An object built from a *Template's spec.template (metadata + spec), with cloned-from
-    annotations, the cluster-name label and an owner reference to the MachineSet."""
+    annotations, the cluster-name label and an owner reference to the MachineSet.
+
+    The clone's spec is the template's as is (upstream's external.GenerateTemplate copies spec.template): a
+    template without one (upstream's e2e `-md-0` KubeadmConfigTemplate has no spec at all) gives an object
+    without spec, never `spec: {}`, which KubeadmConfig's schema rejects (`minProperties: 1`)."""
     tpl = contract.dig(template, "spec", "template", default={}) or {}
     tmd = tpl.get("metadata") or {}
     group = template["apiVersion"].rpartition("/")[0]
     labels = {**(tmd.get("labels") or {}), **(extra_labels or {}), CLUSTER_NAME: cluster_name}
     annotations = {**(tmd.get("annotations") or {}), CLONED_FROM_NAME: template["metadata"]["name"],
                    CLONED_FROM_GROUP_KIND: f"{template['kind']}.{group}"}
-    return {
+    out: dict[str, Any] = {
         "apiVersion": template["apiVersion"],
         "kind": instance_kind(template["kind"]),
         "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations,
                      "ownerReferences": [owner]},
-        "spec": copy.deepcopy(tpl.get("spec") or {}),
     }
+    if tpl.get("spec") is not None:
+        out["spec"] = copy.deepcopy(tpl["spec"])
+    return out
 
 
 def machine_labels(ms: dict[str, Any]) -> dict[str, str]:

@@ -142,6 +142,24 @@ def test_clone_from_template() -> None:
     assert tpl["spec"]["template"]["spec"]["joinConfiguration"]["a"] == 1  # deep copy
 
 
+@pytest.mark.parametrize("tpl_spec", [None, {}, {"template": None}, {"template": {}}, {"template": {"spec": None}}])
+def test_clone_of_a_template_without_spec_has_no_spec(tpl_spec: dict | None) -> None:
+    """Upstream's e2e `-md-0` KubeadmConfigTemplate has no spec: the KubeadmConfig gets none either (`spec: {}`
+    fails KubeadmConfig's minProperties: 1, as in upstream's CRD)."""
+    tpl: dict = {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
+                 "metadata": {"name": "md-0", "namespace": "ns"}}
+    if tpl_spec is not None:
+        tpl["spec"] = tpl_spec
+    owner = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet", "name": "ms1", "uid": "u"}
+    obj = rms.clone_from_template(tpl, "ms1-abcde", "ns", "c1", owner)
+    assert "spec" not in obj and obj["kind"] == "KubeadmConfig"
+    assert obj["metadata"]["labels"] == {"cluster.x-k8s.io/cluster-name": "c1"}
+    # an empty spec the template does carry is copied as is (upstream copies spec.template verbatim)
+    dmt = {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerMachineTemplate",
+           "metadata": {"name": "md-0"}, "spec": {"template": {"spec": {}}}}
+    assert rms.clone_from_template(dmt, "ms1-abcde", "ns", "c1", owner)["spec"] == {}
+
+
 def test_new_machine_shape() -> None:
     s = ms()
     boot = {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig",
