@@ -253,7 +253,9 @@ async def _patch_node(ctx: Ctx, ns: str, cluster_name: str, node_name: str, pid:
             return Result(requeue_after=ctx.settings.poll_seconds * 2) if cp_initialized else None
         node = await wl.get(NODE, None, node_name)
         if node is None:
-            return Result(requeue_after=ctx.settings.poll_seconds)
+            # bootstrap just finished: the kubelet registers its Node within a second or two, and the Machine
+            # (and so the Cluster's readiness) waits for the providerID set here
+            return Result(requeue_after=1)
         if contract.provider_id(node) != pid:
             if contract.provider_id(node):
                 log.warning("%s: node %s has providerID %s, expected %s", ns, node_name,
@@ -263,7 +265,7 @@ async def _patch_node(ctx: Ctx, ns: str, cluster_name: str, node_name: str, pid:
             log.info("%s: set providerID of workload node %s", ns, node_name)
     except Exception as e:  # noqa: BLE001 - the workload API may not be up yet: waiting, not failing
         log.debug("%s: workload node %s not patched yet: %s", ns, node_name, e)
-        return Result(requeue_after=ctx.settings.poll_seconds)
+        return Result(requeue_after=2)
     return None
 
 
