@@ -15,7 +15,7 @@ from capd_py.api.labels import (
 )
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.coreio import delete_obj, ensure_metadata
+from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref
 from capd_py.controllers.manager import Controller, Mapper, owner_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube.cache import Reader
@@ -64,6 +64,13 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     dp = rmd.spec_defaults_patch(md)
     if dp:
         md = await kube.merge_patch(MACHINE_DEPLOYMENT, namespace, name, dp)
+    if cluster is not None and not coreutil.is_deleting(cluster):
+        # the Cluster owns the templates (as upstream), so they go with it; a missing one is the MachineSet's concern
+        for ref in rmd.template_refs(md):
+            tpl = await get_ref(kube, namespace, ref)
+            g = gvk_of_ref(ref)
+            if tpl is not None and g is not None and not coreutil.is_deleting(tpl):
+                await ensure_metadata(kube, g, tpl, owner=contract.owner_ref(cluster, controller=False))
 
     # adopt orphan MachineSets of this deployment
     sel = contract.dig(md, "spec", "selector")

@@ -36,6 +36,15 @@ def spec_defaults_patch(md: dict[str, Any]) -> dict[str, Any] | None:
     return coreutil.selector_defaults_patch(md, DEPLOYMENT_NAME)
 
 
+def template_refs(md: dict[str, Any]) -> list[dict[str, str]]:
+    """The *Template objects the MachineDeployment's machines are cloned from (infrastructure, then bootstrap).
+    Upstream's MachineDeployment controller (reconcileExternalTemplateReference) makes the Cluster an owner of
+    each, so they are garbage-collected with the Cluster."""
+    spec = contract.dig(md, "spec", "template", "spec", default={}) or {}
+    refs = [contract.ref(spec, "infrastructureRef"), contract.ref(spec, "bootstrap", "configRef")]
+    return [r for r in refs if r and r.get("name") and str(r.get("kind", "")).endswith("Template")]
+
+
 def template_hash(md: dict[str, Any], now: _dt.datetime | None = None) -> str:
     """Stable hash of the Machine template spec; once spec.rollout.after has passed it is mixed in,
     so a single new MachineSet is rolled out after that time."""

@@ -18,9 +18,10 @@ socket) and the MachineDeployment's failureDomain fd4 are kept and checked.
 
 What it found: upstream's `-md-0` KubeadmConfigTemplate has no spec, and the MachineSet's clone was sent with
 `spec: {}`, which KubeadmConfig's schema rejects (minProperties: 1), so the worker never came (fixed in
-capd_py/reconcile/machineset.py). After the Cluster's deletion its DockerMachineTemplates and
-KubeadmConfigTemplate stay (upstream's MachineDeployment/KCP controllers make the Cluster their owner, so
-upstream's garbage collector removes them; capd-py does not yet); the test removes them with `kubectl delete -f`.
+capd_py/reconcile/machineset.py). The templates stayed after the Cluster's deletion: upstream's
+MachineDeployment and KCP controllers make the Cluster their owner, so the garbage collector removes them;
+capd-py's MachineDeployment controller does now, its KCP controller not yet (the control plane's
+DockerMachineTemplate stays; the test removes it with `kubectl delete -f`).
 """
 
 from __future__ import annotations
@@ -126,10 +127,15 @@ def test_upstream_default_e2e_flavor_becomes_available(clusterctl: str, mgmt: Mg
     wait_for(lambda: not docker_leftovers(NAME), 120, "no docker leftovers")
     wait_for(lambda: not cluster_objects_left(mgmt, NAME), 60, "no Cluster API objects of the cluster")
     deleted = time.monotonic() - t1
-    # what outlives the Cluster (as with upstream): the ClusterResourceSet and its ConfigMap, and templates
-    # nothing owns; `kubectl delete -f` of the same file removes them
-    left = mgmt.kubectl("get", "-f", str(path), "--ignore-not-found", "-o", "name").split()
-    print(f"deleted in {deleted:.0f}s; left after the Cluster's deletion: {left}")
+    # the MachineDeployment's templates are the Cluster's (as upstream): the garbage collector removes them
+    def left() -> list[str]:
+        return mgmt.kubectl("get", "-f", str(path), "--ignore-not-found", "-o", "name").split()
+    wait_for(lambda: not [x for x in left() if x.endswith(f"/{NAME}-md-0")], 60,
+             "the MachineDeployment's templates collected with their Cluster")
+    # what outlives the Cluster: as upstream, the ClusterResourceSet and its ConfigMap; unlike upstream, the
+    # control plane's DockerMachineTemplate (capd-py's KCP does not make the Cluster its owner yet).
+    # `kubectl delete -f` of the same file removes them
+    print(f"deleted in {deleted:.0f}s; left after the Cluster's deletion: {left()}")
     mgmt.kubectl("delete", "-f", str(path), "--ignore-not-found", "--wait")
     assert not mgmt.kubectl("get", "-f", str(path), "--ignore-not-found", "-o", "name").strip()
     delete_cluster_objects(mgmt, NAME)

@@ -352,6 +352,13 @@ async def test_machinedeployment_rollout(kube: Kube, namespace: str, ctx: Ctx) -
     md = await kube.get(MACHINE_DEPLOYMENT, ns, "md1")
     assert md is not None and md["metadata"]["annotations"][REVISION_ANNOTATION] == "1"
     assert md["status"]["availableReplicas"] == 2
+    # as upstream, the Cluster owns the templates (not as controller), so they are collected with it
+    cluster = await kube.get(CLUSTER, ns, "c1")
+    assert cluster is not None
+    for g, o in templates(ns):
+        t = await kube.get(g, ns, o["metadata"]["name"])
+        assert t is not None and t["metadata"]["ownerReferences"] == [
+            {"apiVersion": CLUSTER.api_version, "kind": "Cluster", "name": "c1", "uid": cluster["metadata"]["uid"]}]
 
     # stable MachineDeployment: no writes
     await c_md.reconcile(ctx, ns, "md1")

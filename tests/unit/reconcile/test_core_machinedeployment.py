@@ -259,3 +259,17 @@ def test_empty_selector_not_written_to_status() -> None:
     d = md()
     d["spec"]["selector"] = {}
     assert "selector" not in rmd.compute_status(d, [], None, [])
+
+
+def test_template_refs() -> None:
+    md = {"spec": {"template": {"spec": {
+        "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate",
+                                    "name": "w"}},
+        "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachineTemplate",
+                              "name": "w"}}}}}
+    assert [r["kind"] for r in rmd.template_refs(md)] == ["DockerMachineTemplate", "KubeadmConfigTemplate"]
+    # a bootstrap data secret, or a reference to something that is not a template: nothing to own
+    md["spec"]["template"]["spec"]["bootstrap"] = {"dataSecretName": "s"}
+    md["spec"]["template"]["spec"]["infrastructureRef"]["kind"] = "DockerMachine"
+    assert rmd.template_refs(md) == []
+    assert rmd.template_refs({"spec": {}}) == []
