@@ -316,6 +316,10 @@ async def test_kcp_creates_first_machine_and_secrets(ctx: Ctx, kube: Kube, names
                                                    "name": name}
     dm = await kube.get(DOCKER_MACHINE, ns, name)
     assert dm is not None and dm["metadata"]["annotations"][CLONED_FROM_NAME] == "cp-v1"
+    # as upstream, the Cluster owns the machine template (garbage-collected with it)
+    tpl = await kube.get(DOCKER_MACHINE_TEMPLATE, ns, "cp-v1")
+    assert tpl is not None and any(o["kind"] == "Cluster" and o["uid"] == cluster["metadata"]["uid"]
+                                   for o in tpl["metadata"].get("ownerReferences") or [])
     assert dm["metadata"]["ownerReferences"][0]["uid"] == m["metadata"]["uid"]
     cfg = await kube.get(KUBEADM_CONFIG, ns, name)
     assert cfg is not None and "initConfiguration" in cfg["spec"] and "joinConfiguration" not in cfg["spec"]

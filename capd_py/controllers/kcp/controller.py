@@ -18,6 +18,7 @@ from capd_py.api.gvk import CLUSTER, KUBEADM_CONTROL_PLANE, MACHINE
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_KCP
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
+from capd_py.controllers.coreio import ensure_metadata, get_ref, gvk_of_ref
 from capd_py.controllers.kcp import observe, scale
 from capd_py.controllers.kcp.observe import Workload
 from capd_py.controllers.manager import Controller, Mapper, owner_mapper
@@ -83,6 +84,7 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
         await events.record(kube, kcp, "CertificatesCorrupted", "; ".join(problems))
         return None
     kcp_status.set_spec_status(st, kcp, cname)
+    await _cluster_owns_template(kube, kcp, cluster)
 
     machines = await observe.owned_machines(kube, kcp, cname)
     initialized = bool(contract.dig(st.status, "initialization", "controlPlaneInitialized"))
@@ -140,6 +142,17 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
         return poll
     # steady: keep health fresh without writing anything when nothing changes
     return Result(requeue_after=max(ctx.settings.poll_seconds, 30.0)) if views else None
+
+
+async def _cluster_owns_template(kube: Kube, kcp: dict[str, Any], cluster: dict[str, Any]) -> None:
+    """The Cluster owns the machine infrastructure template (as upstream), so it goes with the Cluster."""
+    ref = contract.ref(kcp, "spec", "machineTemplate", "spec", "infrastructureRef")
+    g = gvk_of_ref(ref) if ref else None
+    if ref is None or g is None or contract.dig(cluster, "metadata", "deletionTimestamp"):
+        return
+    tpl = await get_ref(kube, kcp["metadata"]["namespace"], ref)
+    if tpl is not None and not contract.dig(tpl, "metadata", "deletionTimestamp"):
+        await ensure_metadata(kube, g, tpl, owner=contract.owner_ref(cluster, controller=False))
 
 
 async def _machines_up_to_date(kube: Kube, machines: list[dict[str, Any]], views: list[rk.MachineView]) -> None:
