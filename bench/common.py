@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import platform
 import resource
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -62,6 +65,17 @@ def cpu_seconds(pid: int | None = None) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return float("nan")
+
+
+async def wait_until(what: str, probe: Callable[[], object], timeout: float, interval: float = 0.5) -> None:
+    """Call the blocking `probe` (in a thread) every `interval` s until it is truthy; RuntimeError after
+    `timeout`."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if await asyncio.to_thread(probe):
+            return
+        await asyncio.sleep(interval)
+    raise RuntimeError(f"{what}: not reached after {timeout:.0f}s")
 
 
 def table(rows: list[tuple[str, str]], title: str) -> str:

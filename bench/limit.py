@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import node_boot  # noqa: E402
-from common import machine, table  # noqa: E402
+from common import machine, table, wait_until  # noqa: E402
 
 from capd_py.api.labels import CONTAINER_CLUSTER  # noqa: E402
 from capd_py.api.versions import DEFAULT_VERSION  # noqa: E402
@@ -28,15 +28,6 @@ from capd_py.runtime.docker_runtime import DockerRuntime  # noqa: E402
 from capd_py.testing import kubeadm_by_hand  # noqa: E402
 
 KUBECTL = ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]
-
-
-async def _wait(what: str, probe: object, timeout: float, interval: float = 0.5) -> None:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if await asyncio.to_thread(probe):  # type: ignore[arg-type]
-            return
-        await asyncio.sleep(interval)
-    raise RuntimeError(f"{what}: not reached after {timeout:.0f}s")
 
 
 async def measure(version: str = DEFAULT_VERSION) -> list[tuple[str, float]]:
@@ -61,8 +52,8 @@ async def measure(version: str = DEFAULT_VERSION) -> list[tuple[str, float]]:
         for what, probe in (("containerd ready in both", node_boot.containerd_ready),
                             ("preloaded images listed in both", node_boot.images_listed),
                             ("systemd up in both", node_boot.systemd_up)):
-            await asyncio.gather(*(node_boot.wait(f"{what}: {n}", lambda n=n, p=probe: p(rt, n), 180)  # type: ignore[misc]
-                                   for n in (cp, w)))
+            await asyncio.gather(*(wait_until(f"{what}: {n}", lambda n=n, p=probe: p(rt, n),  # type: ignore[misc]
+                                              180, interval=0.1) for n in (cp, w)))
             phases.append((what, time.monotonic() - t0))
 
         ip = rt.get_container(cp).ipv4[network]  # type: ignore[union-attr]
@@ -91,7 +82,7 @@ async def measure(version: str = DEFAULT_VERSION) -> list[tuple[str, float]]:
             ready = [n for n in items if any(c["type"] == "Ready" and c["status"] == "True"
                                              for c in n["status"].get("conditions") or [])]
             return len(ready) == 2
-        await _wait("both Nodes Ready", both_ready, 300, interval=1)
+        await wait_until("both Nodes Ready", both_ready, 300, interval=1)
         phases.append(("both Nodes Ready", time.monotonic() - t0))
         return phases
     finally:

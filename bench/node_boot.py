@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import machine, table  # noqa: E402
+from common import machine, table, wait_until  # noqa: E402
 
 from capd_py.api.labels import CONTAINER_CLUSTER  # noqa: E402
 from capd_py.api.versions import DEFAULT_VERSION  # noqa: E402
@@ -75,22 +75,13 @@ def node_images_unpacked(rt: ContainerRuntime, name: str) -> bool:
     return props.get("LoadState") == "not-found" or props.get("ExecMainExitTimestampMonotonic", "0") not in ("", "0")
 
 
-async def wait(what: str, probe: object, timeout: float, interval: float = 0.1) -> None:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if await asyncio.to_thread(probe):  # type: ignore[arg-type]
-            return
-        await asyncio.sleep(interval)
-    raise RuntimeError(f"{what}: not reached after {timeout:.0f}s")
-
-
 async def boot_phases(rt: ContainerRuntime, name: str, t0: float, timeout: float = 180) -> list[tuple[str, float]]:
     """Seconds after t0 (taken before `docker run`) at which containerd answers, every preloaded image is
     listed, systemd is up, and the background unpack of the node-wide images is done, in that order."""
     out = []
     for what, probe in (("containerd ready", containerd_ready), ("preloaded images listed", images_listed),
                         ("systemd up", systemd_up), ("node-wide images unpacked (background)", node_images_unpacked)):
-        await wait(f"{what} in {name}", lambda p=probe: p(rt, name), timeout)  # type: ignore[misc]
+        await wait_until(f"{what} in {name}", lambda p=probe: p(rt, name), timeout, interval=0.1)  # type: ignore[misc]
         out.append((what, time.monotonic() - t0))
     return out
 

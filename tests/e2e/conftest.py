@@ -13,7 +13,7 @@ import pytest
 
 from capd_py.kube.crds import install_crds
 from capd_py.testing.e2e import CAPD, K8S_VERSION, Mgmt, SharedClusters, WorkloadCluster, delete_cluster_objects, run
-from capd_py.testing.envtest import EnvTest, missing_binaries
+from capd_py.testing.envtest import EnvTest, cache_dir, missing_binaries
 
 
 @pytest.fixture(scope="session")
@@ -72,3 +72,17 @@ def quick_cluster(shared_clusters: SharedClusters) -> WorkloadCluster:
     ClusterResourceSet), Available with Ready nodes. Shared: test_clusterctl.py reads it, and
     test_workload_cluster.py's quick test checks traffic and stability, then deletes it (last)."""
     return shared_clusters.get("e2e-quick", 1, 1, timeout=600)
+
+
+CLUSTERCTL_VERSION = os.environ.get("CAPD_PY_CLUSTERCTL_VERSION", "v1.13.6")
+
+
+@pytest.fixture(scope="session")
+def clusterctl() -> str:
+    """Upstream clusterctl, built from the Go module proxy into the cache by `make clusterctl`."""
+    p = cache_dir() / "clusterctl" / CLUSTERCTL_VERSION / "clusterctl"
+    if not p.exists():
+        pytest.fail(f"{p} is missing: run `make clusterctl` (hack/build-clusterctl.sh {CLUSTERCTL_VERSION})",
+                    pytrace=False)
+    return str(p)
+

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -16,20 +15,10 @@ import pytest
 from capd_py.api.gvk import NODE
 from capd_py.kube.client import Kube
 from capd_py.testing.e2e import Mgmt, WorkloadCluster, run, workload_kubectl
-from capd_py.testing.envtest import cache_dir
 
 pytestmark = pytest.mark.e2e
 
-CLUSTERCTL_VERSION = os.environ.get("CAPD_PY_CLUSTERCTL_VERSION", "v1.13.6")
 
-
-@pytest.fixture(scope="module")
-def clusterctl() -> str:
-    p = cache_dir() / "clusterctl" / CLUSTERCTL_VERSION / "clusterctl"
-    if not p.exists():
-        pytest.fail(f"{p} is missing: run `make clusterctl` (hack/build-clusterctl.sh {CLUSTERCTL_VERSION})",
-                    pytrace=False)
-    return str(p)
 
 
 def run_clusterctl(clusterctl: str, mgmt: Mgmt, tmp: Path, *args: str) -> str:

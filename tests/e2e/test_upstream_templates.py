@@ -27,7 +27,6 @@ DockerMachineTemplate stays; the test removes it with `kubectl delete -f`).
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -45,22 +44,12 @@ from capd_py.testing.e2e import (
     run,
     wait_for,
 )
-from capd_py.testing.envtest import cache_dir
 
 pytestmark = pytest.mark.e2e
 
-CLUSTERCTL_VERSION = os.environ.get("CAPD_PY_CLUSTERCTL_VERSION", "v1.13.6")
 TEMPLATE = Path(__file__).resolve().parents[1] / "fixtures" / "upstream" / "e2e-cluster-template.yaml"
 NAME = "e2e-upstream"
 
-
-@pytest.fixture(scope="module")
-def clusterctl() -> str:
-    p = cache_dir() / "clusterctl" / CLUSTERCTL_VERSION / "clusterctl"
-    if not p.exists():
-        pytest.fail(f"{p} is missing: run `make clusterctl` (hack/build-clusterctl.sh {CLUSTERCTL_VERSION})",
-                    pytrace=False)
-    return str(p)
 
 
 def capd_netd_manifest() -> str:
