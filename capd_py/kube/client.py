@@ -1,9 +1,9 @@
 """A small async facade over the API server's REST interface for unstructured objects.
 
-Async calls go over aiohttp on the calling loop (`kube.transport`); the `kubernetes` package provides the
-configuration (kubeconfig, in-cluster) and the synchronous `call`. Every call names its GVK so the same code
-serves CRDs, core kinds and workload clusters. Writes are explicit and minimal: callers compare before they write, so
-a no-op reconcile leaves resourceVersions alone.
+Calls go over aiohttp on the calling loop (`transport.py`); the `kubernetes` package only provides the
+configuration (kubeconfig, in-cluster). Every call names its GVK so the same code serves CRDs, core kinds and
+workload clusters. Writes are explicit and minimal: callers compare before they write, so a no-op reconcile
+leaves resourceVersions alone.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 import kubernetes.client
 import kubernetes.config
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from capd_py.api.gvk import GVK
 from capd_py.api.labels import FIELD_MANAGER
@@ -44,12 +43,6 @@ class KubeError(Exception):
         return self.status == 422
 
 
-def _exc(resp: Any) -> ApiException:
-    e = ApiException(status=resp.status, reason=resp.reason)
-    e.body = resp.data.decode("utf-8", "replace") if resp.data else ""
-    return e
-
-
 def _error(status: int, reason: str, data: bytes) -> KubeError:
     body: dict[str, Any] = {}
     try:
@@ -60,15 +53,6 @@ def _error(status: int, reason: str, data: bytes) -> KubeError:
         body = {}
     message = body.get("message") or data.decode("utf-8", "replace")[:500] or reason
     return KubeError(status, body.get("reason") or reason, message, body)
-
-
-def _wrap(e: ApiException) -> KubeError:
-    body: dict[str, Any] = {}
-    try:
-        body = json.loads(e.body or "{}")
-    except (ValueError, TypeError):
-        pass
-    return KubeError(int(e.status or 0), body.get("reason") or str(e.reason), body.get("message") or str(e), body)
 
 
 class Kube:
@@ -97,8 +81,6 @@ class Kube:
 
     @classmethod
     def _from_cfg(cls, cfg: kubernetes.client.Configuration) -> Kube:
-        cfg.connection_pool_maxsize = 32
-        cfg.retries = 2
         return cls(kubernetes.client.ApiClient(configuration=cfg))
 
     @property
@@ -116,21 +98,8 @@ class Kube:
     # -- raw ------------------------------------------------------------------------------------
     def call(self, method: str, path: str, body: Any = None, query: Iterable[tuple[str, Any]] = (),
              content_type: str | None = None, timeout: float = 30) -> Any:
-        headers = {"Accept": "application/json"}
-        if content_type:
-            headers["Content-Type"] = content_type
-        elif body is not None:
-            headers["Content-Type"] = "application/json"
-        req = self.api.param_serialize(method, path, query_params=list(query), header_params=headers,
-                                       body=body, auth_settings=["BearerToken"])
-        try:
-            resp = self.api.call_api(*req, _request_timeout=timeout)
-            resp.read()
-        except ApiException as e:
-            raise _wrap(e) from None
-        if not 200 <= resp.status <= 299:
-            raise _wrap(_exc(resp))
-        return json.loads(resp.data) if resp.data else {}
+        """The API of an in-memory fake (a Kube built without an ApiClient overrides this)."""
+        raise NotImplementedError("a Kube without an API server behind it must override call()")
 
     async def acall(self, method: str, path: str, body: Any = None, query: Iterable[tuple[str, Any]] = (),
                     content_type: str | None = None, timeout: float = 30) -> Any:
