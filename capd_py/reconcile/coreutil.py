@@ -153,3 +153,26 @@ def replicas_of(obj: dict[str, Any], default: int = 1) -> int:
 
 def status_int(obj: dict[str, Any], field: str) -> int:
     return int(contract.dig(obj, "status", field) or 0)
+
+
+# (status, reason, message) of a condition, for a caller's own setter
+Condition = tuple[bool, str, str]
+
+
+def scaling_conditions(current: int, want: int, up_allowed: bool = True) -> tuple[Condition, Condition]:
+    """The ScalingUp and ScalingDown conditions of a replica set of any kind (as upstream words them)."""
+    up: Condition = ((True, "ScalingUp", f"Scaling up from {current} to {want} replicas")
+                     if current < want and up_allowed else (False, "NotScalingUp", ""))
+    down: Condition = ((True, "ScalingDown", f"Scaling down from {current} to {want} replicas")
+                       if current > want else (False, "NotScalingDown", ""))
+    return up, down
+
+
+def machines_up_to_date_condition(total: int, up_to_date: int) -> Condition:
+    """MachinesUpToDate over `total` machines of which `up_to_date` are."""
+    if not total:
+        return True, "NoReplicas", ""
+    if up_to_date >= total:
+        return True, "UpToDate", ""
+    return False, "NotUpToDate", f"{total - up_to_date} Machine(s) not up to date"
+

@@ -324,14 +324,9 @@ def compute_status(md: dict[str, Any], mss: list[dict[str, Any]], new_name: str 
              + ", ".join(sorted(m["metadata"]["name"] for m in old_mss)))
     else:
         setc(ROLLING_OUT, False, "NotRollingOut")
-    if cur < want:
-        setc(SCALING_UP, True, "ScalingUp", f"Scaling up from {cur} to {want} replicas")
-    else:
-        setc(SCALING_UP, False, "NotScalingUp")
-    if cur > want:
-        setc(SCALING_DOWN, True, "ScalingDown", f"Scaling down from {cur} to {want} replicas")
-    else:
-        setc(SCALING_DOWN, False, "NotScalingDown")
+    up, down = coreutil.scaling_conditions(cur, want)
+    setc(SCALING_UP, *up)
+    setc(SCALING_DOWN, *down)
     remediating = sorted(m["metadata"]["name"] for m in mss if cond.is_true(m, "Remediating"))
     if remediating:
         setc("Remediating", True, "Remediating", "Remediating Machines of MachineSet(s) " + ", ".join(remediating))

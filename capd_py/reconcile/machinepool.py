@@ -390,20 +390,10 @@ def compute_status(obs: Observed) -> dict[str, Any]:
     s_, r_, m_ = aggregate(machines, "MachinesReady", R_READY, R_NOT_READY, "ReadyUnknown")
     setc(MACHINES_READY, s_, r_, m_)
     n_up = sum(1 for m in machines if cond.is_true(m, UP_TO_DATE))
-    if not machines:
-        setc(MACHINES_UP_TO_DATE, True, "NoReplicas")
-    elif n_up >= len(machines):
-        setc(MACHINES_UP_TO_DATE, True, "UpToDate")
-    else:
-        setc(MACHINES_UP_TO_DATE, False, "NotUpToDate", f"{len(machines) - n_up} Machine(s) not up to date")
-    if current < want and not deleting:
-        setc(SCALING_UP, True, "ScalingUp", f"Scaling up from {current} to {want} replicas")
-    else:
-        setc(SCALING_UP, False, "NotScalingUp")
-    if current > want:
-        setc(SCALING_DOWN, True, "ScalingDown", f"Scaling down from {current} to {want} replicas")
-    else:
-        setc(SCALING_DOWN, False, "NotScalingDown")
+    setc(MACHINES_UP_TO_DATE, *coreutil.machines_up_to_date_condition(len(machines), n_up))
+    up, down = coreutil.scaling_conditions(current, want, up_allowed=not deleting)
+    setc(SCALING_UP, *up)
+    setc(SCALING_DOWN, *down)
 
     available = int(st.get("availableReplicas") or 0)
     view = {"status": {"conditions": conds}}

@@ -310,23 +310,12 @@ def compute_status(ms: dict[str, Any], owned: list[dict[str, Any]], p: Plan | No
         st.pop("selector")  # the CRD wants at least one character
     if gen is not None:
         st["observedGeneration"] = gen
-    if len(owned) < want:
-        setc(SCALING_UP, True, "ScalingUp", f"Scaling up from {len(owned)} to {want} replicas")
-    else:
-        setc(SCALING_UP, False, "NotScalingUp")
-    if len(owned) > want:
-        setc(SCALING_DOWN, True, "ScalingDown", f"Scaling down from {len(owned)} to {want} replicas")
-    else:
-        setc(SCALING_DOWN, False, "NotScalingDown")
+    up, down = coreutil.scaling_conditions(len(owned), want)
+    setc(SCALING_UP, *up)
+    setc(SCALING_DOWN, *down)
     s, r, msg = aggregate(owned, MACHINES_READY, "Ready", "NotReady", "ReadyUnknown")
     setc(MACHINES_READY, s, r, msg)
-    n_up = st["upToDateReplicas"]
-    if not owned:
-        setc(MACHINES_UP_TO_DATE, True, "NoReplicas")
-    elif n_up >= len(owned):
-        setc(MACHINES_UP_TO_DATE, True, "UpToDate")
-    else:
-        setc(MACHINES_UP_TO_DATE, False, "NotUpToDate", f"{len(owned) - n_up} Machine(s) not up to date")
+    setc(MACHINES_UP_TO_DATE, *coreutil.machines_up_to_date_condition(len(owned), st["upToDateReplicas"]))
     rem = [m["metadata"]["name"] for m in owned if needs_remediation(m)] if p is None else \
         [m["metadata"]["name"] for m in p.remediate]
     if rem:
