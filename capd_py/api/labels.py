@@ -20,6 +20,14 @@ REMEDIATE_MACHINE_ANNOTATION = "cluster.x-k8s.io/remediate-machine"
 EXCLUDE_NODE_DRAINING_ANNOTATION = "machine.cluster.x-k8s.io/exclude-node-draining"
 KCP_ROLLOUT_ANNOTATION = "controlplane.cluster.x-k8s.io/rollout-after"
 
+# Managed topology (ClusterClass), upstream's names.
+TOPOLOGY_OWNED = "topology.cluster.x-k8s.io/owned"
+TOPOLOGY_DEPLOYMENT_NAME = "topology.cluster.x-k8s.io/deployment-name"
+TOPOLOGY_POOL_NAME = "topology.cluster.x-k8s.io/pool-name"
+TOPOLOGY_HOLD_UPGRADE_SEQUENCE = "topology.cluster.x-k8s.io/hold-upgrade-sequence"
+TOPOLOGY_DEFER_UPGRADE = "topology.cluster.x-k8s.io/defer-upgrade"
+TOPOLOGY_UPGRADE_CONCURRENCY = "topology.cluster.x-k8s.io/upgrade-concurrency"
+
 # Container labels (docker); mirror upstream CAPD's so `docker ps --filter` recipes carry over.
 CONTAINER_CLUSTER = "io.x-k8s.capd-py.cluster"
 CONTAINER_ROLE = "io.x-k8s.capd-py.role"
