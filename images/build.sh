@@ -169,6 +169,13 @@ DOCKERFILE
   cleanup_build; trap - EXIT
   ok "$NODE"
 fi
+# Upstream's ClusterClasses and CAPD templates name kind's node image (customImage: kindest/node:<version>);
+# no registry serves it here, and ours is built the same way (kind layout, containerd preloaded), so the
+# node image is tagged under that name too and those manifests run unchanged (docs/docker-provider.md).
+if [[ "$(docker image inspect -f '{{.Id}}' "kindest/node:$K8S" 2>/dev/null)" != "$(docker image inspect -f '{{.Id}}' "$NODE")" ]]; then
+  docker tag "$NODE" "kindest/node:$K8S"
+fi
+ok "kindest/node:$K8S = $NODE"
 
 # --- the load balancer ---------------------------------------------------------------------------
 build_image "capd-py/haproxy:2.6" "$(cd "$here/haproxy" && cat Dockerfile haproxy.cfg | sha256sum | cut -c1-16)-$BASE" \

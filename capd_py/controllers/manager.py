@@ -35,6 +35,13 @@ class Controller:
     gvk: GVK
     reconcile: ReconcileFn
     watches: list[tuple[GVK, Mapper]] = field(default_factory=list)
+    # a second controller of the same kind (the topology controller of Clusters) needs its own queue keys
+    name: str = ""
+
+    @property
+    def key(self) -> str:
+        """The first element of this controller's queue keys (its kind unless it has a name)."""
+        return self.name or self.gvk.kind
 
 
 # Kinds whose status summarises many other objects (replica counts, aggregated conditions).
@@ -73,7 +80,7 @@ class Manager:
     def __init__(self, ctx: Ctx, controllers: list[Controller], store: Store | None = None,
                  cached: Iterable[GVK] = ()):
         self.ctx = ctx
-        self.controllers = {c.gvk.kind: c for c in controllers}
+        self.controllers = {c.key: c for c in controllers}
         self.cached = set(cached)  # watched only to serve reads
         kube_store = getattr(ctx.kube, "store", None)
         self.store: Store = store or (kube_store if isinstance(kube_store, Store) else Store())
@@ -105,12 +112,12 @@ class Manager:
             # A summary over many objects hears of every one of them: a short delay lets a burst of their
             # events (ten Machines turning Running) end in one reconcile and one status write, not ten.
             after = (self.ctx.settings.aggregate_seconds
-                     if c.gvk.kind in AGGREGATING and c.gvk.kind != gvk.kind else 0.0)
+                     if c.key in AGGREGATING and c.gvk.kind != gvk.kind else 0.0)
             for wgvk, mapper in [(c.gvk, self_mapper), *c.watches]:
                 if wgvk.kind != gvk.kind or wgvk.group != gvk.group:
                     continue
                 for ns, name in mapper(obj, self.store):
-                    self.queue.add((c.gvk.kind, ns, name), after)
+                    self.queue.add((c.key, ns, name), after)
 
     def watched(self) -> set[GVK]:
         out = set(self.cached)
@@ -157,7 +164,7 @@ class Manager:
         for c in self.controllers.values():
             for obj in self.store.list(c.gvk):
                 md = obj["metadata"]
-                self.queue.add((c.gvk.kind, md.get("namespace") or "", md["name"]))
+                self.queue.add((c.key, md.get("namespace") or "", md["name"]))
 
     def start(self) -> None:
         self.queue.start()

@@ -12,6 +12,7 @@ from capd_py.api.gvk import (
 )
 from capd_py.controllers import (
     cluster,
+    clusterclass,
     clusterresourceset,
     clusterresourcesetbinding,
     dockercluster,
@@ -24,11 +25,14 @@ from capd_py.controllers import (
     machinehealthcheck,
     machinepool,
     machineset,
+    topology,
 )
 from capd_py.controllers.manager import Controller
 
 MODULES = (
     cluster,
+    clusterclass,
+    topology,
     machine,
     machineset,
     machinedeployment,
@@ -46,7 +50,7 @@ MODULES = (
 
 def all_controllers() -> list[Controller]:
     out = [m.controller() for m in MODULES]
-    kinds = [c.gvk.kind for c in out]
+    kinds = [c.key for c in out]
     dup = {k for k in kinds if kinds.count(k) > 1}
     if dup:
         raise RuntimeError(f"more than one controller for {sorted(dup)}")

@@ -17,6 +17,7 @@ from typing import Any
 
 from capd_py.api.gvk import GVK
 from capd_py.kube.cache import Store
+from capd_py.api.labels import FIELD_MANAGER
 from capd_py.kube.client import Kube, KubeError
 
 
@@ -82,8 +83,8 @@ class CachedKube(Kube):
         return self._record(gvk, await super().create(gvk, obj))
 
     async def apply(self, gvk: GVK, obj: dict[str, Any], subresource: str | None = None,
-                    force: bool = True) -> dict[str, Any]:
-        return self._record(gvk, await super().apply(gvk, obj, subresource, force))
+                    force: bool = True, manager: str = FIELD_MANAGER) -> dict[str, Any]:
+        return self._record(gvk, await super().apply(gvk, obj, subresource, force, manager))
 
     async def merge_patch(self, gvk: GVK, namespace: str | None, name: str, patch: dict[str, Any],
                           subresource: str | None = None) -> dict[str, Any]:

@@ -153,9 +153,11 @@ class Kube:
         return dict(await self.acall("POST", gvk.path(ns), body=obj))
 
     async def apply(self, gvk: GVK, obj: dict[str, Any], subresource: str | None = None,
-                    force: bool = True) -> dict[str, Any]:
+                    force: bool = True, manager: str = FIELD_MANAGER) -> dict[str, Any]:
+        """Server-side apply as `manager`; fields this manager applied before and `obj` leaves out are
+        removed by the API server (that is why the topology controller applies under its own name)."""
         md = obj["metadata"]
-        q = [("fieldManager", FIELD_MANAGER), ("force", "true" if force else "false")]
+        q = [("fieldManager", manager), ("force", "true" if force else "false")]
         return dict(await self.acall("PATCH", gvk.path(md.get("namespace"), md["name"], subresource),
                                      body=obj, query=q, content_type="application/apply-patch+yaml"))
 

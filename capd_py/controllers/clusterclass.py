@@ -1,0 +1,65 @@
+"""ClusterClass controller (thin I/O around capd_py.reconcile.clusterclass): resolves the class's template
+references, owns them (as upstream, so `clusterctl move` and deletion see the graph) and writes status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capd_py.api import contract, gvk
+from capd_py.api.gvk import (
+    CLUSTER_CLASS,
+    DOCKER_CLUSTER_TEMPLATE,
+    DOCKER_MACHINE_POOL_TEMPLATE,
+    DOCKER_MACHINE_TEMPLATE,
+    KUBEADM_CONFIG_TEMPLATE,
+    KUBEADM_CONTROL_PLANE_TEMPLATE,
+)
+from capd_py.controllers import lifecycle
+from capd_py.controllers.context import Ctx
+from capd_py.controllers.coreio import ensure_metadata
+from capd_py.controllers.manager import Controller, Mapper
+from capd_py.controllers.queue import Result
+from capd_py.kube.cache import Reader
+from capd_py.reconcile import clusterclass as rcc
+from capd_py.reconcile import coreutil
+
+TEMPLATE_KINDS = (DOCKER_CLUSTER_TEMPLATE, KUBEADM_CONTROL_PLANE_TEMPLATE, DOCKER_MACHINE_TEMPLATE,
+                  KUBEADM_CONFIG_TEMPLATE, DOCKER_MACHINE_POOL_TEMPLATE)
+
+
+def _classes_referencing() -> Mapper:
+    """A template event reaches the ClusterClasses of its namespace that name it."""
+    def m(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+        ns = obj["metadata"].get("namespace") or ""
+        name, kind = obj["metadata"]["name"], obj.get("kind")
+        return [(ns, cc["metadata"]["name"]) for cc in cache.list(CLUSTER_CLASS, ns)
+                if any(r.kind == kind and r.name == name for r in rcc.template_refs(cc))]
+    return m
+
+
+async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
+    kube = ctx.kube
+    cc = await kube.get(CLUSTER_CLASS, namespace, name)
+    if cc is None or coreutil.is_deleting(cc):
+        return None
+    if await lifecycle.pause_if_needed(kube, CLUSTER_CLASS, cc, None):
+        return None
+    missing: list[rcc.TemplateRef] = []
+    unknown: list[rcc.TemplateRef] = []
+    for ref in rcc.template_refs(cc):
+        g = gvk.by_group_kind(gvk.group_of(ref.api_version), ref.kind)
+        if g is None:
+            unknown.append(ref)
+            continue
+        tpl = await kube.get(g, namespace, ref.name)
+        if tpl is None:
+            missing.append(ref)
+        elif not coreutil.is_deleting(tpl):
+            await ensure_metadata(kube, g, tpl, owner=contract.owner_ref(cc, controller=False))
+    await lifecycle.write_status(kube, CLUSTER_CLASS, cc, rcc.compute_status(cc, missing, unknown))
+    return None
+
+
+def controller() -> Controller:
+    m = _classes_referencing()
+    return Controller(gvk=CLUSTER_CLASS, reconcile=reconcile, watches=[(g, m) for g in TEMPLATE_KINDS])

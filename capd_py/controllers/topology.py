@@ -1,0 +1,215 @@
+"""Cluster topology controller (thin I/O around capd_py.reconcile.topology.desired).
+
+For a Cluster with `spec.topology`: read the ClusterClass and its templates and what the Cluster already has,
+compute the desired objects, write what differs (create for new names, server-side apply as
+`capi-topology` otherwise), delete what the topology no longer has, and say how it went in the Cluster's
+`TopologyReconciled` condition. A second controller of the Cluster kind, as upstream's
+`topology/cluster` controller is beside the Cluster controller.
+"""
+
+from __future__ import annotations
+
+import secrets
+import string
+from typing import Any
+
+from capd_py.api import conditions as cond
+from capd_py.api import contract, gvk
+from capd_py.api.gvk import (
+    CLUSTER,
+    CLUSTER_CLASS,
+    KUBEADM_CONTROL_PLANE,
+    MACHINE_DEPLOYMENT,
+    MACHINE_HEALTH_CHECK,
+    MACHINE_POOL,
+    MACHINE_SET,
+)
+from capd_py.api.labels import CLUSTER_NAME, TOPOLOGY_DEPLOYMENT_NAME, TOPOLOGY_OWNED, TOPOLOGY_POOL_NAME
+from capd_py.controllers import lifecycle
+from capd_py.controllers.context import Ctx
+from capd_py.controllers.coreio import delete_obj, get_ref
+from capd_py.controllers.manager import Controller, Mapper, cluster_label_mapper
+from capd_py.controllers.queue import Result
+from capd_py.kube.cache import Reader
+from capd_py.kube.client import KubeError
+from capd_py.reconcile import clusterclass as rcc
+from capd_py.reconcile import coreutil
+from capd_py.reconcile.topology import desired as D
+
+NAME = "ClusterTopology"
+TOPOLOGY_RECONCILED = "TopologyReconciled"
+_ALPHABET = string.ascii_lowercase + string.digits
+
+
+def _rand() -> str:
+    # upstream's utilrand.String(5) alphabet leaves out vowels and look-alikes; any DNS-safe suffix will do
+    return "".join(secrets.choice(_ALPHABET) for _ in range(5))
+
+
+def _clusters_of_class() -> Mapper:
+    def m(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+        ns = obj["metadata"].get("namespace") or ""
+        name = obj["metadata"]["name"]
+        return [(c["metadata"].get("namespace") or "", c["metadata"]["name"])
+                for c in cache.list(CLUSTER) if D.topology_of(c) and D.class_ref(c) == (ns, name)]
+    return m
+
+
+def _gvk_of_ref(ref: dict[str, Any] | None) -> gvk.GVK | None:
+    if not ref:
+        return None
+    group = ref.get("apiGroup") if "apiGroup" in ref else gvk.group_of(ref.get("apiVersion", ""))
+    return gvk.by_group_kind(group or "", ref.get("kind", ""))
+
+
+def _gvk_of(obj: dict[str, Any]) -> gvk.GVK | None:
+    return gvk.by_group_kind(gvk.group_of(obj["apiVersion"]), obj["kind"])
+
+
+async def _template(ctx: Ctx, ns: str, ref: dict[str, Any] | None, what: str) -> dict[str, Any]:
+    g = _gvk_of_ref(ref)
+    if g is None or ref is None:
+        raise D.TopologyError(f"{what}: {ref and ref.get('kind')} is not a kind capd-py serves")
+    obj = await ctx.kube.get(g, ns, ref["name"])
+    if obj is None:
+        raise D.TopologyError(f"{what}: {ref['kind']} {ns}/{ref['name']} not found")
+    return obj
+
+
+async def _blueprint(ctx: Ctx, cc: dict[str, Any]) -> D.Blueprint:
+    ns = cc["metadata"].get("namespace") or "default"
+    spec = cc.get("spec") or {}
+    cpi_ref = contract.dig(spec, "controlPlane", "machineInfrastructure", "templateRef")
+    bp = D.Blueprint(
+        clusterclass=cc,
+        infra_cluster_template=await _template(ctx, ns, contract.dig(spec, "infrastructure", "templateRef"),
+                                               "spec.infrastructure.templateRef"),
+        cp_template=await _template(ctx, ns, contract.dig(spec, "controlPlane", "templateRef"),
+                                    "spec.controlPlane.templateRef"),
+        cp_machine_infra_template=await _template(ctx, ns, cpi_ref, "spec.controlPlane.machineInfrastructure")
+        if cpi_ref else None)
+    for kind, target in (("machineDeployments", bp.md_classes), ("machinePools", bp.mp_classes)):
+        for c in contract.dig(spec, "workers", kind) or []:
+            path = f"spec.workers.{kind}[{c.get('class')}]"
+            target[c["class"]] = D.WorkerClass(
+                spec=c,
+                bootstrap_template=await _template(ctx, ns, contract.dig(c, "bootstrap", "templateRef"),
+                                                   f"{path}.bootstrap.templateRef"),
+                infra_template=await _template(ctx, ns, contract.dig(c, "infrastructure", "templateRef"),
+                                               f"{path}.infrastructure.templateRef"))
+    return bp
+
+
+async def _current(ctx: Ctx, cluster: dict[str, Any], bp: D.Blueprint) -> D.Current:
+    kube = ctx.kube
+    ns, name = cluster["metadata"].get("namespace") or "default", cluster["metadata"]["name"]
+    owned = {CLUSTER_NAME: name, TOPOLOGY_OWNED: ""}
+    cur = D.Current(infra_cluster=await get_ref(kube, ns, contract.dig(cluster, "spec", "infrastructureRef")),
+                    control_plane=await get_ref(kube, ns, contract.dig(cluster, "spec", "controlPlaneRef")))
+    if cur.control_plane is not None:
+        cur.cp_machine_infra_template = await get_ref(
+            kube, ns, contract.dig(cur.control_plane, "spec", "machineTemplate", "spec", "infrastructureRef"))
+    for md in await kube.list(MACHINE_DEPLOYMENT, ns, labels=owned):
+        tname = (md["metadata"].get("labels") or {}).get(TOPOLOGY_DEPLOYMENT_NAME)
+        if tname and not coreutil.is_deleting(md):
+            ts = contract.dig(md, "spec", "template", "spec") or {}
+            cur.machine_deployments[tname] = D.CurrentMD(
+                md, await get_ref(kube, ns, contract.dig(ts, "bootstrap", "configRef")),
+                await get_ref(kube, ns, ts.get("infrastructureRef")))
+    for mp in await kube.list(MACHINE_POOL, ns, labels=owned):
+        tname = (mp["metadata"].get("labels") or {}).get(TOPOLOGY_POOL_NAME)
+        if tname and not coreutil.is_deleting(mp):
+            ts = contract.dig(mp, "spec", "template", "spec") or {}
+            cur.machine_pools[tname] = D.CurrentMP(
+                mp, await get_ref(kube, ns, contract.dig(ts, "bootstrap", "configRef")),
+                await get_ref(kube, ns, ts.get("infrastructureRef")))
+    for mhc in await kube.list(MACHINE_HEALTH_CHECK, ns, labels=owned):
+        cur.mhcs[mhc["metadata"]["name"]] = mhc
+    # template copies of this cluster, and the ones its MachineSets still run from
+    kinds = {(t["apiVersion"], t["kind"]) for t in
+             [bp.cp_machine_infra_template, *[w.bootstrap_template for w in bp.md_classes.values()],
+              *[w.infra_template for w in bp.md_classes.values()]] if t is not None}
+    for api_version, kind in sorted(kinds):
+        g = gvk.by_group_kind(gvk.group_of(api_version), kind)
+        if g is not None:
+            cur.templates += await kube.list(g, ns, labels=owned)
+    for ms in await kube.list(MACHINE_SET, ns, labels={CLUSTER_NAME: name}):
+        ts = contract.dig(ms, "spec", "template", "spec") or {}
+        for ref in (contract.dig(ts, "bootstrap", "configRef"), ts.get("infrastructureRef")):
+            if ref:
+                cur.referenced_templates.add((ref.get("kind", ""), ref.get("name", "")))
+    return cur
+
+
+async def _set_condition(ctx: Ctx, cluster: dict[str, Any], ok: bool, reason: str, message: str = "") -> None:
+    st = dict(cluster.get("status") or {})
+    st["conditions"] = cond.set_condition(st.get("conditions"), TOPOLOGY_RECONCILED, ok, reason, message,
+                                          observed_generation=cluster["metadata"].get("generation"))
+    await lifecycle.write_status(ctx.kube, CLUSTER, cluster, st)
+
+
+async def _write(ctx: Ctx, w: D.Write) -> None:
+    g = _gvk_of(w.obj)
+    if g is None:
+        raise D.TopologyError(f"{w.obj['kind']} ({w.obj['apiVersion']}) is not a kind capd-py serves")
+    md = w.obj["metadata"]
+    if w.create:
+        ctx.log.info("topology %s/%s: creating %s %s", md["namespace"], md["labels"].get(CLUSTER_NAME, ""),
+                     w.obj["kind"], md["name"])
+        await ctx.kube.create(g, w.obj)
+    else:
+        await ctx.kube.apply(g, w.obj, manager=D.FIELD_MANAGER)
+
+
+async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
+    kube = ctx.kube
+    cluster = await kube.get(CLUSTER, namespace, name)
+    if cluster is None or not D.topology_of(cluster):
+        return None
+    if coreutil.is_deleting(cluster):
+        return None  # the Cluster controller deletes what the Cluster has
+    if coreutil.is_paused(cluster, cluster):
+        await _set_condition(ctx, cluster, False, D.R_PAUSED, "Cluster is paused")
+        return None
+    cns, cname = D.class_ref(cluster)
+    cc = await kube.get(CLUSTER_CLASS, cns, cname)
+    if cc is None:
+        await _set_condition(ctx, cluster, False, D.R_FAILED, f"ClusterClass {cns}/{cname} not found")
+        return Result(requeue_after=ctx.settings.poll_seconds)
+    why = rcc.ready_for_topology(cc)
+    if why:
+        await _set_condition(ctx, cluster, False, D.R_CLASS_NOT_RECONCILED, why)
+        return Result(requeue_after=ctx.settings.poll_seconds)
+    try:
+        bp = await _blueprint(ctx, cc)
+        cur = await _current(ctx, cluster, bp)
+        plan = D.compute(cluster, bp, cur, _rand)
+        for w in plan.writes:
+            await _write(ctx, w)
+        if plan.cluster_refs:
+            cluster = await kube.merge_patch(CLUSTER, namespace, name, {"spec": plan.cluster_refs})
+        for obj in plan.deletes:
+            g = _gvk_of(obj)
+            if g is not None:
+                ctx.log.info("topology %s/%s: deleting %s %s", namespace, name, obj["kind"], obj["metadata"]["name"])
+                await delete_obj(kube, g, obj)
+    except D.TopologyError as e:
+        await _set_condition(ctx, cluster, False, D.R_FAILED, str(e))
+        return Result(requeue_after=ctx.settings.poll_seconds)
+    except KubeError as e:
+        if e.conflict:
+            raise
+        # the API server refused what we computed (e.g. a patch made the spec invalid): that is the user's to fix
+        await _set_condition(ctx, cluster, False, D.R_FAILED, f"{e.reason}: {e}")
+        return Result(requeue_after=ctx.settings.poll_seconds)
+    await _set_condition(ctx, cluster, plan.reconciled, plan.reason, plan.message)
+    return None if plan.reconciled else Result(requeue_after=ctx.settings.poll_seconds)
+
+
+def controller() -> Controller:
+    return Controller(
+        gvk=CLUSTER, reconcile=reconcile, name=NAME,
+        watches=[(CLUSTER_CLASS, _clusters_of_class()),
+                 (KUBEADM_CONTROL_PLANE, cluster_label_mapper),
+                 (MACHINE_DEPLOYMENT, cluster_label_mapper),
+                 (MACHINE_POOL, cluster_label_mapper)])
