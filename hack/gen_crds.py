@@ -140,8 +140,11 @@ def version_field(desc: str = "The Kubernetes version, e.g. v1.34.4.") -> S:
     return cel(s, *versions.cel_rules())
 
 
-def percent_or_int(desc: str, field: str) -> S:
-    return cel(int_or_string(desc), rule(
+def percent_or_int(desc: str, field: str, max_len: int | None = None) -> S:
+    s = int_or_string(desc)
+    if max_len is not None:  # bounds the CEL cost where the field repeats (lists of topologies)
+        s["maxLength"] = max_len
+    return cel(s, rule(
         "type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",
         f"{field} must be either a non-negative int or a percentage (e.g. 40%)"))
 
@@ -424,6 +427,458 @@ def kubeadm_config_spec(kcp: bool = False) -> S:
     }, desc="kubeadm bootstrap configuration.", min_props=1)
 
 
+# --- ClusterClass and Cluster.spec.topology (managed topology) --------------------------------------------
+# Upstream release-1.13's v1beta2 shapes. Upstream's CRDs carry no CEL here; its ClusterClass and Cluster
+# webhooks do the checking. The checks CEL can express (within the apiserver's cost budget) are rules here;
+# the ones it cannot (a patch's variable or selector must exist in the class, variable schemas must be
+# structural, Go templates must parse, anything needing another object) are the topology controller's,
+# reported in conditions. docs/DEVELOPING.md "Validation" lists both.
+
+API_VERSION = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/[a-z]([-a-z0-9]*[a-z0-9])?$"
+# patches[].definitions[].jsonPatches[] bounds (upstream: 1000, 100, 100)
+PATCHES, PATCH_DEFINITIONS, PATCH_JSON_PATCHES = 1000, 100, None
+# int-or-percent strings of class/topology lists: bounded so the CEL rule's cost fits the apiserver's budget
+# (a longer one is not a valid int32 percentage; upstream's webhook rejects it too, short of zero padding)
+PERCENT_MAX_LEN = 32
+AUTOSCALER_MIN = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
+AUTOSCALER_MAX = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
+# upstream's patch webhook: a valueFrom.variable under builtin. must be one of these
+BUILTIN_VARIABLES = (
+    "builtin", "builtin.cluster", "builtin.cluster.name", "builtin.cluster.namespace", "builtin.cluster.uid",
+    "builtin.cluster.metadata.labels", "builtin.cluster.metadata.annotations",
+    "builtin.cluster.topology", "builtin.cluster.topology.classRef.name", "builtin.cluster.topology.classRef.namespace",
+    "builtin.cluster.topology.class", "builtin.cluster.topology.classNamespace", "builtin.cluster.topology.version",
+    "builtin.cluster.network", "builtin.cluster.network.serviceDomain", "builtin.cluster.network.services",
+    "builtin.cluster.network.pods",
+    "builtin.controlPlane", "builtin.controlPlane.name", "builtin.controlPlane.replicas",
+    "builtin.controlPlane.version", "builtin.controlPlane.metadata.labels",
+    "builtin.controlPlane.metadata.annotations", "builtin.controlPlane.machineTemplate.infrastructureRef.name",
+    "builtin.machineDeployment", "builtin.machineDeployment.class", "builtin.machineDeployment.name",
+    "builtin.machineDeployment.replicas", "builtin.machineDeployment.topologyName",
+    "builtin.machineDeployment.version", "builtin.machineDeployment.metadata.labels",
+    "builtin.machineDeployment.metadata.annotations", "builtin.machineDeployment.bootstrap.configRef.name",
+    "builtin.machineDeployment.infrastructureRef.name",
+    "builtin.machinePool", "builtin.machinePool.class", "builtin.machinePool.name", "builtin.machinePool.replicas",
+    "builtin.machinePool.topologyName", "builtin.machinePool.version", "builtin.machinePool.metadata.labels",
+    "builtin.machinePool.metadata.annotations", "builtin.machinePool.bootstrap.configRef.name",
+    "builtin.machinePool.infrastructureRef.name",
+)
+
+
+def any_value(desc: str = "") -> S:
+    """Any JSON value (object, list, string, number, bool), kept as is."""
+    return {"x-kubernetes-preserve-unknown-fields": True, **({"description": desc} if desc else {})}
+
+
+def template_ref(desc: str, compatible: bool = False) -> S:
+    """ClusterClassTemplateReference {apiVersion, kind, name}. Upstream's ClusterClass webhook: the kind is a
+    `<name>Template`; with `compatible`, an update keeps the group and kind (only the name/version may change)."""
+    s = obj({
+        "apiVersion": string("apiVersion of the template (group/version).", 1, 317, API_VERSION),
+        "kind": string("Kind of the template.", 1, 63, KIND_PATTERN),
+        "name": string("Name of the template (same namespace as the ClusterClass).", 1, 253, DNS1123_SUBDOMAIN),
+    }, ["apiVersion", "kind", "name"], desc)
+    cel(s, rule("self.kind.endsWith('Template') && size(self.kind) > 8",
+                'template kind must be of form "<name>Template"', fieldPath=".kind"))
+    if compatible:
+        cel(s,
+            rule("self.kind == oldSelf.kind", "kind cannot be changed, to prevent incompatible changes in the "
+                 "Clusters", fieldPath=".kind"),
+            rule("self.apiVersion.split('/')[0] == oldSelf.apiVersion.split('/')[0]",
+                 "group of apiVersion cannot be changed, to prevent incompatible changes in the Clusters",
+                 fieldPath=".apiVersion"))
+    return s
+
+
+def template_of(desc: str, compatible: bool = False) -> S:
+    return obj({"templateRef": template_ref(desc, compatible)}, ["templateRef"])
+
+
+def topology_metadata(desc: str = "Labels and annotations for the generated objects.") -> S:
+    s = object_meta(desc)
+    s["minProperties"] = 1
+    return s
+
+
+def naming() -> S:
+    return obj({"template": string("Go template for the generated object's name ({{ .cluster.name }}, "
+                                   "{{ .random }}, ...).", 1, 1024)},
+               desc="How the generated objects are named.", min_props=1)
+
+
+def mhc_checks() -> S:
+    return obj({
+        "nodeStartupTimeoutSeconds": cel(integer("How long a Machine may take to get a Node (0 disables).",
+                                                 minimum=0),
+                                         rule("self == 0 || self >= 30",
+                                              "nodeStartupTimeoutSeconds must be 0 or at least 30 seconds")),
+        "unhealthyNodeConditions": arr(obj({"type": string(min_len=1), "status": string(min_len=1),
+                                            "timeoutSeconds": integer(minimum=0)},
+                                           ["status", "timeoutSeconds", "type"]), max_items=100, min_items=1),
+        "unhealthyMachineConditions": arr(obj({
+            "type": cel(string(min_len=1, max_len=316, pattern=CONDITION_TYPE), rule(
+                "!(self in ['Ready','Available','HealthCheckSucceeded','OwnerRemediated','ExternallyRemediated'])",
+                "type must not be one of: Ready, Available, HealthCheckSucceeded, OwnerRemediated, "
+                "ExternallyRemediated")),
+            "status": string(enum=["True", "False", "Unknown"]),
+            "timeoutSeconds": integer(minimum=0)}, ["status", "timeoutSeconds", "type"]),
+            max_items=100, min_items=1),
+    }, min_props=1)
+
+
+def mhc_trigger_if(max_len: int | None = None) -> S:
+    return obj({
+        "unhealthyLessThanOrEqualTo": percent_or_int(
+            "Remediate only while at most this many (or this percentage of) targets are unhealthy "
+            "(the v1beta1 maxUnhealthy).",
+            "unhealthyLessThanOrEqualTo", max_len),
+        "unhealthyInRange": string("Remediate only while the unhealthy count is in [min-max].", 1, 32,
+                                   r"^\[[0-9]+-[0-9]+\]$"),
+    }, min_props=1)
+
+
+def health_check(max_in_flight: bool, enabled: bool) -> S:
+    """The MachineHealthCheck a ClusterClass (or a Cluster topology, with `enabled`) asks for."""
+    remediation: S = {
+        "triggerIf": mhc_trigger_if(PERCENT_MAX_LEN),
+        "templateRef": obj({
+            "apiVersion": string(min_len=1, max_len=317, pattern=API_VERSION),
+            "kind": string(min_len=1, max_len=63, pattern=KIND_PATTERN),
+            "name": string(min_len=1, max_len=253, pattern=DNS1123_SUBDOMAIN),
+        }, ["apiVersion", "kind", "name"], "External remediation template."),
+    }
+    if max_in_flight:
+        remediation["maxInFlight"] = percent_or_int("Max machines remediated at once.", "maxInFlight",
+                                                    PERCENT_MAX_LEN)
+    props: S = {"checks": mhc_checks(), "remediation": obj(remediation, min_props=1)}
+    if enabled:
+        props["enabled"] = boolean("Create the MachineHealthCheck (default: when a definition exists).")
+    return obj(props, desc="MachineHealthCheck for the generated Machines.", min_props=1)
+
+
+def md_deletion() -> S:
+    s = deletion_timeouts()
+    s["properties"]["order"] = string("Which Machines are deleted first on scale down.",
+                                      enum=["Random", "Newest", "Oldest"])
+    s["properties"] = dict(sorted(s["properties"].items()))
+    return s
+
+
+def md_rollout(after: bool) -> S:
+    """MachineDeployment rollout of a class or topology. Upstream's webhook: maxSurge/maxUnavailable are
+    int-or-percent and not both 0."""
+    rolling = cel(obj({
+        "maxSurge": percent_or_int("Max machines above desired during rollout.", "maxSurge", PERCENT_MAX_LEN),
+        "maxUnavailable": percent_or_int("Max unavailable machines during rollout.", "maxUnavailable",
+                                         PERCENT_MAX_LEN),
+    }, min_props=1), rule(
+        "!(has(self.maxSurge) && has(self.maxUnavailable) && type(self.maxSurge) == int && "
+        "type(self.maxUnavailable) == int && self.maxSurge == 0 && self.maxUnavailable == 0)",
+        "maxUnavailable and maxSurge cannot both be 0"))
+    props: S = {"strategy": obj({"type": string(enum=["RollingUpdate", "OnDelete"]), "rollingUpdate": rolling},
+                                ["type"], min_props=1)}
+    if after:
+        props["after"] = date_time("Roll out all machines created before this time.")
+    return obj(props, min_props=1)
+
+
+def class_name() -> S:
+    return string("Name of the class, referenced by Cluster topologies.", 1, 256)
+
+
+def machine_deployment_class() -> S:
+    return obj({
+        "class": class_name(),
+        "metadata": topology_metadata(),
+        "bootstrap": template_of("Bootstrap config template (e.g. a KubeadmConfigTemplate)."),
+        "infrastructure": template_of("Infrastructure machine template (e.g. a DockerMachineTemplate).", True),
+        "healthCheck": health_check(max_in_flight=True, enabled=False),
+        "failureDomain": string("Failure domain for the Machines.", 1, 256),
+        "naming": naming(),
+        "deletion": md_deletion(),
+        "minReadySeconds": integer(minimum=0),
+        "readinessGates": readiness_gates(),
+        "rollout": md_rollout(after=False),
+        "taints": machine_taints(),
+    }, ["bootstrap", "class", "infrastructure"], "A class of MachineDeployments.")
+
+
+def machine_pool_class() -> S:
+    return obj({
+        "class": class_name(),
+        "metadata": topology_metadata(),
+        "bootstrap": template_of("Bootstrap config template (e.g. a KubeadmConfigTemplate)."),
+        "infrastructure": template_of("Infrastructure machine pool template (e.g. a DockerMachinePoolTemplate).",
+                                      True),
+        "failureDomains": arr(string(min_len=1, max_len=256), "Failure domains for the pool.", max_items=100),
+        "naming": naming(),
+        "deletion": deletion_timeouts(),
+        "minReadySeconds": integer(minimum=0),
+        "taints": machine_taints(),
+    }, ["bootstrap", "class", "infrastructure"], "A class of MachinePools.")
+
+
+def variable_metadata(desc: str) -> S:
+    return obj({"labels": str_map(), "annotations": str_map()}, desc=desc, min_props=1)
+
+
+def json_schema_props() -> S:
+    """A ClusterClass variable's schema (upstream's JSONSchemaProps): the recursive parts are kept as given."""
+    num = {k: integer(fmt="int64") for k in ("maxItems", "maxLength", "maxProperties", "maximum", "minItems",
+                                             "minLength", "minProperties", "minimum")}
+    validation = obj({
+        "rule": string(min_len=1, max_len=4096),
+        "message": string(min_len=1, max_len=512),
+        "messageExpression": string(min_len=1, max_len=1024),
+        "reason": string(enum=["FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired",
+                               "FieldValueDuplicate"], default="FieldValueInvalid"),
+        "fieldPath": string(min_len=1, max_len=512),
+    }, ["rule"])
+    return obj({
+        **num,
+        **{k: any_value() for k in ("additionalProperties", "allOf", "anyOf", "default", "example", "items", "not",
+                                    "oneOf", "properties")},
+        "description": string(min_len=1, max_len=4096),
+        "enum": arr(any_value(), max_items=100),
+        "exclusiveMaximum": boolean(), "exclusiveMinimum": boolean(),
+        "format": string(min_len=1, max_len=32),
+        "pattern": string(min_len=1, max_len=512),
+        "required": arr(string(min_len=1, max_len=256), max_items=1000, min_items=1),
+        "type": string(enum=["object", "array", "string", "integer", "number", "boolean"]),
+        "uniqueItems": boolean(),
+        "x-kubernetes-int-or-string": boolean(),
+        "x-kubernetes-preserve-unknown-fields": boolean(),
+        "x-kubernetes-validations": arr(validation, max_items=100, min_items=1, map_keys=["rule"]),
+        "x-metadata": variable_metadata("Labels and annotations for the variable's field."),
+    }, desc="OpenAPI v3 schema of the variable's value (a subset of JSONSchemaProps).", min_props=1)
+
+
+def variable_definition(status: bool) -> S:
+    props: S = {
+        "required": boolean("Whether the variable must be set in every Cluster topology."),
+        "deprecatedV1Beta1Metadata": variable_metadata("v1beta1 metadata of the variable (deprecated)."),
+        "schema": obj({"openAPIV3Schema": json_schema_props()}, ["openAPIV3Schema"]),
+    }
+    if status:
+        props["from"] = string("Where the definition comes from: inline or a patch name.", 1, 256)
+        return obj(props, ["from", "required", "schema"])
+    props["name"] = cel(string("Name of the variable (not builtin, no dots).", 1, 256),
+                        rule("self != 'builtin'", '"builtin" is a reserved variable name'),
+                        rule("!self.contains('.')", 'variable name cannot contain "."'))
+    return obj(props, ["name", "required", "schema"], "A variable Cluster topologies set and patches read.")
+
+
+def match_resources() -> S:
+    names = arr(string(min_len=1, max_len=256), "Class names; a single \"*\" at the start or end matches "
+                "several.", max_items=100)
+    return cel(obj({
+        "controlPlane": boolean("Match the control plane template and its machine infrastructure template."),
+        "infrastructureCluster": boolean("Match the infrastructure cluster template."),
+        "machineDeploymentClass": obj({"names": names}),
+        "machinePoolClass": obj({"names": names}),
+    }, min_props=1), rule(
+        "(has(self.controlPlane) && self.controlPlane) || "
+        "(has(self.infrastructureCluster) && self.infrastructureCluster) || "
+        "(has(self.machineDeploymentClass) && has(self.machineDeploymentClass.names) && "
+        "size(self.machineDeploymentClass.names) > 0) || "
+        "(has(self.machinePoolClass) && has(self.machinePoolClass.names) && size(self.machinePoolClass.names) > 0)",
+        "no selector enabled: set controlPlane or infrastructureCluster to true, or list class names"))
+
+
+def json_patch() -> S:
+    """One JSON patch operation. Upstream's webhook checks these only for add/replace (remove takes no
+    value); the rules here say the same."""
+    set_op = "(self.op == 'add' || self.op == 'replace')"
+    return cel(obj({
+        "op": string("add, replace or remove.", enum=["add", "replace", "remove"]),
+        "path": string("JSON pointer into the template, starting with /spec.", 1, 512),
+        "value": any_value("The value to set (any JSON value)."),
+        "valueFrom": obj({
+            "variable": string("Variable (or builtin.*) whose value is set.", 1, 256),
+            "template": string("Go template rendering the value.", 1, 10240),
+        }, desc="Where the value comes from."),
+    }, ["op", "path"]),
+        rule("self.path.startsWith('/spec')", 'jsonPatch path must start with "/spec"', fieldPath=".path"),
+        rule(f"!{set_op} || !has(self.valueFrom) || has(self.valueFrom.variable) || has(self.valueFrom.template)",
+             "valueFrom must set either template or variable", fieldPath=".valueFrom"),
+        rule(f"!{set_op} || !has(self.valueFrom) || !has(self.valueFrom.variable) || "
+             "!has(self.valueFrom.template)",
+             "valueFrom can not set both template and variable", fieldPath=".valueFrom"),
+        *builtin_variable_rules(f"!{set_op} || !has(self.valueFrom) || !has(self.valueFrom.variable)"))
+
+
+def builtin_variable_rules(guard: str) -> list[S]:
+    """valueFrom.variable under builtin. must be one of BUILTIN_VARIABLES; one rule per group keeps each
+    rule's cost within the apiserver's per-rule budget."""
+    v = "self.valueFrom.variable"
+    groups = ("builtin.cluster", "builtin.controlPlane", "builtin.machineDeployment", "builtin.machinePool")
+    msg = "not a defined builtin variable"
+    out = [rule(f"{guard} || !{v}.startsWith('builtin.') || "
+                + " || ".join(f"{v}.startsWith('{g}')" for g in groups), msg, fieldPath=".valueFrom.variable")]
+    for g in groups:
+        names = [n for n in BUILTIN_VARIABLES if n == g or n.startswith(g + ".")]
+        out.append(rule(f"{guard} || !{v}.startsWith('{g}') || {v} in [" + ", ".join(f"'{n}'" for n in names) + "]",
+                        msg, fieldPath=".valueFrom.variable"))
+    return out
+
+
+def patch() -> S:
+    definition = obj({
+        "selector": obj({
+            "apiVersion": string("apiVersion of the templates to patch.", 1, 317, API_VERSION),
+            "kind": string("Kind of the templates to patch.", 1, 63, KIND_PATTERN),
+            "matchResources": match_resources(),
+        }, ["apiVersion", "kind", "matchResources"], "Which templates to patch."),
+        "jsonPatches": arr(json_patch(), "The operations.", max_items=PATCH_JSON_PATCHES, min_items=1),
+    }, ["jsonPatches", "selector"])
+    external = cel(obj({
+        "generatePatchesExtension": string(min_len=1, max_len=512),
+        "validateTopologyExtension": string(min_len=1, max_len=512),
+        "discoverVariablesExtension": string(min_len=1, max_len=512),
+        "settings": str_map(),
+    }, desc="Runtime extensions generating the patches."), rule(
+        "has(self.validateTopologyExtension) || has(self.generatePatchesExtension)",
+        "one of validateTopologyExtension and generatePatchesExtension must be defined"))
+    return cel(obj({
+        "name": cel(string("Name of the patch.", 1, 256),
+                    rule("self != 'inline'", '"inline" can not be used as the name of a patch')),
+        "description": string(min_len=1, max_len=1024),
+        "enabledIf": string("Go template; the patch applies only if it renders to true.", 1, 256),
+        "definitions": arr(definition, "Inline patches.", max_items=PATCH_DEFINITIONS),
+        "external": external,
+    }, ["name"], "A patch applied to the templates."),
+        rule("has(self.definitions) || has(self.external)", "one of definitions or external must be defined"),
+        rule("!has(self.definitions) || !has(self.external)", "only one of definitions or external can be defined"))
+
+
+def cluster_class_schema() -> tuple[S, S]:
+    control_plane = cel(obj({
+        "templateRef": template_ref("Control plane template (e.g. a KubeadmControlPlaneTemplate).", True),
+        "machineInfrastructure": template_of("Infrastructure machine template of the control plane Machines.",
+                                             True),
+        "metadata": topology_metadata(),
+        "healthCheck": health_check(max_in_flight=False, enabled=False),
+        "naming": naming(),
+        "deletion": deletion_timeouts(),
+        "readinessGates": readiness_gates(),
+        "taints": machine_taints(),
+    }, ["templateRef"], "The control plane of the Clusters."),
+        rule("!has(self.healthCheck) || has(self.machineInfrastructure)",
+             "healthCheck can be only set if spec.controlPlane.machineInfrastructure is set",
+             fieldPath=".healthCheck"),
+        rule("has(self.machineInfrastructure) == has(oldSelf.machineInfrastructure)",
+             "machineInfrastructure cannot be added or removed, to prevent incompatible changes in the Clusters",
+             fieldPath=".machineInfrastructure"))
+    spec = obj({
+        "availabilityGates": arr(obj({"conditionType": string(min_len=1, max_len=316, pattern=CONDITION_TYPE),
+                                      "polarity": string(enum=["Positive", "Negative"])}, ["conditionType"]),
+                                 max_items=32, min_items=1, map_keys=["conditionType"]),
+        "infrastructure": obj({
+            "templateRef": template_ref("Infrastructure cluster template (e.g. a DockerClusterTemplate).", True),
+            "naming": naming(),
+        }, ["templateRef"], "The infrastructure cluster of the Clusters."),
+        "controlPlane": control_plane,
+        "workers": obj({
+            "machineDeployments": arr(machine_deployment_class(), "MachineDeployment classes (unique class names).",
+                                      max_items=100, min_items=1, map_keys=["class"]),
+            "machinePools": arr(machine_pool_class(), "MachinePool classes (unique class names).",
+                                max_items=100, min_items=1, map_keys=["class"]),
+        }, desc="Worker classes.", min_props=1),
+        "variables": arr(variable_definition(False), "Variables Cluster topologies set.", max_items=1000,
+                         min_items=1),
+        "patches": arr(patch(), "Patches applied to the templates, in order.", max_items=PATCHES, min_items=1),
+        "kubernetesVersions": arr(string(min_len=1, max_len=256), "Kubernetes versions Clusters of this class "
+                                  "may use (ascending), e.g. for chained upgrades.", max_items=100, min_items=1),
+        "upgrade": obj({"external": obj({"generateUpgradePlanExtension": string(min_len=1, max_len=512)},
+                                        min_props=1)}, desc="How upgrades are planned.", min_props=1),
+    }, ["controlPlane", "infrastructure"], "Desired state of the ClusterClass.")
+    status = obj({
+        "conditions": conditions(),
+        "variables": arr(obj({
+            "name": string(min_len=1, max_len=256),
+            "definitionsConflict": boolean(),
+            "definitions": arr(variable_definition(True), max_items=100, min_items=1),
+        }, ["definitions", "name"]), "Variables of the class (inline and from external patches).",
+            max_items=1000),
+        "observedGeneration": integer(fmt="int64", minimum=1),
+        "deprecated": deprecated(),
+    }, min_props=1)
+    return spec, status
+
+
+def topology_variables() -> S:
+    return arr(obj({"name": string("Name of the variable.", 1, 256), "value": any_value("Its value.")},
+                   ["name", "value"]), "Variable values.", max_items=1000, min_items=1, map_keys=["name"])
+
+
+def autoscaler_rule() -> S:
+    return rule(f"!has(self.replicas) || !has(self.metadata) || !has(self.metadata.annotations) || "
+                f"!('{AUTOSCALER_MIN}' in self.metadata.annotations || "
+                f"'{AUTOSCALER_MAX}' in self.metadata.annotations)",
+                "replicas cannot be set if the MachineDeploymentTopology has autoscaler annotations",
+                fieldPath=".replicas")
+
+
+def topology_name() -> S:
+    return string("Name of the topology (unique; part of the generated object's name).", 1, 63, DNS1123_SUBDOMAIN)
+
+
+def topology_schema() -> S:
+    overrides = obj({"overrides": topology_variables()}, desc="Variable values for this topology only.",
+                    min_props=1)
+    control_plane = obj({
+        "metadata": topology_metadata(),
+        "replicas": integer("Desired control plane machines (default: the control plane's)."),
+        "rollout": obj({"after": date_time("Roll out all machines created before this time.")}, min_props=1),
+        "healthCheck": health_check(max_in_flight=False, enabled=True),
+        "deletion": deletion_timeouts(),
+        "readinessGates": readiness_gates(),
+        "taints": machine_taints(),
+        "variables": overrides,
+    }, desc="The control plane.", min_props=1)
+    md = cel(obj({
+        "metadata": topology_metadata(),
+        "class": string("MachineDeployment class of the ClusterClass.", 1, 256),
+        "name": topology_name(),
+        "failureDomain": string("Failure domain for the Machines.", 1, 256),
+        "replicas": integer("Desired machines (unset: left to an autoscaler or the default)."),
+        "healthCheck": health_check(max_in_flight=True, enabled=True),
+        "deletion": md_deletion(),
+        "minReadySeconds": integer(minimum=0),
+        "readinessGates": readiness_gates(),
+        "rollout": md_rollout(after=True),
+        "taints": machine_taints(),
+        "variables": overrides,
+    }, ["class", "name"], "A MachineDeployment of the topology."), autoscaler_rule())
+    mp = obj({
+        "metadata": topology_metadata(),
+        "class": string("MachinePool class of the ClusterClass.", 1, 256),
+        "name": topology_name(),
+        "failureDomains": arr(string(min_len=1, max_len=256), "Failure domains for the pool.", max_items=100,
+                              min_items=1),
+        "replicas": integer("Desired machines."),
+        "deletion": deletion_timeouts(),
+        "minReadySeconds": integer(minimum=0),
+        "taints": machine_taints(),
+        "variables": overrides,
+    }, ["class", "name"], "A MachinePool of the topology.")
+    return obj({
+        "classRef": obj({
+            "name": string("Name of the ClusterClass.", 1, 253, DNS1123_SUBDOMAIN),
+            "namespace": string("Namespace of the ClusterClass (default: the Cluster's).", 1, 63,
+                                r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+        }, ["name"], "The ClusterClass."),
+        "version": version_field("Kubernetes version of the Cluster, e.g. v1.34.4."),
+        "controlPlane": control_plane,
+        "workers": obj({
+            "machineDeployments": arr(md, "MachineDeployments (unique names).", max_items=2000, min_items=1,
+                                      map_keys=["name"]),
+            "machinePools": arr(mp, "MachinePools (unique names).", max_items=2000, min_items=1, map_keys=["name"]),
+        }, desc="Workers.", min_props=1),
+        "variables": topology_variables(),
+    }, ["classRef", "version"], "Managed topology: the Cluster's objects generated from a ClusterClass.")
+
+
 # --- kinds -----------------------------------------------------------------------------------------------
 
 def cluster_schema() -> tuple[S, S]:
@@ -440,12 +895,7 @@ def cluster_schema() -> tuple[S, S]:
         "controlPlaneEndpoint": api_endpoint("Endpoint of the control plane (set by the infrastructure provider)."),
         "controlPlaneRef": contract_ref("Reference to the control plane object (e.g. a KubeadmControlPlane)."),
         "infrastructureRef": contract_ref("Reference to the infrastructure cluster (e.g. a DockerCluster)."),
-        "topology": {**obj({
-            "classRef": obj({"name": string(min_len=1, max_len=253), "namespace": string(min_len=1, max_len=63)},
-                            ["name"]),
-            "version": version_field(),
-        }, ["classRef", "version"], "ClusterClass topology (accepted, not reconciled by capd-py)."),
-            "x-kubernetes-preserve-unknown-fields": True},
+        "topology": topology_schema(),
         "availabilityGates": arr(obj({"conditionType": string(min_len=1, max_len=316, pattern=CONDITION_TYPE),
                                       "polarity": string(enum=["Positive", "Negative"])}, ["conditionType"]),
                                  max_items=32, min_items=1, map_keys=["conditionType"]),
@@ -455,7 +905,9 @@ def cluster_schema() -> tuple[S, S]:
              "one of spec.controlPlaneRef, spec.infrastructureRef or spec.topology must be set"),
         rule("!has(oldSelf.infrastructureRef) || has(self.infrastructureRef)",
              "spec.infrastructureRef cannot be removed"),
-        rule("!has(oldSelf.controlPlaneRef) || has(self.controlPlaneRef)", "spec.controlPlaneRef cannot be removed"))
+        rule("!has(oldSelf.controlPlaneRef) || has(self.controlPlaneRef)", "spec.controlPlaneRef cannot be removed"),
+        rule("!has(oldSelf.topology) || has(self.topology)",
+             "spec.topology cannot be removed from an existing Cluster"))
     workers_or_cp = obj({**{k: integer() for k in ("desiredReplicas", "replicas", "readyReplicas",
                                                    "availableReplicas", "upToDateReplicas")},
                          "versions": arr(obj({"version": string(min_len=1, max_len=256),
@@ -573,31 +1025,9 @@ def mhc_schema() -> tuple[S, S]:
     spec = obj({
         "clusterName": cluster_name(),
         "selector": label_selector("Selects the Machines to check."),
-        "checks": obj({
-            "nodeStartupTimeoutSeconds": cel(integer("How long a Machine may take to get a Node (0 disables).",
-                                                     minimum=0),
-                                             rule("self == 0 || self >= 30",
-                                                  "nodeStartupTimeoutSeconds must be 0 or at least 30 seconds")),
-            "unhealthyNodeConditions": arr(obj({"type": string(min_len=1), "status": string(min_len=1),
-                                                "timeoutSeconds": integer(minimum=0)},
-                                               ["status", "timeoutSeconds", "type"]), max_items=100, min_items=1),
-            "unhealthyMachineConditions": arr(obj({
-                "type": cel(string(min_len=1, max_len=316, pattern=CONDITION_TYPE), rule(
-                    "!(self in ['Ready','Available','HealthCheckSucceeded','OwnerRemediated','ExternallyRemediated'])",
-                    "type must not be one of: Ready, Available, HealthCheckSucceeded, OwnerRemediated, "
-                    "ExternallyRemediated")),
-                "status": string(enum=["True", "False", "Unknown"]),
-                "timeoutSeconds": integer(minimum=0)}, ["status", "timeoutSeconds", "type"]),
-                max_items=100, min_items=1),
-        }, min_props=1),
+        "checks": mhc_checks(),
         "remediation": obj({
-            "triggerIf": obj({
-                "unhealthyLessThanOrEqualTo": percent_or_int(
-                    "Remediate only while at most this many (or this percentage of) targets are unhealthy "
-                    "(the v1beta1 maxUnhealthy).", "unhealthyLessThanOrEqualTo"),
-                "unhealthyInRange": string("Remediate only while the unhealthy count is in [min-max].", 1, 32,
-                                           r"^\[[0-9]+-[0-9]+\]$"),
-            }, min_props=1),
+            "triggerIf": mhc_trigger_if(),
             "templateRef": obj({
                 "apiVersion": string(min_len=1, max_len=317),
                 "kind": string(min_len=1, max_len=63, pattern=KIND_PATTERN),
@@ -970,6 +1400,11 @@ def all_crds() -> list[S]:
         col("W Up-to-date", ".status.workers.upToDateReplicas", "integer"),
         PAUSED, col("Phase", ".status.phase"), AGE, col("Version", ".spec.topology.version"),
     ], ["cl"], root_rules=[CLUSTER_NAME_RULE]))
+    spec, status = cluster_class_schema()
+    out.append(crd(gvk.CLUSTER_CLASS, spec, status, [
+        PAUSED, col("Variables Ready", cond("VariablesReady"), desc="Variables ready"),
+        col("Age", ".metadata.creationTimestamp", "date", desc="Time duration since creation of ClusterClass"),
+    ], ["cc"]))
     spec, status = machine_schema()
     out.append(crd(gvk.MACHINE, spec, status, [
         col("Cluster", ".spec.clusterName"), col("Node Name", ".status.nodeRef.name"),
