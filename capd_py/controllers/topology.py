@@ -34,10 +34,10 @@ from capd_py.kube.cache import Reader
 from capd_py.kube.client import KubeError
 from capd_py.reconcile import clusterclass as rcc
 from capd_py.reconcile import coreutil
+from capd_py.reconcile.cluster import TOPOLOGY_RECONCILED
 from capd_py.reconcile.topology import desired as D
 
 NAME = "ClusterTopology"
-TOPOLOGY_RECONCILED = "TopologyReconciled"
 _ALPHABET = string.ascii_lowercase + string.digits
 
 

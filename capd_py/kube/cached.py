@@ -16,8 +16,8 @@ from collections import Counter
 from typing import Any
 
 from capd_py.api.gvk import GVK
-from capd_py.kube.cache import Store
 from capd_py.api.labels import FIELD_MANAGER
+from capd_py.kube.cache import Store
 from capd_py.kube.client import Kube, KubeError
 
 

@@ -16,6 +16,8 @@ from capd_py.reconcile.machineset import aggregate
 
 INFRASTRUCTURE_READY = "InfrastructureReady"
 CONTROL_PLANE_INITIALIZED = "ControlPlaneInitialized"
+TOPOLOGY_RECONCILED = "TopologyReconciled"  # written by the topology controller
+TOPOLOGY_BLOCKING_REASONS = frozenset({"ReconcileFailed", "ClusterClassNotReconciled", None})
 CONTROL_PLANE_AVAILABLE = "ControlPlaneAvailable"
 WORKERS_AVAILABLE = "WorkersAvailable"
 REMOTE_CONNECTION_PROBE = "RemoteConnectionProbe"
@@ -234,6 +236,12 @@ def compute_status(obs: Observed) -> dict[str, Any]:
     for gate in contract.dig(c, "spec", "availabilityGates", default=[]) or []:
         need.append(gate.get("conditionType"))
     missing = [t for t in need if t and not cond.is_true(view, t)]
+    if contract.dig(c, "spec", "topology"):
+        # as upstream: a topology that failed (or whose class is not reconciled) makes the Cluster unavailable;
+        # one still rolling out a change (upgrading, creating workers) does not
+        tr = cond.get(view, TOPOLOGY_RECONCILED)
+        if tr is None or tr.get("status") != cond.TRUE and tr.get("reason") in TOPOLOGY_BLOCKING_REASONS:
+            missing.append(TOPOLOGY_RECONCILED)
     if deleting:
         setc(cond.AVAILABLE, False, R_NOT_AVAILABLE, "Cluster is being deleted")
     elif missing:
