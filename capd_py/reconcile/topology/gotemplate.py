@@ -121,6 +121,8 @@ def go_type_name(v: Any) -> str:
         return "int"
     if isinstance(v, float):
         return "float64"
+    if isinstance(v, complex):
+        return "complex128"
     if isinstance(v, str):
         return "string"
     if isinstance(v, _StrList):
@@ -251,6 +253,9 @@ def _fmt_v(v: Any) -> str:
         return str(int(v))
     if isinstance(v, float):
         return _fmt_float_shortest_g(v)
+    if isinstance(v, complex):
+        imag = _fmt_float_shortest_g(v.imag)
+        return f"({_fmt_float_shortest_g(v.real)}{'' if imag[0] in '+-' else '+'}{imag}i)"
     if isinstance(v, str):
         return v
     if isinstance(v, list):
@@ -334,6 +339,13 @@ def _fmt_int(v: int, verb: str, flags: str, width: int | None, prec: int | None)
 
 
 def _fmt_float(f: float, verb: str, flags: str, width: int | None, prec: int | None) -> str:
+    if verb in "xX" and math.isfinite(f):
+        mant, _, exp = float.hex(abs(f)).partition("p")
+        mant = mant.rstrip("0").rstrip(".") if "." in mant else mant
+        e = int(exp)
+        body = f"{mant}p{'-' if e < 0 else '+'}{abs(e):02d}"
+        return _pad(_sign(math.copysign(1.0, f) < 0, flags) + (body.upper().replace("0X", "0X") if verb == "X"
+                                                                else body), width, flags)
     if verb not in "vgGeEfF":
         return _bad_verb(verb, f)
     if math.isnan(f) or math.isinf(f):  # Go keeps Inf's sign, drops NaN's unless asked; never zero-pads
@@ -391,14 +403,26 @@ def _fmt_arg(arg: Any, verb: str, flags: str, width: int | None, prec: int | Non
         return _fmt_int(arg, verb, flags, width, prec)
     if isinstance(arg, float):
         return _fmt_float(arg, verb, flags, width, prec)
+    if isinstance(arg, complex):
+        return _pad(_fmt_v(arg), width, flags) if verb in "vgG" else _bad_verb(verb, arg)
     if isinstance(arg, str):
         return _fmt_str(arg, verb, flags, width, prec)
-    if isinstance(arg, list):  # fmt applies the verb (and width) to every element
-        return "[" + " ".join(_fmt_arg(e, verb, flags, width, prec) for e in arg) + "]"
+    if isinstance(arg, list):  # fmt applies the verb (and width) to every element; nil elements print <nil>
+        return "[" + " ".join(_fmt_elem(e, verb, flags, width, prec) for e in arg) + "]"
     if isinstance(arg, dict):
-        return "map[" + " ".join(f"{_fmt_arg(k, verb, flags, width, prec)}:{_fmt_arg(arg[k], verb, flags, width, prec)}"
-                                 for k in sorted(arg)) + "]"
+        return "map[" + " ".join(f"{_fmt_elem(k, verb, flags, width, prec)}:"
+                                 f"{_fmt_elem(arg[k], verb, flags, width, prec)}" for k in sorted(arg)) + "]"
     return _fmt_str(str(arg), verb, flags, width, prec) if verb in "vsq" else _bad_verb(verb, arg)
+
+
+def _fmt_elem(e: Any, verb: str, flags: str, width: int | None, prec: int | None) -> str:
+    if _invalid_value(e) and verb != "T":
+        return _pad("<nil>", width, flags)
+    return _fmt_arg(e, verb, flags, width, prec)
+
+
+def _invalid_value(v: Any) -> bool:
+    return v is None or v is NO_VALUE
 
 
 def _sprintf(fmt: str, args: Sequence[Any]) -> str:
@@ -406,7 +430,17 @@ def _sprintf(fmt: str, args: Sequence[Any]) -> str:
     precision (incl. `*`); Go's `%!d(float64=3)`, `%!s(MISSING)` and `%!(EXTRA ...)` markers."""
     out: list[str] = []
     argi = 0
+    reordered = False
     i, n = 0, len(fmt)
+
+    def arg_index() -> None:  # "[n]" picks the argument explicitly (then no EXTRA report, as Go)
+        nonlocal i, argi, reordered
+        if i < n and fmt[i] == "[":
+            close = fmt.find("]", i)
+            if close > i + 1 and fmt[i + 1:close].isdigit() and 1 <= int(fmt[i + 1:close]) <= len(args):
+                argi, reordered = int(fmt[i + 1:close]) - 1, True
+                i = close + 1
+
     while i < n:
         j = fmt.find("%", i)
         if j < 0:
@@ -418,6 +452,7 @@ def _sprintf(fmt: str, args: Sequence[Any]) -> str:
         while i < n and fmt[i] in "+-# 0":
             flags += fmt[i]
             i += 1
+        arg_index()
         width: int | None = None
         if i < n and fmt[i] == "*":
             i += 1
@@ -450,6 +485,7 @@ def _sprintf(fmt: str, args: Sequence[Any]) -> str:
                 while i < n and fmt[i].isdigit():
                     i += 1
                 prec = int(fmt[k:i]) if i > k else 0
+        arg_index()
         if i >= n:
             out.append("%!(NOVERB)")
             break
@@ -463,7 +499,7 @@ def _sprintf(fmt: str, args: Sequence[Any]) -> str:
             continue
         out.append(_fmt_arg(args[argi], verb, flags, width, prec))
         argi += 1
-    if argi < len(args):
+    if argi < len(args) and not reordered:
         extra = ", ".join("<nil>" if a is None or a is NO_VALUE else f"{go_type_name(a)}={_fmt_v(a)}"
                           for a in args[argi:])
         out.append(f"%!(EXTRA {extra})")
@@ -1195,9 +1231,10 @@ class _BoolNode(_Node):
 class _NumberNode(_Node):
     def __init__(self, pos: int, text: str) -> None:
         self.pos, self.text = pos, text
-        self.is_int = self.is_uint = self.is_float = False
+        self.is_int = self.is_uint = self.is_float = self.is_complex = False
         self.int_val = 0
         self.float_val = 0.0
+        self.complex_val = 0j
 
     def __str__(self) -> str:
         return self.text
@@ -1275,6 +1312,21 @@ class _RangeNode(_BranchNode):
 
 class _WithNode(_BranchNode):
     keyword = "with"
+
+
+class _TemplateNode(_Node):
+    def __init__(self, pos: int, line: int, name: str, pipe: _PipeNode | None) -> None:
+        self.pos, self.line, self.name, self.pipe = pos, line, name, pipe
+
+    def __str__(self) -> str:
+        return "{{template " + go_quote(self.name) + (f" {self.pipe}" if self.pipe is not None else "") + "}}"
+
+
+def _is_empty_tree(n: _Node) -> bool:
+    """parse.IsEmptyTree: only blank text (a template that may be (re)defined)."""
+    if isinstance(n, _ListNode):
+        return all(_is_empty_tree(x) for x in n.nodes)
+    return isinstance(n, _TextNode) and n.text.strip() == ""
 
 
 class _BreakNode(_Node):
@@ -1374,19 +1426,16 @@ def _go_unquote(q: str) -> str:
     return out.decode("utf-8", "replace")
 
 
-def _unquote_char(q: str) -> int:
-    body = q[1:-1]
-    if body == "":
+def _unquote_char(q: str) -> tuple[int, str]:
+    """strconv.UnquoteChar(q[1:], '\''): the rune and what follows it (_SyntaxError = Go's ErrSyntax)."""
+    body = q[1:]
+    if body == "" or body[0] == "'":
         raise _SyntaxError
     if body[0] != "\\":
-        if len(body) != 1:
-            raise _SyntaxError
-        return ord(body)
+        return ord(body[0]), body[1:]
     out = bytearray()
     end = _unquote_escape(body, 1, "'", out)
-    if end != len(body):
-        raise _SyntaxError
-    return out[0] if body[1] in "x01234567" else ord(out.decode())
+    return (out[0] if body[1] in "x01234567" else ord(out.decode())), body[end:]
 
 
 _GO_INT_PREFIX: Final = {"0x": 16, "0X": 16, "0o": 8, "0O": 8, "0b": 2, "0B": 2}
@@ -1453,6 +1502,7 @@ class _Parser:
         self.cur: _Item = self.items[0]
         self.vars: list[str] = ["$"]
         self.range_depth = 0
+        self.defines: dict[str, _ListNode] = {}  # {{define}} and {{block}} templates
 
     def errorf(self, msg: str) -> NoReturn:
         raise TemplateError(f"template: {self.name}:{self.cur.line}: {msg}")
@@ -1498,6 +1548,13 @@ class _Parser:
     def parse(self) -> _ListNode:
         root = _ListNode(0)
         while self.peek().typ != "eof":
+            if self.peek().typ == "ldelim":
+                save = self.i
+                self.next()
+                if self.next_non_space().typ == "define":
+                    self.definition()
+                    continue
+                self.i = save
             n = self.text_or_action()
             if isinstance(n, _EndNode | _ElseNode):
                 self.errorf(f"unexpected {n}")
@@ -1521,10 +1578,53 @@ class _Parser:
             lst.nodes.append(n)
         self.errorf("unexpected EOF")
 
+    def template_name(self, context: str) -> _Item:
+        tok = self.next_non_space()
+        if tok.typ not in ("string", "rawstring"):
+            self.unexpected(tok, context)
+        return tok
+
+    def sub_template(self, name: str, context: str) -> None:
+        """The body of {{define}} / {{block}}: its own variable scope, up to {{end}}."""
+        saved_vars, saved_depth = self.vars, self.range_depth
+        self.vars, self.range_depth = ["$"], 0
+        body, end = self.item_list()
+        self.vars, self.range_depth = saved_vars, saved_depth
+        if not isinstance(end, _EndNode):
+            self.errorf(f"unexpected {end} in {context}")
+        old = self.defines.get(name)
+        if old is not None and not _is_empty_tree(old) and not _is_empty_tree(body):
+            self.errorf(f"template: multiple definition of template {go_quote(name)}")
+        if old is None or _is_empty_tree(old):
+            self.defines[name] = body
+
+    def definition(self) -> None:
+        context = "define clause"
+        tok = self.template_name(context)
+        try:
+            name = _go_unquote(tok.val)
+        except _SyntaxError:
+            self.errorf("invalid syntax")
+        self.expect("rdelim", context)
+        self.sub_template(name, context)
+
     def action(self) -> _Node:
         it = self.next_non_space()
-        if it.typ in ("block", "define", "template"):
-            self.errorf(f"{{{{{it.typ}}}}} is not supported by capd-py's template engine")
+        if it.typ in ("template", "block"):
+            context = f"{it.typ} clause"
+            tok = self.template_name(context)
+            try:
+                name = _go_unquote(tok.val)
+            except _SyntaxError:
+                self.errorf("invalid syntax")
+            pipe: _PipeNode | None = None
+            if it.typ == "block" or self.next_non_space().typ != "rdelim":
+                if it.typ == "template":
+                    self.backup()
+                pipe = self.pipeline(context, "rdelim")  # its variables persist, as Go's
+            if it.typ == "block":
+                self.sub_template(name, context)
+            return _TemplateNode(tok.pos, tok.line, name, pipe)
         if it.typ in ("break", "continue"):
             tok = self.next_non_space()
             if tok.typ != "rdelim":
@@ -1687,12 +1787,23 @@ class _Parser:
     def number(self, it: _Item) -> _NumberNode:
         n = _NumberNode(it.pos, it.val)
         text = it.val
-        if it.typ == "complex":
-            self.errorf(f"complex number {text} is not supported by capd-py's template engine")
+        if it.typ == "complex" or (text.endswith("i") and not text.startswith("0x")):
+            try:
+                c = complex(text[:-1].replace("_", "") + "j")
+            except ValueError:
+                self.errorf(f"illegal number syntax: {go_quote(text)}")
+            n.is_complex, n.complex_val = True, c
+            if c.imag == 0:  # simplifyComplex
+                n.is_float, n.float_val = True, c.real
+                if math.isfinite(c.real) and c.real == int(c.real):
+                    n.is_int, n.int_val = True, int(c.real)
+            return n
         if it.typ == "charconst":
             try:
-                r = _unquote_char(text)
+                r, tail = _unquote_char(text)
             except _SyntaxError:
+                self.errorf("invalid syntax")
+            if tail != "'":
                 self.errorf(f"malformed character constant: {text}")
             n.is_int = n.is_uint = n.is_float = True
             n.int_val, n.float_val = r, float(r)
@@ -1716,7 +1827,7 @@ class _Parser:
                 if math.isfinite(f) and f == int(f) and -(1 << 63) <= int(f) < (1 << 63):
                     n.is_int, n.int_val = True, int(f)
                     n.is_uint = f >= 0
-        if not (n.is_int or n.is_uint or n.is_float):
+        if not (n.is_int or n.is_uint or n.is_float or n.is_complex):
             self.errorf(f"illegal number syntax: {go_quote(text)}")
         return n
 
@@ -1751,7 +1862,7 @@ def _truth(v: Any) -> bool:
         return False
     if isinstance(v, bool):
         return v
-    if isinstance(v, int | float):
+    if isinstance(v, int | float | complex):
         return v != 0
     if isinstance(v, str | list | dict):
         return len(v) > 0
@@ -1773,9 +1884,15 @@ def _basic_kind(v: Any) -> str:
         return "int"
     if isinstance(v, float):
         return "float"
+    if isinstance(v, complex):
+        return "complex"
     if isinstance(v, str):
         return "string"
     return "other"
+
+
+def _incompatible(a: Any, b: Any) -> _CallError:
+    return _CallError(f"incompatible types for comparison: {go_type_name(a)} and {go_type_name(b)}")
 
 
 def _b_eq(arg1: Any, *args: Any) -> bool:
@@ -1788,15 +1905,18 @@ def _b_eq(arg1: Any, *args: Any) -> bool:
             if {k1, k2} == {"int", "uint"}:
                 truth = int(arg1) == int(arg)
             elif not _invalid(arg1) and not _invalid(arg):
-                raise _CallError("incompatible types for comparison")
+                raise _incompatible(arg1, arg)
             else:
                 truth = False
-        elif k1 in ("bool", "int", "uint", "float", "string"):
+        elif k1 in ("bool", "int", "uint", "float", "complex", "string"):
             truth = arg1 == arg
         elif _invalid(arg1) or _invalid(arg):
             truth = _invalid(arg1) and _invalid(arg)
-        else:
-            raise _CallError(f"non-comparable type {_fmt_v(arg)}: {go_type_name(arg)}")
+        elif _go_kind(arg1) != _go_kind(arg):
+            raise _CallError(f"non-comparable types {_fmt_arg(arg1, 's', '', None, None)}: {go_type_name(arg1)}, "
+                             f"{go_type_name(arg)}: {_fmt_v(arg)}")
+        else:  # slices and maps are not comparable in Go
+            raise _CallError(f"non-comparable type {_fmt_arg(arg, 's', '', None, None)}: {go_type_name(arg)}")
         if truth:
             return True
     return False
@@ -1813,8 +1933,8 @@ def _b_lt(arg1: Any, arg2: Any) -> bool:
     if k1 != k2:
         if {k1, k2} == {"int", "uint"}:
             return bool(int(arg1) < int(arg2))
-        raise _CallError("incompatible types for comparison")
-    if k1 == "bool":
+        raise _incompatible(arg1, arg2)
+    if k1 in ("bool", "complex"):
         raise _CallError("invalid type for comparison")
     return bool(arg1 < arg2)
 
@@ -2130,7 +2250,7 @@ def _s_slice(lst: Any, *indices: Any) -> Any:
     start = _cast_int(indices[0]) if indices else 0
     end = _cast_int(indices[1]) if len(indices) > 1 else len(lst)
     if not 0 <= start <= end <= len(lst):
-        raise _CallError(f"reflect: slice index out of range [{start}:{end}] with capacity {len(lst)}")
+        raise _CallError("reflect.Value.Slice: slice index out of bounds")
     return type(lst)(lst[start:end]) if isinstance(lst, _StrList) else lst[start:end]
 
 
@@ -2230,17 +2350,54 @@ def _s_seq(*params: int) -> str:
     return ""
 
 
-def _b64dec(v: str, alphabet: str, decode: Callable[[str], bytes]) -> str:
+def _b64_error(src: str) -> int | None:
+    """Where encoding/base64's StdEncoding.DecodeString fails on `src` (its CorruptInputError offset), or None."""
+    si, n = 0, len(src)
+    while si < n:
+        j = 0
+        while j < 4:
+            if si == n:
+                return None if j == 0 else si - j
+            c = src[si]
+            si += 1
+            if c in "\r\n":
+                continue
+            if c in _B64:
+                j += 1
+                continue
+            if c != "=" or j in (0, 1):
+                return si - 1
+            if j == 2:  # "==" expected
+                while si < n and src[si] in "\r\n":
+                    si += 1
+                if si == n:
+                    return n
+                if src[si] != "=":
+                    return si - 1
+                si += 1
+            while si < n and src[si] in "\r\n":
+                si += 1
+            return si if si < n else None
+    return None
+
+
+def _b64dec(v: str) -> str:
+    """sprig's b64dec: the decoded text, or Go's error text (sprig returns the error as the value)."""
+    pos = _b64_error(v)
+    if pos is not None:
+        return f"illegal base64 data at input byte {pos}"
+    return base64.b64decode(v.replace("\r", "").replace("\n", "")).decode("utf-8", "replace")
+
+
+def _b32dec(v: str) -> str:
     s = v.replace("\r", "").replace("\n", "")
     for i, c in enumerate(s):
-        if c not in alphabet and c != "=":
-            return f"illegal base64 data at input byte {i}" if alphabet[-1] == "/" else \
-                f"illegal base32 data at input byte {i}"
+        if c not in _B32 and c != "=":
+            return f"illegal base32 data at input byte {i}"
     try:
-        return decode(s).decode("utf-8", "replace")
+        return base64.b32decode(s).decode("utf-8", "replace")
     except (binascii.Error, ValueError):
-        kind = "base64" if alphabet[-1] == "/" else "base32"
-        return f"illegal {kind} data at input byte {len(s)}"
+        return f"illegal base32 data at input byte {len(s)}"
 
 
 _B64: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -2378,19 +2535,35 @@ def _from_json_value(v: Any) -> Any:
     return v
 
 
+def _json_error(doc: str, e: json.JSONDecodeError) -> str:
+    """encoding/json's wording for the common syntax errors Python reports differently."""
+    if e.pos >= len(doc.rstrip()):
+        return "unexpected end of JSON input"
+    ch = doc[e.pos]
+    c = "'\\''" if ch == "'" else ("'\"'" if ch == '"' else _quote_rune(ord(ch)))
+    where = {"Expecting value": "looking for beginning of value", "Extra data": "after top-level value",
+             "Expecting property name enclosed in double quotes": "looking for beginning of object key string",
+             "Expecting ':' delimiter": "after object key", "Expecting ',' delimiter": "after array element"}
+    return f"invalid character {c} {where.get(e.msg, e.msg)}"
+
+
 def _from_json(must: bool) -> Callable[[str], Any]:
     def from_json(s: str) -> Any:
         try:
             return _from_json_value(json.loads(s, parse_constant=_reject_constant))
+        except json.JSONDecodeError as e:
+            if must:
+                raise _CallError(_json_error(s, e)) from e
+            return None
         except (ValueError, RecursionError) as e:
             if must:
-                raise _CallError(f"invalid JSON: {e}") from e
+                raise _CallError(str(e)) from e
             return None
     return from_json
 
 
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"invalid character {name[0]!r} looking for beginning of value")
+    raise ValueError(f"invalid character {_quote_rune(ord(name[0]))} looking for beginning of value")
 
 
 # --- regular expressions: RE2 via Python's re ------------------------------------------------------------------
@@ -2436,15 +2609,34 @@ def _translate_re2(pattern: str) -> str:
 _RE_CACHE: dict[str, re.Pattern[str]] = {}
 
 
-def _compile_re(pattern: str) -> re.Pattern[str]:
+_RE_ERRORS: Final = (("unterminated character set", "missing closing ]"),
+                     ("missing ), unterminated subpattern", "missing closing )"),
+                     ("unbalanced parenthesis", "unexpected )"),
+                     ("nothing to repeat", "missing argument to repetition operator"),
+                     ("multiple repeat", "invalid nested repetition operator"),
+                     ("bad escape", "invalid escape sequence"),
+                     ("bad character range", "invalid character class range"))
+
+
+def _compile_re(pattern: str, must: bool = True) -> re.Pattern[str]:
+    """regexp.Compile (`must=False`: regexp.MustCompile, whose panic message sprig's non-must functions surface)."""
     rx = _RE_CACHE.get(pattern)
     if rx is None:
         try:
             rx = re.compile(_translate_re2(pattern))
         except re.error as e:
-            raise _CallError(f"error parsing regexp: {e}: `{pattern}`") from e
+            why = next((go for py, go in _RE_ERRORS if str(e.msg).startswith(py)), str(e.msg))
+            msg = f"error parsing regexp: {why}: `{pattern}`"
+            raise _CallError(msg if must else f"regexp: Compile({_backquote(pattern)}): {msg}") from e
         _RE_CACHE[pattern] = rx
     return rx
+
+
+def _backquote(s: str) -> str:
+    """regexp's quote(): backquoted when strconv.CanBackquote, else strconv.Quote."""
+    if "`" not in s and all(c == "\t" or (c.isprintable() and c != "\ufeff") for c in s):
+        return f"`{s}`"
+    return go_quote(s)
 
 
 def _go_matches(rx: re.Pattern[str], s: str, n: int = -1) -> list[re.Match[str]]:
@@ -2502,8 +2694,8 @@ def _go_expand(template: str, m: re.Match[str]) -> str:
     return "".join(out)
 
 
-def _regex_replace(regex: str, s: str, repl: str, literal: bool) -> str:
-    rx = _compile_re(regex)
+def _regex_replace(regex: str, s: str, repl: str, literal: bool, must: bool = True) -> str:
+    rx = _compile_re(regex, must)
     out: list[str] = []
     pos = 0
     for m in _go_matches(rx, s):
@@ -2514,10 +2706,10 @@ def _regex_replace(regex: str, s: str, repl: str, literal: bool) -> str:
     return "".join(out)
 
 
-def _regex_split(regex: str, s: str, n: int) -> _StrList:
+def _regex_split(regex: str, s: str, n: int, must: bool = True) -> _StrList:
     if n == 0:
         return _StrList()
-    rx = _compile_re(regex)
+    rx = _compile_re(regex, must)
     if regex and s == "":
         return _StrList([""])
     parts = _StrList()
@@ -2720,9 +2912,9 @@ _SPRIG: Final[dict[str, _Func]] = {
     "toRawJson": _Func(_to_json(None, False, False), (_ANY,)),
     "mustToRawJson": _Func(_to_json(None, False, True), (_ANY,)),
     "b64enc": _Func(lambda s: base64.b64encode(s.encode()).decode(), (_STR,)),
-    "b64dec": _Func(lambda s: _b64dec(s, _B64, lambda x: base64.b64decode(x, validate=True)), (_STR,)),
+    "b64dec": _Func(_b64dec, (_STR,)),
     "b32enc": _Func(lambda s: base64.b32encode(s.encode()).decode(), (_STR,)),
-    "b32dec": _Func(lambda s: _b64dec(s, _B32, base64.b32decode), (_STR,)),
+    "b32dec": _Func(_b32dec, (_STR,)),
     # reflection
     "typeOf": _Func(_s_typeof, (_ANY,)),
     "typeIs": _Func(lambda t, v: t == go_type_name(v), (_STR, _ANY)),
@@ -2782,19 +2974,19 @@ _SPRIG: Final[dict[str, _Func]] = {
     # regular expressions
     "regexMatch": _Func(lambda rx, s: _safe_match(rx, s), (_STR, _STR)),
     "mustRegexMatch": _Func(lambda rx, s: _compile_re(rx).search(s) is not None, (_STR, _STR)),
-    "regexFind": _Func(lambda rx, s: next((m.group(0) for m in _go_matches(_compile_re(rx), s, 1)), ""),
+    "regexFind": _Func(lambda rx, s: next((m.group(0) for m in _go_matches(_compile_re(rx, False), s, 1)), ""),
                        (_STR, _STR)),
     "mustRegexFind": _Func(lambda rx, s: next((m.group(0) for m in _go_matches(_compile_re(rx), s, 1)), ""),
                            (_STR, _STR)),
-    "regexFindAll": _Func(lambda rx, s, n: _StrList(m.group(0) for m in _go_matches(_compile_re(rx), s, n)),
+    "regexFindAll": _Func(lambda rx, s, n: _StrList(m.group(0) for m in _go_matches(_compile_re(rx, False), s, n)),
                           (_STR, _STR, _INT)),
     "mustRegexFindAll": _Func(lambda rx, s, n: _StrList(m.group(0) for m in _go_matches(_compile_re(rx), s, n)),
                               (_STR, _STR, _INT)),
-    "regexReplaceAll": _Func(lambda rx, s, r: _regex_replace(rx, s, r, False), (_STR, _STR, _STR)),
+    "regexReplaceAll": _Func(lambda rx, s, r: _regex_replace(rx, s, r, False, False), (_STR, _STR, _STR)),
     "mustRegexReplaceAll": _Func(lambda rx, s, r: _regex_replace(rx, s, r, False), (_STR, _STR, _STR)),
-    "regexReplaceAllLiteral": _Func(lambda rx, s, r: _regex_replace(rx, s, r, True), (_STR, _STR, _STR)),
+    "regexReplaceAllLiteral": _Func(lambda rx, s, r: _regex_replace(rx, s, r, True, False), (_STR, _STR, _STR)),
     "mustRegexReplaceAllLiteral": _Func(lambda rx, s, r: _regex_replace(rx, s, r, True), (_STR, _STR, _STR)),
-    "regexSplit": _Func(_regex_split, (_STR, _STR, _INT)),
+    "regexSplit": _Func(lambda rx, s, n: _regex_split(rx, s, n, False), (_STR, _STR, _INT)),
     "mustRegexSplit": _Func(_regex_split, (_STR, _STR, _INT)),
     "regexQuoteMeta": _Func(_regex_quote_meta, (_STR,)),
     "hello": _Func(lambda: "Hello!", ()),
@@ -2829,16 +3021,29 @@ class _Break(Exception):
     pass
 
 
+class _TooDeep(Exception):
+    """Python's stack ran out inside nested {{template}} calls; carries the innermost call for the message."""
+
+    def __init__(self, state: _State, node: _Node) -> None:
+        super().__init__()
+        self.state, self.node = state, node
+
+
 class _Continue(Exception):
     pass
 
 
 class _State:
-    def __init__(self, tmpl: Template, data: Any) -> None:
+    def __init__(self, tmpl: Template, data: Any, name: str, out: list[str], depth: int = 0) -> None:
         self.tmpl = tmpl
-        self.vars: list[list[Any]] = [["$", data]]
-        self.out: list[str] = []
+        self.name = name  # the (sub)template executing, for error messages
+        # [name, value, iface]: iface says the Go value's static type is interface{} (a map value or a range
+        # element), which only shows in "can't evaluate field X in type interface {}".
+        self.vars: list[list[Any]] = [["$", data, False]]
+        self.out = out
         self.node: _Node | None = None
+        self.depth = depth
+        self.dot_iface = False
 
     # -- errors and variables --
 
@@ -2846,7 +3051,7 @@ class _State:
         self.node = node
 
     def errorf(self, msg: str) -> NoReturn:
-        name = self.tmpl.name
+        name = self.name
         if self.node is None:
             raise TemplateError(f"template: {name}: {msg}")
         text = self.tmpl.text
@@ -2856,30 +3061,28 @@ class _State:
         col = len(before.encode()) if nl < 0 else len(before[nl + 1:].encode())
         line = 1 + before.count("\n")
         ctx = str(self.node)
-        if len(ctx) > 20:
-            ctx = ctx[:20] + "..."
-        raise TemplateError(f"template: {name}:{line}:{col}: executing {go_quote(name)} at <{ctx}>: {msg}")
+        raise TemplateError(f"template: {self.tmpl.name}:{line}:{col}: executing {go_quote(name)} at <{ctx}>: {msg}")
 
     def push(self, name: str, value: Any) -> None:
-        self.vars.append([name, value])
+        self.vars.append([name, value, False])
 
     def pop(self, mark: int) -> None:
         del self.vars[mark:]
 
-    def set_var(self, name: str, value: Any) -> None:
+    def set_var(self, name: str, value: Any, iface: bool = False) -> None:
         for v in reversed(self.vars):
             if v[0] == name:
-                v[1] = value
+                v[1], v[2] = value, iface
                 return
         self.errorf(f"undefined variable: {name}")
 
-    def set_top_var(self, n: int, value: Any) -> None:
-        self.vars[len(self.vars) - n][1] = value
+    def set_top_var(self, n: int, value: Any, iface: bool = False) -> None:
+        self.vars[len(self.vars) - n][1:] = [value, iface]
 
-    def var_value(self, name: str) -> Any:
+    def var_entry(self, name: str) -> list[Any]:
         for v in reversed(self.vars):
             if v[0] == name:
-                return v[1]
+                return v
         self.errorf(f"undefined variable: {name}")
 
     # -- walking --
@@ -2904,15 +3107,41 @@ class _State:
             raise _Break
         elif isinstance(node, _ContinueNode):
             raise _Continue
+        elif isinstance(node, _TemplateNode):
+            self.walk_template(dot, node)
         else:  # pragma: no cover - the parser produces nothing else
             self.errorf(f"unknown node: {node}")
+
+    def walk_template(self, dot: Any, node: _TemplateNode) -> None:
+        self.at(node)
+        tree = self.tmpl.trees.get(node.name)
+        if tree is None:
+            self.errorf(f"template {go_quote(node.name)} not defined")
+        if self.depth >= 100000:
+            self.errorf("exceeded maximum template depth (100000)")
+        new_dot = self.eval_pipeline(dot, node.pipe) if node.pipe is not None else NO_VALUE
+        sub = _State(self.tmpl, new_dot, node.name, self.out, self.depth + 1)  # no dynamic scoping
+        try:
+            sub.walk(new_dot, tree)
+        except RecursionError:
+            raise _TooDeep(sub, node) from None
+
+    def walk_with_dot(self, dot: Any, iface: bool, node: _Node) -> None:
+        saved, self.dot_iface = self.dot_iface, iface
+        try:
+            self.walk(dot, node)
+        finally:
+            self.dot_iface = saved
 
     def walk_if_or_with(self, dot: Any, node: _BranchNode) -> None:
         mark = len(self.vars)
         try:
             val = self.eval_pipeline(dot, node.pipe)
             if _truth(val):
-                self.walk(val if isinstance(node, _WithNode) else dot, node.list)
+                if isinstance(node, _WithNode):
+                    self.walk_with_dot(val, False, node.list)
+                else:
+                    self.walk(dot, node.list)
             elif node.else_list is not None:
                 self.walk(dot, node.else_list)
         finally:
@@ -2925,19 +3154,22 @@ class _State:
             mark = len(self.vars)
             decl = r.pipe.decl
 
-            def one(index: Any, elem: Any) -> None:
+            def one(index: Any, elem: Any, iface: bool = True) -> None:
                 if decl:
                     if r.pipe.is_assign:
-                        self.set_var(decl[0].ident[0], index if len(decl) > 1 else elem)
+                        if len(decl) > 1:
+                            self.set_var(decl[0].ident[0], index)
+                        else:
+                            self.set_var(decl[0].ident[0], elem, iface)
                     else:
-                        self.set_top_var(1, elem)
+                        self.set_top_var(1, elem, iface)
                 if len(decl) > 1:
                     if r.pipe.is_assign:
-                        self.set_var(decl[1].ident[0], elem)
+                        self.set_var(decl[1].ident[0], elem, iface)
                     else:
                         self.set_top_var(2, index)
                 try:
-                    self.walk(elem, r.list)
+                    self.walk_with_dot(elem, iface, r.list)
                 except _Continue:
                     pass
                 finally:
@@ -2954,14 +3186,12 @@ class _State:
                     return
                 if isinstance(val, int) and not isinstance(val, bool):
                     if len(decl) > 1:
-                        self.at(r)
                         self.errorf(f"can't use {_fmt_v(val)} to iterate over more than one variable")
                     if val > 0:
                         for i in range(int(val)):
-                            one(i, i)
+                            one(i, i, False)
                         return
                 elif not (isinstance(val, list | dict) or _invalid(val)):
-                    self.at(r)
                     self.errorf(f"range can't iterate over {_fmt_v(val)}")
             except _Break:
                 return
@@ -3020,6 +3250,8 @@ class _State:
     def ideal_constant(self, n: _NumberNode) -> Any:
         self.at(n)
         t = n.text
+        if n.is_complex:
+            return n.complex_val
         is_hex_int = len(t) > 2 and t[0] == "0" and t[1] in "xX" and not any(c in t for c in "pP")
         if n.is_float and not is_hex_int and not t.startswith("'") and any(c in t for c in ".eEpP"):
             return n.float_val
@@ -3031,30 +3263,32 @@ class _State:
 
     def eval_field_node(self, dot: Any, field: _FieldNode, args: Sequence[_Node] | None, final: Any) -> Any:
         self.at(field)
-        return self.eval_field_chain(dot, dot, field, field.ident, args, final)
+        return self.eval_field_chain(dot, self.dot_iface, field.ident, args, final)
 
     def eval_chain_node(self, dot: Any, chain: _ChainNode, args: Sequence[_Node] | None, final: Any) -> Any:
         self.at(chain)
         if isinstance(chain.node, _NilNode):
             self.errorf(f"indirection through explicit nil in {chain}")
         pipe = self.eval_arg(dot, None, chain.node)
-        return self.eval_field_chain(dot, pipe, chain, chain.fields, args, final)
+        return self.eval_field_chain(pipe, False, chain.fields, args, final)
 
     def eval_variable_node(self, dot: Any, var: _VariableNode, args: Sequence[_Node] | None, final: Any) -> Any:
         self.at(var)
-        value = self.var_value(var.ident[0])
+        _, value, iface = self.var_entry(var.ident[0])
         if len(var.ident) == 1:
             self.not_a_function(args or [var], final)
             return value
-        return self.eval_field_chain(dot, value, var, var.ident[1:], args, final)
+        return self.eval_field_chain(value, iface, var.ident[1:], args, final)
 
-    def eval_field_chain(self, dot: Any, receiver: Any, node: _Node, ident: Sequence[str],
-                         args: Sequence[_Node] | None, final: Any) -> Any:
+    def eval_field_chain(self, receiver: Any, iface: bool, ident: Sequence[str], args: Sequence[_Node] | None,
+                         final: Any) -> Any:
         for name in ident[:-1]:
-            receiver = self.eval_field(name, None, _MISSING, receiver)
-        return self.eval_field(ident[-1], args, final, receiver)
+            value = self.eval_field(name, None, _MISSING, receiver, iface)
+            iface = isinstance(receiver, dict)  # a map value's static type is interface{}; a method's is concrete
+            receiver = value
+        return self.eval_field(ident[-1], args, final, receiver, iface)
 
-    def eval_field(self, name: str, args: Sequence[_Node] | None, final: Any, receiver: Any) -> Any:
+    def eval_field(self, name: str, args: Sequence[_Node] | None, final: Any, receiver: Any, iface: bool) -> Any:
         has_args = (args is not None and len(args) > 1) or final is not _MISSING
         if receiver is NO_VALUE:
             if self.tmpl.missing_key == "error":
@@ -3079,7 +3313,7 @@ class _State:
             if self.tmpl.missing_key == "zero":
                 return "" if isinstance(receiver, _StrMap) else None
             return NO_VALUE
-        self.errorf(f"can't evaluate field {name} in type {go_type_name(receiver)}")
+        self.errorf(f"can't evaluate field {name} in type {'interface {}' if iface else go_type_name(receiver)}")
 
     def eval_function(self, dot: Any, node: _IdentifierNode, cmd: _Node, args: Sequence[_Node] | None,
                       final: Any) -> Any:
@@ -3218,15 +3452,23 @@ class Template:
         self.name = name
         self.funcs = funcs
         self.missing_key = missing_key
-        self.root = _Parser(name, text, funcs, funcs is _ALL_FUNCS).parse()
+        parser = _Parser(name, text, funcs, funcs is _ALL_FUNCS)
+        root = parser.parse()
+        self.trees: dict[str, _ListNode] = dict(parser.defines)
+        if name not in self.trees or not _is_empty_tree(root):
+            self.trees[name] = root
+        self.root = self.trees[name]
 
     def execute(self, data: Mapping[str, Any]) -> str:
         """Render with `data` converted as upstream's JSON round trip does (ints become float64)."""
-        state = _State(self, _to_go_data(data))
+        state = _State(self, _to_go_data(data), self.name, [])
         try:
             state.walk(state.vars[0][1], self.root)
+        except _TooDeep as e:  # Go allows 100000 nested calls; the message is Go's, at the innermost call
+            e.state.at(e.node)
+            e.state.errorf("exceeded maximum template depth (100000)")
         except RecursionError as e:
-            raise TemplateError(f"template: {self.name}: exceeded maximum template depth") from e
+            raise TemplateError(f"template: {self.name}: value or template too deeply nested") from e
         return "".join(state.out)
 
 
