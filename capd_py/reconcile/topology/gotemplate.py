@@ -22,9 +22,10 @@ executor and of sprig v3.3.0 (Masterminds/semver v3.4.0), not a look-alike. What
 - Typed function parameters behave as in Go: `{{ .missing | replace "+" "_" }}` is "invalid value; expected
   string", `{{ repeat .n "x" }}` with a float64 `n` is "wrong type for value; expected int; got float64".
 
-Not supported (parse errors naming them): `{{define}}`, `{{template}}`, `{{block}}`, complex numbers.
-Known differences: regular expressions use Python's `re` after translating the RE2 spellings that differ (`\\z`,
-`(?<name>`, `$`), so exotic RE2-only syntax (e.g. `\\pL`, `(?U)`) raises an error instead of matching.
+Regular expressions (regexMatch, regexReplaceAll, ...) are Go RE2 patterns run by Python's `re` after a
+translation that keeps Go's meaning (ASCII \\d \\w \\s, `$` = end of text, `\\z`, `\\Q..\\E`, octal escapes,
+`[[:digit:]]`, Go's leftmost-first matching and empty-match rules); what Go refuses is refused with Go's message,
+and the few RE2 features Python lacks (`\\p{...}` classes, `(?U)`, negated POSIX classes) are errors that say so.
 
 Errors are `TemplateError` with Go's messages and positions: parse errors "template: tpl:LINE: ...", execution
 errors "template: tpl:LINE:COL: executing "tpl" at <node>: ...".
@@ -282,10 +283,11 @@ def _sprintln(args: Sequence[Any]) -> str:
     return " ".join(_fmt_v(a) for a in args) + "\n"
 
 
-def _bad_verb(verb: str, arg: Any) -> str:
+def _bad_verb(verb: str, arg: Any, flags: str = "", width: int | None = None, prec: int | None = None) -> str:
+    """`%!d(string=x)`: Go prints the value with %v and the directive's flags and width."""
     if arg is None or arg is NO_VALUE:
         return f"%!{verb}(<nil>)"
-    return f"%!{verb}({go_type_name(arg)}={_fmt_v(arg)})"
+    return f"%!{verb}({go_type_name(arg)}={_fmt_arg(arg, 'v', flags, width, prec)})"
 
 
 def _pad(s: str, width: int | None, flags: str, zero_ok: bool = False) -> str:
@@ -320,7 +322,7 @@ def _fmt_int(v: int, verb: str, flags: str, width: int | None, prec: int | None)
         return _pad(s, width, flags)
     bases = {"v": 10, "d": 10, "b": 2, "o": 8, "O": 8, "x": 16, "X": 16}
     if verb not in bases:
-        return _bad_verb(verb, v)
+        return _bad_verb(verb, v, flags, width, prec)
     a = abs(n)
     digits = {10: str(a), 2: format(a, "b"), 8: format(a, "o"), 16: format(a, "x")}[bases[verb]]
     if verb == "X":
@@ -347,7 +349,7 @@ def _fmt_float(f: float, verb: str, flags: str, width: int | None, prec: int | N
         return _pad(_sign(math.copysign(1.0, f) < 0, flags) + (body.upper().replace("0X", "0X") if verb == "X"
                                                                 else body), width, flags)
     if verb not in "vgGeEfF":
-        return _bad_verb(verb, f)
+        return _bad_verb(verb, f, flags, width, prec)
     if math.isnan(f) or math.isinf(f):  # Go keeps Inf's sign, drops NaN's unless asked; never zero-pads
         s = "NaN" if math.isnan(f) else ("+Inf" if f > 0 else "-Inf")
         if s[0] == "+" and " " in flags and "+" not in flags:
@@ -389,7 +391,7 @@ def _fmt_str(s: str, verb: str, flags: str, width: int | None, prec: int | None)
         elif "#" in flags and h:
             h = ("0x" if verb == "x" else "0X") + h
         return _pad(h, width, flags)
-    return _bad_verb(verb, s)
+    return _bad_verb(verb, s, flags, width, prec)
 
 
 def _fmt_arg(arg: Any, verb: str, flags: str, width: int | None, prec: int | None) -> str:
@@ -398,13 +400,14 @@ def _fmt_arg(arg: Any, verb: str, flags: str, width: int | None, prec: int | Non
     if arg is None or arg is NO_VALUE:
         return _pad("<nil>", width, flags) if verb == "v" else _bad_verb(verb, arg)
     if isinstance(arg, bool):
-        return _pad("true" if arg else "false", width, flags) if verb in "tv" else _bad_verb(verb, arg)
+        return _pad("true" if arg else "false", width, flags) if verb in "tv" else _bad_verb(verb, arg, flags, width,
+                                                                                            prec)
     if isinstance(arg, int):
         return _fmt_int(arg, verb, flags, width, prec)
     if isinstance(arg, float):
         return _fmt_float(arg, verb, flags, width, prec)
     if isinstance(arg, complex):
-        return _pad(_fmt_v(arg), width, flags) if verb in "vgG" else _bad_verb(verb, arg)
+        return _pad(_fmt_v(arg), width, flags) if verb in "vgG" else _bad_verb(verb, arg, flags, width, prec)
     if isinstance(arg, str):
         return _fmt_str(arg, verb, flags, width, prec)
     if isinstance(arg, list):  # fmt applies the verb (and width) to every element; nil elements print <nil>
@@ -412,7 +415,8 @@ def _fmt_arg(arg: Any, verb: str, flags: str, width: int | None, prec: int | Non
     if isinstance(arg, dict):
         return "map[" + " ".join(f"{_fmt_elem(k, verb, flags, width, prec)}:"
                                  f"{_fmt_elem(arg[k], verb, flags, width, prec)}" for k in sorted(arg)) + "]"
-    return _fmt_str(str(arg), verb, flags, width, prec) if verb in "vsq" else _bad_verb(verb, arg)
+    return _fmt_str(str(arg), verb, flags, width, prec) if verb in "vsq" else _bad_verb(verb, arg, flags, width,
+                                                                                         prec)
 
 
 def _fmt_elem(e: Any, verb: str, flags: str, width: int | None, prec: int | None) -> str:
@@ -1993,15 +1997,12 @@ def _b_index(item: Any, *indexes: Any) -> Any:
             if isinstance(index, bool) or not isinstance(index, int):
                 raise _CallError(f"cannot index slice/array with type {go_type_name(index)}")
             x = int(index)
-            if isinstance(item, str):
-                data = item.encode()
-                if not 0 <= x < len(data):
-                    raise _CallError(f"index out of range: {x}")
-                item = _Uint8(data[x])
-            else:
-                if not 0 <= x < len(item):
-                    raise _CallError(f"index out of range: {x}")
-                item = item[x]
+            size = len(item.encode()) if isinstance(item, str) else len(item)
+            if x < 0 or x > size:
+                raise _CallError(f"index out of range: {x}")
+            if x == size:  # Go's indexArg lets this through and reflect panics
+                raise _CallError(f"reflect: {'string' if isinstance(item, str) else 'slice'} index out of range")
+            item = _Uint8(item.encode()[x]) if isinstance(item, str) else item[x]
         elif isinstance(item, dict):
             if _invalid(index):
                 raise _CallError("value is nil; should be of type string")
@@ -2014,9 +2015,10 @@ def _b_index(item: Any, *indexes: Any) -> Any:
 
 
 def _eval_args_text(args: Sequence[Any]) -> str:
+    """text/template's evalArgs (html, js, urlquery): a nil argument prints as <no value>."""
     if len(args) == 1 and isinstance(args[0], str):
         return args[0]
-    return _sprint(args)
+    return _sprint(["<no value>" if _invalid(a) else a for a in args])
 
 
 def _b_html(*args: Any) -> str:
@@ -2113,6 +2115,11 @@ def _trim_zero_decimal(s: str) -> str:
     return s
 
 
+def _wrap64(x: int) -> int:
+    """Go's int64 arithmetic wraps around."""
+    return ((x + (1 << 63)) % (1 << 64)) - (1 << 63)
+
+
 def _cast_int(v: Any) -> int:
     """spf13/cast ToInt64 (errors are 0, as sprig ignores them)."""
     if _invalid(v):
@@ -2122,9 +2129,10 @@ def _cast_int(v: Any) -> int:
     if isinstance(v, int):
         return int(v)
     if isinstance(v, float):
-        if not math.isfinite(v):
+        # int64(f) out of range (or NaN) is the "integer indefinite" value on amd64, where upstream runs
+        if not math.isfinite(v) or not -(2.0 ** 63) <= v < 2.0 ** 63:
             return -(1 << 63)
-        return max(-(1 << 63), min(int(v), (1 << 63) - 1))
+        return int(v)
     if isinstance(v, str):
         return _parse_go_int(_trim_zero_decimal(v)) or 0
     return 0
@@ -2162,14 +2170,14 @@ def _decimal_op(a: Any, rest: Sequence[Any],
                 acc = op(acc, _dec(x))
             except (decimal.DivisionByZero, decimal.InvalidOperation) as e:
                 raise _CallError("decimal division by 0") from e
-    return float(acc)
+    return float(acc) if acc != 0 else 0.0  # shopspring/decimal has no negative zero
 
 
 def _go_div(a: int, b: int) -> int:
     if b == 0:
         raise _CallError("runtime error: integer divide by zero")
     q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
+    return _wrap64(q if (a >= 0) == (b >= 0) else -q)
 
 
 def _go_mod(a: int, b: int) -> int:
@@ -2243,6 +2251,8 @@ def _s_has(needle: Any, haystack: Any) -> bool:
 
 
 def _s_slice(lst: Any, *indices: Any) -> Any:
+    if _invalid(lst):
+        raise _CallError("runtime error: invalid memory address or nil pointer dereference")
     if not isinstance(lst, list):
         raise _CallError(f"list should be type of slice or array but {_go_kind(lst) if not _invalid(lst) else 'ptr'}")
     if not lst:
@@ -2257,10 +2267,12 @@ def _s_slice(lst: Any, *indices: Any) -> Any:
 def _s_concat(*lists: Any) -> Any:
     out: list[Any] = []
     for lst in lists:
+        if _invalid(lst):
+            raise _CallError("runtime error: invalid memory address or nil pointer dereference")
         if not isinstance(lst, list):
             raise _CallError(f"Cannot concat type {_go_kind(lst) if not _invalid(lst) else 'ptr'} as list")
         out.extend(lst)
-    return out or None
+    return out  # a nil []interface{} when empty: typed, so it prints [] and is not "no value"
 
 
 def _s_dict(*v: Any) -> dict[str, Any]:
@@ -2307,20 +2319,31 @@ def _s_merge(overwrite: bool) -> Callable[..., Any]:
     return merge
 
 
+def _assertion_error(v: Any, want: str) -> _CallError:
+    """The panic of a failed Go type assertion on an interface{}."""
+    got = "nil" if _invalid(v) else go_type_name(v)
+    return _CallError(f"interface conversion: interface {{}} is {got}, not {want}")
+
+
 def _s_dig(*ps: Any) -> Any:
+    """sprig's dig: keys..., default, map (type assertions as sprig does them, in that order)."""
     if len(ps) < 3:
         raise _CallError("dig needs at least three arguments")
     d, default = ps[-1], ps[-2]
+    if type(d) is not dict:
+        raise _assertion_error(d, "map[string]interface {}")
     keys = ps[:-2]
+    for k in keys:
+        if not isinstance(k, str):
+            raise _assertion_error(k, "string")
     for i, k in enumerate(keys):
-        if not isinstance(d, dict) or not isinstance(k, str):
-            raise _CallError(f"interface conversion: interface {{}} is {go_type_name(d)}, "
-                             "not map[string]interface {}")
         if k not in d:
             return default
-        d = d[k]
         if i == len(keys) - 1:
-            return d
+            return d[k]
+        if type(d[k]) is not dict:
+            raise _assertion_error(d[k], "map[string]interface {}")
+        d = d[k]
     return d
 
 
@@ -2431,11 +2454,15 @@ def _go_title(s: str) -> str:
 
 
 def _byte_slice(s: str, start: int | None, end: int | None) -> str:
+    """s[start:end] on the UTF-8 bytes, with Go's runtime panic texts when out of range."""
     data = s.encode()
+    n = len(data)
     lo = 0 if start is None else start
-    hi = len(data) if end is None else end
-    if not 0 <= lo <= hi <= len(data):
-        raise _CallError(f"runtime error: slice bounds out of range [{lo}:{hi}] with length {len(data)}")
+    hi = n if end is None else end
+    if end is not None and not 0 <= hi <= n:
+        raise _CallError(f"runtime error: slice bounds out of range [:{hi}] with length {n}")
+    if lo < 0 or lo > hi:
+        raise _CallError(f"runtime error: slice bounds out of range [{lo}:{hi}]")
     return data[lo:hi].decode("utf-8", "replace")
 
 
@@ -2484,7 +2511,7 @@ def _s_splitn(sep: str, n: int, s: str) -> _StrMap:
 
 
 def _s_indent(spaces: int, v: str) -> str:
-    pad = " " * max(spaces, 0)
+    pad = _s_repeat(spaces, " ")
     return pad + v.replace("\n", "\n" + pad)
 
 
@@ -2568,24 +2595,88 @@ def _reject_constant(name: str) -> Any:
 
 # --- regular expressions: RE2 via Python's re ------------------------------------------------------------------
 
+class _ReSyntaxError(Exception):
+    """A pattern Go's regexp/syntax refuses: its error code and the offending text."""
+
+    def __init__(self, code: str, expr: str) -> None:
+        super().__init__(f"{code}: `{expr}`")
+        self.code, self.expr = code, expr
+
+
+_POSIX_CLASSES: Final = {
+    "alnum": "0-9A-Za-z", "alpha": "A-Za-z", "ascii": "\\x00-\\x7f", "blank": "\\t ", "cntrl": "\\x00-\\x1f\\x7f",
+    "digit": "0-9", "graph": "!-~", "lower": "a-z", "print": " -~", "punct": "!-/:-@\\[-`{-~",
+    "space": "\\t\\n\\v\\f\\r ", "upper": "A-Z", "word": "0-9A-Za-z_", "xdigit": "0-9A-Fa-f",
+}
+
+
+def _escape_end(pattern: str, i: int) -> int:
+    """The end of the `\\p{...}` / `\\pL` escape at i."""
+    if pattern[i + 2:i + 3] == "{":
+        close = pattern.find("}", i)
+        return len(pattern) if close < 0 else close + 1
+    return i + 3
+
+
 def _translate_re2(pattern: str) -> str:
-    """Go RE2 spelling to Python's: `\\z` -> `\\Z`, `(?<name>` -> `(?P<name>`, `$` (end of text unless (?m)) ->
-    `\\Z` (Python's `$` also matches before a final newline)."""
+    """Go RE2 syntax to Python's `re` (compiled with re.ASCII: Go's \\d \\w \\s \\b are ASCII), so a pattern matches
+    the same strings: `\\z`, `(?<name>`, `$` (end of text unless (?m)), `\\Q...\\E`, octal escapes (Python would
+    read `\\12` as a backreference), `[[:digit:]]`, a `{` that is not a repetition. Constructs Go refuses (nested or
+    possessive repetition, backreferences, lookarounds, atomic groups) raise _ReSyntaxError with Go's message; RE2
+    features Python lacks (`\\p{...}`, `(?U)`, negated POSIX classes) raise one saying capd-py does not support
+    them."""
     multiline = bool(re.match(r"\(\?[a-zA-Z]*m[a-zA-Z]*\)", pattern))
     out: list[str] = []
-    i, in_class = 0, False
-    while i < len(pattern):
+    i, n, in_class = 0, len(pattern), False
+    last_repeat = (-1, -1)  # (start, end) of the previous repetition operator, to spot "a**" and "a++"
+    while i < n:
         c = pattern[i]
-        if c == "\\" and i + 1 < len(pattern):
+        if c == "\\":
+            if i + 1 >= n:
+                raise _ReSyntaxError("trailing backslash at end of expression", "")
             nxt = pattern[i + 1]
+            if nxt == "Q" and not in_class:
+                end = pattern.find("\\E", i + 2)
+                lit = pattern[i + 2:] if end < 0 else pattern[i + 2:end]
+                out.append(re.escape(lit))
+                i = n if end < 0 else end + 2
+                continue
+            if nxt in "pP":
+                raise _ReSyntaxError("capd-py does not support Unicode classes in regular expressions",
+                                     pattern[i:_escape_end(pattern, i)])
+            if nxt in "01234567":
+                j = i + 2
+                if nxt != "0" and not (j < n and pattern[j] in "01234567"):
+                    raise _ReSyntaxError("invalid escape sequence", pattern[i:i + 2])
+                while j < n and j < i + 4 and pattern[j] in "01234567":
+                    j += 1
+                out.append(f"\\x{int(pattern[i + 1:j], 8):02x}")
+                i = j
+                continue
+            if nxt in "89":
+                raise _ReSyntaxError("invalid escape sequence", pattern[i:i + 2])
             out.append("\\Z" if nxt == "z" and not in_class else c + nxt)
             i += 2
             continue
         if in_class:
-            if c == "]":
-                in_class = False
-            out.append(c)
-        elif c == "[":
+            if pattern.startswith("[:", i):
+                close = pattern.find(":]", i + 2)
+                name = pattern[i + 2:close] if close > 0 else ""
+                if close > 0 and name.startswith("^"):
+                    raise _ReSyntaxError("capd-py does not support negated POSIX classes", pattern[i:close + 2])
+                if close > 0 and name in _POSIX_CLASSES:
+                    out.append(_POSIX_CLASSES[name])
+                    i = close + 2
+                    continue
+                if close > 0:
+                    raise _ReSyntaxError("invalid character class range", pattern[i:close + 2])
+                out.append("\\[")
+            else:
+                in_class = c != "]"
+                out.append(c)
+            i += 1
+            continue
+        if c == "[":
             in_class = True
             out.append(c)
             if pattern[i + 1:i + 2] == "^":
@@ -2594,11 +2685,36 @@ def _translate_re2(pattern: str) -> str:
             if pattern[i + 1:i + 2] == "]":
                 out.append("\\]")
                 i += 1
+        elif c in "*+?{":
+            end = i + 1
+            if c == "{":
+                m = re.match(r"\{(\d+)(,(\d*))?\}", pattern[i:])
+                if m is None:  # not a repetition: a literal brace, as in Go
+                    out.append("\\{")
+                    i += 1
+                    continue
+                end = i + m.end()
+                lo, hi = int(m.group(1)), (int(m.group(3)) if m.group(3) else (-1 if m.group(2) else int(m.group(1))))
+                if lo > 1000 or hi > 1000 or (hi >= 0 and lo > hi):
+                    raise _ReSyntaxError("invalid repeat count", pattern[i:end])
+            if i == last_repeat[1]:
+                raise _ReSyntaxError("invalid nested repetition operator", pattern[last_repeat[0]:end])
+            if end < n and pattern[end] == "?":  # non-greedy
+                end += 1
+            out.append(pattern[i:end])
+            last_repeat = (i, end)
+            i = end
+            continue
         elif c == "$" and not multiline:
             out.append(r"(?!(?s:.))")
-        elif pattern.startswith("(?<", i) and pattern[i + 3:i + 4] not in ("=", "!"):
-            out.append("(?P<")
-            i += 3
+        elif pattern.startswith("(?", i):
+            m = re.match(r"\(\?(P?<[A-Za-z_][A-Za-z0-9_]*>|[imsU-]*[:)])", pattern[i:])
+            if m is None:
+                raise _ReSyntaxError("invalid or unsupported Perl syntax", pattern[i:i + 3])
+            if "U" in m.group(1):
+                raise _ReSyntaxError("capd-py does not support the ungreedy flag", m.group(0))
+            out.append("(?P" + m.group(1) if m.group(1).startswith("<") else m.group(0))
+            i += m.end()
             continue
         else:
             out.append(c)
@@ -2607,7 +2723,6 @@ def _translate_re2(pattern: str) -> str:
 
 
 _RE_CACHE: dict[str, re.Pattern[str]] = {}
-
 
 _RE_ERRORS: Final = (("unterminated character set", "missing closing ]"),
                      ("missing ), unterminated subpattern", "missing closing )"),
@@ -2618,18 +2733,38 @@ _RE_ERRORS: Final = (("unterminated character set", "missing closing ]"),
                      ("bad character range", "invalid character class range"))
 
 
+def _go_regexp_error(pattern: str, e: re.error) -> str:
+    """Python's complaint in Go's words: `<code>: `<offending text>``."""
+    msg, pos = str(e.msg), e.pos if e.pos is not None else 0
+    code = next((go for py, go in _RE_ERRORS if msg.startswith(py)), msg)
+    expr = pattern
+    if msg.startswith("unterminated character set"):
+        expr = pattern[pos:]
+    elif msg.startswith("nothing to repeat"):
+        expr = pattern[pos:pos + 1]
+    elif msg.startswith("bad character range"):
+        expr = msg.split()[3] if len(msg.split()) > 3 else pattern
+    elif msg.startswith("bad escape"):
+        expr = pattern[pos:pos + 2]
+    return f"{code}: `{expr}`"
+
+
 def _compile_re(pattern: str, must: bool = True) -> re.Pattern[str]:
     """regexp.Compile (`must=False`: regexp.MustCompile, whose panic message sprig's non-must functions surface)."""
     rx = _RE_CACHE.get(pattern)
-    if rx is None:
-        try:
-            rx = re.compile(_translate_re2(pattern))
-        except re.error as e:
-            why = next((go for py, go in _RE_ERRORS if str(e.msg).startswith(py)), str(e.msg))
-            msg = f"error parsing regexp: {why}: `{pattern}`"
-            raise _CallError(msg if must else f"regexp: Compile({_backquote(pattern)}): {msg}") from e
+    if rx is not None:
+        return rx
+    try:
+        rx = re.compile(_translate_re2(pattern), re.ASCII)
+    except _ReSyntaxError as e:
+        why = str(e)
+    except re.error as e:
+        why = _go_regexp_error(pattern, e)
+    else:
         _RE_CACHE[pattern] = rx
-    return rx
+        return rx
+    msg = f"error parsing regexp: {why}"
+    raise _CallError(msg if must else f"regexp: Compile({_backquote(pattern)}): {msg}")
 
 
 def _backquote(s: str) -> str:
@@ -2818,13 +2953,32 @@ def _s_min(a: Any, *rest: Any) -> Int64:
     return Int64(min([_cast_int(a), *(_cast_int(x) for x in rest)]))
 
 
+def _fdiv(a: float, b: float) -> float:
+    """IEEE division, as Go's (Python raises on a zero divisor)."""
+    if b == 0:
+        return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1.0, b)
+    return a / b
+
+
+def _ceil(f: float) -> float:
+    return float(math.ceil(f)) if math.isfinite(f) else f
+
+
+def _floor(f: float) -> float:
+    return float(math.floor(f)) if math.isfinite(f) else f
+
+
 def _s_round(a: Any, p: int, *r_opt: float) -> float:
+    """sprig's round, with Go's float64 arithmetic (overflow gives Inf, Modf(Inf) a NaN fraction)."""
     round_on = r_opt[0] if r_opt else 0.5
     val = _cast_float(a)
-    pw = math.pow(10, p)
+    try:
+        pw = math.pow(10, p)
+    except OverflowError:
+        pw = math.inf
     digit = pw * val
-    frac = math.modf(digit)[0]
-    return (math.ceil(digit) if frac >= round_on else math.floor(digit)) / pw
+    frac = math.modf(digit)[0] if math.isfinite(digit) else math.nan
+    return _fdiv(_ceil(digit) if frac >= round_on else _floor(digit), pw)
 
 
 _SPRIG: Final[dict[str, _Func]] = {
@@ -2863,12 +3017,12 @@ _SPRIG: Final[dict[str, _Func]] = {
     "int64": _Func(lambda v: Int64(_cast_int(v)), (_ANY,)),
     "int": _Func(_cast_int, (_ANY,)),
     "float64": _Func(_cast_float, (_ANY,)),
-    "add1": _Func(lambda v: Int64(_cast_int(v) + 1), (_ANY,)),
-    "add": _Func(lambda *v: Int64(sum(_cast_int(x) for x in v)), (), _ANY),
-    "sub": _Func(lambda a, b: Int64(_cast_int(a) - _cast_int(b)), (_ANY, _ANY)),
+    "add1": _Func(lambda v: Int64(_wrap64(_cast_int(v) + 1)), (_ANY,)),
+    "add": _Func(lambda *v: Int64(_wrap64(sum(_cast_int(x) for x in v))), (), _ANY),
+    "sub": _Func(lambda a, b: Int64(_wrap64(_cast_int(a) - _cast_int(b))), (_ANY, _ANY)),
     "div": _Func(lambda a, b: Int64(_go_div(_cast_int(a), _cast_int(b))), (_ANY, _ANY)),
     "mod": _Func(lambda a, b: Int64(_go_mod(_cast_int(a), _cast_int(b))), (_ANY, _ANY)),
-    "mul": _Func(lambda a, *v: Int64(math.prod([_cast_int(a), *(_cast_int(x) for x in v)])), (_ANY,), _ANY),
+    "mul": _Func(lambda a, *v: Int64(_wrap64(math.prod([_cast_int(a), *(_cast_int(x) for x in v)]))), (_ANY,), _ANY),
     "add1f": _Func(lambda v: _decimal_op(v, [1], lambda x, y: x + y), (_ANY,)),
     "addf": _Func(lambda *v: _decimal_op(0.0, v, lambda x, y: x + y), (), _ANY),
     "subf": _Func(lambda a, *v: _decimal_op(a, v, lambda x, y: x - y), (_ANY,), _ANY),
@@ -2879,8 +3033,8 @@ _SPRIG: Final[dict[str, _Func]] = {
     "min": _Func(_s_min, (_ANY,), _ANY),
     "maxf": _Func(lambda a, *v: max([_cast_float(a), *(_cast_float(x) for x in v)]), (_ANY,), _ANY),
     "minf": _Func(lambda a, *v: min([_cast_float(a), *(_cast_float(x) for x in v)]), (_ANY,), _ANY),
-    "ceil": _Func(lambda a: float(math.ceil(_cast_float(a))), (_ANY,)),
-    "floor": _Func(lambda a: float(math.floor(_cast_float(a))), (_ANY,)),
+    "ceil": _Func(lambda a: _ceil(_cast_float(a)), (_ANY,)),
+    "floor": _Func(lambda a: _floor(_cast_float(a)), (_ANY,)),
     "round": _Func(_s_round, (_ANY, _INT), "float64"),
     "until": _Func(lambda n: _s_until_step(0, n, -1 if n < 0 else 1), (_INT,)),
     "untilStep": _Func(_s_until_step, (_INT, _INT, _INT)),
@@ -3154,7 +3308,10 @@ class _State:
             mark = len(self.vars)
             decl = r.pipe.decl
 
-            def one(index: Any, elem: Any, iface: bool = True) -> None:
+            # elements of []interface{} / map[string]interface{} have the static type interface{}
+            typed = isinstance(val, _StrList | _IntList | _StrMap)
+
+            def one(index: Any, elem: Any, iface: bool = not typed) -> None:
                 if decl:
                     if r.pipe.is_assign:
                         if len(decl) > 1:
@@ -3284,7 +3441,8 @@ class _State:
                          final: Any) -> Any:
         for name in ident[:-1]:
             value = self.eval_field(name, None, _MISSING, receiver, iface)
-            iface = isinstance(receiver, dict)  # a map value's static type is interface{}; a method's is concrete
+            # a map[string]interface{} value's static type is interface{}; a method's result is concrete
+            iface = isinstance(receiver, dict) and not isinstance(receiver, _StrMap)
             receiver = value
         return self.eval_field(ident[-1], args, final, receiver, iface)
 
@@ -3357,6 +3515,9 @@ class _State:
         except RecursionError:
             self.at(node)
             self.errorf(f"error calling {name}: value too deeply nested")
+        except Exception as e:  # noqa: BLE001 - like Go's safeCall: a function that blows up is a template error
+            self.at(node)
+            self.errorf(f"error calling {name}: {e}")
 
     def validate_type(self, value: Any, spec: str | None) -> Any:
         if spec is None or spec == _VALUE:

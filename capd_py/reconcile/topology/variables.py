@@ -29,10 +29,12 @@ Deliberate limits, all visible to callers:
 - A boolean `additionalProperties` cannot be decoded upstream (the field is a schema): `validate_class_variables`
   refuses it; the value functions still treat `true` as "any extra keys" and `false` as "no extra keys".
 - Formats follow kube-openapi's registry (uri, email, hostname, ipv4, ipv6, cidr, mac, uuid*, date, date-time,
-  duration, byte, ...; unknown formats are ignored as upstream strips them). `uri`, `email` and `hostname` are close
-  approximations of Go's parsers, not ports.
+  duration, byte, k8s-short-name, ...; others, int32 and double included, are ignored as upstream strips them).
+  `uri`, `email` and `hostname` are close approximations of Go's parsers, not ports.
 - Error messages keep upstream's wording (`Invalid value: "{\\"a\\":1}": ...` quotes the whole variable value, as
-  upstream does); the " in body " noise kube-openapi puts in some details is trimmed, as upstream does for values.
+  upstream does, in canonical JSON since the original bytes are gone). Two cosmetic differences: the leading
+  " in body " kube-openapi leaves in some schema-default messages is trimmed (upstream trims it for values only),
+  and an unknown field under a top-level array reads `[1].x`, not upstream's internal `variableValue[1].x`.
 
 Nothing here mutates its inputs.
 """
@@ -127,7 +129,9 @@ def _key(path: str, key: Any) -> str:
 
 
 def _raw(v: Any) -> str:
-    """The JSON text of a value, as upstream's error messages show `value.Raw`."""
+    """The JSON text of a value, as upstream's error messages show `value.Raw` (empty for null: Raw is nil)."""
+    if v is None:
+        return ""
     try:
         return go_json(v, escape_html=False)
     except ValueError:
@@ -628,19 +632,11 @@ def _types(s: Mapping[str, Any]) -> list[str]:
     return [t] if isinstance(t, str) and t else []
 
 
-def _format(s: Mapping[str, Any], types: list[str]) -> str:
-    """The format kube-openapi validates after CRD validation stripped the unsupported ones."""
+def _format(s: Mapping[str, Any]) -> str:
+    """The format kube-openapi validates: apiextensions (v0.35) strips every format outside its registry, numeric
+    ones (int32, double, ...) included, whatever the type."""
     f = s.get("format")
-    if not isinstance(f, str) or not f:
-        return ""
-    t = types[0] if len(types) == 1 else ""
-    if t in ("", "string"):
-        return f if f.replace("-", "") in _FORMATS else ""
-    if t == "integer":
-        return f if f in ("int32", "int64") else ""
-    if t == "number":
-        return f if f in ("float", "double") else ""
-    return ""
+    return f if isinstance(f, str) and f.replace("-", "") in _FORMATS else ""
 
 
 def _in_body(name: str, text: str) -> str:
@@ -662,7 +658,7 @@ def _num_str(v: Any) -> str:
 def _oa_validate(s: Mapping[str, Any], data: Any, path: str) -> _Result:
     res = _Result()
     types = _types(s)
-    fmt = _format(s, types)
+    fmt = _format(s)
     if data is None:
         if types and "null" not in types:
             res.errors.append(_invalid_type(path, ",".join(types), "null"))
@@ -682,7 +678,7 @@ def _oa_validate(s: Mapping[str, Any], data: Any, path: str) -> _Result:
                 res.errors.append(_invalid_type(path, fmt, data))
             res.matches += 1
     if kind in ("integer", "number"):
-        res.merge(_check_number(s, types, fmt, data, path))
+        res.merge(_check_number(s, data, path))
         res.matches += 1
     if kind == "array":
         res.merge(_check_array(s, data, path))
@@ -783,12 +779,8 @@ def _check_string(s: Mapping[str, Any], data: str, path: str) -> _Result:
     return res
 
 
-def _check_number(s: Mapping[str, Any], types: list[str], fmt: str, data: Any, path: str) -> _Result:
+def _check_number(s: Mapping[str, Any], data: Any, path: str) -> _Result:
     res = _Result()
-    if types == ["integer"] and fmt == "int32" and (
-            not (isinstance(data, int) or _is_json_integer(data)) or not -(2 ** 31) <= data < 2 ** 31):
-        res.errors.append(_OAErr("composite", path, f"Checked value must be of type integer with format int32 in "
-                                                    f"{path}"))
     for key, excl_key, cmp, incl, excl in (
             ("maximum", "exclusiveMaximum", lambda a, b, x: a >= b if x else a > b,
              "should be less than or equal to", "should be less than"),
@@ -983,9 +975,9 @@ def _nested_errors(v: Mapping[str, Any], skip_any_of: bool, skip_all_of_any_of: 
     for k, p in _props(v).items():
         if isinstance(p, Mapping):
             errs += _nested_errors(p, False, False, _key(_child(path, "properties"), k))
+    # (no `description` check: upstream's conversion to apiextensions drops descriptions)
     forbidden = (("type", "must be empty to be structural"), ("additionalProperties", "must be undefined to be "
-                 "structural"), ("default", "must be undefined to be structural"),
-                 ("description", "must be empty to be structural"))
+                 "structural"), ("default", "must be undefined to be structural"))
     for key, msg in forbidden:
         if v.get(key) not in (None, ""):
             errs.append(_FieldError(_FORBIDDEN, _child(path, key), _OMIT, msg))
