@@ -600,14 +600,21 @@ class _OAErr:
 
 
 class _Result:
+    """kube-openapi's Result: errors with the same message are reported once."""
+
     __slots__ = ("errors", "matches")
 
     def __init__(self) -> None:
         self.errors: list[_OAErr] = []
         self.matches = 0
 
+    def add(self, err: _OAErr) -> None:
+        if all(e.message != err.message for e in self.errors):
+            self.errors.append(err)
+
     def merge(self, other: _Result) -> None:
-        self.errors += other.errors
+        for e in other.errors:
+            self.add(e)
         self.matches += other.matches
 
 
@@ -632,11 +639,13 @@ def _types(s: Mapping[str, Any]) -> list[str]:
     return [t] if isinstance(t, str) and t else []
 
 
-def _format(s: Mapping[str, Any]) -> str:
-    """The format kube-openapi validates: apiextensions (v0.35) strips every format outside its registry, numeric
-    ones (int32, double, ...) included, whatever the type."""
+def _format(s: Mapping[str, Any], strip: bool) -> str:
+    """The format kube-openapi sees: apiextensions (v0.35) strips every format outside its registry, numeric ones
+    (int32, double, ...) included, whatever the type; schema defaults are validated without that stripping."""
     f = s.get("format")
-    return f if isinstance(f, str) and f.replace("-", "") in _FORMATS else ""
+    if not isinstance(f, str):
+        return ""
+    return f if not strip or f.replace("-", "") in _FORMATS else ""
 
 
 def _in_body(name: str, text: str) -> str:
@@ -655,38 +664,38 @@ def _num_str(v: Any) -> str:
     return go_sprint(float(v)) if isinstance(v, float) else str(v)
 
 
-def _oa_validate(s: Mapping[str, Any], data: Any, path: str) -> _Result:
+def _oa_validate(s: Mapping[str, Any], data: Any, path: str, strip: bool = True) -> _Result:
     res = _Result()
     types = _types(s)
-    fmt = _format(s)
+    fmt = _format(s, strip)
     if data is None:
         if types and "null" not in types:
-            res.errors.append(_invalid_type(path, ",".join(types), "null"))
+            res.add(_invalid_type(path, ",".join(types), "null"))
         res.merge(_check_enum(s, data, path))
         return res
     kind = _json_type(data)
     if types or fmt:
         res.merge(_check_type(types, fmt, data, kind, path))
         res.matches += 1
-    res.merge(_check_composition(s, data, path))
+    res.merge(_check_composition(s, data, path, strip))
     res.matches += 1
     if kind == "string":
         res.merge(_check_string(s, data, path))
         res.matches += 1
         if fmt and fmt.replace("-", "") in _FORMATS:
             if not _FORMATS[fmt.replace("-", "")](data):
-                res.errors.append(_invalid_type(path, fmt, data))
+                res.add(_invalid_type(path, fmt, data))
             res.matches += 1
     if kind in ("integer", "number"):
         res.merge(_check_number(s, data, path))
         res.matches += 1
     if kind == "array":
-        res.merge(_check_array(s, data, path))
+        res.merge(_check_array(s, data, path, strip))
         res.matches += 1
     res.merge(_check_enum(s, data, path))
     res.matches += 1
     if kind == "object":
-        res.merge(_check_object(s, data, path))
+        res.merge(_check_object(s, data, path, strip))
         res.matches += 1
     res.matches += 1
     return res
@@ -698,15 +707,15 @@ def _check_type(types: list[str], fmt: str, data: Any, kind: str, path: str) -> 
     float_int = kind == "number" and _is_json_integer(data) and "integer" in types
     int_float = kind == "integer" and "number" in types
     if kind not in ("string", "array") and fmt and not (kind in types or fmt == data_format or float_int or int_float):
-        res.errors.append(_invalid_type(path, fmt, data_format))
+        res.add(_invalid_type(path, fmt, data_format))
     elif not ("number" in types or "integer" in types) and fmt and kind in ("string", "array"):
         pass  # kube-openapi leaves strings with a format to the format validator
     elif not (kind in types or float_int or int_float):
-        res.errors.append(_invalid_type(path, ",".join(types), kind))
+        res.add(_invalid_type(path, ",".join(types), kind))
     return res
 
 
-def _check_composition(s: Mapping[str, Any], data: Any, path: str) -> _Result:
+def _check_composition(s: Mapping[str, Any], data: Any, path: str, strip: bool) -> _Result:
     """allOf / anyOf / oneOf / not, reporting the closest failing alternative as kube-openapi does."""
     res = _Result()
     any_of = _subs(s, "anyOf")
@@ -714,20 +723,20 @@ def _check_composition(s: Mapping[str, Any], data: Any, path: str) -> _Result:
         best: _Result | None = None
         first_ok: _Result | None = None
         for sub in any_of:
-            r = _oa_validate(sub, data, path)
+            r = _oa_validate(sub, data, path, strip)
             if not r.errors:
                 first_ok, best = r, None
                 break
             if best is None or r.matches > best.matches:
                 best = r
         if first_ok is None:
-            res.errors.append(_OAErr("composite", path, f"{go_quote(path)} must validate at least one schema (anyOf)"))
+            res.add(_OAErr("composite", path, f"{go_quote(path)} must validate at least one schema (anyOf)"))
         res.merge(best or first_ok or _Result())
     one_of = _subs(s, "oneOf")
     if one_of:
         best, first_ok, valid = None, None, 0
         for sub in one_of:
-            r = _oa_validate(sub, data, path)
+            r = _oa_validate(sub, data, path, strip)
             if not r.errors:
                 valid += 1
                 best = None
@@ -737,7 +746,7 @@ def _check_composition(s: Mapping[str, Any], data: Any, path: str) -> _Result:
                 best = r
         if valid != 1:
             extra = "Found none valid" if valid == 0 else f"Found {valid} valid alternatives"
-            res.errors.append(_OAErr("composite", path,
+            res.add(_OAErr("composite", path,
                                      f"{go_quote(path)} must validate one and only one schema (oneOf). {extra}"))
             if best is not None:
                 res.merge(best)
@@ -747,16 +756,16 @@ def _check_composition(s: Mapping[str, Any], data: Any, path: str) -> _Result:
     if all_of:
         valid = 0
         for sub in all_of:
-            r = _oa_validate(sub, data, path)
+            r = _oa_validate(sub, data, path, strip)
             valid += not r.errors
             res.merge(r)
         if valid != len(all_of):
             extra = ". None validated" if valid == 0 else ""
-            res.errors.append(_OAErr("composite", path,
+            res.add(_OAErr("composite", path,
                                      f"{go_quote(path)} must validate all the schemas (allOf){extra}"))
     not_ = _sub(s, "not")
-    if not_ is not None and not _oa_validate(not_, data, path).errors:
-        res.errors.append(_OAErr("composite", path, f"{go_quote(path)} must not validate the schema (not)"))
+    if not_ is not None and not _oa_validate(not_, data, path, strip).errors:
+        res.add(_OAErr("composite", path, f"{go_quote(path)} must not validate the schema (not)"))
     res.matches += 1
     return res
 
@@ -765,16 +774,16 @@ def _check_string(s: Mapping[str, Any], data: str, path: str) -> _Result:
     res = _Result()
     max_len, min_len, pattern = s.get("maxLength"), s.get("minLength"), s.get("pattern")
     if isinstance(max_len, int) and len(data) > max_len:
-        res.errors.append(_OAErr("too_long", path, _in_body(path, f"should be at most {max_len} chars long"), data,
+        res.add(_OAErr("too_long", path, _in_body(path, f"should be at most {max_len} chars long"), data,
                                  max_len))
     elif isinstance(min_len, int) and len(data) < min_len:
-        res.errors.append(_OAErr("other", path, _in_body(path, f"should be at least {min_len} chars long"), data))
+        res.add(_OAErr("other", path, _in_body(path, f"should be at least {min_len} chars long"), data))
     elif isinstance(pattern, str) and pattern:
         try:
             if not go_regexp(pattern).search(data):
-                res.errors.append(_OAErr("other", path, _in_body(path, f"should match '{pattern}'"), data))
+                res.add(_OAErr("other", path, _in_body(path, f"should match '{pattern}'"), data))
         except ValueError as e:
-            res.errors.append(_OAErr("other", path,
+            res.add(_OAErr("other", path,
                                      _in_body(path, f"should match '{pattern}, but pattern is invalid: {e}'"), data))
     return res
 
@@ -792,7 +801,7 @@ def _check_number(s: Mapping[str, Any], data: Any, path: str) -> _Result:
         exclusive = _bool(s, excl_key)
         if cmp(data, bound, exclusive):
             shown = _num_str(bound if isinstance(data, int) else float(bound))
-            res.errors.append(_OAErr("other", path, _in_body(path, f"{excl if exclusive else incl} {shown}"), data,
+            res.add(_OAErr("other", path, _in_body(path, f"{excl if exclusive else incl} {shown}"), data,
                                      bound))
     return res
 
@@ -809,9 +818,12 @@ def _strict_equal(a: Any, b: Any) -> bool:
 
 
 def _enum_equal(data: Any, e: Any) -> bool:
-    """kube-openapi converts the value to the enum entry's type first: numbers compare by value."""
+    """kube-openapi converts the value to the enum entry's Go type first: a float64 value meets an int64 entry
+    truncated (2.5 "is" 2), an int64 one meets a float64 entry by value."""
     if isinstance(data, bool) or isinstance(e, bool):
         return isinstance(data, bool) and isinstance(e, bool) and data == e
+    if isinstance(data, float) and isinstance(e, int):
+        return math.isfinite(data) and int(data) == e
     if isinstance(data, int | float) and isinstance(e, int | float):
         return bool(data == e)
     return _strict_equal(data, e)
@@ -822,58 +834,58 @@ def _check_enum(s: Mapping[str, Any], data: Any, path: str) -> _Result:
     enum = _enum(s)
     if enum and not (data is not None and any(_enum_equal(data, e) for e in enum)):
         shown = ", ".join(_raw(e) if not isinstance(e, str) else e for e in enum)
-        res.errors.append(_OAErr("enum", path, _in_body(path, f"should be one of [{shown}]"), data, values=enum))
+        res.add(_OAErr("enum", path, _in_body(path, f"should be one of [{shown}]"), data, values=enum))
     return res
 
 
-def _check_array(s: Mapping[str, Any], data: list[Any], path: str) -> _Result:
+def _check_array(s: Mapping[str, Any], data: list[Any], path: str, strip: bool) -> _Result:
     res = _Result()
     items = _sub(s, "items")
     if items is not None:
         for i, v in enumerate(data):
-            res.merge(_oa_validate(items, v, f"{path}[{i}]"))
+            res.merge(_oa_validate(items, v, f"{path}[{i}]", strip))
     min_items, max_items = s.get("minItems"), s.get("maxItems")
     if isinstance(min_items, int) and len(data) < min_items:
-        res.errors.append(_OAErr("other", path, _in_body(path, f"should have at least {min_items} items"), len(data)))
+        res.add(_OAErr("other", path, _in_body(path, f"should have at least {min_items} items"), len(data)))
     if isinstance(max_items, int) and len(data) > max_items:
-        res.errors.append(_OAErr("max_items", path, _in_body(path, f"should have at most {max_items} items"),
+        res.add(_OAErr("max_items", path, _in_body(path, f"should have at most {max_items} items"),
                                  len(data), max_items))
     if _bool(s, "uniqueItems"):
         seen: list[Any] = []
         for v in data:
             if any(_strict_equal(v, u) for u in seen):
-                res.errors.append(_OAErr("other", path, _in_body(path, "shouldn't contain duplicates")))
+                res.add(_OAErr("other", path, _in_body(path, "shouldn't contain duplicates")))
                 break
             seen.append(v)
     return res
 
 
-def _check_object(s: Mapping[str, Any], data: Mapping[str, Any], path: str) -> _Result:
+def _check_object(s: Mapping[str, Any], data: Mapping[str, Any], path: str, strip: bool) -> _Result:
     res = _Result()
     n = len(data)
     min_p, max_p = s.get("minProperties"), s.get("maxProperties")
     if isinstance(min_p, int) and n < min_p:
-        res.errors.append(_OAErr("other", path, _in_body(path, f"should have at least {min_p} properties"), n))
+        res.add(_OAErr("other", path, _in_body(path, f"should have at least {min_p} properties"), n))
     if isinstance(max_p, int) and n > max_p:
-        res.errors.append(_OAErr("too_many_props", path, _in_body(path, f"should have at most {max_p} properties"),
+        res.add(_OAErr("too_many_props", path, _in_body(path, f"should have at most {max_p} properties"),
                                  n, max_p))
     props = _props(s)
     ap = s.get("additionalProperties")
     if ap is False:
         for k in data:
             if k not in props:
-                res.errors.append(_OAErr("other", path, f"{path}.{k} in body is a forbidden property", k))
+                res.add(_OAErr("other", path, f"{path}.{k} in body is a forbidden property", k))
     elif isinstance(ap, Mapping):
         for k, v in data.items():
             if k not in props:
-                res.merge(_oa_validate(ap, v, f"{path}.{k}"))
+                res.merge(_oa_validate(ap, v, f"{path}.{k}", strip))
     for name, sub in props.items():
         if name in data and isinstance(sub, Mapping):
-            res.merge(_oa_validate(sub, data[name], f"{path}.{name}" if path else name))
+            res.merge(_oa_validate(sub, data[name], f"{path}.{name}" if path else name, strip))
     req = s.get("required")
     for k in req if isinstance(req, list) else []:
         if k not in data:
-            res.errors.append(_OAErr("required", f"{path}.{k}", _in_body(f"{path}.{k}", "is required")))
+            res.add(_OAErr("required", f"{path}.{k}", _in_body(f"{path}.{k}", "is required")))
     return res
 
 
@@ -1075,7 +1087,7 @@ def _default_errors(s: Mapping[str, Any], path: str) -> list[_FieldError]:
         _prune(pruned, s, "", [], delete=True)
         if not _strict_equal(pruned, d):
             errs.append(_FieldError(_INVALID, dp, d, "must not have unknown fields"))
-        errs += _to_field_errors(dp, _oa_validate(s, d, "").errors)
+        errs += _to_field_errors(dp, _oa_validate(s, d, "", strip=False).errors)
     items = _sub(s, "items")
     if items is not None:
         errs += _default_errors(items, _child(path, "items"))

@@ -413,3 +413,23 @@ def test_invalid_definitions_never_crash_value_functions() -> None:
     errs = V.validate_values(broken, [{"name": "a", "value": {}}])
     assert errs == ['spec.topology.variables[a]: Internal error: failed to convert schema definition for variable "a"; '
                     "ClusterClass should be checked: [schema.properties: Invalid value: []: must be a map of schemas]"]
+
+
+def test_kube_openapi_quirks_upstream_has() -> None:
+    """Found by comparing with cluster-api's own code on random schemas; all three are upstream behaviour."""
+    # the same message is reported once (required here and in allOf)
+    obj = {"type": "object", "required": ["c"], "allOf": [{"required": ["c"]}], "properties": {"c": {"type": "string"}}}
+    assert check_value(obj, {}) == ["spec.topology.variables[cpu].value.c: Required value",
+                                    'spec.topology.variables[cpu].value: Invalid value: "{}": "" must validate all '
+                                    "the schemas (allOf). None validated"]
+    # the value is converted to the enum entry's type: a float meets an integer entry truncated
+    assert check_value({"type": "number", "enum": [2, 5]}, 2.5) == []
+    assert check_value({"type": "number", "enum": [2, 5]}, 3.5) == [
+        'spec.topology.variables[cpu].value: Unsupported value: "3.5": supported values: "2", "5"']
+    # schema defaults are validated with their format kept (values and examples see it stripped)
+    assert check_class({"type": "string", "format": "bogus", "default": 2.5}) == [
+        'spec.variables[var].schema.openAPIV3Schema.default: Invalid value: "float64": must be of type bogus: '
+        '"float64"']
+    assert check_class({"type": "string", "format": "bogus", "example": 2.5}) == [
+        'spec.variables[var].schema.openAPIV3Schema.example: Invalid value: "number": must be of type string: '
+        '"number"']
