@@ -236,7 +236,8 @@ def _name_from(template: str | None, default: str, data: dict[str, Any]) -> str:
     from capd_py.reconcile.topology import gotemplate  # local: only naming templates need it
     text = template or default
     try:
-        name = gotemplate.render(text, data)
+        # as upstream's name generator: plain text/template (no sprig), a missing key is an error
+        name = gotemplate.render(text, data, sprig=False, missing_key="error")
     except gotemplate.TemplateError as e:
         raise TopologyError(f"naming template {text!r}: {e}") from e
     if len(name) > 63:
