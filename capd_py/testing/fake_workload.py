@@ -12,8 +12,10 @@ kubelet, just what the controllers read from and write to a workload cluster, ke
   container (hostname) with `spec.providerID` `docker:////<container>`, the kubelet version from the node
   image tag, the control-plane role label; for control-plane nodes the static pods `kube-apiserver-`,
   `kube-controller-manager-`, `kube-scheduler-`, `etcd-<node>` (Running, Ready, `tier=control-plane`) and,
-  with the first one, the `kube-system/kubeadm-config` ConfigMap. A Node of a container that is gone
-  disappears; a Node deleted through the API is not brought back.
+  with the first one, what `kubeadm init` uploads and installs in kube-system: the `kubeadm-config`
+  ConfigMap, the `kube-proxy` DaemonSet and the `coredns` Deployment and ConfigMap (kubeadm's default images
+  for the node's version; no controller acts on them). A Node of a container that is gone disappears; a
+  Node deleted through the API is not brought back.
 - `FakeWorkloadEtcd` is an `EtcdClients` (`Ctx.etcd`): one `FakeEtcd` per cluster whose members are the
   cluster's control-plane nodes (added as they appear; removed ones stay removed).
 """
@@ -45,6 +47,8 @@ from capd_py.runtime.fake import FakeRuntime
 
 CONTROL_PLANE_ROLE_LABEL = "node-role.kubernetes.io/control-plane"
 KUBE_SYSTEM = "kube-system"
+# The CoreDNS image tag `kubeadm config images list` gives per Kubernetes minor (others: the v1.34 one).
+COREDNS_TAGS = {"v1.34": "v1.12.1", "v1.35": "v1.13.1"}
 
 
 def _now() -> str:
@@ -292,6 +296,38 @@ class FakeWorkloadKube(Kube):
                 "data": {"ClusterConfiguration": (
                     "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n"
                     f"clusterName: {self.cluster}\nkubernetesVersion: {version}\n")},
+            }, True)
+            self._add_addons(version)
+
+    def _add_addons(self, version: str) -> None:
+        """kubeadm init's add-ons: the kube-proxy DaemonSet and CoreDNS (Deployment + Corefile ConfigMap)."""
+        if ("daemonsets", KUBE_SYSTEM, "kube-proxy") not in self.objects:
+            self._stamp("daemonsets", KUBE_SYSTEM, {
+                "apiVersion": "apps/v1", "kind": "DaemonSet",
+                "metadata": {"name": "kube-proxy", "labels": {"k8s-app": "kube-proxy"}},
+                "spec": {"selector": {"matchLabels": {"k8s-app": "kube-proxy"}}, "template": {
+                    "metadata": {"labels": {"k8s-app": "kube-proxy"}},
+                    "spec": {"containers": [{"name": "kube-proxy", "image": f"registry.k8s.io/kube-proxy:{version}",
+                                             "command": ["/usr/local/bin/kube-proxy",
+                                                         "--config=/var/lib/kube-proxy/config.conf"]}]}}},
+            }, True)
+        if ("configmaps", KUBE_SYSTEM, "coredns") not in self.objects:
+            self._stamp("configmaps", KUBE_SYSTEM, {
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "coredns"},
+                "data": {"Corefile": ".:53 {\n    errors\n    health\n    ready\n    kubernetes cluster.local "
+                                     "in-addr.arpa ip6.arpa\n    forward . /etc/resolv.conf\n    cache 30\n}\n"},
+            }, True)
+        if ("deployments", KUBE_SYSTEM, "coredns") not in self.objects:
+            tag = COREDNS_TAGS.get(parse(version).minor_version, COREDNS_TAGS["v1.34"])
+            self._stamp("deployments", KUBE_SYSTEM, {
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "coredns", "labels": {"k8s-app": "kube-dns"}},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"k8s-app": "kube-dns"}}, "template": {
+                    "metadata": {"labels": {"k8s-app": "kube-dns"}},
+                    "spec": {"containers": [{"name": "coredns", "image": f"registry.k8s.io/coredns/coredns:{tag}",
+                                             "args": ["-conf", "/etc/coredns/Corefile"]}],
+                             "volumes": [{"name": "config-volume", "configMap": {
+                                 "name": "coredns", "items": [{"key": "Corefile", "path": "Corefile"}]}}]}}},
             }, True)
 
     # -- the REST store -------------------------------------------------------------------------------

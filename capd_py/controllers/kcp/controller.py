@@ -4,8 +4,10 @@ one-at-a-time joins, scale down with etcd member removal, rollouts), status and 
 Thin: it reads the KCP, its Cluster, its Machines (with their KubeadmConfigs and infrastructure
 machines) and the workload cluster's nodes and static pods (`observe.py`), asks the decisions in
 `capd_py.reconcile.kcp` for the status and the next step, and applies at most one scaling step per
-reconcile (`scale.py`). Services come from the context: `ctx.certificates` (cluster certificate and
-kubeconfig secrets), `ctx.etcd` (etcd membership), `ctx.probe` (API server certificate expiry).
+reconcile (`scale.py`). With nothing left to do (rolled out, at the replica count) it brings the
+workload's kube-proxy and CoreDNS in step with the KCP, as upstream does last in its reconcile
+(`capd_py.reconcile.kcp.workload_upgrade`). Services come from the context: `ctx.certificates` (cluster
+certificate and kubeconfig secrets), `ctx.etcd` (etcd membership), `ctx.probe` (API server certificate expiry).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import datetime as _dt
 from typing import Any
 
 from capd_py.api import conditions, contract
-from capd_py.api.gvk import CLUSTER, KUBEADM_CONTROL_PLANE, MACHINE
+from capd_py.api.gvk import CLUSTER, CONFIG_MAP, GVK, KUBEADM_CONTROL_PLANE, MACHINE
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_KCP
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
@@ -29,9 +31,12 @@ from capd_py.kube.client import Kube, KubeError
 from capd_py.reconcile import certs as certs_mod
 from capd_py.reconcile import kcp as rk
 from capd_py.reconcile.kcp import status as kcp_status
+from capd_py.reconcile.kcp import workload_upgrade as wu
 from capd_py.reconcile.kubeadmconfig import cluster_infrastructure_provisioned
 
 _Conds = conditions.StatusBuilder
+DAEMON_SET = GVK("apps", "v1", "DaemonSet", "daemonsets")
+DEPLOYMENT = GVK("apps", "v1", "Deployment", "deployments")
 
 
 def _now() -> _dt.datetime:
@@ -140,8 +145,55 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
     if action.kind == "wait":
         kcp_status.progress(st, kcp, action, len(views))
         return poll
+    if action.kind == "none" and initialized and w.reachable and w.kube is not None:
+        # as upstream, once rolled out and at the replica count: kube-proxy and CoreDNS follow the KCP
+        problem = await _update_workload_addons(ctx, w.kube, kcp, cluster)
+        if problem:
+            await events.record(kube, kcp, "WorkloadAddonsUpdateFailed", problem)
+            return Result(requeue_after=60.0)
     # steady: keep health fresh without writing anything when nothing changes
     return Result(requeue_after=max(ctx.settings.poll_seconds, 30.0)) if views else None
+
+
+async def _update_workload_addons(ctx: Ctx, wl: Kube, kcp: dict[str, Any], cluster: dict[str, Any]) -> str | None:
+    """upstream's UpdateKubeProxyImageInfo and UpdateCoreDNS: the kube-proxy DaemonSet's image follows
+    spec.version, the CoreDNS Deployment's image the KCP's dns settings (the kubeadm-config first, as
+    upstream). Missing add-ons are left alone; nothing is written when they are in step. Returns a problem."""
+    log = ctx.log.getChild("kcp")
+    where = f"{cluster['metadata']['namespace']}/{cluster['metadata']['name']}"
+    try:
+        if not wu.skip_kube_proxy(kcp):
+            ds = await _workload_get(wl, DAEMON_SET, wu.KUBE_PROXY)
+            patch = wu.kube_proxy_patch(kcp, ds)
+            if patch is not None:
+                await wl.merge_patch(DAEMON_SET, wu.KUBE_SYSTEM, wu.KUBE_PROXY, patch)
+                log.info("updated the kube-proxy image of %s to %s", where, kcp["spec"]["version"])
+        if not wu.skip_coredns(kcp):
+            dep = await _workload_get(wl, DEPLOYMENT, wu.COREDNS)
+            cm = await _workload_get(wl, CONFIG_MAP, wu.COREDNS) if dep is not None else None
+            patch = wu.coredns_patch(kcp, dep, cm)
+            if patch is not None:
+                problem = await scale.sync_kubeadm_config(ctx, wl, kcp, cluster)
+                if problem:
+                    return f"Cannot update kube-system/kubeadm-config: {problem}"
+                await wl.merge_patch(DEPLOYMENT, wu.KUBE_SYSTEM, wu.COREDNS, patch)
+                log.info("updated the CoreDNS image of %s", where)
+    except wu.WorkloadUpgradeError as e:
+        return str(e)
+    except KubeError as e:
+        return f"Cannot update the workload's kube-proxy / CoreDNS: {e}"
+    except Exception as e:  # noqa: BLE001 - workload API unreachable: retried
+        return f"Cannot update the workload's kube-proxy / CoreDNS: {e.__class__.__name__}: {e}"
+    return None
+
+
+async def _workload_get(wl: Kube, g: GVK, name: str) -> dict[str, Any] | None:
+    try:
+        return dict(await wl.acall("GET", g.path(wu.KUBE_SYSTEM, name), timeout=observe.WORKLOAD_TIMEOUT))
+    except KubeError as e:
+        if e.not_found:
+            return None
+        raise
 
 
 async def _cluster_owns_template(kube: Kube, kcp: dict[str, Any], cluster: dict[str, Any]) -> None:

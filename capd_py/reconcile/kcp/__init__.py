@@ -6,6 +6,7 @@ the way upstream splits its KCP controller:
 - `desiredstate` the infrastructure machine, KubeadmConfig and Machine of a new control-plane machine
 - `scale`        the next step: init, scale up / down, rollout surge, failure domains, scale-down choice
 - `rollout`      when a machine is outdated; certificate expiry; the workload's kubeadm-config
+- `workload_upgrade` the workload's kube-proxy DaemonSet and CoreDNS Deployment after an upgrade
 - `remediation`  replacing machines a MachineHealthCheck marked
 - `etcd`         which etcd member goes with a machine, moving leadership off it
 - `status`       status and conditions

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from capd_py.api import conditions
+from capd_py.api import versions as versions_mod
 from capd_py.reconcile import certs as certs_mod
 from capd_py.reconcile.kcp.common import (
     AVAILABLE,
@@ -35,14 +36,15 @@ Status = conditions.StatusBuilder
 
 
 def min_version(versions: list[str]) -> str | None:
-    def key(v: str) -> tuple[int, ...]:
-        parts = v.lstrip("v").split("-")[0].split(".")
+    """The lowest version (upstream Machines.LowestVersion, which status.version reports): semver order, so
+    a pre-release sorts before its release; versions that do not parse are left out."""
+    parsed: list[tuple[versions_mod.Version, str]] = []
+    for v in versions:
         try:
-            return tuple(int(p) for p in parts)
+            parsed.append((versions_mod.parse(v if v.startswith("v") else f"v{v}"), v))
         except ValueError:
-            return (0,)
-    vs = [v for v in versions if v]
-    return min(vs, key=key) if vs else None
+            continue
+    return min(parsed)[1] if parsed else None
 
 
 def even_replicas_message(kcp: dict[str, Any]) -> str | None:

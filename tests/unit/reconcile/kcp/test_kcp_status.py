@@ -128,3 +128,18 @@ def test_machines_up_to_date_condition_is_written_only_when_it_changes() -> None
     assert st2 is not None
     c = {c["type"]: c for c in st2["conditions"]}["UpToDate"]
     assert (c["status"], c["reason"]) == ("False", "NotUpToDate") and "v1.33.0" in c["message"]
+
+
+def test_status_version_is_the_lowest_machine_version() -> None:
+    # upstream Machines.LowestVersion: semver order (a pre-release before its release, numeric not textual
+    # comparison), machines without a parseable version left out
+    assert status.min_version(["v1.35.4", "v1.34.4", "v1.35.0"]) == "v1.34.4"
+    assert status.min_version(["v1.34.10", "v1.34.9"]) == "v1.34.9"
+    assert status.min_version(["v1.35.0", "v1.35.0-rc.1"]) == "v1.35.0-rc.1"
+    assert status.min_version(["", "garbage", "v1.35.4"]) == "v1.35.4"
+    assert status.min_version(["", "garbage"]) is None
+    # during an upgrade status.version stays at the old version until the last old machine is gone
+    st = run([view("m1"), view("m2")], versions=["v1.35.4", "v1.34.4"])
+    assert st.final()["version"] == "v1.34.4"
+    st = run([view("m1"), view("m2")], versions=["v1.35.4", "v1.35.4"])
+    assert st.final()["version"] == "v1.35.4"
