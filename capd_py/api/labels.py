@@ -19,6 +19,9 @@ REVISION_ANNOTATION = "machinedeployment.clusters.x-k8s.io/revision"
 REMEDIATE_MACHINE_ANNOTATION = "cluster.x-k8s.io/remediate-machine"
 EXCLUDE_NODE_DRAINING_ANNOTATION = "machine.cluster.x-k8s.io/exclude-node-draining"
 KCP_ROLLOUT_ANNOTATION = "controlplane.cluster.x-k8s.io/rollout-after"
+# On every KCP Machine (upstream's name): its etcd member is removed in this pre-terminate hook, i.e. after the
+# Machine's deletion started (the infrastructure provider took it out of the load balancer) and its node drained.
+KCP_CLEANUP_HOOK = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup"
 
 # Managed topology (ClusterClass), upstream's names.
 TOPOLOGY_OWNED = "topology.cluster.x-k8s.io/owned"

@@ -105,6 +105,10 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         return Observed(phase, msg, c, network, fd)
 
     info = await ctx.infra.get_container(cname)
+    if cp and info is not None and is_deleting(machine):
+        # the Machine is going (its etcd member goes next, in the control plane's pre-terminate hook): no new API
+        # connection may reach it from now on
+        await _sync_lb(ctx, namespace, cluster_name, network, {mname})
     if info is not None and not dcr.ours(info, namespace, cluster_name):
         await _fail(ctx, dm, obs(Phase.NAME_CONFLICT, f"a container named {cname} exists that capd-py did not "
                                  f"create for {namespace}/{cluster_name}; remove or rename it"),

@@ -437,6 +437,23 @@ async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, na
     async def joined(name: str) -> None:
         await make_healthy(kube, ns, name)
         etcd.add(name)
+        # as the Machine controller does: its finalizer holds a deleted Machine until the hooks are done
+        await kube.merge_patch(MACHINE, ns, name, {"metadata": {"finalizers": ["machine.cluster.x-k8s.io"]}})
+
+    async def machine_controller_runs_hooks_of(name: str) -> None:
+        """The Machine controller's part of a deletion: drained, waiting on the KCP's pre-terminate hook; the
+        KCP removes the etcd member and the hook; then the Machine goes."""
+        m = await kube.get(MACHINE, ns, name)
+        assert m is not None and m["metadata"].get("deletionTimestamp")
+        assert "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup" in m["metadata"]["annotations"]
+        await kube.update_status(MACHINE, m, {"conditions": [{
+            "type": "Deleting", "status": "True", "reason": "WaitingForPreTerminateHook", "message": "",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
+        await c_kcp.reconcile(ctx, ns, "c1-cp")
+        m = await kube.get(MACHINE, ns, name)
+        assert m is not None and "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup" not in \
+            (m["metadata"].get("annotations") or {})
+        await kube.merge_patch(MACHINE, ns, name, {"metadata": {"finalizers": None}})
 
     cluster = await make_cluster(kube, ns, cp_ref=True)
     await make_kcp(kube, ns, cluster, replicas=3)
@@ -506,6 +523,8 @@ async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, na
     # scale down to 1: the oldest goes first, after its etcd member is removed through another member
     await kube.merge_patch(KUBEADM_CONTROL_PLANE, ns, "c1-cp", {"spec": {"replicas": 1}})
     await c_kcp.reconcile(ctx, ns, "c1-cp")
+    assert removed == []  # the Machine goes first (out of the load balancer, drained), its member in the hook
+    await machine_controller_runs_hooks_of(m1)
     assert [t for _, t in removed] == [m1] and removed[0][0] in (m2, m3)
     assert await names() == [m2, m3]
     via = etcd.by_name(removed[0][0])
@@ -532,6 +551,7 @@ async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, na
     await joined(new)
     await c_kcp.reconcile(ctx, ns, "c1-cp")
     assert await names() == [m3, new]
+    await machine_controller_runs_hooks_of(m2)
     assert removed[-1][1] == m2 and removed[-1][0] in (m3, new)
 
 

@@ -107,6 +107,10 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
     views = await observe.views(kube, kcp, machines, w, _now())
     _status(kcp, st, views, machines, initialized, w)
     await _machines_up_to_date(kube, machines, views)
+    problem = await scale.run_cleanup_hooks(ctx, kcp, machines, views, w.kube, kcp_deleting=False)
+    if problem:
+        st.set(rk.SCALING_DOWN, True, "ScalingDown", problem)
+        await events.record(kube, kcp, "EtcdMemberRemovalFailed", problem)
 
     if not cluster_infrastructure_provisioned(cluster):
         st.set(rk.SCALING_UP, False, "WaitingForClusterInfrastructure",
@@ -245,6 +249,7 @@ async def _delete(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any] | None)
     if cname:
         everything = await kube.list(MACHINE, ns, labels={CLUSTER_NAME: cname})
         ours = await observe.owned_machines(kube, kcp, cname)
+        await scale.run_cleanup_hooks(ctx, kcp, ours, [], None, kcp_deleting=True)
         step = rk.deletion_step(everything, ours)
         if not step.done:
             by_name = {m["metadata"]["name"]: m for m in ours}

@@ -1,17 +1,24 @@
-"""Applying one scaling step: creating a control-plane Machine from the desired state, removing one
-(its etcd member first), and keeping the workload's kubeadm-config in step before a join."""
+"""Applying one scaling step: creating a control-plane Machine from the desired state, removing one, and
+keeping the workload's kubeadm-config in step before a join.
+
+Removal follows upstream's order: the Machine is deleted first (its infrastructure provider stops sending API
+traffic to it, the node drains), and its etcd member goes in the Machine's pre-terminate hook
+(`run_cleanup_hooks`), so no request reaches an API server whose etcd member is already gone."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.gvk import CONFIG_MAP, KUBEADM_CONFIG, MACHINE
+from capd_py.api.labels import KCP_CLEANUP_HOOK
 from capd_py.controllers.context import Ctx
 from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.etcd import EtcdClient, EtcdError
 from capd_py.reconcile import kcp as rk
+from capd_py.reconcile.machine import R_WAITING_PRE_TERMINATE_HOOK
 from capd_py.reconcile.machineset import random_suffix
 
 
@@ -81,24 +88,48 @@ async def remove_etcd_member(etcd: EtcdClient, via_node: str, target_node: str,
 
 async def scale_down(ctx: Ctx, kcp: dict[str, Any], views: list[rk.MachineView], action: rk.Action,
                      workload: Kube | None) -> str | None:
-    """Remove the etcd member of the Machine `action` names (through a healthy other member), then
-    delete the Machine; returns a problem message when the etcd member could not be removed."""
+    """Delete the Machine `action` names, with the cleanup hook on it (Machines made before the hook existed
+    get it here), so its etcd member is removed once it is drained (`run_cleanup_hooks`)."""
     kube = ctx.kube
     log = ctx.log.getChild("kcp")
     ns = kcp["metadata"]["namespace"]
-    target = next(v for v in views if v.name == action.machine)
-    others = [v for v in views if v.name != target.name and not v.deleting and v.healthy]
-    if target.node_name and others and workload is not None:
-        via = others[0].node_name
-        try:
-            done = await remove_etcd_member(ctx.etcd.for_node(workload, via), via, target.node_name, log)
-            log.info("KCP %s/%s: %s", ns, kcp["metadata"]["name"], done)
-        except Exception as e:  # noqa: BLE001 - reported on the condition, retried
-            return f"Cannot remove the etcd member of Machine {target.name}: {e}"
-    m = await kube.get(MACHINE, ns, target.name)
-    if m is not None:
-        await kube.delete(MACHINE, ns, target.name, uid=m["metadata"].get("uid"))
-    log.info("KCP %s/%s: deleting control-plane Machine %s", ns, kcp["metadata"]["name"], target.name)
+    m = await kube.get(MACHINE, ns, action.machine)
+    if m is None:
+        return None
+    if KCP_CLEANUP_HOOK not in (m["metadata"].get("annotations") or {}):
+        m = await kube.merge_patch(MACHINE, ns, action.machine, {"metadata": {"annotations": {KCP_CLEANUP_HOOK: ""}}})
+    await kube.delete(MACHINE, ns, action.machine, uid=m["metadata"].get("uid"))
+    log.info("KCP %s/%s: deleting control-plane Machine %s", ns, kcp["metadata"]["name"], action.machine)
+    return None
+
+
+async def run_cleanup_hooks(ctx: Ctx, kcp: dict[str, Any], machines: list[dict[str, Any]],
+                            views: list[rk.MachineView], workload: Kube | None, kcp_deleting: bool) -> str | None:
+    """For each deleting Machine of ours waiting on our pre-terminate hook: remove its etcd member through a
+    healthy other member, then the hook. A deleting KCP (the whole cluster goes) only drops the hooks.
+    Returns a problem message when an etcd member could not be removed (the hook stays; retried)."""
+    kube = ctx.kube
+    log = ctx.log.getChild("kcp")
+    ns = kcp["metadata"]["namespace"]
+    for m in machines:
+        md = m["metadata"]
+        if not md.get("deletionTimestamp") or KCP_CLEANUP_HOOK not in (md.get("annotations") or {}):
+            continue
+        if not kcp_deleting:
+            deleting = cond.get(m, cond.DELETING)
+            if deleting is None or deleting.get("reason") != R_WAITING_PRE_TERMINATE_HOOK:
+                continue  # not drained yet: the hook runs after the drain, as upstream's
+            target = next((v for v in views if v.name == md["name"]), None)
+            others = [v for v in views if v.name != md["name"] and not v.deleting and v.healthy]
+            if target is not None and target.node_name and others and workload is not None:
+                via = others[0].node_name
+                try:
+                    done = await remove_etcd_member(ctx.etcd.for_node(workload, via), via, target.node_name, log)
+                    log.info("KCP %s/%s: %s", ns, kcp["metadata"]["name"], done)
+                except Exception as e:  # noqa: BLE001 - reported on the condition, retried
+                    return f"Cannot remove the etcd member of Machine {md['name']}: {e}"
+        await kube.merge_patch(MACHINE, ns, md["name"], {"metadata": {
+            "resourceVersion": md["resourceVersion"], "annotations": {KCP_CLEANUP_HOOK: None}}})
     return None
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from capd_py.api import contract, gvk
 from capd_py.api.gvk import GVK, KUBEADM_CONFIG, MACHINE
-from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE, CONTROL_PLANE_NAME
+from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE, CONTROL_PLANE_NAME, KCP_CLEANUP_HOOK
 from capd_py.reconcile import coreutil
 from capd_py.reconcile.kcp.common import infra_template_ref
 from capd_py.reconcile.machineset import clone_from_template, instance_kind
@@ -118,7 +118,8 @@ def desired_machine(kcp: dict[str, Any], cluster: dict[str, Any], template: dict
     machine = {
         "apiVersion": MACHINE.api_version, "kind": MACHINE.kind,
         "metadata": {"name": name, "namespace": ns, "labels": dict(labels),
-                     "annotations": dict(contract.dig(mt, "metadata", "annotations", default={}) or {}),
+                     "annotations": {**(contract.dig(mt, "metadata", "annotations", default={}) or {}),
+                                     KCP_CLEANUP_HOOK: ""},
                      "ownerReferences": [owner]},
         "spec": mspec,
     }

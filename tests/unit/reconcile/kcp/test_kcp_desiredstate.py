@@ -69,7 +69,8 @@ def test_machine_points_at_both_and_carries_the_machine_template() -> None:
     assert m["spec"]["version"] == "v1.34.4" and m["spec"]["clusterName"] == "c1"
     assert m["spec"]["failureDomain"] == "fd-a"
     assert m["spec"]["readinessGates"] == [{"conditionType": "X"}] and "deletion" not in m["spec"]  # empty: unset
-    assert m["metadata"]["labels"]["extra"] == "1" and m["metadata"]["annotations"] == {"a": "b"}
+    assert m["metadata"]["labels"]["extra"] == "1" and m["metadata"]["annotations"] == {
+        "a": "b", "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup": ""}  # etcd member removal hook
     assert "failureDomain" not in build().machine["spec"]
 
 
