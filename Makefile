@@ -2,13 +2,22 @@
 SHELL := /bin/bash
 PY ?= python3
 VENV ?= .venv
+# Kubernetes versions: K8S_VERSION is the default of generated clusters, quickstart and the management
+# plane (capd_py/api/versions.py DEFAULT_VERSION); `make binaries images` builds every version in
+# K8S_VERSIONS (two adjacent minors, for upgrade tests; each cached per version). Give one version with
+# `make images K8S_VERSIONS=v1.35.4`, or `make images K8S_VERSION=v1.35.4` (on the command line or in the
+# environment, without K8S_VERSIONS: that version only).
 K8S_VERSION ?= v1.34.4
+ifneq ($(filter command line environment,$(origin K8S_VERSION)),)
+K8S_VERSIONS ?= $(K8S_VERSION)
+endif
+K8S_VERSIONS ?= v1.34.4 v1.35.4
 CLUSTERCTL_VERSION ?= v1.13.6
 export CAPD_PY_CACHE ?= $(HOME)/.cache/capd-py
 # This sandbox refuses --privileged; real machines can use CAPD_PY_PRIVILEGED_MODE=privileged.
 export CAPD_PY_PRIVILEGED_MODE ?= $(shell bash hack/privilege-mode.sh 2>/dev/null || echo privileged)
 
-.PHONY: venv docker images binaries clusterctl test test-unit test-integration test-e2e lint quickstart clean-clusters
+.PHONY: venv docker images images-check binaries clusterctl test test-unit test-integration test-e2e lint quickstart clean-clusters
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -21,11 +30,15 @@ docker:
 	bash hack/ensure-docker.sh
 
 binaries:
-	bash hack/build-k8s.sh $(K8S_VERSION)
-	bash hack/build-addons.sh $(K8S_VERSION)
+	@set -e; for v in $(K8S_VERSIONS); do bash hack/build-k8s.sh $$v; bash hack/build-addons.sh $$v; done
 
-images: docker binaries
-	bash images/build.sh $(K8S_VERSION)
+images: images-check docker binaries
+	@set -e; for v in $(K8S_VERSIONS); do echo "== images for Kubernetes $$v" >&2; bash images/build.sh $$v; done
+
+# CAPD_PY_K8S_BIN_DIR (official release binaries, images/build.sh) holds one version's binaries
+images-check:
+	@if [[ -n "$${CAPD_PY_K8S_BIN_DIR:-}" && $(words $(K8S_VERSIONS)) -ne 1 ]]; then \
+	  echo "CAPD_PY_K8S_BIN_DIR holds one version's binaries: name it, make images K8S_VERSIONS=<version>" >&2; exit 1; fi
 
 # Upstream clusterctl (go install from the Go module proxy, ~3-9 min cold, cached): the e2e tier runs its
 # `describe cluster` / `get kubeconfig` against the capd-py management cluster.
@@ -50,7 +63,8 @@ test-e2e: venv images clusterctl
 test: lint images clusterctl
 	$(VENV)/bin/pytest -q -rs
 
-quickstart: venv images
+quickstart: venv
+	$(MAKE) --no-print-directory images K8S_VERSIONS=$(K8S_VERSION)
 	$(VENV)/bin/capd-py quickstart
 
 clean-clusters: venv

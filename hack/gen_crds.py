@@ -140,6 +140,23 @@ def version_field(desc: str = "The Kubernetes version, e.g. v1.34.4.") -> S:
     return cel(s, *versions.cel_rules())
 
 
+def kcp_version_field() -> S:
+    """KubeadmControlPlane spec.version: upstream's KCP webhook (validateVersion) forbids an update to a version
+    at or above `from.major.(from.minor+2).0`, pre-releases ignored (skipping a minor); it allows any
+    downgrade. Versions outside the supported range are left to the range rule (so the ints here are small)."""
+    sup = versions.supported_pattern()
+    if "'" in sup:
+        raise AssertionError("supported_pattern() must not contain a single quote")
+    guard = f"self == oldSelf || !self.matches(r'{sup}') || !oldSelf.matches(r'{sup}')"
+    # the supported range has one major, so the minor decides: `to` below from.minor + 2
+    return cel(version_field(), rule(
+        f"{guard} || int(self.split('.')[1]) < int(oldSelf.split('.')[1]) + 2",
+        "cannot update Kubernetes version by more than one minor version (a minor cannot be skipped)",
+        messageExpression="'cannot update Kubernetes version from ' + oldSelf + ' to ' + self"
+                          " + ': upgrade one minor version at a time'",
+        reason="FieldValueForbidden"))
+
+
 def percent_or_int(desc: str, field: str, max_len: int | None = None) -> S:
     s = int_or_string(desc)
     if max_len is not None:  # bounds the CEL cost where the field repeats (lists of topologies)
@@ -1098,7 +1115,7 @@ def kcp_remediation() -> S:
 def kcp_schema() -> tuple[S, S]:
     spec = obj({
         "replicas": _replicas(1, 1, "control plane machines"),
-        "version": version_field(),
+        "version": kcp_version_field(),
         "machineTemplate": kcp_machine_template(),
         "kubeadmConfigSpec": kubeadm_config_spec(kcp=True),
         "rollout": kcp_rollout(),

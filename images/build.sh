@@ -2,7 +2,10 @@
 # Build every image capd-py runs, offline: the node image for one Kubernetes version (with the
 # control-plane images preloaded), the haproxy load-balancer image, and their Debian base.
 # Each image carries a label with the hash of its inputs; an image whose inputs did not change is
-# not rebuilt, so a second run takes seconds.
+# not rebuilt, so a second run takes seconds. Run once per version (`make images` loops over
+# K8S_VERSIONS); images whose tag does not name the Kubernetes version (pause, etcd and CoreDNS when two
+# versions ask for the same tag, capd-py/netd, capd-py/echo, haproxy) are keyed by content only, so
+# building another version leaves them, and every node image built before, as they are.
 #
 # Binaries come from $CAPD_PY_K8S_BIN_DIR when set (a directory of official release binaries:
 # kubelet kubeadm kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy), else
@@ -46,32 +49,37 @@ build_image() {
 mapfile -t WANT < "$ADD/images.txt"
 tag_for() { printf '%s\n' "${WANT[@]}" | grep "/$1:"; }
 comp="$CACHE/node/$K8S/components"; rm -rf "$comp"; mkdir -p "$comp"
-mk_static() {  # name binary...
-  local name=$1; shift
+mk_static() {  # name inputs-hash binary...
+  local name=$1 inputs=$2; shift 2
   local d="$comp/$name"; mkdir -p "$d"
   { echo "FROM scratch"; echo 'ENV PATH=/usr/local/bin:/usr/bin:/bin'
     for b in "$@"; do cp -l "$b" "$d/" 2>/dev/null || cp "$b" "$d/"; echo "COPY $(basename "$b") /usr/local/bin/"; done
   } > "$d/Dockerfile"
-  build_image "$(tag_for "$name")" "$(fp "$@")" "$d"
+  build_image "$(tag_for "$name")" "$inputs" "$d"
 }
-mk_static kube-apiserver "$KBIN/kube-apiserver"
-mk_static kube-controller-manager "$KBIN/kube-controller-manager"
-mk_static kube-scheduler "$KBIN/kube-scheduler"
-mk_static etcd "$ADD/etcd" "$ADD/etcdctl"
+# tags naming this Kubernetes version: this version's binaries (cheap fingerprint)
+mk_static kube-apiserver "$(fp "$KBIN/kube-apiserver")" "$KBIN/kube-apiserver"
+mk_static kube-controller-manager "$(fp "$KBIN/kube-controller-manager")" "$KBIN/kube-controller-manager"
+mk_static kube-scheduler "$(fp "$KBIN/kube-scheduler")" "$KBIN/kube-scheduler"
+# etcd, CoreDNS and pause tags may be shared by several Kubernetes versions (each built into its own
+# $CACHE/addons/<version>): keyed by content, the same binaries under another path are not a rebuild
+mk_static etcd "$(content "$ADD/etcd" "$ADD/etcdctl")" "$ADD/etcd" "$ADD/etcdctl"
 d="$comp/kube-proxy"; mkdir -p "$d"; cp "$KBIN/kube-proxy" "$d/kube-proxy.real"; cp "$here/kube-proxy/kube-proxy-wrapper" "$d/kube-proxy"
 printf 'ARG BASE\nFROM ${BASE}\nCOPY kube-proxy kube-proxy.real /usr/local/bin/\nENTRYPOINT ["/usr/local/bin/kube-proxy"]\n' > "$d/Dockerfile"
 build_image "$(tag_for kube-proxy)" "$(fp "$KBIN/kube-proxy")-$(content "$here/kube-proxy/kube-proxy-wrapper")-$BASE" "$d" --build-arg "BASE=$BASE"
 d="$comp/coredns"; mkdir -p "$d"; cp "$ADD/coredns" "$d/"
 printf 'FROM scratch\nCOPY coredns /coredns\nEXPOSE 53 53/udp\nENTRYPOINT ["/coredns"]\n' > "$d/Dockerfile"
-build_image "$(tag_for coredns)" "$(fp "$ADD/coredns")" "$d"
+build_image "$(tag_for coredns)" "$(content "$ADD/coredns")" "$d"
 d="$comp/pause"; mkdir -p "$d"; cp "$ADD/pause" "$d/"
 printf 'FROM scratch\nCOPY pause /pause\nENTRYPOINT ["/pause"]\n' > "$d/Dockerfile"
-build_image "$(tag_for pause)" "$(fp "$ADD/pause")" "$d"
-# the default CNI daemon
+build_image "$(tag_for pause)" "$(content "$ADD/pause")" "$d"
+# the default CNI daemon: one image (templates name its tag) for every Kubernetes version, so its inputs
+# leave kubectl out; it carries the kubectl of whichever version built it first (capd-netd only lists
+# Nodes and reads a ConfigMap, which any kubectl within the skew policy does)
 NETD="capd-py/netd:$(cat "$here/netd/capd-netd" | sha256sum | cut -c1-12)"
 d="$comp/netd"; mkdir -p "$d"; cp "$KBIN/kubectl" "$here/netd/capd-netd" "$d/"
 printf 'ARG BASE\nFROM ${BASE}\nCOPY kubectl capd-netd /usr/local/bin/\nENTRYPOINT ["/usr/local/bin/capd-netd"]\n' > "$d/Dockerfile"
-build_image "$NETD" "$(fp "$KBIN/kubectl")-$(content "$here/netd/capd-netd")-$BASE" "$d" --build-arg "BASE=$BASE"
+build_image "$NETD" "$(content "$here/netd/capd-netd")-$BASE" "$d" --build-arg "BASE=$BASE"
 
 # a tiny hostname-echo HTTP server, preloaded for demos and e2e tests (no registry to pull one from)
 ECHO="capd-py/echo:$(sha256sum "$here/echo/main.go" | cut -c1-12)"

@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import ssl
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from capd_py.testing.envtest import EnvTest, cache_dir
 
 CAPD = [sys.executable, "-m", "capd_py.cli"]
 K8S_VERSION = os.environ.get("CAPD_PY_K8S_VERSION", "v1.34.4")
+# the next minor, for upgrade tests: `make images` builds both (Makefile K8S_VERSIONS)
+UPGRADE_TO_VERSION = os.environ.get("CAPD_PY_UPGRADE_TO_VERSION", "v1.35.4")
 
 
 def kubectl_bin() -> str:
@@ -174,3 +182,96 @@ class SharedClusters:
             c = self.clusters.get(name)
             if c is None or not c.deleted:
                 delete_cluster_objects(self.mgmt, name)
+
+
+# A Deployment with one pod per node (control plane included) behind a Service.
+ECHO_APP = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: echo}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: echo}}
+  template:
+    metadata: {labels: {app: echo}}
+    spec:
+      # one pod per node, control plane included
+      tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
+         labelSelector: {matchLabels: {app: echo}}}
+      containers:
+      - {name: echo, image: capd-py/echo:latest, imagePullPolicy: Never, ports: [{containerPort: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: echo}
+spec:
+  selector: {app: echo}
+  ports: [{port: 80, targetPort: 8080}]
+"""
+
+
+class LBProbe:
+    """Polls the workload API through the load balancer's host port while something disruptive runs."""
+
+    def __init__(self, kubeconfig: Path):
+        cfg = yaml.safe_load(kubeconfig.read_text())
+        self.server = cfg["clusters"][0]["cluster"]["server"]
+        self.ctx = ssl.create_default_context()
+        self.ctx.check_hostname = False
+        self.ctx.verify_mode = ssl.CERT_NONE
+        self.ok = 0
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def _probe_once(self) -> None:
+        # /readyz may be anonymous-denied; /version is allowed to system:unauthenticated by default RBAC
+        with urllib.request.urlopen(f"{self.server}/version", context=self.ctx, timeout=3) as r:
+            r.read()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._probe_once()
+                self.ok += 1
+            except Exception as first:  # noqa: BLE001 - one retry: a connection cut by a reload is not an outage
+                try:
+                    time.sleep(0.5)
+                    self._probe_once()
+                    self.ok += 1
+                except Exception as e:  # noqa: BLE001
+                    self.failures.append(f"{time.strftime('%H:%M:%S')} {first!r} / {e!r}")
+            self._stop.wait(1.0)
+
+    def __enter__(self) -> LBProbe:
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join(10)
+
+
+class ServiceProbe(LBProbe):
+    """Polls a workload Service through the API server's service proxy (through the load balancer, with the
+    kubeconfig's client certificate): the workload keeps answering while nodes come and go."""
+
+    def __init__(self, kubeconfig: Path, service: str, namespace: str = "default", port: int = 80):
+        super().__init__(kubeconfig)
+        user = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]
+        self._dir = tempfile.TemporaryDirectory()
+        cert, key = Path(self._dir.name) / "c.crt", Path(self._dir.name) / "c.key"
+        cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+        key.write_bytes(base64.b64decode(user["client-key-data"]))
+        self.ctx.load_cert_chain(str(cert), str(key))
+        self.url = f"{self.server}/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy/"
+
+    def _probe_once(self) -> None:
+        with urllib.request.urlopen(self.url, context=self.ctx, timeout=3) as r:
+            r.read()
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        self._dir.cleanup()

@@ -12,7 +12,16 @@ from collections.abc import Iterator
 import pytest
 
 from capd_py.kube.crds import install_crds
-from capd_py.testing.e2e import CAPD, K8S_VERSION, Mgmt, SharedClusters, WorkloadCluster, delete_cluster_objects, run
+from capd_py.testing.e2e import (
+    CAPD,
+    K8S_VERSION,
+    UPGRADE_TO_VERSION,
+    Mgmt,
+    SharedClusters,
+    WorkloadCluster,
+    delete_cluster_objects,
+    run,
+)
 from capd_py.testing.envtest import EnvTest, cache_dir, missing_binaries
 
 
@@ -21,8 +30,9 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
     missing = missing_binaries()
     if missing:
         pytest.fail(f"missing binaries {missing}: run `make images`", pytrace=False)
-    if run(["docker", "image", "inspect", f"capd-py/node:{K8S_VERSION}"], check=False).returncode != 0:
-        pytest.fail(f"capd-py/node:{K8S_VERSION} is missing: run `make images`", pytrace=False)
+    for version in dict.fromkeys((K8S_VERSION, UPGRADE_TO_VERSION)):  # the default, and the upgrade tests' target
+        if run(["docker", "image", "inspect", f"capd-py/node:{version}"], check=False).returncode != 0:
+            pytest.fail(f"capd-py/node:{version} is missing: run `make images`", pytrace=False)
     env = EnvTest(controller_manager=True).start()
     k = env.kube()
     try:

@@ -514,6 +514,13 @@ IMMUTABLE: list[Change] = [
            "greater than or equal to 0", subresource="scale"),
     Change("kcp-version-downgrade-out-of-range", "KubeadmControlPlane", {"spec": {"version": "v1.29.0"}},
            "Kubernetes version is not supported"),
+    # upstream's KCP webhook (validateVersion): at most one minor up, whatever the patch; pre-releases ignored
+    Change("kcp-version-skip-minor", "KubeadmControlPlane", {"spec": {"version": "v1.36.1"}},
+           "spec.version: Forbidden: cannot update Kubernetes version from v1.34.4 to v1.36.1"),
+    Change("kcp-version-skip-minor-to-prerelease", "KubeadmControlPlane", {"spec": {"version": "v1.36.0-rc.1"}},
+           "cannot update Kubernetes version from v1.34.4 to v1.36.0-rc.1"),
+    Change("kcp-version-skip-two-minors", "KubeadmControlPlane", {"spec": {"version": "v1.37.0+capd"}},
+           "cannot update Kubernetes version from v1.34.4 to v1.37.0+capd"),
     # ClusterClass compatibility (upstream's webhook): template group and kind stay, machineInfrastructure stays
     Change("cc-infrastructure-kind", "ClusterClass",
            {"spec": {"infrastructure": {"templateRef": {"kind": "OtherClusterTemplate"}}}},
@@ -556,6 +563,18 @@ ALLOWED: list[Change] = [
     Change("dockermachine-providerID", "DockerMachine", {"spec": {"providerID": "docker:////capi-quickstart-w"}}, ""),
     Change("dockermachine-bootstrapped", "DockerMachine", {"spec": {"bootstrapped": True}}, ""),
     Change("kcp-version-upgrade", "KubeadmControlPlane", {"spec": {"version": "v1.35.1"}}, ""),
+    Change("kcp-version-next-minor-prerelease", "KubeadmControlPlane", {"spec": {"version": "v1.35.0-rc.1"}}, ""),
+    Change("kcp-version-patch-upgrade", "KubeadmControlPlane", {"spec": {"version": "v1.34.9"}}, ""),
+    # downgrades: upstream's KCP webhook only bounds upgrades
+    Change("kcp-version-patch-downgrade", "KubeadmControlPlane", {"spec": {"version": "v1.34.1"}}, ""),
+    Change("kcp-version-minor-downgrade", "KubeadmControlPlane", {"spec": {"version": "v1.33.2"}}, ""),
+    # upstream's MachineDeployment webhook checks the format only; its Cluster webhook bounds topology.version
+    # only without a ClusterClass kubernetesVersions list / upgrade-plan extension and without the
+    # unsafe-update-version annotation, which a CRD rule cannot see (docs/DEVELOPING.md "Validation")
+    Change("md-version-skip-minor", "MachineDeployment",
+           {"spec": {"template": {"spec": {"version": "v1.36.1"}}}}, ""),
+    Change("topology-version-skip-minor", "Cluster", {"spec": {"topology": {"version": "v1.36.1"}}}, "",
+           name=TOPOLOGY),
     Change("kcp-scale-to-three", "KubeadmControlPlane", {"spec": {"replicas": 3}}, "", subresource="scale"),
     # even counts with stacked etcd are accepted; the KCP controller reports them (see docs "Validation")
     Change("kcp-even-replicas", "KubeadmControlPlane", {"spec": {"replicas": 2}}, ""),

@@ -177,6 +177,8 @@ STRICTER_THAN_UPSTREAM_CRDS: list[tuple[str, str]] = [
      "upstream Machine/MachineSet/Deployment webhooks"),
     ("CEL 'must be a valid semantic version", "upstream webhooks (KubeSemver); deliberate: strict semver 2.0"),
     ("CEL 'Kubernetes version is not supported", "deliberate: the supported range (capd_py/api/versions.py)"),
+    ("CEL 'cannot update Kubernetes version by more than one minor version",
+     "upstream KubeadmControlPlane webhook (validateVersion: no update to from.minor + 2 or later)"),
     ("must be either a non-negative int or a percentage",
      "upstream webhooks (intstr.GetScaledValueFromIntOrPercent); deliberate: not negative"),
     ("CEL 'replicas must be greater than or equal to 0'", "deliberate: as the scale subresource"),
