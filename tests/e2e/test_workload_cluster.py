@@ -5,17 +5,15 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import ssl
-import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from capd_py.testing.e2e import (
+    ECHO_APP,
+    LBProbe,
     Mgmt,
     WorkloadCluster,
     create_cluster,
@@ -29,31 +27,7 @@ from capd_py.testing.e2e import (
 
 pytestmark = pytest.mark.e2e
 
-ECHO_APP = """
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: echo}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: echo}}
-  template:
-    metadata: {labels: {app: echo}}
-    spec:
-      # one pod per node, control plane included
-      tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
-      topologySpreadConstraints:
-      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
-         labelSelector: {matchLabels: {app: echo}}}
-      containers:
-      - {name: echo, image: capd-py/echo:latest, imagePullPolicy: Never, ports: [{containerPort: 8080}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: echo}
-spec:
-  selector: {app: echo}
-  ports: [{port: 80, targetPort: 8080}]
-"""
+
 
 
 CLIENT_POD = """
@@ -183,48 +157,6 @@ def resource_versions(mgmt: Mgmt, cluster: str) -> dict[str, str]:
                 or labels.get("cluster.x-k8s.io/cluster-name") == cluster):
             out[f"{o['kind']}/{md['name']}"] = md["resourceVersion"]
     return out
-
-
-class LBProbe:
-    """Polls the workload API through the load balancer's host port while something disruptive runs."""
-
-    def __init__(self, kubeconfig: Path):
-        cfg = yaml.safe_load(kubeconfig.read_text())
-        self.server = cfg["clusters"][0]["cluster"]["server"]
-        self.ctx = ssl.create_default_context()
-        self.ctx.check_hostname = False
-        self.ctx.verify_mode = ssl.CERT_NONE
-        self.ok = 0
-        self.failures: list[str] = []
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, daemon=True)
-
-    def _probe_once(self) -> None:
-        # /readyz may be anonymous-denied; /version is allowed to system:unauthenticated by default RBAC
-        with urllib.request.urlopen(f"{self.server}/version", context=self.ctx, timeout=3) as r:
-            r.read()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._probe_once()
-                self.ok += 1
-            except Exception as first:  # noqa: BLE001 - one retry: a connection cut by a reload is not an outage
-                try:
-                    time.sleep(0.5)
-                    self._probe_once()
-                    self.ok += 1
-                except Exception as e:  # noqa: BLE001
-                    self.failures.append(f"{time.strftime('%H:%M:%S')} {first!r} / {e!r}")
-            self._stop.wait(1.0)
-
-    def __enter__(self) -> LBProbe:
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._t.join(10)
 
 
 def md_name(cluster: str) -> str:
