@@ -33,7 +33,10 @@ binaries:
 	@set -e; for v in $(K8S_VERSIONS); do bash hack/build-k8s.sh $$v; bash hack/build-addons.sh $$v; done
 
 images: images-check docker binaries
-	@set -e; for v in $(K8S_VERSIONS); do echo "== images for Kubernetes $$v" >&2; bash images/build.sh $$v; done
+	@set -e; for v in $(K8S_VERSIONS); do echo "== components of Kubernetes $$v" >&2; \
+	  CAPD_PY_COMPONENTS_ONLY=1 bash images/build.sh $$v; done; \
+	for v in $(K8S_VERSIONS); do echo "== node image of Kubernetes $$v" >&2; \
+	  CAPD_PY_UPGRADE_PEERS="$(K8S_VERSIONS)" bash images/build.sh $$v; done
 
 # CAPD_PY_K8S_BIN_DIR (official release binaries, images/build.sh) holds one version's binaries
 images-check:

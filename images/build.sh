@@ -95,7 +95,23 @@ docker tag "$ECHO" capd-py/echo:latest
 # kind: `--no-unpack`; the CRI unpacks an image the first time a container uses it), containerd stops,
 # and the container is committed with the image's own config restored. A node has its images the moment
 # containerd starts: nothing is imported at boot.
-PRELOAD=("${WANT[@]}" "$NETD" "$ECHO" capd-py/echo:latest)
+[[ -n "${CAPD_PY_COMPONENTS_ONLY:-}" ]] && { ok "component images of $K8S ready"; exit 0; }
+# Upgrades: while a cluster moves between adjacent minors, a new node runs the old version's kube-proxy and
+# CoreDNS until the control plane updates them, and an old node the new kube-proxy until it is replaced. No
+# registry can serve them, so each node image also carries those of the adjacent minors in
+# $CAPD_PY_UPGRADE_PEERS (`make images` passes K8S_VERSIONS, after building every version's components).
+PEERS=()
+minor_of() { local v=${1#v}; v=${v#*.}; echo "${v%%.*}"; }
+for p in ${CAPD_PY_UPGRADE_PEERS:-}; do
+  [[ "$p" == "$K8S" ]] && continue
+  d=$(( $(minor_of "$p") - $(minor_of "$K8S") )); [[ $d == 1 || $d == -1 ]] || continue
+  [[ -f "$CACHE/addons/$p/images.txt" ]] || { echo " ✗ $p: build its components first (make images)" >&2; exit 1; }
+  for i in $(grep -E '/(kube-proxy|coredns):' "$CACHE/addons/$p/images.txt"); do
+    docker image inspect "$i" >/dev/null 2>&1 || { echo " ✗ $i missing: build $p's components first" >&2; exit 1; }
+    printf '%s\n' "${WANT[@]}" | grep -qxF "$i" || PEERS+=("$i")
+  done
+done
+PRELOAD=("${WANT[@]}" "$NETD" "$ECHO" capd-py/echo:latest ${PEERS[@]+"${PEERS[@]}"})
 ids=$(for i in "${PRELOAD[@]}"; do docker image inspect -f '{{.Id}}' "$i"; done | sha256sum | cut -c1-16)
 files_in="$(cd "$here/node" && find files -type f -exec sha256sum {} + | sort | sha256sum | cut -c1-16)"
 stage_inputs="$(fp "$KBIN/kubelet" "$KBIN/kubeadm" "$KBIN/kubectl")-$files_in-$(sha256sum "$here/netd/default-cni.yaml.in" | cut -c1-12)-$(printf '%s\n' "${PRELOAD[@]}" | sha256sum | cut -c1-12)-$BASE"
