@@ -3,7 +3,8 @@
 upstream clusterctl (`generate cluster --from`), applied unchanged with kubectl, become an Available cluster
 with Ready nodes; `spec.topology.workers.machineDeployments[0].replicas` scales it; changing a variable a
 patch uses (podSecurityStandard.enforce -> the KubeadmControlPlane's admission file) rolls the control-plane
-machine; the stable topology then writes nothing; deleting the Cluster leaves nothing.
+machine; `spec.topology.version` upgrades the control plane first, then the workers (the API answering through
+the load balancer throughout); the stable topology then writes nothing; deleting the Cluster leaves nothing.
 
 As upstream's quick start tells its users, the CNI is installed by hand once the control plane is up (the
 development flavor has none): capd-netd's manifest, the one capd-py's default template delivers by CRS.
@@ -23,6 +24,8 @@ import yaml
 from capd_py.cli.generate import generate_cluster, parse_documents
 from capd_py.testing.e2e import (
     K8S_VERSION,
+    UPGRADE_TO_VERSION,
+    LBProbe,
     Mgmt,
     cluster_objects_left,
     delete_cluster_objects,
@@ -123,6 +126,35 @@ def test_upstream_quick_start_class_and_development_cluster(clusterctl: str, mgm
     assert 'enforce: "restricted"' in kcp["spec"]["kubeadmConfigSpec"]["files"][0]["content"]
     print(f"variable change rolled the control plane in {time.monotonic() - t2:.0f}s")
 
+    # upgrade through the topology: the control plane first, the workers once it runs the new version; the
+    # class's coreDNSImageTag variable gives CoreDNS the new version's tag (kubeadm's for v1.35)
+    t3 = time.monotonic()
+    j = next(n for n, v in enumerate(variables) if v["name"] == "coreDNSImageTag")
+    samples: list[tuple[str, str, str]] = []
+    with LBProbe(kc) as api:
+        mgmt.kubectl("patch", "cluster", NAME, "--type", "json", "-p", json.dumps([
+            {"op": "replace", "path": "/spec/topology/version", "value": UPGRADE_TO_VERSION},
+            {"op": "replace", "path": f"/spec/topology/variables/{j}/value", "value": "v1.13.1"}]))
+
+        def upgraded() -> bool:
+            k = mgmt.get("kubeadmcontrolplane", kcp["metadata"]["name"])
+            md = json.loads(mgmt.kubectl("get", "machinedeployments", "-n", "default", "-l",
+                                         f"cluster.x-k8s.io/cluster-name={NAME}", "-o", "json"))["items"][0]
+            samples.append((k["spec"]["version"], (k.get("status") or {}).get("version", ""),
+                            md["spec"]["template"]["spec"]["version"]))
+            nodes = json.loads(workload_kubectl(kc, "get", "nodes", "-o", "json"))["items"]
+            return samples[-1] == (UPGRADE_TO_VERSION,) * 3 and nodes_ready(kc, 3) and all(
+                n["status"]["nodeInfo"]["kubeletVersion"] == UPGRADE_TO_VERSION for n in nodes) \
+                and mgmt.condition("cluster", NAME, "TopologyReconciled")
+        wait_for(upgraded, 900, f"every node at {UPGRADE_TO_VERSION} through spec.topology.version", 3)
+    for kcp_spec, kcp_status, md_version in samples:
+        if md_version == UPGRADE_TO_VERSION:
+            assert kcp_status == UPGRADE_TO_VERSION, f"workers moved before the control plane: {samples}"
+    assert any(s[2] != UPGRADE_TO_VERSION for s in samples), samples
+    assert not api.failures, f"API unreachable through the LB during the topology upgrade: {api.failures}"
+    print(f"topology upgrade {K8S_VERSION} -> {UPGRADE_TO_VERSION} (1 CP + 2 workers) in "
+          f"{time.monotonic() - t3:.0f}s; API probes ok={api.ok} failed=0")
+
     # stable: nothing written for 30 s
     wait_for(lambda: mgmt.condition("cluster", NAME, "TopologyReconciled"), 60, "TopologyReconciled")
     time.sleep(10)
@@ -132,7 +164,7 @@ def test_upstream_quick_start_class_and_development_cluster(clusterctl: str, mgm
     changed = {k: (before.get(k), v) for k, v in after.items() if before.get(k) != v}
     assert not changed, f"a stable topology cluster wrote: {changed}"
 
-    t3 = time.monotonic()
+    t4 = time.monotonic()
     mgmt.capd("delete", "cluster", NAME, "--wait", "--timeout", "300")
     wait_for(lambda: not docker_leftovers(NAME), 120, "no docker leftovers")
     wait_for(lambda: not cluster_objects_left(mgmt, NAME), 60, "no Cluster API objects of the cluster")
@@ -140,5 +172,5 @@ def test_upstream_quick_start_class_and_development_cluster(clusterctl: str, mgm
     wait_for(lambda: not mgmt.kubectl("get", "dockermachinetemplates,kubeadmconfigtemplates,machinehealthchecks",
                                       "-n", "default", "-l", f"cluster.x-k8s.io/cluster-name={NAME}",
                                       "-o", "name").strip(), 60, "template copies collected")
-    print(f"deleted in {time.monotonic() - t3:.0f}s; whole test {time.monotonic() - t0:.0f}s")
+    print(f"deleted in {time.monotonic() - t4:.0f}s; whole test {time.monotonic() - t0:.0f}s")
     delete_cluster_objects(mgmt, NAME)
