@@ -147,7 +147,7 @@ def test_upstream_quick_start_class_and_development_cluster(clusterctl: str, mgm
                 n["status"]["nodeInfo"]["kubeletVersion"] == UPGRADE_TO_VERSION for n in nodes) \
                 and mgmt.condition("cluster", NAME, "TopologyReconciled")
         wait_for(upgraded, 900, f"every node at {UPGRADE_TO_VERSION} through spec.topology.version", 3)
-    for kcp_spec, kcp_status, md_version in samples:
+    for _kcp_spec, kcp_status, md_version in samples:
         if md_version == UPGRADE_TO_VERSION:
             assert kcp_status == UPGRADE_TO_VERSION, f"workers moved before the control plane: {samples}"
     assert any(s[2] != UPGRADE_TO_VERSION for s in samples), samples
