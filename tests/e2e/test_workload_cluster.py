@@ -13,6 +13,7 @@ import pytest
 
 from capd_py.testing.e2e import (
     ECHO_APP,
+    UPGRADE_TO_VERSION,
     LBProbe,
     Mgmt,
     WorkloadCluster,
@@ -197,24 +198,30 @@ def test_ha_cluster_scales_workers_and_rolls_control_plane(
         "get", "machines", "-n", "default", "-l", f"cluster.x-k8s.io/control-plane-name={kcp_name}",
         "-o", "json"))["items"]}
     assert len(before) == 3
+    # Issue 13's scale-in variant: a version upgrade of 3 control planes with maxSurge 0 (an outdated machine
+    # goes first, never more than 3), the API answering through the load balancer throughout
+    counts: list[int] = []
     with LBProbe(kc) as probe:
         t = time.monotonic()
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        mgmt.kubectl("patch", "kubeadmcontrolplane", kcp_name, "-n", "default", "--type=merge",
-                     "-p", json.dumps({"spec": {"rollout": {"after": now}}}))
+        mgmt.kubectl("patch", "kubeadmcontrolplane", kcp_name, "-n", "default", "--type=merge", "-p", json.dumps(
+            {"spec": {"version": UPGRADE_TO_VERSION,
+                      "rollout": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0}}},
+                      "kubeadmConfigSpec": {"clusterConfiguration": {"dns": {"imageTag": "v1.13.1"}}}}}))
 
         def rolled() -> bool:
             ms = json.loads(mgmt.kubectl("get", "machines", "-n", "default", "-l",
                                          f"cluster.x-k8s.io/control-plane-name={kcp_name}", "-o", "json"))["items"]
             names = {m["metadata"]["name"] for m in ms}
+            counts.append(len(names))
             kcp = mgmt.get("kubeadmcontrolplane", kcp_name)
             st = kcp.get("status") or {}
             return (not (names & before) and len(names) == 3 and st.get("readyReplicas") == 3
-                    and st.get("upToDateReplicas") == 3)
+                    and st.get("upToDateReplicas") == 3 and st.get("version") == UPGRADE_TO_VERSION)
 
         wait_for(rolled, 1800, "control plane rolled out", 5)
         wait_for(lambda: nodes_ready(kc, 4), 300, "4 Ready nodes after rollout")
-        print(f"KCP rollout of 3 machines: {time.monotonic() - t:.0f}s; LB probes ok={probe.ok}")
+        print(f"KCP upgrade of 3 machines (maxSurge 0): {time.monotonic() - t:.0f}s; LB probes ok={probe.ok}")
+    assert max(counts) <= 3, f"maxSurge 0 went above 3 control-plane machines: {counts}"
     assert probe.ok > 30
     assert not probe.failures, f"API unreachable through the LB during the rollout: {probe.failures[:10]}"
     # the roll-up conditions follow the control plane's within a resync or two
