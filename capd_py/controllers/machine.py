@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 from typing import Any
 
@@ -188,6 +189,9 @@ async def _drain(ctx: Ctx, wl: Kube, node_name: str) -> bool:
     return plan.done
 
 
+NODE_LOOKUP_TIMEOUT = 5.0
+
+
 async def _reconcile_delete(ctx: Ctx, m: dict[str, Any], cluster: dict[str, Any] | None,
                             now: _dt.datetime) -> Result | None:
     kube = ctx.kube
@@ -212,7 +216,9 @@ async def _reconcile_delete(ctx: Ctx, m: dict[str, Any], cluster: dict[str, Any]
     node_exists = False
     if wl is not None and node_name:
         try:
-            node_exists = (await wl.get(NODE, None, node_name)) is not None
+            # bounded: a pooled connection to a control plane being removed can hang a request for the client's
+            # full 30 s (measured in the control-plane rollouts); a fresh connection next time goes elsewhere
+            node_exists = (await asyncio.wait_for(wl.get(NODE, None, node_name), NODE_LOOKUP_TIMEOUT)) is not None
         except Exception as e:  # noqa: BLE001 - unreachable workload: the node cannot be handled
             ctx.log.info("machine %s/%s: workload unreachable during deletion: %s", ns, name, e)
             wl = None
