@@ -51,6 +51,27 @@ def schema_of(crd: S, version: str) -> S | None:
     return None
 
 
+def _value_rules(a: S, b: S, ours: S, up: S, path: str) -> list[str]:
+    """The bounds, enum, pattern and format by which schema `a` accepts less than `b` (one of them `ours`, the
+    other `up`), as "path: what" strings."""
+    out: list[str] = []
+    for k, how in BOUNDS:
+        if k in a and (k not in b or (how == "gt" and a[k] > b[k]) or (how == "lt" and a[k] < b[k])):
+            out.append(f"{path}: {k} {ours.get(k)} (upstream {up.get(k)})")
+    if "enum" in a and ("enum" not in b or set(b["enum"]) - set(a["enum"])):
+        out.append(f"{path}: enum {ours.get('enum')} (upstream {up.get('enum')})")
+    for k in ("pattern", "format"):
+        if k in a and a[k] != b.get(k):
+            out.append(f"{path}: {k} {ours.get(k)!r} (upstream {up.get(k)!r})")
+    return out
+
+
+def _cel_not_in(a: S, b: S) -> list[str]:
+    """The CEL rules of schema `a` that `b` lacks (their messages, else the rules)."""
+    b_rules = {r["rule"] for r in b.get("x-kubernetes-validations", [])}
+    return [r.get("message", r["rule"]) for r in a.get("x-kubernetes-validations", []) if r["rule"] not in b_rules]
+
+
 def differences(ours: S, up: S, path: str = "") -> list[str]:
     """Every way `ours` is stricter than `up` (two openAPIV3Schemas), as "path: what" strings."""
     out: list[str] = []
@@ -64,18 +85,8 @@ def differences(ours: S, up: S, path: str = "") -> list[str]:
         out.append(f"{path}: requires {extra}")
     if up.get("nullable") and not ours.get("nullable"):
         out.append(f"{path}: not nullable")
-    for k, how in BOUNDS:
-        if k in ours and (k not in up or (how == "gt" and ours[k] > up[k]) or (how == "lt" and ours[k] < up[k])):
-            out.append(f"{path}: {k} {ours[k]} (upstream {up.get(k)})")
-    if "enum" in ours and ("enum" not in up or set(up["enum"]) - set(ours["enum"])):
-        out.append(f"{path}: enum {ours['enum']} (upstream {up.get('enum')})")
-    for k in ("pattern", "format"):
-        if k in ours and ours[k] != up.get(k):
-            out.append(f"{path}: {k} {ours[k]!r} (upstream {up.get(k)!r})")
-    up_rules = {r["rule"] for r in up.get("x-kubernetes-validations", [])}
-    for r in ours.get("x-kubernetes-validations", []):
-        if r["rule"] not in up_rules:
-            out.append(f"{path}: CEL {r.get('message', r['rule'])!r}")
+    out += _value_rules(ours, up, ours, up, path)
+    out += [f"{path}: CEL {m!r}" for m in _cel_not_in(ours, up)]
     props = ours.get("properties")
     extra_props = ours.get("additionalProperties")
     for k, u in (up.get("properties") or {}).items():
@@ -108,22 +119,12 @@ def laxer(ours: S, up: S, path: str = "") -> list[str]:
         out.append(f"{path}: does not require {missing}")
     if ours.get("nullable") and not up.get("nullable"):
         out.append(f"{path}: nullable")
-    for k, how in BOUNDS:
-        if k in up and (k not in ours or (how == "gt" and ours[k] < up[k]) or (how == "lt" and ours[k] > up[k])):
-            out.append(f"{path}: {k} {ours.get(k)} (upstream {up[k]})")
-    if "enum" in up and ("enum" not in ours or set(ours["enum"]) - set(up["enum"])):
-        out.append(f"{path}: enum {ours.get('enum')} (upstream {up['enum']})")
-    for k in ("pattern", "format"):
-        if k in up and ours.get(k) != up[k]:
-            out.append(f"{path}: {k} {ours.get(k)!r} (upstream {up[k]!r})")
+    out += _value_rules(up, ours, ours, up, path)
     if up.get("x-kubernetes-list-type") == "map" and ours.get("x-kubernetes-list-map-keys") != \
             up.get("x-kubernetes-list-map-keys"):
         out.append(f"{path}: list-map keys {ours.get('x-kubernetes-list-map-keys')} "
                    f"(upstream {up['x-kubernetes-list-map-keys']})")
-    our_rules = {r["rule"] for r in ours.get("x-kubernetes-validations", [])}
-    for r in up.get("x-kubernetes-validations", []):
-        if r["rule"] not in our_rules:
-            out.append(f"{path}: no CEL {r.get('message', r['rule'])!r}")
+    out += [f"{path}: no CEL {m!r}" for m in _cel_not_in(up, ours)]
     props = ours.get("properties") or {}
     extra_props = ours.get("additionalProperties")
     for k, u in (up.get("properties") or {}).items():

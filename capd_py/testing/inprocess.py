@@ -16,6 +16,8 @@ from typing import Any
 from capd_py.controllers.manager import Manager
 from capd_py.controllers.operator import run
 from capd_py.kube.workload import WorkloadClients
+from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 60, what: str = "",
@@ -70,3 +72,17 @@ async def operator_in_thread(kubeconfig: str, runtime: Any, workload: WorkloadCl
         await asyncio.to_thread(t.join, 60)
         assert not t.is_alive(), "the operator did not stop within 60 s"
         assert "error" not in holder, holder.get("error")
+
+
+@asynccontextmanager
+async def operator_with_fakes(kubeconfig: str) -> AsyncIterator[tuple[Manager, FakeRuntime]]:
+    """`operator_in_thread` with a fresh FakeRuntime and fake workload clusters (and their etcd) over it: a Node
+    appears for every bootstrapped node container. Yields the Manager and the runtime."""
+    runtime = FakeRuntime()
+
+    def on_manager(m: Manager) -> None:
+        workloads = FakeWorkloads(m.ctx.kube, runtime)
+        m.ctx.workload = workloads
+        m.ctx.etcd = FakeWorkloadEtcd(workloads)
+    async with operator_in_thread(kubeconfig, runtime, on_manager=on_manager) as m:
+        yield m, runtime

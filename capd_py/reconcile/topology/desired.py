@@ -512,7 +512,7 @@ def compute(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable
                       "annotations": _merge_maps(cp_ann, mt_md.get("annotations"))}
     if not mt["metadata"]["annotations"]:
         del mt["metadata"]["annotations"]
-    deletion = _merge_maps(cp_cls.get("deletion"), cp_topo.get("deletion"))  # type: ignore[arg-type]
+    deletion = _class_then_topology(cp_cls, cp_topo, "deletion")
     if deletion:
         mt.setdefault("spec", {})["deletion"] = deletion
     gates = cp_topo.get("readinessGates") or cp_cls.get("readinessGates")
@@ -657,16 +657,40 @@ def _rotate(plan: Plan, patched_tpl: dict[str, Any], current: dict[str, Any] | N
     return ref_to(new)
 
 
-def _machine_deployment(cluster: dict[str, Any], cls: dict[str, Any], t: dict[str, Any], name: str, version: str,
-                        boot_ref: dict[str, str], infra_ref: dict[str, str]) -> dict[str, Any]:
+def _worker_base(cluster: dict[str, Any], cls: dict[str, Any], t: dict[str, Any], name_label: str, version: str,
+                 boot_ref: dict[str, str], infra_ref: dict[str, str]) -> tuple[dict[str, str], dict[str, str],
+                                                                               dict[str, Any]]:
+    """What a MachineDeployment and a MachinePool share: their labels (topology, then class, then ours), their
+    annotations and the base of their Machine template's spec."""
     cname = cluster["metadata"]["name"]
     tmeta = t.get("metadata") or {}
     cmeta = cls.get("metadata") or {}
     labels = _merge_maps(tmeta.get("labels"), cmeta.get("labels"),
-                         {CLUSTER_NAME: cname, TOPOLOGY_OWNED: "", TOPOLOGY_DEPLOYMENT_NAME: t["name"]})
+                         {CLUSTER_NAME: cname, TOPOLOGY_OWNED: "", name_label: t["name"]})
     ann = _merge_maps(tmeta.get("annotations"), cmeta.get("annotations"))
     tspec: dict[str, Any] = {"clusterName": cname, "version": version,
                              "bootstrap": {"configRef": boot_ref}, "infrastructureRef": infra_ref}
+    return labels, ann, tspec
+
+
+def _class_then_topology(cls: dict[str, Any], t: dict[str, Any], key: str) -> dict[str, Any]:
+    """The class's `key` map with the topology's entries over it."""
+    return {**(cls.get(key) or {}), **(t.get(key) or {})}
+
+
+def _worker(cluster: dict[str, Any], kind: str, name: str, labels: dict[str, str], ann: dict[str, str],
+            spec: dict[str, Any]) -> dict[str, Any]:
+    obj = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": kind,
+           "metadata": {"name": name, "namespace": cluster["metadata"].get("namespace") or "default",
+                        "labels": labels, **({"annotations": dict(ann)} if ann else {})},
+           "spec": spec}
+    return _owned_by_cluster(obj, cluster)
+
+
+def _machine_deployment(cluster: dict[str, Any], cls: dict[str, Any], t: dict[str, Any], name: str, version: str,
+                        boot_ref: dict[str, str], infra_ref: dict[str, str]) -> dict[str, Any]:
+    cname = cluster["metadata"]["name"]
+    labels, ann, tspec = _worker_base(cluster, cls, t, TOPOLOGY_DEPLOYMENT_NAME, version, boot_ref, infra_ref)
     fd = t.get("failureDomain") or cls.get("failureDomain")
     if fd:
         tspec["failureDomain"] = fd
@@ -674,7 +698,7 @@ def _machine_deployment(cluster: dict[str, Any], cls: dict[str, Any], t: dict[st
         v = t.get(k) if t.get(k) is not None else cls.get(k)
         if v is not None:
             tspec[k] = v
-    deletion = {**(cls.get("deletion") or {}), **(t.get("deletion") or {})}
+    deletion = _class_then_topology(cls, t, "deletion")
     order = deletion.pop("order", None)
     if deletion:
         tspec["deletion"] = deletion
@@ -687,43 +711,28 @@ def _machine_deployment(cluster: dict[str, Any], cls: dict[str, Any], t: dict[st
         spec["replicas"] = t["replicas"]
     if order:
         spec["deletion"] = {"order": order}
-    rollout = {**(cls.get("rollout") or {}), **(t.get("rollout") or {})}
+    rollout = _class_then_topology(cls, t, "rollout")
     if rollout:
         spec["rollout"] = rollout
-    md = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
-          "metadata": {"name": name, "namespace": cluster["metadata"].get("namespace") or "default",
-                       "labels": labels, **({"annotations": dict(ann)} if ann else {})},
-          "spec": spec}
-    return _owned_by_cluster(md, cluster)
+    return _worker(cluster, "MachineDeployment", name, labels, ann, spec)
 
 
 def _machine_pool(cluster: dict[str, Any], cls: dict[str, Any], t: dict[str, Any], name: str, version: str,
                   boot_ref: dict[str, str], infra_ref: dict[str, str]) -> dict[str, Any]:
-    cname = cluster["metadata"]["name"]
-    tmeta = t.get("metadata") or {}
-    cmeta = cls.get("metadata") or {}
-    labels = _merge_maps(tmeta.get("labels"), cmeta.get("labels"),
-                         {CLUSTER_NAME: cname, TOPOLOGY_OWNED: "", TOPOLOGY_POOL_NAME: t["name"]})
-    ann = _merge_maps(tmeta.get("annotations"), cmeta.get("annotations"))
-    tspec: dict[str, Any] = {"clusterName": cname, "version": version,
-                             "bootstrap": {"configRef": boot_ref}, "infrastructureRef": infra_ref}
-    deletion = {**(cls.get("deletion") or {}), **(t.get("deletion") or {})}
+    labels, ann, tspec = _worker_base(cluster, cls, t, TOPOLOGY_POOL_NAME, version, boot_ref, infra_ref)
+    deletion = _class_then_topology(cls, t, "deletion")
     if deletion:
         tspec["deletion"] = deletion
     if t.get("minReadySeconds") is not None or cls.get("minReadySeconds") is not None:
         tspec["minReadySeconds"] = t.get("minReadySeconds", cls.get("minReadySeconds"))
-    spec: dict[str, Any] = {"clusterName": cname,
+    spec: dict[str, Any] = {"clusterName": cluster["metadata"]["name"],
                             "template": {"metadata": {"labels": dict(labels)}, "spec": tspec}}
     fds = t.get("failureDomains") or cls.get("failureDomains")
     if fds:
         spec["failureDomains"] = fds
     if t.get("replicas") is not None:
         spec["replicas"] = t["replicas"]
-    mp = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
-          "metadata": {"name": name, "namespace": cluster["metadata"].get("namespace") or "default",
-                       "labels": labels, **({"annotations": dict(ann)} if ann else {})},
-          "spec": spec}
-    return _owned_by_cluster(mp, cluster)
+    return _worker(cluster, "MachinePool", name, labels, ann, spec)
 
 
 def _mhc(cluster: dict[str, Any], name: str, selector: dict[str, str], hc: dict[str, Any]) -> dict[str, Any]:

@@ -420,12 +420,13 @@ def _fmt_arg(arg: Any, verb: str, flags: str, width: int | None, prec: int | Non
 
 
 def _fmt_elem(e: Any, verb: str, flags: str, width: int | None, prec: int | None) -> str:
-    if _invalid_value(e) and verb != "T":
+    if _invalid(e) and verb != "T":
         return _pad("<nil>", width, flags)
     return _fmt_arg(e, verb, flags, width, prec)
 
 
-def _invalid_value(v: Any) -> bool:
+def _invalid(v: Any) -> bool:
+    """reflect.Value.IsValid() is false: nil or a missing value."""
     return v is None or v is NO_VALUE
 
 
@@ -436,6 +437,19 @@ def _sprintf(fmt: str, args: Sequence[Any]) -> str:
     argi = 0
     reordered = False
     i, n = 0, len(fmt)
+
+    def int_arg() -> int | None:  # intFromArg: the argument a `*` takes, None when it is not an int
+        nonlocal argi
+        a = args[argi] if argi < len(args) else None
+        argi += 1
+        return int(a) if isinstance(a, int) and not isinstance(a, bool) else None
+
+    def number() -> int | None:  # parsenum: the digits at i, None when there are none
+        nonlocal i
+        k = i
+        while i < n and fmt[i].isdigit():
+            i += 1
+        return int(fmt[k:i]) if i > k else None
 
     def arg_index() -> None:  # "[n]" picks the argument explicitly (then no EXTRA report, as Go)
         nonlocal i, argi, reordered
@@ -460,35 +474,26 @@ def _sprintf(fmt: str, args: Sequence[Any]) -> str:
         width: int | None = None
         if i < n and fmt[i] == "*":
             i += 1
-            if argi < len(args) and isinstance(args[argi], int) and not isinstance(args[argi], bool):
-                width = int(args[argi])
-                if width < 0:
-                    flags += "-"
-                    width = -width
-            else:
+            width = int_arg()
+            if width is None:
                 out.append("%!(BADWIDTH)")
-            argi += 1
+            elif width < 0:
+                flags += "-"
+                width = -width
         else:
-            k = i
-            while i < n and fmt[i].isdigit():
-                i += 1
-            if i > k:
-                width = int(fmt[k:i])
+            width = number()
         prec: int | None = None
         if i < n and fmt[i] == ".":
             i += 1
             if i < n and fmt[i] == "*":
                 i += 1
-                if argi < len(args) and isinstance(args[argi], int) and not isinstance(args[argi], bool):
-                    prec = max(int(args[argi]), 0)
-                else:
+                prec = int_arg()
+                if prec is None:
                     out.append("%!(BADPREC)")
-                argi += 1
+                else:
+                    prec = max(prec, 0)
             else:
-                k = i
-                while i < n and fmt[i].isdigit():
-                    i += 1
-                prec = int(fmt[k:i]) if i > k else 0
+                prec = number() or 0
         arg_index()
         if i >= n:
             out.append("%!(NOVERB)")
@@ -1045,21 +1050,7 @@ class _Lexer:
         return self.lex_inside_action
 
     def lex_quote(self) -> Callable[[], Any] | None:
-        while True:
-            r = self.peek()
-            self.pos += 1
-            if r == "\\":
-                nxt = self.peek()
-                if nxt not in ("", "\n"):
-                    self.pos += 1
-                    continue
-                return self.errorf("unterminated quoted string")
-            if r in ("", "\n"):
-                return self.errorf("unterminated quoted string")
-            if r == '"':
-                break
-        self.emit("string")
-        return self.lex_inside_action
+        return self.lex_escaped('"', "string", "unterminated quoted string")
 
     def lex_raw_quote(self) -> Callable[[], Any] | None:
         x = self.text.find("`", self.pos)
@@ -1070,6 +1061,10 @@ class _Lexer:
         return self.lex_inside_action
 
     def lex_char(self) -> Callable[[], Any] | None:
+        return self.lex_escaped("'", "charconst", "unterminated character constant")
+
+    def lex_escaped(self, quote: str, typ: str, unterminated: str) -> Callable[[], Any] | None:
+        """lexQuote / lexChar: up to the closing `quote` on this line, backslash escapes skipped."""
         while True:
             r = self.peek()
             self.pos += 1
@@ -1077,12 +1072,12 @@ class _Lexer:
                 if self.peek() not in ("", "\n"):
                     self.pos += 1
                     continue
-                return self.errorf("unterminated character constant")
+                return self.errorf(unterminated)
             if r in ("", "\n"):
-                return self.errorf("unterminated character constant")
-            if r == "'":
+                return self.errorf(unterminated)
+            if r == quote:
                 break
-        self.emit("charconst")
+        self.emit(typ)
         return self.lex_inside_action
 
     def lex_variable(self) -> Callable[[], Any] | None:
@@ -1208,20 +1203,24 @@ class _FieldNode(_Node):
         return "".join("." + i for i in self.ident)
 
 
-class _DotNode(_Node):
-    def __init__(self, pos: int) -> None:
-        self.pos = pos
+class _FixedNode(_Node):
+    """A node that carries nothing but its position: its String() is `text`."""
+
+    text = ""
+
+    def __init__(self, pos: int, line: int = 0) -> None:
+        self.pos, self.line = pos, line
 
     def __str__(self) -> str:
-        return "."
+        return self.text
 
 
-class _NilNode(_Node):
-    def __init__(self, pos: int) -> None:
-        self.pos = pos
+class _DotNode(_FixedNode):
+    text = "."
 
-    def __str__(self) -> str:
-        return "nil"
+
+class _NilNode(_FixedNode):
+    text = "nil"
 
 
 class _BoolNode(_Node):
@@ -1333,36 +1332,20 @@ def _is_empty_tree(n: _Node) -> bool:
     return isinstance(n, _TextNode) and n.text.strip() == ""
 
 
-class _BreakNode(_Node):
-    def __init__(self, pos: int, line: int) -> None:
-        self.pos, self.line = pos, line
-
-    def __str__(self) -> str:
-        return "{{break}}"
+class _BreakNode(_FixedNode):
+    text = "{{break}}"
 
 
-class _ContinueNode(_Node):
-    def __init__(self, pos: int, line: int) -> None:
-        self.pos, self.line = pos, line
-
-    def __str__(self) -> str:
-        return "{{continue}}"
+class _ContinueNode(_FixedNode):
+    text = "{{continue}}"
 
 
-class _EndNode(_Node):
-    def __init__(self, pos: int) -> None:
-        self.pos = pos
-
-    def __str__(self) -> str:
-        return "{{end}}"
+class _EndNode(_FixedNode):
+    text = "{{end}}"
 
 
-class _ElseNode(_Node):
-    def __init__(self, pos: int) -> None:
-        self.pos = pos
-
-    def __str__(self) -> str:
-        return "{{else}}"
+class _ElseNode(_FixedNode):
+    text = "{{else}}"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1582,11 +1565,15 @@ class _Parser:
             lst.nodes.append(n)
         self.errorf("unexpected EOF")
 
-    def template_name(self, context: str) -> _Item:
+    def template_name(self, context: str) -> tuple[_Item, str]:
+        """parseTemplateName: the quoted name's token and the name."""
         tok = self.next_non_space()
         if tok.typ not in ("string", "rawstring"):
             self.unexpected(tok, context)
-        return tok
+        try:
+            return tok, _go_unquote(tok.val)
+        except _SyntaxError:
+            self.errorf("invalid syntax")
 
     def sub_template(self, name: str, context: str) -> None:
         """The body of {{define}} / {{block}}: its own variable scope, up to {{end}}."""
@@ -1604,11 +1591,7 @@ class _Parser:
 
     def definition(self) -> None:
         context = "define clause"
-        tok = self.template_name(context)
-        try:
-            name = _go_unquote(tok.val)
-        except _SyntaxError:
-            self.errorf("invalid syntax")
+        _, name = self.template_name(context)
         self.expect("rdelim", context)
         self.sub_template(name, context)
 
@@ -1616,11 +1599,7 @@ class _Parser:
         it = self.next_non_space()
         if it.typ in ("template", "block"):
             context = f"{it.typ} clause"
-            tok = self.template_name(context)
-            try:
-                name = _go_unquote(tok.val)
-            except _SyntaxError:
-                self.errorf("invalid syntax")
+            tok, name = self.template_name(context)
             pipe: _PipeNode | None = None
             if it.typ == "block" or self.next_non_space().typ != "rdelim":
                 if it.typ == "template":
@@ -1871,10 +1850,6 @@ def _truth(v: Any) -> bool:
     if isinstance(v, str | list | dict):
         return len(v) > 0
     return True
-
-
-def _invalid(v: Any) -> bool:
-    return v is None or v is NO_VALUE
 
 
 def _basic_kind(v: Any) -> str:

@@ -197,6 +197,17 @@ def _bool(s: Mapping[str, Any], key: str) -> bool:
     return s.get(key) is True
 
 
+def _list_at(s: Mapping[str, Any], key: str, path: str, what: str, errs: list[_FieldError]) -> list[Any]:
+    """`s[key]` as a list (empty when it is absent); anything else is reported in `errs` as `what`."""
+    v = s.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        errs.append(_FieldError(_INVALID, _child(path, key), v, what))
+        return []
+    return v
+
+
 def _check_schema(s: Any, path: str, var: str) -> list[_FieldError]:
     """convertToAPIExtensionsJSONSchemaProps: default/example/enum must be JSON; plus what Go's decoding of the
     ClusterClass would refuse (a wrongly typed keyword), reported here as a clear field error."""
@@ -220,15 +231,10 @@ def _check_schema(s: Any, path: str, var: str) -> list[_FieldError]:
     req = s.get("required")
     if req is not None and not (isinstance(req, list) and all(isinstance(r, str) for r in req)):
         errs.append(_FieldError(_INVALID, _child(path, "required"), req, "must be a list of strings"))
-    enum = s.get("enum")
-    if enum is not None:
-        if not isinstance(enum, list):
-            errs.append(_FieldError(_INVALID, _child(path, "enum"), enum, "must be a list"))
-        else:
-            for i, e in enumerate(enum):
-                if e is not None and (p := _json_problem(e)):
-                    errs.append(_FieldError(_INVALID, _key(_child(path, "enum"), i), _OMIT,
-                                            f"{prefix}enum value is not valid JSON: {p}"))
+    for i, e in enumerate(_list_at(s, "enum", path, "must be a list", errs)):
+        if e is not None and (p := _json_problem(e)):
+            errs.append(_FieldError(_INVALID, _key(_child(path, "enum"), i), _OMIT,
+                                    f"{prefix}enum value is not valid JSON: {p}"))
     props = s.get("properties")
     if props is not None:
         if not isinstance(props, Mapping):
@@ -246,27 +252,16 @@ def _check_schema(s: Any, path: str, var: str) -> list[_FieldError]:
         if s.get(key) is not None:
             errs += _check_schema(s[key], _child(path, key), var)
     for key in ("allOf", "oneOf", "anyOf"):
-        v = s.get(key)
-        if v is None:
-            continue
-        if not isinstance(v, list):
-            errs.append(_FieldError(_INVALID, _child(path, key), v, "must be a list of schemas"))
-            continue
-        for i, sub in enumerate(v):
+        for i, sub in enumerate(_list_at(s, key, path, "must be a list of schemas", errs)):
             errs += _check_schema(sub, _key(_child(path, key), i), var)
-    rules = s.get("x-kubernetes-validations")
-    if rules is not None:
-        if not isinstance(rules, list):
-            errs.append(_FieldError(_INVALID, _child(path, "x-kubernetes-validations"), rules, "must be a list"))
-        else:
-            for i, r in enumerate(rules):
-                rp = _key(_child(path, "x-kubernetes-validations"), i)
-                if not isinstance(r, Mapping):
-                    errs.append(_FieldError(_INVALID, rp, r, "must be an object"))
-                    continue
-                for k in _RULE_KEYS:
-                    if r.get(k) is not None and not isinstance(r[k], str):
-                        errs.append(_FieldError(_INVALID, _child(rp, k), r[k], "must be a string"))
+    for i, r in enumerate(_list_at(s, "x-kubernetes-validations", path, "must be a list", errs)):
+        rp = _key(_child(path, "x-kubernetes-validations"), i)
+        if not isinstance(r, Mapping):
+            errs.append(_FieldError(_INVALID, rp, r, "must be an object"))
+            continue
+        for k in _RULE_KEYS:
+            if r.get(k) is not None and not isinstance(r[k], str):
+                errs.append(_FieldError(_INVALID, _child(rp, k), r[k], "must be a string"))
     xm = s.get("x-metadata")
     if xm is not None and not isinstance(xm, Mapping):
         errs.append(_FieldError(_INVALID, _child(path, "x-metadata"), xm, "must be an object"))
@@ -346,11 +341,21 @@ def _qualified_name_errors(value: str) -> list[str]:
     return errs
 
 
-def _validate_labels(labels: Any, path: str) -> list[_FieldError]:
-    if labels is None:
+def _validate_map(m: Any, path: str, what: str,
+                  check: Callable[[Mapping[Any, Any], str], list[_FieldError]]) -> list[_FieldError]:
+    """Nothing for None, the error `what` for anything but a map, else `check`'s errors."""
+    if m is None:
         return []
-    if not isinstance(labels, Mapping):
-        return [_FieldError(_INVALID, path, labels, "must be a map of strings")]
+    if not isinstance(m, Mapping):
+        return [_FieldError(_INVALID, path, m, what)]
+    return check(m, path)
+
+
+def _validate_labels(labels: Any, path: str) -> list[_FieldError]:
+    return _validate_map(labels, path, "must be a map of strings", _label_errors)
+
+
+def _label_errors(labels: Mapping[Any, Any], path: str) -> list[_FieldError]:
     errs: list[_FieldError] = []
     for k, v in labels.items():
         errs += [_FieldError(_INVALID, path, k, m) for m in _qualified_name_errors(str(k))]
@@ -366,10 +371,10 @@ def _validate_labels(labels: Any, path: str) -> list[_FieldError]:
 
 
 def _validate_annotations(annotations: Any, path: str) -> list[_FieldError]:
-    if annotations is None:
-        return []
-    if not isinstance(annotations, Mapping):
-        return [_FieldError(_INVALID, path, annotations, "must be a map of strings")]
+    return _validate_map(annotations, path, "must be a map of strings", _annotation_errors)
+
+
+def _annotation_errors(annotations: Mapping[Any, Any], path: str) -> list[_FieldError]:
     errs: list[_FieldError] = []
     total = 0
     for k, v in annotations.items():
@@ -383,10 +388,10 @@ def _validate_annotations(annotations: Any, path: str) -> list[_FieldError]:
 
 
 def _validate_metadata(md: Any, path: str) -> list[_FieldError]:
-    if md is None:
-        return []
-    if not isinstance(md, Mapping):
-        return [_FieldError(_INVALID, path, md, "must be an object")]
+    return _validate_map(md, path, "must be an object", _metadata_errors)
+
+
+def _metadata_errors(md: Mapping[Any, Any], path: str) -> list[_FieldError]:
     return (_validate_labels(md.get("labels"), _child(path, "labels"))
             + _validate_annotations(md.get("annotations"), _child(path, "annotations")))
 
@@ -1413,15 +1418,10 @@ def cel_rules(defs: Sequence[Mapping[str, Any]], path: str = "spec.variables") -
     """The x-kubernetes-validations rules in the variable schemas, as
     `spec.variables[v].schema.openAPIV3Schema....x-kubernetes-validations[i]`: rules capd-py does not evaluate."""
     out: list[str] = []
-    for d in defs:
-        schema = _schema_of(d)
-        if not isinstance(schema, Mapping):
-            continue
-        sp = _child(_child(_key(path, d.get("name", "")), "schema"), "openAPIV3Schema")
-        for node, p in _walk_schemas(schema, sp):
-            rules = node.get("x-kubernetes-validations")
-            for i in range(len(rules) if isinstance(rules, list) else 0):
-                out.append(_key(_child(p, "x-kubernetes-validations"), i))
+    for node, p in _variable_schema_nodes(defs, path):
+        rules = node.get("x-kubernetes-validations")
+        for i in range(len(rules) if isinstance(rules, list) else 0):
+            out.append(_key(_child(p, "x-kubernetes-validations"), i))
     return out
 
 
@@ -1429,11 +1429,16 @@ def unsupported_keywords(defs: Sequence[Mapping[str, Any]], path: str = "spec.va
     """Schema keywords Cluster API's variable schema does not have (e.g. `multipleOf`, `nullable`, `title`): upstream
     drops them when it decodes the ClusterClass, and so they are ignored here too. One path per keyword."""
     out: list[str] = []
+    for node, p in _variable_schema_nodes(defs, path):
+        out += [_child(p, k) for k in node if k not in _SCHEMA_KEYS]
+    return out
+
+
+def _variable_schema_nodes(defs: Sequence[Mapping[str, Any]], path: str) -> Iterator[tuple[Mapping[str, Any], str]]:
+    """Every node of every variable's schema, with its path
+    (`<path>[v].schema.openAPIV3Schema...`)."""
     for d in defs:
         schema = _schema_of(d)
         if not isinstance(schema, Mapping):
             continue
-        sp = _child(_child(_key(path, d.get("name", "")), "schema"), "openAPIV3Schema")
-        for node, p in _walk_schemas(schema, sp):
-            out += [_child(p, k) for k in node if k not in _SCHEMA_KEYS]
-    return out
+        yield from _walk_schemas(schema, _child(_child(_key(path, d.get("name", "")), "schema"), "openAPIV3Schema"))

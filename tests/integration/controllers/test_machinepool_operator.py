@@ -37,8 +37,7 @@ from capd_py.reconcile.dockercluster import ROLE_WORKER
 from capd_py.reconcile.kubeadmconfig import token_secret_name
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
-from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads
-from capd_py.testing.inprocess import eventually, operator_in_thread
+from capd_py.testing.inprocess import eventually, operator_with_fakes
 
 pytestmark = pytest.mark.integration
 
@@ -78,13 +77,7 @@ def docker_machine_pool(namespace: str, name: str) -> dict[str, Any]:
 @pytest.fixture
 async def operator(envtest: EnvTest, kube: Kube) -> AsyncIterator[tuple[Manager, FakeRuntime]]:
     """The operator in-process, with fake workload clusters."""
-    runtime = FakeRuntime()
-
-    def on_manager(m: Manager) -> None:
-        workloads = FakeWorkloads(m.ctx.kube, runtime)
-        m.ctx.workload = workloads
-        m.ctx.etcd = FakeWorkloadEtcd(workloads)
-    async with operator_in_thread(str(envtest.kubeconfig_path), runtime, on_manager=on_manager) as m:
+    async with operator_with_fakes(str(envtest.kubeconfig_path)) as (m, runtime):
         yield m, runtime
 
 

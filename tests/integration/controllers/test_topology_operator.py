@@ -32,8 +32,7 @@ from capd_py.controllers.manager import Manager
 from capd_py.kube.client import Kube
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
-from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads
-from capd_py.testing.inprocess import eventually, operator_in_thread
+from capd_py.testing.inprocess import eventually, operator_with_fakes
 
 pytestmark = pytest.mark.integration
 
@@ -43,13 +42,7 @@ NEW = "v1.35.0"
 
 @pytest.fixture
 async def operator(envtest: EnvTest) -> AsyncIterator[tuple[Manager, FakeRuntime]]:
-    runtime = FakeRuntime()
-
-    def on_manager(m: Manager) -> None:
-        workloads = FakeWorkloads(m.ctx.kube, runtime)
-        m.ctx.workload = workloads
-        m.ctx.etcd = FakeWorkloadEtcd(workloads)
-    async with operator_in_thread(str(envtest.kubeconfig_path), runtime, on_manager=on_manager) as m:
+    async with operator_with_fakes(str(envtest.kubeconfig_path)) as (m, runtime):
         yield m, runtime
 
 
