@@ -105,6 +105,10 @@ class World:
             ts = md["spec"]["template"]["spec"]
             cur.machine_deployments[md["metadata"]["labels"][TOPOLOGY_DEPLOYMENT_NAME]] = D.CurrentMD(
                 md, ref(ts["bootstrap"]["configRef"]), ref(ts["infrastructureRef"]))
+        for mp in self.of("MachinePool"):
+            ts = mp["spec"]["template"]["spec"]
+            cur.machine_pools[mp["metadata"]["labels"]["topology.cluster.x-k8s.io/pool-name"]] = D.CurrentMP(
+                mp, ref(ts["bootstrap"]["configRef"]), ref(ts["infrastructureRef"]))
         for mhc in self.of("MachineHealthCheck"):
             cur.mhcs[mhc["metadata"]["name"]] = mhc
         cur.templates = self.of("DockerMachineTemplate") + self.of("KubeadmConfigTemplate")
@@ -306,3 +310,26 @@ def test_a_patch_that_cannot_apply_names_patch_and_template() -> None:
         "jsonPatches": [{"op": "replace", "path": "/spec/template/spec/nothing/here", "value": 1}]}]})
     with pytest.raises(D.TopologyError, match="broken.*DockerClusterTemplate"):
         D.compute(cluster(), bp, D.Current(), rand_seq())
+
+
+def test_machine_pool_topology_gets_its_bootstrap_config_and_infrastructure_pool() -> None:
+    c = cluster()
+    c["spec"]["topology"]["workers"]["machinePools"] = [{"class": "default-worker", "name": "mp-0", "replicas": 2}]
+    w = World()
+    w.step(c)
+    [mp] = w.of("MachinePool")
+    assert mp["metadata"]["name"].startswith("c1-mp-0-") and mp["spec"]["replicas"] == 2
+    ts = mp["spec"]["template"]["spec"]
+    assert ts["version"] == "v1.34.4" and ts["bootstrap"]["configRef"]["kind"] == "KubeadmConfig"
+    dmp = w.objs[("DockerMachinePool", ts["infrastructureRef"]["name"])]
+    # the class's customImage patch on the DockerMachinePoolTemplate reached the pool
+    assert dmp["spec"]["template"]["customImage"] == "kindest/node:v1.34.4"
+    kc = w.objs[("KubeadmConfig", ts["bootstrap"]["configRef"]["name"])]
+    assert kc["spec"]["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"][0]["name"] == "eviction-hard"
+    assert w.step(c).writes == []  # stable
+    c["spec"]["topology"]["workers"]["machinePools"][0]["replicas"] = 3
+    plan = w.step(c)
+    assert kinds(plan) == ["MachinePool"] and plan.writes[0].obj["spec"]["replicas"] == 3
+    c["spec"]["topology"]["workers"]["machinePools"] = []
+    plan = w.step(c)
+    assert [d["kind"] for d in plan.deletes] == ["MachinePool"]
