@@ -7,8 +7,10 @@ created on its loop after it started, which would include the test's own teardow
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -28,6 +30,22 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 60, 
         if time.monotonic() > deadline:
             raise AssertionError(f"not reached within {timeout:.0f}s: {what}; {await state() if state else ''}")
         await asyncio.sleep(0.3)
+
+
+def _stacks(loop: asyncio.AbstractEventLoop | None) -> str:
+    """Every thread's stack and the operator loop's pending tasks: what a stop that hangs is waiting for
+    (an intermittent teardown hang seen under load; this says where it is next time)."""
+    names = {th.ident: th.name for th in threading.enumerate()}
+    out = []
+    for ident, frame in sys._current_frames().items():
+        out.append(f"--- thread {names.get(ident, ident)}\n{''.join(traceback.format_stack(frame)[-8:])}")
+    if loop is not None:
+        try:
+            tasks = list(asyncio.all_tasks(loop))
+        except RuntimeError:  # the set changed while we looked
+            tasks = []
+        out += [f"--- task {task.get_name()}: {task.get_coro()!r}" for task in tasks[:40]]
+    return "\n".join(out)
 
 
 @asynccontextmanager
@@ -70,7 +88,7 @@ async def operator_in_thread(kubeconfig: str, runtime: Any, workload: WorkloadCl
         if "loop" in holder:
             holder["loop"].call_soon_threadsafe(holder["stop"].set)
         await asyncio.to_thread(t.join, 60)
-        assert not t.is_alive(), "the operator did not stop within 60 s"
+        assert not t.is_alive(), f"the operator did not stop within 60 s; where it is:\n{_stacks(holder.get('loop'))}"
         assert "error" not in holder, holder.get("error")
 
 
