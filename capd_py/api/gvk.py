@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 CLUSTER_GROUP = "cluster.x-k8s.io"
 BOOTSTRAP_GROUP = "bootstrap.cluster.x-k8s.io"
@@ -84,3 +85,8 @@ def by_group_kind(group: str, kind: str) -> GVK | None:
 
 def group_of(api_version: str) -> str:
     return api_version.rpartition("/")[0]
+
+
+def of_object(obj: dict[str, Any]) -> GVK | None:
+    """The kind we know for an unstructured object (its apiVersion's group + kind)."""
+    return by_group_kind(group_of(obj["apiVersion"]), obj["kind"])

@@ -51,9 +51,6 @@ async def _observe(ctx: Ctx, c: dict[str, Any]) -> rc.Observed:
     )
 
 
-def _gvk_of(obj: dict[str, Any]) -> gvk.GVK | None:
-    return gvk.by_group_kind(gvk.group_of(obj["apiVersion"]), obj["kind"])
-
 
 async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     kube = ctx.kube
@@ -71,7 +68,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     obs.cluster = c
     for attr in ("infra", "control_plane"):
         obj = getattr(obs, attr)
-        g = _gvk_of(obj) if obj is not None else None
+        g = gvk.of_object(obj) if obj is not None else None
         if obj is not None and g is not None:
             setattr(obs, attr, await ensure_metadata(kube, g, obj, owner=owner_for(c, obj, controller=False),
                                                      labels={CLUSTER_NAME: name}))
@@ -117,7 +114,7 @@ async def _reconcile_delete(ctx: Ctx, obs: rc.Observed) -> Result | None:
         return None
     plan = rc.deletion_plan(obs)
     for obj in plan.delete:
-        g = _gvk_of(obj)
+        g = gvk.of_object(obj)
         if g is not None:
             ctx.log.info("cluster %s/%s: deleting %s %s", md["namespace"], md["name"], obj["kind"],
                          obj["metadata"]["name"])

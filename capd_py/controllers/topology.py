@@ -62,9 +62,6 @@ def _gvk_of_ref(ref: dict[str, Any] | None) -> gvk.GVK | None:
     return gvk.by_group_kind(group or "", ref.get("kind", ""))
 
 
-def _gvk_of(obj: dict[str, Any]) -> gvk.GVK | None:
-    return gvk.by_group_kind(gvk.group_of(obj["apiVersion"]), obj["kind"])
-
 
 async def _template(ctx: Ctx, ns: str, ref: dict[str, Any] | None, what: str) -> dict[str, Any]:
     g = _gvk_of_ref(ref)
@@ -149,7 +146,7 @@ async def _set_condition(ctx: Ctx, cluster: dict[str, Any], ok: bool, reason: st
 
 
 async def _write(ctx: Ctx, w: D.Write) -> None:
-    g = _gvk_of(w.obj)
+    g = gvk.of_object(w.obj)
     if g is None:
         raise D.TopologyError(f"{w.obj['kind']} ({w.obj['apiVersion']}) is not a kind capd-py serves")
     md = w.obj["metadata"]
@@ -189,7 +186,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         if plan.cluster_refs:
             cluster = await kube.merge_patch(CLUSTER, namespace, name, {"spec": plan.cluster_refs})
         for obj in plan.deletes:
-            g = _gvk_of(obj)
+            g = gvk.of_object(obj)
             if g is not None:
                 ctx.log.info("topology %s/%s: deleting %s %s", namespace, name, obj["kind"], obj["metadata"]["name"])
                 await delete_obj(kube, g, obj)

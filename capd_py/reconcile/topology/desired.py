@@ -40,6 +40,7 @@ from capd_py.api.labels import (
     TOPOLOGY_UPGRADE_CONCURRENCY,
 )
 from capd_py.reconcile import coreutil
+from capd_py.reconcile.topology import gotemplate
 from capd_py.reconcile.topology import patches as P
 from capd_py.reconcile.topology import variables as V
 
@@ -177,7 +178,7 @@ def needs_write(desired: dict[str, Any], current: dict[str, Any] | None) -> bool
     have_hash = (current["metadata"].get("annotations") or {}).get(DESIRED_HASH)
     if want_hash != have_hash:
         return True
-    return not subset({k: v for k, v in desired.items() if k in ("spec",)}, current) or \
+    return not subset(desired.get("spec") or {}, current.get("spec") or {}) or \
         not subset(desired["metadata"].get("labels") or {}, current["metadata"].get("labels") or {})
 
 
@@ -233,7 +234,6 @@ def _object_from_template(tpl: dict[str, Any], cluster: dict[str, Any], name: st
 
 
 def _name_from(template: str | None, default: str, data: dict[str, Any]) -> str:
-    from capd_py.reconcile.topology import gotemplate  # local: only naming templates need it
     text = template or default
     try:
         # as upstream's name generator: plain text/template (no sprig), a missing key is an error
@@ -364,7 +364,7 @@ def compute(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable
     # MDs already moved to `version` and still rolling count against the upgrade concurrency
     upgrading_now = sum(1 for c in cur.machine_deployments.values()
                         if contract.dig(c.md, "spec", "template", "spec", "version") == version and md_rolling(c.md)
-                        and not cp_upgrading_initial(c.md, cur))
+                        and not never_scaled(c.md))
     budget = _concurrency(cluster) - upgrading_now
     for t in mds_topo:
         name = t["name"]
@@ -625,7 +625,7 @@ def compute(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable
     return plan
 
 
-def cp_upgrading_initial(md: dict[str, Any], cur: Current) -> bool:
+def never_scaled(md: dict[str, Any]) -> bool:
     """An MD that never had Machines (being created) is scaling up, not upgrading."""
     return not (md.get("status") or {}).get("replicas")
 
