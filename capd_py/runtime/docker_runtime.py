@@ -367,6 +367,30 @@ class DockerRuntime:
             raise RuntimeError_(f"list networks: {e}") from e
         return [self._net(self.api.inspect_network(n["Id"])) for n in nets]
 
+    def connect_network(self, network: str, container: str) -> None:
+        c = self.get_container(container)
+        if c is None:
+            raise RuntimeError_(f"connect {container} to {network}: no such container")
+        if network in c.ipv4:
+            return
+        try:
+            self.api.connect_container_to_network(container, network)
+        except docker.errors.APIError as e:
+            # lost a race with another connect: docker answers 403 "endpoint ... already exists"
+            if "already exists" not in str(e.explanation or e):
+                raise RuntimeError_(f"connect {container} to {network}: {e.explanation or e}") from e
+
+    def disconnect_network(self, network: str, container: str) -> None:
+        c = self.get_container(container)
+        if c is None or network not in c.ipv4:
+            return
+        try:
+            self.api.disconnect_container_from_network(container, network, force=True)
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"disconnect {container} from {network}: {e.explanation or e}") from e
+
     def list_volumes(self, labels: dict[str, str] | None = None) -> list[str]:
         try:
             res = self.api.volumes(filters=_label_filters(labels))

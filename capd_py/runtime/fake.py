@@ -238,6 +238,24 @@ class FakeRuntime:
     def list_networks(self, labels: dict[str, str] | None = None) -> list[NetworkInfo]:
         return [n for n in self.networks.values() if _selected(n.labels, labels)]
 
+    def connect_network(self, network: str, container: str) -> None:
+        with self._lock:
+            net = self.networks.get(network)
+            c = self.containers.get(container)
+            if net is None or c is None:
+                what = "network" if net is None else "container"
+                raise RuntimeError_(f"connect {container} to {network}: no such {what}")
+            if network not in c.info.ipv4:
+                n = int(c.info.id.removeprefix("fake"))
+                ipv4 = {**c.info.ipv4, network: f"{net.subnet.rsplit('.', 2)[0]}.{n // 250}.{n % 250 + 2}"}
+                c.info = replace(c.info, ipv4=ipv4)
+
+    def disconnect_network(self, network: str, container: str) -> None:
+        with self._lock:
+            c = self.containers.get(container)
+            if c is not None and network in c.info.ipv4:
+                c.info = replace(c.info, ipv4={k: v for k, v in c.info.ipv4.items() if k != network})
+
     def list_volumes(self, labels: dict[str, str] | None = None) -> list[str]:
         return sorted(v for v, lb in self.volumes.items() if _selected(lb, labels))
 
