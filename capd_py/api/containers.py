@@ -38,6 +38,7 @@ class ContainerSpec:
     node: bool = True                      # systemd node: tmpfs /run,/tmp, /var volume, cgroup mounts
     restart_policy: str = ""               # "" | unless-stopped | always
     entrypoint: tuple[str, ...] = ()       # overrides the image entrypoint when set
+    ipv4: str = ""                         # static address on `network` ("" = the engine assigns one per start)
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,9 @@ class ContainerInfo:
     ipv6: dict[str, str]
     ports: dict[int, int]                  # container tcp port -> host port
     created: str = ""
+    # network name -> the address the container was created with (kept while stopped; absent when the
+    # engine picks a new one at every start)
+    static_ipv4: dict[str, str] = field(default_factory=dict)
 
     @property
     def running(self) -> bool:
@@ -64,6 +68,9 @@ class NetworkInfo:
     subnet: str
     gateway: str
     labels: dict[str, str]
+    # the sub-range the engine assigns dynamic addresses from; set only on networks made for static
+    # addresses (the rest of the subnet is handed out by capd-py, see capd_py/reconcile/addresses.py)
+    ip_range: str = ""
 
 
 @dataclass(frozen=True)

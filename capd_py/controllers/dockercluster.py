@@ -73,6 +73,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
               else dcr.cluster_labels(namespace, cluster_name))
     try:
         await ctx.infra.ensure_network(network, labels)
+        await ctx.infra.connect_controllers(network)  # in-cluster controllers must reach the cluster's API
     except RuntimeError_ as e:
         await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, f"docker network {network}: {e}"))
         return Result(requeue_after=10)
@@ -86,6 +87,17 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
                                          f"{namespace}/{cluster_name}; remove or rename it"))
         return Result(requeue_after=30)
     try:
+        drift = dcr.lb_drift(lb, network, dc)
+        if drift:
+            if not dcr.lb_repairable(await ctx.infra.network(network), dc):
+                await _fail(ctx, dc, dcr.LBState(False, dcr.R_ENDPOINT_CHANGED, (
+                    f"{drift}; network {network} has no static addresses (made by an older capd-py or by someone "
+                    "else), so this cannot be repaired in place: recreate the cluster")))
+                return Result(requeue_after=30)
+            log.warning("%s/%s: %s; re-creating the load balancer", namespace, name, drift)
+            await events.record(ctx.kube, dc, "LoadBalancerRecreated", f"{drift}; re-created")
+            await ctx.infra.remove_container(lb_name)
+            lb = None
         if lb is None:
             if not await ctx.infra.image_exists(image):
                 await _fail(ctx, dc, dcr.LBState(
@@ -93,7 +105,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
                     f"load balancer image {image} is not present locally; build it with `make images` "
                     "(capd-py never pulls images)"), event=False)
                 return Result(requeue_after=15)
-            await ctx.infra.create_container(dcr.lb_spec(namespace, cluster_name, image, network))
+            await ctx.infra.create_container(dcr.lb_spec(namespace, cluster_name, image, network, dc))
             log.info("%s/%s: created load balancer container %s", namespace, name, lb_name)
         elif not lb.running:
             await ctx.infra.start_container(lb_name)
@@ -148,6 +160,7 @@ async def _delete(ctx: Ctx, dc: dict[str, Any], cluster_name: str | None) -> Res
             msg = f"waiting for machine containers to be deleted: {', '.join(sorted(waiting))}"
             await write_status(ctx.kube, DOCKER_CLUSTER, dc, dcr.deleting_status(dc, msg))
             return Result(requeue_after=2)
+        await ctx.infra.remove_volumes(dcr.cluster_labels(ns, cluster_name))  # left by `docker rm -f`
         lb_name = dcr.lb_container_name(cluster_name)
         await ctx.infra.settle(lb_name)
         lb = await ctx.infra.get_container(lb_name)

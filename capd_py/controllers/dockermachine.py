@@ -152,6 +152,10 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
             return Result(requeue_after=10)
 
     if contract.infra_provisioned(dm):  # bootstrapped before (sentinel may be gone after a container restart)
+        moved = dmr.address_change(dm, info, network, cp)
+        if moved:
+            await _fail(ctx, dm, obs(Phase.ADDRESS_CHANGED, moved, info), "ContainerAddressChanged")
+            return None
         return await _provisioned(ctx, dm, obs(Phase.PROVISIONED, c=info), cname, cluster)
     if not contract.dig(machine, "spec", "bootstrap", "dataSecretName"):
         if not cp and not contract.control_plane_initialized(cluster) \
@@ -306,6 +310,8 @@ async def _delete(ctx: Ctx, dm: dict[str, Any], machine_name: str | None, machin
             if not await ctx.infra.remove_container(cname):
                 return Result(requeue_after=2)
             log.info("%s/%s: removed container %s", ns, md["name"], cname)
+        # a container removed behind our back (`docker rm -f`) leaves its /var volume: it goes with the machine
+        await ctx.infra.remove_volumes({**dcr.cluster_labels(ns, cluster_name), CONTAINER_MACHINE: machine_name})
         if cp:
             await _sync_lb(ctx, ns, cluster_name, network, set())
             _nudge_cluster(ctx, ns, cluster_name, dc)

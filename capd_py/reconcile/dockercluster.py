@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capd_py.api import conditions as cond
-from capd_py.api.containers import ContainerInfo, ContainerSpec, PortMapping
+from capd_py.api.containers import ContainerInfo, ContainerSpec, NetworkInfo, PortMapping
 from capd_py.api.labels import (
     CONTAINER_CLUSTER,
     CONTAINER_MACHINE,
@@ -25,7 +25,7 @@ from capd_py.api.labels import (
     LB_HOST_PORT_ANNOTATION,
     NETWORK_ANNOTATION,
 )
-from capd_py.reconcile import haproxy
+from capd_py.reconcile import addresses, haproxy
 
 LOAD_BALANCER_AVAILABLE = "LoadBalancerAvailable"
 ROLE_LB = "load-balancer"
@@ -41,6 +41,7 @@ R_RUNTIME_ERROR = "ContainerRuntimeError"
 R_READY, R_NOT_READY = "Ready", "NotReady"
 R_PAUSED, R_NOT_PAUSED = "Paused", "NotPaused"
 R_WAITING_MACHINES = "WaitingForMachineContainersDeletion"
+R_ENDPOINT_CHANGED = "EndpointChanged"
 
 __all__ = ["LB_HOST_PORT_ANNOTATION", "NETWORK_ANNOTATION"]
 
@@ -86,11 +87,38 @@ def lb_image(dc: dict[str, Any], default_image: str) -> str:
     return f"{repo or d_repo}:{tag or d_tag}"
 
 
-def lb_spec(namespace: str, cluster: str, image: str, network: str) -> ContainerSpec:
+def lb_spec(namespace: str, cluster: str, image: str, network: str, dc: dict[str, Any] | None = None) -> ContainerSpec:
+    """The load balancer container. Once the DockerCluster has an endpoint and a recorded host port, a
+    re-created load balancer takes both again (kubeconfigs and certificates name them)."""
     name = lb_container_name(cluster)
+    ep = ((dc or {}).get("spec") or {}).get("controlPlaneEndpoint") or {}
     return ContainerSpec(name=name, image=image, hostname=name, network=network,
-                         labels=lb_labels(namespace, cluster), ports=(PortMapping(API_PORT, 0, "127.0.0.1"),),
-                         node=False, restart_policy="unless-stopped")
+                         labels=lb_labels(namespace, cluster),
+                         ports=(PortMapping(API_PORT, recorded_host_port(dc), "127.0.0.1"),),
+                         node=False, restart_policy="unless-stopped", ipv4=str(ep.get("host") or ""))
+
+
+def recorded_host_port(dc: dict[str, Any] | None) -> int:
+    """The host port the load balancer publishes the API on, chosen at its first creation (0: none yet)."""
+    v = (((dc or {}).get("metadata") or {}).get("annotations") or {}).get(LB_HOST_PORT_ANNOTATION) or ""
+    return int(v) if v.isdigit() else 0
+
+
+def lb_drift(lb: ContainerInfo | None, network: str, dc: dict[str, Any]) -> str | None:
+    """Why a running load balancer no longer serves what the DockerCluster recorded (its address is
+    spec.controlPlaneEndpoint.host, its host port the annotation): e.g. it was started again with another
+    address on a network without static addresses, or made by an older capd-py with a port docker picks
+    anew at every start. None when it matches."""
+    if lb is None or not lb.running:
+        return None
+    host = (((dc.get("spec") or {}).get("controlPlaneEndpoint") or {}).get("host")) or ""
+    cur = lb.ipv4.get(network) or lb.ipv6.get(network) or ""
+    if host and cur and cur != host:
+        return f"load balancer {lb.name} has address {cur} on network {network}, the cluster's endpoint is {host}"
+    want, got = recorded_host_port(dc), lb.ports.get(API_PORT)
+    if want and got and got != want:
+        return f"load balancer {lb.name} publishes the API on host port {got}, the cluster recorded {want}"
+    return None
 
 
 def backends(containers: list[ContainerInfo], network: str, deleting: set[str]) -> list[haproxy.Backend]:
@@ -106,6 +134,16 @@ def backends(containers: list[ContainerInfo], network: str, deleting: set[str]) 
         weight = 0 if c.labels.get(CONTAINER_MACHINE) in deleting or c.name in deleting else haproxy.DEFAULT_WEIGHT
         out.append(haproxy.Backend(c.name, addr, weight))
     return out
+
+
+def lb_repairable(net: NetworkInfo | None, dc: dict[str, Any]) -> bool:
+    """A drifted load balancer can be re-created in place: its network takes static addresses and the
+    endpoint's address (if any) is one of them. Elsewhere docker would hand the new container yet another
+    address."""
+    if not addresses.static_capable(net) or net is None:
+        return False
+    host = (((dc.get("spec") or {}).get("controlPlaneEndpoint") or {}).get("host")) or ""
+    return not host or addresses.in_static_range(net, str(host))
 
 
 def endpoint(lb: ContainerInfo | None, network: str) -> dict[str, Any] | None:
@@ -127,11 +165,11 @@ def endpoint_patch(dc: dict[str, Any], want: dict[str, Any] | None) -> dict[str,
 
 
 def host_port_patch(dc: dict[str, Any], lb: ContainerInfo | None) -> dict[str, Any] | None:
-    if lb is None or API_PORT not in lb.ports:
+    """Record the load balancer's host port once; a recorded port is never rewritten (users' kubeconfigs
+    name it: a load balancer publishing another one is drift, repaired by re-creating it)."""
+    if lb is None or API_PORT not in lb.ports or recorded_host_port(dc):
         return None
-    want = str(lb.ports[API_PORT])
-    cur = ((dc.get("metadata") or {}).get("annotations") or {}).get(LB_HOST_PORT_ANNOTATION)
-    return None if cur == want else {"metadata": {"annotations": {LB_HOST_PORT_ANNOTATION: want}}}
+    return {"metadata": {"annotations": {LB_HOST_PORT_ANNOTATION: str(lb.ports[API_PORT])}}}
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ class Phase(enum.Enum):
     BOOTSTRAP_TIMEOUT = "BootstrapTimeout"
     BOOTSTRAP_FAILED = "BootstrapFailed"
     PROVISIONED = "Provisioned"
+    ADDRESS_CHANGED = "ContainerAddressChanged"  # provisioned, then came back with another address
     DELETING = "Deleting"
 
 
@@ -162,6 +163,20 @@ def addresses(info: ContainerInfo | None, network: str) -> list[dict[str, str]]:
     return out
 
 
+def address_change(dm: dict[str, Any], info: ContainerInfo | None, network: str, control_plane: bool) -> str | None:
+    """A provisioned node container running with another address than the one recorded in status.addresses
+    (started again on a network without static addresses): its kubelet, certificates and, for a control
+    plane, its etcd member still name the old one, so it cannot serve; None when it kept its address."""
+    old = next((a.get("address") for a in (dm.get("status") or {}).get("addresses") or []
+                if a.get("type") == "InternalIP"), None)
+    cur = (info.ipv4.get(network) or info.ipv6.get(network)) if info is not None and info.running else None
+    if not old or not cur or old == cur or info is None:
+        return None
+    what = "certificates and etcd member" if control_plane else "kubelet and certificates"
+    return (f"container {info.name} came back with address {cur} on network {network}, it was provisioned with "
+            f"{old}: its {what} name the old one; delete the Machine to replace it (a MachineHealthCheck does)")
+
+
 def last_lines(text: str, n: int = 10, limit: int = 2000) -> str:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     out = "\n".join(lines[-n:])
@@ -189,13 +204,13 @@ def status(dm: dict[str, Any], obs: Observed, paused: bool = False) -> dict[str,
     early = p in _WAITING_FOR_DATA and obs.container is not None
     if p == Phase.DELETING:
         c_ok, c_reason = False, "Deleting"
-    elif p in _BEFORE_CONTAINER and not early:
+    elif p == Phase.ADDRESS_CHANGED or (p in _BEFORE_CONTAINER and not early):
         c_ok, c_reason = False, p.value
     else:
         c_ok, c_reason = True, "Provisioned"
     conds = cond.set_condition(conds, CONTAINER_PROVISIONED, c_ok, c_reason, "" if c_ok else obs.message,
                                observed_generation=gen)
-    if p == Phase.PROVISIONED:
+    if p in (Phase.PROVISIONED, Phase.ADDRESS_CHANGED):
         b_ok, b_reason, b_msg = True, "BootstrapSucceeded", ""
     elif p == Phase.DELETING:
         b_ok, b_reason, b_msg = False, "Deleting", obs.message
@@ -210,7 +225,7 @@ def status(dm: dict[str, Any], obs: Observed, paused: bool = False) -> dict[str,
     st["conditions"] = conds
     if p == Phase.PROVISIONED:
         st["initialization"] = {**(st.get("initialization") or {}), "provisioned": True}
-    if obs.container is not None and obs.network:
+    if obs.container is not None and obs.network and p != Phase.ADDRESS_CHANGED:  # keep the address it had
         addrs = addresses(obs.container, obs.network)
         if addrs and any(a["type"] == "InternalIP" for a in addrs):
             st["addresses"] = addrs

@@ -7,6 +7,11 @@ modes:
 - "restricted": every capability except SYS_RESOURCE, unconfined seccomp/apparmor/systempaths and a
   device cgroup rule allowing all devices, for sandboxes where `--privileged` is refused.
 Nothing is ever pulled: a missing image is reported, not fetched.
+
+Addresses that survive restarts: networks are made with an explicit subnet (the one docker would have
+picked) whose upper half is docker's dynamic range, so containers can be created with a static address
+in the lower half (capd_py/reconcile/addresses.py); a published port asked for as 0 is pinned to a
+concrete free port at creation, so docker does not choose another one at the next start.
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ from typing import Any
 
 import docker
 import docker.errors
+from docker.types import IPAMConfig, IPAMPool
 from docker.types import Mount as DockerMount
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from capd_py.reconcile import addresses
 from capd_py.runtime.protocol import (
     ContainerInfo,
     ContainerSpec,
@@ -34,6 +41,21 @@ from capd_py.runtime.protocol import (
 )
 
 log = logging.getLogger("capd_py.runtime.docker")
+# how many free host ports are tried when the one picked was taken between the pick and the start
+PORT_ATTEMPTS = 5
+
+
+def _free_port(host_ip: str) -> int:
+    """A port nothing listens on at `host_ip` now (what kind does for its API server port)."""
+    with socket.socket(socket.AF_INET6 if ":" in host_ip else socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host_ip or "127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _port_taken(e: Exception) -> bool:
+    # not docker's "Address already in use" for a static IP another container holds: only a host port
+    text = str(e)
+    return "port is already allocated" in text or "bind: address already in use" in text
 
 
 def _label_filters(labels: dict[str, str] | None) -> dict[str, Any]:
@@ -78,6 +100,7 @@ class DockerRuntime:
         st = attrs.get("State") or {}
         nets = (attrs.get("NetworkSettings") or {}).get("Networks") or {}
         ports: dict[int, int] = {}
+        static = {n: ((v.get("IPAMConfig") or {}).get("IPv4Address") or "") for n, v in nets.items()}
         for key, binds in ((attrs.get("NetworkSettings") or {}).get("Ports") or {}).items():
             port, _, proto = key.partition("/")
             if proto != "tcp" or not binds:
@@ -96,6 +119,7 @@ class DockerRuntime:
             ipv6={n: v.get("GlobalIPv6Address") for n, v in nets.items() if v.get("GlobalIPv6Address")},
             ports=ports,
             created=attrs.get("Created", ""),
+            static_ipv4={n: ip for n, ip in static.items() if ip},
         )
 
     def _inspect(self, name: str) -> dict[str, Any] | None:
@@ -110,9 +134,13 @@ class DockerRuntime:
             return None
         return dict(attrs)
 
-    def list_containers(self, labels: dict[str, str] | None = None) -> list[ContainerInfo]:
+    def list_containers(self, labels: dict[str, str] | None = None,
+                        network: str | None = None) -> list[ContainerInfo]:
+        filters = _label_filters(labels)
+        if network:
+            filters["network"] = [network]
         try:
-            summaries = self.api.containers(all=True, filters=_label_filters(labels))
+            summaries = self.api.containers(all=True, filters=filters)
         except docker.errors.APIError as e:
             raise RuntimeError_(f"list containers: {e}") from e
         out = []
@@ -147,7 +175,7 @@ class DockerRuntime:
             kw["mounts"] = mounts
         if spec.ports:
             kw["port_bindings"] = {
-                f"{p.container_port}/{p.protocol}": (p.host_ip, p.host_port or None) for p in spec.ports}
+                f"{p.container_port}/{p.protocol}": (p.host_ip, p.host_port) for p in spec.ports}
         if spec.restart_policy:
             kw["restart_policy"] = {"Name": spec.restart_policy}
         if spec.node:
@@ -175,7 +203,7 @@ class DockerRuntime:
         if privileged and self._privileged_refused:
             spec = replace(spec, privileged_mode="restricted")
         try:
-            return self._run(spec)
+            return self._run_pinned(spec)
         except RuntimeError_ as e:
             # Another thread may have found out (and set the flag) while this one was creating its container:
             # fall back whenever the refusal is seen, or the half-created privileged container stays behind.
@@ -185,7 +213,25 @@ class DockerRuntime:
                 log.warning("--privileged refused by this host (%s); using the restricted privilege mode", e)
             self._privileged_refused = True
             self.remove_container(spec.name)
-            return self._run(replace(spec, privileged_mode="restricted"))
+            return self._run_pinned(replace(spec, privileged_mode="restricted"))
+
+    def _run_pinned(self, spec: ContainerSpec) -> ContainerInfo:
+        """`_run` with every port asked for as 0 pinned to a free host port: the binding is part of the
+        container's configuration, so the port stays the same across restarts. A port taken by someone else
+        between the pick and the start is retried with another."""
+        if not any(p.host_port == 0 for p in spec.ports):
+            return self._run(spec)
+        for attempt in range(PORT_ATTEMPTS):
+            pinned = replace(spec, ports=tuple(replace(p, host_port=p.host_port or _free_port(p.host_ip))
+                                               for p in spec.ports))
+            try:
+                return self._run(pinned)
+            except RuntimeError_ as e:
+                if not _port_taken(e) or attempt == PORT_ATTEMPTS - 1:
+                    raise
+                log.info("host port of %s was taken before it started (%s); trying another", spec.name, e)
+                self.remove_container(spec.name)
+        raise AssertionError("unreachable")
 
     def _run(self, spec: ContainerSpec) -> ContainerInfo:
         kw: dict[str, Any] = {
@@ -203,7 +249,8 @@ class DockerRuntime:
             kw["ports"] = [(p.container_port, p.protocol) for p in spec.ports]
         if spec.network:
             kw["networking_config"] = self.api.create_networking_config(
-                {spec.network: self.api.create_endpoint_config(aliases=[spec.hostname or spec.name])})
+                {spec.network: self.api.create_endpoint_config(aliases=[spec.hostname or spec.name],
+                                                               ipv4_address=spec.ipv4 or None)})
         try:
             created = self.api.create_container(**kw)
         except docker.errors.APIError as e:
@@ -316,13 +363,13 @@ class DockerRuntime:
     # -- networks and volumes -------------------------------------------------------------------
     @staticmethod
     def _net(attrs: dict[str, Any]) -> NetworkInfo:
-        subnet = gateway = ""
+        subnet = gateway = ip_range = ""
         for c in (attrs.get("IPAM") or {}).get("Config") or []:
             if ":" not in (c.get("Subnet") or ""):  # prefer IPv4
-                subnet, gateway = c.get("Subnet", ""), c.get("Gateway", "")
+                subnet, gateway, ip_range = c.get("Subnet", ""), c.get("Gateway", ""), c.get("IPRange", "")
                 break
         return NetworkInfo(name=attrs.get("Name", ""), id=attrs.get("Id", ""), subnet=subnet, gateway=gateway,
-                           labels=dict(attrs.get("Labels") or {}))
+                           labels=dict(attrs.get("Labels") or {}), ip_range=ip_range or "")
 
     def get_network(self, name: str) -> NetworkInfo | None:
         try:
@@ -335,15 +382,32 @@ class DockerRuntime:
         return None
 
     def ensure_network(self, name: str, labels: dict[str, str]) -> NetworkInfo:
+        """The network `name`, created for static addresses when missing: docker picks a free subnet (it
+        knows every network's and the host's routes), then the network is made again with that subnet
+        given explicitly and its upper half as the dynamic range. A network that exists is used as it is."""
         got = self.get_network(name)
         if got:
             return got
-        try:
-            self.api.create_network(name, driver="bridge", labels=dict(labels), check_duplicate=True,
-                                    options={"com.docker.network.bridge.enable_ip_masquerade": "true"})
-        except docker.errors.APIError as e:
-            if e.status_code != 409:  # lost a race: someone created it in between
+        options = {"com.docker.network.bridge.enable_ip_masquerade": "true"}
+        for attempt in range(3):
+            probe = f"{name}-subnet-probe"
+            try:
+                self.api.create_network(probe, driver="bridge", labels=dict(labels), check_duplicate=True)
+                subnet = self._net(self.api.inspect_network(probe)).subnet
+            except docker.errors.APIError as e:
                 raise RuntimeError_(f"create network {name}: {e.explanation or e}") from e
+            finally:
+                self.remove_network(probe)
+            try:
+                pool = IPAMPool(subnet=subnet, iprange=addresses.dynamic_range(subnet))
+                self.api.create_network(name, driver="bridge", labels=dict(labels), check_duplicate=True,
+                                        options=options, ipam=IPAMConfig(pool_configs=[pool]))
+                break
+            except docker.errors.APIError as e:
+                if e.status_code == 409 or self.get_network(name):  # lost a race: someone created it in between
+                    break
+                if attempt == 2:  # the subnet was taken between the probe and the create, three times
+                    raise RuntimeError_(f"create network {name}: {e.explanation or e}") from e
         got = self.get_network(name)
         if got is None:
             raise RuntimeError_(f"network {name} vanished right after create")

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from capd_py.reconcile import addresses
 from capd_py.reconcile.cloudinit import LAUNCH_TAG
 from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, ExecResult, NetworkInfo, RuntimeError_
 
@@ -83,9 +84,11 @@ class FakeRuntime:
     def image_exists(self, ref: str) -> bool:
         return self.all_images or ref in self.images
 
-    def list_containers(self, labels: dict[str, str] | None = None) -> list[ContainerInfo]:
+    def list_containers(self, labels: dict[str, str] | None = None,
+                        network: str | None = None) -> list[ContainerInfo]:
         with self._lock:
-            return [c.info for c in self.containers.values() if _selected(c.info.labels, labels)]
+            return [c.info for c in self.containers.values() if _selected(c.info.labels, labels)
+                    and (network is None or c.spec.network == network)]
 
     def get_container(self, name: str) -> ContainerInfo | None:
         with self._lock:
@@ -105,11 +108,20 @@ class FakeRuntime:
                 net = self.networks.get(spec.network)
                 if net is None:
                     raise RuntimeError_(f"network {spec.network} not found")
-                base = net.subnet.rsplit(".", 2)[0]
-                ipv4[spec.network] = f"{base}.{n // 250}.{n % 250 + 2}"
+                if spec.ipv4:
+                    if not addresses.in_static_range(net, spec.ipv4):
+                        raise RuntimeError_(f"address {spec.ipv4} is not a static address of {spec.network}")
+                    if any(spec.ipv4 in addresses.taken_addresses([o.info], spec.network)
+                           for o in self.containers.values()):
+                        raise RuntimeError_(f"start container {spec.name}: Address already in use")
+                    ipv4[spec.network] = spec.ipv4
+                else:  # dynamic: from the upper half, like docker's ip-range
+                    base = net.subnet.rsplit(".", 2)[0]
+                    ipv4[spec.network] = f"{base}.{128 + n // 250}.{n % 250 + 2}"
             ports = {p.container_port: p.host_port or 40000 + n for p in spec.ports}
             info = ContainerInfo(id=f"fake{n:060d}", name=spec.name, image=spec.image, status="running",
-                                 labels=dict(spec.labels), ipv4=ipv4, ipv6={}, ports=ports)
+                                 labels=dict(spec.labels), ipv4=ipv4, ipv6={}, ports=ports,
+                                 static_ipv4={spec.network: spec.ipv4} if spec.ipv4 else {})
             c = _Container(info=info, spec=spec)
             if spec.node:
                 vol = f"vol{n:060d}"
@@ -223,7 +235,8 @@ class FakeRuntime:
             if name not in self.networks:
                 n = next(self._nets)
                 self.networks[name] = NetworkInfo(name=name, id=f"net{n:061d}", subnet=f"172.{n}.0.0/16",
-                                                  gateway=f"172.{n}.0.1", labels=dict(labels))
+                                                  gateway=f"172.{n}.0.1", labels=dict(labels),
+                                                  ip_range=f"172.{n}.128.0/17")
             return self.networks[name]
 
     def get_network(self, name: str) -> NetworkInfo | None:
@@ -247,7 +260,8 @@ class FakeRuntime:
                 raise RuntimeError_(f"connect {container} to {network}: no such {what}")
             if network not in c.info.ipv4:
                 n = int(c.info.id.removeprefix("fake"))
-                ipv4 = {**c.info.ipv4, network: f"{net.subnet.rsplit('.', 2)[0]}.{n // 250}.{n % 250 + 2}"}
+                # dynamic: from the upper half of the subnet (docker's ip-range on the networks we make)
+                ipv4 = {**c.info.ipv4, network: f"{net.subnet.rsplit('.', 2)[0]}.{128 + n // 250}.{n % 250 + 2}"}
                 c.info = replace(c.info, ipv4=ipv4)
 
     def disconnect_network(self, network: str, container: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import os
 import secrets
 import socket
@@ -25,6 +26,7 @@ from capd_py.api import contract
 from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, EVENT, INFRA_GROUP, MACHINE, SECRET
 from capd_py.api.labels import (
     CLUSTER_NAME,
+    CONTAINER_MACHINE,
     CONTAINER_NAMESPACE,
     CONTROL_PLANE,
     FINALIZER_DOCKER_CLUSTER,
@@ -38,10 +40,11 @@ from capd_py.controllers.queue import Result
 from capd_py.controllers.services.docker_infra import DockerInfra, create_or_adopt
 from capd_py.kube.client import Kube
 from capd_py.kube.workload import WorkloadClients
-from capd_py.reconcile import cloudinit, haproxy
+from capd_py.reconcile import addresses, cloudinit, haproxy
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import dockermachine as dmr
 from capd_py.runtime.docker_runtime import DockerRuntime
+from capd_py.runtime.protocol import ContainerSpec, PortMapping
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -646,4 +649,110 @@ def test_runtime_volumes_images_and_label_keys(runtime: DockerRuntime, namespace
         _cleanup(runtime, namespace)
         with contextlib.suppress(Exception):
             runtime.client.images.remove(tag, force=True)
+    assert _leftovers(runtime, namespace) == ([], [], [])
+
+
+async def _no_writes(ctx: Ctx, ns: str, objs: list[tuple[Any, Reconcile, dict[str, Any]]]) -> None:
+    for gvk, fn, obj in objs:
+        before = await ctx.kube.get(gvk, ns, obj["metadata"]["name"])
+        assert before is not None
+        await fn(ctx, ns, obj["metadata"]["name"])
+        after = await ctx.kube.get(gvk, ns, obj["metadata"]["name"])
+        assert after is not None and after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"], \
+            f"{gvk.kind} {obj['metadata']['name']} was written: {after.get('status')}"
+
+
+async def test_addresses_and_host_port_survive_restarts_and_lost_containers(ctx: Ctx, namespace: str,
+                                                                            runtime: DockerRuntime) -> None:
+    """Issue 14: static addresses and a pinned LB host port (containers stopped and started in another
+    order, an intruder on the network in between); the LB re-created in place when removed or when it
+    publishes another port; a provisioned node container removed with `docker rm -f` reported, and its
+    leftover /var volume removed with the machine."""
+    if not runtime.image_exists(f"{NODE_IMAGE_REPO}:{K8S_VERSION}"):
+        pytest.fail(f"node image {NODE_IMAGE_REPO}:{K8S_VERSION} missing: run `make images`", pytrace=False)
+    cluster, dc = await provisioned_cluster(ctx, namespace)
+    clname = cluster["metadata"]["name"]
+    netname = dcr.network_name(namespace, clname)
+    net = runtime.get_network(netname)
+    assert net is not None and addresses.static_capable(net), net
+    cp, dm_cp = await make_machine(ctx.kube, namespace, cluster, cp=True, data=ok_config())
+    w, dm_w = await make_machine(ctx.kube, namespace, cluster, cp=False, data=ok_config())
+    dm_cp2 = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm_cp["metadata"]["name"], provisioned)
+    dm_w2 = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm_w["metadata"]["name"], provisioned)
+    assert dm_cp2 is not None and dm_w2 is not None
+    await dcc.reconcile(ctx, namespace, dc["metadata"]["name"])  # the LB gets its backend
+    lb_name, cp_name, w_name = f"{clname}-lb", cname_of(cluster, cp), cname_of(cluster, w)
+    names = [lb_name, cp_name, w_name]
+
+    def addrs() -> dict[str, str]:
+        out = {}
+        for n in names:
+            info = runtime.get_container(n)
+            assert info is not None and info.running, n
+            out[n] = info.ipv4[netname]
+        return out
+
+    before = addrs()
+    assert all(addresses.in_static_range(net, ip) for ip in before.values()), before
+    dc_now = await ctx.kube.get(DOCKER_CLUSTER, namespace, dc["metadata"]["name"])
+    assert dc_now is not None and dc_now["spec"]["controlPlaneEndpoint"]["host"] == before[lb_name]
+    port = int(dc_now["metadata"]["annotations"][LB_HOST_PORT_ANNOTATION])
+    lb0 = runtime.get_container(lb_name)
+    assert lb0 is not None and lb0.ports[6443] == port
+
+    # stop everything; an intruder takes a dynamic address meanwhile; start in reverse order
+    for n in names:
+        runtime.api.stop(n, timeout=0)
+    intruder = f"{clname}-intruder"
+    runtime.run_container(ContainerSpec(name=intruder, image=_base_image(runtime), network=netname, node=False,
+                                        labels={CONTAINER_NAMESPACE: namespace}, command=("sleep", "600")))
+    for n in reversed(names):
+        runtime.start_container(n)
+    assert addrs() == before
+    lb1 = runtime.get_container(lb_name)
+    assert lb1 is not None and lb1.ports[6443] == port
+    with socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass
+    # nothing to repair: no writes
+    await _no_writes(ctx, namespace, [(DOCKER_CLUSTER, dcc.reconcile, dc), (DOCKER_MACHINE, dmc.reconcile, dm_cp),
+                                      (DOCKER_MACHINE, dmc.reconcile, dm_w)])
+
+    # the load balancer removed behind our back: re-created with its address, port and backends
+    runtime.remove_container(lb_name)
+    await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"],
+                lambda o: o is not None and (runtime.get_container(lb_name) or lb0).id != lb0.id
+                and cond.is_true(o, "Ready"))
+    assert addrs() == before
+    cfg = (runtime.read_file(lb_name, haproxy.CONFIG_PATH) or b"").decode()
+    assert f"server {cp_name} {before[cp_name]}:6443" in cfg
+
+    # a load balancer as an older capd-py made it (docker picks its host port again at every start): drift,
+    # re-created on the recorded port
+    runtime.remove_container(lb_name)
+    legacy = dcr.lb_spec(namespace, clname, "capd-py/haproxy:2.6", netname, dc_now)
+    runtime._run(dataclasses.replace(legacy, ports=(PortMapping(6443, 0, "127.0.0.1"),)))
+    old = runtime.get_container(lb_name)
+    assert old is not None and old.ports[6443] != port
+    await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"],
+                lambda o: o is not None and (runtime.get_container(lb_name) or old).ports.get(6443) == port
+                and cond.is_true(o, "Ready"))
+    evs = await ctx.kube.list(EVENT, namespace)
+    assert any(e.get("reason") == "LoadBalancerRecreated" for e in evs)
+
+    # a provisioned worker container removed with `docker rm -f` (its /var volume stays behind)
+    runtime.api.remove_container(w_name, force=True)
+    assert runtime.list_volumes({CONTAINER_MACHINE: w["metadata"]["name"]})
+    gone = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm_w["metadata"]["name"],
+                       lambda o: o is not None
+                       and (cond.get(o, "ContainerProvisioned") or {}).get("reason") == "ContainerDeleted")
+    assert gone is not None and not cond.is_true(gone, "Ready") and runtime.get_container(w_name) is None
+    await ctx.kube.delete(DOCKER_MACHINE, namespace, dm_w["metadata"]["name"])
+    await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm_w["metadata"]["name"], lambda o: o is None)
+    assert runtime.list_volumes({CONTAINER_MACHINE: w["metadata"]["name"]}) == []
+
+    runtime.remove_container(intruder)
+    await ctx.kube.delete(DOCKER_MACHINE, namespace, dm_cp["metadata"]["name"])
+    await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm_cp["metadata"]["name"], lambda o: o is None)
+    await ctx.kube.delete(DOCKER_CLUSTER, namespace, dc["metadata"]["name"])
+    await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"], lambda o: o is None)
     assert _leftovers(runtime, namespace) == ([], [], [])

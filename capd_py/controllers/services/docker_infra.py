@@ -17,14 +17,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from capd_py.api import contract
 from capd_py.api.labels import CONTAINER_ROLE
+from capd_py.reconcile import addresses, haproxy
 from capd_py.reconcile import dockercluster as dcr
-from capd_py.reconcile import haproxy
 from capd_py.reconcile.coreutil import is_deleting
 from capd_py.runtime.protocol import (
     ContainerInfo,
@@ -44,10 +45,17 @@ ADOPT_WAIT_SECONDS = 10.0
 
 
 class DockerInfra:
-    def __init__(self, runtime: ContainerRuntime) -> None:
+    def __init__(self, runtime: ContainerRuntime, controllers_container: str = "") -> None:
         self.runtime = runtime
+        # the container these controllers run in (in-cluster: the management node; "" on the host, which
+        # reaches every docker network anyway)
+        self.controllers_container = controllers_container
         self._inflight: dict[str, asyncio.Future[ContainerInfo]] = {}
         self._lb_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        # static addresses handed out to creations still in flight, per network (docker only knows them once
+        # the container exists); allocation is serialised per network
+        self._reserved: dict[str, set[str]] = {}
+        self._net_locks: dict[str, asyncio.Lock] = {}
 
     # --- plain runtime calls, off the event loop ---------------------------------------------------
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -76,18 +84,31 @@ class DockerInfra:
         return await self.call(self.runtime.ensure_network, name, labels)
 
     async def remove_network_if_ours(self, name: str, labels: dict[str, str]) -> None:
-        """Remove network `name` when it carries `labels` (a network someone else made is left alone)."""
+        """Remove network `name` when it carries `labels` (a network someone else made is left alone); the
+        controllers' own container leaves it first (docker refuses to remove a network with endpoints)."""
         net = await self.call(self.runtime.get_network, name)
         if net is not None and all(net.labels.get(k) == v for k, v in labels.items()):
+            if self.controllers_container:
+                await self.call(self.runtime.disconnect_network, name, self.controllers_container)
             await self.call(self.runtime.remove_network, name)
+
+    async def connect_controllers(self, network: str) -> None:
+        """Join the controllers' container to a workload cluster's network. In the management cluster the
+        controllers run in its node container, on the management network; docker isolates bridge networks
+        from each other, so without this they could not reach the cluster's load balancer (the server of
+        its kubeconfig) or its nodes. A host process needs nothing: the host is on every bridge."""
+        if self.controllers_container:
+            await self.call(self.runtime.connect_network, network, self.controllers_container)
 
     # --- containers --------------------------------------------------------------------------------
     async def create_container(self, spec: ContainerSpec) -> ContainerInfo:
         """Create+start `spec` once per name, or adopt the container of that name if it carries the
-        spec's labels (another controller instance made it). Survives cancellation of the caller."""
+        spec's labels (another controller instance made it). Survives cancellation of the caller.
+        On a network made for static addresses the container gets one (spec.ipv4 when it is a free static
+        address of the network, else the lowest free one), so it keeps its address across restarts."""
         fut = self._inflight.get(spec.name)
         if fut is None:
-            fut = asyncio.ensure_future(self.call(create_or_adopt, self.runtime, spec))
+            fut = asyncio.ensure_future(self._create(spec))
             self._inflight[spec.name] = fut
             name = spec.name
 
@@ -98,6 +119,39 @@ class DockerInfra:
                     f.exception()  # retrieved: a failure is reported to whoever awaited it
             fut.add_done_callback(_done)
         return await asyncio.shield(fut)
+
+    async def _create(self, spec: ContainerSpec) -> ContainerInfo:
+        spec = await self._with_address(spec)
+        try:
+            return await self.call(create_or_adopt, self.runtime, spec)
+        finally:
+            if spec.ipv4:
+                self._reserved.get(spec.network, set()).discard(spec.ipv4)
+
+    async def _with_address(self, spec: ContainerSpec) -> ContainerSpec:
+        if not spec.network:
+            return spec
+        async with self._net_locks.setdefault(spec.network, asyncio.Lock()):
+            net = await self.call(self.runtime.get_network, spec.network)
+            if net is None or not addresses.static_capable(net):
+                return replace(spec, ipv4="")  # a network someone else made: docker assigns addresses
+            if await self.get_container(spec.name) is not None:
+                return spec  # adopted, not created: its address is what it has
+            on_net = await self.call(self.runtime.list_containers, None, spec.network)
+            reserved = self._reserved.setdefault(spec.network, set())
+            taken = addresses.taken_addresses(on_net, spec.network) | reserved
+            if spec.ipv4 and addresses.in_static_range(net, spec.ipv4) and spec.ipv4 not in taken:
+                ip: str | None = spec.ipv4
+            else:
+                ip = addresses.pick_static(net, taken)
+            if ip is None:
+                log.warning("no static address left on network %s; %s gets a dynamic one", spec.network, spec.name)
+                return replace(spec, ipv4="")
+            reserved.add(ip)
+            return replace(spec, ipv4=ip)
+
+    async def network(self, name: str) -> NetworkInfo | None:
+        return await self.call(self.runtime.get_network, name)
 
     def creating(self, name: str) -> bool:
         return name in self._inflight
@@ -114,6 +168,18 @@ class DockerInfra:
     async def settle_all(self) -> None:
         for name in list(self._inflight):
             await self.settle(name)
+
+    async def remove_volumes(self, labels: dict[str, str]) -> int:
+        """Remove the volumes carrying `labels` that no container uses any more: the /var of a node container
+        someone removed with `docker rm -f` (which leaves anonymous volumes behind). Returns how many."""
+        removed = 0
+        for v in await self.call(self.runtime.list_volumes, labels):
+            try:
+                await self.call(self.runtime.remove_volume, v)
+                removed += 1
+            except RuntimeError_ as e:  # still mounted by a container: its removal takes it along
+                log.debug("volume %s not removed: %s", v, e)
+        return removed
 
     async def remove_container(self, name: str) -> bool:
         """Remove `name` (after any in-flight creation of it). Returns whether it is gone."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from capd_py.controllers.services.docker_infra import DockerInfra, create_or_ado
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import haproxy
 from capd_py.runtime.fake import FakeRuntime
-from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, RuntimeError_
+from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, NetworkInfo, RuntimeError_
 
 pytestmark = pytest.mark.unit
 
@@ -114,3 +115,53 @@ def test_deleting_machines() -> None:
     machines = [obj("m1", True), obj("m2", False), obj("m3", False)]
     dms = [obj("dm2", True, "m2"), obj("dm3", False, "m3"), obj("dm4", True)]
     assert deleting_machines(machines, dms) == {"m1", "m2"}
+
+
+async def test_static_addresses_distinct_under_concurrency_and_kept_for_stopped_containers() -> None:
+    rt = FakeRuntime()
+    net = rt.ensure_network("net", {})
+    infra = DockerInfra(rt)
+    infos = await asyncio.gather(*(infra.create_container(_spec(f"c1-m{i}")) for i in range(5)))
+    ips = [i.ipv4["net"] for i in infos]
+    assert len(set(ips)) == 5 and sorted(ips) == [f"172.{net.subnet.split('.')[1]}.0.{n}" for n in range(2, 7)]
+    assert all(i.static_ipv4 == {"net": i.ipv4["net"]} for i in infos)
+    # a stopped container keeps its address: a new container does not take it
+    rt.set_status("c1-m0", "exited")
+    new = await infra.create_container(_spec("c1-m9"))
+    assert new.ipv4["net"] not in ips
+    # an address asked for (the load balancer's recorded endpoint) is used when it is free
+    want = ips[0].rsplit(".", 1)[0] + ".77"
+    lb = await infra.create_container(replace(_spec("c1-lb"), ipv4=want))
+    assert lb.ipv4["net"] == want
+
+
+async def test_network_without_static_addresses_gets_dynamic_ones() -> None:
+    rt = FakeRuntime()
+    rt.networks["theirs"] = NetworkInfo("theirs", "id", "172.30.0.0/16", "172.30.0.1", {})  # made by someone else
+    infra = DockerInfra(rt)
+    info = await infra.create_container(replace(_spec("c1-m1"), network="theirs", ipv4="172.30.0.9"))
+    assert info.static_ipv4 == {} and info.ipv4["theirs"] != "172.30.0.9"
+
+
+async def test_controllers_container_joins_cluster_networks_and_leaves_before_removal() -> None:
+    """In-cluster controllers run in the management node container: it joins each workload cluster's
+    network (idempotently) and leaves it before the network is removed (docker refuses while it is on it)."""
+    rt = FakeRuntime()
+    rt.ensure_network("capd-py", {})
+    rt.run_container(ContainerSpec(name="mgmt-control-plane", image="img", network="capd-py"))
+    labels = dcr.cluster_labels("ns", "c1")
+    rt.ensure_network("capd-py-ns-c1", labels)
+    infra = DockerInfra(rt, controllers_container="mgmt-control-plane")
+    await infra.connect_controllers("capd-py-ns-c1")
+    await infra.connect_controllers("capd-py-ns-c1")
+    info = rt.get_container("mgmt-control-plane")
+    assert info is not None and set(info.ipv4) == {"capd-py", "capd-py-ns-c1"}
+    await infra.remove_network_if_ours("capd-py-ns-c1", labels)
+    info = rt.get_container("mgmt-control-plane")
+    assert rt.get_network("capd-py-ns-c1") is None and info is not None and set(info.ipv4) == {"capd-py"}
+
+    on_host = DockerInfra(rt)  # a host process reaches every bridge: it joins nothing
+    rt.ensure_network("capd-py-ns-c2", labels)
+    await on_host.connect_controllers("capd-py-ns-c2")
+    info = rt.get_container("mgmt-control-plane")
+    assert info is not None and set(info.ipv4) == {"capd-py"}

@@ -13,7 +13,7 @@ from capd_py.api.labels import (
     NETWORK_ANNOTATION,
 )
 from capd_py.reconcile import dockercluster as dcr
-from capd_py.runtime.protocol import ContainerInfo
+from capd_py.runtime.protocol import ContainerInfo, NetworkInfo
 
 pytestmark = pytest.mark.unit
 
@@ -78,6 +78,33 @@ def test_endpoint_set_once_and_host_port_annotation() -> None:
     assert dcr.endpoint_patch(_dc(spec={"controlPlaneEndpoint": {"host": "x", "port": 1}}), ep) is None
     assert dcr.host_port_patch(_dc(), lb) == {"metadata": {"annotations": {LB_HOST_PORT_ANNOTATION: "32768"}}}
     assert dcr.host_port_patch(_dc(md={"annotations": {LB_HOST_PORT_ANNOTATION: "32768"}}), lb) is None
+    # recorded once, never rewritten: a load balancer publishing another port is drift (re-created)
+    assert dcr.host_port_patch(_dc(md={"annotations": {LB_HOST_PORT_ANNOTATION: "40000"}}), lb) is None
+
+
+def test_lb_spec_reuses_the_recorded_endpoint_address_and_host_port() -> None:
+    dc = _dc(md={"annotations": {LB_HOST_PORT_ANNOTATION: "40000"}},
+             spec={"controlPlaneEndpoint": {"host": "172.19.0.2", "port": 6443}})
+    s = dcr.lb_spec("ns", "c1", "capd-py/haproxy:2.6", "net", dc)
+    assert s.ipv4 == "172.19.0.2" and [(p.host_ip, p.host_port) for p in s.ports] == [("127.0.0.1", 40000)]
+    assert dcr.recorded_host_port(_dc(md={"annotations": {LB_HOST_PORT_ANNOTATION: "junk"}})) == 0
+
+
+def test_lb_drift_and_whether_it_can_be_repaired_in_place() -> None:
+    dc = _dc(md={"annotations": {LB_HOST_PORT_ANNOTATION: "40000"}},
+             spec={"controlPlaneEndpoint": {"host": "172.19.0.2", "port": 6443}})
+    assert dcr.lb_drift(_c("c1-lb", "load-balancer", "172.19.0.2", ports={6443: 40000}), "net", dc) is None
+    assert dcr.lb_drift(_c("c1-lb", "load-balancer", "172.19.0.2", ports={6443: 40000}, status="exited"),
+                        "net", dc) is None
+    moved = dcr.lb_drift(_c("c1-lb", "load-balancer", "172.19.0.7", ports={6443: 40000}), "net", dc)
+    assert moved and "172.19.0.7" in moved and "172.19.0.2" in moved
+    port = dcr.lb_drift(_c("c1-lb", "load-balancer", "172.19.0.2", ports={6443: 33333}), "net", dc)
+    assert port and "33333" in port and "40000" in port
+    static = NetworkInfo("net", "i", "172.19.0.0/16", "172.19.0.1", {}, ip_range="172.19.128.0/17")
+    assert dcr.lb_repairable(static, dc)
+    assert not dcr.lb_repairable(NetworkInfo("net", "i", "172.19.0.0/16", "172.19.0.1", {}), dc)
+    outside = _dc(spec={"controlPlaneEndpoint": {"host": "172.19.200.9", "port": 6443}})
+    assert not dcr.lb_repairable(static, outside) and dcr.lb_repairable(static, _dc())
 
 
 def test_status_provisioned_conditions_and_failure_domains() -> None:

@@ -132,6 +132,22 @@ def test_container_deleted_keeps_provisioned_but_not_ready() -> None:
     assert _conds(st)["ContainerProvisioned"] == ("False", "ContainerDeleted") and _conds(st)["Ready"][0] == "False"
 
 
+def test_address_change_is_reported_and_the_old_address_kept() -> None:
+    prov = dmr.status(_dm(), Observed(Phase.PROVISIONED, "", _info("10.0.0.9"), "net"))
+    dm = {**_dm(), "status": prov}
+    assert dmr.address_change(dm, _info("10.0.0.9"), "net", True) is None
+    assert dmr.address_change(_dm(), _info("10.0.0.3"), "net", True) is None  # nothing recorded yet
+    msg = dmr.address_change(dm, _info("10.0.0.3"), "net", True)
+    assert msg and "10.0.0.3" in msg and "10.0.0.9" in msg and "etcd member" in msg
+    st = dmr.status(dm, Observed(Phase.ADDRESS_CHANGED, msg, _info("10.0.0.3"), "net"))
+    c = _conds(st)
+    assert c["ContainerProvisioned"] == ("False", "ContainerAddressChanged") and c["Ready"][0] == "False"
+    assert c["BootstrapExecSucceeded"] == ("True", "BootstrapSucceeded")
+    assert st["addresses"] == prov["addresses"] and st["initialization"] == {"provisioned": True}
+    # stays reported on the next pass (the recorded address is still the old one)
+    assert dmr.address_change({**_dm(), "status": st}, _info("10.0.0.3"), "net", False)
+
+
 def test_last_lines() -> None:
     assert dmr.last_lines("\n".join(str(i) for i in range(30)), 3) == "27\n28\n29"
     assert len(dmr.last_lines("x" * 5000, 1, limit=100)) == 100

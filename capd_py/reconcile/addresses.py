@@ -1,0 +1,77 @@
+"""Static container addresses (pure).
+
+Docker gives a container a new address at every start unless it was created with one (`--ip`), and it
+accepts `--ip` only on networks with a user-configured subnet. A node's address is baked into its
+certificates, its etcd member and the load balancer's backends, so after a reboot (containers started in
+any order) every container must come back with the address it had. capd-py therefore makes its networks
+with an explicit subnet whose upper half is docker's dynamic `ip-range` (anything else attached to the
+network, e.g. the in-cluster controllers' node, gets an address from there) and hands out the lower half
+itself: the lowest address no container of the network was created with or currently holds.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+
+from capd_py.api.containers import ContainerInfo, NetworkInfo
+
+
+def dynamic_range(subnet: str) -> str:
+    """The upper half of `subnet`: where docker assigns addresses of containers created without one."""
+    net = ipaddress.ip_network(subnet, strict=False)
+    if net.prefixlen >= net.max_prefixlen - 2:
+        raise ValueError(f"subnet {subnet} is too small to split into static and dynamic halves")
+    return str(list(net.subnets(prefixlen_diff=1))[1])
+
+
+def static_capable(net: NetworkInfo | None) -> bool:
+    """A network capd-py made for static addresses: IPv4 subnet with a dynamic range inside it."""
+    if net is None or not net.subnet or not net.ip_range or ":" in net.subnet:
+        return False
+    try:
+        return ipaddress.ip_network(net.ip_range, strict=False).subnet_of(
+            ipaddress.ip_network(net.subnet, strict=False))  # type: ignore[arg-type]
+    except ValueError:
+        return False
+
+
+def in_static_range(net: NetworkInfo, address: str) -> bool:
+    """`address` may be given to a container with `--ip`: inside the subnet, outside the dynamic range, not
+    the network, broadcast or gateway address."""
+    if not static_capable(net):
+        return False
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    subnet = ipaddress.ip_network(net.subnet, strict=False)
+    dyn = ipaddress.ip_network(net.ip_range, strict=False)
+    reserved = {subnet.network_address, subnet.broadcast_address}
+    if net.gateway:
+        reserved.add(ipaddress.ip_address(net.gateway))
+    return ip in subnet and ip not in dyn and ip not in reserved
+
+
+def taken_addresses(containers: Iterable[ContainerInfo], network: str) -> set[str]:
+    """Addresses on `network` that containers were created with (kept while they are stopped) or hold now."""
+    out: set[str] = set()
+    for c in containers:
+        for ip in (c.static_ipv4.get(network), c.ipv4.get(network)):
+            if ip:
+                out.add(ip)
+    return out
+
+
+def pick_static(net: NetworkInfo, taken: Iterable[str]) -> str | None:
+    """The lowest address of the static half of `net` that is not taken; None when the half is full or the
+    network cannot have static addresses."""
+    if not static_capable(net):
+        return None
+    used = set(taken)
+    subnet = ipaddress.ip_network(net.subnet, strict=False)
+    for ip in subnet.hosts():
+        s = str(ip)
+        if s not in used and in_static_range(net, s):
+            return s
+    return None
