@@ -65,6 +65,7 @@ NODE = GVK("", "v1", "Node", "nodes", namespaced=False)
 POD = GVK("", "v1", "Pod", "pods")
 EVENT = GVK("", "v1", "Event", "events")
 CONFIG_MAP = GVK("", "v1", "ConfigMap", "configmaps")
+LEASE = GVK("coordination.k8s.io", "v1", "Lease", "leases")
 
 ALL_CAPI: tuple[GVK, ...] = (
     CLUSTER, MACHINE, MACHINE_SET, MACHINE_DEPLOYMENT, MACHINE_HEALTH_CHECK,

@@ -425,13 +425,23 @@ def controllers_cmd(
                                                    help="Management cluster kubeconfig.")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
     threads: Annotated[int, typer.Option(min=4, help="Threads for blocking Kube/Docker calls.")] = 64,
+    leader_elect: Annotated[bool, typer.Option(
+        "--leader-elect/--no-leader-elect", envvar="CAPD_PY_LEADER_ELECT",
+        help="Reconcile only while holding the Lease capd-py-controllers (several replicas, one active).")] = False,
+    leader_elect_namespace: Annotated[str | None, typer.Option(
+        help="Namespace of the Lease (default: $POD_NAMESPACE, else capd-py-system).")] = None,
 ) -> None:
     """Run every controller in this process (foreground)."""
+    from capd_py.cli.run import leader_config
     from capd_py.cli.run import main as run_main
+    from capd_py.controllers.operator import LeadershipLost
     try:
-        run_main(kubeconfig, verbose=verbose, threads=threads)
+        run_main(kubeconfig, verbose=verbose, threads=threads,
+                 leader_election=leader_config(leader_elect_namespace, None) if leader_elect else None)
     except FileNotFoundError as e:
         fail(str(e), 2)
+    except LeadershipLost as e:
+        fail(f"leader election: {e}")
     except KeyboardInterrupt:
         pass
 

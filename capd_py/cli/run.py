@@ -5,12 +5,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
+import uuid
 from pathlib import Path
 
 from capd_py.controllers.operator import run
+from capd_py.kube import leader
 
 
-def main(kubeconfig: str | None, verbose: bool = False, threads: int = 64) -> None:
+def leader_config(namespace: str | None, identity: str | None) -> leader.Config:
+    """The Lease `capd-py-controllers` in the pod's namespace; the identity is unique per process (client-go's
+    hostname_uuid), so a restarted container never mistakes its predecessor's lease for its own."""
+    ns = namespace or os.environ.get("POD_NAMESPACE") or "capd-py-system"
+    who = identity or os.environ.get("POD_NAME") or socket.gethostname()
+    return leader.Config(namespace=ns, identity=f"{who}_{uuid.uuid4().hex[:12]}")
+
+
+def main(kubeconfig: str | None, verbose: bool = False, threads: int = 64,
+         leader_election: leader.Config | None = None) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kopf").setLevel(logging.INFO if verbose else logging.WARNING)
@@ -20,4 +32,5 @@ def main(kubeconfig: str | None, verbose: bool = False, threads: int = 64) -> No
     path = kubeconfig or os.environ.get("KUBECONFIG")
     if path and not Path(path).expanduser().exists():
         raise FileNotFoundError(f"kubeconfig {path} does not exist")
-    asyncio.run(run(str(Path(path).expanduser()) if path else None, threads=threads))
+    asyncio.run(run(str(Path(path).expanduser()) if path else None, threads=threads,
+                    leader_election=leader_election))

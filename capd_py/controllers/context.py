@@ -34,6 +34,9 @@ class Settings:
     aggregate_seconds: float = 0.25
     # Poll interval while waiting on something we do not watch (workload nodes, containers).
     poll_seconds: float = 5.0
+    # The docker container these controllers run in, if any: `capd-py init --in-cluster` sets it to the pod's
+    # node name (the management node container), which then joins every workload cluster's network.
+    controllers_container: str = field(default_factory=lambda: os.environ.get("CAPD_PY_CONTROLLERS_CONTAINER", ""))
 
 
 @dataclass
@@ -57,7 +60,7 @@ class Ctx:
     def infra(self) -> DockerInfra:
         """The one Docker infrastructure service of this context (in-flight creations, LB locks)."""
         if self._infra is None:
-            self._infra = DockerInfra(self.runtime)
+            self._infra = DockerInfra(self.runtime, self.settings.controllers_container)
         return self._infra
 
     @infra.setter

@@ -21,6 +21,7 @@ import kopf
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.manager import Manager
 from capd_py.controllers.registry import CACHED_KINDS, all_controllers
+from capd_py.kube import leader
 from capd_py.kube.cache import Store
 from capd_py.kube.cached import CachedKube
 from capd_py.kube.client import Kube
@@ -120,11 +121,20 @@ def make_ctx(kube: Kube, runtime: Any = None, settings: Settings | None = None,
                workload=workload if workload is not None else WorkloadClients(cached))
 
 
+class LeadershipLost(Exception):
+    """This replica stopped renewing its Lease in time: another may be leading now, so it stopped."""
+
+
 async def run(kubeconfig: str | None, runtime: Any = None, threads: int = 64,
               stop: asyncio.Event | None = None, workload: WorkloadClients | None = None,
-              on_manager: Callable[[Manager], object] | None = None) -> None:
+              on_manager: Callable[[Manager], object] | None = None,
+              leader_election: leader.Config | None = None) -> None:
     """Run until `stop` is set (or SIGINT/SIGTERM). `runtime`/`workload` replace the real ones (benchmarks);
-    `on_manager` sees the Manager before it starts (metrics)."""
+    `on_manager` sees the Manager before it starts (metrics).
+
+    With `leader_election`, nothing is watched or reconciled until this process holds the Lease; losing it
+    stops every reconcile at once and raises LeadershipLost (the Deployment restarts the container, as
+    controller-runtime's managers exit). A clean stop releases the Lease."""
     loop = asyncio.get_running_loop()
     # Kube and Docker calls are blocking and run via asyncio.to_thread: give them room.
     loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=threads,
@@ -143,9 +153,43 @@ async def run(kubeconfig: str | None, runtime: Any = None, threads: int = 64,
             loop.add_signal_handler(sig, stop_flag.set)
         except (NotImplementedError, RuntimeError):
             pass
+    elector = leader.LeaderElector(kube, leader_election) if leader_election else None
+    watchdog: asyncio.Task[None] | None = None
+    if elector is not None:
+        if not await _campaign(elector, stop_flag):
+            kube.close()
+            return
+
+        async def stop_when_lost() -> None:
+            await elector.renew_until_lost()
+            await manager.stop()  # no reconcile may run past the lease: another replica may lead now
+            stop_flag.set()
+        # created before kopf starts: kopf cancels only the tasks it finds made after it started
+        watchdog = asyncio.create_task(stop_when_lost(), name="capd-py-leader-renew")
     try:
         await kopf.operator(registry=registry, settings=settings, standalone=True, clusterwide=True,
                             stop_flag=stop_flag)
     finally:
         await manager.stop()
+        if watchdog is not None and elector is not None:
+            watchdog.cancel()
+            await asyncio.gather(watchdog, return_exceptions=True)
+            if not elector.lost.is_set():
+                await elector.release()
         kube.close()
+    if elector is not None and elector.lost.is_set():
+        raise LeadershipLost(f"lost lease {elector.cfg.namespace}/{elector.cfg.name}")
+
+
+async def _campaign(elector: leader.LeaderElector, stop_flag: asyncio.Event) -> bool:
+    """Wait for the Lease (True) or for `stop_flag` (False)."""
+    acquire = asyncio.create_task(elector.acquire(), name="capd-py-leader-acquire")
+    stopped = asyncio.create_task(stop_flag.wait(), name="capd-py-stop")
+    await asyncio.wait({acquire, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    for t in (acquire, stopped):
+        t.cancel()
+    await asyncio.gather(acquire, stopped, return_exceptions=True)
+    if elector.leading.is_set() and not stop_flag.is_set():
+        return True
+    await elector.release()
+    return False

@@ -35,11 +35,24 @@ def test_preflight_errors_ignored_like_kind() -> None:
 def test_in_cluster_manifest() -> None:
     docs = [d for d in yaml.safe_load_all(in_cluster_manifest("capd-py/controllers:dev", "restricted")) if d]
     kinds = [d["kind"] for d in docs]
-    assert kinds == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"]
-    pod = docs[-1]["spec"]["template"]["spec"]
-    assert pod["containers"][0]["image"] == "capd-py/controllers:dev"
-    assert pod["containers"][0]["imagePullPolicy"] == "Never"
+    assert kinds == ["Namespace", "ServiceAccount", "ClusterRole", "Role", "RoleBinding", "ClusterRoleBinding",
+                     "Deployment"]
+    dep = docs[-1]
+    pod = dep["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["image"] == "capd-py/controllers:dev"
+    assert c["imagePullPolicy"] == "Never"
     assert pod["volumes"][0]["hostPath"]["path"] == "/run/capd-py/docker.sock"
+    # two replicas, one active through the Lease (RBAC for it in the controllers' namespace)
+    assert dep["spec"]["replicas"] == 2 and "--leader-elect" in c["args"]
+    role = next(d for d in docs if d["kind"] == "Role")
+    assert role["metadata"]["namespace"] == dep["metadata"]["namespace"]
+    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "verbs": ["get", "list", "watch", "create", "update", "patch"]}]
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in c["env"]}
+    assert env["POD_NAME"] == "metadata.name" and env["POD_NAMESPACE"] == "metadata.namespace"
+    # the node container (named as the node) joins the workload clusters' networks
+    assert env["CAPD_PY_CONTROLLERS_CONTAINER"] == "spec.nodeName" and pod["hostNetwork"] is True
 
 
 def test_check_objects() -> None:
