@@ -23,6 +23,7 @@ from capd_py.api.labels import CONTAINER_MANAGED, CONTAINER_ROLE
 from capd_py.cli.kubeconfig import rewrite_server, write_private
 from capd_py.cli.steps import Steps
 from capd_py.cli.waiting import poll
+from capd_py.reconcile import addresses
 from capd_py.runtime.protocol import (
     ContainerInfo,
     ContainerRuntime,
@@ -173,8 +174,12 @@ class ManagementCluster:
         with st.step(f"Ensuring node image ({self.image}) 🖼"):
             pass
         with st.step("Preparing nodes 📦"):
-            self.rt.ensure_network(self.network, {CONTAINER_MANAGED: "true"})
+            net = self.rt.ensure_network(self.network, {CONTAINER_MANAGED: "true"})
+            # a static address (and the pinned host port the runtime gives a port asked for as 0): the API
+            # server's certificate, etcd and the kubeconfig stay valid after the node is stopped and started
+            taken = addresses.taken_addresses(self.rt.list_containers(None, self.network), self.network)
             info = self.rt.run_container(ContainerSpec(
+                ipv4=addresses.pick_static(net, taken) or "",
                 name=self.node, image=self.image, hostname=self.node, network=self.network,
                 labels=self.labels, ports=(PortMapping(API_PORT, self.host_port, "127.0.0.1"),),
                 mounts=(Mount("/var/run/docker.sock", DOCKER_SOCKET_IN_NODE),) if self.mount_docker_socket else (),
