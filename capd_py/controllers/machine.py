@@ -217,8 +217,10 @@ async def _reconcile_delete(ctx: Ctx, m: dict[str, Any], cluster: dict[str, Any]
     if wl is not None and node_name:
         try:
             # bounded: a pooled connection to a control plane being removed can hang a request for the client's
-            # full 30 s (measured in the control-plane rollouts); a fresh connection next time goes elsewhere
-            node_exists = (await asyncio.wait_for(wl.get(NODE, None, node_name), NODE_LOOKUP_TIMEOUT)) is not None
+            # full 30 s (measured in the control-plane rollouts); a fresh connection next time goes elsewhere.
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation (see queue._next)
+            async with asyncio.timeout(NODE_LOOKUP_TIMEOUT):
+                node_exists = (await wl.get(NODE, None, node_name)) is not None
         except Exception as e:  # noqa: BLE001 - unreachable workload: the node cannot be handled
             ctx.log.info("machine %s/%s: workload unreachable during deletion: %s", ns, name, e)
             wl = None

@@ -13,9 +13,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 Key = tuple[str, str, str]
 log = logging.getLogger("capd_py.queue")
+# How long `stop` waits for the workers in all, and how often it repeats the cancellation meanwhile.
+STOP_SECONDS = 10.0
+STOP_RECANCEL_SECONDS = 1.0
 
 
 @dataclass
@@ -68,11 +72,26 @@ class WorkQueue:
         for i in range(self._workers):
             self._tasks.append(asyncio.create_task(self._worker(), name=f"capd-py-worker-{i}"))
 
-    async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+    async def stop(self, timeout: float = STOP_SECONDS) -> None:
+        """Cancel every worker and wait for them, at most `timeout` seconds. A worker whose reconcile
+        swallowed its cancellation (library code catching CancelledError) is cancelled again each
+        `STOP_RECANCEL_SECONDS`; one still running after `timeout` is logged with its stack and left."""
+        tasks, self._tasks = self._tasks, []
+        deadline = time.monotonic() + timeout
+        pending = {t for t in tasks if not t.done()}
+        while pending:
+            for t in pending:
+                t.cancel()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                for t in pending:
+                    log.error("work queue worker %s did not stop within %.1f s; awaiting: %s", t.get_name(),
+                              timeout, " <- ".join(reversed(awaiting(t))))
+                return
+            _, pending = await asyncio.wait(pending, timeout=min(STOP_RECANCEL_SECONDS, left))
+        for t in tasks:  # retrieve the outcomes: no "exception was never retrieved" at collection
+            if not t.cancelled() and t.exception() is not None:
+                log.error("work queue worker %s ended with %r", t.get_name(), t.exception())
 
     async def _next(self) -> Key:
         while True:
@@ -95,8 +114,12 @@ class WorkQueue:
                         return key
                     break
                 timeout = (self._heap[0][0] - now) if self._heap else None
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the inner result when the
+                # inner wait finished just as this task was cancelled, swallowing the cancellation; a worker
+                # woken by an add at the moment `stop` cancelled it then waited on forever, and so did stop.
                 try:
-                    await asyncio.wait_for(self._cond.wait(), timeout=timeout)
+                    async with asyncio.timeout(timeout):
+                        await self._cond.wait()
                 except TimeoutError:
                     pass
 
@@ -123,3 +146,16 @@ class WorkQueue:
                 self.add(key)
             elif requeue is not None:
                 self.add(key, after=requeue)
+
+
+def awaiting(task: asyncio.Task[Any]) -> list[str]:
+    """Where a suspended task is, outermost first: the chain of coroutines each awaits (a task's own
+    `get_stack` shows only its outermost frame)."""
+    out: list[str] = []
+    coro: Any = task.get_coro()
+    while coro is not None and len(out) < 30:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            out.append(f"{frame.f_code.co_qualname} ({frame.f_code.co_filename}:{frame.f_lineno})")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return out

@@ -17,6 +17,7 @@ from typing import Any
 
 from capd_py.controllers.manager import Manager
 from capd_py.controllers.operator import run
+from capd_py.controllers.queue import awaiting
 from capd_py.kube.workload import WorkloadClients
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads
@@ -44,7 +45,8 @@ def _stacks(loop: asyncio.AbstractEventLoop | None) -> str:
             tasks = list(asyncio.all_tasks(loop))
         except RuntimeError:  # the set changed while we looked
             tasks = []
-        out += [f"--- task {task.get_name()}: {task.get_coro()!r}" for task in tasks[:40]]
+        out += [f"--- task {task.get_name()}: {' <- '.join(reversed(awaiting(task))) or task!r}"
+                for task in tasks[:60]]
     return "\n".join(out)
 
 

@@ -146,3 +146,65 @@ async def test_manager_routes_events_through_the_store_and_resyncs_from_it() -> 
     assert mgr.store.get(MACHINE, "ns", "m1") is None
     assert sorted(reconciled) == [("Machine", "ns", "m1"), ("MachineSet", "ns", "ms1")]
     await mgr.stop()
+
+
+async def test_a_worker_cancelled_just_as_it_is_woken_still_stops() -> None:
+    """The in-process operator's teardown hang: Python 3.11's `asyncio.wait_for` returns the inner result when
+    the inner wait has finished at the moment the outer task is cancelled, swallowing the cancellation, so a
+    worker woken by an add at the moment `stop` cancelled it looped on and `stop` waited forever. Here the
+    race is forced: the worker's wait is woken and has finished when the cancellation arrives."""
+    async def handle(k: Key) -> None:
+        pass
+
+    q = WorkQueue(handle, workers=1)
+    q.add(("Machine", "ns", "later"), after=3600)  # a timed wait, as while requeues are pending
+    q.start()
+    await asyncio.sleep(0.05)  # the worker waits on the condition
+    async with q._cond:
+        q._cond.notify_all()
+    await asyncio.sleep(0)  # the worker's wait finishes (re-acquires the lock); the worker has not resumed
+    await asyncio.wait_for(q.stop(), timeout=5)
+    assert not q._tasks
+
+
+async def test_stop_cancels_again_a_reconcile_that_swallowed_its_cancellation_and_is_bounded(
+        caplog: pytest.LogCaptureFixture) -> None:
+    swallowed: list[Key] = []
+
+    async def once(k: Key) -> None:  # swallows the first cancellation, honours the next
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            swallowed.append(k)
+        await asyncio.sleep(3600)
+
+    q = WorkQueue(once, workers=2)
+    q.add(("Machine", "ns", "a"))
+    q.start()
+    await asyncio.sleep(0.05)
+    started = time.monotonic()
+    await q.stop(timeout=5)
+    assert swallowed == [("Machine", "ns", "a")] and time.monotonic() - started < 2.5
+
+    stubborn = [True]
+
+    async def never(k: Key) -> None:  # swallows every cancellation: stop gives up after its bound, loudly
+        while stubborn[0]:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                pass
+
+    q = WorkQueue(never, workers=1)
+    q.add(("Machine", "ns", "b"))
+    q.start()
+    await asyncio.sleep(0.05)
+    worker = next(t for t in asyncio.all_tasks() if t.get_name() == "capd-py-worker-0")
+    started = time.monotonic()
+    await q.stop(timeout=0.5)
+    assert time.monotonic() - started < 1.5
+    assert "did not stop within" in caplog.text and "never" in caplog.text, caplog.text
+    stubborn[0] = False  # let the abandoned worker (a test artefact) end so the test's loop can close
+    q._tasks = [worker]
+    await q.stop(timeout=3)
+    assert worker.done()
