@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from capd_py.api import conditions as cond
-from capd_py.api import gvk
+from capd_py.api import contract, gvk
 from capd_py.api.gvk import (
     CLUSTER,
     DOCKER_CLUSTER,
@@ -26,7 +26,7 @@ from capd_py.reconcile import cluster as rc
 from capd_py.reconcile import coreutil
 
 PROBE_SECONDS = 30.0
-PROBE_TIMEOUT = 5.0
+PROBE_RETRY_SECONDS = 5.0
 
 
 def _label_or_owner() -> Mapper:
@@ -73,8 +73,15 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
             setattr(obs, attr, await ensure_metadata(kube, g, obj, owner=owner_for(c, obj, controller=False),
                                                      labels={CLUSTER_NAME: name}))
 
-    if (c.get("status") or {}).get("initialization", {}).get("controlPlaneInitialized"):
-        obs.remote_probe = await _probe(ctx, namespace, name)
+    # as upstream's ClusterCache: probe once the infrastructure is provisioned (the kubeconfig appears with
+    # the first control plane), so an API server the controllers cannot reach shows while the control plane
+    # waits to be initialised, not only later
+    init = (c.get("status") or {}).get("initialization") or {}
+    provisioned = obs.infra is not None and contract.infra_provisioned(obs.infra)
+    if provisioned or init.get("infrastructureProvisioned") or init.get("controlPlaneInitialized"):
+        probe = await ctx.workload.probe(namespace, name)
+        if probe is not None:
+            obs.remote_probe, obs.remote_probe_error = probe.ok, probe.message
 
     sp = rc.spec_patch(obs)
     if sp:
@@ -85,25 +92,9 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if obs.infra is None or obs.control_plane is None and rc.cp_ref(c) is not None:
         return Result(requeue_after=ctx.settings.poll_seconds)  # a referenced object does not exist yet
     if obs.remote_probe is not None:
-        return Result(requeue_after=PROBE_SECONDS)  # keep RemoteConnectionProbe current
+        # keep RemoteConnectionProbe current; a failing one is retried as often as upstream's probe runs
+        return Result(requeue_after=PROBE_SECONDS if obs.remote_probe else PROBE_RETRY_SECONDS)
     return None
-
-
-async def _probe(ctx: Ctx, namespace: str, name: str) -> bool | None:
-    """True/False: the workload API server answered /version or not; None: no kubeconfig yet."""
-    try:
-        wl = await ctx.workload.get(namespace, name)
-    except Exception as e:  # noqa: BLE001 - a broken kubeconfig is a failed probe
-        ctx.log.debug("cluster %s/%s: workload client: %s", namespace, name, e)
-        return False
-    if wl is None:
-        return None
-    try:
-        await wl.acall("GET", "/version", timeout=PROBE_TIMEOUT)
-        return True
-    except Exception as e:  # noqa: BLE001 - reported as the RemoteConnectionProbe condition
-        ctx.log.debug("cluster %s/%s: remote connection probe failed: %s", namespace, name, e)
-        return False
 
 
 async def _reconcile_delete(ctx: Ctx, obs: rc.Observed) -> Result | None:

@@ -52,6 +52,7 @@ class Observed:
     machine_sets: list[dict[str, Any]] = field(default_factory=list)
     machine_pools: list[dict[str, Any]] = field(default_factory=list)
     remote_probe: bool | None = None              # None: not probed
+    remote_probe_error: str = ""                  # the address tried and the error, when it failed
 
 
 def infra_ref(cluster: dict[str, Any]) -> dict[str, str] | None:
@@ -213,7 +214,8 @@ def compute_status(obs: Observed) -> dict[str, Any]:
 
     if obs.remote_probe is not None:
         setc(REMOTE_CONNECTION_PROBE, obs.remote_probe, R_PROBE_SUCCEEDED if obs.remote_probe else R_PROBE_FAILED,
-             "" if obs.remote_probe else "Remote connection probe failed")
+             "" if obs.remote_probe else "Remote connection probe failed"
+             + (f": {obs.remote_probe_error}" if obs.remote_probe_error else ""))
 
     # Deleting / paused (the controller sets the deleting reason)
     cur_del = next((x for x in conds if x.get("type") == cond.DELETING), None)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import base64
 import copy
+import socket
 from typing import Any
 
 import pytest
+import yaml
 
 from capd_py.api import gvk
 from capd_py.api.gvk import (
@@ -555,6 +557,36 @@ async def test_cluster_missing_refs_and_repair(kube: Kube, namespace: str, ctx: 
 
 
 # --- Machine + workload cluster (the envtest API server doubles as the workload cluster) -------------
+
+async def test_unreachable_workload_api_names_the_address_and_the_error(kube: Kube, envtest: Any, namespace: str,
+                                                                        ctx: Ctx) -> None:
+    """Before the control plane is initialised too (as upstream's ClusterCache, once the infrastructure is
+    provisioned): the kubeconfig's server cannot be reached -> RemoteConnectionProbe False naming it."""
+    ns = namespace
+    await setup_cluster(kube, ns, cp=False)
+    dc = await kube.get(DOCKER_CLUSTER, ns, "c1")
+    assert dc is not None
+    await kube.update_status(DOCKER_CLUSTER, dc, {"initialization": {"provisioned": True}})
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = f"https://127.0.0.1:{port}"
+    text = yaml.safe_load(envtest.kubeconfig)
+    text["clusters"][0]["cluster"]["server"] = server
+    await kube.create(SECRET, {"apiVersion": "v1", "kind": "Secret", "metadata": _meta("c1-kubeconfig", ns),
+                               "data": {"value": base64.b64encode(yaml.safe_dump(text).encode()).decode()}})
+    res = await c_cluster.reconcile(ctx, ns, "c1")
+    assert res is not None and res.requeue_after == c_cluster.PROBE_RETRY_SECONDS
+    c = await kube.get(CLUSTER, ns, "c1")
+    assert c is not None
+    probe = {x["type"]: x for x in c["status"]["conditions"]}["RemoteConnectionProbe"]
+    assert probe["status"] == "False" and probe["reason"] == "ProbeFailed"
+    assert probe["message"].startswith(f"Remote connection probe failed: {server}: "), probe
+    assert "Connect" in probe["message"], probe  # aiohttp's "Cannot connect to host ... [Connect call failed]"
+    before = rv(c)
+    await c_cluster.reconcile(ctx, ns, "c1")  # same failure, same text: no write
+    assert rv(await kube.get(CLUSTER, ns, "c1")) == before
+
 
 async def workload_secret(kube: Kube, envtest: Any, ns: str) -> None:
     await kube.create(SECRET, {"apiVersion": "v1", "kind": "Secret", "metadata": _meta("c1-kubeconfig", ns,

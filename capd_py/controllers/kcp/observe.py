@@ -13,6 +13,7 @@ from capd_py.api.gvk import KUBEADM_CONFIG, MACHINE, NODE, POD
 from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE_NAME
 from capd_py.controllers.context import Ctx
 from capd_py.kube.client import Kube
+from capd_py.kube.workload import unreachable
 from capd_py.reconcile import kcp as rk
 from capd_py.reconcile.kcp import rollout
 from capd_py.reconcile.kcp.observe import CONTROL_PLANE_POD_SELECTOR
@@ -50,7 +51,7 @@ async def workload(ctx: Ctx, cluster: dict[str, Any]) -> Workload:
         w.pods = {p["metadata"]["name"]: p for p in pods.get("items") or []}
         w.reachable = True
     except Exception as e:  # noqa: BLE001 - an unreachable workload API is a state to report, not a crash
-        w.error = rk.workload_error(e)
+        w.error = unreachable(w.kube.host, e, WORKLOAD_TIMEOUT)  # the address tried and the error
     return w
 
 

@@ -4,7 +4,6 @@ Machines the KCP owns, which Node and static pods belong to each, whether the Ma
 from __future__ import annotations
 
 import datetime as _dt
-import re
 from typing import Any
 
 from capd_py.api import conditions, contract
@@ -85,9 +84,3 @@ def machine_view(kcp: dict[str, Any], machine: dict[str, Any], config: dict[str,
         machine_available=cond_status(machine, conditions.AVAILABLE),
         remediate=cond_status(machine, "OwnerRemediated") is False,
     )
-
-
-def workload_error(e: BaseException) -> str:
-    """How an unreachable workload API is reported: no object addresses or varying detail, so the
-    message is stable between passes (a stable object gets no writes)."""
-    return f"{e.__class__.__name__}: {re.sub(r' at 0x[0-9a-fA-F]+', '', str(e))[:200]}"

@@ -93,6 +93,11 @@ def apply(st: Status, kcp: dict[str, Any], views: list[MachineView], versions: l
     if initialized:
         s["initialization"] = {**(s.get("initialization") or {}), "controlPlaneInitialized": True}
         st.set(INITIALIZED, True, "Initialized")
+    elif views and not workload_reachable and workload_error:
+        # upstream leaves the message empty and only logs why; say which address failed and how, so an
+        # API server the controllers cannot reach (e.g. another docker network) is visible on the object
+        st.set(INITIALIZED, False, "NotInitialized",
+               f"Control plane not yet initialized: the workload cluster API is not reachable: {workload_error}")
     else:
         st.set(INITIALIZED, False, "NotInitialized", "Control plane not yet initialized")
 

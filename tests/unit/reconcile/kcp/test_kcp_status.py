@@ -52,6 +52,16 @@ def test_not_initialized() -> None:
     assert c[rk.AVAILABLE]["message"] == "Control plane not yet initialized"
     assert c[rk.ETCD_CLUSTER_HEALTHY]["status"] == "Unknown" and c[rk.ETCD_CLUSTER_HEALTHY]["reason"] == "HealthUnknown"
     assert c[rk.SCALING_UP]["message"] == "Scaling up from 1 to 3 replicas"
+    assert c[rk.INITIALIZED]["message"] == "Control plane not yet initialized"
+
+
+def test_not_initialized_says_which_api_address_failed() -> None:
+    err = "https://172.19.0.3:6443: TimeoutError: no answer within 10s"
+    c = conds(run([view("m1", healthy=False)], initialized=False, reachable=False, error=err))
+    assert c[rk.INITIALIZED]["status"] == "False" and c[rk.INITIALIZED]["reason"] == "NotInitialized"
+    assert c[rk.INITIALIZED]["message"] == ("Control plane not yet initialized: the workload cluster API is not "
+                                            f"reachable: {err}")
+    assert c[rk.AVAILABLE]["message"] == "Control plane not yet initialized"  # as upstream
 
 
 def test_no_machines() -> None:
