@@ -1,0 +1,71 @@
+"""connect_network / disconnect_network against the real dockerd, and why they exist: a container on one
+user-defined bridge network cannot reach another network's containers until it is connected to it (what the
+in-cluster controllers' node container needs to reach a workload cluster's load balancer)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+from capd_py.api.labels import CONTAINER_NAMESPACE
+from capd_py.runtime.docker_runtime import DockerRuntime
+from capd_py.runtime.protocol import ContainerSpec
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def rt() -> Iterator[DockerRuntime]:
+    r = DockerRuntime()
+    r.ping()
+    yield r
+
+
+def _tcp(rt: DockerRuntime, container: str, ip: str) -> str:
+    """'refused' (reachable: nobody listens on port 1, the peer answers RST) or 'silent' (dropped)."""
+    res = rt.exec(container, ["timeout", "3", "bash", "-c", f"exec 3<>/dev/tcp/{ip}/1"], timeout=15)
+    return "silent" if res.exit_code == 124 else "refused" if "refused" in res.output else f"?{res.output}"
+
+
+def test_a_container_reaches_another_network_only_once_connected(rt: DockerRuntime) -> None:
+    bases = rt.list_images("capd-py/base")
+    if not bases:
+        pytest.fail("no capd-py/base image; build it with `make images`", pytrace=False)
+    tag = secrets.token_hex(3)
+    labels = {CONTAINER_NAMESPACE: f"t-net-{tag}"}
+    mgmt_net, cluster_net = f"capd-py-t-mgmt-{tag}", f"capd-py-t-cluster-{tag}"
+    ctl, peer = f"t-ctl-{tag}", f"t-peer-{tag}"
+    try:
+        for n in (mgmt_net, cluster_net):
+            rt.ensure_network(n, labels)
+        for name, net in ((ctl, mgmt_net), (peer, cluster_net)):
+            rt.run_container(ContainerSpec(name=name, image=bases[-1], network=net, labels=labels, node=False,
+                                           privileged_mode="restricted", entrypoint=("sleep", "infinity")))
+        peer_info = rt.get_container(peer)
+        assert peer_info is not None
+        peer_ip = peer_info.ipv4[cluster_net]
+        assert _tcp(rt, ctl, peer_ip) == "silent"  # docker isolates the two bridges
+
+        rt.connect_network(cluster_net, ctl)
+        rt.connect_network(cluster_net, ctl)  # idempotent
+        info = rt.get_container(ctl)
+        assert info is not None and set(info.ipv4) == {mgmt_net, cluster_net}
+        assert _tcp(rt, ctl, peer_ip) == "refused"
+
+        rt.remove_container(peer)
+        rt.disconnect_network(cluster_net, ctl)
+        rt.disconnect_network(cluster_net, ctl)  # not connected: a no-op
+        info = rt.get_container(ctl)
+        assert info is not None and set(info.ipv4) == {mgmt_net}
+        rt.remove_network(cluster_net)  # no endpoint left: docker removes it
+        assert rt.get_network(cluster_net) is None
+    finally:
+        for c in (ctl, peer):
+            rt.remove_container(c)
+        for n in (cluster_net, mgmt_net):
+            try:
+                rt.remove_network(n)
+            except Exception:  # noqa: BLE001 - cleanup
+                pass
