@@ -59,6 +59,14 @@ sed -e "s/127.0.0.11/$gw/" /etc/resolv.conf > /tmp/resolv.conf && cat /tmp/resol
 """
 CGROUP_V1_KUBELET_ROOT = ("[ -f /sys/fs/cgroup/cgroup.controllers ] || for d in /sys/fs/cgroup/*/; do "
                           "mkdir -p \"${d}kubelet\" \"${d}kubelet.slice\"; done")
+KUBELET_CGROUP_DROPIN = "/etc/systemd/system/kubelet.service.d/05-capd-py-cgroup-root.conf"
+
+
+def kubelet_cgroup_dropin() -> str:
+    # `$$`: systemd expands `${...}` in Exec lines itself
+    return f"[Service]\nExecStartPre=/bin/sh -c '{CGROUP_V1_KUBELET_ROOT.replace('$', '$$')}'\n"
+
+
 # --in-cluster: the host docker socket inside the node (a hostPath for the controllers pod).
 DOCKER_SOCKET_IN_NODE = "/run/capd-py/docker.sock"
 # What kind ignores: the node runs in a container, without swap accounting or the br_netfilter sysctl.
@@ -193,6 +201,10 @@ class ManagementCluster:
             version = self._exec(["kubeadm", "version", "-o", "short"], what="kubeadm version").strip()
             # kubelet runs with --cgroup-root=/kubelet (kind's layout; `kubelet.slice` with the systemd
             # driver): on cgroup v1 it refuses to start unless that cgroup exists in every hierarchy.
+            # The cgroups live in the container's own cgroup, which docker makes afresh at every start: create
+            # them before every kubelet start, not once (the node must come back after a stop/start).
+            self.rt.write_file(self.node, KUBELET_CGROUP_DROPIN, kubelet_cgroup_dropin().encode())
+            self._exec(["systemctl", "daemon-reload"], what="loading the kubelet cgroup drop-in")
             self._exec(["sh", "-c", CGROUP_V1_KUBELET_ROOT], what="creating the kubelet cgroup")
             self._exec(["sh", "-c", DOCKER_DNS_FIX], what="re-pointing the node's DNS")
             self.rt.write_file(self.node, "/kind/kubeadm.conf", kubeadm_config(self.node, ip, version).encode())

@@ -25,6 +25,11 @@ def dynamic_range(subnet: str) -> str:
     return str(list(net.subnets(prefixlen_diff=1))[1])
 
 
+def first_host(subnet: str) -> str:
+    """The gateway docker uses by default: the first host address of the subnet."""
+    return str(next(ipaddress.ip_network(subnet, strict=False).hosts()))
+
+
 def static_capable(net: NetworkInfo | None) -> bool:
     """A network capd-py made for static addresses: IPv4 subnet with a dynamic range inside it."""
     if net is None or not net.subnet or not net.ip_range or ":" in net.subnet:
@@ -47,7 +52,8 @@ def in_static_range(net: NetworkInfo, address: str) -> bool:
         return False
     subnet = ipaddress.ip_network(net.subnet, strict=False)
     dyn = ipaddress.ip_network(net.ip_range, strict=False)
-    reserved = {subnet.network_address, subnet.broadcast_address}
+    # the first host address too, whatever the gateway: it is docker's default one
+    reserved = {subnet.network_address, subnet.broadcast_address, ipaddress.ip_address(first_host(net.subnet))}
     if net.gateway:
         reserved.add(ipaddress.ip_address(net.gateway))
     return ip in subnet and ip not in dyn and ip not in reserved

@@ -399,7 +399,10 @@ class DockerRuntime:
             finally:
                 self.remove_network(probe)
             try:
-                pool = IPAMPool(subnet=subnet, iprange=addresses.dynamic_range(subnet))
+                # the gateway given explicitly: without it docker puts the bridge on the first address of the
+                # dynamic range, leaving the first host address to be handed out as if it were free
+                pool = IPAMPool(subnet=subnet, iprange=addresses.dynamic_range(subnet),
+                                gateway=addresses.first_host(subnet))
                 self.api.create_network(name, driver="bridge", labels=dict(labels), check_duplicate=True,
                                         options=options, ipam=IPAMConfig(pool_configs=[pool]))
                 break

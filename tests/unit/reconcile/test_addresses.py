@@ -46,6 +46,10 @@ def test_pick_lowest_free_counting_stopped_containers_static_addresses() -> None
     assert taken == {"172.19.0.2", "172.19.0.3", "172.19.128.5"}
     assert addresses.pick_static(NET, taken) == "172.19.0.4"
     assert addresses.pick_static(NetworkInfo("n", "i", "172.19.0.0/16", "172.19.0.1", {}), []) is None
+    # no gateway recorded: the first host address is still not handed out (docker's default gateway)
+    assert addresses.pick_static(NetworkInfo("n", "i", "172.19.0.0/16", "", {}, ip_range="172.19.128.0/17"),
+                                 []) == "172.19.0.2"
+    assert addresses.first_host("192.168.48.0/20") == "192.168.48.1"
     tiny = NetworkInfo("n", "i", "10.9.0.0/29", "10.9.0.1", {}, ip_range="10.9.0.4/30")
     assert addresses.pick_static(tiny, ["10.9.0.2"]) == "10.9.0.3"
     assert addresses.pick_static(tiny, ["10.9.0.2", "10.9.0.3"]) is None
