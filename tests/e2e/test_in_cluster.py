@@ -102,6 +102,8 @@ def test_in_cluster_controllers_survive_losing_their_leader(in_cluster: InCluste
         replicas = set(ic.pods())
         assert first in replicas and len(replicas) == 2
 
+        node_name = f"{ic.name}-control-plane"
+        route = run(["docker", "exec", node_name, "ip", "-4", "route", "show", "default"]).stdout
         manifest = ic.capd("generate", "cluster", cluster)  # the default template, default flags
         t0 = time.monotonic()
         ic.capd("apply", "-f", "-", "--kubeconfig", ic.kubeconfig, input_=manifest)
@@ -131,8 +133,12 @@ def test_in_cluster_controllers_survive_losing_their_leader(in_cluster: InCluste
         assert probe.get("status") == "True", probe
 
         # the cluster has its own network, and the management node was joined to it
-        node = json.loads(run(["docker", "inspect", f"{ic.name}-control-plane"]).stdout)[0]
+        node = json.loads(run(["docker", "inspect", node_name]).stdout)[0]
         assert f"capd-py-default-{cluster}" in node["NetworkSettings"]["Networks"]
+        # ... keeping its default route, and its DNS (resolv.conf re-pointed at the gateway, DNAT to docker's
+        # embedded DNS) answers for names on the joined network
+        assert run(["docker", "exec", node_name, "ip", "-4", "route", "show", "default"]).stdout == route
+        assert run(["docker", "exec", node_name, "getent", "hosts", f"{cluster}-lb"]).stdout.strip()
 
         # exactly one container per Machine, plus the load balancer: the takeover made no duplicate
         machines = ic.get("machines", "-n", "default", "-l", f"cluster.x-k8s.io/cluster-name={cluster}")["items"]
@@ -146,7 +152,7 @@ def test_in_cluster_controllers_survive_losing_their_leader(in_cluster: InCluste
         ic.capd("delete", "cluster", cluster, "--wait", "--timeout", "300", "--kubeconfig", ic.kubeconfig)
         timings["delete cluster"] = time.monotonic() - t1
         assert docker_leftovers(cluster) == {}
-        node = json.loads(run(["docker", "inspect", f"{ic.name}-control-plane"]).stdout)[0]
+        node = json.loads(run(["docker", "inspect", node_name]).stdout)[0]
         assert f"capd-py-default-{cluster}" not in node["NetworkSettings"]["Networks"]
     finally:
         timings["whole test (before management deletion)"] = time.monotonic() - t_start
