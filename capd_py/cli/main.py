@@ -252,10 +252,17 @@ async def cluster_objects(kube: Any, namespace: str, name: str) -> list[dict[str
 def describe_cluster(
     name: Annotated[str, typer.Argument(help="Cluster name.")],
     namespace: NamespaceOpt = "default",
+    show_conditions: Annotated[str, typer.Option(
+        "--show-conditions", help="Comma-separated kinds or kind/name whose conditions to show under them ('all' for "
+        "every object; a '+' suffix shows only the conditions not in their normal state).")] = "",
+    grouping: Annotated[bool, typer.Option(
+        "--grouping/--no-grouping", help="Group Machines whose Available, Ready and UpToDate conditions have the "
+        "same status and reason.")] = True,
+    show_machinesets: Annotated[bool, typer.Option("--show-machinesets", help="Show MachineSet objects.")] = False,
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
     """Show a cluster's objects and their conditions as a tree (like clusterctl describe cluster)."""
-    from capd_py.cli.describe import build_tree, render
+    from capd_py.cli.describe import Options, build_tree, render
     kube = connect(kubeconfig)
 
     async def go() -> list[dict[str, Any]]:
@@ -267,7 +274,8 @@ def describe_cluster(
     if not objs:
         fail(f"cluster {namespace}/{name} not found")
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and not os.environ.get("CAPD_PY_PLAIN")
-    sys.stdout.write(render(build_tree(objs, name), color=bool(color)))
+    opts = Options(show_conditions=show_conditions, grouping=grouping, show_machinesets=show_machinesets)
+    sys.stdout.write(render(build_tree(objs, name, opts), color=bool(color)))
 
 
 # -- waiting -----------------------------------------------------------------------------------------

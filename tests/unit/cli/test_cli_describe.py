@@ -4,7 +4,7 @@ import datetime as dt
 
 import pytest
 
-from capd_py.cli.describe import build_tree, render, rows, since
+from capd_py.cli.describe import Options, build_tree, conditions_filter, render, rows, shown_conditions, since
 
 pytestmark = pytest.mark.unit
 
@@ -139,3 +139,60 @@ def test_machine_pools_under_workers_with_their_machines() -> None:
     assert [c.name for c in pool.children] == ["Machine/demo-mp-0-abcde"]
     assert pool.counters == ("2/2", "1", "2", "2") and pool.condition is not None
     assert pool.condition["reason"] == "Available"
+
+
+def _machine(name: str, ready: str = "True", reason: str = "Ready", owner_ms: str = "") -> dict:
+    labels = {"cluster.x-k8s.io/cluster-name": "demo", "cluster.x-k8s.io/deployment-name": "demo-md-0"}
+    owner = {"kind": "MachineSet", "name": owner_ms, "controller": True} if owner_ms else None
+    return obj("Machine", name, labels=labels, owner=owner, status={"conditions": [
+        cond("Ready", ready, reason), cond("Available", ready, "Available" if ready == "True" else "NotAvailable"),
+        cond("UpToDate", "True", "UpToDate")]})
+
+
+def test_grouping_merges_machines_with_the_same_conditions() -> None:
+    objs = [o for o in objects() if o["metadata"]["name"] not in ("demo-md-0-x-y", "lonely")]
+    objs += [_machine("demo-md-0-a"), _machine("demo-md-0-b"), _machine("demo-md-0-c"),
+             _machine("demo-md-0-d", "False", "NodeNotReady")]
+    md = build_tree(objs, "demo", Options()).children[2].children[0]
+    assert [c.name for c in md.children] == ["Machine/demo-md-0-d", "3 Machines..."]
+    group = md.children[1]
+    assert group.counters == ("", "3", "3", "3")
+    assert group.condition and group.condition["message"] == "See demo-md-0-a, demo-md-0-b, ..."
+    assert group.condition["status"] == "True"
+    # --no-grouping: one row each
+    flat = build_tree(objs, "demo", Options(grouping=False)).children[2].children[0]
+    assert len(flat.children) == 4
+    # a Machine whose conditions are asked for stays on its own row
+    one = build_tree(objs, "demo", Options(show_conditions="Machine/demo-md-0-a")).children[2].children[0]
+    assert [c.name for c in one.children] == ["Machine/demo-md-0-a", "Machine/demo-md-0-d", "2 Machines..."]
+
+
+def test_show_conditions_filters_and_rows() -> None:
+    m = _machine("demo-md-0-a")
+    m["status"]["conditions"] += [cond("Paused", "False", "NotPaused"), cond("Deleting", "True", "Drain", "draining")]
+    assert conditions_filter(m, "all") == "all" and conditions_filter(m, "machine") == "all"
+    assert conditions_filter(m, "Cluster,Machine/demo-md-0-a+") == "nonzero"
+    assert conditions_filter(m, "Machine/other,KubeadmControlPlane") == ""
+    # non-zero: Available/Ready always, Paused False is normal (negative polarity), Deleting True is not
+    assert [c["type"] for c in shown_conditions(m, "Machine+")] == ["Ready", "Available", "Deleting"]
+    assert len(shown_conditions(m, "all")) == 5
+    objs = [o for o in objects() if o["metadata"]["name"] != "demo-md-0-x-y"] + [m]
+    r = rows(build_tree(objs, "demo", Options(show_conditions="Machine/demo-md-0-a+")), NOW)
+    names = [x[0] for x in r]
+    i = next(k for k, n in enumerate(names) if n.endswith("Machine/demo-md-0-a"))
+    assert names[i + 1].endswith("├─Ready") and names[i + 3].endswith("└─Deleting")
+    assert r[i + 3][5:8] == ("True", "Drain", "60s") and r[i + 3][8] == "draining"
+    assert render(build_tree(objs, "demo", Options(show_conditions="all")), NOW).count("UpToDate") >= 2
+
+
+def test_show_machinesets_between_deployment_and_machines() -> None:
+    ms = obj("MachineSet", "demo-md-0-abc", labels={"cluster.x-k8s.io/cluster-name": "demo",
+                                                    "cluster.x-k8s.io/deployment-name": "demo-md-0"},
+             spec={"replicas": 1}, status={"replicas": 1, "conditions": [cond("Ready", "True", "Ready")]})
+    objs = [o for o in objects() if o["metadata"]["name"] != "demo-md-0-x-y"]
+    objs += [ms, _machine("demo-md-0-abc-1", owner_ms="demo-md-0-abc")]
+    md = build_tree(objs, "demo", Options(show_machinesets=True)).children[2].children[0]
+    assert [c.name for c in md.children] == ["MachineSet/demo-md-0-abc"]
+    assert [c.name for c in md.children[0].children] == ["Machine/demo-md-0-abc-1"]
+    md2 = build_tree(objs, "demo", Options()).children[2].children[0]
+    assert [c.name for c in md2.children] == ["Machine/demo-md-0-abc-1"]
