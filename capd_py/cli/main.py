@@ -231,6 +231,85 @@ def get_kubeconfig(
         sys.stdout.write(text)
 
 
+@get_app.command("clusters")
+def get_clusters(
+    namespace: NamespaceOpt = "default",
+    all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="Every namespace.")] = False,
+    output: Annotated[str, typer.Option("--output", "-o", help="table or name.")] = "table",
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """List the workload clusters of the management cluster."""
+    import datetime as _dt
+
+    from capd_py.cli.listing import CLUSTER_HEADER, cluster_row, table
+    if output not in ("table", "name"):
+        fail(f"--output must be table or name, not {output!r}", 2)
+    kube = connect(kubeconfig)
+
+    async def go() -> list[dict[str, Any]]:
+        try:
+            return list(await kube.list(CLUSTER, None if all_namespaces else namespace))
+        finally:
+            kube.close()
+    clusters = sorted(run_async(go), key=lambda c: (c["metadata"].get("namespace") or "", c["metadata"]["name"]))
+    if output == "name":
+        for c in clusters:
+            typer.echo(f"{c['metadata'].get('namespace')}/{c['metadata']['name']}" if all_namespaces
+                       else c["metadata"]["name"])
+        return
+    if not clusters:
+        sys.stderr.write(f"No clusters found{'' if all_namespaces else f' in namespace {namespace}'}.\n")
+        return
+    now = _dt.datetime.now(_dt.UTC)
+    header: tuple[str, ...] = CLUSTER_HEADER
+    body = [cluster_row(c, now) for c in clusters]
+    if all_namespaces:
+        header = ("NAMESPACE", *header)
+        body = [(c["metadata"].get("namespace") or "", *r) for c, r in zip(clusters, body, strict=True)]
+    sys.stdout.write(table(header, body))
+
+
+@get_app.command("nodes")
+def get_nodes(
+    cluster: Annotated[str, typer.Option("--cluster", "--name", help="Workload cluster name.")],
+    namespace: NamespaceOpt = "default",
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """List a cluster's nodes: Machine phase, workload Node status, address and container state."""
+    from capd_py.api.gvk import NODE
+    from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_NAMESPACE
+    from capd_py.cli.kubeconfig import KubeconfigError, workload_kubeconfig
+    from capd_py.cli.listing import NODE_HEADER, node_rows, table
+    from capd_py.kube.client import Kube
+    kube = connect(kubeconfig)
+
+    async def go() -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None, dict[str, str]]:
+        try:
+            if await kube.get(CLUSTER, namespace, cluster) is None:
+                fail(f"cluster {namespace}/{cluster} not found")
+            machines = [m for m in await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cluster})]
+            rt = mgmt.default_runtime()
+            states = {c.name: c.status for c in await asyncio.to_thread(
+                rt.list_containers, {CONTAINER_CLUSTER: cluster, CONTAINER_NAMESPACE: namespace})}
+            nodes: list[dict[str, Any]] | None = None
+            try:
+                text = await workload_kubeconfig(kube, mgmt.default_runtime, namespace, cluster)
+                wl = Kube.from_kubeconfig_text(text)
+                try:
+                    nodes = list(await asyncio.wait_for(wl.list(NODE), 10))
+                finally:
+                    wl.close()
+            except (KubeconfigError, TimeoutError, OSError) as e:
+                sys.stderr.write(f"workload API of {cluster} not reachable ({e}); node status unknown\n")
+            except Exception as e:  # noqa: BLE001 - any client error: the table still shows the Machines
+                sys.stderr.write(f"workload API of {cluster}: {e}; node status unknown\n")
+            return machines, nodes, states
+        finally:
+            kube.close()
+    machines, nodes, states = run_async(go)
+    sys.stdout.write(table(NODE_HEADER, node_rows(machines, nodes, states)))
+
+
 # -- describe ---------------------------------------------------------------------------------------
 
 async def cluster_objects(kube: Any, namespace: str, name: str) -> list[dict[str, Any]]:
