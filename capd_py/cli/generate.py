@@ -204,3 +204,35 @@ def generate_cluster(
     out = expand(text, values)
     parse_documents(out)  # a template that renders to broken YAML is our bug or the --from file's: say so now
     return out
+
+
+# variables the command line sets itself (clusterctl: the first argument, the target namespace)
+FLAG_VARIABLES = {"CLUSTER_NAME": "the cluster name argument", "NAMESPACE": "--target-namespace",
+                  "KUBERNETES_VERSION": "--kubernetes-version",
+                  "CONTROL_PLANE_MACHINE_COUNT": "--control-plane-machine-count",
+                  "WORKER_MACHINE_COUNT": "--worker-machine-count", "POD_CIDR": "--pod-cidr",
+                  "SERVICE_CIDR": "--service-cidr"}
+
+
+def list_variables(template: str | Path | None = None, flavor: str | None = None) -> str:
+    """`generate cluster --list-variables`: the template's variables as clusterctl lists them — required ones
+    (no default; set them in the environment), then optional ones with their default or the flag setting them."""
+    if template and flavor:
+        raise TemplateValueError("give either a template file (--from) or a flavor (--flavor), not both")
+    vs = variables(read_template(template or flavor_template_path(flavor)))
+    required = [v for v in vs if v.required and v.name not in FLAG_VARIABLES]
+    optional = [v for v in vs if not v.required or v.name in FLAG_VARIABLES]
+    width = max((len(v.name) for v in vs), default=0) + 2
+    out = []
+    if required:
+        out += ["Required Variables:", *(f"  - {v.name}" for v in sorted(required, key=lambda v: v.name)), ""]
+    if optional:
+        out.append("Optional Variables:")
+        for v in sorted(optional, key=lambda v: v.name):
+            how = f"set by {FLAG_VARIABLES[v.name]}" if v.name in FLAG_VARIABLES else f'defaults to "{v.default}"'
+            if v.name in FLAG_VARIABLES and v.default is not None:
+                how += f', defaults to "{v.default}"'
+            out.append(f"  - {v.name.ljust(width)}({how})")
+        out.append("")
+    return "\n".join(out)
+

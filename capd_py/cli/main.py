@@ -29,7 +29,7 @@ from capd_py.cli.waiting import apoll
 
 T = TypeVar("T")
 
-app = typer.Typer(name="capd-py", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+app = typer.Typer(name="capd-py", no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
                   help="Cluster API with a Docker infrastructure provider, in Python.")
 generate_app = typer.Typer(no_args_is_help=True, help="Generate YAML (to stdout).")
 get_app = typer.Typer(no_args_is_help=True, help="Get data about clusters.")
@@ -104,6 +104,17 @@ def version() -> None:
                f"python {sys.version.split()[0]})")
 
 
+@app.command()
+def completion(shell: Annotated[str, typer.Argument(help="bash, zsh or fish.")]) -> None:
+    """Print a shell completion script, e.g. `source <(capd-py completion bash)` (as kind's)."""
+    from typer._completion_shared import get_completion_script
+
+    if shell not in ("bash", "zsh", "fish"):
+        fail(f"unsupported shell {shell!r}: bash, zsh or fish", 2)
+    # typer's own script: the shell then asks `capd-py` for candidates through _CAPD_PY_COMPLETE
+    sys.stdout.write(get_completion_script(prog_name="capd-py", complete_var="_CAPD_PY_COMPLETE", shell=shell) + "\n")
+
+
 # -- generate -------------------------------------------------------------------------------------
 
 def _generate(name: str, namespace: str | None, kubernetes_version: str | None, cp: int | None, workers: int | None,
@@ -131,13 +142,26 @@ def generate_cluster_cmd(
     control_plane_machine_count: Annotated[int | None, typer.Option(
         min=1, help="CONTROL_PLANE_MACHINE_COUNT (default 1).")] = None,
     worker_machine_count: Annotated[int | None, typer.Option(min=0, help="WORKER_MACHINE_COUNT (default 1).")] = None,
-    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="NAMESPACE (default 'default').")] = None,
+    namespace: Annotated[str | None, typer.Option("--target-namespace", "--namespace", "-n",
+                                                  help="NAMESPACE (default 'default').")] = None,
     pod_cidr: Annotated[str | None, typer.Option(help="POD_CIDR (default 10.244.0.0/16).")] = None,
     service_cidr: Annotated[str | None, typer.Option(help="SERVICE_CIDR (default 10.96.0.0/12).")] = None,
     from_: Annotated[Path | None, typer.Option("--from", help="A template file instead of the default one.")] = None,
     flavor: FlavorOpt = None,
+    list_variables: Annotated[bool, typer.Option(
+        "--list-variables", help="List the template's variables (required, optional with defaults) and exit.")] = False,
 ) -> None:
     """Print a cluster's YAML from the template; pipe it to `capd-py apply -f -`."""
+    if list_variables:
+        from capd_py.cli.generate import TemplateError, TemplateValueError
+        from capd_py.cli.generate import list_variables as listing
+        try:
+            sys.stdout.write(listing(from_, flavor))
+        except TemplateValueError as e:
+            fail(str(e), 2)
+        except TemplateError as e:
+            fail(str(e))
+        return
     sys.stdout.write(_generate(name, namespace, kubernetes_version, control_plane_machine_count,
                                worker_machine_count, pod_cidr, service_cidr, from_, flavor))
 

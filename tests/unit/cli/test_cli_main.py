@@ -80,3 +80,31 @@ def test_apply_invalid_yaml_exit_1(tmp_path: Path) -> None:
     f.write_text("a: [1\n")
     r = runner.invoke(app, ["apply", "-f", str(f)])
     assert r.exit_code == 1 and "invalid YAML" in r.output
+
+
+def test_list_variables_required_and_optional(tmp_path: Path) -> None:
+    tpl = tmp_path / "t.yaml"
+    tpl.write_text("kind: X\nmetadata: {name: ${CLUSTER_NAME}, namespace: ${NAMESPACE:=default}}\n"
+                   "spec: {a: ${MY_REQUIRED}, b: '${MY_OPTIONAL:=7}'}\n")
+    r = runner.invoke(app, ["generate", "cluster", "x", "--from", str(tpl), "--list-variables"], env={})
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[:3] == ["Required Variables:", "  - MY_REQUIRED", ""]
+    assert '  - MY_OPTIONAL   (defaults to "7")' in r.stdout
+    assert "  - CLUSTER_NAME  (set by the cluster name argument)" in r.stdout
+    assert '  - NAMESPACE     (set by --target-namespace, defaults to "default")' in r.stdout
+    r = runner.invoke(app, ["generate", "cluster", "x", "--flavor", "nope", "--list-variables"])
+    assert r.exit_code == 2
+
+
+def test_target_namespace_is_clusterctls_name_for_namespace() -> None:
+    r = runner.invoke(app, ["generate", "cluster", "demo", "--target-namespace", "team-a"], env={})
+    assert r.exit_code == 0, r.output
+    assert {d["metadata"].get("namespace") for d in yaml.safe_load_all(r.stdout) if d} == {"team-a"}
+
+
+def test_completion_scripts() -> None:
+    for shell, marker in (("bash", "complete -o default -F _capd_py_completion capd-py"),
+                          ("zsh", "compdef _capd_py_completion capd-py"), ("fish", "complete --command capd-py")):
+        r = runner.invoke(app, ["completion", shell])
+        assert r.exit_code == 0 and marker in r.stdout and "_CAPD_PY_COMPLETE" in r.stdout, (shell, r.output)
+    assert runner.invoke(app, ["completion", "tcsh"]).exit_code == 2
