@@ -513,7 +513,8 @@ def do_init(name: str, image: str, port: int, in_cluster: bool, controllers: boo
 
 @app.command()
 def init(
-    name: Annotated[str, typer.Option("--name", help="Management cluster name.")] = mgmt.DEFAULT_NAME,
+    name: Annotated[str | None, typer.Option("--name", help="Management cluster name (default capd-mgmt; "
+                                             "with --kubeconfig: ext-<hash of its path>).")] = None,
     image: Annotated[str, typer.Option("--image", help="Node image.")] = mgmt.DEFAULT_NODE_IMAGE,
     port: Annotated[int, typer.Option("--port", min=0, max=65535,
                                       help="Host port for the API server on 127.0.0.1 (0: any free).")] = 0,
@@ -521,13 +522,53 @@ def init(
                                              "in the management cluster instead of a host process.")] = False,
     controllers: Annotated[bool, typer.Option("--controllers/--no-controllers",
                                               help="Start the controllers.")] = True,
+    kubeconfig: Annotated[Path | None, typer.Option(
+        "--kubeconfig", help="Make this existing cluster a management cluster (CRDs + host controllers) "
+        "instead of creating one, e.g. a workload cluster to become self-hosted.")] = None,
 ) -> None:
     """Create the management cluster, install the CRDs and start the controllers."""
     steps = Steps()
+    if kubeconfig is not None:
+        from capd_py.cli.existing import default_name, init_existing
+        if in_cluster:
+            fail("--in-cluster needs the management cluster capd-py creates (not with --kubeconfig)", 2)
+        if not kubeconfig.expanduser().is_file():
+            fail(f"kubeconfig {kubeconfig} does not exist", 2)
+        kc = kubeconfig.expanduser().resolve()
+        try:
+            init_existing(kc, name or default_name(kc), controllers, steps)
+        except mgmt.ManagementError as e:
+            fail(str(e))
+        typer.echo(str(kc))
+        return
+    name = name or mgmt.DEFAULT_NAME
     steps.info(f"Creating management cluster {name!r} ...")
     kc = do_init(name, image, port, in_cluster, controllers, steps)
     typer.echo(str(kc))
     steps.info(f"\nUse it with:\n\n  kubectl --kubeconfig {kc} get clusters -A\n")
+
+
+@app.command()
+def move(
+    to_kubeconfig: Annotated[Path | None, typer.Option(
+        "--to-kubeconfig", help="The target management cluster's kubeconfig.")] = None,
+    namespace: NamespaceOpt = "default",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the objects that would move (a tree) "
+                                          "and change nothing.")] = False,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Move a namespace's clusters to another management cluster (clusterctl move); they keep running."""
+    from capd_py.cli.move import MoveError, command
+    if to_kubeconfig is None and not dry_run:
+        fail("--to-kubeconfig is required (or --dry-run)", 2)
+    target = str(management_kubeconfig(str(to_kubeconfig))) if to_kubeconfig else None
+    source = connect(kubeconfig)
+    try:
+        lines = run_async(lambda: command(source, connect(target) if target else None, namespace, dry_run, Steps()))
+    except MoveError as e:
+        fail(str(e))
+    for line in lines:
+        typer.echo(line)
 
 
 @app.command("controllers")
