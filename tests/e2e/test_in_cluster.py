@@ -148,6 +148,27 @@ def test_in_cluster_controllers_survive_losing_their_leader(in_cluster: InCluste
         assert len(machines) == 2, names  # 1 control plane + 1 worker: the template's defaults
         assert containers == sorted([*names, f"{cluster}-lb"]), (containers, names)
 
+        # an API server the controllers cannot reach shows on the Cluster, naming the address and the error:
+        # the DockerCluster paused (nothing re-joins the network), the node container leaves the network
+        t2 = time.monotonic()
+        server = "https://{host}:{port}".format(**ic.get("dockercluster", cluster, "-n", "default")
+                                               ["spec"]["controlPlaneEndpoint"])
+        ic.kubectl("annotate", "dockercluster", cluster, "-n", "default", "cluster.x-k8s.io/paused=true")
+        run(["docker", "network", "disconnect", f"capd-py-default-{cluster}", node_name])
+        probe = wait_for(lambda: (lambda c: c if c.get("status") == "False" else None)(
+            ic.condition("cluster", cluster, "RemoteConnectionProbe")), 120, "RemoteConnectionProbe False", 3)
+        assert probe["reason"] == "ProbeFailed", probe
+        assert probe["message"].startswith(f"Remote connection probe failed: {server}: "), probe
+        assert "no answer within 5s" in probe["message"], probe  # isolated bridges drop, they do not refuse
+        timings["disconnected -> RemoteConnectionProbe False"] = time.monotonic() - t2
+        ic.kubectl("annotate", "dockercluster", cluster, "-n", "default", "cluster.x-k8s.io/paused-")
+        wait_for(lambda: ic.condition("cluster", cluster, "RemoteConnectionProbe").get("status") == "True", 120,
+                 "the DockerCluster re-joining the network and the probe succeeding", 3)
+        wait_for(lambda: ic.condition("cluster", cluster, "Available").get("status") == "True", 120,
+                 f"cluster {cluster} Available again", 3)
+        timings["unpaused -> Available again"] = time.monotonic() - t2 - timings[
+            "disconnected -> RemoteConnectionProbe False"]
+
         t1 = time.monotonic()
         ic.capd("delete", "cluster", cluster, "--wait", "--timeout", "300", "--kubeconfig", ic.kubeconfig)
         timings["delete cluster"] = time.monotonic() - t1
