@@ -33,7 +33,7 @@ from capd_py.controllers.queue import Result
 from capd_py.controllers.services.docker_infra import deleting_machines
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
-from capd_py.reconcile import cloudinit
+from capd_py.reconcile import cloudinit, imageload
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import dockermachine as dmr
 from capd_py.reconcile.coreutil import is_deleting
@@ -67,7 +67,7 @@ async def _set(ctx: Ctx, dm: dict[str, Any], obs: Observed, paused: bool = False
 
 async def _fail(ctx: Ctx, dm: dict[str, Any], obs: Observed, reason: str) -> None:
     """A real failure: condition + one Event when it first appears."""
-    prev = cond.get(dm, dmr.BOOTSTRAP_EXEC_SUCCEEDED if obs.phase.name.startswith(("BOOTSTRAP", "INVALID"))
+    prev = cond.get(dm, dmr.BOOTSTRAP_EXEC_SUCCEEDED if obs.phase.name.startswith(("BOOTSTRAP", "INVALID", "PRELOAD"))
                     else dmr.CONTAINER_PROVISIONED)
     if prev is None or prev.get("reason") != obs.phase.value:
         await events.record(ctx.kube, dm, reason, obs.message)
@@ -173,6 +173,9 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         res = await ctx.infra.exec(cname, cloudinit.probe_command())
         state = cloudinit.parse_probe(res.output)
         if state.phase in ("none", "unknown"):
+            waiting = await _preload_images(ctx, dm, cluster, cname, obs, info)
+            if waiting is not None:
+                return waiting
             launched = await _start_bootstrap(ctx, dm, machine, cname, obs, info)
             if launched is not None:
                 return launched
@@ -205,6 +208,38 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     await _set(ctx, dm, obs(Phase.BOOTSTRAPPING, dmr.probe_message(state.step), info))
     # the end of a bootstrap is on the critical path twice (control plane, then workers): look every second
     return Result(requeue_after=1)
+
+
+async def _preload_images(ctx: Ctx, dm: dict[str, Any], cluster: dict[str, Any], cname: str, obs: Any,
+                          info: ContainerInfo) -> Result | None:
+    """Before the bootstrap (as upstream): the DockerMachine's spec.preLoadImages and the images `capd-py load
+    image` recorded on the Cluster go from the local docker daemon into the node's containerd; those it has
+    already (same ID) are skipped, so a repeat after a controller restart costs two execs. Returns a Result
+    while it cannot proceed: a spec.preLoadImages image missing locally (nothing is pulled) or an import failure."""
+    wanted = imageload.boot_images(dm, cluster)
+    if not wanted:
+        return None
+    decision = imageload.boot_decision(wanted, await ctx.infra.local_image_ids(list(wanted)))
+    if decision.blocked:
+        await _fail(ctx, dm, obs(Phase.PRELOAD_IMAGES_FAILED, decision.message, info), "PreLoadImagesFailed")
+        return Result(requeue_after=decision.requeue_after)
+    if decision.skipped:
+        msg = (f"not pre-loading {', '.join(decision.skipped)} (loaded into this cluster with capd-py load image): "
+               "no longer in the local docker daemon")
+        await events.record(ctx.kube, dm, "PreLoadImageMissing", msg)
+        log.warning("%s/%s: %s", dm["metadata"].get("namespace"), dm["metadata"]["name"], msg)
+    if not decision.load:
+        return None
+    await _set(ctx, dm, obs(Phase.PRELOADING_IMAGES, f"pre-loading {len(decision.load)} image(s) into the node: "
+                            f"{', '.join(decision.load)}", info))
+    outcomes = await ctx.infra.load_images(cname, decision.load)
+    if not all(o.ok for o in outcomes):
+        msg = f"pre-loading images: {imageload.failed_message(outcomes)}"
+        await _fail(ctx, dm, obs(Phase.PRELOAD_IMAGES_FAILED, msg, info), "PreLoadImagesFailed")
+        return Result(requeue_after=imageload.PRELOAD_RECHECK_SECONDS)
+    log.info("%s/%s: images in %s: %s", dm["metadata"].get("namespace"), dm["metadata"]["name"], cname,
+             ", ".join(f"{o.ref} {o.result}" for o in outcomes))
+    return None
 
 
 async def _start_bootstrap(ctx: Ctx, dm: dict[str, Any], machine: dict[str, Any], cname: str,

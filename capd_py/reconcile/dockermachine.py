@@ -3,7 +3,8 @@ status/conditions for each provisioning phase. The controller (capd_py/controlle
 does the I/O around these.
 
 Upstream DockerMachine (v1beta2): spec.providerID (`docker:////<container name>`), spec.customImage,
-spec.preLoadImages, spec.extraMounts [{containerPath, hostPath, readOnly}], spec.bootstrapTimeout
+spec.preLoadImages (loaded before the bootstrap: capd_py/reconcile/imageload.py), spec.extraMounts
+[{containerPath, hostPath, readOnly}], spec.bootstrapTimeout
 (default 5m); status.conditions, status.initialization.provisioned, status.addresses,
 status.failureDomain. The container is named `<cluster>-<machine>` unless the Machine name already
 starts with the cluster name (then the Machine name).
@@ -36,6 +37,8 @@ class Phase(enum.Enum):
     NAME_CONFLICT = "ContainerNameConflict"
     CONTAINER_DELETED = "ContainerDeleted"      # provisioned once, container gone: not recreated
     WAITING_SYSTEMD = "WaitingForSystemd"
+    PRELOADING_IMAGES = "PreLoadingImages"          # spec.preLoadImages + recorded images going into containerd
+    PRELOAD_IMAGES_FAILED = "PreLoadImagesFailed"   # one is not in the local docker daemon, or its import failed
     INVALID_BOOTSTRAP_DATA = "InvalidBootstrapData"
     BOOTSTRAPPING = "Bootstrapping"
     BOOTSTRAP_TIMEOUT = "BootstrapTimeout"

@@ -499,3 +499,16 @@ class DockerRuntime:
             raise RuntimeError_(f"image {ref} not found locally") from e
         except docker.errors.APIError as e:
             raise RuntimeError_(f"saving image {ref}: {e.explanation or e}") from e
+
+    def image_id(self, ref: str) -> str | None:
+        try:
+            return str(self.api.inspect_image(ref)["Id"])
+        except docker.errors.ImageNotFound:
+            return None
+        except docker.errors.APIError as e:
+            if e.status_code == 404:
+                return None
+            raise RuntimeError_(f"inspect image {ref}: {e.explanation or e}") from e
+
+    def inspect_container(self, name: str) -> dict[str, Any] | None:
+        return self._inspect(name)

@@ -9,7 +9,10 @@
   names where the outcome goes. It succeeds unless a `fail_bootstrap_on` substring occurs in any file
   of the container, in which case it records a failure of step 1 with exit code 1.
 - Images: `images` holds local references (`all_images`: every reference exists); `build_image` adds the
-  tag and records the build in `builds`; `save_image` returns a small stand-in tarball.
+  tag and records the build in `builds`; `save_image` returns a small stand-in tarball naming the reference
+  and its ID (`image_id`: `image_ids[ref]`, else derived from the reference) and counts it in `saves`.
+- Each container has a containerd (`ctr_images[name]`: containerd image name -> config digest) answering
+  `ctr --namespace=k8s.io images ls` / `content get` / `images import -` (stand-in tarballs) as the node's does.
 - Volumes: `volumes[name]` is the volume's labels; node containers get one, removed with the container.
 - Label selection (containers, networks, volumes): a wanted value of "" matches any value.
 - `probe`-style shell commands (`if [ -f <done> ]; ...`) are answered from the files too.
@@ -17,18 +20,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import re
 import shlex
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
-from capd_py.reconcile import addresses
+from capd_py.reconcile import addresses, imageload
 from capd_py.reconcile.cloudinit import LAUNCH_TAG
 from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, ExecResult, NetworkInfo, RuntimeError_
 
 __all__ = ["LAUNCH_TAG", "FakeRuntime"]
+_TARBALL = re.compile(r"^fake image tarball of (\S+) (\S+)$", re.M)
 _HEADER = re.compile(r"^# capd-py-bootstrap done=(\S+) rc=(\S+) log=(\S+) lock=(\S+)", re.M)
 
 
@@ -61,6 +68,9 @@ class FakeRuntime:
         self.systemd_ready = True
         self.created: list[str] = []      # names passed to run_container, in order (duplicates visible)
         self.builds: list[tuple[str, str, dict[str, str]]] = []  # (context dir, tag, build args) per build_image
+        self.image_ids: dict[str, str] = {}
+        self.saves: list[str] = []       # references passed to save_image, in order
+        self.ctr_images: dict[str, dict[str, str]] = {}
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._nets = itertools.count(20)
@@ -165,6 +175,8 @@ class FakeRuntime:
             for sub, res in self.exec_results:
                 if sub in joined:
                     return res
+            if tuple(cmd[:2]) == imageload.CTR:
+                return self._ctr(name, cmd[2:], stdin)
             if "systemctl is-system-running" in joined:
                 return ExecResult(0, "running\n" if self.systemd_ready else "starting\n")
             if LAUNCH_TAG in cmd:
@@ -172,6 +184,30 @@ class FakeRuntime:
             if len(cmd) >= 3 and cmd[0] == "sh" and cmd[2].startswith("if [ -f ") and "---" in cmd[2]:
                 return self._probe(c, cmd[2])
             return ExecResult(0, "")
+
+    @staticmethod
+    def _manifest_digest(config: str) -> str:
+        return "sha256:" + hashlib.sha256(f"manifest of {config}".encode()).hexdigest()
+
+    def _ctr(self, name: str, args: list[str], stdin: bytes | None) -> ExecResult:
+        have = self.ctr_images.setdefault(name, {})
+        if args[:2] == ["images", "ls"]:
+            rows = [f"{ref} application/vnd.docker.distribution.manifest.v2+json {self._manifest_digest(cfg)} "
+                    "1.0 MiB linux/amd64 -" for ref, cfg in sorted(have.items())]
+            return ExecResult(0, "\n".join(["REF TYPE DIGEST SIZE PLATFORMS LABELS", *rows]) + "\n")
+        if args[:2] == ["content", "get"] and len(args) == 3:
+            for cfg in have.values():
+                if self._manifest_digest(cfg) == args[2]:
+                    return ExecResult(0, json.dumps({"schemaVersion": 2, "config": {"digest": cfg}}))
+            return ExecResult(1, f"ctr: {args[2]}: not found\n")
+        if args[:2] == ["images", "import"]:
+            found = _TARBALL.findall((stdin or b"").decode("utf-8", "replace"))
+            if not found:
+                return ExecResult(1, "ctr: unrecognized image format\n")
+            for ref, iid in found:
+                have[imageload.normalize(ref)] = iid
+            return ExecResult(0, "".join(f"unpacking {imageload.normalize(r)} ({i})...done\n" for r, i in found))
+        return ExecResult(0, "")
 
     def _script(self, c: _Container) -> tuple[str, tuple[str, ...]] | None:
         for path, data in c.files.items():
@@ -288,6 +324,20 @@ class FakeRuntime:
             self.images.add(tag)
 
     def save_image(self, ref: str) -> bytes:
-        if ref not in self.images and not self.all_images:
+        iid = self.image_id(ref)
+        if iid is None:
             raise RuntimeError_(f"image {ref} not found locally")
-        return f"fake image tarball of {ref}".encode()
+        with self._lock:
+            self.saves.append(ref)
+        return f"fake image tarball of {ref} {iid}".encode()
+
+    def image_id(self, ref: str) -> str | None:
+        if not self.image_exists(ref) and ref not in self.image_ids:
+            return None
+        return self.image_ids.get(ref) or "sha256:" + hashlib.sha256(ref.encode()).hexdigest()
+
+    def inspect_container(self, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            c = self.containers.get(name)
+            return {"Id": c.info.id, "Name": f"/{name}", "Config": {"Image": c.info.image, "Labels": c.info.labels},
+                    "State": {"Status": c.info.status}, "capd-py-fake": asdict(c.info)} if c else None

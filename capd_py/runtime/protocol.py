@@ -3,7 +3,7 @@ them with asyncio.to_thread. Names are docker container/network names."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from capd_py.api.containers import ContainerInfo, ContainerSpec, ExecResult, Mount, NetworkInfo, PortMapping
 
@@ -48,3 +48,7 @@ class ContainerRuntime(Protocol):
     def list_images(self, repository: str) -> list[str]: ...    # local "repo:tag" references of `repository`
     def build_image(self, context_dir: str, tag: str, build_args: dict[str, str] | None = None) -> None: ...
     def save_image(self, ref: str) -> bytes: ...                # `docker save` tarball
+    # the local image's ID (`docker image inspect -f {{.Id}}`: the digest of its config), None when absent
+    def image_id(self, ref: str) -> str | None: ...
+    # `docker inspect` of a container as docker returns it (for bug reports), None when absent
+    def inspect_container(self, name: str) -> dict[str, Any] | None: ...

@@ -27,6 +27,8 @@ from capd_py.api.labels import CONTAINER_ROLE
 from capd_py.reconcile import addresses, haproxy
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile.coreutil import is_deleting
+from capd_py.reconcile.imageload import Outcome
+from capd_py.runtime import images
 from capd_py.runtime.protocol import (
     ContainerInfo,
     ContainerRuntime,
@@ -79,6 +81,14 @@ class DockerInfra:
 
     async def write_file(self, name: str, path: str, content: bytes, mode: int = 0o644) -> None:
         await self.call(self.runtime.write_file, name, path, content, mode)
+
+    async def local_image_ids(self, refs: list[str]) -> dict[str, str | None]:
+        """The docker daemon's image ID per reference (None: not present; nothing is pulled)."""
+        return await self.call(images.local_ids, self.runtime, refs)
+
+    async def load_images(self, node: str, ids: dict[str, str]) -> list[Outcome]:
+        """Import local images ({reference: ID}) into a node's containerd, skipping those it has already."""
+        return await self.call(images.load_images, self.runtime, [node], ids)
 
     async def ensure_network(self, name: str, labels: dict[str, str]) -> NetworkInfo:
         return await self.call(self.runtime.ensure_network, name, labels)
