@@ -631,6 +631,110 @@ def quickstart(
                + (f" --kubeconfig {kc}" if management_name != mgmt.DEFAULT_NAME else "") + "\n")
 
 
+# -- load image / export logs (capd_py/cli/loadimage.py, exportlogs.py) ------------------------------------
+
+load_app = typer.Typer(no_args_is_help=True, help="Load local images into a workload cluster's nodes.")
+export_app = typer.Typer(no_args_is_help=True, help="Export data about clusters.")
+app.add_typer(load_app, name="load")
+app.add_typer(export_app, name="export")
+
+
+@load_app.command("image")
+def load_image(
+    images: Annotated[list[str], typer.Argument(help="Local docker image references (nothing is pulled).")],
+    cluster: Annotated[str, typer.Option("--cluster", help="Workload cluster name.")],
+    nodes: Annotated[str | None, typer.Option("--nodes", help="Only these node containers (comma-separated); "
+                                              "the images are then not recorded for new nodes.")] = None,
+    namespace: NamespaceOpt = "default",
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Load images into every node's containerd (like kind load docker-image); nodes with the same image ID are
+    skipped. Recorded on the Cluster, so machines created later get them too. stdout: NODE IMAGE RESULT."""
+    from capd_py.cli import loadimage as li
+    rt = mgmt.default_runtime()
+    steps = Steps()
+    try:
+        ids = li.resolve(rt, images)
+        targets = li.select_nodes(li.cluster_nodes(rt, namespace, cluster),
+                                  [n.strip() for n in (nodes or "").split(",") if n.strip()])
+    except li.LoadImageError as e:
+        fail(str(e))
+    if not targets:
+        fail(f"no nodes found for cluster {namespace}/{cluster}")
+    record_error = ""
+    if not nodes:  # before loading: a machine booting meanwhile loads them itself
+        try:
+            with steps.step(f"Recording the image(s) on cluster {namespace}/{cluster} for new nodes 📝"):
+                asyncio.run(_with_kube(kubeconfig, lambda k: li.record(k, namespace, cluster, list(ids))))
+        except li.LoadImageError as e:
+            record_error = str(e)
+        except Exception as e:  # noqa: BLE001 - still load; say so at the end (exit 1)
+            record_error = f"management cluster: {type(e).__name__}: {e}"
+    with steps.step(f"Loading {len(ids)} image(s) into {len(targets)} node(s) of {namespace}/{cluster} 🖼"):
+        report = li.load(rt, targets, ids, progress=steps.info)
+        if not report.ok:
+            steps.end(False)
+    sys.stdout.write(report.table())
+    if not report.ok:
+        fail("loading failed on some node(s) (see above)")
+    if record_error:
+        fail(f"loaded, but not recorded on the Cluster (new nodes will not get it): {record_error}")
+
+
+@export_app.command("logs")
+def export_logs(
+    name: Annotated[str, typer.Argument(help="Workload cluster name.")],
+    directory: Annotated[Path | None, typer.Argument(help="Output folder (default: a new temporary one).")] = None,
+    namespace: NamespaceOpt = "default",
+    controllers_log: Annotated[Path | None, typer.Option(
+        "--controllers-log", help="The controllers' log file (default: the one `capd-py init` writes).")] = None,
+    management_name: Annotated[str, typer.Option("--management-name")] = mgmt.DEFAULT_NAME,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Nodes' bootstrap logs, journals and pod logs, docker inspect, the load balancer, the controllers' log and
+    the cluster's objects, in one folder (like kind export logs); prints the folder's path."""
+    import tempfile
+
+    from capd_py.cli import exportlogs as ex
+    out = directory or Path(tempfile.mkdtemp(prefix=f"capd-py-logs-{name}-"))
+    try:
+        objects: Any = asyncio.run(_with_kube(kubeconfig, lambda k: ex.fetch_objects(k, namespace, name)))
+    except Exception as e:  # noqa: BLE001 - the docker side is still worth collecting
+        objects = e
+    log = controllers_log or mgmt.log_path(management_name)
+    steps = Steps()
+    try:
+        with steps.step(f"Exporting logs of cluster {namespace}/{name} 📦"):
+            report = ex.export(mgmt.default_runtime(), namespace, name, out, objects,
+                               log if (controllers_log or log.exists()) else None,
+                               mgmt.node_name(management_name), version=_version_text(), progress=steps.update)
+    except ex.ExportError as e:
+        fail(str(e))
+    for err in report.errors:
+        steps.info(f"WARNING: {err}")
+    typer.echo(str(out))
+
+
+async def _with_kube(kubeconfig: str | None, fn: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
+    """fn(kube) with a management cluster client that is closed afterwards; errors propagate (callers that
+    can go on without the management cluster catch them)."""
+    from capd_py.kube.client import Kube
+    kube = Kube.from_kubeconfig(management_kubeconfig(kubeconfig))
+    try:
+        return await fn(kube)
+    finally:
+        kube.close()
+
+
+def _version_text() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+    try:
+        return f"capd-py {dist_version('capd-py')}"
+    except PackageNotFoundError:
+        return "capd-py unknown"
+
+
 def main() -> None:
     # typer/click exit 2 on usage errors already; make sure nothing else escapes as a traceback-with-0.
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
