@@ -42,7 +42,8 @@ from capd_py.cli.generate import generate_cluster, parse_documents  # noqa: E402
 from capd_py.controllers.manager import Manager  # noqa: E402
 from capd_py.controllers.operator import run  # noqa: E402
 from capd_py.controllers.queue import Key, Result  # noqa: E402
-from capd_py.kube.client import Kube  # noqa: E402
+from capd_py.kube.cache import Store  # noqa: E402
+from capd_py.kube.client import Kube, KubeError  # noqa: E402
 from capd_py.kube.crds import install_crds  # noqa: E402
 from capd_py.runtime.fake import FakeRuntime  # noqa: E402
 from capd_py.testing.envtest import EnvTest  # noqa: E402
@@ -65,6 +66,9 @@ class Meter:
         self.trace: str | None = None  # a cluster name: print every write to its objects (stderr)
         self.creates: Counter[str] = Counter()  # by kind, for the replayed floor
         self.gvks: dict[str, GVK] = {}
+        # --write-paths: writes by (kind, verb, calling function, field paths the write changes)
+        self.paths: Counter[tuple[str, str, str, str]] | None = None
+        self.store: Store | None = None
 
     def wrap_kube(self, kube: Kube) -> None:
         for name in WRITES:
@@ -79,6 +83,18 @@ class Meter:
                         self.creates[gvk.kind] += 1
                     if self.trace:
                         self._trace(orig.__name__, gvk, a, kw)
+                    if self.paths is not None:
+                        try:
+                            changed = self._changed(orig.__name__, gvk, a, kw)
+                        except Exception as e:  # noqa: BLE001 - a measurement aid must not break the run
+                            changed = f"? {e!r}"
+                        where = (gvk.kind, orig.__name__, _caller(), changed)
+                        self.paths[where] += 1
+                        try:
+                            return await orig(gvk, *a, **kw)
+                        except KubeError as e:  # refused writes cost the API server too: say which
+                            self.paths[(*where[:3], f"REFUSED {e.status}")] += 1
+                            raise
                     return await orig(gvk, *a, **kw)
                 return counted
             setattr(kube, name, make(orig))
@@ -90,6 +106,26 @@ class Meter:
             body = [x for x in a if isinstance(x, (dict, list))]
             print(f"WRITE {time.monotonic():.2f} {gvk.kind} {name} {verb} {kw or ''} "
                   f"{json.dumps(body, default=str)[:400]}", file=sys.stderr)
+
+    def _changed(self, verb: str, gvk: GVK, a: tuple[Any, ...], kw: dict[str, Any]) -> str:
+        """The field paths a write changes against the cached copy (conditions by type), as one string."""
+        if verb in ("create", "delete_returning"):
+            return "-"
+        if verb in ("merge_patch", "json_patch"):  # (namespace, name, patch or ops, [subresource])
+            old = (self.store.get(gvk, a[0], a[1]) if self.store else None) or {}
+            if verb == "json_patch":
+                return ",".join(sorted({op.get("path", "") for op in a[2]}))
+            return ",".join(sorted(_diff(old, a[2], only_new=True))) or "(none)"
+        obj = a[0]
+        old = (self.store.get(gvk, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+               if self.store else None) or {}
+        sub = kw.get("subresource") or (a[1] if len(a) > 1 and isinstance(a[1], str) else None)
+        if sub == "status":
+            return ",".join(sorted(_diff({"status": old.get("status") or {}},
+                                         {"status": obj.get("status") or {}}))) or "(none)"
+        keep = ("metadata", "spec") if verb == "replace" else tuple(obj)
+        return ",".join(sorted(_diff({k: old.get(k) for k in keep}, {k: obj.get(k) for k in keep},
+                                     only_new=verb == "apply"))) or "(none)"
 
     def wrap_handler(self, mgr: Manager) -> None:
         orig = mgr.queue._handler
@@ -103,6 +139,37 @@ class Meter:
                     self.durations.append(time.perf_counter() - t)
                     self.timed_keys.add(key)
         mgr.queue._handler = timed
+
+
+IGNORED = {"resourceVersion", "managedFields", "generation", "uid", "creationTimestamp", "apiVersion", "kind"}
+
+
+def _diff(old: Any, new: Any, path: str = "", only_new: bool = False, depth: int = 0) -> set[str]:
+    """Paths (up to 4 deep) where `new` differs from `old`; conditions are keyed by type. `only_new`: look
+    only at what `new` names (a merge patch or an applied configuration)."""
+    if isinstance(old, dict) and isinstance(new, dict) and depth < 4:
+        keys = set(new) if only_new else set(old) | set(new)
+        out: set[str] = set()
+        for k in keys - IGNORED:
+            out |= _diff(old.get(k), new.get(k), f"{path}.{k}" if path else k, only_new, depth + 1)
+        return out
+    if path.endswith("conditions") and isinstance(new, list) and isinstance(old, list | None):
+        by_type = {c.get("type"): c for c in old or []}
+        return {f"{path}[{c.get('type')}]" + ("" if c.get("type") in by_type else "+")
+                for c in new if by_type.get(c.get("type")) != c} | (
+                {f"{path}-"} if {c.get("type") for c in new} < set(by_type) else set())
+    return {path} if old != new else set()
+
+
+def _caller() -> str:
+    """The first capd_py function outside the kube layer on the stack: who wrote."""
+    f = sys._getframe(2)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if "capd_py" in fn and "/kube/" not in fn:
+            return f"{Path(fn).stem}.{f.f_code.co_name}"
+        f = f.f_back  # type: ignore[assignment]
+    return "?"
 
 
 def available(c: dict[str, Any]) -> bool:
@@ -209,7 +276,8 @@ async def replay_floor(kube: Kube, plan: list[tuple[GVK, dict[str, Any], int, in
 
 
 async def bench(clusters: int, machines: int, duration: float, concurrency: int,
-                spread: bool = False, debug: bool = False, trace: str | None = None) -> list[tuple[str, str]]:
+                spread: bool = False, debug: bool = False, trace: str | None = None,
+                write_paths: bool = False) -> list[tuple[str, str]]:
     env = EnvTest().start()
     try:
         kube = env.kube()
@@ -220,6 +288,8 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
         holder: dict[str, Manager] = {}
         meter = Meter()
         meter.trace = trace
+        if write_paths:
+            meter.paths = Counter()
         runtime = FakeRuntime()
 
         def on_manager(m: Manager) -> None:
@@ -228,6 +298,7 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
             m.ctx.etcd = FakeWorkloadEtcd(workloads)
             meter.wrap_kube(m.ctx.kube)
             meter.wrap_handler(m)
+            meter.store = m.store
             holder["m"] = m
 
         stop = asyncio.Event()
@@ -404,6 +475,11 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
             ("peak RSS controllers (this process)", f"{peak_rss_mib():.0f} MiB"),
             ("peak RSS kube-apiserver (sampled)", f"{api_peak:.0f} MiB" if api_pid else "n/a"),
         ]
+        if meter.paths is not None:
+            total_m = max(clusters * machines, 1)
+            print("writes per Machine by kind / verb / caller / changed paths (the whole run):", file=sys.stderr)
+            for (kind, verb, who, paths), n in sorted(meter.paths.items(), key=lambda kv: (kv[0][0], -kv[1])):
+                print(f"{n / total_m:6.2f} {n:6d} {kind:22s} {verb:12s} {who:40s} {paths[:300]}", file=sys.stderr)
         kube.close()
         return rows
     finally:
@@ -422,11 +498,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--debug", action="store_true", help="print the first cluster's conditions every 60 s")
     p.add_argument("--trace-writes", metavar="CLUSTER",
                    help="print every controller write that names this cluster (stderr), e.g. c000")
+    p.add_argument("--write-paths", action="store_true",
+                   help="print the writes by kind, verb, calling function and the field paths they change (stderr)")
     a = p.parse_args(argv)
     if a.machines < 1:
         p.error("--machines must be at least 1")
     rows = asyncio.run(bench(a.clusters, a.machines, a.duration, a.concurrency, a.namespace_per_cluster, a.debug,
-                             a.trace_writes))
+                             a.trace_writes, a.write_paths))
     print(table(rows, "capd-py controller scale benchmark (FakeRuntime + fake workloads + envtest)"))
     return 0
 
