@@ -213,12 +213,30 @@ def apply(
     filename: Annotated[str, typer.Option("--filename", "-f", help="YAML file with one or more objects; - for stdin.")],
     namespace: Annotated[str, typer.Option("--namespace", "-n", help="For objects without one.")] = "default",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Server-side dry run.")] = False,
+    wait: WaitOpt = "0",
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
-    """Server-side apply objects to the management cluster."""
-    bad = apply_text(kubeconfig, _read_input(filename), namespace, dry_run)
+    """Server-side apply objects to the management cluster; with --wait, wait for every Cluster applied to be
+    Available, showing the machines still pending and why."""
+    from capd_py.cli.generate import TemplateError, parse_documents
+    seconds = duration(wait)
+    text = _read_input(filename)
+    bad = apply_text(kubeconfig, text, namespace, dry_run)
     if bad:
         fail(f"{bad} object(s) rejected")
+    if seconds <= 0 or dry_run:
+        return
+    try:
+        docs = parse_documents(text)
+    except TemplateError as e:
+        fail(str(e))
+    steps = Steps()
+    for d in docs:
+        if d.get("kind") == "Cluster" and str(d.get("apiVersion", "")).startswith("cluster.x-k8s.io/"):
+            ns = (d.get("metadata") or {}).get("namespace") or namespace
+            name = d["metadata"]["name"]
+            with steps.step(f"Waiting for cluster {ns}/{name} to be Available ⏳"):
+                wait_available(kubeconfig, ns, name, seconds, steps)
 
 
 # -- get kubeconfig --------------------------------------------------------------------------------
@@ -383,7 +401,21 @@ def describe_cluster(
 
 # -- waiting -----------------------------------------------------------------------------------------
 
+WaitOpt = Annotated[str, typer.Option(
+    "--wait", help="How long to wait: a duration such as 90s, 5m, 1h30m (0: do not wait).")]
+
+
+def duration(text: str, flag: str = "--wait") -> float:
+    from capd_py.cli.progress import parse_duration
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        fail(f"{flag}: {e}", 2)
+
+
 def wait_available(kubeconfig: str | None, namespace: str, name: str, timeout: float, steps: Steps) -> None:
+    """Until the Cluster is Available, showing which machines are pending and why (live on a terminal)."""
+    from capd_py.cli.progress import progress_lines
     kube = connect(kubeconfig)
 
     async def go() -> str | None:
@@ -397,14 +429,12 @@ def wait_available(kubeconfig: str | None, namespace: str, name: str, timeout: f
                 return f"cluster {namespace}/{name} disappeared"
             if conditions.is_true(c, conditions.AVAILABLE):
                 return ""
-            cond = conditions.get(c, conditions.AVAILABLE) or {}
-            msg = (cond.get("message") or cond.get("reason") or "").splitlines()
-            if msg and msg[0] != last:
-                last = msg[0]
-                steps.update(last[:100])
+            lines = progress_lines(c, await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: name}))
+            last = lines[0] if lines else ""
+            steps.details(lines)
             return None
         try:
-            out = await apoll(available, timeout, 2)
+            out = await apoll(available, timeout, 1)
         finally:
             kube.close()
         if out is None:
@@ -435,11 +465,14 @@ def wait_deleted(kubeconfig: str | None, namespace: str, name: str, timeout: flo
 def delete_cluster(
     name: Annotated[str, typer.Argument(help="Cluster name.")],
     namespace: NamespaceOpt = "default",
-    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until every object is gone.")] = True,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait.")] = 600,
+    wait: WaitOpt = "10m",
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="Return once the deletion is requested.")] = False,
+    timeout: Annotated[str | None, typer.Option(hidden=True, help="Old spelling of --wait.")] = None,
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
-    """Delete a workload cluster (the controllers remove its machines and containers)."""
+    """Delete a workload cluster (the controllers remove its machines and containers); waits until every object
+    is gone unless --no-wait or --wait 0."""
+    seconds = 0.0 if no_wait else duration(timeout, "--timeout") if timeout else duration(wait)
     steps = Steps()
     kube = connect(kubeconfig)
 
@@ -452,8 +485,8 @@ def delete_cluster(
         if not run_async(go):
             steps.end(False)
             fail(f"cluster {namespace}/{name} not found")
-        if wait:
-            wait_deleted(kubeconfig, namespace, name, timeout)
+        if seconds > 0:
+            wait_deleted(kubeconfig, namespace, name, seconds)
 
 
 @delete_app.command("management")
@@ -605,7 +638,9 @@ def quickstart(
     kubernetes_version: Annotated[str | None, typer.Option()] = None,
     control_plane_machine_count: Annotated[int, typer.Option(min=1)] = 1,
     worker_machine_count: Annotated[int, typer.Option(min=0)] = 1,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for the cluster to be Available.")] = 900,
+    wait: Annotated[str, typer.Option("--wait", help="How long to wait for the cluster to be Available "
+                                      "(a duration: 90s, 15m, ...).")] = "15m",
+    timeout: Annotated[str | None, typer.Option(hidden=True, help="Old spelling of --wait (seconds).")] = None,
     management_name: Annotated[str, typer.Option("--management-name")] = mgmt.DEFAULT_NAME,
     flavor: FlavorOpt = None,
 ) -> None:
@@ -620,7 +655,7 @@ def quickstart(
             steps.end(False)
             fail("the cluster objects were rejected")
     with steps.step(f"Waiting for cluster {name} to be Available ⏳"):
-        wait_available(str(kc), namespace, name, timeout, steps)
+        wait_available(str(kc), namespace, name, duration(timeout, "--timeout") if timeout else duration(wait), steps)
     with steps.step("Writing the workload kubeconfig 📝"):
         from capd_py.cli.kubeconfig import write_private
         out = write_private(mgmt.home() / f"{name}.kubeconfig", fetch_kubeconfig(str(kc), namespace, name))
@@ -738,6 +773,8 @@ def _version_text() -> str:
 def main() -> None:
     # typer/click exit 2 on usage errors already; make sure nothing else escapes as a traceback-with-0.
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    from capd_py.cli.progress import normalize_wait
+    sys.argv[1:] = normalize_wait(sys.argv[1:])
     app()
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
@@ -41,6 +41,7 @@ class Steps:
         self._live: Live | None = None
         self._spinner: Spinner | None = None
         self._lock = threading.Lock()
+        self._details: list[str] = []
 
     # -- low level ---------------------------------------------------------------------------
     def _write(self, s: str) -> None:
@@ -73,6 +74,17 @@ class Steps:
             if self._spinner is not None:
                 self._spinner.update(text=Text(self._status))
 
+    def details(self, lines: list[str]) -> None:
+        """What the step waits for, several lines (e.g. pending machines and why): live under the spinner on a
+        terminal; in plain mode printed indented, only when they change (logs stay short)."""
+        if lines == self._details:
+            return
+        self._details = list(lines)
+        if self._live is not None and self._spinner is not None:
+            self._live.update(Group(self._spinner, Text("\n".join(f"   {x}" for x in lines))))
+        elif not self.spinner and self._status:
+            self._write("".join(f"   {x}\n" for x in lines))
+
     def end(self, success: bool) -> None:
         if not self._status:
             return
@@ -84,7 +96,10 @@ class Steps:
         if self.spinner:  # coloured on a terminal, like kind
             mark = f"\x1b[{32 if success else 31}m{mark}\x1b[0m"
         self._write(f" {mark} {status}\n")
+        if not success and self.spinner and self._details:  # the live details vanished with the live view
+            self._write("".join(f"   {x}\n" for x in self._details))
         self._status = ""
+        self._details = []
 
     def info(self, line: str) -> None:
         """A line of prose between steps (also to stderr); above the live line while a step runs."""

@@ -141,8 +141,9 @@ def create_cluster(mgmt: Mgmt, name: str, cp: int, workers: int, tmp: Path, time
     manifest = mgmt.capd("generate", "cluster", name, "--control-plane-machine-count", str(cp),
                          "--worker-machine-count", str(workers)).stdout
     t0 = time.monotonic()
-    mgmt.capd("apply", "-f", "-", input_=manifest)
-    wait_for(lambda: mgmt.condition("cluster", name, "Available"), timeout, f"cluster {name} Available", 5)
+    # `apply --wait` is what a user runs: it returns once the Cluster is Available (or fails naming what waits)
+    mgmt.capd("apply", "-f", "-", "--wait", f"{int(timeout)}s", input_=manifest, timeout=timeout + 60)
+    wait_for(lambda: mgmt.condition("cluster", name, "Available"), 30, f"cluster {name} Available", 2)
     available = time.monotonic() - t0
     kc = tmp / f"{name}.kubeconfig"
     mgmt.capd("get", "kubeconfig", name, "-o", str(kc))

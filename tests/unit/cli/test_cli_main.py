@@ -28,6 +28,9 @@ def test_no_args_shows_help() -> None:
     ["apply", "-f", "/nonexistent/file.yaml"],
     ["init", "--port", "70000"],
     ["controllers", "--kubeconfig", "/nonexistent/kubeconfig"],
+    ["delete", "cluster", "c1", "--wait", "soon"],
+    ["apply", "-f", "-", "--wait", "5x"],
+    ["get", "clusters", "-o", "wide"],
 ])
 def test_usage_errors_exit_2(args: list[str]) -> None:
     r = runner.invoke(app, args)
