@@ -173,7 +173,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         res = await ctx.infra.exec(cname, cloudinit.probe_command())
         state = cloudinit.parse_probe(res.output)
         if state.phase in ("none", "unknown"):
-            waiting = await _preload_images(ctx, dm, cluster, cname, obs, info)
+            waiting, dm = await _preload_images(ctx, dm, cluster, cname, obs, info)
             if waiting is not None:
                 return waiting
             launched = await _start_bootstrap(ctx, dm, machine, cname, obs, info)
@@ -211,35 +211,36 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
 
 
 async def _preload_images(ctx: Ctx, dm: dict[str, Any], cluster: dict[str, Any], cname: str, obs: Any,
-                          info: ContainerInfo) -> Result | None:
+                          info: ContainerInfo) -> tuple[Result | None, dict[str, Any]]:
     """Before the bootstrap (as upstream): the DockerMachine's spec.preLoadImages and the images `capd-py load
     image` recorded on the Cluster go from the local docker daemon into the node's containerd; those it has
-    already (same ID) are skipped, so a repeat after a controller restart costs two execs. Returns a Result
-    while it cannot proceed: a spec.preLoadImages image missing locally (nothing is pulled) or an import failure."""
+    already (same ID) are skipped, so a repeat after a controller restart costs a few execs. Returns a Result
+    while it cannot proceed (a spec.preLoadImages image missing locally, nothing is pulled; an import failure),
+    and the DockerMachine as last written."""
     wanted = imageload.boot_images(dm, cluster)
     if not wanted:
-        return None
+        return None, dm
     decision = imageload.boot_decision(wanted, await ctx.infra.local_image_ids(list(wanted)))
     if decision.blocked:
         await _fail(ctx, dm, obs(Phase.PRELOAD_IMAGES_FAILED, decision.message, info), "PreLoadImagesFailed")
-        return Result(requeue_after=decision.requeue_after)
+        return Result(requeue_after=decision.requeue_after), dm
     if decision.skipped:
         msg = (f"not pre-loading {', '.join(decision.skipped)} (loaded into this cluster with capd-py load image): "
                "no longer in the local docker daemon")
         await events.record(ctx.kube, dm, "PreLoadImageMissing", msg)
         log.warning("%s/%s: %s", dm["metadata"].get("namespace"), dm["metadata"]["name"], msg)
     if not decision.load:
-        return None
-    await _set(ctx, dm, obs(Phase.PRELOADING_IMAGES, f"pre-loading {len(decision.load)} image(s) into the node: "
-                            f"{', '.join(decision.load)}", info))
+        return None, dm
+    loading = f"pre-loading {len(decision.load)} image(s) into the node: {', '.join(decision.load)}"
+    dm = await _set(ctx, dm, obs(Phase.PRELOADING_IMAGES, loading, info))
     outcomes = await ctx.infra.load_images(cname, decision.load)
     if not all(o.ok for o in outcomes):
         msg = f"pre-loading images: {imageload.failed_message(outcomes)}"
         await _fail(ctx, dm, obs(Phase.PRELOAD_IMAGES_FAILED, msg, info), "PreLoadImagesFailed")
-        return Result(requeue_after=imageload.PRELOAD_RECHECK_SECONDS)
+        return Result(requeue_after=imageload.PRELOAD_RECHECK_SECONDS), dm
     log.info("%s/%s: images in %s: %s", dm["metadata"].get("namespace"), dm["metadata"]["name"], cname,
              ", ".join(f"{o.ref} {o.result}" for o in outcomes))
-    return None
+    return None, dm
 
 
 async def _start_bootstrap(ctx: Ctx, dm: dict[str, Any], machine: dict[str, Any], cname: str,
