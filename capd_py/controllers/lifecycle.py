@@ -46,11 +46,15 @@ async def pause_if_needed(kube: Kube, gvk: GVK, obj: dict[str, Any], cluster: di
     return True
 
 
-async def ensure_metadata(kube: Kube, gvk: GVK, obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
+async def ensure_metadata(kube: Kube, gvk: GVK, obj: dict[str, Any], also: dict[str, Any] | None = None,
+                          **kw: Any) -> dict[str, Any]:
     """Patch in whatever of `coreutil.metadata_patch(obj, **kw)` is missing (finalizer, owner reference,
-    labels, annotations); returns the fresh object, or `obj` when nothing was missing."""
+    labels, annotations), and `also` (more of the main resource, e.g. spec defaults) in the same request: one
+    write where there were two. Returns the fresh object, or `obj` when nothing was missing."""
     patch = coreutil.metadata_patch(obj, **kw)
-    if patch is None:
+    if also:
+        patch = coreutil.merge_patches(patch or {}, also)
+    if not patch:
         return obj
     md = obj["metadata"]
     return await kube.merge_patch(gvk, md.get("namespace"), md["name"], patch)

@@ -65,7 +65,7 @@ async def _find_node(ctx: Ctx, wl: Kube, machine: dict[str, Any]) -> tuple[bool,
 async def _adopt_external(ctx: Ctx, machine: dict[str, Any], obj: dict[str, Any] | None,
                           cluster: dict[str, Any] | None) -> dict[str, Any] | None:
     """Machine becomes the controller owner of its bootstrap config / infra machine (on-create
-    owners such as the MachineSet are dropped), which also get the cluster-name label."""
+    owners such as the MachineSet are dropped), which also get the cluster-name label, in one patch."""
     if obj is None:
         return None
     g = gvk_of_ref(coreutil.ref_of(obj))
@@ -75,11 +75,9 @@ async def _adopt_external(ctx: Ctx, machine: dict[str, Any], obj: dict[str, Any]
     cp_kind = contract.dig(cluster, "spec", "controlPlaneRef", "kind")
     refs = rm.external_owner_refs(obj, machine, cp_kind)
     md = obj["metadata"]
-    if refs is not None:
-        obj = await ctx.kube.merge_patch(g, md.get("namespace"), md["name"],
-                                         {"metadata": {"ownerReferences": refs,
-                                                       "resourceVersion": md.get("resourceVersion")}})
-    return await ensure_metadata(ctx.kube, g, obj, labels={CLUSTER_NAME: cn} if cn else None)
+    also = ({"metadata": {"ownerReferences": refs, "resourceVersion": md.get("resourceVersion")}}
+            if refs is not None else None)
+    return await ensure_metadata(ctx.kube, g, obj, also=also, labels={CLUSTER_NAME: cn} if cn else None)
 
 
 async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:

@@ -59,11 +59,10 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     owner = None
     if cluster is not None and contract.controller_owner(md) is None:
         owner = contract.owner_ref(cluster, controller=False)
-    md = await ensure_metadata(kube, MACHINE_DEPLOYMENT, md, finalizer=FINALIZER_MACHINE_DEPLOYMENT,
-                               owner=owner, labels={CLUSTER_NAME: cn} if cn else None)
-    dp = rmd.spec_defaults_patch(md)
-    if dp:
-        md = await kube.merge_patch(MACHINE_DEPLOYMENT, namespace, name, dp)
+    # metadata and the selector defaults in one patch (a new MachineDeployment needs both)
+    md = await ensure_metadata(kube, MACHINE_DEPLOYMENT, md, also=rmd.spec_defaults_patch(md),
+                               finalizer=FINALIZER_MACHINE_DEPLOYMENT, owner=owner,
+                               labels={CLUSTER_NAME: cn} if cn else None)
     if cluster is not None and not coreutil.is_deleting(cluster):
         # the Cluster owns the templates (as upstream), so they go with it; a missing one is the MachineSet's concern
         for ref in rmd.template_refs(md):

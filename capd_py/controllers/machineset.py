@@ -123,11 +123,9 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     owner = None
     if cluster is not None and contract.controller_owner(ms) is None:
         owner = contract.owner_ref(cluster, controller=False)
-    ms = await ensure_metadata(kube, MACHINE_SET, ms, finalizer=FINALIZER_MACHINE_SET, owner=owner,
-                               labels={CLUSTER_NAME: cn} if cn else None)
-    dp = rms.spec_defaults_patch(ms)
-    if dp:
-        ms = await kube.merge_patch(MACHINE_SET, namespace, name, dp)
+    # metadata and the selector defaults in one patch (a MachineSet made by hand needs both)
+    ms = await ensure_metadata(kube, MACHINE_SET, ms, also=rms.spec_defaults_patch(ms), finalizer=FINALIZER_MACHINE_SET,
+                               owner=owner, labels={CLUSTER_NAME: cn} if cn else None)
 
     for m in rms.orphans_to_adopt(ms, machines):
         owned.append(await ensure_metadata(kube, MACHINE, m, owner=contract.owner_ref(ms, controller=True)))

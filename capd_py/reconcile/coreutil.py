@@ -111,6 +111,14 @@ def metadata_patch(obj: dict[str, Any], *, finalizer: str | None = None, owner: 
     return {"metadata": patch}
 
 
+def merge_patches(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """One JSON merge patch doing what `a` then `b` do (b wins where both set the same leaf)."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = merge_patches(out[k], v) if isinstance(out.get(k), dict) and isinstance(v, dict) else v
+    return out
+
+
 def selector_defaults_patch(obj: dict[str, Any], name_label: str) -> dict[str, Any] | None:
     """What upstream's defaulting webhook adds to a MachineSet/MachineDeployment (we run none): its
     own name label (`name_label`) and the cluster-name label in spec.selector.matchLabels and

@@ -70,3 +70,13 @@ def test_paused() -> None:
     assert coreutil.is_paused(obj(annotations={"cluster.x-k8s.io/paused": ""}), None)
     assert coreutil.is_paused(obj(), {"spec": {"paused": True}})
     assert not coreutil.is_paused(obj(), {"spec": {}})
+
+
+def test_merge_patches_is_one_patch_doing_both() -> None:
+    meta = coreutil.metadata_patch({"metadata": {"name": "a", "resourceVersion": "7"}}, finalizer="f")
+    assert meta is not None
+    spec = {"spec": {"selector": {"matchLabels": {"k": "v"}}}, "metadata": {"labels": {"l": "1"}}}
+    assert coreutil.merge_patches(meta, spec) == {
+        "metadata": {"finalizers": ["f"], "resourceVersion": "7", "labels": {"l": "1"}},
+        "spec": {"selector": {"matchLabels": {"k": "v"}}}}
+    assert coreutil.merge_patches({"spec": {"a": {"b": 1}}}, {"spec": {"a": None}}) == {"spec": {"a": None}}
