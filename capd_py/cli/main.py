@@ -525,9 +525,11 @@ def delete_all(
 
 # -- init / controllers / quickstart -------------------------------------------------------------------
 
-def do_init(name: str, image: str, port: int, in_cluster: bool, controllers: bool, steps: Steps) -> Path:
+def do_init(name: str, image: str, port: int, in_cluster: bool, controllers: bool, steps: Steps,
+            ready_timeout: float = 300.0) -> Path:
     from capd_py.runtime.protocol import RuntimeError_
-    m = mgmt.ManagementCluster(name=name, image=image, host_port=port, steps=steps, mount_docker_socket=in_cluster)
+    m = mgmt.ManagementCluster(name=name, image=image, host_port=port, steps=steps, mount_docker_socket=in_cluster,
+                               ready_timeout=ready_timeout)
     try:
         kc = m.create()
         with steps.step("Installing capd-py CRDs 📜"):
@@ -558,8 +560,11 @@ def init(
     kubeconfig: Annotated[Path | None, typer.Option(
         "--kubeconfig", help="Make this existing cluster a management cluster (CRDs + host controllers) "
         "instead of creating one, e.g. a workload cluster to become self-hosted.")] = None,
+    wait: Annotated[str, typer.Option("--wait", help="How long to wait for the management node to be Ready "
+                                      "(a duration: 90s, 5m, ...).")] = "5m",
 ) -> None:
     """Create the management cluster, install the CRDs and start the controllers."""
+    ready_timeout = duration(wait)
     steps = Steps()
     if kubeconfig is not None:
         from capd_py.cli.existing import default_name, init_existing
@@ -576,7 +581,7 @@ def init(
         return
     name = name or mgmt.DEFAULT_NAME
     steps.info(f"Creating management cluster {name!r} ...")
-    kc = do_init(name, image, port, in_cluster, controllers, steps)
+    kc = do_init(name, image, port, in_cluster, controllers, steps, ready_timeout)
     typer.echo(str(kc))
     steps.info(f"\nUse it with:\n\n  kubectl --kubeconfig {kc} get clusters -A\n")
 
