@@ -54,6 +54,7 @@ def test_load_image_preload_and_export_logs(mgmt: Mgmt, cluster_cleanup: list[st
     hexid = secrets.token_hex(3)
     name = f"e2e-load-{hexid}"
     loaded, preloaded = f"capd-py/echo:e2e-load-{hexid}", f"capd-py/echo:e2e-preload-{hexid}"
+    third = f"capd-py/echo:e2e-third-{hexid}"
     timings: dict[str, float] = {}
     try:
         loaded_id = _build(loaded, f"load-{hexid}")
@@ -107,6 +108,18 @@ def test_load_image_preload_and_export_logs(mgmt: Mgmt, cluster_cleanup: list[st
         wait_for(lambda: _pod_running(kc, "on-worker"), 180, "the loaded image's pod Running on the new worker")
         both = mgmt.capd("load", "image", loaded, "--cluster", name)
         assert set(_table(both.stdout).values()) == {"present"}, both.stdout
+        # a new image into both nodes at once (saved once, imported in parallel); --nodes picks one
+        _build(third, f"third-{hexid}")
+        t0 = time.monotonic()
+        two = mgmt.capd("load", "image", third, loaded, "--cluster", name)
+        timings["load image (2 nodes, 1 new + 1 present)"] = time.monotonic() - t0
+        assert _table(two.stdout) == {(cp, third): "loaded", (worker, third): "loaded", (cp, loaded): "present",
+                                      (worker, loaded): "present"}, two.stdout
+        one = mgmt.capd("load", "image", third, "--cluster", name, "--nodes", worker)
+        assert _table(one.stdout) == {(worker, third): "present"}, one.stdout
+        unknown = mgmt.capd("load", "image", third, "--cluster", name, "--nodes", "nope", check=False)
+        assert unknown.returncode == 1 and "unknown node(s) nope" in unknown.stderr
+        assert mgmt.get("cluster", name)["metadata"]["annotations"][RECORDED_ANNOTATION] == f"{loaded},{third}"
         assert run(["docker", "image", "inspect", "-f", "{{.Id}}", loaded]).stdout.strip() == loaded_id
 
         # export logs: one folder, its path on stdout
@@ -128,6 +141,6 @@ def test_load_image_preload_and_export_logs(mgmt: Mgmt, cluster_cleanup: list[st
         assert {"Machine", "DockerMachine", "KubeadmControlPlane", "MachineDeployment"} <= {o["kind"] for o in objs}
         assert (out / "controllers.log").stat().st_size > 0 and "Ready" in (out / "workload.txt").read_text()
     finally:
-        run(["docker", "rmi", "-f", loaded, preloaded], check=False)
+        run(["docker", "rmi", "-f", loaded, preloaded, third], check=False)
         timings["whole test"] = time.monotonic() - t_all
         print("\n" + "\n".join(f"{k}: {v:.1f}s" for k, v in timings.items()))

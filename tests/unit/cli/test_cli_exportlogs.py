@@ -103,3 +103,22 @@ def test_pod_logs_come_out_of_a_base64_tarball(tmp_path: Path) -> None:
     assert ex.untar_b64(base64.encodebytes(buf.getvalue()).decode(), tmp_path) == 1
     assert (tmp_path / "pods/kube-system_etcd_1/etcd/0.log").read_bytes().endswith(b"hello\n")
     assert ex.untar_b64("", tmp_path) == 0
+
+
+def test_in_cluster_controllers_pod_logs_come_from_the_management_node(tmp_path: Path) -> None:
+    import base64
+    import io
+    import tarfile
+    rt = _cluster_runtime()
+    rt.run_container(ContainerSpec(name="capd-mgmt-control-plane", image="capd-py/node:v1.34.4", node=True))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        data = b"INFO capd_py.dockermachine: created container\n"
+        info = tarfile.TarInfo("capd-py-system_capd-py-controllers-abc_1/controllers/0.log")
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+    rt.exec_results.append((ex.MANAGEMENT_PODS, ExecResult(0, base64.encodebytes(buf.getvalue()).decode())))
+    rep = ex.export(rt, "default", "c1", tmp_path, ([], []), None, "capd-mgmt-control-plane")
+    got = list((tmp_path / "management" / "pods").glob("capd-py-system_*/controllers/0.log"))
+    assert len(got) == 1 and b"created container" in got[0].read_bytes() and not rep.errors
+    assert not (tmp_path / "controllers.log").exists()
