@@ -70,9 +70,10 @@ class CachedKube(Kube):
             return obj
         if md.get("deletionTimestamp") and not md.get("finalizers"):
             # the last finalizer went: the object is gone, whatever order its DELETED event arrives in
-            self.store.observe(gvk, clone(obj), deleted=True)
+            self.store.observe(gvk, obj, deleted=True)  # only its key and resourceVersion are read
         else:
-            self.store.observe(gvk, clone(obj))
+            # the Store drops managedFields anyway (often as big as the rest of the object): copy without them
+            self.store.observe(gvk, clone({**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}))
         return obj
 
     def _missing(self, gvk: GVK, namespace: str | None, name: str, e: KubeError) -> None:
