@@ -74,3 +74,38 @@ def test_load_report_table_is_the_data_on_stdout() -> None:
     first = li.load(rt, ["c1-md-0"], ids)
     assert first.ok and first.table() == "c1-md-0\tapp:1\tloaded\n"
     assert li.load(rt, ["c1-md-0"], ids).table() == "c1-md-0\tapp:1\tpresent\n"
+
+
+def test_command_data_on_stdout_progress_on_stderr_and_exit_codes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from capd_py.cli import main
+    rt = FakeRuntime()
+    _node(rt, "c1-cp-0")
+    _node(rt, "c1-md-0")
+    kube = _Kube({"metadata": {"name": "c1", "resourceVersion": "1"}})
+
+    async def with_kube(_kc: Any, fn: Any) -> Any:
+        return await fn(kube)
+    monkeypatch.setattr(main.mgmt, "default_runtime", lambda: rt)
+    monkeypatch.setattr(main, "_with_kube", with_kube)
+    monkeypatch.setenv("CAPD_PY_PLAIN", "1")
+    runner = CliRunner()
+    r = runner.invoke(main.app, ["load", "image", "app:1", "--cluster", "c1"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout == "c1-cp-0\tapp:1\tloaded\nc1-md-0\tapp:1\tloaded\n"
+    assert "not yet present on node 'c1-md-0', loading..." in r.stderr and "✓ Loading 1 image(s)" in r.stderr
+    assert kube.cluster["metadata"]["annotations"][RECORDED_ANNOTATION] == "app:1"  # type: ignore[index]
+
+    r = runner.invoke(main.app, ["load", "image", "app:1", "--cluster", "c1", "--nodes", "c1-md-0"])
+    assert r.exit_code == 0 and r.stdout == "c1-md-0\tapp:1\tpresent\n"
+
+    rt.set_status("c1-md-0", "exited")
+    r = runner.invoke(main.app, ["load", "image", "app:2", "--cluster", "c1"])
+    assert r.exit_code == 1 and "c1-md-0\tapp:2\tfailed" in r.stdout and "loading failed" in r.stderr
+    assert kube.cluster["metadata"]["annotations"][RECORDED_ANNOTATION] == "app:1,app:2"  # type: ignore[index]
+
+    rt.set_status("c1-md-0", "running")
+    kube.cluster = None  # the Cluster is gone from the management cluster: loaded, not recorded, exit 1
+    r = runner.invoke(main.app, ["load", "image", "app:3", "--cluster", "c1"])
+    assert r.exit_code == 1 and r.stdout.count("\tloaded") == 2 and "not recorded on the Cluster" in r.stderr
