@@ -24,7 +24,6 @@ from capd_py.api.labels import (
     CLUSTER_NAME,
     DELETE_MACHINE_ANNOTATION,
     DEPLOYMENT_NAME,
-    FINALIZER_MACHINE,
     SET_NAME,
 )
 from capd_py.reconcile import coreutil
@@ -240,11 +239,8 @@ def new_machine(ms: dict[str, Any], name: str, bootstrap_obj: dict[str, Any] | N
     spec["bootstrap"] = boot
     spec["infrastructureRef"] = coreutil.ref_of(infra_obj)
     ann = dict(contract.dig(ms, "spec", "template", "metadata", "annotations", default={}) or {})
-    # created with the Machine's finalizer, as upstream's MachineSet does: the Machine controller's first pass
-    # then has no metadata to add (one write fewer per Machine)
     md: dict[str, Any] = {"name": name, "namespace": ms["metadata"]["namespace"], "labels": machine_labels(ms),
-                          "ownerReferences": [contract.owner_ref(ms, controller=True)],
-                          "finalizers": [FINALIZER_MACHINE]}
+                          "ownerReferences": [contract.owner_ref(ms, controller=True)]}
     if ann:
         md["annotations"] = ann
     return {"apiVersion": ms["apiVersion"], "kind": "Machine", "metadata": md, "spec": spec}

@@ -15,13 +15,7 @@ from typing import Any
 
 from capd_py.api import contract, gvk
 from capd_py.api.gvk import GVK, KUBEADM_CONFIG, MACHINE
-from capd_py.api.labels import (
-    CLUSTER_NAME,
-    CONTROL_PLANE,
-    CONTROL_PLANE_NAME,
-    FINALIZER_MACHINE,
-    KCP_CLEANUP_HOOK,
-)
+from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE, CONTROL_PLANE_NAME, KCP_CLEANUP_HOOK
 from capd_py.reconcile import coreutil
 from capd_py.reconcile.kcp.common import infra_template_ref
 from capd_py.reconcile.machineset import clone_from_template, instance_kind
@@ -126,8 +120,7 @@ def desired_machine(kcp: dict[str, Any], cluster: dict[str, Any], template: dict
         "metadata": {"name": name, "namespace": ns, "labels": dict(labels),
                      "annotations": {**(contract.dig(mt, "metadata", "annotations", default={}) or {}),
                                      KCP_CLEANUP_HOOK: ""},
-                     # with the Machine's finalizer (as a MachineSet's Machines): one Machine write fewer
-                     "ownerReferences": [owner], "finalizers": [FINALIZER_MACHINE]},
+                     "ownerReferences": [owner]},
         "spec": mspec,
     }
     return DesiredMachine(name=name, infra_gvk=infra_gvk, infra=infra, config=config, machine=machine)

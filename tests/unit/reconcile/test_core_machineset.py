@@ -176,8 +176,6 @@ def test_new_machine_shape() -> None:
     assert labels["cluster.x-k8s.io/cluster-name"] == "c1"
     assert m["metadata"]["ownerReferences"][0]["controller"] is True
     assert m["metadata"]["annotations"] == {"x": "y"}
-    # created with the Machine finalizer, as upstream's MachineSet: no separate finalizer write
-    assert m["metadata"]["finalizers"] == ["machine.cluster.x-k8s.io"]
 
 
 def test_machine_name_prefix() -> None:

@@ -72,7 +72,6 @@ def test_machine_points_at_both_and_carries_the_machine_template() -> None:
     assert m["metadata"]["labels"]["extra"] == "1" and m["metadata"]["annotations"] == {
         "a": "b", "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup": ""}  # etcd member removal hook
     assert "failureDomain" not in build().machine["spec"]
-    assert m["metadata"]["finalizers"] == ["machine.cluster.x-k8s.io"]  # no separate finalizer write
 
 
 def test_problems() -> None:
