@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+import marshal
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, Protocol
@@ -62,6 +63,9 @@ class _Kind:
         self.tombstones: dict[Key, str] = {}
         self.by_owner: dict[str, set[Key]] = defaultdict(set)
         self.by_cluster: dict[tuple[str, str], set[Key]] = defaultdict(set)
+        # key -> the stored copy marshalled, made on the first copy handed out: a stored object never changes
+        # (a new version replaces it), so each copy after the first costs only marshal.loads (half the price)
+        self.blobs: dict[Key, bytes] = {}
         self.synced = False
 
     def _index(self, key: Key, obj: dict[str, Any], add: bool) -> None:
@@ -100,8 +104,25 @@ class _Kind:
                 return False
             self._index(key, old, add=False)
         self.objects[key] = obj
+        self.blobs.pop(key, None)
         self._index(key, obj, add=True)
         return True
+
+    def copy(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """A deep copy of `obj`, one of the stored objects, from its marshalled form; None when marshal
+        refuses it (the caller copies another way)."""
+        md = obj["metadata"]
+        key = (md.get("namespace") or "", md["name"])
+        if self.objects.get(key) is not obj:
+            return None
+        blob = self.blobs.get(key)
+        if blob is None:
+            try:
+                blob = self.blobs[key] = marshal.dumps(obj)
+            except ValueError:
+                return None
+        out: dict[str, Any] = marshal.loads(blob)
+        return out
 
     def remove(self, namespace: str, name: str, rv: str | None = None) -> None:
         key = (namespace or "", name)
@@ -116,6 +137,7 @@ class _Kind:
             return
         self._index(key, old, add=False)
         del self.objects[key]
+        self.blobs.pop(key, None)
 
 
 class Store:
@@ -193,6 +215,11 @@ class Store:
             if all(have.get(lk) == lv for lk, lv in labels.items()) and (not selector or matches(selector, have)):
                 out.append(obj)
         return out
+
+    def copy(self, g: GVK, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """A deep copy of `obj`, an object this Store handed out for `g` (see `_Kind.copy`)."""
+        k = self._kinds.get(gk(g))
+        return k.copy(obj) if k is not None else None
 
     def owned_by(self, g: GVK, owner_uid: str) -> builtins.list[dict[str, Any]]:
         k = self._kinds.get(gk(g))

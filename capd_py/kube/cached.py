@@ -51,7 +51,7 @@ class CachedKube(Kube):
         if self.store.serves(gvk):
             self.cache_reads += 1
             obj = self.store.get(gvk, namespace, name)
-            return clone(obj) if obj is not None else None
+            return self._copy(gvk, obj) if obj is not None else None
         self.api_reads[gvk.kind] += 1
         return await super().get(gvk, namespace, name)
 
@@ -59,9 +59,14 @@ class CachedKube(Kube):
                    selector: str | None = None) -> builtins.list[dict[str, Any]]:
         if self.store.serves(gvk):
             self.cache_reads += 1
-            return [clone(o) for o in self.store.list(gvk, namespace, labels, selector)]
+            return [self._copy(gvk, o) for o in self.store.list(gvk, namespace, labels, selector)]
         self.api_reads[gvk.kind] += 1
         return await super().list(gvk, namespace, labels, selector)
+
+    def _copy(self, gvk: GVK, obj: dict[str, Any]) -> dict[str, Any]:
+        """Readers may change what they get: a copy, made from the Store's marshalled form when it has one."""
+        out = self.store.copy(gvk, obj)
+        return out if out is not None else clone(obj)
 
     # -- writes: the answer is the newest copy there is -----------------------------------------------
     def _record(self, gvk: GVK, obj: dict[str, Any]) -> dict[str, Any]:

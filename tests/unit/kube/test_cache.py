@@ -96,3 +96,21 @@ def test_a_write_answer_arriving_after_the_deleted_event_does_not_resurrect() ->
     assert s.get(MACHINE, "ns", "a") is None
     assert s.observe(MACHINE, m("a", "9"))  # created again later: accepted
     assert s.get(MACHINE, "ns", "a") is not None
+
+
+def test_copies_are_deep_and_follow_new_versions() -> None:
+    s = Store()
+    s.replace(MACHINE, [m("a", "1")], "1")
+    held = s.get(MACHINE, "ns", "a")
+    assert held is not None
+    c1 = s.copy(MACHINE, held)
+    assert c1 == held and c1 is not held and c1["metadata"] is not held["metadata"]
+    c1["metadata"]["labels"]["x"] = "changed"  # a reader's change never reaches the Store
+    c2 = s.copy(MACHINE, held)
+    assert c2 is not None and "x" not in c2["metadata"]["labels"] and "x" not in held["metadata"]["labels"]
+    s.observe(MACHINE, m("a", "2", cluster="c2"))  # a new version: copies are of it, not of the old one
+    new = s.get(MACHINE, "ns", "a")
+    assert new is not None and s.copy(MACHINE, new)["metadata"]["resourceVersion"] == "2"  # type: ignore[index]
+    assert s.copy(MACHINE, held) is None  # no longer the stored object: the caller copies it another way
+    s.forget(MACHINE, "ns", "a")
+    assert s.copy(MACHINE, new) is None
