@@ -72,7 +72,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     labels = ({dcr.CONTAINER_MANAGED: "true"} if dcr.network_is_shared(dc)
               else dcr.cluster_labels(namespace, cluster_name))
     try:
-        await ctx.infra.ensure_network(network, labels)
+        net = await ctx.infra.ensure_network(network, labels)
         await ctx.infra.connect_controllers(network)  # in-cluster controllers must reach the cluster's API
     except RuntimeError_ as e:
         await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, f"docker network {network}: {e}"))
@@ -87,9 +87,9 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
                                          f"{namespace}/{cluster_name}; remove or rename it"))
         return Result(requeue_after=30)
     try:
-        drift = dcr.lb_drift(lb, network, dc)
+        drift = dcr.lb_drift(lb, network, dc, net)
         if drift:
-            if not dcr.lb_repairable(await ctx.infra.network(network), dc):
+            if not dcr.lb_repairable(net, dc):
                 await _fail(ctx, dc, dcr.LBState(False, dcr.R_ENDPOINT_CHANGED, (
                     f"{drift}; network {network} has no static addresses (made by an older capd-py or by someone "
                     "else), so this cannot be repaired in place: recreate the cluster")))

@@ -59,6 +59,14 @@ def in_static_range(net: NetworkInfo, address: str) -> bool:
     return ip in subnet and ip not in dyn and ip not in reserved
 
 
+def in_subnet(net: NetworkInfo | None, address: str) -> bool:
+    try:
+        return net is not None and bool(net.subnet) and \
+            ipaddress.ip_address(address) in ipaddress.ip_network(net.subnet, strict=False)
+    except ValueError:
+        return False
+
+
 def taken_addresses(containers: Iterable[ContainerInfo], network: str) -> set[str]:
     """Addresses on `network` that containers were created with (kept while they are stopped) or hold now."""
     out: set[str] = set()

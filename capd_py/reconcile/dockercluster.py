@@ -104,16 +104,17 @@ def recorded_host_port(dc: dict[str, Any] | None) -> int:
     return int(v) if v.isdigit() else 0
 
 
-def lb_drift(lb: ContainerInfo | None, network: str, dc: dict[str, Any]) -> str | None:
+def lb_drift(lb: ContainerInfo | None, network: str, dc: dict[str, Any], net: NetworkInfo | None) -> str | None:
     """Why a running load balancer no longer serves what the DockerCluster recorded (its address is
     spec.controlPlaneEndpoint.host, its host port the annotation): e.g. it was started again with another
     address on a network without static addresses, or made by an older capd-py with a port docker picks
-    anew at every start. None when it matches."""
+    anew at every start. An endpoint outside the network's subnet was given by the user (a name, a host
+    address): the load balancer's address is not compared with it. None when it matches."""
     if lb is None or not lb.running:
         return None
-    host = (((dc.get("spec") or {}).get("controlPlaneEndpoint") or {}).get("host")) or ""
+    host = str((((dc.get("spec") or {}).get("controlPlaneEndpoint") or {}).get("host")) or "")
     cur = lb.ipv4.get(network) or lb.ipv6.get(network) or ""
-    if host and cur and cur != host:
+    if host and cur and cur != host and addresses.in_subnet(net, host):
         return f"load balancer {lb.name} has address {cur} on network {network}, the cluster's endpoint is {host}"
     want, got = recorded_host_port(dc), lb.ports.get(API_PORT)
     if want and got and got != want:

@@ -160,9 +160,6 @@ class DockerInfra:
             reserved.add(ip)
             return replace(spec, ipv4=ip)
 
-    async def network(self, name: str) -> NetworkInfo | None:
-        return await self.call(self.runtime.get_network, name)
-
     def creating(self, name: str) -> bool:
         return name in self._inflight
 

@@ -93,12 +93,16 @@ def test_lb_spec_reuses_the_recorded_endpoint_address_and_host_port() -> None:
 def test_lb_drift_and_whether_it_can_be_repaired_in_place() -> None:
     dc = _dc(md={"annotations": {LB_HOST_PORT_ANNOTATION: "40000"}},
              spec={"controlPlaneEndpoint": {"host": "172.19.0.2", "port": 6443}})
-    assert dcr.lb_drift(_c("c1-lb", "load-balancer", "172.19.0.2", ports={6443: 40000}), "net", dc) is None
+    net = NetworkInfo("net", "i", "172.19.0.0/16", "172.19.0.1", {}, ip_range="172.19.128.0/17")
+    assert dcr.lb_drift(_c("c1-lb", "load-balancer", "172.19.0.2", ports={6443: 40000}), "net", dc, net) is None
+    # an endpoint the user gave (outside the network) is not the load balancer's address: no drift
+    user = _dc(spec={"controlPlaneEndpoint": {"host": "api.example.test", "port": 6443}})
+    assert dcr.lb_drift(_c("c1-lb", "load-balancer", "172.19.0.7"), "net", user, net) is None
     assert dcr.lb_drift(_c("c1-lb", "load-balancer", "172.19.0.2", ports={6443: 40000}, status="exited"),
-                        "net", dc) is None
-    moved = dcr.lb_drift(_c("c1-lb", "load-balancer", "172.19.0.7", ports={6443: 40000}), "net", dc)
+                        "net", dc, net) is None
+    moved = dcr.lb_drift(_c("c1-lb", "load-balancer", "172.19.0.7", ports={6443: 40000}), "net", dc, net)
     assert moved and "172.19.0.7" in moved and "172.19.0.2" in moved
-    port = dcr.lb_drift(_c("c1-lb", "load-balancer", "172.19.0.2", ports={6443: 33333}), "net", dc)
+    port = dcr.lb_drift(_c("c1-lb", "load-balancer", "172.19.0.2", ports={6443: 33333}), "net", dc, net)
     assert port and "33333" in port and "40000" in port
     static = NetworkInfo("net", "i", "172.19.0.0/16", "172.19.0.1", {}, ip_range="172.19.128.0/17")
     assert dcr.lb_repairable(static, dc)
