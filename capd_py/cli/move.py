@@ -84,9 +84,10 @@ async def _set_paused(kube: Kube, nodes: list[Node], value: bool) -> None:
 
 async def _wait_paused(kube: Kube, clusters: list[Node], timeout: float) -> list[str]:
     """Wait until the source's Cluster controller reports each Cluster Paused for its current generation (it
-    then starts no new work for it); names those that did not within `timeout` (controllers not running)."""
+    then starts no new work for it); names those that did not within `timeout` (controllers not running).
+    A Cluster without a Paused condition was never reconciled by our controllers: nothing to wait for."""
     deadline = time.monotonic() + timeout
-    left = list(clusters)
+    left = [n for n in clusters if conditions.get(n.obj, conditions.PAUSED) is not None]
     while left:
         still: list[Node] = []
         for n in left:

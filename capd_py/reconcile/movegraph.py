@@ -10,8 +10,9 @@ write at the target and the dry-run tree out.
   a ClusterResourceSetBinding belongs to the Cluster it names. Beyond upstream (whose ClusterResourceSet and
   ClusterClass controllers set those owner references, as ours do, but only once they have run): the
   Secrets/ConfigMaps a ClusterResourceSet lists belong to it, and the templates a ClusterClass names belong to
-  it; and an object carrying a moved Cluster's `cluster.x-k8s.io/cluster-name` label belongs to that Cluster
-  (a template whose owner reference the controllers have not set yet would otherwise stay behind).
+  it; and an object without any owner belongs to the object that references it (a KubeadmControlPlane's or
+  MachineDeployment's templates, whose owner references the controllers set only once they ran), or else, when
+  it carries a Cluster's `cluster.x-k8s.io/cluster-name` label, to that Cluster.
 - Tenants: Clusters, ClusterClasses and ClusterResourceSets ("force move hierarchy" in clusterctl); everything
   reachable from one through (soft) ownership moves. Other objects of the namespace (unrelated Secrets,
   ConfigMaps) stay.
@@ -35,6 +36,11 @@ from capd_py.reconcile.topology.desired import class_ref
 # upstream util/secret allSecretPurposes
 SECRET_PURPOSES = ("kubeconfig", "ca", "etcd", "sa", "proxy", "apiserver-etcd-client")
 TENANT_KINDS = ("Cluster", "ClusterClass", "ClusterResourceSet")
+# where objects name the templates/objects they use (v1beta2 {apiGroup, kind, name})
+REFERENCE_PATHS = (("spec", "infrastructureRef"), ("spec", "controlPlaneRef"),
+                   ("spec", "machineTemplate", "spec", "infrastructureRef"),
+                   ("spec", "template", "spec", "infrastructureRef"),
+                   ("spec", "template", "spec", "bootstrap", "configRef"))
 # metadata the API server owns: a create at the target must not carry it
 SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "selfLink", "deletionTimestamp",
                    "deletionGracePeriodSeconds", "ownerReferences")
@@ -127,9 +133,6 @@ class Graph:
                 c = clusters.get((ns, contract.dig(n.obj, "spec", "clusterName") or ""))
                 if c is not None:
                     n.soft_owners.add(c.uid)
-            label = (n.obj["metadata"].get("labels") or {}).get(CLUSTER_NAME)
-            if label and n.kind not in TENANT_KINDS and (ns, label) in clusters:
-                n.soft_owners.add(clusters[(ns, label)].uid)
         for crs in self.of_kind("ClusterResourceSet"):
             for kind, name in rcrs.refs(crs.obj):
                 r = self.find(kind, crs.identity.namespace, name)
@@ -140,8 +143,21 @@ class Graph:
                 t = self.find(ref.kind, cc.identity.namespace, ref.name)
                 if t is not None:
                     t.soft_owners.add(cc.uid)
+        referrers: dict[tuple[str, str, str], str] = {}
+        for n in self.nodes.values():
+            for path in REFERENCE_PATHS:
+                r = contract.dig(n.obj, *path) or {}
+                if r.get("kind") and r.get("name"):
+                    referrers.setdefault((n.identity.namespace, r["kind"], r["name"]), n.uid)
         for n in self.nodes.values():
             n.soft_owners.discard(n.uid)
+            referrer = referrers.get((n.identity.namespace, n.kind, n.name))
+            if referrer and referrer != n.uid and not n.owners and not n.soft_owners:
+                n.soft_owners.add(referrer)
+            label = (n.obj["metadata"].get("labels") or {}).get(CLUSTER_NAME)
+            key = (n.identity.namespace, label or "")
+            if label and not n.owners and not n.soft_owners and n.kind not in TENANT_KINDS and key in clusters:
+                n.soft_owners.add(clusters[key].uid)  # only what nothing else claims: the tree stays readable
 
     def _tenants(self) -> None:
         owned: dict[str, list[Node]] = {}
