@@ -146,9 +146,9 @@ class Graph:
         referrers: dict[tuple[str, str, str], str] = {}
         for n in self.nodes.values():
             for path in REFERENCE_PATHS:
-                r = contract.dig(n.obj, *path) or {}
-                if r.get("kind") and r.get("name"):
-                    referrers.setdefault((n.identity.namespace, r["kind"], r["name"]), n.uid)
+                target_ref = contract.dig(n.obj, *path) or {}
+                if target_ref.get("kind") and target_ref.get("name"):
+                    referrers.setdefault((n.identity.namespace, target_ref["kind"], target_ref["name"]), n.uid)
         for n in self.nodes.values():
             n.soft_owners.discard(n.uid)
             referrer = referrers.get((n.identity.namespace, n.kind, n.name))
