@@ -76,6 +76,9 @@ _POOL: dict[str, Any] = {"deprecated": ("conditions",), "lifted": ()}
 
 def dockermachinepool_up(obj: Obj) -> None:
     status_up(obj, **_POOL)
+    # capd-py's DockerMachinePool also reports the contract's initialization.provisioned; it follows `ready`.
+    if get(obj, "status.ready") is True:
+        obj["status"].setdefault("initialization", {})["provisioned"] = True
 
 
 def dockermachinepool_down(obj: Obj, resolve: VersionResolver) -> None:

@@ -1,0 +1,72 @@
+"""Objects for the conversion tests: upstream's templates (both versions), capd-py's own, and a fully
+populated object of every kind (status included) as the controllers write them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from capd_py.api.conversion import CONVERTIBLE_KINDS
+
+ROOT = Path(__file__).resolve().parents[4]
+UPSTREAM = ROOT / "tests" / "fixtures" / "upstream"
+Obj = dict[str, Any]
+
+# Values for clusterctl-style variables (upstream's test/e2e/config/docker.yaml where it has one).
+VARIABLES = {
+    "CLUSTER_NAME": "conv", "NAMESPACE": "default", "KUBERNETES_VERSION": "v1.34.4",
+    "CONTROL_PLANE_MACHINE_COUNT": "3", "WORKER_MACHINE_COUNT": "2", "DOCKER_SERVICE_DOMAIN": "cluster.local",
+    "IP_FAMILY": "dual", "DOCKER_SERVICE_CIDRS": "10.128.0.0/12", "DOCKER_POD_CIDRS": "192.168.0.0/16",
+    "DOCKER_SERVICE_IPV6_CIDRS": "fd00:100:64::/108", "DOCKER_POD_IPV6_CIDRS": "fd00:100:96::/48",
+    "DOCKER_PRELOAD_IMAGES": "[kindest/kindnetd:v20250214-acbabc1a]",
+    "CNI_RESOURCES": '{"resources": "apiVersion: v1\\nkind: List\\nitems: []\\n"}',
+    "SERVER": "https://127.0.0.1:6443", "TOKEN": "abcdef.0123456789abcdef", "CLUSTER_CLASS_NAMESPACE": "default",
+}
+_VAR = re.compile(r"\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:(:?[-=])([^${}]*))?\}")
+
+
+def substitute(text: str, values: dict[str, str] = VARIABLES) -> str:
+    """clusterctl (drone/envsubst) substitution; unknown variables without a default become empty."""
+    def one(m: re.Match[str]) -> str:
+        name, op, default = m.group(1), m.group(2), m.group(3)
+        value = values.get(name)
+        if op and (value is None or (op.startswith(":") and value == "")):
+            return default or ""
+        return value or ""
+
+    while True:
+        new = _VAR.sub(one, text)
+        if new == text:
+            return text
+        text = new
+
+
+def load(path: Path) -> list[Obj]:
+    return [d for d in yaml.safe_load_all(substitute(path.read_text())) if isinstance(d, dict) and d.get("kind")]
+
+
+def upstream_v1beta1_files() -> list[Path]:
+    """v1beta1 manifests: upstream v1.10.10's CAPD templates (vendored under upstream/v1beta1/) and release-1.13's
+    runtime-SDK v1beta1 e2e flavors."""
+    return sorted((UPSTREAM / "v1beta1").glob("*.yaml")) + sorted(UPSTREAM.glob("*runtimesdk-v1beta1.yaml"))
+
+
+def v1beta2_files() -> list[Path]:
+    """v1beta2 manifests: upstream release-1.13's templates, capd-py's test fixtures and its own templates."""
+    return (sorted(UPSTREAM.glob("*.yaml")) + sorted((ROOT / "tests" / "fixtures").glob("*.yaml"))
+            + sorted((ROOT / "templates").glob("cluster-template*.yaml")))
+
+
+def objects(files: list[Path], version: str) -> list[tuple[str, Obj]]:
+    """(test id, object) for every object of `version` of a kind capd-py converts (upstream's Dev* kinds of the
+    in-memory provider are not served)."""
+    out = []
+    for path in files:
+        for i, obj in enumerate(load(path)):
+            group, _, obj_version = obj["apiVersion"].rpartition("/")
+            if obj_version == version and (group, obj["kind"]) in CONVERTIBLE_KINDS:
+                out.append((f"{path.stem}#{i}-{obj['kind']}", obj))
+    return out
