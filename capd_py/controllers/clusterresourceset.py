@@ -70,9 +70,11 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if coreutil.is_deleting(crs):
         await _reconcile_delete(ctx, crs)
         return None
-    crs = await lifecycle.ensure_finalizer(kube, CLUSTER_RESOURCE_SET, crs, FINALIZER_CLUSTER_RESOURCE_SET)
+    # paused first, as upstream: `capd-py move` strips a paused set's finalizer before deleting it, and one put
+    # back in between would hold the deletion
     if await lifecycle.pause_if_needed(kube, CLUSTER_RESOURCE_SET, crs, None):
         return None
+    crs = await lifecycle.ensure_finalizer(kube, CLUSTER_RESOURCE_SET, crs, FINALIZER_CLUSTER_RESOURCE_SET)
 
     found: dict[tuple[str, str], dict[str, Any] | None] = {}
     for kind, rname in rcrs.refs(crs):

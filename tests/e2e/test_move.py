@@ -1,0 +1,141 @@
+"""Issue 15: `capd-py move` (clusterctl move) of a running workload cluster to a second management cluster
+made with `capd-py init --kubeconfig` (an envtest API server + host controllers). The cluster keeps its
+containers, the target's controllers reconcile it (a worker added from there joins), the source keeps
+nothing, and deleting it at the target leaves nothing on docker."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from pathlib import Path
+
+import pytest
+
+from capd_py.cli import management
+from capd_py.testing.e2e import (
+    CAPD,
+    Mgmt,
+    cluster_objects_left,
+    create_cluster,
+    delete_cluster_objects,
+    docker_leftovers,
+    nodes_ready,
+    run,
+    wait_for,
+)
+from capd_py.testing.envtest import EnvTest
+
+pytestmark = pytest.mark.e2e
+
+
+def containers(cluster: str) -> dict[str, str]:
+    """name -> id of every container docker has for the cluster."""
+    out = run(["docker", "ps", "-a", "--filter", f"label=io.x-k8s.capd-py.cluster={cluster}",
+               "--format", "{{.Names}} {{.ID}}"]).stdout.split("\n")
+    pairs = [line.split() for line in out if line.strip()]
+    names = [p[0] for p in pairs]
+    assert len(names) == len(set(names)), f"duplicate containers: {names}"
+    return {p[0]: p[1] for p in pairs}
+
+
+def machines(m: Mgmt, cluster: str) -> list[dict[str, object]]:
+    items: list[dict[str, object]] = json.loads(m.kubectl(
+        "get", "machines", "-n", "default", "-l", f"cluster.x-k8s.io/cluster-name={cluster}", "-o", "json"))["items"]
+    return items
+
+
+def test_move_to_another_management_cluster(mgmt: Mgmt, tmp_path: Path) -> None:
+    t_start = time.monotonic()
+    suffix = secrets.token_hex(3)
+    name, ctrl = f"e2e-mv-{suffix}", f"e2e-mv-{suffix}"
+    env2 = EnvTest(controller_manager=True).start()
+    target = Mgmt(env2, str(env2.kubeconfig_path), management.log_path(ctrl))
+    created = False
+    try:
+        # the second management cluster: an existing API server made one by `capd-py init --kubeconfig`
+        r = run([*CAPD, "init", "--kubeconfig", target.kubeconfig, "--name", ctrl])
+        assert r.stdout.strip() == str(Path(target.kubeconfig).resolve())
+        assert management.controllers_pid(ctrl) is not None
+        target.kubectl("get", "crd", "clusters.cluster.x-k8s.io")
+
+        created = True
+        c = create_cluster(mgmt, name, 1, 1, tmp_path, 600)
+        before = containers(name)
+        assert len(before) == 3, before  # control plane, worker, load balancer
+        cp_machine = next(m for m in machines(mgmt, name) if "control-plane" in str(m["metadata"]))
+
+        dry = mgmt.capd("move", "--dry-run", "--to-kubeconfig", target.kubeconfig)
+        tree = dry.stdout.splitlines()
+        assert f"Cluster/{name}" in tree and f"ClusterResourceSet/{name}-crs-0" in tree, dry.stdout
+        assert any(f"Secret/{name}-kubeconfig" in line for line in tree), dry.stdout
+        assert target.kubectl("get", "clusters", "-A", "-o", "name").strip() == ""
+
+        t0 = time.monotonic()
+        r = mgmt.capd("move", "--to-kubeconfig", target.kubeconfig)
+        move_seconds = time.monotonic() - t0
+        assert r.stdout == "" and "moved" in r.stderr, r.stderr
+
+        # nothing of it at the source: Cluster API objects, its secrets, the CNI resource set
+        assert cluster_objects_left(mgmt, name) == []
+        assert [s for s in mgmt.kubectl("get", "secrets", "-n", "default", "-o", "name").split()
+                if s.startswith(f"secret/{name}")] == []
+        assert mgmt.kubectl("get", "clusterresourceset,configmap", "-n", "default", "-o", "name",
+                            "--ignore-not-found").split().count(f"configmap/cni-{name}-crs-0") == 0
+        # at the target: resumed, Available, the same containers, the bootstrap facts kept
+        cl = target.get("cluster", name)
+        assert not cl["spec"].get("paused")
+        t1 = time.monotonic()
+
+        def reconciled_at_target() -> bool:
+            # Paused=False for the current generation: the target's Cluster controller recomputed the status
+            # (Available alone could still be the copied status)
+            got = target.get("cluster", name)
+            paused = next((x for x in got["status"].get("conditions") or [] if x["type"] == "Paused"), {})
+            return paused.get("status") == "False" and \
+                paused.get("observedGeneration") == got["metadata"]["generation"]
+        wait_for(reconciled_at_target, 120, "the target's controllers to reconcile the cluster", 1)
+        wait_for(lambda: target.condition("cluster", name, "Available"), 120, "Available at the target", 2)
+        available_after_move = time.monotonic() - t1
+        assert containers(name) == before
+        moved_cp = target.get("machine", cp_machine["metadata"]["name"])  # type: ignore[index]
+        assert moved_cp["metadata"]["uid"] != cp_machine["metadata"]["uid"]  # type: ignore[index]
+        assert moved_cp["status"]["nodeRef"] == cp_machine["status"]["nodeRef"]  # type: ignore[index]
+        for dm in json.loads(target.kubectl("get", "dockermachines", "-n", "default", "-o", "json"))["items"]:
+            assert dm["status"]["initialization"]["provisioned"] is True
+            assert not any(cd.get("reason") == "ContainerDeleted" for cd in dm["status"].get("conditions") or [])
+
+        # the target's controllers reconcile it: a second worker joins
+        t2 = time.monotonic()
+        target.kubectl("scale", "machinedeployment", f"{name}-md-0", "-n", "default", "--replicas", "2")
+        wait_for(lambda: nodes_ready(c.kubeconfig, 3), 420, "3 Ready nodes", 5)
+        wait_for(lambda: target.condition("machinedeployment", f"{name}-md-0", "Available")
+                 and target.condition("cluster", name, "Available")
+                 and target.get("machinedeployment", f"{name}-md-0")["status"].get("readyReplicas") == 2,
+                 180, "MachineDeployment 2/2 and the Cluster Available", 3)
+        scale_seconds = time.monotonic() - t2
+        after = containers(name)
+        assert len(after) == 4 and set(before.items()) <= set(after.items()), (before, after)
+        assert len(machines(target, name)) == 3
+        assert cluster_objects_left(mgmt, name) == []  # the source made nothing new meanwhile
+
+        # deleting it at the target removes everything
+        t3 = time.monotonic()
+        target.capd("delete", "cluster", name, "--wait", "--timeout", "300")
+        assert docker_leftovers(name) == {}
+        assert cluster_objects_left(target, name) == []
+        created = False
+        delete_seconds = time.monotonic() - t3
+        print(f"\nmove: {move_seconds:.1f}s; Available at the target {available_after_move:.1f}s later; "
+              f"scale 1->2 from the target {scale_seconds:.0f}s; delete {delete_seconds:.0f}s; "
+              f"test {time.monotonic() - t_start:.0f}s")
+    finally:
+        if created:
+            delete_cluster_objects(target, name)
+            delete_cluster_objects(mgmt, name)
+        target.kubectl("delete", "clusterresourceset", f"{name}-crs-0", "-n", "default", "--ignore-not-found",
+                       check=False)
+        management.stop_controllers(ctrl)
+        print(f"\n--- target controllers log tail ---\n{target.log_tail(40)}")
+        management.log_path(ctrl).unlink(missing_ok=True)
+        env2.stop()
