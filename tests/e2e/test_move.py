@@ -45,6 +45,14 @@ def machines(m: Mgmt, cluster: str) -> list[dict[str, object]]:
     return items
 
 
+def reconciled(m: Mgmt, cluster: str) -> bool:
+    """Paused=False for the current generation: this management cluster's Cluster controller recomputed the
+    status (Available alone could still be the copied status)."""
+    got = m.get("cluster", cluster)
+    paused: dict[str, object] = next((x for x in got["status"].get("conditions") or [] if x["type"] == "Paused"), {})
+    return bool(paused.get("status") == "False" and paused.get("observedGeneration") == got["metadata"]["generation"])
+
+
 def test_move_to_another_management_cluster(mgmt: Mgmt, tmp_path: Path) -> None:
     t_start = time.monotonic()
     suffix = secrets.token_hex(3)
@@ -87,14 +95,7 @@ def test_move_to_another_management_cluster(mgmt: Mgmt, tmp_path: Path) -> None:
         assert not cl["spec"].get("paused")
         t1 = time.monotonic()
 
-        def reconciled_at_target() -> bool:
-            # Paused=False for the current generation: the target's Cluster controller recomputed the status
-            # (Available alone could still be the copied status)
-            got = target.get("cluster", name)
-            paused = next((x for x in got["status"].get("conditions") or [] if x["type"] == "Paused"), {})
-            return paused.get("status") == "False" and \
-                paused.get("observedGeneration") == got["metadata"]["generation"]
-        wait_for(reconciled_at_target, 120, "the target's controllers to reconcile the cluster", 1)
+        wait_for(lambda: reconciled(target, name), 120, "the target's controllers to reconcile the cluster", 1)
         wait_for(lambda: target.condition("cluster", name, "Available"), 120, "Available at the target", 2)
         available_after_move = time.monotonic() - t1
         assert containers(name) == before
@@ -139,3 +140,58 @@ def test_move_to_another_management_cluster(mgmt: Mgmt, tmp_path: Path) -> None:
         print(f"\n--- target controllers log tail ---\n{target.log_tail(40)}")
         management.log_path(ctrl).unlink(missing_ok=True)
         env2.stop()
+
+
+def test_self_hosted(mgmt: Mgmt, tmp_path: Path) -> None:
+    """Upstream's self-hosted e2e: a workload cluster becomes its own management cluster (`capd-py init
+    --kubeconfig` with its kubeconfig, then a move into it), scales itself, and is moved back out to be
+    deleted."""
+    t_start = time.monotonic()
+    suffix = secrets.token_hex(3)
+    name, ctrl = f"e2e-sh-{suffix}", f"e2e-sh-{suffix}"
+    created = True
+    try:
+        c = create_cluster(mgmt, name, 1, 1, tmp_path, 600)
+        before = containers(name)
+        run([*CAPD, "init", "--kubeconfig", str(c.kubeconfig), "--name", ctrl])
+        self_hosted = Mgmt(mgmt.env, str(c.kubeconfig), management.log_path(ctrl))
+
+        t0 = time.monotonic()
+        mgmt.capd("move", "--to-kubeconfig", str(c.kubeconfig))
+        move_in = time.monotonic() - t0
+        assert cluster_objects_left(mgmt, name) == []
+        wait_for(lambda: reconciled(self_hosted, name), 120, "the cluster to reconcile itself", 1)
+        wait_for(lambda: self_hosted.condition("cluster", name, "Available"), 120, "Available, self-hosted", 2)
+        assert containers(name) == before
+
+        t1 = time.monotonic()
+        self_hosted.kubectl("scale", "machinedeployment", f"{name}-md-0", "-n", "default", "--replicas", "2")
+        wait_for(lambda: nodes_ready(c.kubeconfig, 3), 420, "3 Ready nodes", 5)
+        wait_for(lambda: self_hosted.condition("machinedeployment", f"{name}-md-0", "Available")
+                 and self_hosted.get("machinedeployment", f"{name}-md-0")["status"].get("readyReplicas") == 2,
+                 180, "MachineDeployment 2/2", 3)
+        scale = time.monotonic() - t1
+        assert len(containers(name)) == 4
+
+        # out again, to the bootstrap management cluster, which deletes it
+        t2 = time.monotonic()
+        r = run([*CAPD, "move", "--kubeconfig", str(c.kubeconfig), "--to-kubeconfig", mgmt.kubeconfig])
+        move_out = time.monotonic() - t2
+        assert "moved" in r.stderr
+        assert self_hosted.kubectl("get", "clusters,machines", "-A", "-o", "name").strip() == ""
+        management.stop_controllers(ctrl)
+        wait_for(lambda: reconciled(mgmt, name), 120, "the bootstrap cluster to reconcile it again", 1)
+        assert len(containers(name)) == 4
+        mgmt.capd("delete", "cluster", name, "--wait", "--timeout", "300")
+        assert docker_leftovers(name) == {}
+        delete_cluster_objects(mgmt, name)
+        created = False
+        print(f"\nself-hosted: move in {move_in:.1f}s, scale 1->2 {scale:.0f}s, move out {move_out:.1f}s; "
+              f"test {time.monotonic() - t_start:.0f}s")
+    finally:
+        management.stop_controllers(ctrl)
+        print(f"\n--- self-hosted controllers log tail ---\n{management.log_path(ctrl).read_text()[-4000:]}"
+              if management.log_path(ctrl).exists() else "")
+        management.log_path(ctrl).unlink(missing_ok=True)
+        if created:
+            delete_cluster_objects(mgmt, name)
