@@ -30,6 +30,7 @@ from typing import Any
 
 from capd_py.api import conditions
 from capd_py.api.gvk import ALL_CAPI, CLUSTER, CONFIG_MAP, CRD, GVK, SECRET, of_object
+from capd_py.api.labels import PAUSED_ANNOTATION
 from capd_py.cli.steps import Steps
 from capd_py.kube.client import Kube, KubeError
 from capd_py.reconcile import movegraph
@@ -153,14 +154,15 @@ async def _create(target: Kube, n: Node, new_uids: dict[str, str]) -> None:
     raise MoveError(f"{n.kind} {n.identity.namespace}/{n.name}: status kept conflicting at the target")
 
 
-async def _delete_source(source: Kube, n: Node) -> None:
+async def _delete_source(source: Kube, n: Node, uid: str | None = None) -> None:
     """Remove the finalizers, then delete (by UID, so a namesake created since is left alone); a controller
-    that put a finalizer back in between gets it removed again."""
+    that put a finalizer back in between gets it removed again. `uid`: another copy's (a rollback)."""
     g = _gvk(n)
     ns = n.identity.namespace or None
+    uid = uid or n.uid
     for _ in range(RETRIES):
         obj = await source.get(g, ns, n.name)
-        if obj is None or obj["metadata"].get("uid") != n.uid:
+        if obj is None or obj["metadata"].get("uid") != uid:
             return
         if obj["metadata"].get("finalizers"):
             try:
@@ -172,10 +174,10 @@ async def _delete_source(source: Kube, n: Node) -> None:
                 if not e.conflict:
                     raise
                 continue
-        await source.delete(g, ns, n.name, uid=n.uid)
+        await source.delete(g, ns, n.name, uid=uid)
         if await source.get(g, ns, n.name) is None:
             return
-    raise MoveError(f"{n.kind} {n.identity.namespace}/{n.name} could not be deleted from the source")
+    raise MoveError(f"{n.kind} {n.identity.namespace}/{n.name} could not be deleted")
 
 
 async def move(source: Kube, target: Kube | None, namespace: str, steps: Steps, dry_run: bool = False,
@@ -209,17 +211,32 @@ async def move(source: Kube, target: Kube | None, namespace: str, steps: Steps, 
 
     new_uids: dict[str, str] = {}
     namespaces: set[str] = set()
-    with steps.step(f"Creating {total} objects at the target 📦"):
-        for group in sequence:
-            for n in group:
-                await _ensure_namespace(target, n.identity.namespace, namespaces)
-                await _create(target, n, new_uids)
-                out.moved += 1
-                steps.update(f"{out.moved}/{total}")
-    with steps.step("Deleting the objects from the source 🔥"):
-        for group in reversed(sequence):
-            for n in group:
-                await _delete_source(source, n)
+    try:
+        with steps.step(f"Creating {total} objects at the target 📦"):
+            for group in sequence:
+                for n in group:
+                    await _ensure_namespace(target, n.identity.namespace, namespaces)
+                    await _create(target, n, new_uids)
+                    out.moved += 1
+                    steps.update(f"{out.moved}/{total}")
+    except Exception as e:
+        # nothing is deleted yet: undo, so the source runs the clusters as before and a retry starts clean
+        with steps.step("Rolling back: removing the copies from the target, resuming at the source ↩"):
+            for n in reversed([n for g in sequence for n in g if n.uid in new_uids]):
+                await _delete_source(target, n, new_uids[n.uid])
+            await _set_paused(source, tenants, False)
+        raise MoveError(f"creating the objects at the target failed, rolled back (the source is unchanged): "
+                        f"{type(e).__name__}: {e}") from e
+    try:
+        with steps.step("Deleting the objects from the source 🔥"):
+            for group in reversed(sequence):
+                for n in group:
+                    await _delete_source(source, n)
+    except Exception as e:
+        raise MoveError(f"deleting from the source failed: {type(e).__name__}: {e}; every object is at the target, "
+                        f"still paused there, and what is left at the source is paused too: delete it from the "
+                        f"source (removing finalizers first), then resume the target (`spec.paused` on its "
+                        f"Clusters, the {PAUSED_ANNOTATION} annotation on ClusterClasses/ClusterResourceSets)") from e
     with steps.step("Resuming the clusters at the target ▶️"):
         await _set_paused(target, [n for n in graph.move_nodes() if movegraph.is_pause_root(n)], False)
     out.seconds = time.monotonic() - t0

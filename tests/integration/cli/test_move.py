@@ -241,3 +241,80 @@ def test_move_refuses_a_cluster_still_provisioning_or_paused(envtest: EnvTest, t
 def test_move_usage() -> None:
     r = runner.invoke(app, ["move", "-n", "x"])
     assert r.exit_code == 2 and "--to-kubeconfig is required" in r.stderr
+
+
+def test_move_a_clusterclass_cluster_keeps_field_owners(envtest: EnvTest, target_env: EnvTest) -> None:
+    """`--flavor development`: the ClusterClass and every template it names move with the Cluster (paused by
+    annotation meanwhile, resumed at the target); the field managers survive, so the topology controller's
+    server-side apply still owns what it applied."""
+    ns = f"mv-{secrets.token_hex(4)}"
+
+    async def go() -> None:
+        src, dst = envtest.kube(), target_env.kube()
+        try:
+            await src.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            docs = parse_documents(generate_cluster("t1", namespace=ns, flavor="development"))
+            assert all(o.ok for o in await apply_objects(src, docs, default_namespace=ns))
+            c = await src.get(CLUSTER, ns, "t1")
+            assert c
+            await _status(src, CLUSTER, c, {"initialization": {"infrastructureProvisioned": True,
+                                                                "controlPlaneInitialized": True}})
+            out = await move(src, dst, ns, Steps(quiet=True), pause_timeout=0)
+            templates = [d for d in docs if d["kind"].endswith("Template")]
+            assert out.moved == len(docs) == len(templates) + 4
+            for d in docs:
+                g = gvk.of_object(d)
+                assert g
+                assert await src.get(g, ns, d["metadata"]["name"]) is None, d["kind"]
+                moved = await dst.get(g, ns, d["metadata"]["name"])
+                assert moved is not None, d["kind"]
+                assert PAUSED_ANNOTATION not in (moved["metadata"].get("annotations") or {})
+            cluster = await dst.get(CLUSTER, ns, "t1")
+            assert cluster and not cluster["spec"].get("paused")
+            assert "capd-py" in {m["manager"] for m in cluster["metadata"]["managedFields"]}
+            assert cluster["spec"]["topology"]["classRef"]["name"] == "quick-start"
+        finally:
+            src.close()
+            dst.close()
+    asyncio.run(go())
+
+
+def test_a_failed_copy_is_rolled_back(envtest: EnvTest, target_env: EnvTest, monkeypatch: pytest.MonkeyPatch
+                                      ) -> None:
+    """The target refusing an object half-way: the copies made so far are removed from the target and the
+    source is resumed, every object still there."""
+    from capd_py.cli import move as move_mod
+    ns = f"mv-{secrets.token_hex(4)}"
+    real_create = move_mod._create
+    calls = 0
+
+    async def flaky(target: Kube, n: Any, new_uids: dict[str, str]) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 6:
+            raise RuntimeError("the target said no")
+        await real_create(target, n, new_uids)
+    monkeypatch.setattr(move_mod, "_create", flaky)
+
+    async def go() -> None:
+        src, dst = envtest.kube(), target_env.kube()
+        try:
+            before = await provisioned_cluster(src, ns)
+            with pytest.raises(MoveError, match="rolled back .*the target said no"):
+                await move(src, dst, ns, Steps(quiet=True), pause_timeout=0)
+            for g, n in MOVED:
+                assert await dst.get(g, ns, n) is None, (g.kind, n)
+                assert await src.get(g, ns, n) is not None, (g.kind, n)
+            c = await src.get(CLUSTER, ns, "c1")
+            assert c and not c["spec"].get("paused")
+            assert c["metadata"]["uid"] == before["cluster"]["metadata"]["uid"]
+            crs = await src.get(CLUSTER_RESOURCE_SET, ns, "c1-crs-0")
+            assert crs and PAUSED_ANNOTATION not in (crs["metadata"].get("annotations") or {})
+            # and a second attempt, with the target behaving, goes through
+            monkeypatch.setattr(move_mod, "_create", real_create)
+            out = await move(src, dst, ns, Steps(quiet=True), pause_timeout=0)
+            assert out.moved == len(MOVED)
+        finally:
+            src.close()
+            dst.close()
+    asyncio.run(go())
