@@ -11,8 +11,8 @@ write at the target and the dry-run tree out.
   ClusterClass controllers set those owner references, as ours do, but only once they have run): the
   Secrets/ConfigMaps a ClusterResourceSet lists belong to it, and the templates a ClusterClass names belong to
   it; and an object without any owner belongs to the object that references it (a KubeadmControlPlane's or
-  MachineDeployment's templates, whose owner references the controllers set only once they ran), or else, when
-  it carries a Cluster's `cluster.x-k8s.io/cluster-name` label, to that Cluster.
+  MachineDeployment's templates, whose owner references the controllers set only once they ran), or else to
+  the Cluster its `cluster.x-k8s.io/cluster-name` label or `spec.clusterName` names (a MachineHealthCheck).
 - Tenants: Clusters, ClusterClasses and ClusterResourceSets ("force move hierarchy" in clusterctl); everything
   reachable from one through (soft) ownership moves. Other objects of the namespace (unrelated Secrets,
   ConfigMaps) stay.
@@ -154,7 +154,8 @@ class Graph:
             referrer = referrers.get((n.identity.namespace, n.kind, n.name))
             if referrer and referrer != n.uid and not n.owners and not n.soft_owners:
                 n.soft_owners.add(referrer)
-            label = (n.obj["metadata"].get("labels") or {}).get(CLUSTER_NAME)
+            label = (n.obj["metadata"].get("labels") or {}).get(CLUSTER_NAME) or \
+                contract.dig(n.obj, "spec", "clusterName")
             key = (n.identity.namespace, label or "")
             if label and not n.owners and not n.soft_owners and n.kind not in TENANT_KINDS and key in clusters:
                 n.soft_owners.add(clusters[key].uid)  # only what nothing else claims: the tree stays readable

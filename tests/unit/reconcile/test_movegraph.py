@@ -107,6 +107,13 @@ def test_unowned_templates_belong_to_what_references_them() -> None:
     assert len(g.move_nodes()) == 6
 
 
+def test_unowned_objects_belong_to_the_cluster_they_name() -> None:
+    mhc = obj("MachineHealthCheck", "mhc", "u-mhc", spec={"clusterName": "c1"})
+    other = obj("MachineHealthCheck", "mhc2", "u-mhc2", spec={"clusterName": "elsewhere"})
+    g = Graph([obj(*CLUSTER), mhc, other, obj("ConfigMap", "x", "u-x", "v1", labels=LBL)])
+    assert names(g.move_nodes()) == {"Cluster/c1", "MachineHealthCheck/mhc", "ConfigMap/x"}
+
+
 def test_soft_owners() -> None:
     g = Graph(objects())
     assert g.find("Secret", NS, "c1-sa").soft_owners == {"u-cluster"}  # type: ignore[union-attr]
