@@ -24,6 +24,7 @@ from capd_py.cli.kubeconfig import rewrite_server, write_private
 from capd_py.cli.steps import Steps
 from capd_py.cli.waiting import poll
 from capd_py.reconcile import addresses
+from capd_py.reconcile.dockercluster import ROLE_MANAGEMENT
 from capd_py.runtime.protocol import (
     ContainerInfo,
     ContainerRuntime,
@@ -153,7 +154,7 @@ class ManagementCluster:
 
     @property
     def labels(self) -> dict[str, str]:
-        return {MANAGEMENT_LABEL: self.name, CONTAINER_MANAGED: "true", CONTAINER_ROLE: "management"}
+        return {MANAGEMENT_LABEL: self.name, CONTAINER_MANAGED: "true", CONTAINER_ROLE: ROLE_MANAGEMENT}
 
     # -- helpers ---------------------------------------------------------------------------------
     def _exec(self, cmd: list[str], timeout: float = 300, what: str = "") -> str:

@@ -31,6 +31,7 @@ LOAD_BALANCER_AVAILABLE = "LoadBalancerAvailable"
 ROLE_LB = "load-balancer"
 ROLE_CONTROL_PLANE = "control-plane"
 ROLE_WORKER = "worker"
+ROLE_MANAGEMENT = "management"  # the management cluster's node container (cli/management.py labels it so)
 API_PORT = 6443
 
 # reasons

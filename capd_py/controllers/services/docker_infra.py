@@ -95,11 +95,15 @@ class DockerInfra:
 
     async def remove_network_if_ours(self, name: str, labels: dict[str, str]) -> None:
         """Remove network `name` when it carries `labels` (a network someone else made is left alone); the
-        controllers' own container leaves it first (docker refuses to remove a network with endpoints)."""
+        controllers' own container leaves it first (docker refuses to remove a network with endpoints), and so
+        does any other management node on it: one whose in-cluster controllers managed the cluster before
+        `capd-py move` handed it over joined it too."""
         net = await self.call(self.runtime.get_network, name)
         if net is not None and all(net.labels.get(k) == v for k, v in labels.items()):
-            if self.controllers_container:
-                await self.call(self.runtime.disconnect_network, name, self.controllers_container)
+            nodes = await self.call(self.runtime.list_containers, {CONTAINER_ROLE: dcr.ROLE_MANAGEMENT}, name)
+            for c in dict.fromkeys([*([self.controllers_container] if self.controllers_container else []),
+                                    *(c.name for c in nodes)]):
+                await self.call(self.runtime.disconnect_network, name, c)
             await self.call(self.runtime.remove_network, name)
 
     async def connect_controllers(self, network: str) -> None:

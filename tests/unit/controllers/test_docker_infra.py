@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from capd_py.api.labels import CONTAINER_ROLE
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.services.docker_infra import DockerInfra, create_or_adopt, deleting_machines
 from capd_py.reconcile import dockercluster as dcr
@@ -165,3 +166,19 @@ async def test_controllers_container_joins_cluster_networks_and_leaves_before_re
     await on_host.connect_controllers("capd-py-ns-c2")
     info = rt.get_container("mgmt-control-plane")
     assert info is not None and set(info.ipv4) == {"capd-py"}
+
+
+async def test_network_removal_also_detaches_a_previous_management_node() -> None:
+    """After `capd-py move` from a management cluster with in-cluster controllers, its node is still on the
+    cluster's network; the new management cluster's controllers detach it before removing the network."""
+    rt = FakeRuntime()
+    labels = dcr.cluster_labels("ns", "c1")
+    rt.ensure_network("capd-py-ns-c1", labels)
+    rt.run_container(ContainerSpec(name="old-mgmt-control-plane", image="img", network="capd-py-ns-c1",
+                                   labels={CONTAINER_ROLE: dcr.ROLE_MANAGEMENT}))
+    rt.run_container(ContainerSpec(name="c1-worker", image="img", network="capd-py-ns-c1"))
+    rt.remove_container("c1-worker")
+    await DockerInfra(rt).remove_network_if_ours("capd-py-ns-c1", labels)  # a host process
+    assert rt.get_network("capd-py-ns-c1") is None
+    info = rt.get_container("old-mgmt-control-plane")
+    assert info is not None and info.ipv4 == {}
