@@ -4,8 +4,9 @@
     python hack/vendor_upstream_v1beta1.py DIR [--ref release-1.13]
 
 DIR is a cluster-api git directory (e.g. /work/.mirror/kubernetes-sigs+cluster-api/repo). The schemas go to
-tests/fixtures/upstream/crds-v1beta1/, descriptions dropped. The conversion tests check that every
-down-converted object fits them; they are also the schema a served v1beta1 version needs (docs/conversion.md).
+capd_py/kube/crds_v1beta1/ (package data), descriptions dropped: they are the schema of the v1beta1 version the
+CRDs serve next to v1beta2 (capd_py.kube.conversion_webhook.crds_serving_v1beta1, docs/conversion.md), and the
+conversion tests check every down-converted object against them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 OURS = ROOT / "crds"
-OUT = ROOT / "tests" / "fixtures" / "upstream" / "crds-v1beta1"
+OUT = ROOT / "capd_py" / "kube" / "crds_v1beta1"
 UPSTREAM_DIRS = ("config/crd/bases", "bootstrap/kubeadm/config/crd/bases", "controlplane/kubeadm/config/crd/bases",
                  "test/infrastructure/docker/config/crd/bases")
 

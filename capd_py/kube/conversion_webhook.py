@@ -14,15 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from aiohttp import web
 
 from capd_py.api.conversion import ConversionError
 from capd_py.api.conversion.review import review
+from capd_py.kube.crds import load_crds
 
 log = logging.getLogger(__name__)
 
 CONVERT_PATH = "/convert"
 HEALTH_PATH = "/healthz"
+# Upstream release-1.13's v1beta1 schemas, one file per CRD file name (hack/vendor_upstream_v1beta1.py).
+V1BETA1_SCHEMAS = Path(__file__).resolve().parent / "crds_v1beta1"
 # A ConversionReview of a large LIST can be big; the API server sends up to 3 MiB objects each.
 MAX_REQUEST_BYTES = 64 * 1024 * 1024
 
@@ -121,3 +125,16 @@ def with_v1beta1(crd: dict[str, Any], v1beta1_schema: dict[str, Any], conversion
     out["spec"]["versions"] = [*versions, spoke]
     out["spec"]["conversion"] = conversion
     return out
+
+
+def v1beta1_schema(crd: dict[str, Any], directory: Path = V1BETA1_SCHEMAS) -> dict[str, Any]:
+    """Upstream's v1beta1 openAPIV3Schema for this CRD (files are named as crds/: <group>_<plural>.yaml)."""
+    path = directory / f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"
+    return yaml.safe_load(path.read_text())["openAPIV3Schema"]  # type: ignore[no-any-return]
+
+
+def crds_serving_v1beta1(conversion: dict[str, Any], crds: list[dict[str, Any]] | None = None
+                         ) -> list[dict[str, Any]]:
+    """Every capd-py CRD (or `crds`) serving v1beta1 too, converted by the webhook `conversion` names
+    (webhook_conversion(...)); install them with capd_py.kube.crds.install_crds(kube, crds=...)."""
+    return [with_v1beta1(crd, v1beta1_schema(crd), conversion) for crd in (crds if crds is not None else load_crds())]

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 import ssl
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -21,8 +23,14 @@ import yaml
 from capd_py.api import gvk
 from capd_py.api.conversion import DATA_ANNOTATION, from_hub, to_hub
 from capd_py.kube.client import Kube, KubeError
-from capd_py.kube.conversion_webhook import CONVERT_PATH, WebhookServer, serve, webhook_conversion, with_v1beta1
-from capd_py.kube.crds import install_crds, load_crds
+from capd_py.kube.conversion_webhook import (
+    CONVERT_PATH,
+    WebhookServer,
+    crds_serving_v1beta1,
+    serve,
+    webhook_conversion,
+)
+from capd_py.kube.crds import install_crds
 from capd_py.reconcile.certs import KeyPair
 from capd_py.reconcile.servingcert import new_serving_cert, new_webhook_ca
 from capd_py.testing.envtest import EnvTest, free_port
@@ -64,11 +72,7 @@ def webhook() -> Webhook:
 def conv_env(webhook: Webhook) -> Iterator[EnvTest]:
     env = EnvTest().start()
     try:
-        crds = []
-        for crd in load_crds():
-            schema_file = UPSTREAM / "crds-v1beta1" / f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"
-            schema = yaml.safe_load(schema_file.read_text())["openAPIV3Schema"]
-            crds.append(with_v1beta1(crd, schema, webhook_conversion(webhook.ca.cert, url=webhook.url)))
+        crds = crds_serving_v1beta1(webhook_conversion(webhook.ca.cert, url=webhook.url))
         k = env.kube()
         try:
             asyncio.run(install_crds(k, wait=True, crds=crds))
@@ -196,18 +200,48 @@ async def test_what_v1beta1_admission_checks(ckube: Kube, ns: str) -> None:
     assert created["spec"]["version"] == "v1.20.0"
 
 
-async def test_without_the_webhook_only_v1beta1_fails(ckube: Kube, ns: str, server: WebhookServer) -> None:
-    """Host mode: while `capd-py controllers` (which would serve the webhook) is down, v1beta2 clients and the
-    controllers are unaffected; v1beta1 reads and writes fail at once with the connection error."""
-    hub_gvk = KINDS[("infrastructure.cluster.x-k8s.io", "DockerCluster")]
-    await ckube.create(hub_gvk, {"apiVersion": hub_gvk.api_version, "kind": "DockerCluster",
-                                 "metadata": {"name": "d", "namespace": ns}})
-    await server.stop()
-    assert await ckube.get(hub_gvk, ns, "d") is not None
-    started = time.monotonic()
-    with pytest.raises(KubeError) as failed:
-        await ckube.get(at(hub_gvk, "v1beta1"), ns, "d")
-    elapsed = time.monotonic() - started
-    assert "conversion webhook" in str(failed.value)
-    assert elapsed < 5
-    print(f"v1beta1 GET without the webhook failed after {elapsed:.2f}s: {str(failed.value)[:160]}")
+SERVE_IN_A_PROCESS = """
+import asyncio, os, sys
+from capd_py.kube.conversion_webhook import serve
+async def main():
+    await serve("127.0.0.1", int(sys.argv[1]), os.environb[b"CERT"], os.environb[b"KEY"])
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+asyncio.run(main())
+"""
+
+
+async def test_without_the_webhook_only_v1beta1_fails(conv_env: EnvTest, webhook: Webhook) -> None:
+    """Host mode: while the process serving the webhook (`capd-py controllers`) is down, v1beta2 clients and the
+    controllers are unaffected; v1beta1 reads and writes fail at once with the connection error. The webhook
+    runs in a process of its own here, killed as a crashed controllers process would be (an in-process server
+    that stops keeps answering on the API server's open keep-alive connections)."""
+    env = {**os.environ, "CERT": webhook.pair.cert.decode(), "KEY": webhook.pair.key.decode()}
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", SERVE_IN_A_PROCESS, str(webhook.port),
+                                                env=env, stdout=asyncio.subprocess.PIPE)
+    kube = conv_env.kube()
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(30):
+            assert (await proc.stdout.readline()).strip() == b"ready"
+        ns = f"conv-{int(time.time() * 1000) % 10**8}"
+        await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        hub_gvk = KINDS[("infrastructure.cluster.x-k8s.io", "DockerCluster")]
+        await kube.create(hub_gvk, {"apiVersion": hub_gvk.api_version, "kind": "DockerCluster",
+                                    "metadata": {"name": "d", "namespace": ns}})
+        assert await kube.get(at(hub_gvk, "v1beta1"), ns, "d") is not None
+        proc.kill()
+        await proc.wait()
+        assert await kube.get(hub_gvk, ns, "d") is not None
+        started = time.monotonic()
+        with pytest.raises(KubeError) as failed:
+            await kube.get(at(hub_gvk, "v1beta1"), ns, "d")
+        elapsed = time.monotonic() - started
+        assert "conversion webhook" in str(failed.value)
+        assert elapsed < 5
+        print(f"v1beta1 GET without the webhook failed after {elapsed:.2f}s: {str(failed.value)[:160]}")
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        kube.close()

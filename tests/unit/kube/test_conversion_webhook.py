@@ -6,7 +6,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from capd_py.kube.conversion_webhook import CONVERT_PATH, webhook_conversion, with_v1beta1
+from capd_py.kube.conversion_webhook import (
+    CONVERT_PATH,
+    crds_serving_v1beta1,
+    v1beta1_schema,
+    webhook_conversion,
+    with_v1beta1,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -27,8 +33,8 @@ def test_conversion_by_url_or_by_service() -> None:
 
 def test_the_crd_serves_v1beta1_without_storing_it() -> None:
     crd = yaml.safe_load((ROOT / "crds" / "cluster.x-k8s.io_machines.yaml").read_text())
-    schema = yaml.safe_load((ROOT / "tests" / "fixtures" / "upstream" / "crds-v1beta1" /
-                             "cluster.x-k8s.io_machines.yaml").read_text())["openAPIV3Schema"]
+    schema = v1beta1_schema(crd)
+    assert schema["properties"]["spec"]["properties"]["nodeDrainTimeout"]["type"] == "string"
     conversion = webhook_conversion(b"PEM", url="https://127.0.0.1:9443/convert")
     out = with_v1beta1(crd, schema, conversion)
     assert [(v["name"], v["served"], v["storage"]) for v in out["spec"]["versions"]] == [
@@ -40,3 +46,12 @@ def test_the_crd_serves_v1beta1_without_storing_it() -> None:
     assert out["spec"]["conversion"] == conversion
     assert with_v1beta1(out, schema, conversion) == out, "idempotent"
     assert crd["spec"]["versions"][0]["name"] == "v1beta2" and len(crd["spec"]["versions"]) == 1
+
+
+def test_every_crd_gets_a_v1beta1_version() -> None:
+    conversion = webhook_conversion(b"PEM", url="https://127.0.0.1:9443/convert")
+    crds = crds_serving_v1beta1(conversion)
+    assert len(crds) == 19
+    for crd in crds:
+        assert [v["name"] for v in crd["spec"]["versions"]] == ["v1beta2", "v1beta1"], crd["metadata"]["name"]
+        assert crd["spec"]["conversion"] == conversion

@@ -15,8 +15,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[4]
 CRDS = ROOT / "crds"
-# Upstream's v1beta1 schemas (hack/vendor_upstream_v1beta1.py): what a v1beta1 client may send and receive.
-UPSTREAM_V1BETA1 = ROOT / "tests" / "fixtures" / "upstream" / "crds-v1beta1"
+# Upstream's v1beta1 schemas (hack/vendor_upstream_v1beta1.py): what a v1beta1 client may send and receive, and
+# what the CRDs serve as v1beta1.
+UPSTREAM_V1BETA1 = ROOT / "capd_py" / "kube" / "crds_v1beta1"
 
 
 @cache
