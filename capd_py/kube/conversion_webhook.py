@@ -83,10 +83,14 @@ class WebhookServer:
             await self.runner.cleanup()
 
 
-async def serve(host: str, port: int, cert_pem: bytes, key_pem: bytes) -> WebhookServer:
+async def serve(host: str, port: int, cert_pem: bytes, key_pem: bytes, reuse_port: bool = False
+                ) -> WebhookServer:
+    """Listen on host:port. `reuse_port` (SO_REUSEPORT) lets several processes on one network namespace share the
+    port, e.g. two hostNetwork controller replicas on the single management node; the kernel spreads
+    connections between them, and either answers (conversion is stateless)."""
     runner = web.AppRunner(app(), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=server_ssl_context(cert_pem, key_pem))
+    site = web.TCPSite(runner, host, port, ssl_context=server_ssl_context(cert_pem, key_pem), reuse_port=reuse_port)
     await site.start()
     bound = int(runner.addresses[0][1]) if runner.addresses else port
     log.info("conversion webhook listening on https://%s:%d%s", host, bound, CONVERT_PATH)

@@ -245,3 +245,24 @@ async def test_without_the_webhook_only_v1beta1_fails(conv_env: EnvTest, webhook
             proc.kill()
             await proc.wait()
         kube.close()
+
+
+async def test_two_servers_share_a_port_with_reuse_port(webhook: Webhook) -> None:
+    """In-cluster mode runs two hostNetwork replicas on one node: both must be able to listen on the port."""
+    port = free_port()
+    first = await serve("127.0.0.1", port, webhook.pair.cert, webhook.pair.key, reuse_port=True)
+    second = await serve("127.0.0.1", port, webhook.pair.cert, webhook.pair.key, reuse_port=True)
+    try:
+        assert first.port == second.port == port
+        context = ssl.create_default_context(cadata=webhook.ca.cert.decode())
+        async with aiohttp.ClientSession() as session:
+            for _ in range(4):
+                async with session.get(f"https://127.0.0.1:{port}/healthz", ssl=context) as r:
+                    assert r.status == 200
+        await first.stop()
+        async with aiohttp.ClientSession() as session, \
+                session.get(f"https://127.0.0.1:{port}/healthz", ssl=context) as r:
+            assert r.status == 200, "the other replica still answers"
+    finally:
+        await first.stop()
+        await second.stop()
