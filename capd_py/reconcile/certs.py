@@ -201,19 +201,20 @@ def endpoint_url(endpoint: dict[str, Any]) -> str:
     return f"https://{host}:{int(endpoint['port'])}"
 
 
-def new_client_cert(ca: KeyPair, common_name: str, organizations: list[str], now: _dt.datetime | None = None,
-                    days: int = CLIENT_CERT_VALIDITY_DAYS) -> KeyPair:
+def new_leaf_cert(ca: KeyPair, subject: list[x509.NameAttribute], usage: x509.ObjectIdentifier,
+                  sans: list[x509.GeneralName] | None = None, now: _dt.datetime | None = None,
+                  days: int = CLIENT_CERT_VALIDITY_DAYS) -> KeyPair:
+    """A fresh key and a certificate for it signed by `ca`: not a CA, digital signature + key encipherment,
+    the one extended `usage` (client or server auth), valid from five minutes ago for `days`."""
     t = _now(now)
     ca_cert = x509.load_pem_x509_certificate(ca.cert)
     ca_key = serialization.load_pem_private_key(ca.key, password=None)
     if not isinstance(ca_key, rsa.RSAPrivateKey):
-        raise ValueError("cluster CA key is not RSA")
+        raise ValueError("CA key is not RSA")
     key = _new_key()
-    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
-    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
-    cert = (
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name(attrs)).issuer_name(ca_cert.subject)
+        .subject_name(x509.Name(subject)).issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(t - _dt.timedelta(minutes=5))
@@ -222,10 +223,19 @@ def new_client_cert(ca: KeyPair, common_name: str, organizations: list[str], now
         .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=False,
                                      content_commitment=False, data_encipherment=False, key_agreement=False,
                                      crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def new_client_cert(ca: KeyPair, common_name: str, organizations: list[str], now: _dt.datetime | None = None,
+                    days: int = CLIENT_CERT_VALIDITY_DAYS) -> KeyPair:
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    return new_leaf_cert(ca, attrs, ExtendedKeyUsageOID.CLIENT_AUTH, now=now, days=days)
 
 
 def admin_kubeconfig(cluster: str, endpoint: dict[str, Any], ca: KeyPair, now: _dt.datetime | None = None) -> str:

@@ -10,11 +10,9 @@ from collections.abc import Sequence
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from capd_py.reconcile.certs import KeyPair, new_ca
+from capd_py.reconcile.certs import KeyPair, new_ca, new_leaf_cert
 
 CA_COMMON_NAME = "capd-py-webhook-ca"
 SERVING_VALIDITY_DAYS = 365
@@ -30,37 +28,14 @@ def new_serving_cert(ca: KeyPair, hosts: Sequence[str], now: _dt.datetime | None
     """A server certificate for `hosts` (DNS names and IP addresses; the first is the common name)."""
     if not hosts:
         raise ValueError("a serving certificate needs at least one host")
-    t = (now or _dt.datetime.now(_dt.UTC)).astimezone(_dt.UTC)
-    ca_cert = x509.load_pem_x509_certificate(ca.cert)
-    ca_key = serialization.load_pem_private_key(ca.key, password=None)
-    if not isinstance(ca_key, rsa.RSAPrivateKey):
-        raise ValueError("webhook CA key is not RSA")
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     names: list[x509.GeneralName] = []
     for host in hosts:
         try:
             names.append(x509.IPAddress(ipaddress.ip_address(host)))
         except ValueError:
             names.append(x509.DNSName(host))
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(t - _dt.timedelta(minutes=5))
-        .not_valid_after(t + _dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=False,
-                                     content_commitment=False, data_encipherment=False, key_agreement=False,
-                                     crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                                serialization.NoEncryption())
-    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), key_pem)
+    return new_leaf_cert(ca, [x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])], ExtendedKeyUsageOID.SERVER_AUTH,
+                         sans=names, now=now, days=days)
 
 
 def serving_cert_needs_renewal(cert_pem: bytes, ca_pem: bytes, hosts: Sequence[str],

@@ -83,15 +83,7 @@ class DockerRuntime:
             raise RuntimeError_(f"docker daemon not reachable: {e}") from e
 
     def image_exists(self, ref: str) -> bool:
-        try:
-            self.client.images.get(ref)
-        except docker.errors.ImageNotFound:
-            return False
-        except docker.errors.APIError as e:
-            if e.status_code == 404:
-                return False
-            raise RuntimeError_(f"inspect image {ref}: {e}") from e
-        return True
+        return self.image_id(ref) is not None
 
     # -- containers -----------------------------------------------------------------------------
     @staticmethod
