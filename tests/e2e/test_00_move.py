@@ -1,4 +1,8 @@
-"""Issue 15: `capd-py move` (clusterctl move) of a running workload cluster to a second management cluster
+"""Named to run first in the e2e tier: `capd-py move` moves every cluster of the namespace (as clusterctl),
+and the shared clusters of later tests live in `default` too (a later run moved `e2e-quick` away). TODO: give
+this test a namespace of its own.
+
+Issue 15: `capd-py move` (clusterctl move) of a running workload cluster to a second management cluster
 made with `capd-py init --kubeconfig` (an envtest API server + host controllers). The cluster keeps its
 containers, the target's controllers reconcile it (a worker added from there joins), the source keeps
 nothing, and deleting it at the target leaves nothing on docker."""
