@@ -10,7 +10,6 @@ The envtest starts lazily, only for tests that ask for one of these fixtures.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from collections.abc import AsyncIterator, Iterator
 
@@ -18,8 +17,7 @@ import pytest
 
 from capd_py.api.gvk import GVK
 from capd_py.kube.client import Kube
-from capd_py.kube.crds import install_crds
-from capd_py.testing.envtest import MAKE_HINT, EnvTest, binary_paths, missing_binaries
+from capd_py.testing.envtest import MAKE_HINT, EnvTest, binary_paths, missing_binaries, started_with_crds
 
 NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)
 
@@ -31,16 +29,8 @@ def envtest() -> Iterator[EnvTest]:
         pytest.fail(f"envtest needs kube-apiserver and etcd; missing: {', '.join(map(str, missing))}. "
                     f"{MAKE_HINT[0].upper()}{MAKE_HINT[1:]} (expected at {', '.join(map(str, binary_paths()))}).",
                     pytrace=False)
-    env = EnvTest().start()
-    try:
-        k = env.kube()
-        try:
-            asyncio.run(install_crds(k, wait=True))
-        finally:
-            k.close()
+    with started_with_crds() as env:
         yield env
-    finally:
-        env.stop()
 
 
 @pytest.fixture

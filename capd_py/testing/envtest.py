@@ -11,6 +11,7 @@ kills both process groups and removes the temp dir.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import datetime
@@ -24,6 +25,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wa
 
 from capd_py.api.versions import DEFAULT_VERSION
 from capd_py.kube.client import Kube
+from capd_py.kube.crds import install_crds
 
 MAKE_HINT = "run `make binaries` to build them"
 
@@ -357,3 +360,18 @@ def _kill_group(p: subprocess.Popen[bytes], grace: float = 5.0) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
         p.wait(grace)
+
+
+@contextlib.contextmanager
+def started_with_crds(crds: list[dict[str, Any]] | None = None) -> Iterator[EnvTest]:
+    """A started envtest API server with capd-py's CRDs (or `crds`) installed and Established; stopped on exit."""
+    env = EnvTest().start()
+    try:
+        k = env.kube()
+        try:
+            asyncio.run(install_crds(k, wait=True, crds=crds))
+        finally:
+            k.close()
+        yield env
+    finally:
+        env.stop()

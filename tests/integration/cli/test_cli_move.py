@@ -34,8 +34,7 @@ from capd_py.cli.main import app
 from capd_py.cli.move import MoveError, move
 from capd_py.cli.steps import Steps
 from capd_py.kube.client import Kube
-from capd_py.kube.crds import install_crds
-from capd_py.testing.envtest import EnvTest
+from capd_py.testing.envtest import EnvTest, started_with_crds
 
 pytestmark = pytest.mark.integration
 NAMESPACE = gvk.GVK("", "v1", "Namespace", "namespaces", namespaced=False)
@@ -45,16 +44,8 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def target_env() -> Iterator[EnvTest]:
-    env = EnvTest().start()
-    try:
-        k = env.kube()
-        try:
-            asyncio.run(install_crds(k, wait=True))
-        finally:
-            k.close()
+    with started_with_crds() as env:
         yield env
-    finally:
-        env.stop()
 
 
 def owner(o: Obj, controller: bool = True) -> Obj:

@@ -30,10 +30,9 @@ from capd_py.kube.conversion_webhook import (
     serve,
     webhook_conversion,
 )
-from capd_py.kube.crds import install_crds
 from capd_py.reconcile.certs import KeyPair
 from capd_py.reconcile.servingcert import new_serving_cert, new_webhook_ca
-from capd_py.testing.envtest import EnvTest, free_port
+from capd_py.testing.envtest import EnvTest, free_port, started_with_crds
 
 pytestmark = pytest.mark.integration
 
@@ -70,17 +69,8 @@ def webhook() -> Webhook:
 
 @pytest.fixture(scope="module")
 def conv_env(webhook: Webhook) -> Iterator[EnvTest]:
-    env = EnvTest().start()
-    try:
-        crds = crds_serving_v1beta1(webhook_conversion(webhook.ca.cert, url=webhook.url))
-        k = env.kube()
-        try:
-            asyncio.run(install_crds(k, wait=True, crds=crds))
-        finally:
-            k.close()
+    with started_with_crds(crds_serving_v1beta1(webhook_conversion(webhook.ca.cert, url=webhook.url))) as env:
         yield env
-    finally:
-        env.stop()
 
 
 @pytest.fixture
