@@ -36,7 +36,7 @@ from capd_py.kube.cache import Reader
 from capd_py.reconcile import cloudinit, imageload
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import dockermachine as dmr
-from capd_py.reconcile.coreutil import is_deleting
+from capd_py.reconcile.coreutil import is_deleting, utcnow
 from capd_py.reconcile.dockermachine import Observed, Phase
 from capd_py.runtime.protocol import ContainerInfo, RuntimeError_
 
@@ -162,6 +162,9 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
                 and not cond.is_true(cluster, "ControlPlaneInitialized"):
             await _set(ctx, dm, obs(Phase.WAITING_CONTROL_PLANE, "waiting for the control plane to initialize", info))
         else:
+            quiet = dmr.bootstrap_data_wait(dm, cluster, utcnow())
+            if quiet is not None:
+                return Result(requeue_after=quiet)
             await _set(ctx, dm, obs(Phase.WAITING_BOOTSTRAP_DATA, "waiting for the bootstrap data secret", info))
         return None  # the Machine changes when its bootstrap data appears
 

@@ -12,6 +12,7 @@ starts with the cluster name (then the Machine name).
 
 from __future__ import annotations
 
+import datetime as _dt
 import enum
 import re
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any
 from capd_py.api import conditions as cond
 from capd_py.api.containers import ContainerInfo, ContainerSpec, Mount
 from capd_py.api.labels import CONTAINER_MACHINE, CONTAINER_ROLE
+from capd_py.reconcile import coreutil
 from capd_py.reconcile.dockercluster import ROLE_CONTROL_PLANE, ROLE_WORKER, cluster_labels
 
 CONTAINER_PROVISIONED = "ContainerProvisioned"
@@ -235,6 +237,27 @@ def status(dm: dict[str, Any], obs: Observed, paused: bool = False) -> dict[str,
     if obs.failure_domain:
         st["failureDomain"] = obs.failure_domain
     return st
+
+
+# A worker's "control plane initialized, bootstrap data not here yet" lasts about a second: its bootstrap
+# config is generated as soon as the control plane is. Written at once it costs a DockerMachine write, the
+# Machine's mirror of it and its owners' summaries, per worker. Reported only when it lasts.
+BOOTSTRAP_DATA_GRACE_SECONDS = 10.0
+
+
+def bootstrap_data_wait(dm: dict[str, Any], cluster: dict[str, Any], now: _dt.datetime,
+                        grace: float = BOOTSTRAP_DATA_GRACE_SECONDS) -> float | None:
+    """Seconds to wait quietly before reporting WaitingForBootstrapData, or None to report it now: only while
+    the DockerMachine still says WaitingForControlPlaneInitialized and the control plane has been
+    initialized for less than `grace` seconds (its ControlPlaneInitialized lastTransitionTime)."""
+    c = cond.get(dm, BOOTSTRAP_EXEC_SUCCEEDED)
+    initialized = cond.get(cluster, "ControlPlaneInitialized")
+    since = coreutil.parse_time(initialized.get("lastTransitionTime")) \
+        if initialized is not None and initialized.get("status") == cond.TRUE else None
+    if c is None or c.get("reason") != Phase.WAITING_CONTROL_PLANE.value or since is None:
+        return None
+    left = grace - (now - since).total_seconds()
+    return left if left > 0 else None
 
 
 def probe_message(step: str) -> str:

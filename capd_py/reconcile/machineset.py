@@ -24,6 +24,7 @@ from capd_py.api.labels import (
     CLUSTER_NAME,
     DELETE_MACHINE_ANNOTATION,
     DEPLOYMENT_NAME,
+    FINALIZER_MACHINE,
     SET_NAME,
 )
 from capd_py.reconcile import coreutil
@@ -240,7 +241,9 @@ def new_machine(ms: dict[str, Any], name: str, bootstrap_obj: dict[str, Any] | N
     spec["infrastructureRef"] = coreutil.ref_of(infra_obj)
     ann = dict(contract.dig(ms, "spec", "template", "metadata", "annotations", default={}) or {})
     md: dict[str, Any] = {"name": name, "namespace": ms["metadata"]["namespace"], "labels": machine_labels(ms),
-                          "ownerReferences": [contract.owner_ref(ms, controller=True)]}
+                          "ownerReferences": [contract.owner_ref(ms, controller=True)],
+                          # as upstream's MachineSet: saves the Machine controller's first patch per Machine
+                          "finalizers": [FINALIZER_MACHINE]}
     if ann:
         md["annotations"] = ann
     return {"apiVersion": ms["apiVersion"], "kind": "Machine", "metadata": md, "spec": spec}

@@ -127,6 +127,18 @@ async def machines(kube: Kube, ns: str, live_only: bool = True) -> list[Obj]:
     return sorted(out, key=lambda m: m["metadata"]["name"])
 
 
+async def finish_machine_deletions(ctx: Ctx, ns: str) -> None:
+    """The Machine controller's part of a deletion (MachineSets create Machines with its finalizer, as
+    upstream's do): delete the bootstrap config and infrastructure machine, then drop the finalizer."""
+    for _ in range(5):
+        deleting = [m for m in await machines(ctx.kube, ns, live_only=False) if m["metadata"].get("deletionTimestamp")]
+        if not deleting:
+            return
+        for m in deleting:
+            await c_machine.reconcile(ctx, ns, m["metadata"]["name"])
+    raise AssertionError(f"Machines still deleting: {[m['metadata']['name'] for m in deleting]}")
+
+
 def rv(o: Obj | None) -> str:
     assert o is not None
     return str(o["metadata"]["resourceVersion"])
@@ -211,6 +223,9 @@ async def test_machineset_scale_down_honours_delete_annotation(kube: Kube, names
     left = await machines(kube, ns)
     assert len(left) == 1
     assert left[0]["metadata"]["name"] != marked
+    assert FINALIZER_MACHINE in left[0]["metadata"]["finalizers"]  # set at creation, as upstream's MachineSet
+    await finish_machine_deletions(ctx, ns)
+    await c_ms.reconcile(ctx, ns, "ms1")
     ms = await kube.get(MACHINE_SET, ns, "ms1")
     assert ms is not None and ms["status"]["replicas"] == 1
 
@@ -243,6 +258,8 @@ async def test_machineset_adopts_orphans_and_deletion(kube: Kube, namespace: str
     # deletion: Machines go, then the finalizer
     await kube.delete(MACHINE_SET, ns, "ms1")
     await c_ms.reconcile(ctx, ns, "ms1")
+    assert await machines(kube, ns) == []
+    await finish_machine_deletions(ctx, ns)
     assert await machines(kube, ns, live_only=False) == []
     await c_ms.reconcile(ctx, ns, "ms1")
     assert await kube.get(MACHINE_SET, ns, "ms1") is None

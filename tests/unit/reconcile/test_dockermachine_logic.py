@@ -151,3 +151,22 @@ def test_address_change_is_reported_and_the_old_address_kept() -> None:
 def test_last_lines() -> None:
     assert dmr.last_lines("\n".join(str(i) for i in range(30)), 3) == "27\n28\n29"
     assert len(dmr.last_lines("x" * 5000, 1, limit=100)) == 100
+
+
+def test_bootstrap_data_wait_is_quiet_only_right_after_the_control_plane_initialized() -> None:
+    import datetime as dt
+    now = dt.datetime(2026, 1, 1, 0, 0, 10, tzinfo=dt.timezone.utc)
+    waiting_cp = _dm(status=dmr.status(_dm(), Observed(Phase.WAITING_CONTROL_PLANE, "waiting", _info(), "net")))
+
+    def cluster(ltt: str, status: str = "True") -> dict[str, Any]:
+        return {"status": {"conditions": [{"type": "ControlPlaneInitialized", "status": status, "reason": "x",
+                                           "lastTransitionTime": ltt}]}}
+    # initialized 4 s ago: wait the 6 s left of the grace instead of writing the intermediate status
+    assert dmr.bootstrap_data_wait(waiting_cp, cluster("2026-01-01T00:00:06Z"), now) == pytest.approx(6.0)
+    # initialized long ago: the bootstrap provider is late, say so
+    assert dmr.bootstrap_data_wait(waiting_cp, cluster("2026-01-01T00:00:00Z"), now) is None
+    # no time to go by, or the condition not True: say so at once
+    assert dmr.bootstrap_data_wait(waiting_cp, {"status": {}}, now) is None
+    assert dmr.bootstrap_data_wait(waiting_cp, cluster("2026-01-01T00:00:06Z", "False"), now) is None
+    # a DockerMachine that never reported waiting for the control plane (made after it was initialized)
+    assert dmr.bootstrap_data_wait(_dm(), cluster("2026-01-01T00:00:06Z"), now) is None
