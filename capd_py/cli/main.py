@@ -533,7 +533,8 @@ def do_init(name: str, image: str, port: int, in_cluster: bool, controllers: boo
     try:
         kc = m.create()
         with steps.step("Installing capd-py CRDs 📜"):
-            mgmt.install_crds(kc)
+            url = None if in_cluster else mgmt.host_webhook_url(kc, m.gateway())
+            mgmt.install_crds(kc, webhook_url=url, webhook_service=in_cluster)
         if in_cluster:
             with steps.step("Deploying controllers in the cluster 🎮"):
                 mgmt.deploy_in_cluster(m)
@@ -620,14 +621,19 @@ def controllers_cmd(
         help="Reconcile only while holding the Lease capd-py-controllers (several replicas, one active).")] = False,
     leader_elect_namespace: Annotated[str | None, typer.Option(
         help="Namespace of the Lease (default: $POD_NAMESPACE, else capd-py-system).")] = None,
+    webhook_bind_address: Annotated[str | None, typer.Option(
+        "--webhook-bind-address", envvar="CAPD_PY_WEBHOOK_BIND_ADDRESS",
+        help="Address the conversion webhook listens on (default: the address in the CRDs' webhook URL when it "
+             "is an IP, else every address).")] = None,
 ) -> None:
-    """Run every controller in this process (foreground)."""
+    """Run every controller in this process (foreground), and the conversion webhook the CRDs name."""
     from capd_py.cli.run import leader_config
     from capd_py.cli.run import main as run_main
     from capd_py.controllers.operator import LeadershipLost
     try:
         run_main(kubeconfig, verbose=verbose, threads=threads,
-                 leader_election=leader_config(leader_elect_namespace, None) if leader_elect else None)
+                 leader_election=leader_config(leader_elect_namespace, None) if leader_elect else None,
+                 webhook_bind=webhook_bind_address)
     except FileNotFoundError as e:
         fail(str(e), 2)
     except LeadershipLost as e:

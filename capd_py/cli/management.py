@@ -167,6 +167,13 @@ class ManagementCluster:
     def exists(self) -> ContainerInfo | None:
         return self.rt.get_container(self.node)
 
+    def gateway(self) -> str:
+        """The node's network's gateway: the host's address as the node (its API server) sees it."""
+        net = self.rt.get_network(self.network)
+        if net is None or not net.gateway:
+            raise ManagementError(f"docker network {self.network} has no gateway address")
+        return net.gateway.split("/")[0]
+
     # -- create ----------------------------------------------------------------------------------
     def create(self) -> Path:
         st = self.steps
@@ -330,17 +337,70 @@ def remove_volumes(runtime: ContainerRuntime, labels: dict[str, str]) -> bool:
 
 # -- CRDs -----------------------------------------------------------------------------------------
 
-def install_crds(kubeconfig: str | Path, timeout: float = 120) -> None:
+def install_crds(kubeconfig: str | Path, timeout: float = 120, webhook_url: str | None = None,
+                 webhook_service: bool = False) -> None:
+    """The CRDs; with `webhook_url` (host mode) or `webhook_service` (in-cluster) serving v1beta1 too, converted
+    by the controllers' webhook: its certificate Secret is made first (once), its CA goes into every caBundle."""
+    from capd_py.kube import conversion_webhook as cw
     from capd_py.kube import crds
-    from capd_py.kube.client import Kube
+    from capd_py.kube.client import Kube, KubeError
+    from capd_py.reconcile import servingcert
+
+    async def go(kube: Kube) -> None:
+        manifests = None
+        if webhook_url or webhook_service:
+            hosts = servingcert.url_hosts(webhook_url) if webhook_url else servingcert.service_hosts()
+            cert = await cw.ensure_cert(kube, hosts)
+            service = {"namespace": servingcert.SECRET_NAMESPACE, "name": servingcert.SERVICE_NAME,
+                       "port": servingcert.SERVICE_PORT}
+            manifests = cw.crds_serving_v1beta1(cw.webhook_conversion(
+                cert.ca.cert, url=webhook_url, service=None if webhook_url else service))
+        await crds.install_crds(kube, wait=True, timeout=timeout, crds=manifests)
 
     kube = Kube.from_kubeconfig(str(kubeconfig))
     try:
-        asyncio.run(crds.install_crds(kube, wait=True, timeout=timeout))
+        asyncio.run(go(kube))
     except TimeoutError as e:
         raise ManagementError(f"CRDs not Established: {e}") from None
+    except KubeError as e:
+        raise ManagementError(f"installing the CRDs failed: {e}") from None
     finally:
         kube.close()
+
+
+def host_webhook_url(kubeconfig: str | Path, address: str) -> str:
+    """Host mode: the URL the management API server dials for conversions, on `address` (the `capd-py` network's
+    gateway, the host as the node container sees it). The one the CRDs name already when it is on that address
+    (a re-run of init, controllers maybe serving it), else port 9443, or a free port when something else holds it
+    (another management cluster's controllers on the same network)."""
+    from urllib.parse import urlsplit
+
+    from capd_py.kube import conversion_webhook as cw
+    from capd_py.kube.client import Kube
+    from capd_py.reconcile import servingcert
+
+    kube = Kube.from_kubeconfig(str(kubeconfig))
+    try:
+        conversion = asyncio.run(cw.served_conversion(kube)) or {}
+    finally:
+        kube.close()
+    url = str(((conversion.get("webhook") or {}).get("clientConfig") or {}).get("url") or "")
+    if url and urlsplit(url).hostname == address:
+        return url
+    return servingcert.host_mode_url(address, _bindable_port(address, servingcert.DEFAULT_PORT))
+
+
+def _bindable_port(address: str, preferred: int) -> int:
+    import socket
+
+    for port in (preferred, 0):
+        with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as s:
+            try:
+                s.bind((address, port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise ManagementError(f"cannot listen on {address} (the {address} address is not on this host?)")
 
 
 # -- controllers as a host process ------------------------------------------------------------------

@@ -22,7 +22,7 @@ def leader_config(namespace: str | None, identity: str | None) -> leader.Config:
 
 
 def main(kubeconfig: str | None, verbose: bool = False, threads: int = 64,
-         leader_election: leader.Config | None = None) -> None:
+         leader_election: leader.Config | None = None, webhook_bind: str | None = None) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kopf").setLevel(logging.INFO if verbose else logging.WARNING)
@@ -33,4 +33,5 @@ def main(kubeconfig: str | None, verbose: bool = False, threads: int = 64,
     if path and not Path(path).expanduser().exists():
         raise FileNotFoundError(f"kubeconfig {path} does not exist")
     asyncio.run(run(str(Path(path).expanduser()) if path else None, threads=threads,
-                    leader_election=leader_election))
+                    leader_election=leader_election, webhook_bind=webhook_bind,
+                    webhook_refresh_seconds=float(os.environ.get("CAPD_PY_WEBHOOK_REFRESH_SECONDS", "60"))))

@@ -21,7 +21,7 @@ import kopf
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.manager import Manager
 from capd_py.controllers.registry import CACHED_KINDS, all_controllers
-from capd_py.kube import leader
+from capd_py.kube import conversion_webhook, leader
 from capd_py.kube.cache import Store
 from capd_py.kube.cached import CachedKube
 from capd_py.kube.client import Kube
@@ -128,9 +128,13 @@ class LeadershipLost(Exception):
 async def run(kubeconfig: str | None, runtime: Any = None, threads: int = 64,
               stop: asyncio.Event | None = None, workload: WorkloadClients | None = None,
               on_manager: Callable[[Manager], object] | None = None,
-              leader_election: leader.Config | None = None) -> None:
+              leader_election: leader.Config | None = None, webhook: bool = True,
+              webhook_bind: str | None = None, webhook_refresh_seconds: float = 60.0) -> None:
     """Run until `stop` is set (or SIGINT/SIGTERM). `runtime`/`workload` replace the real ones (benchmarks);
     `on_manager` sees the Manager before it starts (metrics).
+
+    With `webhook`, the conversion webhook the CRDs point at is served from the start, by every replica, leader or
+    not (kube/conversion_webhook.run_webhook; nothing while the CRDs serve v1beta2 only).
 
     With `leader_election`, nothing is watched or reconciled until this process holds the Lease; losing it
     stops every reconcile at once and raises LeadershipLost (the Deployment restarts the container, as
@@ -153,11 +157,25 @@ async def run(kubeconfig: str | None, runtime: Any = None, threads: int = 64,
             loop.add_signal_handler(sig, stop_flag.set)
         except (NotImplementedError, RuntimeError):
             pass
+    # created before kopf starts: kopf cancels only the tasks it finds made after it started
+    serving = asyncio.create_task(conversion_webhook.run_webhook(kube, webhook_bind, webhook_refresh_seconds),
+                                  name="capd-py-conversion-webhook") if webhook else None
+    try:
+        await _run_operator(kube, manager, registry, settings, stop_flag, leader_election)
+    finally:
+        if serving is not None:
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
+        kube.close()
+
+
+async def _run_operator(kube: Kube, manager: Manager, registry: kopf.OperatorRegistry,
+                        settings: kopf.OperatorSettings, stop_flag: asyncio.Event,
+                        leader_election: leader.Config | None) -> None:
     elector = leader.LeaderElector(kube, leader_election) if leader_election else None
     watchdog: asyncio.Task[None] | None = None
     if elector is not None:
         if not await _campaign(elector, stop_flag):
-            kube.close()
             return
 
         async def stop_when_lost() -> None:
@@ -176,7 +194,6 @@ async def run(kubeconfig: str | None, runtime: Any = None, threads: int = 64,
             await asyncio.gather(watchdog, return_exceptions=True)
             if not elector.lost.is_set():
                 await elector.release()
-        kube.close()
     if elector is not None and elector.lost.is_set():
         raise LeadershipLost(f"lost lease {elector.cfg.namespace}/{elector.cfg.name}")
 

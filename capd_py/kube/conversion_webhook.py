@@ -1,9 +1,11 @@
 """The conversion webhook: an HTTPS server answering the API server's ConversionReviews for the CRDs served
-in v1beta1 and v1beta2 (the conversion itself is capd_py.api.conversion, pure), and the CRD changes that
-point the API server at it. How the API server reaches it in host and in-cluster mode: docs/conversion.md."""
+in v1beta1 and v1beta2 (the conversion itself is capd_py.api.conversion, pure), the CRD changes that
+point the API server at it, its serving certificate's Secret, and `run_webhook`, what every controllers process
+runs. How the API server reaches it in host and in-cluster mode: docs/conversion.md."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
 import json
@@ -14,12 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import yaml
 from aiohttp import web
 
 from capd_py.api.conversion import ConversionError
 from capd_py.api.conversion.review import review
+from capd_py.api.gvk import CRD, GVK, SECRET
+from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.crds import load_crds
+from capd_py.reconcile import servingcert
+from capd_py.reconcile.servingcert import WebhookCert
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +68,17 @@ def app() -> web.Application:
 def server_ssl_context(cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
     """A TLS server context from PEM bytes (ssl only loads files: they live in a private temp dir briefly)."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    _load_chain(context, cert_pem, key_pem)
+    return context
+
+
+def _load_chain(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
     with tempfile.TemporaryDirectory(prefix="capd-py-webhook-") as d:
         cert, key = Path(d) / "tls.crt", Path(d) / "tls.key"
         cert.write_bytes(cert_pem)
         key.touch(mode=0o600)
         key.write_bytes(key_pem)
         context.load_cert_chain(cert, key)
-    return context
 
 
 @dataclass
@@ -77,10 +88,18 @@ class WebhookServer:
     runner: web.AppRunner
     host: str
     port: int
+    context: ssl.SSLContext | None = None
+    reuse_port: bool = False
 
     async def stop(self) -> None:
         if self.runner.server is not None:  # idempotent
             await self.runner.cleanup()
+
+    def reload(self, cert_pem: bytes, key_pem: bytes) -> None:
+        """A new serving certificate for the next TLS handshakes (the listening socket and open connections stay:
+        an in-process restart left the API server's keep-alive connections on the old server, docs/conversion.md)."""
+        if self.context is not None:
+            _load_chain(self.context, cert_pem, key_pem)
 
 
 async def serve(host: str, port: int, cert_pem: bytes, key_pem: bytes, reuse_port: bool = False
@@ -90,11 +109,16 @@ async def serve(host: str, port: int, cert_pem: bytes, key_pem: bytes, reuse_por
     connections between them, and either answers (conversion is stateless)."""
     runner = web.AppRunner(app(), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=server_ssl_context(cert_pem, key_pem), reuse_port=reuse_port)
-    await site.start()
+    context = server_ssl_context(cert_pem, key_pem)
+    site = web.TCPSite(runner, host, port, ssl_context=context, reuse_port=reuse_port)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
     bound = int(runner.addresses[0][1]) if runner.addresses else port
     log.info("conversion webhook listening on https://%s:%d%s", host, bound, CONVERT_PATH)
-    return WebhookServer(runner, host, bound)
+    return WebhookServer(runner, host, bound, context, reuse_port)
 
 
 def webhook_conversion(ca_pem: bytes, *, url: str | None = None, service: dict[str, Any] | None = None
@@ -142,3 +166,123 @@ def crds_serving_v1beta1(conversion: dict[str, Any], crds: list[dict[str, Any]] 
     """Every capd-py CRD (or `crds`) serving v1beta1 too, converted by the webhook `conversion` names
     (webhook_conversion(...)); install them with capd_py.kube.crds.install_crds(kube, crds=...)."""
     return [with_v1beta1(crd, v1beta1_schema(crd), conversion) for crd in (crds if crds is not None else load_crds())]
+
+
+# -- the serving certificate's Secret and the CRDs' caBundle (I/O; the decisions are reconcile/servingcert.py) --
+
+NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)
+# The CRD whose spec.conversion says how every capd-py CRD is converted (they are installed together).
+REFERENCE_CRD = "clusters.cluster.x-k8s.io"
+
+
+async def ensure_cert(kube: Kube, hosts: tuple[str, ...] | list[str]) -> WebhookCert:
+    """The Secret capd-py-system/capd-py-webhook-cert, created (CA + serving certificate) when missing, its serving
+    certificate re-issued when it misses a host or expires within 30 days, a new CA when the CA is unusable.
+    Several replicas may do this at once: writes carry the resourceVersion read, a conflict means reading again."""
+    for _ in range(5):
+        secret = await kube.get(SECRET, servingcert.SECRET_NAMESPACE, servingcert.SECRET_NAME)
+        current = WebhookCert.from_secret(secret)
+        desired = servingcert.desired_webhook_cert(current, hosts)
+        if desired is None and current is not None:
+            return current
+        assert desired is not None
+        try:
+            if secret is None:
+                await _create_secret(kube, desired)
+                log.info("created the conversion webhook's CA and serving certificate for %s", ", ".join(hosts))
+            else:
+                await kube.replace(SECRET, servingcert.secret_manifest(
+                    desired, secret["metadata"]["resourceVersion"]))
+                log.info("re-issued the conversion webhook's serving certificate for %s%s", ", ".join(hosts),
+                         " (new CA)" if current is None or desired.ca != current.ca else "")
+            return desired
+        except KubeError as e:
+            if not e.conflict:
+                raise
+    raise KubeError(409, "Conflict", f"{servingcert.SECRET_NAMESPACE}/{servingcert.SECRET_NAME} kept changing")
+
+
+async def _create_secret(kube: Kube, cert: WebhookCert) -> None:
+    try:
+        await kube.create(SECRET, servingcert.secret_manifest(cert))
+    except KubeError as e:
+        if not e.not_found:
+            raise
+        try:
+            await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace",
+                                          "metadata": {"name": servingcert.SECRET_NAMESPACE}})
+        except KubeError as ns_error:
+            if not ns_error.conflict:
+                raise
+        await kube.create(SECRET, servingcert.secret_manifest(cert))
+
+
+async def served_conversion(kube: Kube) -> dict[str, Any] | None:
+    """spec.conversion of capd-py's CRDs on the server (None when they are not installed)."""
+    crd = await kube.get(CRD, None, REFERENCE_CRD)
+    return None if crd is None else dict(crd["spec"].get("conversion") or {})
+
+
+async def ensure_ca_bundle(kube: Kube, ca_pem: bytes, names: list[str] | None = None) -> list[str]:
+    """Every capd-py CRD converted by a webhook trusts `ca_pem`; returns the CRDs patched."""
+    wanted = names if names is not None else [str(c["metadata"]["name"]) for c in load_crds()]
+    patched: list[str] = []
+    bundle = base64.b64encode(ca_pem).decode()
+    for name in wanted:
+        crd = await kube.get(CRD, None, name)
+        conversion = ((crd or {}).get("spec") or {}).get("conversion") or {}
+        if crd is None or conversion.get("strategy") != "Webhook" or servingcert.ca_bundle_of(conversion) == ca_pem:
+            continue
+        await kube.merge_patch(CRD, None, name, {"spec": {"conversion": {"webhook": {"clientConfig": {
+            "caBundle": bundle}}}}})
+        patched.append(name)
+    if patched:
+        log.info("conversion webhook caBundle updated in %d CRD(s)", len(patched))
+    return patched
+
+
+async def run_webhook(kube: Kube, bind: str | None = None, refresh_seconds: float = 60.0,
+                      ready: asyncio.Event | None = None) -> None:
+    """What every controllers process runs (leader or not: conversion is stateless and a standby must answer
+    during a failover), until cancelled: serve the webhook the CRDs point at (servingcert.endpoint; nothing while
+    they are not converted by a webhook), with the certificate from the Secret, re-issued when needed; every
+    `refresh_seconds` read both again, reload a changed certificate and keep the CRDs' caBundle current.
+    `ready` is set once a server listens."""
+    server: WebhookServer | None = None
+    served: WebhookCert | None = None
+    checked_all = False
+    try:
+        while True:
+            try:
+                conversion = await served_conversion(kube)
+                ep = servingcert.endpoint(conversion, bind)
+                if ep is None:
+                    if server is not None:
+                        await server.stop()
+                        server, served = None, None
+                else:
+                    cert = await ensure_cert(kube, ep.hosts)
+                    if not checked_all or servingcert.ca_bundle_of(conversion) != cert.ca.cert:
+                        await ensure_ca_bundle(kube, cert.ca.cert)
+                        checked_all = True
+                    if server is not None and (server.host, server.port, server.reuse_port) != (
+                            ep.bind, ep.port, ep.reuse_port):
+                        await server.stop()
+                        server = None
+                    if server is None:
+                        server = await serve(ep.bind, ep.port, cert.serving.cert, cert.serving.key,
+                                             reuse_port=ep.reuse_port)
+                    elif served != cert:
+                        server.reload(cert.serving.cert, cert.serving.key)
+                        log.info("conversion webhook serves its new certificate")
+                    served = cert
+                    if ready is not None:
+                        ready.set()
+                delay = refresh_seconds
+            except (KubeError, OSError, ssl.SSLError, aiohttp.ClientError) as e:
+                log.error("conversion webhook: %s; retrying in 5s", e)
+                delay = min(5.0, refresh_seconds)
+            await asyncio.sleep(delay)
+    finally:
+        if server is not None:
+            await server.stop()

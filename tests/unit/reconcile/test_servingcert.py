@@ -40,3 +40,41 @@ def test_renewal_when_a_host_is_missing_the_ca_changed_or_it_expires_soon() -> N
 def test_a_serving_cert_needs_a_host() -> None:
     with pytest.raises(ValueError):
         new_serving_cert(new_webhook_ca(NOW), [], NOW)
+
+
+def test_the_secret_round_trips_and_is_only_rewritten_when_needed() -> None:
+    from capd_py.reconcile.servingcert import WebhookCert, desired_webhook_cert, secret_manifest
+
+    first = desired_webhook_cert(None, HOSTS, NOW)
+    assert first is not None
+    secret = secret_manifest(first, "7")
+    assert secret["metadata"] == {"name": "capd-py-webhook-cert", "namespace": "capd-py-system",
+                                  "labels": {"app.kubernetes.io/part-of": "capd-py"}, "resourceVersion": "7"}
+    assert WebhookCert.from_secret(secret) == first
+    assert WebhookCert.from_secret({"data": {"ca.crt": "eA=="}}) is None
+    assert desired_webhook_cert(first, HOSTS, NOW) is None
+    moved = desired_webhook_cert(first, ["10.1.0.1", "127.0.0.1"], NOW)
+    assert moved is not None and moved.ca == first.ca and moved.serving != first.serving
+    # an expiring CA (10 years) is replaced, and so is the serving certificate it signed
+    renewed = desired_webhook_cert(first, HOSTS, NOW + _dt.timedelta(days=3640))
+    assert renewed is not None and renewed.ca != first.ca
+    assert not serving_cert_needs_renewal(renewed.serving.cert, renewed.ca.cert, HOSTS, NOW + _dt.timedelta(days=3640))
+
+
+def test_what_to_serve_follows_the_crds_conversion() -> None:
+    from capd_py.reconcile.servingcert import Endpoint, endpoint, host_mode_url
+
+    url = host_mode_url("172.18.0.1")
+    assert url == "https://172.18.0.1:9443/convert"
+    by_url = {"strategy": "Webhook", "webhook": {"clientConfig": {"url": url, "caBundle": "x"}}}
+    assert endpoint(by_url) == Endpoint("172.18.0.1", 9443, ("172.18.0.1", "127.0.0.1"), reuse_port=False)
+    by_name = {"strategy": "Webhook", "webhook": {"clientConfig": {"url": "https://mgmt.example:8443/convert"}}}
+    assert endpoint(by_name) == Endpoint("0.0.0.0", 8443, ("mgmt.example", "127.0.0.1"), reuse_port=False)
+    assert endpoint(by_name, bind="10.0.0.2") == Endpoint("10.0.0.2", 8443, ("mgmt.example", "127.0.0.1"), False)
+    by_service = {"strategy": "Webhook", "webhook": {"clientConfig": {"service": {
+        "namespace": "capd-py-system", "name": "capd-py-webhook", "port": 443, "path": "/convert"}}}}
+    assert endpoint(by_service) == Endpoint("0.0.0.0", 9443, ("capd-py-webhook.capd-py-system.svc",
+                                                               "capd-py-webhook.capd-py-system.svc.cluster.local"),
+                                            reuse_port=True)
+    assert endpoint({"strategy": "None"}) is None
+    assert endpoint(None) is None

@@ -1,0 +1,273 @@
+"""v1beta1 served through what `capd-py init` installs (host mode): the webhook's certificate Secret and the CRDs
+serving v1beta1 (cli/management.install_crds), converted by the webhook the controllers process runs
+(controllers/operator.run -> kube/conversion_webhook.run_webhook). The controllers run as a process of their own
+(with the fake container runtime: nothing reaches docker), so killing it is what a crash does.
+
+Uses an envtest of its own: the shared one's CRDs stay v1beta2-only for every other test."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from capd_py.api import gvk
+from capd_py.api.conversion import from_hub, to_hub
+from capd_py.api.gvk import CRD, SECRET
+from capd_py.cli import management
+from capd_py.kube.client import Kube, KubeError
+from capd_py.kube.crds import load_crds
+from capd_py.reconcile import servingcert
+from capd_py.testing.envtest import EnvTest, free_port
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[3]
+UPSTREAM_V1BETA1 = ROOT / "tests" / "fixtures" / "upstream" / "v1beta1"
+NAMESPACE = gvk.GVK("", "v1", "Namespace", "namespaces", namespaced=False)
+KINDS = {(g.group, g.kind): g for g in vars(gvk).values() if isinstance(g, gvk.GVK) and g.version == gvk.VERSION}
+DOCKER_CLUSTER = KINDS[("infrastructure.cluster.x-k8s.io", "DockerCluster")]
+REFRESH_SECONDS = 1
+
+# The controllers process, with the fake container runtime (the upstream objects would make containers otherwise).
+CONTROLLERS = """
+import asyncio, logging, sys
+from capd_py.controllers.operator import run
+from capd_py.runtime.fake import FakeRuntime
+logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+asyncio.run(run(sys.argv[1], runtime=FakeRuntime(), webhook_refresh_seconds=float(sys.argv[2])))
+"""
+
+
+def at(g: gvk.GVK, version: str) -> gvk.GVK:
+    return gvk.GVK(g.group, version, g.kind, g.plural, g.namespaced)
+
+
+def of(obj: dict[str, Any]) -> gvk.GVK:
+    group, _, version = obj["apiVersion"].rpartition("/")
+    return at(KINDS[(group, obj["kind"])], version)
+
+
+def contains(actual: Any, expected: Any) -> bool:
+    """The API server adds defaults, so a read-back has more than was written."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(k in actual and contains(actual[k], v) for k, v in expected.items())
+    if isinstance(expected, list):
+        return (isinstance(actual, list) and len(actual) == len(expected)
+                and all(contains(a, e) for a, e in zip(actual, expected, strict=True)))
+    return bool(actual == expected)
+
+
+def upstream_v1beta1(namespace: str, file: str) -> list[dict[str, Any]]:
+    out = []
+    for d in yaml.safe_load_all((UPSTREAM_V1BETA1 / file).read_text()):
+        if d and d["apiVersion"].endswith("cluster.x-k8s.io/v1beta1"):
+            d["metadata"]["namespace"] = namespace
+            out.append(d)
+    return out
+
+
+class Controllers:
+    """`capd-py controllers` as a process: started, killed, started again."""
+
+    def __init__(self, env: EnvTest, log: Path):
+        self.env, self.log = env, log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen([sys.executable, "-c", CONTROLLERS, str(self.env.kubeconfig_path),
+                                          str(REFRESH_SECONDS)], stdout=out, stderr=subprocess.STDOUT,
+                                         env={**os.environ})
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
+
+
+@pytest.fixture(scope="module")
+def port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def installed(port: int) -> Iterator[EnvTest]:
+    """What `capd-py init` does in host mode, with 127.0.0.1 for the docker network's gateway."""
+    env = EnvTest().start()
+    try:
+        management.install_crds(env.kubeconfig_path, webhook_url=servingcert.host_mode_url("127.0.0.1", port))
+        yield env
+    finally:
+        env.stop()
+
+
+@pytest.fixture(scope="module")
+def controllers(installed: EnvTest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Controllers]:
+    c = Controllers(installed, tmp_path_factory.mktemp("controllers") / "controllers.log")
+    c.start()
+    try:
+        yield c
+    finally:
+        c.kill()
+
+
+@pytest.fixture
+async def kube(installed: EnvTest) -> AsyncIterator[Kube]:
+    k = installed.kube()
+    try:
+        yield k
+    finally:
+        k.close()
+
+
+async def new_namespace(kube: Kube) -> str:
+    name = f"v1b1-{int(time.time() * 1000) % 10**8}"
+    await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    return name
+
+
+async def serving(kube: Kube, namespace: str, controllers: Controllers, timeout: float = 60) -> float:
+    """Seconds until a v1beta1 read converts (a DockerCluster `probe` made through v1beta2)."""
+    if await kube.get(DOCKER_CLUSTER, namespace, "probe") is None:
+        await kube.create(DOCKER_CLUSTER, {"apiVersion": DOCKER_CLUSTER.api_version, "kind": "DockerCluster",
+                                           "metadata": {"name": "probe", "namespace": namespace}})
+    started = time.monotonic()
+    last: Exception | None = None
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                try:
+                    if await kube.get(at(DOCKER_CLUSTER, "v1beta1"), namespace, "probe") is not None:
+                        return time.monotonic() - started
+                except KubeError as e:
+                    last = e
+                await asyncio.sleep(0.2)
+    except TimeoutError:
+        pytest.fail(f"v1beta1 not served within {timeout}s: {last}\ncontrollers log:\n{controllers.tail()}")
+
+
+async def test_init_installs_the_certificate_and_crds_serving_v1beta1(installed: EnvTest, kube: Kube,
+                                                                     port: int) -> None:
+    secret = await kube.get(SECRET, "capd-py-system", "capd-py-webhook-cert")
+    assert secret is not None and secret["type"] == "kubernetes.io/tls"
+    cert = servingcert.WebhookCert.from_secret(secret)
+    assert cert is not None
+    assert not servingcert.serving_cert_needs_renewal(cert.serving.cert, cert.ca.cert, ["127.0.0.1"])
+    for manifest in load_crds():
+        crd = await kube.get(CRD, None, manifest["metadata"]["name"])
+        assert crd is not None
+        versions = {v["name"]: v for v in crd["spec"]["versions"]}
+        assert crd["spec"]["versions"][0]["name"] == "v1beta2" and versions["v1beta2"]["storage"] is True
+        assert versions["v1beta1"]["served"] is True and versions["v1beta1"]["storage"] is False
+        client = crd["spec"]["conversion"]["webhook"]["clientConfig"]
+        assert client["url"] == f"https://127.0.0.1:{port}/convert"
+        assert base64.b64decode(client["caBundle"]) == cert.ca.cert
+    # init again (the management cluster reused): the same Secret, the same URL
+    url = await asyncio.to_thread(management.host_webhook_url, installed.kubeconfig_path, "127.0.0.1")
+    assert url == f"https://127.0.0.1:{port}/convert"
+    await asyncio.to_thread(management.install_crds, installed.kubeconfig_path, webhook_url=url)
+    again = await kube.get(SECRET, "capd-py-system", "capd-py-webhook-cert")
+    assert again is not None and again["metadata"]["resourceVersion"] == secret["metadata"]["resourceVersion"]
+
+
+@pytest.mark.parametrize(("file", "count"), [("e2e-bases.yaml", 11), ("development.yaml", 8)])
+async def test_upstream_v1_10_manifests_apply_and_read_back_both_ways(kube: Kube, controllers: Controllers,
+                                                                      file: str, count: int) -> None:
+    ns = await new_namespace(kube)
+    print(f"v1beta1 served {await serving(kube, ns, controllers):.2f}s after asking")
+    objs = upstream_v1beta1(ns, file)
+    assert len(objs) == count
+    started = time.monotonic()
+    for obj in objs:
+        await kube.create(of(obj), copy.deepcopy(obj))
+    print(f"created {len(objs)} v1beta1 objects ({file}) in {time.monotonic() - started:.2f}s")
+    for obj in objs:
+        g = of(obj)
+        hub = await kube.get(at(g, "v1beta2"), ns, obj["metadata"]["name"])
+        assert hub is not None and hub["apiVersion"].endswith("/v1beta2")
+        assert contains(hub.get("spec"), to_hub(obj).get("spec")), obj["kind"]
+        spoke = await kube.get(g, ns, obj["metadata"]["name"])
+        assert spoke is not None and spoke["apiVersion"].endswith("/v1beta1")
+        assert contains(spoke.get("spec"), from_hub(to_hub(obj)).get("spec")), obj["kind"]
+    # and a write through v1beta1 of what the controllers keep writing through v1beta2
+    cluster = next(o for o in objs if o["kind"] == "Cluster")
+    await kube.merge_patch(of(cluster), ns, cluster["metadata"]["name"], {"metadata": {"labels": {
+        "edited": "through-v1beta1"}}})
+    hub = await kube.get(at(of(cluster), "v1beta2"), ns, cluster["metadata"]["name"])
+    assert hub is not None and hub["metadata"]["labels"]["edited"] == "through-v1beta1"
+
+
+async def test_webhook_down_fails_v1beta1_clearly_and_v1beta2_keeps_working(kube: Kube,
+                                                                           controllers: Controllers) -> None:
+    ns = await new_namespace(kube)
+    await serving(kube, ns, controllers)
+    controllers.kill()
+    try:
+        assert await kube.get(DOCKER_CLUSTER, ns, "probe") is not None
+        await kube.create(DOCKER_CLUSTER, {"apiVersion": DOCKER_CLUSTER.api_version, "kind": "DockerCluster",
+                                           "metadata": {"name": "while-down", "namespace": ns}})
+        assert len(await kube.list(DOCKER_CLUSTER, ns)) == 2
+        v1beta1 = at(DOCKER_CLUSTER, "v1beta1")
+        started = time.monotonic()
+        with pytest.raises(KubeError) as read:
+            await kube.get(v1beta1, ns, "probe")
+        elapsed = time.monotonic() - started
+        with pytest.raises(KubeError) as write:
+            await kube.create(v1beta1, {"apiVersion": v1beta1.api_version, "kind": "DockerCluster",
+                                        "metadata": {"name": "v1beta1-while-down", "namespace": ns}})
+        for failed in (read.value, write.value):
+            assert failed.status == 500, failed
+            assert "conversion webhook for infrastructure.cluster.x-k8s.io" in failed.message, failed
+        assert elapsed < 5
+        print(f"v1beta1 GET without the webhook: {elapsed:.2f}s, {read.value}")
+        print(f"v1beta1 create without the webhook: {write.value}")
+        # nothing was lost: the v1beta1 create did not happen, the v1beta2 objects are all there
+        assert sorted(o["metadata"]["name"] for o in await kube.list(DOCKER_CLUSTER, ns)) == ["probe", "while-down"]
+    finally:
+        controllers.start()
+    print(f"v1beta1 served again {await serving(kube, ns, controllers):.2f}s after the controllers' restart")
+
+
+async def test_a_new_ca_reaches_every_crds_ca_bundle(kube: Kube, controllers: Controllers) -> None:
+    """The Secret lost (or its CA replaced): the running controllers make a new CA + serving certificate, put the
+    CA into every CRD's caBundle and serve the new certificate, without a restart."""
+    ns = await new_namespace(kube)
+    await serving(kube, ns, controllers)
+    before = servingcert.WebhookCert.from_secret(await kube.get(SECRET, "capd-py-system", "capd-py-webhook-cert"))
+    assert before is not None
+    await kube.delete(SECRET, "capd-py-system", "capd-py-webhook-cert")
+    started = time.monotonic()
+    names = [str(c["metadata"]["name"]) for c in load_crds()]
+
+    async def bundles() -> set[bytes]:
+        crds = await asyncio.gather(*(kube.get(CRD, None, n) for n in names))
+        return {servingcert.ca_bundle_of((c or {}).get("spec", {}).get("conversion")) for c in crds}
+
+    try:
+        async with asyncio.timeout(30):
+            while True:
+                after = servingcert.WebhookCert.from_secret(
+                    await kube.get(SECRET, "capd-py-system", "capd-py-webhook-cert"))
+                if after is not None and await bundles() == {after.ca.cert}:
+                    break
+                await asyncio.sleep(0.2)
+    except TimeoutError:
+        pytest.fail(f"caBundle not refreshed within 30s\ncontrollers log:\n{controllers.tail()}")
+    assert after.ca != before.ca
+    refreshed = time.monotonic() - started
+    print(f"new CA in all {len(names)} CRDs {refreshed:.2f}s after the Secret's deletion; "
+          f"v1beta1 served with it {await serving(kube, ns, controllers):.2f}s later")
