@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 import ssl
 import subprocess
 import sys
@@ -135,30 +136,50 @@ class WorkloadCluster:
     kubeconfig: Path
     available_seconds: float    # apply -> Cluster Available
     deleted: bool = False       # set by whoever deletes it (the next user gets a fresh one)
+    namespace: str = "default"
 
 
-def create_cluster(mgmt: Mgmt, name: str, cp: int, workers: int, tmp: Path, timeout: float) -> WorkloadCluster:
+def create_cluster(mgmt: Mgmt, name: str, cp: int, workers: int, tmp: Path, timeout: float,
+                   namespace: str = "default") -> WorkloadCluster:
     manifest = mgmt.capd("generate", "cluster", name, "--control-plane-machine-count", str(cp),
-                         "--worker-machine-count", str(workers)).stdout
+                         "--worker-machine-count", str(workers), "--target-namespace", namespace).stdout
     t0 = time.monotonic()
     # `apply --wait` is what a user runs: it returns once the Cluster is Available (or fails naming what waits)
     mgmt.capd("apply", "-f", "-", "--wait", f"{int(timeout)}s", input_=manifest, timeout=timeout + 60)
-    wait_for(lambda: mgmt.condition("cluster", name, "Available"), 30, f"cluster {name} Available", 2)
+    wait_for(lambda: mgmt.condition("cluster", name, "Available", namespace), 30, f"cluster {name} Available", 2)
     available = time.monotonic() - t0
     kc = tmp / f"{name}.kubeconfig"
-    mgmt.capd("get", "kubeconfig", name, "-o", str(kc))
+    mgmt.capd("get", "kubeconfig", name, "-n", namespace, "-o", str(kc))
     wait_for(lambda: nodes_ready(kc, cp + workers), 300, f"{cp + workers} Ready nodes")
-    return WorkloadCluster(name, cp, workers, kc, available)
+    return WorkloadCluster(name, cp, workers, kc, available, namespace=namespace)
 
 
-def delete_cluster_objects(mgmt: Mgmt, name: str) -> None:
+def delete_cluster_objects(mgmt: Mgmt, name: str, namespace: str = "default") -> None:
     """Delete a cluster made from the default template, and what the template adds beside it (the CNI
     ConfigMap and ClusterResourceSet stay after the Cluster, as upstream's do); force-remove leftovers."""
-    mgmt.capd("delete", "cluster", name, "--wait", "--timeout", "300", check=False)
-    mgmt.kubectl("delete", "clusterresourceset", f"{name}-crs-0", "-n", "default", "--ignore-not-found", check=False)
-    mgmt.kubectl("delete", "configmap", f"cni-{name}-crs-0", "-n", "default", "--ignore-not-found", check=False)
+    mgmt.capd("delete", "cluster", name, "-n", namespace, "--wait", "--timeout", "300", check=False)
+    mgmt.kubectl("delete", "clusterresourceset", f"{name}-crs-0", "-n", namespace, "--ignore-not-found", check=False)
+    mgmt.kubectl("delete", "configmap", f"cni-{name}-crs-0", "-n", namespace, "--ignore-not-found", check=False)
     for c in run(["docker", "ps", "-a", "-q", "--filter", f"label=io.x-k8s.capd-py.cluster={name}"]).stdout.split():
         run(["docker", "rm", "-f", "-v", c], check=False)
+
+
+def create_namespace(mgmt: Mgmt, prefix: str) -> str:
+    """A fresh namespace for a test that acts on a whole namespace (`capd-py move` takes every cluster of
+    it): the shared clusters of other tests live in `default` and must not be touched."""
+    ns = f"{prefix}-{secrets.token_hex(3)}"
+    mgmt.kubectl("create", "namespace", ns)
+    return ns
+
+
+def delete_namespace(mgmt: Mgmt, namespace: str) -> None:
+    """Delete every cluster still in the namespace (as delete_cluster_objects), then the namespace."""
+    if namespace == "default":
+        raise ValueError("delete_namespace is for a test's own namespace, not default")
+    for ref in mgmt.kubectl("get", "clusters", "-n", namespace, "-o", "name", "--ignore-not-found",
+                            check=False).split():
+        delete_cluster_objects(mgmt, ref.rsplit("/", 1)[-1], namespace)
+    mgmt.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=false", check=False)
 
 
 class SharedClusters:

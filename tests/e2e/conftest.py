@@ -19,7 +19,9 @@ from capd_py.testing.e2e import (
     Mgmt,
     SharedClusters,
     WorkloadCluster,
+    create_namespace,
     delete_cluster_objects,
+    delete_namespace,
     run,
 )
 from capd_py.testing.envtest import EnvTest, cache_dir, missing_binaries
@@ -64,6 +66,15 @@ def cluster_cleanup(mgmt: Mgmt) -> Iterator[list[str]]:
     yield names
     for name in names:
         delete_cluster_objects(mgmt, name)
+
+
+@pytest.fixture
+def own_namespace(mgmt: Mgmt) -> Iterator[str]:
+    """A fresh namespace for a test that acts on a whole namespace (`capd-py move` takes every cluster of
+    it; the shared clusters live in `default`). Its clusters left at the end are deleted, then it."""
+    ns = create_namespace(mgmt, "e2e-ns")
+    yield ns
+    delete_namespace(mgmt, ns)
 
 
 @pytest.fixture(scope="session")
