@@ -36,7 +36,7 @@ def test_in_cluster_manifest() -> None:
     docs = [d for d in yaml.safe_load_all(in_cluster_manifest("capd-py/controllers:dev", "restricted")) if d]
     kinds = [d["kind"] for d in docs]
     assert kinds == ["Namespace", "ServiceAccount", "ClusterRole", "Role", "RoleBinding", "ClusterRoleBinding",
-                     "Deployment"]
+                     "Service", "Deployment"]
     dep = docs[-1]
     pod = dep["spec"]["template"]["spec"]
     c = pod["containers"][0]
@@ -53,6 +53,15 @@ def test_in_cluster_manifest() -> None:
     assert env["POD_NAME"] == "metadata.name" and env["POD_NAMESPACE"] == "metadata.namespace"
     # the node container (named as the node) joins the workload clusters' networks
     assert env["CAPD_PY_CONTROLLERS_CONTAINER"] == "spec.nodeName" and pod["hostNetwork"] is True
+    # the conversion webhook: the Service the CRDs name, in front of both replicas' port 9443 (no containerPort:
+    # with hostNetwork it would be a hostPort and the second replica would not schedule)
+    service = next(d for d in docs if d["kind"] == "Service")
+    assert (service["metadata"]["namespace"], service["metadata"]["name"]) == ("capd-py-system", "capd-py-webhook")
+    assert service["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["ports"] == [{"name": "webhook", "port": 443, "targetPort": 9443, "protocol": "TCP"}]
+    assert "ports" not in c
+    crds = next(d for d in docs if d["kind"] == "ClusterRole")["rules"]
+    assert "patch" in next(r for r in crds if r["resources"] == ["customresourcedefinitions"])["verbs"]
 
 
 def test_check_objects() -> None:
