@@ -563,6 +563,13 @@ def init(
         "instead of creating one, e.g. a workload cluster to become self-hosted.")] = None,
     wait: Annotated[str, typer.Option("--wait", help="How long to wait for the management node to be Ready "
                                       "(a duration: 90s, 5m, ...).")] = "5m",
+    webhook_url: Annotated[str | None, typer.Option(
+        "--webhook-url", help="With --kubeconfig: serve v1beta1 through the conversion webhook of the host "
+        "controllers at this URL (https://ADDRESS:PORT/convert, ADDRESS: this host as the cluster's API server "
+        "reaches it). Default: the URL the cluster's CRDs name already, else v1beta2 only.")] = None,
+    webhook_bind_address: Annotated[str | None, typer.Option(
+        "--webhook-bind-address", help="With --kubeconfig: the address the webhook listens on, when the URL's "
+        "is not one of this host's (NAT, a DNS name).")] = None,
 ) -> None:
     """Create the management cluster, install the CRDs and start the controllers."""
     ready_timeout = duration(wait)
@@ -574,12 +581,19 @@ def init(
         if not kubeconfig.expanduser().is_file():
             fail(f"kubeconfig {kubeconfig} does not exist", 2)
         kc = kubeconfig.expanduser().resolve()
+        if webhook_url is not None:
+            from urllib.parse import urlsplit
+            parts = urlsplit(webhook_url)
+            if parts.scheme != "https" or not parts.hostname or parts.path != "/convert":
+                fail(f"--webhook-url {webhook_url}: expected https://ADDRESS:PORT/convert", 2)
         try:
-            init_existing(kc, name or default_name(kc), controllers, steps)
+            init_existing(kc, name or default_name(kc), controllers, steps, webhook_url, webhook_bind_address)
         except mgmt.ManagementError as e:
             fail(str(e))
         typer.echo(str(kc))
         return
+    if webhook_url or webhook_bind_address:
+        fail("--webhook-url and --webhook-bind-address go with --kubeconfig (capd-py init finds its own)", 2)
     name = name or mgmt.DEFAULT_NAME
     steps.info(f"Creating management cluster {name!r} ...")
     kc = do_init(name, image, port, in_cluster, controllers, steps, ready_timeout)

@@ -375,19 +375,27 @@ def host_webhook_url(kubeconfig: str | Path, address: str) -> str:
     (another management cluster's controllers on the same network)."""
     from urllib.parse import urlsplit
 
-    from capd_py.kube import conversion_webhook as cw
-    from capd_py.kube.client import Kube
     from capd_py.reconcile import servingcert
+
+    url = installed_webhook_url(kubeconfig)
+    if url and urlsplit(url).hostname == address:
+        return url
+    return servingcert.host_mode_url(address, _bindable_port(address, servingcert.DEFAULT_PORT))
+
+
+def installed_webhook_url(kubeconfig: str | Path) -> str | None:
+    """The conversion webhook URL the installed CRDs name (None: not installed, v1beta2 only, or a Service)."""
+    from capd_py.kube import conversion_webhook as cw
+    from capd_py.kube.client import Kube, KubeError
 
     kube = Kube.from_kubeconfig(str(kubeconfig))
     try:
         conversion = asyncio.run(cw.served_conversion(kube)) or {}
+    except KubeError as e:
+        raise ManagementError(f"reading the installed CRDs failed: {e}") from None
     finally:
         kube.close()
-    url = str(((conversion.get("webhook") or {}).get("clientConfig") or {}).get("url") or "")
-    if url and urlsplit(url).hostname == address:
-        return url
-    return servingcert.host_mode_url(address, _bindable_port(address, servingcert.DEFAULT_PORT))
+    return str(((conversion.get("webhook") or {}).get("clientConfig") or {}).get("url") or "") or None
 
 
 def _bindable_port(address: str, preferred: int) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from capd_py.api.labels import CLUSTER_NAME, PAUSED_ANNOTATION
-from capd_py.reconcile import movegraph
+from capd_py.reconcile import movegraph, servingcert
 from capd_py.reconcile.movegraph import Graph
 
 pytestmark = pytest.mark.unit
@@ -208,3 +208,10 @@ def test_tree_lists_every_moved_object_once_under_its_controller() -> None:
     assert "├── DockerMachineTemplate/c1-cp\n" in text
     assert "ClusterResourceSetBinding/c1  (also owned by Cluster/c1)" in text
     assert "Secret/unrelated" not in text
+
+
+def test_the_conversion_webhook_secret_never_moves() -> None:
+    """Per management cluster: the target keeps its own (capd-py init made it), even if its namespace moved."""
+    g = Graph([*objects(), obj("Secret", servingcert.SECRET_NAME, "u-webhook", "v1",
+                               labels={"app.kubernetes.io/part-of": "capd-py"})])
+    assert f"Secret/{servingcert.SECRET_NAME}" not in names(g.move_nodes())
