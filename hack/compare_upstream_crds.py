@@ -139,6 +139,12 @@ def laxer(ours: S, up: S, path: str = "") -> list[str]:
     return out
 
 
+def hub_version(crd: S) -> str:
+    """The version compared: the storage version, v1beta2 (crds/ holds only it; the v1beta1 that `capd-py init`
+    adds at install time is upstream's schema plus capd-py's rules, capd_py/kube/conversion_webhook.py)."""
+    return str(next(v["name"] for v in crd["spec"]["versions"] if v.get("storage")))
+
+
 def load(path: Path) -> S:
     return next(d for d in yaml.safe_load_all(path.read_text()) if d)  # type: ignore[no-any-return]
 
@@ -153,7 +159,7 @@ def compare(ours_dir: Path = OURS, vendored: Path = VENDORED, how: Any = None) -
         if not up_path.exists():
             continue
         crd = load(p)
-        ours = schema_of(crd, crd["spec"]["versions"][0]["name"])  # capd-py serves one version per kind
+        ours = schema_of(crd, hub_version(crd))
         assert ours is not None
         out[p.name] = how(ours, load(up_path)["openAPIV3Schema"])
     return out
@@ -165,7 +171,7 @@ def vendor(src: str, ref: str) -> None:
     for old in VENDORED.glob("*.yaml"):
         old.unlink()
     for p in sorted(OURS.glob("*.yaml")):
-        version = load(p)["spec"]["versions"][0]["name"]
+        version = hub_version(load(p))
         for d in UPSTREAM_DIRS:
             try:
                 text = subprocess.check_output(["git", "-C", src, "show", f"{commit}:{d}/{p.name}"], text=True,

@@ -10,6 +10,7 @@ import base64
 import copy
 import json
 import logging
+import re
 import ssl
 import tempfile
 from dataclasses import dataclass
@@ -155,6 +156,53 @@ def with_v1beta1(crd: dict[str, Any], v1beta1_schema: dict[str, Any], conversion
     return out
 
 
+# capd-py's admission rules (CEL in the v1beta2 schema, hack/gen_crds.py) that a v1beta1 write must pass too: the
+# API server validates a write against the schema of the version it was sent in only. Copied from the v1beta2
+# schema at these paths, where v1beta1 has the same field (same messages, the version range from one source).
+# A rule naming a field v1beta1 lacks there is left out (it would not compile).
+V1BETA1_RULE_PATHS: dict[str, tuple[str, ...]] = {
+    "Cluster": ("spec", "spec.topology.version"),
+    "Machine": ("spec.clusterName", "spec.version"),
+    "MachineSet": ("spec.clusterName", "spec.replicas", "spec.template.spec.version"),
+    "MachineDeployment": ("spec.clusterName", "spec.replicas", "spec.template.spec.version"),
+    "MachinePool": ("spec.clusterName", "spec.replicas", "spec.template.spec.version"),
+    "MachineHealthCheck": ("spec.clusterName",),
+    "KubeadmControlPlane": ("spec.replicas", "spec.version", "spec.kubeadmConfigSpec.clusterConfiguration"),
+    "DockerMachine": ("spec",),
+    "DockerMachineTemplate": ("spec.template.spec",),
+    "DockerClusterTemplate": ("spec.template.spec",),
+    "ClusterResourceSet": ("spec.clusterSelector", "spec.strategy"),
+    "ClusterResourceSetBinding": ("spec.clusterName",),
+}
+_SELF_FIELD = re.compile(r"\b(?:self|oldSelf)\.([A-Za-z_][A-Za-z0-9_]*)\b(?!\s*\()")  # fields, not methods
+
+
+def _at(schema: dict[str, Any], path: str) -> dict[str, Any] | None:
+    node: dict[str, Any] | None = schema
+    for part in path.split("."):
+        node = ((node or {}).get("properties") or {}).get(part)
+        if node is None:
+            return None
+    return node
+
+
+def with_capd_rules(kind: str, hub_schema: dict[str, Any], v1beta1: dict[str, Any]) -> dict[str, Any]:
+    """`v1beta1` (upstream's schema) with capd-py's rules for versions, immutable fields and replicas
+    (V1BETA1_RULE_PATHS) copied from the v1beta2 schema `hub_schema`."""
+    out = copy.deepcopy(v1beta1)
+    for path in V1BETA1_RULE_PATHS.get(kind, ()):
+        source, target = _at(hub_schema, path), _at(out, path)
+        if source is None or target is None or target.get("type") != source.get("type"):
+            continue
+        fields = set(target.get("properties") or {})
+        existing = {r.get("rule") for r in target.get("x-kubernetes-validations") or []}
+        for r in source.get("x-kubernetes-validations") or []:
+            if r["rule"] in existing or not set(_SELF_FIELD.findall(r["rule"])) <= fields:
+                continue
+            target.setdefault("x-kubernetes-validations", []).append(copy.deepcopy(r))
+    return out
+
+
 def v1beta1_schema(crd: dict[str, Any], directory: Path = V1BETA1_SCHEMAS) -> dict[str, Any]:
     """Upstream's v1beta1 openAPIV3Schema for this CRD (files are named as crds/: <group>_<plural>.yaml)."""
     path = directory / f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"
@@ -165,7 +213,12 @@ def crds_serving_v1beta1(conversion: dict[str, Any], crds: list[dict[str, Any]] 
                          ) -> list[dict[str, Any]]:
     """Every capd-py CRD (or `crds`) serving v1beta1 too, converted by the webhook `conversion` names
     (webhook_conversion(...)); install them with capd_py.kube.crds.install_crds(kube, crds=...)."""
-    return [with_v1beta1(crd, v1beta1_schema(crd), conversion) for crd in (crds if crds is not None else load_crds())]
+    out = []
+    for crd in (crds if crds is not None else load_crds()):
+        hub = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta2")["schema"]["openAPIV3Schema"]
+        out.append(with_v1beta1(crd, with_capd_rules(crd["spec"]["names"]["kind"], hub, v1beta1_schema(crd)),
+                                conversion))
+    return out
 
 
 # -- the serving certificate's Secret and the CRDs' caBundle (I/O; the decisions are reconcile/servingcert.py) --

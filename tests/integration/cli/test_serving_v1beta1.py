@@ -25,6 +25,9 @@ from capd_py.api import gvk
 from capd_py.api.conversion import from_hub, to_hub
 from capd_py.api.gvk import CRD, SECRET
 from capd_py.cli import management
+from capd_py.cli.existing import init_existing
+from capd_py.cli.move import move
+from capd_py.cli.steps import Steps
 from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.crds import load_crds
 from capd_py.reconcile import servingcert
@@ -182,6 +185,11 @@ async def test_init_installs_the_certificate_and_crds_serving_v1beta1(installed:
     await asyncio.to_thread(management.install_crds, installed.kubeconfig_path, webhook_url=url)
     again = await kube.get(SECRET, "capd-py-system", "capd-py-webhook-cert")
     assert again is not None and again["metadata"]["resourceVersion"] == secret["metadata"]["resourceVersion"]
+    # `capd-py init --kubeconfig` of this cluster without --webhook-url keeps serving v1beta1 at the URL it has
+    await asyncio.to_thread(init_existing, installed.kubeconfig_path, "t", False, Steps())
+    crd = await kube.get(CRD, None, "machines.cluster.x-k8s.io")
+    assert crd is not None and [v["name"] for v in crd["spec"]["versions"]] == ["v1beta2", "v1beta1"]
+    assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["url"] == url
 
 
 @pytest.mark.parametrize(("file", "count"), [("e2e-bases.yaml", 11), ("development.yaml", 8)])
@@ -271,3 +279,30 @@ async def test_a_new_ca_reaches_every_crds_ca_bundle(kube: Kube, controllers: Co
     refreshed = time.monotonic() - started
     print(f"new CA in all {len(names)} CRDs {refreshed:.2f}s after the Secret's deletion; "
           f"v1beta1 served with it {await serving(kube, ns, controllers):.2f}s later")
+
+
+async def test_move_carries_objects_applied_through_v1beta1_and_never_the_webhook_secret(
+        kube: Kube, controllers: Controllers, envtest: EnvTest) -> None:
+    """`capd-py move` reads and writes v1beta2 only: it works with the source's webhook down, into a management
+    cluster serving v1beta2 only (the shared envtest), and leaves the per-cluster Secret where it is."""
+    ns = await new_namespace(kube)
+    await serving(kube, ns, controllers)
+    await kube.delete(DOCKER_CLUSTER, ns, "probe")
+    objs = [o for o in upstream_v1beta1(ns, "development.yaml") if o["kind"] != "Cluster"]  # a ClusterClass + templates
+    for obj in objs:
+        await kube.create(of(obj), copy.deepcopy(obj))
+    controllers.kill()
+    target = envtest.kube()
+    try:
+        out = await move(kube, target, ns, Steps())
+        assert out.moved == len(objs)
+        for obj in objs:
+            g = at(of(obj), "v1beta2")
+            moved = await target.get(g, ns, obj["metadata"]["name"])
+            assert moved is not None and contains(moved.get("spec"), to_hub(obj).get("spec")), obj["kind"]
+            assert await kube.get(g, ns, obj["metadata"]["name"]) is None
+        assert await target.get(SECRET, "capd-py-system", "capd-py-webhook-cert") is None
+        assert await kube.get(SECRET, "capd-py-system", "capd-py-webhook-cert") is not None
+    finally:
+        target.close()
+        controllers.start()

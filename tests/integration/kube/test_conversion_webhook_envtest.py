@@ -181,18 +181,49 @@ async def test_a_v1beta1_edit_keeps_what_only_v1beta2_can_say(ckube: Kube, ns: s
     assert DATA_ANNOTATION not in (hub["metadata"].get("annotations") or {})
 
 
-async def test_what_v1beta1_admission_checks(ckube: Kube, ns: str) -> None:
-    """A v1beta1 write is validated against the v1beta1 schema only (upstream's, served as is): capd-py's
-    v1beta2 CEL rules do not run on it (measured here; docs/conversion.md)."""
+async def test_v1beta1_writes_pass_capd_pys_admission_rules(ckube: Kube, ns: str) -> None:
+    """A v1beta1 write is validated against the v1beta1 schema only; capd-py's rules for supported versions,
+    immutable fields and replicas are copied into it (conversion_webhook.with_capd_rules), with the same
+    messages as through v1beta2. Without them a v1beta1 Machine at v1.20.0 was accepted (docs/conversion.md)."""
+    machine_gvk = KINDS[("cluster.x-k8s.io", "Machine")]
     machine = {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine", "metadata": {"name": "m", "namespace": ns},
                "spec": {"clusterName": "c", "version": "v1.20.0", "bootstrap": {"dataSecretName": "s"},
                         "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
                                               "kind": "DockerMachine", "name": "m"}}}
-    with pytest.raises(KubeError) as refused:
-        await ckube.create(KINDS[("cluster.x-k8s.io", "Machine")], to_hub(machine))
-    assert "v1.20.0" in str(refused.value) or "version" in str(refused.value)
-    created = await ckube.create(of(machine), machine)
-    assert created["spec"]["version"] == "v1.20.0"
+    refused: dict[str, KubeError] = {}
+    for version, body in (("v1beta2", to_hub(machine)), ("v1beta1", copy.deepcopy(machine))):
+        with pytest.raises(KubeError) as e:
+            await ckube.create(at(machine_gvk, version), body)
+        refused[version] = e.value
+    assert refused["v1beta1"].invalid
+    assert "spec.version" in refused["v1beta1"].message
+    assert "Kubernetes version is not supported: supported range is v1.30.0" in refused["v1beta1"].message
+    print(f"v1beta1 Machine at v1.20.0: {refused['v1beta1']}")
+    # immutable clusterName, through v1beta1
+    machine["spec"]["version"] = "v1.34.4"
+    await ckube.create(of(machine), copy.deepcopy(machine))
+    with pytest.raises(KubeError) as e:
+        await ckube.merge_patch(of(machine), ns, "m", {"spec": {"clusterName": "other"}})
+    assert e.value.invalid and "spec.clusterName" in e.value.message and "clusterName is immutable" in e.value.message
+    print(f"v1beta1 clusterName change: {e.value}")
+    # replicas: a control plane cannot be scaled to 0 through v1beta1 either
+    kcp = next(o for o in upstream_v1beta1(ns) if o["kind"] == "KubeadmControlPlane")
+    await ckube.create(of(kcp), copy.deepcopy(kcp))
+    with pytest.raises(KubeError) as e:
+        await ckube.merge_patch(of(kcp), ns, kcp["metadata"]["name"], {"spec": {"replicas": 0}})
+    assert e.value.invalid and "replicas must be greater than or equal to 1" in e.value.message
+    # a minor skipped on the KubeadmControlPlane
+    with pytest.raises(KubeError) as e:
+        await ckube.merge_patch(of(kcp), ns, kcp["metadata"]["name"], {"spec": {"version": "v1.36.1"}})
+    assert e.value.invalid and "upgrade one minor version at a time" in e.value.message
+    print(f"v1beta1 KCP upgrade two minors up: {e.value}")
+    # a DockerMachineTemplate's spec.template.spec
+    dmt = next(o for o in upstream_v1beta1(ns) if o["kind"] == "DockerMachineTemplate")
+    await ckube.create(of(dmt), copy.deepcopy(dmt))
+    with pytest.raises(KubeError) as e:
+        await ckube.merge_patch(of(dmt), ns, dmt["metadata"]["name"], {"spec": {"template": {"spec": {
+            "customImage": "other:v1"}}}})
+    assert e.value.invalid and "spec.template.spec is immutable" in e.value.message
 
 
 SERVE_IN_A_PROCESS = """

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -11,6 +12,7 @@ from capd_py.kube.conversion_webhook import (
     crds_serving_v1beta1,
     v1beta1_schema,
     webhook_conversion,
+    with_capd_rules,
     with_v1beta1,
 )
 
@@ -55,3 +57,34 @@ def test_every_crd_gets_a_v1beta1_version() -> None:
     for crd in crds:
         assert [v["name"] for v in crd["spec"]["versions"]] == ["v1beta2", "v1beta1"], crd["metadata"]["name"]
         assert crd["spec"]["conversion"] == conversion
+
+
+def _rules(crd: dict[str, Any], version: str, path: str) -> list[str]:
+    node = next(v for v in crd["spec"]["versions"] if v["name"] == version)["schema"]["openAPIV3Schema"]
+    for part in path.split("."):
+        node = node["properties"][part]
+    return [r["message"] for r in node.get("x-kubernetes-validations") or []]
+
+
+def test_v1beta1_gets_capd_pys_rules_for_versions_immutable_fields_and_replicas() -> None:
+    crds = {c["spec"]["names"]["kind"]: c for c in crds_serving_v1beta1(webhook_conversion(b"ca", url="https://h/convert"))}
+    for kind, path in [("Machine", "spec.version"), ("Machine", "spec.clusterName"), ("MachineSet", "spec.replicas"),
+                       ("MachineDeployment", "spec.template.spec.version"), ("KubeadmControlPlane", "spec.version"),
+                       ("KubeadmControlPlane", "spec.replicas"), ("DockerMachineTemplate", "spec.template.spec"),
+                       ("ClusterResourceSetBinding", "spec.clusterName"), ("Cluster", "spec.topology.version")]:
+        hub, spoke = _rules(crds[kind], "v1beta2", path), _rules(crds[kind], "v1beta1", path)
+        assert hub and set(hub) <= set(spoke), (kind, path)
+    assert any("supported range is v1.30.0" in m for m in _rules(crds["Machine"], "v1beta1", "spec.version"))
+
+
+def test_a_rule_naming_a_field_v1beta1_lacks_is_left_out() -> None:
+    rules = [{"rule": "has(self.a) == has(oldSelf.a)", "message": "a"},
+             {"rule": "self.size() > 0", "message": "methods are no fields"}]
+    hub: dict[str, Any] = {"type": "object", "properties": {"spec": {
+        "type": "object", "properties": {"a": {"type": "string"}}, "x-kubernetes-validations": rules}}}
+    spoke: dict[str, Any] = {"type": "object", "properties": {"spec": {
+        "type": "object", "properties": {"b": {"type": "string"}}}}}
+    out = with_capd_rules("DockerMachine", hub, spoke)
+    assert out["properties"]["spec"]["x-kubernetes-validations"] == [
+        {"rule": "self.size() > 0", "message": "methods are no fields"}]
+    assert "x-kubernetes-validations" not in spoke["properties"]["spec"]  # not changed in place
