@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -154,8 +155,7 @@ def test_last_lines() -> None:
 
 
 def test_bootstrap_data_wait_is_quiet_only_right_after_the_control_plane_initialized() -> None:
-    import datetime as dt
-    now = dt.datetime(2026, 1, 1, 0, 0, 10, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 1, 1, 0, 0, 10, tzinfo=dt.UTC)
     waiting_cp = _dm(status=dmr.status(_dm(), Observed(Phase.WAITING_CONTROL_PLANE, "waiting", _info(), "net")))
 
     def cluster(ltt: str, status: str = "True") -> dict[str, Any]:
