@@ -1,0 +1,126 @@
+"""Issue 16: upstream v1.10's v1beta1 *classic* default Docker flavor (cluster-template: Cluster + KCP +
+MachineDeployment + ClusterResourceSet, all `*.cluster.x-k8s.io/v1beta1`), rendered by upstream clusterctl with
+upstream's docker e2e values, applied unchanged with kubectl to a management cluster made by `capd-py init`
+(host mode: the CRDs serve v1beta1 through the controllers' conversion webhook), becomes an Available cluster, and
+`kubectl get clusters.v1beta1.cluster.x-k8s.io -o yaml` reads it back in v1beta1.
+
+As tests/e2e/test_upstream_templates.py: the CNI is capd-netd's manifest (upstream's kindnet would be pulled) and
+DOCKER_PRELOAD_IMAGES is left unset. A management cluster of its own: the tier's shared one is an envtest
+serving v1beta2 only."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from capd_py.cli.generate import generate_cluster, parse_documents
+from capd_py.cli.management import DEFAULT_NODE_IMAGE, MANAGEMENT_LABEL
+from capd_py.testing.e2e import K8S_VERSION, docker_leftovers, kubectl_bin, run, wait_for
+
+pytestmark = pytest.mark.e2e
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "fixtures" / "upstream" / "v1beta1" / "cluster-template-classic.yaml"
+
+
+def capd_netd_manifest() -> str:
+    cm = next(d for d in parse_documents(generate_cluster("x", env={})) if d["kind"] == "ConfigMap")
+    return str(cm["data"]["resources"])
+
+
+class Management:
+    def __init__(self, name: str, home: Path):
+        self.name, self.home = name, home
+        self.env = {**os.environ, "CAPD_PY_HOME": str(home), "CAPD_PY_PLAIN": "1"}
+        self.kubeconfig = home / f"{name}.kubeconfig"
+        self.clusters: list[str] = []   # workload clusters whose containers teardown removes, whatever failed
+
+    def capd(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        r = subprocess.run([sys.executable, "-m", "capd_py.cli", *args], capture_output=True, text=True,
+                           env=self.env, timeout=timeout)
+        assert r.returncode == 0, f"capd-py {' '.join(args)}: {r.stderr[-3000:]}"
+        return r
+
+    def kubectl(self, *args: str) -> str:
+        return run([kubectl_bin(), "--kubeconfig", str(self.kubeconfig), *args]).stdout
+
+    def get(self, resource: str, name: str) -> dict[str, Any]:
+        return json.loads(self.kubectl("get", resource, name, "-n", "default", "-o", "json"))  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def management(tmp_path: Path) -> Iterator[Management]:
+    if run(["docker", "image", "inspect", DEFAULT_NODE_IMAGE], check=False).returncode != 0:
+        pytest.fail(f"{DEFAULT_NODE_IMAGE} is missing: run `make images`", pytrace=False)
+    m = Management(f"e2e-v1b1-{secrets.token_hex(3)}", tmp_path / "home")
+    try:
+        yield m
+    finally:  # never leave a node behind, whatever failed
+        for cluster in m.clusters:
+            label = f"label=io.x-k8s.capd-py.cluster={cluster}"
+            for listing, remove in ((["ps", "-a"], ["rm", "-fv"]), (["network", "ls"], ["network", "rm"]),
+                                    (["volume", "ls"], ["volume", "rm"])):
+                for item in run(["docker", *listing, "-q", "--filter", label], check=False).stdout.split():
+                    run(["docker", *remove, item], check=False)
+        subprocess.run([sys.executable, "-m", "capd_py.cli", "delete", "management", "--name", m.name],
+                       env=m.env, capture_output=True, timeout=180)
+        for c in run(["docker", "ps", "-aq", "--filter", f"label={MANAGEMENT_LABEL}={m.name}"]).stdout.split():
+            run(["docker", "rm", "-fv", c], check=False)
+
+
+def test_upstream_v1_10_v1beta1_classic_flavor_becomes_available(management: Management, clusterctl: str,
+                                                                  tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DOCKER_PRELOAD_IMAGES", raising=False)
+    name = f"v1b1-{secrets.token_hex(2)}"
+    management.clusters.append(name)
+    t0 = time.monotonic()
+    management.capd("init", "--name", management.name)
+    init = time.monotonic() - t0
+    env = {**os.environ, "CLUSTERCTL_DISABLE_VERSIONCHECK": "true", "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+           "DOCKER_SERVICE_DOMAIN": "cluster.local", "DOCKER_SERVICE_CIDRS": "10.128.0.0/12",
+           "DOCKER_POD_CIDRS": "192.168.0.0/16", "CNI_RESOURCES": json.dumps({"resources": capd_netd_manifest()})}
+    manifest = run([clusterctl, "generate", "cluster", name, "--from", str(TEMPLATE), "--target-namespace", "default",
+                    "--kubernetes-version", K8S_VERSION, "--control-plane-machine-count", "1",
+                    "--worker-machine-count", "1"], env=env, timeout=120).stdout
+    docs = [d for d in yaml.safe_load_all(manifest) if d]
+    assert {d["apiVersion"] for d in docs if d["kind"] != "ConfigMap"} == {
+        "cluster.x-k8s.io/v1beta1", "controlplane.cluster.x-k8s.io/v1beta1", "bootstrap.cluster.x-k8s.io/v1beta1",
+        "infrastructure.cluster.x-k8s.io/v1beta1", "addons.cluster.x-k8s.io/v1beta1"}
+    (path := tmp_path / "v1beta1.yaml").write_text(manifest)
+
+    t1 = time.monotonic()
+    management.kubectl("apply", "-f", str(path))   # as is, in upstream's document order
+    def available_now() -> bool:
+        status = management.get("clusters.v1beta2.cluster.x-k8s.io", name).get("status", {})
+        return any(c["type"] == "Available" and c["status"] == "True" for c in status.get("conditions", []))
+    wait_for(available_now, 600, f"cluster {name} Available", 5)
+    available = time.monotonic() - t1
+
+    # read back in v1beta1: upstream v1.10's status layout, converted from what the controllers wrote
+    spoke = yaml.safe_load(management.kubectl("get", "clusters.v1beta1.cluster.x-k8s.io", name, "-n", "default",
+                                              "-o", "yaml"))
+    assert spoke["apiVersion"] == "cluster.x-k8s.io/v1beta1"
+    assert spoke["spec"]["controlPlaneRef"]["apiVersion"] == "controlplane.cluster.x-k8s.io/v1beta2"
+    assert spoke["status"]["controlPlaneReady"] is True and spoke["status"]["infrastructureReady"] is True
+    assert any(c["type"] == "Available" and c["status"] == "True" for c in spoke["status"]["v1beta2"]["conditions"])
+    md = yaml.safe_load(management.kubectl("get", "machinedeployments.v1beta1.cluster.x-k8s.io", f"{name}-md-0",
+                                           "-n", "default", "-o", "yaml"))
+    assert md["spec"]["template"]["spec"]["failureDomain"] == "fd4"
+    print(f"\ninit {init:.0f}s; upstream v1.10 v1beta1 classic flavor (1 CP + 1 worker): Available "
+          f"{available:.0f}s after kubectl apply")
+
+    t2 = time.monotonic()
+    management.capd("delete", "cluster", name, "--kubeconfig", str(management.kubeconfig), "--wait", "5m")
+    wait_for(lambda: not docker_leftovers(name), 120, "no docker leftovers")
+    management.kubectl("delete", "-f", str(path), "--ignore-not-found", "--wait")
+    print(f"deleted in {time.monotonic() - t2:.0f}s; whole test {time.monotonic() - t0:.0f}s")
