@@ -18,7 +18,11 @@ if docker info >/dev/null 2>&1; then
 fi
 log "starting dockerd"
 mkdir -p /var/log
-nohup dockerd >/var/log/capd-py-dockerd.log 2>&1 &
+# A session of its own: started from a job whose process group is later killed (a CI step, a terminal
+# tool that ends its jobs' groups), dockerd died with it and took every node container along. Appended,
+# not overwritten, so the end of the previous dockerd's log survives a restart.
+echo "--- $(date -u +%FT%TZ) hack/ensure-docker.sh starts dockerd" >>/var/log/capd-py-dockerd.log
+nohup setsid dockerd >>/var/log/capd-py-dockerd.log 2>&1 </dev/null &
 for _ in $(seq 1 60); do
   if docker info >/dev/null 2>&1; then echo " ✓ dockerd is running" >&2; exit 0; fi
   sleep 1
