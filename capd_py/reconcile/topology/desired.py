@@ -300,6 +300,12 @@ def _names_unique(items: list[dict[str, Any]], what: str) -> None:
         seen.add(n)
 
 
+def _ref_version(obj: dict[str, Any], *path: str) -> str | None:
+    """The apiVersion a ClusterClass templateRef names: the template is patched in it (see patches.py)."""
+    v = contract.dig(obj, *path, "apiVersion")
+    return v if isinstance(v, str) and v else None
+
+
 def compute(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable[[], str]) -> Plan:
     """Everything a topology Cluster should have. Raises TopologyError for input the user must fix."""
     topo = topology_of(cluster)
@@ -402,7 +408,8 @@ def compute(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable
     # desired ControlPlane machine infrastructure template
     items: list[P.Item] = []
     ic_tpl_copy = copy.deepcopy(ic_tpl)
-    items.append(P.Item("Cluster", P.INFRA_CLUSTER, ic_tpl_copy))
+    items.append(P.Item("Cluster", P.INFRA_CLUSTER, ic_tpl_copy,
+                        ref_api_version=_ref_version(cc, "spec", "infrastructure", "templateRef")))
     cp_tpl_copy = copy.deepcopy(bp.cp_template)
     cp_builtins: dict[str, Any] = {"controlPlane": {"name": cp_name, "version": cp_version}}
     if cp_topo.get("replicas") is not None:
@@ -420,8 +427,11 @@ def compute(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable
         cp_builtins["controlPlane"]["machineTemplate"] = {
             "infrastructureRef": {"name": cur_cpi["metadata"]["name"] if cur_cpi else ""}}
         items.append(P.Item(_object_kind(bp.cp_template["kind"]), P.CP_MACHINE_INFRA, cpi_copy,
-                            builtins=cp_builtins, overrides=cp_overrides))
-    items.insert(1, P.Item("Cluster", P.CONTROL_PLANE, cp_tpl_copy, builtins=cp_builtins, overrides=cp_overrides))
+                            builtins=cp_builtins, overrides=cp_overrides,
+                            ref_api_version=_ref_version(cc, "spec", "controlPlane", "machineInfrastructure",
+                                                         "templateRef")))
+    items.insert(1, P.Item("Cluster", P.CONTROL_PLANE, cp_tpl_copy, builtins=cp_builtins, overrides=cp_overrides,
+                           ref_api_version=_ref_version(cc, "spec", "controlPlane", "templateRef")))
 
     md_items: dict[str, tuple[P.Item, P.Item, str]] = {}
     for t in mds_topo:
@@ -444,8 +454,10 @@ def compute(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable
             b["machineDeployment"]["infrastructureRef"] = {"name": c.infra_template["metadata"]["name"]}
         ov_list = list((t.get("variables") or {}).get("overrides") or [])
         ov = {k: v for k, v in V.values_map(defs, [], ov_list).items() if k in {o["name"] for o in ov_list}}
-        bi = P.Item("MachineDeployment", P.BOOTSTRAP, copy.deepcopy(wc.bootstrap_template), b, ov)
-        ii = P.Item("MachineDeployment", P.INFRA, copy.deepcopy(wc.infra_template), b, ov)
+        bi = P.Item("MachineDeployment", P.BOOTSTRAP, copy.deepcopy(wc.bootstrap_template), b, ov,
+                    _ref_version(wc.spec, "bootstrap", "templateRef"))
+        ii = P.Item("MachineDeployment", P.INFRA, copy.deepcopy(wc.infra_template), b, ov,
+                    _ref_version(wc.spec, "infrastructure", "templateRef"))
         md_items[name] = (bi, ii, md_name)
         items += [bi, ii]
 
@@ -476,8 +488,10 @@ def compute(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable
             b["machinePool"]["replicas"] = t["replicas"]
         ov_list = list((t.get("variables") or {}).get("overrides") or [])
         ov = {k: v for k, v in V.values_map(defs, [], ov_list).items() if k in {o["name"] for o in ov_list}}
-        bi = P.Item("MachinePool", P.BOOTSTRAP, copy.deepcopy(wc.bootstrap_template), b, ov)
-        ii = P.Item("MachinePool", P.INFRA, copy.deepcopy(wc.infra_template), b, ov)
+        bi = P.Item("MachinePool", P.BOOTSTRAP, copy.deepcopy(wc.bootstrap_template), b, ov,
+                    _ref_version(wc.spec, "bootstrap", "templateRef"))
+        ii = P.Item("MachinePool", P.INFRA, copy.deepcopy(wc.infra_template), b, ov,
+                    _ref_version(wc.spec, "infrastructure", "templateRef"))
         mp_items[name] = (bi, ii, mp_name)
         items += [bi, ii]
 

@@ -8,6 +8,13 @@ patches run in the order the ClusterClass lists them, each on the result of the 
 matches (apiVersion + kind, then matchResources). Only `spec` of a patched template is taken over, so a
 patch cannot rename or relabel anything. JSON Patch is RFC 6902 (a missing parent on `add` is an error, as
 upstream's library reports it); `valueFrom.template` renders Go text/template + sprig and is read back as YAML.
+
+Patches apply to a template in the apiVersion its ClusterClass `templateRef` names, as upstream's engine gets
+the template in that version: a class written for v1beta1 templates (upstream v1.10's quick-start) selects
+`.../v1beta1` and patches v1beta1 shapes (e.g. `apiServer.extraArgs` as a map). Templates come in as the hub
+(v1beta2); an item whose `ref_api_version` is v1beta1 is converted down (api.conversion.from_hub, which records
+the hub object as the API server's conversion does) before the first patch and its result up (to_hub) after
+the last, so the desired objects are v1beta2 with exactly what a v1beta1 write of the patched template gives.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from capd_py.api import conversion, gvk
 from capd_py.reconcile.topology import gotemplate
 
 # Holder field paths, as upstream's request items name them.
@@ -43,6 +51,8 @@ class Item:
     builtins: dict[str, Any] = field(default_factory=dict)
     # per-item variable overrides (MachineDeployment / MachinePool / control plane topology overrides)
     overrides: dict[str, Any] = field(default_factory=dict)
+    # the apiVersion the ClusterClass templateRef names (patches apply in it); None: obj's own
+    ref_api_version: str | None = None
 
 
 def _class_name(item: Item, key: str) -> str | None:
@@ -230,10 +240,51 @@ def _describe(item: Item) -> str:
            f"{item.holder_field})"
 
 
+def _needs_conversion(item: Item) -> bool:
+    ref, have = item.ref_api_version, item.obj.get("apiVersion")
+    if not ref or not isinstance(have, str) or ref == have:
+        return False
+    return (have.rsplit("/", 1)[-1] == conversion.HUB_VERSION
+            and ref.rsplit("/", 1)[-1] == conversion.SPOKE_VERSION
+            and (gvk.group_of(ref), item.obj.get("kind")) in conversion.CONVERTIBLE_KINDS
+            and gvk.group_of(ref) == gvk.group_of(have))
+
+
 def apply_patches(patches: list[dict[str, Any]], items: list[Item], global_vars: dict[str, Any]) -> None:
-    """Run the ClusterClass's inline patches over `items` (in place). Raises PatchError with every failure
-    of the first failing patch. External patches (runtime extensions) are not supported here: a ClusterClass
-    with one fails with a clear message instead of being silently half-applied."""
+    """Run the ClusterClass's inline patches over `items` (in place), each in the apiVersion its templateRef
+    names (see the module docstring). Raises PatchError with every failure of the first failing patch.
+    External patches (runtime extensions) are not supported here: a ClusterClass with one fails with a clear
+    message instead of being silently half-applied."""
+    if not patches:
+        return
+    hubs: list[tuple[Item, dict[str, Any]]] = []
+    for item in items:
+        if _needs_conversion(item):
+            hub = item.obj
+            try:
+                item.obj = conversion.from_hub(hub)
+            except conversion.ConversionError as e:
+                raise PatchError(f"{_describe(item)}: cannot convert to {item.ref_api_version}: {e}") from e
+            hubs.append((item, hub))
+    try:
+        _apply(patches, items, global_vars)
+    except PatchError:
+        for item, hub in hubs:
+            item.obj = hub
+        raise
+    for item, hub in hubs:
+        spoke, item.obj = item.obj, hub
+        try:
+            patched = conversion.to_hub(spoke)
+        except (conversion.ConversionError, TypeError, ValueError, AttributeError, KeyError) as e:
+            # patched content is user input: whatever the conversion cannot read is the class's error
+            raise PatchError(f"{_describe(item)}: the patched template does not convert to "
+                             f"{hub.get('apiVersion')}: {e}") from e
+        # only the spec is taken over (as in _apply); the object stays the one the caller holds
+        hub["spec"] = patched.get("spec")
+
+
+def _apply(patches: list[dict[str, Any]], items: list[Item], global_vars: dict[str, Any]) -> None:
     for p in patches:
         name = p.get("name", "")
         if p.get("external"):
