@@ -1,9 +1,10 @@
 """ClusterClass status: variables discovered, template references resolvable (pure).
 
 Upstream's ClusterClass controller reports `VariablesReady` (the variable definitions are valid and listed in
-`status.variables`) and `RefVersionsUpToDate` (every templateRef names an object that exists, in the
-apiVersion the provider serves). The topology controller reconciles a Cluster only against a ClusterClass
-whose status is current (`observedGeneration`) and whose variables are ready.
+`status.variables`) and `RefVersionsUpToDate` (every templateRef names an object that exists, in the latest
+apiVersion of its kind). The topology controller reconciles a Cluster only against a ClusterClass whose status
+is current (`observedGeneration`), whose variables are ready and whose templates exist (a ref in an older
+apiVersion, e.g. v1beta1, is reported as upstream does and holds nothing).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capd_py.api import conditions as cond
-from capd_py.api import contract
+from capd_py.api import contract, conversion
 from capd_py.reconcile.topology import variables as V
 
 VARIABLES_READY = "VariablesReady"
@@ -54,6 +55,22 @@ def template_refs(cc: dict[str, Any]) -> list[TemplateRef]:
     return out
 
 
+def outdated_refs(cc: dict[str, Any]) -> list[TemplateRef]:
+    """templateRefs not in the latest apiVersion of their kind (v1beta1 of a kind capd-py serves in v1beta2 too,
+    e.g. every ref of upstream v1.10's quick-start class). Upstream reports them (RefVersionsUpToDate False,
+    RefVersionsNotUpToDate) and keeps using them: the topology patches those templates in that version."""
+    out: list[TemplateRef] = []
+    for r in template_refs(cc):
+        group, _, version = r.api_version.rpartition("/")
+        if (group, r.kind) in conversion.CONVERTIBLE_KINDS and version != conversion.HUB_VERSION \
+                and all((o.api_version, o.kind, o.name) != (r.api_version, r.kind, r.name) for o in out):
+            out.append(r)  # each object once, as upstream
+    return out
+
+
+OUTDATED_HEADER = "The following templateRefs are not using the latest apiVersion:"
+
+
 def status_variables(cc: dict[str, Any]) -> list[dict[str, Any]]:
     """status.variables: each inline definition, as upstream lists them (from: inline)."""
     out = []
@@ -84,6 +101,13 @@ def compute_status(cc: dict[str, Any], missing: list[TemplateRef], unknown_kinds
         msgs += [f"{r.path}: {r.kind} {r.name} not found" for r in missing]
         conds = cond.set_condition(conds, REF_VERSIONS_UP_TO_DATE, False, R_REFS_NOT_UP_TO_DATE,
                                    "; ".join(msgs), observed_generation=gen)
+    elif outdated := outdated_refs(cc):
+        # upstream's message; not a reason to hold the topology (ready_for_topology)
+        msg = "\n".join([OUTDATED_HEADER] + [
+            f"* {r.kind} {r.name}: current: {r.api_version.rpartition('/')[2]}, latest: {conversion.HUB_VERSION}"
+            for r in outdated])
+        conds = cond.set_condition(conds, REF_VERSIONS_UP_TO_DATE, False, R_REFS_NOT_UP_TO_DATE, msg,
+                                   observed_generation=gen)
     else:
         conds = cond.set_condition(conds, REF_VERSIONS_UP_TO_DATE, True, R_REFS_UP_TO_DATE,
                                    observed_generation=gen)
@@ -110,6 +134,7 @@ def ready_for_topology(cc: dict[str, Any]) -> str | None:
     if c is None or c.get("status") != "True":
         return f"ClusterClass {name} variables are not ready: {(c or {}).get('message', 'not reconciled')}"
     c = cond.get(cc, REF_VERSIONS_UP_TO_DATE)
-    if c is not None and c.get("status") == "False":
+    # a missing template or a kind nobody serves holds the topology; a ref in an older apiVersion does not
+    if c is not None and c.get("status") == "False" and not str(c.get("message", "")).startswith(OUTDATED_HEADER):
         return f"ClusterClass {name}: {c.get('message', '')}"
     return None

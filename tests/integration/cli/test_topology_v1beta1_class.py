@@ -97,6 +97,14 @@ async def test_upstream_v1_10_clusterclass_patches_apply_to_its_v1beta1_template
     cpi = kcp["spec"]["machineTemplate"]["spec"]["infrastructureRef"]
     dmt = await kube.get(KINDS[("infrastructure.cluster.x-k8s.io", "DockerMachineTemplate")], ns, cpi["name"])
     assert dmt is not None and dmt["spec"]["template"]["spec"]["customImage"] == "kindest/node:v1.34.4"
+    # the class says its refs are not in the latest apiVersion (as upstream) and is used all the same
+    cc_obj = next(o for o in objs if o["kind"] == "ClusterClass")
+    cc = await kube.get(at(of(cc_obj), "v1beta2"), ns, cc_obj["metadata"]["name"])
+    refs = next(x for x in ((cc or {}).get("status") or {}).get("conditions") or []
+                if x["type"] == "RefVersionsUpToDate")
+    assert (refs["status"], refs["reason"]) == ("False", "RefVersionsNotUpToDate"), refs
+    assert "* KubeadmControlPlaneTemplate quick-start-control-plane: current: v1beta1, latest: v1beta2" \
+        in refs["message"].splitlines()
     # stable: the topology writes nothing more (generations of what it owns stay)
     md_gvk = KINDS[("cluster.x-k8s.io", "MachineDeployment")]
 
