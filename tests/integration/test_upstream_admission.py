@@ -32,6 +32,7 @@ from capd_py.kube.client import FIELD_MANAGER, Kube, KubeError
 from capd_py.kube.conversion_webhook import crds_serving_v1beta1, webhook_conversion
 from capd_py.kube.crds import load_crds
 from capd_py.reconcile.servingcert import host_mode_url, new_serving_cert, new_webhook_ca
+from capd_py.testing.conversion import WEBHOOK_PROCESS
 from capd_py.testing.envtest import EnvTest, free_port, started_with_crds
 
 pytestmark = pytest.mark.integration
@@ -46,15 +47,6 @@ EXPECTED_NOT_SERVED: set[tuple[str, str]] = {
     ("infrastructure.cluster.x-k8s.io/v1beta2", "DevClusterTemplate"),
     ("infrastructure.cluster.x-k8s.io/v1beta2", "DevMachineTemplate"),
 }
-WEBHOOK = """
-import asyncio, os, sys
-from capd_py.kube.conversion_webhook import serve
-async def main():
-    await serve("127.0.0.1", int(sys.argv[1]), os.environb[b"CERT"], os.environb[b"KEY"])
-    print("ready", flush=True)
-    await asyncio.Event().wait()
-asyncio.run(main())
-"""
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +57,7 @@ def envtest() -> Iterator[EnvTest]:
     ca = new_webhook_ca()
     pair = new_serving_cert(ca, ["127.0.0.1"])
     env = {**os.environ, "CERT": pair.cert.decode(), "KEY": pair.key.decode()}
-    proc = subprocess.Popen([sys.executable, "-c", WEBHOOK, str(port)], env=env, stdout=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-c", WEBHOOK_PROCESS, str(port)], env=env, stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
         conversion = webhook_conversion(ca.cert, url=host_mode_url("127.0.0.1", port))

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from capd_py.api import gvk
 from capd_py.api.conversion import from_hub, to_hub
@@ -31,12 +30,12 @@ from capd_py.cli.steps import Steps
 from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.crds import load_crds
 from capd_py.reconcile import servingcert
+from capd_py.testing.conversion import contains, upstream_v1beta1
 from capd_py.testing.envtest import EnvTest, free_port
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[3]
-UPSTREAM_V1BETA1 = ROOT / "tests" / "fixtures" / "upstream" / "v1beta1"
 NAMESPACE = gvk.GVK("", "v1", "Namespace", "namespaces", namespaced=False)
 KINDS = {(g.group, g.kind): g for g in vars(gvk).values() if isinstance(g, gvk.GVK) and g.version == gvk.VERSION}
 DOCKER_CLUSTER = KINDS[("infrastructure.cluster.x-k8s.io", "DockerCluster")]
@@ -61,23 +60,8 @@ def of(obj: dict[str, Any]) -> gvk.GVK:
     return at(KINDS[(group, obj["kind"])], version)
 
 
-def contains(actual: Any, expected: Any) -> bool:
-    """The API server adds defaults, so a read-back has more than was written."""
-    if isinstance(expected, dict):
-        return isinstance(actual, dict) and all(k in actual and contains(actual[k], v) for k, v in expected.items())
-    if isinstance(expected, list):
-        return (isinstance(actual, list) and len(actual) == len(expected)
-                and all(contains(a, e) for a, e in zip(actual, expected, strict=True)))
-    return bool(actual == expected)
 
 
-def upstream_v1beta1(namespace: str, file: str) -> list[dict[str, Any]]:
-    out = []
-    for d in yaml.safe_load_all((UPSTREAM_V1BETA1 / file).read_text()):
-        if d and d["apiVersion"].endswith("cluster.x-k8s.io/v1beta1"):
-            d["metadata"]["namespace"] = namespace
-            out.append(d)
-    return out
 
 
 class Controllers:

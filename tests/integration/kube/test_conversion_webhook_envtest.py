@@ -18,7 +18,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-import yaml
 
 from capd_py.api import gvk
 from capd_py.api.conversion import DATA_ANNOTATION, from_hub, to_hub
@@ -32,6 +31,7 @@ from capd_py.kube.conversion_webhook import (
 )
 from capd_py.reconcile.certs import KeyPair
 from capd_py.reconcile.servingcert import new_serving_cert, new_webhook_ca
+from capd_py.testing.conversion import WEBHOOK_PROCESS, contains, upstream_v1beta1
 from capd_py.testing.envtest import EnvTest, free_port, started_with_crds
 
 pytestmark = pytest.mark.integration
@@ -98,25 +98,8 @@ async def ns(ckube: Kube) -> str:
     return name
 
 
-def contains(actual: Any, expected: Any) -> bool:
-    """`expected` is in `actual`: the API server adds defaults (both versions' schemas have some, e.g. v1beta1
-    KubeadmControlPlane's rolloutStrategy), so a read-back has more than was written."""
-    if isinstance(expected, dict):
-        return isinstance(actual, dict) and all(k in actual and contains(actual[k], v) for k, v in expected.items())
-    if isinstance(expected, list):
-        return (isinstance(actual, list) and len(actual) == len(expected)
-                and all(contains(a, e) for a, e in zip(actual, expected, strict=True)))
-    return bool(actual == expected)
 
 
-def upstream_v1beta1(namespace: str, file: str = "e2e-bases.yaml") -> list[dict[str, Any]]:
-    text = (UPSTREAM / "v1beta1" / file).read_text()
-    out = []
-    for d in yaml.safe_load_all(text):
-        if d and d["apiVersion"].endswith("cluster.x-k8s.io/v1beta1"):
-            d["metadata"]["namespace"] = namespace
-            out.append(d)
-    return out
 
 
 async def test_the_webhook_answers_over_tls(webhook: Webhook, server: WebhookServer) -> None:
@@ -226,15 +209,6 @@ async def test_v1beta1_writes_pass_capd_pys_admission_rules(ckube: Kube, ns: str
     assert e.value.invalid and "spec.template.spec is immutable" in e.value.message
 
 
-SERVE_IN_A_PROCESS = """
-import asyncio, os, sys
-from capd_py.kube.conversion_webhook import serve
-async def main():
-    await serve("127.0.0.1", int(sys.argv[1]), os.environb[b"CERT"], os.environb[b"KEY"])
-    print("ready", flush=True)
-    await asyncio.Event().wait()
-asyncio.run(main())
-"""
 
 
 async def test_without_the_webhook_only_v1beta1_fails(conv_env: EnvTest, webhook: Webhook) -> None:
@@ -243,7 +217,7 @@ async def test_without_the_webhook_only_v1beta1_fails(conv_env: EnvTest, webhook
     runs in a process of its own here, killed as a crashed controllers process would be (an in-process server
     that stops keeps answering on the API server's open keep-alive connections)."""
     env = {**os.environ, "CERT": webhook.pair.cert.decode(), "KEY": webhook.pair.key.decode()}
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", SERVE_IN_A_PROCESS, str(webhook.port),
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", WEBHOOK_PROCESS, str(webhook.port),
                                                 env=env, stdout=asyncio.subprocess.PIPE)
     kube = conv_env.kube()
     try:

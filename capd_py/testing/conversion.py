@@ -1,0 +1,45 @@
+"""Test helpers for the v1beta1 conversion webhook: upstream's v1beta1 manifests, a read-back comparison that
+allows the API server's defaults, and a webhook in a process of its own (killed as a crashed controllers
+process would be)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+UPSTREAM_V1BETA1 = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "upstream" / "v1beta1"
+
+# `python -c WEBHOOK_PROCESS PORT` with the serving certificate and key in $CERT / $KEY: serves the conversion
+# webhook on 127.0.0.1:PORT and prints "ready" once it listens
+WEBHOOK_PROCESS = """
+import asyncio, os, sys
+from capd_py.kube.conversion_webhook import serve
+async def main():
+    await serve("127.0.0.1", int(sys.argv[1]), os.environb[b"CERT"], os.environb[b"KEY"])
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+asyncio.run(main())
+"""
+
+
+def contains(actual: Any, expected: Any) -> bool:
+    """`expected` is in `actual`: the API server adds defaults (both versions' schemas have some, e.g. v1beta1
+    KubeadmControlPlane's rolloutStrategy), so a read-back has more than was written."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(k in actual and contains(actual[k], v) for k, v in expected.items())
+    if isinstance(expected, list):
+        return (isinstance(actual, list) and len(actual) == len(expected)
+                and all(contains(a, e) for a, e in zip(actual, expected, strict=True)))
+    return bool(actual == expected)
+
+
+def upstream_v1beta1(namespace: str, file: str = "e2e-bases.yaml") -> list[dict[str, Any]]:
+    """The Cluster API objects (v1beta1) of an upstream manifest in tests/fixtures/upstream/v1beta1, in `namespace`."""
+    out = []
+    for d in yaml.safe_load_all((UPSTREAM_V1BETA1 / file).read_text()):
+        if d and d["apiVersion"].endswith("cluster.x-k8s.io/v1beta1"):
+            d["metadata"]["namespace"] = namespace
+            out.append(d)
+    return out
