@@ -9,6 +9,10 @@ from typing import Any
 
 import yaml
 
+from capd_py.api import gvk
+
+# every served kind at the hub version, by (group, kind)
+KINDS = {(g.group, g.kind): g for g in vars(gvk).values() if isinstance(g, gvk.GVK) and g.version == gvk.VERSION}
 UPSTREAM_V1BETA1 = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "upstream" / "v1beta1"
 
 # `python -c WEBHOOK_PROCESS PORT` with the serving certificate and key in $CERT / $KEY: serves the conversion
@@ -22,6 +26,17 @@ async def main():
     await asyncio.Event().wait()
 asyncio.run(main())
 """
+
+
+def at(g: gvk.GVK, version: str) -> gvk.GVK:
+    """The same kind at another version."""
+    return gvk.GVK(g.group, version, g.kind, g.plural, g.namespaced)
+
+
+def of(obj: dict[str, Any]) -> gvk.GVK:
+    """An object's kind at the version its apiVersion says."""
+    group, _, version = obj["apiVersion"].rpartition("/")
+    return at(KINDS[(group, obj["kind"])], version)
 
 
 def contains(actual: Any, expected: Any) -> bool:

@@ -31,14 +31,13 @@ from capd_py.cli.steps import Steps
 from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.crds import load_crds
 from capd_py.reconcile import servingcert
-from capd_py.testing.conversion import contains, upstream_v1beta1
+from capd_py.testing.conversion import KINDS, at, contains, of, upstream_v1beta1
 from capd_py.testing.envtest import EnvTest, free_port
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[3]
 NAMESPACE = gvk.GVK("", "v1", "Namespace", "namespaces", namespaced=False)
-KINDS = {(g.group, g.kind): g for g in vars(gvk).values() if isinstance(g, gvk.GVK) and g.version == gvk.VERSION}
 DOCKER_CLUSTER = KINDS[("infrastructure.cluster.x-k8s.io", "DockerCluster")]
 REFRESH_SECONDS = 1
 
@@ -51,14 +50,6 @@ logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name
 asyncio.run(run(sys.argv[1], runtime=FakeRuntime(), webhook_refresh_seconds=float(sys.argv[2])))
 """
 
-
-def at(g: gvk.GVK, version: str) -> gvk.GVK:
-    return gvk.GVK(g.group, version, g.kind, g.plural, g.namespaced)
-
-
-def of(obj: dict[str, Any]) -> gvk.GVK:
-    group, _, version = obj["apiVersion"].rpartition("/")
-    return at(KINDS[(group, obj["kind"])], version)
 
 
 

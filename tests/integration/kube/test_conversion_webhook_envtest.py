@@ -14,7 +14,6 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
@@ -31,7 +30,7 @@ from capd_py.kube.conversion_webhook import (
 )
 from capd_py.reconcile.certs import KeyPair
 from capd_py.reconcile.servingcert import new_serving_cert, new_webhook_ca
-from capd_py.testing.conversion import WEBHOOK_PROCESS, contains, upstream_v1beta1
+from capd_py.testing.conversion import KINDS, WEBHOOK_PROCESS, at, contains, of, upstream_v1beta1
 from capd_py.testing.envtest import EnvTest, free_port, started_with_crds
 
 pytestmark = pytest.mark.integration
@@ -39,16 +38,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[3]
 UPSTREAM = ROOT / "tests" / "fixtures" / "upstream"
 NAMESPACE = gvk.GVK("", "v1", "Namespace", "namespaces", namespaced=False)
-KINDS = {(g.group, g.kind): g for g in vars(gvk).values() if isinstance(g, gvk.GVK) and g.version == gvk.VERSION}
 
-
-def at(g: gvk.GVK, version: str) -> gvk.GVK:
-    return gvk.GVK(g.group, version, g.kind, g.plural, g.namespaced)
-
-
-def of(obj: dict[str, Any]) -> gvk.GVK:
-    group, _, version = obj["apiVersion"].rpartition("/")
-    return at(KINDS[(group, obj["kind"])], version)
 
 
 class Webhook:

@@ -14,6 +14,7 @@ import yaml
 
 from capd_py.api.labels import TOPOLOGY_DEPLOYMENT_NAME
 from capd_py.reconcile.topology import desired as D
+from capd_py.testing.topology import blueprint as topology_blueprint
 
 pytestmark = pytest.mark.unit
 
@@ -33,19 +34,7 @@ def _docs() -> list[dict[str, Any]]:
 def blueprint() -> D.Blueprint:
     by = {(d["kind"], d["metadata"]["name"]): d for d in _docs()}
     cc = by[("ClusterClass", "quick-start")]
-    spec = cc["spec"]
-
-    def t(ref: dict[str, Any]) -> dict[str, Any]:
-        return by[(ref["kind"], ref["name"])]
-    bp = D.Blueprint(cc, t(spec["infrastructure"]["templateRef"]), t(spec["controlPlane"]["templateRef"]),
-                     t(spec["controlPlane"]["machineInfrastructure"]["templateRef"]))
-    for c in spec["workers"]["machineDeployments"]:
-        bp.md_classes[c["class"]] = D.WorkerClass(c, t(c["bootstrap"]["templateRef"]),
-                                                  t(c["infrastructure"]["templateRef"]))
-    for c in spec["workers"]["machinePools"]:
-        bp.mp_classes[c["class"]] = D.WorkerClass(c, t(c["bootstrap"]["templateRef"]),
-                                                  t(c["infrastructure"]["templateRef"]))
-    return bp
+    return topology_blueprint(cc, by)
 
 
 def cluster(version: str = "v1.34.4", workers: int = 1, cp: int = 1, **variables: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import yaml
 from capd_py.api import conversion
 from capd_py.reconcile.topology import desired as D
 from capd_py.reconcile.topology import patches as P
+from capd_py.testing.topology import blueprint as topology_blueprint
 
 try:
     from test_desired import World, kinds
@@ -45,19 +46,7 @@ def blueprint(class_edit: Any = None) -> D.Blueprint:
     cc = by[("ClusterClass", "quick-start")]
     if class_edit:
         class_edit(cc)
-    spec = cc["spec"]
-
-    def t(ref: dict[str, Any]) -> dict[str, Any]:
-        return copy.deepcopy(by[(ref["kind"], ref["name"])])
-    bp = D.Blueprint(cc, t(spec["infrastructure"]["templateRef"]), t(spec["controlPlane"]["templateRef"]),
-                     t(spec["controlPlane"]["machineInfrastructure"]["templateRef"]))
-    for c in spec["workers"]["machineDeployments"]:
-        bp.md_classes[c["class"]] = D.WorkerClass(c, t(c["bootstrap"]["templateRef"]),
-                                                  t(c["infrastructure"]["templateRef"]))
-    for c in spec["workers"]["machinePools"]:
-        bp.mp_classes[c["class"]] = D.WorkerClass(c, t(c["bootstrap"]["templateRef"]),
-                                                  t(c["infrastructure"]["templateRef"]))
-    return bp
+    return topology_blueprint(cc, by)
 
 
 def cluster(**variables: Any) -> dict[str, Any]:
