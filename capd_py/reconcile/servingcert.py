@@ -14,10 +14,9 @@ from urllib.parse import urlsplit
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from capd_py.reconcile.certs import KeyPair, new_ca, new_leaf_cert
+from capd_py.reconcile.certs import KeyPair, new_ca, new_leaf_cert, validate_keypair
 
 CA_COMMON_NAME = "capd-py-webhook-ca"
 SERVING_VALIDITY_DAYS = 365
@@ -112,16 +111,12 @@ def secret_manifest(cert: WebhookCert, resource_version: str | None = None) -> d
 
 
 def ca_needs_renewal(ca: KeyPair, now: _dt.datetime | None = None, min_days_left: int = 30) -> bool:
+    """Unusable (not a CA certificate, a key that does not parse or match it: certs.validate_keypair, cached per
+    content, so the refresh every replica runs each minute costs no key parsing) or about to expire."""
+    if validate_keypair(CA_COMMON_NAME, ca) is not None:
+        return True
     t = (now or _dt.datetime.now(_dt.UTC)).astimezone(_dt.UTC)
-    try:
-        cert = x509.load_pem_x509_certificate(ca.cert)
-        key = serialization.load_pem_private_key(ca.key, password=None)
-    except (ValueError, TypeError):
-        return True
-    if key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) != \
-            cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo):
-        return True
-    return cert.not_valid_after_utc - t < _dt.timedelta(days=min_days_left)
+    return x509.load_pem_x509_certificate(ca.cert).not_valid_after_utc - t < _dt.timedelta(days=min_days_left)
 
 
 def desired_webhook_cert(current: WebhookCert | None, hosts: Sequence[str], now: _dt.datetime | None = None

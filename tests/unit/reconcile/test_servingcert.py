@@ -61,6 +61,20 @@ def test_the_secret_round_trips_and_is_only_rewritten_when_needed() -> None:
     assert not serving_cert_needs_renewal(renewed.serving.cert, renewed.ca.cert, HOSTS, NOW + _dt.timedelta(days=3640))
 
 
+def test_an_unusable_ca_is_replaced() -> None:
+    from capd_py.reconcile.certs import KeyPair
+    from capd_py.reconcile.servingcert import ca_needs_renewal
+
+    ca, other = new_webhook_ca(NOW), new_webhook_ca(NOW)
+    assert not ca_needs_renewal(ca, NOW)
+    assert ca_needs_renewal(KeyPair(ca.cert, other.key), NOW)         # a key that is not the certificate's
+    assert ca_needs_renewal(KeyPair(ca.cert, b"not a key"), NOW)
+    assert ca_needs_renewal(KeyPair(b"not a certificate", ca.key), NOW)
+    leaf = new_serving_cert(ca, HOSTS, NOW)                            # a certificate that is no CA
+    assert ca_needs_renewal(leaf, NOW)
+    assert ca_needs_renewal(ca, NOW + _dt.timedelta(days=3640))       # 30 days or fewer left
+
+
 def test_what_to_serve_follows_the_crds_conversion() -> None:
     from capd_py.reconcile.servingcert import Endpoint, endpoint, host_mode_url
 
