@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import yaml
 from aiohttp import web
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from capd_py.api.conversion import ConversionError
 from capd_py.api.conversion.review import review
@@ -228,31 +229,37 @@ NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)
 REFERENCE_CRD = "clusters.cluster.x-k8s.io"
 
 
+def _conflict(e: BaseException) -> bool:
+    return isinstance(e, KubeError) and e.conflict
+
+
 async def ensure_cert(kube: Kube, hosts: tuple[str, ...] | list[str]) -> WebhookCert:
     """The Secret capd-py-system/capd-py-webhook-cert, created (CA + serving certificate) when missing, its serving
     certificate re-issued when it misses a host or expires within 30 days, a new CA when the CA is unusable.
-    Several replicas may do this at once: writes carry the resourceVersion read, a conflict means reading again."""
-    for _ in range(5):
-        secret = await kube.get(SECRET, servingcert.SECRET_NAMESPACE, servingcert.SECRET_NAME)
-        current = WebhookCert.from_secret(secret)
-        desired = servingcert.desired_webhook_cert(current, hosts)
-        if desired is None and current is not None:
-            return current
-        assert desired is not None
-        try:
-            if secret is None:
-                await _create_secret(kube, desired)
-                log.info("created the conversion webhook's CA and serving certificate for %s", ", ".join(hosts))
-            else:
-                await kube.replace(SECRET, servingcert.secret_manifest(
-                    desired, secret["metadata"]["resourceVersion"]))
-                log.info("re-issued the conversion webhook's serving certificate for %s%s", ", ".join(hosts),
-                         " (new CA)" if current is None or desired.ca != current.ca else "")
-            return desired
-        except KubeError as e:
-            if not e.conflict:
-                raise
-    raise KubeError(409, "Conflict", f"{servingcert.SECRET_NAMESPACE}/{servingcert.SECRET_NAME} kept changing")
+    Several replicas may do this at once: writes carry the resourceVersion read, a conflict means reading again
+    (five reads at most; the last conflict is raised)."""
+    async for attempt in AsyncRetrying(retry=retry_if_exception(_conflict), stop=stop_after_attempt(5),
+                                       reraise=True):
+        with attempt:
+            return await _ensure_cert_once(kube, hosts)
+    raise AssertionError("unreachable: AsyncRetrying returns or raises")
+
+
+async def _ensure_cert_once(kube: Kube, hosts: tuple[str, ...] | list[str]) -> WebhookCert:
+    secret = await kube.get(SECRET, servingcert.SECRET_NAMESPACE, servingcert.SECRET_NAME)
+    current = WebhookCert.from_secret(secret)
+    desired = servingcert.desired_webhook_cert(current, hosts)
+    if desired is None and current is not None:
+        return current
+    assert desired is not None
+    if secret is None:
+        await _create_secret(kube, desired)
+        log.info("created the conversion webhook's CA and serving certificate for %s", ", ".join(hosts))
+    else:
+        await kube.replace(SECRET, servingcert.secret_manifest(desired, secret["metadata"]["resourceVersion"]))
+        log.info("re-issued the conversion webhook's serving certificate for %s%s", ", ".join(hosts),
+                 " (new CA)" if current is None or desired.ca != current.ca else "")
+    return desired
 
 
 async def _create_secret(kube: Kube, cert: WebhookCert) -> None:
