@@ -4,12 +4,15 @@ process would be)."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from capd_py.api import gvk
+from capd_py.api.conversion import from_hub, to_hub
+from capd_py.kube.client import Kube
 
 # every served kind at the hub version, by (group, kind)
 KINDS = {(g.group, g.kind): g for g in vars(gvk).values() if isinstance(g, gvk.GVK) and g.version == gvk.VERSION}
@@ -57,4 +60,24 @@ def upstream_v1beta1(namespace: str, file: str = "e2e-bases.yaml") -> list[dict[
         if d and d["apiVersion"].endswith("cluster.x-k8s.io/v1beta1"):
             d["metadata"]["namespace"] = namespace
             out.append(d)
+    return out
+
+
+async def create_and_read_back(kube: Kube, objs: list[dict[str, Any]]
+                               ) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]:
+    """Create each v1beta1 object as written, then read it back as v1beta2 (what `to_hub` says, with the API
+    server's defaults) and as v1beta1 (what was written, through a round trip). Returns (written, hub, spoke)
+    per object for the caller's own checks."""
+    for obj in objs:
+        await kube.create(of(obj), copy.deepcopy(obj))
+    out = []
+    for obj in objs:
+        g, name = of(obj), obj["metadata"]["name"]
+        hub = await kube.get(at(g, "v1beta2"), obj["metadata"]["namespace"], name)
+        assert hub is not None and hub["apiVersion"].endswith("/v1beta2"), obj["kind"]
+        assert contains(hub.get("spec"), to_hub(obj).get("spec")), obj["kind"]
+        spoke = await kube.get(g, obj["metadata"]["namespace"], name)
+        assert spoke is not None and spoke["apiVersion"].endswith("/v1beta1"), obj["kind"]
+        assert contains(spoke.get("spec"), from_hub(to_hub(obj)).get("spec")), obj["kind"]
+        out.append((obj, hub, spoke))
     return out

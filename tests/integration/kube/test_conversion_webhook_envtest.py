@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 
 from capd_py.api import gvk
-from capd_py.api.conversion import DATA_ANNOTATION, from_hub, to_hub
+from capd_py.api.conversion import DATA_ANNOTATION, to_hub
 from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.conversion_webhook import (
     CONVERT_PATH,
@@ -30,7 +30,7 @@ from capd_py.kube.conversion_webhook import (
 )
 from capd_py.reconcile.certs import KeyPair
 from capd_py.reconcile.servingcert import new_serving_cert, new_webhook_ca
-from capd_py.testing.conversion import KINDS, WEBHOOK_PROCESS, at, contains, of, upstream_v1beta1
+from capd_py.testing.conversion import KINDS, WEBHOOK_PROCESS, at, create_and_read_back, of, upstream_v1beta1
 from capd_py.testing.envtest import EnvTest, free_port, started_with_crds
 
 pytestmark = pytest.mark.integration
@@ -113,25 +113,16 @@ async def test_upstream_v1beta1_manifests_apply_and_read_back_in_both_versions(c
     objs = upstream_v1beta1(ns, file)
     assert len(objs) == count
     started = time.monotonic()
-    for obj in objs:
-        await ckube.create(of(obj), copy.deepcopy(obj))
-    created = time.monotonic() - started
-    for obj in objs:
-        g = of(obj)
-        hub = await ckube.get(at(g, "v1beta2"), ns, obj["metadata"]["name"])
-        assert hub is not None and hub["apiVersion"].endswith("/v1beta2")
-        assert contains(hub.get("spec"), to_hub(obj).get("spec")), obj["kind"]
-        spoke = await ckube.get(g, ns, obj["metadata"]["name"])
-        assert spoke is not None
-        assert contains(spoke.get("spec"), from_hub(to_hub(obj)).get("spec")), obj["kind"]
+    for obj, hub, spoke in await create_and_read_back(ckube, objs):
         # what the API server added (defaults) converts back to the same v1beta2 object
         assert to_hub(spoke).get("spec") == hub.get("spec"), obj["kind"]
+    created = time.monotonic() - started
     # a LIST in v1beta1 converts every item in one review
     listed = await ckube.list(at(KINDS[("infrastructure.cluster.x-k8s.io", "DockerMachineTemplate")], "v1beta1"),
                               ns)
     assert sorted(o["metadata"]["name"] for o in listed) == sorted(
         o["metadata"]["name"] for o in objs if o["kind"] == "DockerMachineTemplate")
-    print(f"created {len(objs)} v1beta1 objects ({file}) through the webhook in {created:.2f}s")
+    print(f"created and read back {len(objs)} v1beta1 objects ({file}) through the webhook in {created:.2f}s")
 
 
 async def test_a_v1beta1_edit_keeps_what_only_v1beta2_can_say(ckube: Kube, ns: str) -> None:
