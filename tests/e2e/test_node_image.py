@@ -14,41 +14,12 @@ import uuid
 import pytest
 
 from capd_py.testing import kubeadm_by_hand
+from capd_py.testing.node_docker import run_node, sh, wait_for
 
 pytestmark = pytest.mark.e2e
 
 K8S_VERSION = os.environ.get("CAPD_PY_K8S_VERSION", "v1.34.4")
 IMAGE = f"capd-py/node:{K8S_VERSION}"
-
-
-def sh(*args: str, input_: str | None = None, check: bool = True, timeout: float = 300) -> str:
-    p = subprocess.run(args, input=input_, capture_output=True, text=True, timeout=timeout)
-    if check and p.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    return p.stdout
-
-
-def privilege_flags() -> list[str]:
-    mode = os.environ.get("CAPD_PY_PRIVILEGED_MODE") or sh("bash", "hack/privilege-mode.sh").strip()
-    if mode == "privileged":
-        return ["--privileged"]
-    return ["--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--security-opt", "seccomp=unconfined",
-            "--security-opt", "apparmor=unconfined", "--security-opt", "systempaths=unconfined",
-            "--device-cgroup-rule", "a *:* rwm"]
-
-
-def wait_for(fn, timeout: float, what: str, interval: float = 1.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-            if last:
-                return last
-        except AssertionError as e:  # keep the last error for the message
-            last = e
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last}")
 
 
 @pytest.fixture
@@ -62,9 +33,7 @@ def node() -> object:
 
 def test_single_node_kubeadm_init_ready_and_pod_running(node: str) -> None:
     t0 = time.monotonic()
-    sh("docker", "run", "-d", "-t", "--name", node, "--hostname", node, *privilege_flags(),
-       "--tmpfs", "/tmp", "--tmpfs", "/run", "-v", "/var", "-v", "/lib/modules:/lib/modules:ro",
-       "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--label", "io.x-k8s.capd-py.test=node-image", IMAGE)
+    run_node(node, IMAGE)
     wait_for(lambda: "Reached target" in sh("docker", "logs", node) and "Multi-User" in sh("docker", "logs", node),
              120, "systemd multi-user target")
     booted = time.monotonic() - t0
