@@ -50,8 +50,18 @@ def hierarchies(node: str) -> list[str]:
     return [line for line in out.splitlines() if line and not line.endswith("/unified")]
 
 
+def own_cgroup(node: str) -> str:
+    """The node's cgroup path as /proc/1/cgroup names it (docker's memory cgroup of the container; systemd
+    has moved itself into init.scope below it)."""
+    for line in sh("docker", "exec", node, "cat", "/proc/1/cgroup").split():
+        if line.split(":")[1].split(",").count("memory"):
+            return line.split(":", 2)[2].removesuffix("/init.scope")
+    raise AssertionError(f"{node}: no memory cgroup")
+
+
 def host_cgroups_named(*ids: str) -> list[str]:
-    return sh("docker", "run", "--rm", *privilege_flags(), "--entrypoint", "sh", IMAGE, "-c", FIND_CGROUPS, "sh", *ids).split()
+    return sh("docker", "run", "--rm", *privilege_flags(), "--entrypoint", "sh", IMAGE,
+              "-c", FIND_CGROUPS, "sh", *ids).split()
 
 
 def test_each_node_has_its_own_cgroup_in_every_hierarchy_and_gone_nodes_leave_none(names: list[str]) -> None:
@@ -76,12 +86,18 @@ def test_each_node_has_its_own_cgroup_in_every_hierarchy_and_gone_nodes_leave_no
               " ".join(f"ls {h};" for h in hierarchies(b)))
     assert MARKER not in seen, f"{b} sees {a}'s cgroups"
 
-    # the cgroups of a removed node go when the next node starts (docker removes only those it made)
+    # the cgroups of a removed node go when the next node starts (docker removes only those it made), and a
+    # live node keeps all of its own, including the path /proc/self/cgroup names (runc inside resolves it)
     for h in hs:
         sh("docker", "exec", a, "rmdir", f"{h}/{MARKER}")
+        sh("docker", "exec", b, "mkdir", f"{h}/{MARKER}")
     assert host_cgroups_named(id_a), "node a has no cgroup of its own anywhere"
+    b_before = sorted(host_cgroups_named(id_b, MARKER))
     sh("docker", "rm", "-f", "-v", a)
     run_node(c, IMAGE)
     wait_for(lambda: systemd_up(c), 60, f"systemd in {c}")
     assert host_cgroups_named(id_a) == [], "the removed node's cgroups were left behind"
-    assert host_cgroups_named(id_b), "a live node's cgroups were removed"
+    assert sorted(host_cgroups_named(id_b, MARKER)) == b_before, "a live node's cgroups were removed"
+    own = own_cgroup(b)
+    for h in hierarchies(b):
+        assert MARKER in sh("docker", "exec", b, "ls", f"{h}{own}"), f"{b}: {h}{own} lost its mount"
