@@ -51,11 +51,6 @@ asyncio.run(run(sys.argv[1], runtime=FakeRuntime(), webhook_refresh_seconds=floa
 """
 
 
-
-
-
-
-
 class Controllers:
     """`capd-py controllers` as a process: started, killed, started again."""
 

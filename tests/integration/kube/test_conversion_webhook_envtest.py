@@ -40,7 +40,6 @@ UPSTREAM = ROOT / "tests" / "fixtures" / "upstream"
 NAMESPACE = gvk.GVK("", "v1", "Namespace", "namespaces", namespaced=False)
 
 
-
 class Webhook:
     def __init__(self) -> None:
         self.port = free_port()
@@ -86,10 +85,6 @@ async def ns(ckube: Kube) -> str:
     name = f"conv-{int(time.time() * 1000) % 10**8}"
     await ckube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     return name
-
-
-
-
 
 
 async def test_the_webhook_answers_over_tls(webhook: Webhook, server: WebhookServer) -> None:
@@ -188,8 +183,6 @@ async def test_v1beta1_writes_pass_capd_pys_admission_rules(ckube: Kube, ns: str
         await ckube.merge_patch(of(dmt), ns, dmt["metadata"]["name"], {"spec": {"template": {"spec": {
             "customImage": "other:v1"}}}})
     assert e.value.invalid and "spec.template.spec is immutable" in e.value.message
-
-
 
 
 async def test_without_the_webhook_only_v1beta1_fails(conv_env: EnvTest, webhook: Webhook) -> None:
