@@ -3,6 +3,7 @@
 CLUSTER_NAME = "cluster.x-k8s.io/cluster-name"
 CONTROL_PLANE = "cluster.x-k8s.io/control-plane"
 CONTROL_PLANE_NAME = "cluster.x-k8s.io/control-plane-name"
+NODE_ROLE_CONTROL_PLANE = "node-role.kubernetes.io/control-plane"  # kubeadm's mark-control-plane phase
 DEPLOYMENT_NAME = "cluster.x-k8s.io/deployment-name"
 SET_NAME = "cluster.x-k8s.io/set-name"
 MACHINE_POOL_NAME = "cluster.x-k8s.io/pool-name"  # upstream MachinePoolNameLabel (MachinePool Machines)

@@ -34,6 +34,9 @@ class Settings:
     aggregate_seconds: float = 0.25
     # Poll interval while waiting on something we do not watch (workload nodes, containers).
     poll_seconds: float = 5.0
+    # Poll interval while waiting on a workload Node whose cluster's Node watch is in sync: a safety net,
+    # the watch's event comes first.
+    node_watch_poll_seconds: float = 10.0
     # The docker container these controllers run in, if any: `capd-py init --in-cluster` sets it to the pod's
     # node name (the management node container), which then joins every workload cluster's network.
     controllers_container: str = field(default_factory=lambda: os.environ.get("CAPD_PY_CONTROLLERS_CONTAINER", ""))

@@ -298,11 +298,13 @@ async def _patch_node(ctx: Ctx, ns: str, cluster_name: str, node_name: str, pid:
         wl = await ctx.workload.get(ns, cluster_name)
         if wl is None:
             return Result(requeue_after=ctx.settings.poll_seconds * 2) if cp_initialized else None
-        node = await wl.get(NODE, None, node_name)
+        watched = ctx.workload.nodes(ns, cluster_name)
+        node = watched.get(node_name) if watched is not None else await wl.get(NODE, None, node_name)
         if node is None:
             # bootstrap just finished: the kubelet registers its Node within a second or two, and the Machine
-            # (and so the Cluster's readiness) waits for the providerID set here
-            return Result(requeue_after=1)
+            # (and so the Cluster's readiness) waits for the providerID set here; the Node watch, when in
+            # sync, brings us back the moment it appears
+            return Result(requeue_after=1 if watched is None else ctx.settings.node_watch_poll_seconds)
         if contract.provider_id(node) != pid:
             if contract.provider_id(node):
                 log.warning("%s: node %s has providerID %s, expected %s", ns, node_name,
@@ -384,7 +386,17 @@ def _map_cluster_obj(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]
     return sorted(out)
 
 
+def _map_node(namespace: str, cluster: str, node: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    """A workload Node without its providerID brings back the DockerMachine whose container registered it."""
+    machines = {m["metadata"]["name"]: m for m in cache.list(MACHINE, namespace, labels={CLUSTER_NAME: cluster})}
+    out: list[tuple[str, str]] = []
+    for n in dmr.machines_awaiting_provider_id(cluster, list(machines.values()), node):
+        out.extend(_map_machine(machines[n], cache))
+    return out
+
+
 def controller() -> Controller:
     return Controller(gvk=DOCKER_MACHINE, reconcile=reconcile,
                       watches=[(MACHINE, _map_machine), (CLUSTER, _map_cluster_obj),
-                               (DOCKER_CLUSTER, _map_cluster_obj)])
+                               (DOCKER_CLUSTER, _map_cluster_obj)],
+                      node_watches=[_map_node])

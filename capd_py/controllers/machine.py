@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime as _dt
 from typing import Any
 
@@ -44,7 +45,13 @@ async def _workload(ctx: Ctx, ns: str, cluster: dict[str, Any] | None) -> Kube |
 
 
 async def _find_node(ctx: Ctx, wl: Kube, machine: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
-    """(reachable, node). Looks the node up by status.nodeRef.name, else by spec.providerID."""
+    """(reachable, node): from the cluster's Node watch when it is in sync, else from the API server, by
+    status.nodeRef.name, else by spec.providerID."""
+    ns, cn = machine["metadata"]["namespace"], contract.dig(machine, "spec", "clusterName") or ""
+    watched = ctx.workload.nodes(ns, cn)
+    if watched is not None:
+        found = rm.node_of_machine(watched.values(), machine)
+        return True, copy.deepcopy(found) if found is not None else None
     node_name = contract.dig(machine, "status", "nodeRef", "name")
     pid = contract.dig(machine, "spec", "providerID")
     try:
@@ -53,9 +60,7 @@ async def _find_node(ctx: Ctx, wl: Kube, machine: dict[str, Any]) -> tuple[bool,
             if node is not None:
                 return True, node
         if pid:
-            for n in await wl.list(NODE):
-                if contract.dig(n, "spec", "providerID") == pid:
-                    return True, n
+            return True, rm.node_of_machine(await wl.list(NODE), machine)
         return True, None
     except Exception as e:  # noqa: BLE001 - connection problems are reported as conditions
         ctx.log.debug("workload node lookup failed: %s", e)
@@ -133,7 +138,9 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     await kube.update_status(MACHINE, m, status)
 
     if status.get("phase") != rm.PHASE_RUNNING or not cond.is_true({"status": status}, cond.READY):
-        # Nodes are polled, not watched: once the infrastructure is up, the Node turning Ready is near
+        if ctx.workload.nodes(namespace, cn) is not None:
+            return Result(requeue_after=ctx.settings.node_watch_poll_seconds)  # the Node watch brings us back
+        # Nodes polled: once the infrastructure is up, the Node turning Ready is near
         return Result(requeue_after=min(2.0, ctx.settings.poll_seconds) if contract.dig(m, "spec", "providerID")
                       else ctx.settings.poll_seconds)
     wait = rm.available_requeue(m, status, now)
@@ -275,10 +282,16 @@ def _pool_to_machines(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str
             for m in cache.owned_by(MACHINE, obj["metadata"]["uid"])]
 
 
+def _node_to_machines(namespace: str, cluster: str, node: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    machines = cache.list(MACHINE, namespace, labels={CLUSTER_NAME: cluster})
+    return [(namespace, n) for n in rm.machines_of_node(machines, node)]
+
+
 def controller() -> Controller:
     return Controller(
         gvk=MACHINE,
         reconcile=reconcile,
         watches=[(KUBEADM_CONFIG, owner_mapper("Machine")), (DOCKER_MACHINE, owner_mapper("Machine")),
                  (MACHINE_POOL, _pool_to_machines)],
+        node_watches=[_node_to_machines],
     )

@@ -28,6 +28,8 @@ log = logging.getLogger("capd_py.manager")
 ReconcileFn = Callable[[Ctx, str, str], Awaitable[Result | None]]
 # A mapper turns an event on a watched object into (namespace, name) keys of the controller's kind.
 Mapper = Callable[[dict[str, Any], Reader], Iterable[tuple[str, str]]]
+# A node mapper does the same for a Node of a workload cluster: (namespace, cluster name, node, cache).
+NodeMapper = Callable[[str, str, dict[str, Any], Reader], Iterable[tuple[str, str]]]
 
 
 @dataclass
@@ -37,6 +39,8 @@ class Controller:
     watches: list[tuple[GVK, Mapper]] = field(default_factory=list)
     # a second controller of the same kind (the topology controller of Clusters) needs its own queue keys
     name: str = ""
+    # events on workload clusters' Nodes (kube/nodewatch.py) that concern this controller
+    node_watches: list[NodeMapper] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -88,6 +92,8 @@ class Manager:
             self.store.serve(g)
         self.queue = WorkQueue(self._handle, workers=ctx.settings.workers)
         ctx.extra["enqueue"] = self.queue.add
+        if any(c.node_watches for c in controllers):
+            ctx.workload.watch_nodes(self.dispatch_node)
         self._resync_task: asyncio.Task[None] | None = None
         self._resyncs = 0
 
@@ -117,6 +123,14 @@ class Manager:
                 if wgvk.kind != gvk.kind or wgvk.group != gvk.group:
                     continue
                 for ns, name in mapper(obj, self.store):
+                    self.queue.add((c.key, ns, name), after)
+
+    def dispatch_node(self, namespace: str, cluster: str, node: dict[str, Any], deleted: bool) -> None:
+        """A workload cluster's Node changed (or went): enqueue the keys the controllers map it to."""
+        for c in self.controllers.values():
+            after = self.ctx.settings.aggregate_seconds if c.key in AGGREGATING else 0.0
+            for mapper in c.node_watches:
+                for ns, name in mapper(namespace, cluster, node, self.store):
                     self.queue.add((c.key, ns, name), after)
 
     def watched(self) -> set[GVK]:
@@ -173,4 +187,5 @@ class Manager:
     async def stop(self) -> None:
         if self._resync_task:
             self._resync_task.cancel()
+        self.ctx.workload.stop_watches()
         await self.queue.stop()

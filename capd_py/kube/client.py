@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import json
 import tempfile
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import kubernetes.client
@@ -20,7 +20,7 @@ import yaml
 
 from capd_py.api.gvk import GVK
 from capd_py.api.labels import FIELD_MANAGER
-from capd_py.kube.transport import AioTransport
+from capd_py.kube.transport import AioTransport, StreamError
 
 LIST_PAGE = 500  # objects per LIST page, as client-go's pager
 
@@ -109,6 +109,25 @@ class Kube:
         if not 200 <= status <= 299:
             raise _error(status, reason, data)
         return json.loads(data) if data else {}
+
+    async def watch(self, gvk: GVK, namespace: str | None, resource_version: str,
+                    timeout_seconds: int = 300) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """(type, object) of each event after `resource_version` until the API server ends the stream
+        (after about `timeout_seconds`); an ERROR event (410 Gone: the version is too old) raises KubeError."""
+        if self._transport is None:
+            raise NotImplementedError("an in-memory fake cannot stream a watch")
+        query = [("watch", "1"), ("resourceVersion", resource_version), ("allowWatchBookmarks", "true"),
+                 ("timeoutSeconds", timeout_seconds)]
+        try:
+            async for line in self._transport.lines(gvk.path(namespace), query, timeout=timeout_seconds + 30):
+                ev = json.loads(line)
+                obj = ev.get("object") or {}
+                if ev.get("type") == "ERROR":
+                    raise KubeError(int(obj.get("code") or 500), str(obj.get("reason") or "Error"),
+                                    str(obj.get("message") or "watch error"), obj)
+                yield str(ev.get("type")), obj
+        except StreamError as e:
+            raise _error(e.status, e.reason, e.data) from None
 
     # -- typed helpers --------------------------------------------------------------------------
     async def get(self, gvk: GVK, namespace: str | None, name: str) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import aiohttp
@@ -23,6 +23,14 @@ import kubernetes.client
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_delay
 
 RETRY_429_SECONDS = 30.0
+
+
+class StreamError(Exception):
+    """A streamed request's non-2xx answer (the client turns it into its KubeError)."""
+
+    def __init__(self, status: int, reason: str, data: bytes):
+        super().__init__(f"{status} {reason}")
+        self.status, self.reason, self.data = status, reason, data
 
 
 def ssl_context(cfg: kubernetes.client.Configuration) -> ssl.SSLContext | bool:
@@ -91,6 +99,21 @@ class AioTransport:
             retry=retry_if_result(lambda a: a[0] == 429), wait=_wait_retry_after,
             stop=stop_after_delay(RETRY_429_SECONDS), retry_error_callback=_last)(once)
         return answer[0], answer[1], answer[2]
+
+    async def lines(self, path: str, query: Iterable[tuple[str, Any]] = (),
+                    timeout: float = 330) -> AsyncIterator[bytes]:
+        """The lines of one streamed GET (a watch), as they arrive; a non-2xx answer raises
+        `StreamError` with its status and body. `timeout` bounds the whole stream (the caller asks the API
+        server to end it sooner with timeoutSeconds)."""
+        params = [(k, _param(v)) for k, v in query]
+        async with self._session().get(self._host + path, params=params or None,
+                                       headers=self._headers(None, False),
+                                       timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=5)) as r:
+            if not 200 <= r.status <= 299:
+                raise StreamError(r.status, r.reason or "", await r.read())
+            async for line in r.content:
+                if line.strip():
+                    yield line
 
     def close(self) -> None:
         """Close every loop's connections, from synchronous code (WorkloadClients dropping a stale client,

@@ -1,7 +1,8 @@
 """Clients for workload clusters, built from the `<cluster>-kubeconfig` secret and cached until the
-secret changes (one client per cluster, as the conventions ask), and the remote connection probe of each
+secret changes (one client per cluster, as the conventions ask); the remote connection probe of each
 cluster (upstream's ClusterCache health check), cached for a short while so that a burst of reconciles
-does not wait on an unreachable API server again and again."""
+does not wait on an unreachable API server again and again; and, once a listener is set (the controllers'
+Manager), a watch of each cluster's Nodes (`nodewatch.py`) from the moment its kubeconfig exists."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import base64
 import re
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from capd_py.api.gvk import SECRET
 from capd_py.kube.client import Kube
+from capd_py.kube.nodewatch import Listener, NodeWatch
 
 PROBE_TIMEOUT = 5.0
 PROBE_MAX_AGE = 10.0   # upstream's ClusterCache probes every 10 s
@@ -47,6 +50,37 @@ class WorkloadClients:
         self._mgmt = management
         self._cache: dict[tuple[str, str], tuple[str, Kube]] = {}
         self._probes: dict[tuple[str, str], Probe] = {}
+        self._watches: dict[tuple[str, str], NodeWatch] = {}
+        self._listener: Listener | None = None
+
+    def watch_nodes(self, listener: Listener) -> None:
+        """From now on every workload client comes with a watch of its cluster's Nodes feeding `listener`."""
+        self._listener = listener
+
+    def nodes(self, namespace: str, cluster: str) -> dict[str, dict[str, Any]] | None:
+        """The cluster's Nodes by name as its watch last saw them; None unless the watch is in sync."""
+        w = self._watches.get((namespace, cluster))
+        return w.nodes if w is not None and w.synced else None
+
+    def _ensure_watch(self, key: tuple[str, str], client: Kube) -> None:
+        w = self._watches.get(key)
+        if self._listener is None or (w is not None and w.client is client and w.running):
+            return
+        if w is not None:
+            w.stop()
+        w = NodeWatch(key[0], key[1], client, self._listener, wanted=lambda: self._wanted(key, client))
+        self._watches[key] = w
+        w.start()
+
+    async def _wanted(self, key: tuple[str, str], client: Kube) -> bool:
+        """A failing watch goes on while its client is the cluster's current one and the kubeconfig exists."""
+        hit = self._cache.get(key)
+        if hit is None or hit[1] is not client:
+            return False
+        try:
+            return await self._mgmt.get(SECRET, key[0], f"{key[1]}-kubeconfig") is not None
+        except Exception:  # noqa: BLE001 - the management API hiccups: keep watching
+            return True
 
     async def get(self, namespace: str, cluster: str) -> Kube | None:
         """None while the kubeconfig secret does not exist yet (waiting is not an error)."""
@@ -56,12 +90,14 @@ class WorkloadClients:
         rv = sec["metadata"]["resourceVersion"]
         hit = self._cache.get((namespace, cluster))
         if hit and hit[0] == rv:
+            self._ensure_watch((namespace, cluster), hit[1])
             return hit[1]
         if hit:
             hit[1].close()
         client = Kube.from_kubeconfig_text(base64.b64decode(sec["data"]["value"]))
         self._cache[(namespace, cluster)] = (rv, client)
         self._probes.pop((namespace, cluster), None)  # a new kubeconfig (another address) is probed anew
+        self._ensure_watch((namespace, cluster), client)
         return client
 
     async def probe(self, namespace: str, cluster: str, max_age: float = PROBE_MAX_AGE,
@@ -87,8 +123,17 @@ class WorkloadClients:
         self._probes[key] = res
         return res
 
+    def stop_watches(self) -> None:
+        for w in self._watches.values():
+            w.stop()
+        self._watches.clear()
+        self._listener = None
+
     def forget(self, namespace: str, cluster: str) -> None:
         self._probes.pop((namespace, cluster), None)
+        w = self._watches.pop((namespace, cluster), None)
+        if w is not None:
+            w.stop()
         hit = self._cache.pop((namespace, cluster), None)
         if hit:
             hit[1].close()

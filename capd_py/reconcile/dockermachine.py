@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capd_py.api import conditions as cond
+from capd_py.api import contract
 from capd_py.api.containers import ContainerInfo, ContainerSpec, Mount
 from capd_py.api.labels import CONTAINER_MACHINE, CONTAINER_ROLE
 from capd_py.reconcile import coreutil
@@ -61,6 +62,15 @@ def container_name(cluster: str, machine: str) -> str:
 
 def provider_id(name: str) -> str:
     return f"docker:////{name}"
+
+
+def machines_awaiting_provider_id(cluster: str, machines: list[dict[str, Any]], node: dict[str, Any]) -> list[str]:
+    """Names of the Machines whose node container registered `node` and which still have to set its
+    spec.providerID (kubelet in a container sets none): the node is named after the container."""
+    if contract.provider_id(node):
+        return []
+    name = contract.dig(node, "metadata", "name")
+    return [m["metadata"]["name"] for m in machines if container_name(cluster, m["metadata"]["name"]) == name]
 
 
 def is_control_plane(machine: dict[str, Any] | None) -> bool:

@@ -9,6 +9,7 @@ InfrastructureReady, NodeReady, NodeHealthy, Ready, Available, Deleting.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,6 +157,28 @@ MANAGED_NODE_LABEL_DOMAINS = ("node-role.kubernetes.io", "node-restriction.kuber
 def _managed_label(key: str) -> bool:
     prefix = key.split("/", 1)[0] if "/" in key else ""
     return any(prefix == d or prefix.endswith("." + d) for d in MANAGED_NODE_LABEL_DOMAINS)
+
+
+def node_of_machine(nodes: Iterable[dict[str, Any]], machine: dict[str, Any]) -> dict[str, Any] | None:
+    """The machine's Node among a workload cluster's: the one status.nodeRef names, else the one carrying the
+    machine's spec.providerID (as the Machine controller finds it on the API server)."""
+    node_name = contract.dig(machine, "status", "nodeRef", "name")
+    pid = contract.provider_id(machine)
+    listed = list(nodes)
+    if node_name:
+        for n in listed:
+            if contract.dig(n, "metadata", "name") == node_name:
+                return n
+    if pid:
+        for n in listed:
+            if contract.provider_id(n) == pid:
+                return n
+    return None
+
+
+def machines_of_node(machines: Iterable[dict[str, Any]], node: dict[str, Any]) -> list[str]:
+    """Names of the Machines a workload Node's change concerns: those it is, or would be, found for."""
+    return [m["metadata"]["name"] for m in machines if node_of_machine([node], m) is not None]
 
 
 def node_metadata_patch(machine: dict[str, Any], node: dict[str, Any]) -> dict[str, Any] | None:

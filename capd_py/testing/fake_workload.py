@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from capd_py.api.gvk import SECRET
-from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_NAMESPACE, CONTAINER_ROLE
+from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_NAMESPACE, CONTAINER_ROLE, NODE_ROLE_CONTROL_PLANE
 from capd_py.api.versions import DEFAULT_VERSION, parse
 from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.etcd import EtcdClient
@@ -45,7 +45,7 @@ from capd_py.reconcile.dockermachine import provider_id
 from capd_py.reconcile.kcp.common import STATIC_PODS
 from capd_py.runtime.fake import FakeRuntime
 
-CONTROL_PLANE_ROLE_LABEL = "node-role.kubernetes.io/control-plane"
+CONTROL_PLANE_ROLE_LABEL = NODE_ROLE_CONTROL_PLANE
 KUBE_SYSTEM = "kube-system"
 # The CoreDNS image tag `kubeadm config images list` gives per Kubernetes minor (others: the v1.34 one).
 COREDNS_TAGS = {"v1.34": "v1.12.1", "v1.35": "v1.13.1"}

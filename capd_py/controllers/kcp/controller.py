@@ -30,6 +30,7 @@ from capd_py.kube.cache import Reader
 from capd_py.kube.client import Kube, KubeError
 from capd_py.reconcile import certs as certs_mod
 from capd_py.reconcile import kcp as rk
+from capd_py.reconcile.kcp import observe as rk_observe
 from capd_py.reconcile.kcp import status as kcp_status
 from capd_py.reconcile.kcp import workload_upgrade as wu
 from capd_py.reconcile.kubeadmconfig import cluster_infrastructure_provisioned
@@ -272,6 +273,11 @@ def _cluster_to_kcp(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]
     return []
 
 
+def _node_to_kcp(namespace: str, cluster: str, node: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    c = cache.get(CLUSTER, namespace, cluster)
+    return _cluster_to_kcp(c, cache) if c is not None and rk_observe.node_concerns_control_plane(node, c) else []
+
+
 def controller() -> Controller:
     watches: list[tuple[Any, Mapper]] = [(MACHINE, owner_mapper("KubeadmControlPlane")), (CLUSTER, _cluster_to_kcp)]
-    return Controller(gvk=KUBEADM_CONTROL_PLANE, reconcile=reconcile, watches=watches)
+    return Controller(gvk=KUBEADM_CONTROL_PLANE, reconcile=reconcile, watches=watches, node_watches=[_node_to_kcp])

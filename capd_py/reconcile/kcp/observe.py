@@ -7,7 +7,7 @@ import datetime as _dt
 from typing import Any
 
 from capd_py.api import conditions, contract
-from capd_py.api.labels import CONTROL_PLANE, DELETE_MACHINE_ANNOTATION
+from capd_py.api.labels import CONTROL_PLANE, DELETE_MACHINE_ANNOTATION, NODE_ROLE_CONTROL_PLANE
 from capd_py.reconcile.kcp.common import STATIC_PODS, MachineView, parse_time
 from capd_py.reconcile.kcp.rollout import outdated_reasons
 
@@ -30,6 +30,13 @@ def pod_ready(pod: dict[str, Any]) -> bool:
         return False
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in contract.dig(pod, "status", "conditions", default=[]) or [])
+
+
+def node_concerns_control_plane(node: dict[str, Any], cluster: dict[str, Any]) -> bool:
+    """Whether a workload Node's change can change the control plane's state: any Node while the control
+    plane is not initialized (the first one's registration ends the wait), control-plane Nodes after."""
+    return (not contract.control_plane_initialized(cluster)
+            or NODE_ROLE_CONTROL_PLANE in (contract.dig(node, "metadata", "labels") or {}))
 
 
 def node_ready(node: dict[str, Any]) -> bool:

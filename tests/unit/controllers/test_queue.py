@@ -13,6 +13,7 @@ from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.manager import Controller, Manager, ReconcileFn, owner_mapper
 from capd_py.controllers.queue import Key, Result, WorkQueue
 from capd_py.kube.cache import Store
+from capd_py.kube.workload import WorkloadClients
 
 pytestmark = pytest.mark.unit
 
@@ -124,7 +125,8 @@ async def test_manager_routes_events_through_the_store_and_resyncs_from_it() -> 
 
     ms_ctrl = Controller(gvk=MACHINE_SET, reconcile=rec("MachineSet"), watches=[(MACHINE, owner_mapper("MachineSet"))])
     m_ctrl = Controller(gvk=MACHINE, reconcile=rec("Machine"))
-    ctx = Ctx(kube=None, runtime=None, settings=Settings(workers=2), workload=None)  # type: ignore[arg-type]
+    ctx = Ctx(kube=None, runtime=None, settings=Settings(workers=2),  # type: ignore[arg-type]
+              workload=WorkloadClients(None))  # type: ignore[arg-type]
     mgr = Manager(ctx, [ms_ctrl, m_ctrl], store=Store())
     mgr.store.replace(MACHINE, [], "1")
     mgr.store.replace(MACHINE_SET, [], "1")

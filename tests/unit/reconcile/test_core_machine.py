@@ -360,3 +360,17 @@ def test_up_to_date() -> None:
     st = rm.compute_status(rm.Observed(machine=m, infra=infra(False), bootstrap=bootstrap(False), machine_set=ms,
                                        machine_deployment=md, now=NOW))
     assert conds_of(st)["UpToDate"]["status"] == "False"
+
+
+def test_node_of_machine_by_node_ref_then_provider_id() -> None:
+    nodes = [{"metadata": {"name": "n1"}, "spec": {"providerID": "docker:////n1"}},
+             {"metadata": {"name": "n2"}, "spec": {}}]
+    by_ref = {"metadata": {"name": "m"}, "spec": {}, "status": {"nodeRef": {"name": "n2"}}}
+    by_pid = {"metadata": {"name": "m"}, "spec": {"providerID": "docker:////n1"}}
+    stale_ref = {"metadata": {"name": "m"}, "spec": {"providerID": "docker:////n1"},
+                 "status": {"nodeRef": {"name": "gone"}}}
+    assert rm.node_of_machine(nodes, by_ref) is nodes[1]
+    assert rm.node_of_machine(nodes, by_pid) is nodes[0]
+    assert rm.node_of_machine(nodes, stale_ref) is nodes[0]
+    assert rm.node_of_machine(nodes, {"metadata": {"name": "m"}, "spec": {}}) is None
+    assert rm.machines_of_node([by_ref, by_pid, {"metadata": {"name": "x"}, "spec": {}}], nodes[0]) == ["m"]

@@ -170,3 +170,11 @@ def test_bootstrap_data_wait_is_quiet_only_right_after_the_control_plane_initial
     assert dmr.bootstrap_data_wait(waiting_cp, cluster("2026-01-01T00:00:06Z", "False"), now) is None
     # a DockerMachine that never reported waiting for the control plane (made after it was initialized)
     assert dmr.bootstrap_data_wait(_dm(), cluster("2026-01-01T00:00:06Z"), now) is None
+
+
+def test_machines_awaiting_provider_id_are_found_by_container_name() -> None:
+    machines = [{"metadata": {"name": "md-abc"}}, {"metadata": {"name": "c1-cp-x"}}]
+    assert dmr.machines_awaiting_provider_id("c1", machines, {"metadata": {"name": "c1-md-abc"}}) == ["md-abc"]
+    assert dmr.machines_awaiting_provider_id("c1", machines, {"metadata": {"name": "c1-cp-x"}}) == ["c1-cp-x"]
+    assert dmr.machines_awaiting_provider_id(
+        "c1", machines, {"metadata": {"name": "c1-md-abc"}, "spec": {"providerID": "docker:////c1-md-abc"}}) == []
