@@ -4,6 +4,7 @@ notes on KubeadmConfigs (spec.rollout.before.certificatesExpiryDays)."""
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,8 +45,12 @@ async def workload(ctx: Ctx, cluster: dict[str, Any]) -> Workload:
         return w
     try:
         # short timeouts: an unreachable workload API must not hold the KCP key for minutes
-        nodes = await w.kube.acall("GET", NODE.path(), timeout=WORKLOAD_TIMEOUT)
-        w.nodes = list(nodes.get("items") or [])
+        watched = ctx.workload.nodes(cluster["metadata"]["namespace"], cluster["metadata"]["name"])
+        if watched is not None:  # the cluster's Node watch is in sync: its copies, no request
+            w.nodes = copy.deepcopy(list(watched.values()))
+        else:
+            nodes = await w.kube.acall("GET", NODE.path(), timeout=WORKLOAD_TIMEOUT)
+            w.nodes = list(nodes.get("items") or [])
         pods = await w.kube.acall("GET", POD.path("kube-system"),
                                   query=[("labelSelector", CONTROL_PLANE_POD_SELECTOR)], timeout=WORKLOAD_TIMEOUT)
         w.pods = {p["metadata"]["name"]: p for p in pods.get("items") or []}
