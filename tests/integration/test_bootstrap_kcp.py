@@ -385,10 +385,11 @@ async def test_kcp_even_replicas_and_deletion(ctx: Ctx, kube: Kube, namespace: s
     assert await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp") is None
 
 
-class _EnvtestAsWorkload:
+class _EnvtestAsWorkload(WorkloadClients):
     """The envtest API server plays every workload cluster (nodes and static pods written by hand)."""
 
     def __init__(self, kube: Kube):
+        super().__init__(kube)
         self.kube = kube
 
     async def get(self, namespace: str, cluster: str) -> Kube:
