@@ -1,6 +1,8 @@
 """Where a cluster's creation time went, from the objects alone (as upstream's performance dashboard does):
 each object's creationTimestamp and each True condition's lastTransitionTime, relative to the Cluster's
-creationTimestamp. One-second resolution (the API server's timestamps).
+creationTimestamp. One-second resolution (the API server's timestamps). While the workload cluster answers,
+its Nodes (registered, Ready) and kube-system Pods (created, Ready) are in the timeline too: the gap between a
+Node's Ready and its Machine's NodeReady is the controllers' lag.
 
     .venv/bin/python bench/phases.py NAME [--namespace NS]     # a cluster of the management cluster
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import datetime as dt
 import sys
 from pathlib import Path
@@ -27,6 +30,9 @@ from capd_py.api.gvk import (  # noqa: E402
     MACHINE,
     MACHINE_DEPLOYMENT,
     MACHINE_SET,
+    NODE,
+    POD,
+    SECRET,
 )
 from capd_py.api.labels import CLUSTER_NAME  # noqa: E402
 from capd_py.cli import management as mgmt  # noqa: E402
@@ -47,6 +53,8 @@ STEPS = {
     "Machine": ("BootstrapConfigReady", "InfrastructureReady", "NodeHealthy", "NodeReady", "Ready", "Available"),
     "KubeadmConfig": ("DataSecretAvailable", "Ready"),
     "DockerMachine": ("ContainerProvisioned", "BootstrapExecSucceeded", "Ready"),
+    "Node": ("Ready",),
+    "Pod": ("Ready",),
 }
 
 
@@ -85,7 +93,22 @@ async def gather(kube: Kube, namespace: str, name: str) -> tuple[dict[str, Any],
     for g in KINDS:
         objs += [o for o in await kube.list(g, namespace)
                  if (o["metadata"].get("labels") or {}).get(CLUSTER_NAME) == name or o["metadata"]["name"] == name]
-    return cluster, objs
+    return cluster, objs + await _workload_objects(kube, namespace, name)
+
+
+async def _workload_objects(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The workload's Nodes and kube-system Pods; none when it does not answer (deleted, not up)."""
+    sec = await kube.get(SECRET, namespace, f"{name}-kubeconfig")
+    if not sec or "value" not in (sec.get("data") or {}):
+        return []
+    wl = Kube.from_kubeconfig_text(base64.b64decode(sec["data"]["value"]))
+    try:
+        async with asyncio.timeout(10):
+            return [*await wl.list(NODE), *await wl.list(POD, "kube-system")]
+    except Exception:  # noqa: BLE001 - an unreachable workload only leaves its part out
+        return []
+    finally:
+        wl.close()
 
 
 def render(rows: list[tuple[float, str, str]]) -> str:

@@ -250,6 +250,12 @@ class DockerRuntime:
         try:
             self.api.start(created["Id"])
         except docker.errors.APIError as e:
+            # never started, nothing to keep: left behind it would be retried with the same configuration
+            # (the static address another container took, say) instead of made again from a fresh one
+            try:
+                self.api.remove_container(created["Id"], v=True, force=True)
+            except docker.errors.APIError as gone:
+                log.warning("removing %s after its failed start: %s", spec.name, gone)
             raise RuntimeError_(f"start container {spec.name}: {e.explanation or e}") from e
         info = self.get_container(spec.name)
         if info is None:

@@ -151,9 +151,12 @@ class DockerInfra:
                 return replace(spec, ipv4="")  # a network someone else made: docker assigns addresses
             if await self.get_container(spec.name) is not None:
                 return spec  # adopted, not created: its address is what it has
-            on_net = await self.call(self.runtime.list_containers, None, spec.network)
             reserved = self._reserved.setdefault(spec.network, set())
-            taken = addresses.taken_addresses(on_net, spec.network) | reserved
+            # read before listing: a creation that ends while docker lists may be missing from the list and
+            # already have dropped its reservation (two nodes were given one address that way)
+            pending = set(reserved)
+            on_net = await self.call(self.runtime.list_containers, None, spec.network)
+            taken = addresses.taken_addresses(on_net, spec.network) | pending | reserved
             if spec.ipv4 and addresses.in_static_range(net, spec.ipv4) and spec.ipv4 not in taken:
                 ip: str | None = spec.ipv4
             else:
@@ -248,7 +251,8 @@ def create_or_adopt(runtime: ContainerRuntime, spec: ContainerSpec) -> Container
     try:
         return runtime.run_container(spec)
     except RuntimeError_ as e:
-        conflict = "already in use" in str(e) or "Conflict" in str(e)
+        # the name is taken ("...is already in use by container <id>"), not an address or a port
+        conflict = "in use by container" in str(e) or "Conflict" in str(e)
         got = _find(runtime, spec.name, ADOPT_WAIT_SECONDS if conflict else 0)
         if got is not None and all(got.labels.get(k) == v for k, v in spec.labels.items()):
             if not got.running:
