@@ -190,10 +190,27 @@ def _cmd_step(argv: tuple[str, ...], module: str) -> Step:
     return Step(argv, f"{module}: {desc.strip().splitlines()[0] if desc.strip() else desc}"[:200])
 
 
+# kubeadm (ControlPlaneKubeletLocalMode, on by default since v1.33) starts a joining control-plane node's kubelet
+# against that node's own API server, which only comes up tens of seconds later: the kubelet's informers are
+# in client-go's exponential backoff by then, and its pods (kube-proxy, the CNI: the node's Ready) wait up to
+# ~20 s more for the Service list ("services have not yet been read at least once"). Restarting it right
+# after the join lists at once. Best effort: a failure here is no reason to fail the bootstrap.
+KUBELET_KICK = ("/bin/sh", "-c", "if [ -f /etc/kubernetes/manifests/kube-apiserver.yaml ]; then "
+                "systemctl restart kubelet || true; fi")
+
+
+def _joins(argv: tuple[str, ...]) -> bool:
+    return any("kubeadm join" in a for a in argv) or (
+        len(argv) >= 2 and argv[0].rsplit("/", 1)[-1] == "kubeadm" and argv[1] == "join")
+
+
 def steps(cfg: CloudConfig) -> list[Step]:
     out = [_cmd_step(c, "bootcmd") for c in cfg.bootcmd]
     out += [_write_step(f) for f in cfg.write_files if not f.defer]
-    out += [_cmd_step(c, "runcmd") for c in cfg.runcmd]
+    for c in cfg.runcmd:
+        out.append(_cmd_step(c, "runcmd"))
+        if _joins(c):
+            out.append(Step(KUBELET_KICK, "capd-py: restart the kubelet of a joined control-plane node"))
     out += [_write_step(f) for f in cfg.write_files if f.defer]
     return out
 

@@ -91,7 +91,15 @@ def test_kubeadm_argv_form_gets_preflight_flag_once() -> None:
     steps = ci.to_steps("#cloud-config\nruncmd:\n- [kubeadm, join, --config, /x]\n"
                         "- kubeadm join --ignore-preflight-errors=all\n")
     assert steps[0].argv[:3] == ("kubeadm", "join", f"--ignore-preflight-errors={ci.IGNORE_PREFLIGHT}")
-    assert steps[1].argv[2].count("--ignore-preflight-errors") == 1
+    assert steps[2].argv[2].count("--ignore-preflight-errors") == 1
+
+
+def test_every_join_is_followed_by_the_control_plane_kubelet_restart() -> None:
+    steps = ci.to_steps("#cloud-config\nruncmd:\n- [kubeadm, join, --config, /x]\n- echo after\n"
+                        "- kubeadm init --config /y\n")
+    assert [s.argv == ci.KUBELET_KICK for s in steps] == [False, True, False, False]
+    # only where kubeadm put a local API server: a worker's kubelet talks to the load balancer, up all along
+    assert "/etc/kubernetes/manifests/kube-apiserver.yaml" in ci.KUBELET_KICK[2]
 
 
 @pytest.mark.parametrize("bad", [
