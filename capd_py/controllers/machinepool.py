@@ -5,6 +5,7 @@ the infrastructure pool, the bootstrap config and the Machines and waits for the
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from capd_py.api import conditions as cond
@@ -52,6 +53,9 @@ async def _workload_nodes(ctx: Ctx, ns: str, cluster: dict[str, Any] | None) -> 
         wl = await ctx.workload.get(ns, cluster["metadata"]["name"])
         if wl is None:
             return None, None
+        watched = ctx.workload.nodes(ns, cluster["metadata"]["name"])
+        if watched is not None:  # the cluster's Node watch is in sync: its copies, no request
+            return wl, copy.deepcopy(list(watched.values()))
         return wl, await wl.list(NODE)
     except Exception as e:  # noqa: BLE001 - an unreachable workload cluster only delays nodeRefs
         ctx.log.debug("machinepool: workload nodes of %s/%s: %s", ns, cluster["metadata"]["name"], e)
@@ -188,8 +192,13 @@ def _cluster_to_pools(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str
             for mp in cache.list(MACHINE_POOL, ns, labels={CLUSTER_NAME: obj["metadata"]["name"]})]
 
 
+def _node_to_pools(namespace: str, cluster: str, node: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    pools = cache.list(MACHINE_POOL, namespace, labels={CLUSTER_NAME: cluster})
+    return [(namespace, n) for n in rmp.pools_of_node(pools, node)]
+
+
 def controller() -> Controller:
     return Controller(gvk=MACHINE_POOL, reconcile=reconcile, watches=[
         (MACHINE, owner_mapper("MachinePool")), (DOCKER_MACHINE, _by_pool_label),
         (DOCKER_MACHINE_POOL, owner_mapper("MachinePool")), (KUBEADM_CONFIG, owner_mapper("MachinePool")),
-        (CLUSTER, _cluster_to_pools)])
+        (CLUSTER, _cluster_to_pools)], node_watches=[_node_to_pools])

@@ -256,6 +256,16 @@ def node_refs(provider_ids: list[str], nodes: list[dict[str, Any]], min_ready_se
     return out
 
 
+def pools_of_node(pools: list[dict[str, Any]], node: dict[str, Any]) -> list[str]:
+    """Names of the MachinePools a workload Node's change concerns: those listing its provider ID, or
+    referencing it by name (a retired Node to delete)."""
+    pid = contract.provider_id(node)
+    name = contract.dig(node, "metadata", "name")
+    return [mp["metadata"]["name"] for mp in pools
+            if (pid and pid in (contract.dig(mp, "spec", "providerIDList") or []))
+            or any(r.get("name") == name for r in contract.dig(mp, "status", "nodeRefs", default=[]) or [])]
+
+
 def retired_nodes(mp: dict[str, Any], nodes: list[dict[str, Any]]) -> list[str]:
     """upstream deleteRetiredNodes: Nodes the MachinePool references whose provider ID left spec.providerIDList."""
     ids = set(contract.dig(mp, "spec", "providerIDList") or [])

@@ -10,7 +10,7 @@ import pytest
 
 from capd_py.api import gvk
 from capd_py.api.labels import CLUSTER_NAME, NODE_ROLE_CONTROL_PLANE
-from capd_py.controllers import dockermachine, machine
+from capd_py.controllers import dockermachine, machine, machinepool
 from capd_py.controllers import kubeadmcontrolplane as kcp
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.manager import Controller, Manager
@@ -51,12 +51,22 @@ def _cluster(initialized: bool) -> dict[str, Any]:
             "status": {"initialization": {"controlPlaneInitialized": initialized}}}
 
 
+def _pool(name: str, ids: list[str], refs: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": "1", "labels": {CLUSTER_NAME: "c1"}},
+            "spec": {"clusterName": "c1", "providerIDList": ids},
+            "status": {"nodeRefs": [{"name": r} for r in refs]}}
+
+
+KINDS = {"Machine": gvk.MACHINE, "Cluster": gvk.CLUSTER, "MachinePool": gvk.MACHINE_POOL}
+
+
 def _store(*objs: dict[str, Any]) -> Store:
     s = Store()
-    for g in (gvk.MACHINE, gvk.CLUSTER):
+    for g in KINDS.values():
         s.serve(g)
     for o in objs:
-        s.observe(gvk.MACHINE if o["kind"] == "Machine" else gvk.CLUSTER, o)
+        s.observe(KINDS[o["kind"]], o)
     return s
 
 
@@ -87,6 +97,14 @@ def test_control_plane_hears_every_node_until_initialized_then_control_plane_nod
     assert _keys(c, _node("w1"), _store(_cluster(True))) == set()
     assert _keys(c, _node("cp1", cp=True), _store(_cluster(True))) == {("ns", "c1-cp")}
     assert _keys(c, _node("cp1", cp=True), _store()) == set()  # no Cluster in the cache
+
+
+def test_machine_pool_hears_the_nodes_of_its_provider_ids_and_node_refs() -> None:
+    s = _store(_pool("mp1", ["docker:////c1-a"]), _pool("mp2", ["docker:////c1-b"], refs=["c1-old"]))
+    c = machinepool.controller()
+    assert _keys(c, _node("c1-a", pid="docker:////c1-a"), s) == {("ns", "mp1")}
+    assert _keys(c, _node("c1-old", pid="docker:////c1-old"), s) == {("ns", "mp2")}  # retired: to delete
+    assert _keys(c, _node("c1-x", pid="docker:////c1-x"), s) == set()
 
 
 async def test_manager_enqueues_node_events_and_registers_its_listener() -> None:
