@@ -120,8 +120,17 @@ class WorkloadClients:
             res = Probe(True, "", time.monotonic())
         except Exception as e:  # noqa: BLE001 - an unreachable API server is a state to report
             res = Probe(False, unreachable(_server(wl), e, timeout), time.monotonic())
+            self._restart_watch(key, wl)
         self._probes[key] = res
         return res
+
+    def _restart_watch(self, key: tuple[str, str], client: Kube) -> None:
+        """An unreachable API server: the watch's connection may hang silently (a partitioned network drops,
+        it does not refuse), and its Nodes would pass for current; a new watch is out of sync until it lists."""
+        w = self._watches.pop(key, None)
+        if w is not None:
+            w.stop()
+            self._ensure_watch(key, client)
 
     def stop_watches(self) -> None:
         for w in self._watches.values():

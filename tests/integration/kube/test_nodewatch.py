@@ -1,7 +1,8 @@
 """The workload Node watch against a real kube-apiserver (envtest standing in for a workload cluster): every
 add, change and deletion reaches the listener and the mirrored `nodes`; an API server that does not answer
 leaves it unsynced and retrying, and a cluster whose kubeconfig is gone ends it; WorkloadClients starts one
-watch per cluster with its client once a listener is set, and `forget` stops it."""
+watch per cluster with its client once a listener is set, starts it anew when the cluster's probe fails, and
+`forget` stops it."""
 
 from __future__ import annotations
 
@@ -106,6 +107,12 @@ async def test_workload_clients_watch_each_cluster_until_forgotten(envtest: EnvT
         assert name in (wl.nodes(namespace, "c1") or {})
         assert (namespace, "c1", name, False) in seen
         assert await wl.get(namespace, "c1") is client and len(wl._watches) == 1  # one watch per cluster
+        # a failed probe (a partitioned network hangs a watch silently): a new watch, out of sync until it lists
+        w = wl._watches[(namespace, "c1")]
+        probe = await wl.probe(namespace, "c1", max_age=0, timeout=1e-6)
+        assert probe is not None and not probe.ok
+        assert not w.running and wl.nodes(namespace, "c1") is None
+        await _until(lambda: wl.nodes(namespace, "c1") is not None)
         w = wl._watches[(namespace, "c1")]
         wl.forget(namespace, "c1")
         assert not w.running and wl.nodes(namespace, "c1") is None
