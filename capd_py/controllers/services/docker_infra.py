@@ -54,6 +54,9 @@ class DockerInfra:
         self.controllers_container = controllers_container
         self._inflight: dict[str, asyncio.Future[ContainerInfo]] = {}
         self._lb_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        # the configuration this process last had each load balancer reload: one on disk may never have been
+        # loaded (a controller killed between the write and the SIGHUP)
+        self._lb_loaded: dict[tuple[str, str], bytes] = {}
         # static addresses handed out to creations still in flight, per network (docker only knows them once
         # the container exists); allocation is serialised per network
         self._reserved: dict[str, set[str]] = {}
@@ -221,7 +224,9 @@ class DockerInfra:
                     back = await self.call(self.runtime.read_file, name, haproxy.CONFIG_PATH)
                     if back != cfg:
                         return dcr.LBState(False, dcr.R_NOT_AVAILABLE, "load balancer configuration did not stick")
+                if cur != cfg or self._lb_loaded.get((namespace, cluster)) != cfg:
                     await self.call(self.runtime.kill, name, "SIGHUP")
+                    self._lb_loaded[(namespace, cluster)] = cfg
                     log.info("%s/%s: load balancer reloaded with %d backend(s)", namespace, cluster,
                              cfg.count(b"\n  server "))
             except RuntimeError_ as e:
@@ -231,6 +236,7 @@ class DockerInfra:
     def forget_cluster(self, namespace: str, cluster: str) -> None:
         """The cluster's infrastructure is gone: drop its lock."""
         self._lb_locks.pop((namespace, cluster), None)
+        self._lb_loaded.pop((namespace, cluster), None)
 
 
 def deleting_machines(machines: Iterable[dict[str, Any]], docker_machines: Iterable[dict[str, Any]]) -> set[str]:

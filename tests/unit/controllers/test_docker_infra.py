@@ -93,6 +93,13 @@ async def test_sync_lb_writes_backends_once_and_drains_deleting_machines() -> No
     assert "weight 0" in rt.files("c1-lb")[haproxy.CONFIG_PATH].decode()
     infra.forget_cluster("ns", "c1")
 
+    # a controller killed between writing the configuration and the SIGHUP: the file is right, haproxy never
+    # loaded it; the next process reloads once, then leaves it alone
+    restarted = DockerInfra(rt)
+    assert (await restarted.sync_lb("ns", "c1", "net", {"m2"})).ok
+    assert rt.signals("c1-lb") == ["SIGHUP"] * 3
+    assert (await restarted.sync_lb("ns", "c1", "net", {"m2"})).ok and rt.signals("c1-lb") == ["SIGHUP"] * 3
+
 
 async def test_remove_network_if_ours_leaves_foreign_networks() -> None:
     rt = FakeRuntime()
