@@ -24,6 +24,7 @@ from common import machine, table, wait_until  # noqa: E402
 from capd_py.api.labels import CONTAINER_CLUSTER  # noqa: E402
 from capd_py.api.versions import DEFAULT_VERSION  # noqa: E402
 from capd_py.reconcile import dockermachine as dmr  # noqa: E402
+from capd_py.runtime import networks
 from capd_py.runtime.docker_runtime import DockerRuntime  # noqa: E402
 from capd_py.testing import kubeadm_by_hand  # noqa: E402
 
@@ -37,7 +38,7 @@ async def measure(version: str = DEFAULT_VERSION) -> list[tuple[str, float]]:
     ns, cluster = "bench-limit", f"limit-{suffix}"
     image = f"{os.environ.get('CAPD_PY_NODE_IMAGE_REPO', 'capd-py/node')}:{version}"
     network = f"capd-limit-{suffix}"
-    rt.ensure_network(network, {"io.x-k8s.capd-py.bench": "limit"})
+    networks.ensure_network(rt, network, {"io.x-k8s.capd-py.bench": "limit"})
     phases: list[tuple[str, float]] = []
     try:
         mode = node_boot.privilege_mode()

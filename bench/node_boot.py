@@ -25,6 +25,7 @@ from common import machine, table, wait_until  # noqa: E402
 from capd_py.api.labels import CONTAINER_CLUSTER  # noqa: E402
 from capd_py.api.versions import DEFAULT_VERSION  # noqa: E402
 from capd_py.reconcile import dockermachine as dmr  # noqa: E402
+from capd_py.runtime import networks
 from capd_py.runtime.docker_runtime import DockerRuntime  # noqa: E402
 from capd_py.runtime.protocol import ContainerRuntime  # noqa: E402
 
@@ -92,7 +93,7 @@ async def measure_once(version: str = DEFAULT_VERSION) -> list[tuple[str, float]
     cluster = f"boot-{suffix}"
     image = f"{os.environ.get('CAPD_PY_NODE_IMAGE_REPO', 'capd-py/node')}:{version}"
     network = f"capd-boot-{suffix}"
-    rt.ensure_network(network, {"io.x-k8s.capd-py.bench": "node-boot"})
+    networks.ensure_network(rt, network, {"io.x-k8s.capd-py.bench": "node-boot"})
     try:
         spec = dmr.node_spec("bench-boot", cluster, "n", {"spec": {}}, image, network, False, privilege_mode())
         t0 = time.monotonic()

@@ -71,6 +71,8 @@ class NetworkInfo:
     # the sub-range the engine assigns dynamic addresses from; set only on networks made for static
     # addresses (the rest of the subnet is handed out by capd-py, see capd_py/reconcile/addresses.py)
     ip_range: str = ""
+    # every subnet of the network, IPv6 ones included (`subnet` is the IPv4 one, if any)
+    subnets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,9 @@ from capd_py.api.labels import CONTAINER_MANAGED, CONTAINER_ROLE
 from capd_py.cli.kubeconfig import rewrite_server, write_private
 from capd_py.cli.steps import Steps
 from capd_py.cli.waiting import poll
-from capd_py.reconcile import addresses
+from capd_py.reconcile import addresses, subnets
 from capd_py.reconcile.dockercluster import ROLE_MANAGEMENT
+from capd_py.runtime import networks
 from capd_py.runtime.protocol import (
     ContainerInfo,
     ContainerRuntime,
@@ -37,8 +38,8 @@ from capd_py.runtime.protocol import (
 MANAGEMENT_LABEL = "io.x-k8s.capd-py.management"
 DEFAULT_NAME = "capd-mgmt"
 DEFAULT_NODE_IMAGE = "capd-py/node:v1.34.4"
-POD_SUBNET = "10.244.0.0/16"
-SERVICE_SUBNET = "10.96.0.0/12"
+POD_SUBNET = subnets.MANAGEMENT_POD_CIDR
+SERVICE_SUBNET = subnets.MANAGEMENT_SERVICE_CIDR
 API_PORT = 6443
 # Must match the node image's containerd (runc SystemdCgroup = true in images/node); kubelet and runc
 # disagreeing makes every pod sandbox fail. systemd works on cgroup v1 hosts too.
@@ -190,7 +191,13 @@ class ManagementCluster:
         with st.step(f"Ensuring node image ({self.image}) 🖼"):
             pass
         with st.step("Preparing nodes 📦"):
-            net = self.rt.ensure_network(self.network, {CONTAINER_MANAGED: "true"})
+            try:
+                net = networks.ensure_network(self.rt, self.network, {CONTAINER_MANAGED: "true"},
+                                              subnets.parse_pool(os.environ.get("CAPD_PY_NETWORK_POOL")
+                                                                 or subnets.DEFAULT_POOL),
+                                              subnets.management_cidrs((POD_SUBNET, SERVICE_SUBNET)))
+            except (ValueError, RuntimeError_) as e:
+                raise ManagementError(str(e)) from e
             # a static address (and the pinned host port the runtime gives a port asked for as 0): the API
             # server's certificate, etcd and the kubeconfig stay valid after the node is stopped and started
             taken = addresses.taken_addresses(self.rt.list_containers(None, self.network), self.network)

@@ -12,6 +12,7 @@ from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.kube.client import Kube
 from capd_py.kube.etcd import EtcdClients, ExecEtcdClients
 from capd_py.kube.probe import CertProbe, TLSProbe
+from capd_py.reconcile import subnets
 from capd_py.runtime.protocol import ContainerRuntime
 
 if TYPE_CHECKING:
@@ -40,6 +41,15 @@ class Settings:
     # The docker container these controllers run in, if any: `capd-py init --in-cluster` sets it to the pod's
     # node name (the management node container), which then joins every workload cluster's network.
     controllers_container: str = field(default_factory=lambda: os.environ.get("CAPD_PY_CONTROLLERS_CONTAINER", ""))
+    # where workload networks' subnets come from (`BASE/PREFIX:SIZE,...`, capd_py/reconcile/subnets.py); a bad
+    # value stops the controllers at start with a message naming it
+    network_pool: tuple[subnets.PoolRange, ...] = field(default_factory=lambda: subnets.parse_pool(
+        os.environ.get("CAPD_PY_NETWORK_POOL") or subnets.DEFAULT_POOL))
+    # the management cluster's pod and service CIDRs (no workload network may take them: in-cluster controllers
+    # reach workload clusters from a pod) and its docker network (`capd-py init`'s, CAPD_PY_NETWORK)
+    management_cidrs: tuple[str, ...] = field(default_factory=lambda: subnets.parse_cidrs(
+        os.environ.get("CAPD_PY_MANAGEMENT_CIDRS") or subnets.DEFAULT_MANAGEMENT_CIDRS, "CAPD_PY_MANAGEMENT_CIDRS"))
+    management_network: str = field(default_factory=lambda: os.environ.get("CAPD_PY_NETWORK", "capd-py"))
 
 
 @dataclass
@@ -63,7 +73,7 @@ class Ctx:
     def infra(self) -> DockerInfra:
         """The one Docker infrastructure service of this context (in-flight creations, LB locks)."""
         if self._infra is None:
-            self._infra = DockerInfra(self.runtime, self.settings.controllers_container)
+            self._infra = DockerInfra(self.runtime, self.settings.controllers_container, self.settings.network_pool)
         return self._infra
 
     @infra.setter

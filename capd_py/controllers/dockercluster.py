@@ -29,7 +29,9 @@ from capd_py.controllers.services.docker_infra import deleting_machines
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
 from capd_py.reconcile import dockercluster as dcr
+from capd_py.reconcile import subnets
 from capd_py.reconcile.coreutil import is_deleting
+from capd_py.runtime.networks import NoFreeSubnet
 from capd_py.runtime.protocol import RuntimeError_
 
 log = logging.getLogger("capd_py.dockercluster")
@@ -72,11 +74,24 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     labels = ({dcr.CONTAINER_MANAGED: "true"} if dcr.network_is_shared(dc)
               else dcr.cluster_labels(namespace, cluster_name))
     try:
-        net = await ctx.infra.ensure_network(network, labels)
-        await ctx.infra.connect_controllers(network)  # in-cluster controllers must reach the cluster's API
+        net = await ctx.infra.ensure_network(network, labels,
+                                             dcr.network_avoid(cluster, ctx.settings.management_cidrs))
+        clash = dcr.network_clash(net, cluster)
+        if clash is None:
+            await ctx.infra.connect_controllers(network)  # in-cluster controllers must reach the cluster's API
+        overlap = subnets.cluster_overlap(cluster, await ctx.infra.outside_ranges(ctx.settings.management_network))
+    except NoFreeSubnet as e:
+        await _fail(ctx, dc, dcr.LBState(False, dcr.R_NETWORK_OVERLAP, str(e)))
+        return Result(requeue_after=30)
     except RuntimeError_ as e:
         await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, f"docker network {network}: {e}"))
         return Result(requeue_after=10)
+    if clash:
+        await _fail(ctx, dc, dcr.LBState(False, dcr.R_NETWORK_OVERLAP, clash), overlap=overlap)
+        return Result(requeue_after=30)
+    news = dcr.overlap_news(dc, overlap)
+    if news:
+        await events.record(ctx.kube, dc, dcr.CLUSTER_NETWORK_OVERLAP, news)
 
     image = dcr.lb_image(dc, ctx.settings.haproxy_image)
     lb_name = dcr.lb_container_name(cluster_name)
@@ -124,20 +139,21 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         patch.setdefault("metadata", {})["resourceVersion"] = dc["metadata"]["resourceVersion"]
         dc = await ctx.kube.merge_patch(DOCKER_CLUSTER, namespace, name, patch)
     has_ep = contract.control_plane_endpoint(dc) is not None
-    await write_status(ctx.kube, DOCKER_CLUSTER, dc, dcr.status(dc, state, has_ep))
+    await write_status(ctx.kube, DOCKER_CLUSTER, dc, dcr.status(dc, state, has_ep, overlap=overlap))
     if not state.ok or not has_ep:
         return Result(requeue_after=2)
     return None
 
 
-async def _fail(ctx: Ctx, dc: dict[str, Any], state: dcr.LBState, event: bool = True) -> None:
+async def _fail(ctx: Ctx, dc: dict[str, Any], state: dcr.LBState, event: bool = True,
+                overlap: subnets.Overlap | None = None) -> None:
     prev = next((c for c in (dc.get("status") or {}).get("conditions") or []
                  if c.get("type") == dcr.LOAD_BALANCER_AVAILABLE), None)
     if event and (prev is None or prev.get("reason") != state.reason):
         await events.record(ctx.kube, dc, state.reason, state.message)
     log.warning("%s/%s: %s", dc["metadata"].get("namespace"), dc["metadata"]["name"], state.message)
     await write_status(ctx.kube, DOCKER_CLUSTER, dc,
-                       dcr.status(dc, state, contract.control_plane_endpoint(dc) is not None))
+                       dcr.status(dc, state, contract.control_plane_endpoint(dc) is not None, overlap=overlap))
 
 
 async def _delete(ctx: Ctx, dc: dict[str, Any], cluster_name: str | None) -> Result | None:

@@ -11,6 +11,7 @@ NETWORK_ANNOTATION naming a (shared) network, which is then created if missing a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +26,12 @@ from capd_py.api.labels import (
     LB_HOST_PORT_ANNOTATION,
     NETWORK_ANNOTATION,
 )
-from capd_py.reconcile import addresses, haproxy
+from capd_py.reconcile import addresses, haproxy, subnets
 
 LOAD_BALANCER_AVAILABLE = "LoadBalancerAvailable"
+# True when the Cluster's pod/service CIDRs overlap the management cluster's network or a host route (capd-py's
+# own; upstream CAPD puts every cluster on one `kind` network and checks nothing)
+CLUSTER_NETWORK_OVERLAP = "ClusterNetworkOverlap"
 ROLE_LB = "load-balancer"
 ROLE_CONTROL_PLANE = "control-plane"
 ROLE_WORKER = "worker"
@@ -43,6 +47,8 @@ R_READY, R_NOT_READY = "Ready", "NotReady"
 R_PAUSED, R_NOT_PAUSED = "Paused", "NotPaused"
 R_WAITING_MACHINES = "WaitingForMachineContainersDeletion"
 R_ENDPOINT_CHANGED = "EndpointChanged"
+R_NETWORK_OVERLAP = "NetworkOverlap"    # the cluster's docker network overlaps (or would) its own CIDRs
+R_OVERLAP, R_NO_OVERLAP = "Overlap", "NoOverlap"
 
 __all__ = ["LB_HOST_PORT_ANNOTATION", "NETWORK_ANNOTATION"]
 
@@ -54,6 +60,34 @@ def network_name(namespace: str, cluster: str, dc: dict[str, Any] | None = None)
 
 def network_is_shared(dc: dict[str, Any] | None) -> bool:
     return bool((((dc or {}).get("metadata") or {}).get("annotations") or {}).get(NETWORK_ANNOTATION))
+
+
+def network_avoid(cluster: dict[str, Any] | None, management_cidrs: Iterable[str]) -> list[subnets.Taken]:
+    """What the cluster's docker network must not overlap besides other networks and host routes: the
+    Cluster's own pod and service CIDRs (a node network inside them routes nodes' and the load balancer's
+    addresses into pods) and the management cluster's."""
+    return [*subnets.cluster_cidrs(cluster), *subnets.management_cidrs(management_cidrs)]
+
+
+def network_clash(net: NetworkInfo, cluster: dict[str, Any] | None) -> str | None:
+    """Why an existing network (named by the user, or made before capd-py chose subnets) cannot carry the
+    cluster: it overlaps the Cluster's own CIDRs. None when it can."""
+    mine = subnets.cluster_cidrs(cluster)
+    hits = [(s, t) for s in (net.subnets or (net.subnet,)) if s for t in subnets.overlapping(s, mine)]
+    if not hits:
+        return None
+    what = "; ".join(f"its subnet {s} overlaps {t}" for s, t in hits)
+    return (f"docker network {net.name}: {what}: nodes and the load balancer would be routed into pods; "
+            "change spec.clusterNetwork or remove the network")
+
+
+def overlap_news(dc: dict[str, Any], overlap: subnets.Overlap) -> str | None:
+    """The message of a Warning event when the overlap is new or changed (the condition says it for as long as
+    it lasts; the event tells whoever watches events)."""
+    prev = cond.get(dc, CLUSTER_NETWORK_OVERLAP) or {}
+    if overlap.any and (prev.get("status") != cond.TRUE or prev.get("message") != overlap.message()):
+        return overlap.message()
+    return None
 
 
 def lb_container_name(cluster: str) -> str:
@@ -181,11 +215,17 @@ class LBState:
     message: str = ""
 
 
-def status(dc: dict[str, Any], lb: LBState, has_endpoint: bool, paused: bool = False) -> dict[str, Any]:
-    """The whole status to write. provisioned never flips back once true (contract)."""
+def status(dc: dict[str, Any], lb: LBState, has_endpoint: bool, paused: bool = False,
+           overlap: subnets.Overlap | None = None) -> dict[str, Any]:
+    """The whole status to write. provisioned never flips back once true (contract). `overlap` None: the
+    ClusterNetworkOverlap condition is left as it is (not looked at in this pass)."""
     st = dict(dc.get("status") or {})
     gen = (dc.get("metadata") or {}).get("generation")
     conds = st.get("conditions")
+    if overlap is not None:
+        conds = cond.set_condition(conds, CLUSTER_NETWORK_OVERLAP, overlap.any,
+                                   R_OVERLAP if overlap.any else R_NO_OVERLAP, overlap.message(),
+                                   observed_generation=gen)
     conds = cond.set_condition(conds, cond.PAUSED, paused, R_PAUSED if paused else R_NOT_PAUSED,
                                observed_generation=gen)
     conds = cond.set_condition(conds, LOAD_BALANCER_AVAILABLE, lb.ok, lb.reason, lb.message, observed_generation=gen)

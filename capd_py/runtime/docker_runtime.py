@@ -8,9 +8,9 @@ modes:
   device cgroup rule allowing all devices, for sandboxes where `--privileged` is refused.
 Nothing is ever pulled: a missing image is reported, not fetched.
 
-Addresses that survive restarts: networks are made with an explicit subnet (the one docker would have
-picked) whose upper half is docker's dynamic range, so containers can be created with a static address
-in the lower half (capd_py/reconcile/addresses.py); a published port asked for as 0 is pinned to a
+Addresses that survive restarts: networks are made with an explicit subnet (capd-py chooses it, see
+capd_py/runtime/networks.py) whose upper half is docker's dynamic range, so containers can be created with a
+static address in the lower half (capd_py/reconcile/addresses.py); a published port asked for as 0 is pinned to a
 concrete free port at creation, so docker does not choose another one at the next start.
 """
 
@@ -32,12 +32,14 @@ from docker.types import Mount as DockerMount
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from capd_py.reconcile import addresses
+from capd_py.runtime import hostroutes
 from capd_py.runtime.protocol import (
     ContainerInfo,
     ContainerSpec,
     ExecResult,
     NetworkInfo,
     RuntimeError_,
+    SubnetTaken,
 )
 
 log = logging.getLogger("capd_py.runtime.docker")
@@ -362,12 +364,14 @@ class DockerRuntime:
     @staticmethod
     def _net(attrs: dict[str, Any]) -> NetworkInfo:
         subnet = gateway = ip_range = ""
-        for c in (attrs.get("IPAM") or {}).get("Config") or []:
+        configs = (attrs.get("IPAM") or {}).get("Config") or []
+        for c in configs:
             if ":" not in (c.get("Subnet") or ""):  # prefer IPv4
                 subnet, gateway, ip_range = c.get("Subnet", ""), c.get("Gateway", ""), c.get("IPRange", "")
                 break
         return NetworkInfo(name=attrs.get("Name", ""), id=attrs.get("Id", ""), subnet=subnet, gateway=gateway,
-                           labels=dict(attrs.get("Labels") or {}), ip_range=ip_range or "")
+                           labels=dict(attrs.get("Labels") or {}), ip_range=ip_range or "",
+                           subnets=tuple(c["Subnet"] for c in configs if c.get("Subnet")))
 
     def get_network(self, name: str) -> NetworkInfo | None:
         try:
@@ -379,40 +383,47 @@ class DockerRuntime:
                 return self._net(self.api.inspect_network(n["Id"]))
         return None
 
-    def ensure_network(self, name: str, labels: dict[str, str]) -> NetworkInfo:
-        """The network `name`, created for static addresses when missing: docker picks a free subnet (it
-        knows every network's and the host's routes), then the network is made again with that subnet
-        given explicitly and its upper half as the dynamic range. A network that exists is used as it is."""
+    def create_network(self, name: str, labels: dict[str, str], subnet: str) -> NetworkInfo:
+        """The network `name` (used as it is when it exists), else made with `subnet`, its upper half docker's
+        dynamic range (the lower half takes static addresses) and its first host address the gateway."""
         got = self.get_network(name)
         if got:
             return got
+        # the gateway given explicitly: without it docker puts the bridge on the first address of the dynamic
+        # range, leaving the first host address to be handed out as if it were free
+        pool = IPAMPool(subnet=subnet, iprange=addresses.dynamic_range(subnet), gateway=addresses.first_host(subnet))
         options = {"com.docker.network.bridge.enable_ip_masquerade": "true"}
-        for attempt in range(3):
-            probe = f"{name}-subnet-probe"
-            try:
-                self.api.create_network(probe, driver="bridge", labels=dict(labels), check_duplicate=True)
-                subnet = self._net(self.api.inspect_network(probe)).subnet
-            except docker.errors.APIError as e:
-                raise RuntimeError_(f"create network {name}: {e.explanation or e}") from e
-            finally:
-                self.remove_network(probe)
-            try:
-                # the gateway given explicitly: without it docker puts the bridge on the first address of the
-                # dynamic range, leaving the first host address to be handed out as if it were free
-                pool = IPAMPool(subnet=subnet, iprange=addresses.dynamic_range(subnet),
-                                gateway=addresses.first_host(subnet))
-                self.api.create_network(name, driver="bridge", labels=dict(labels), check_duplicate=True,
-                                        options=options, ipam=IPAMConfig(pool_configs=[pool]))
-                break
-            except docker.errors.APIError as e:
-                if e.status_code == 409 or self.get_network(name):  # lost a race: someone created it in between
-                    break
-                if attempt == 2:  # the subnet was taken between the probe and the create, three times
-                    raise RuntimeError_(f"create network {name}: {e.explanation or e}") from e
+        try:
+            self.api.create_network(name, driver="bridge", labels=dict(labels), check_duplicate=True,
+                                    options=options, ipam=IPAMConfig(pool_configs=[pool]),
+                                    enable_ipv6=":" in subnet)
+        except docker.errors.APIError as e:
+            text = str(e.explanation or e)
+            if e.status_code == 409 or self.get_network(name):  # lost a race: someone created it in between
+                pass
+            elif "overlap" in text.lower():  # another network took the subnet since it was chosen
+                raise SubnetTaken(f"create network {name} with subnet {subnet}: {text}") from e
+            else:
+                raise RuntimeError_(f"create network {name}: {text}") from e
         got = self.get_network(name)
         if got is None:
             raise RuntimeError_(f"network {name} vanished right after create")
         return got
+
+    def host_routes(self) -> list[str]:
+        """The routes of the docker host's main table, when the daemon is on this machine (a unix socket);
+        a remote daemon's host is not this one, and its routes cannot be read from here."""
+        if not str(getattr(self.api, "base_url", "")).startswith("http+docker://"):
+            return []
+        out: list[str] = []
+        tables = (("/proc/net/route", hostroutes.parse_ipv4), ("/proc/net/ipv6_route", hostroutes.parse_ipv6))
+        for path, parse in tables:
+            try:
+                with open(path, encoding="ascii") as f:
+                    out += parse(f.read())
+            except OSError:
+                continue
+        return out
 
     def remove_network(self, name: str) -> None:
         got = self.get_network(name)

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import itertools
 import json
 import re
@@ -32,7 +33,14 @@ from typing import Any
 
 from capd_py.reconcile import addresses, imageload
 from capd_py.reconcile.cloudinit import LAUNCH_TAG
-from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, ExecResult, NetworkInfo, RuntimeError_
+from capd_py.runtime.protocol import (
+    ContainerInfo,
+    ContainerSpec,
+    ExecResult,
+    NetworkInfo,
+    RuntimeError_,
+    SubnetTaken,
+)
 
 __all__ = ["LAUNCH_TAG", "FakeRuntime"]
 _TARBALL = re.compile(r"^fake image tarball of (\S+) (\S+)$", re.M)
@@ -74,6 +82,7 @@ class FakeRuntime:
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._nets = itertools.count(20)
+        self.routes: list[str] = []      # what host_routes() answers
 
     # -- helpers for tests ----------------------------------------------------------------------
     def files(self, name: str) -> dict[str, bytes]:
@@ -126,8 +135,7 @@ class FakeRuntime:
                         raise RuntimeError_(f"start container {spec.name}: Address already in use")
                     ipv4[spec.network] = spec.ipv4
                 else:  # dynamic: from the upper half, like docker's ip-range
-                    base = net.subnet.rsplit(".", 2)[0]
-                    ipv4[spec.network] = f"{base}.{128 + n // 250}.{n % 250 + 2}"
+                    ipv4[spec.network] = _dynamic_address(net, n)
             ports = {p.container_port: p.host_port or 40000 + n for p in spec.ports}
             info = ContainerInfo(id=f"fake{n:060d}", name=spec.name, image=spec.image, status="running",
                                  labels=dict(spec.labels), ipv4=ipv4, ipv6={}, ports=ports,
@@ -266,14 +274,23 @@ class FakeRuntime:
     def logs(self, name: str, tail: int = 200) -> str:
         return "Reached target Multi-User System.\n" if name in self.containers else ""
 
-    def ensure_network(self, name: str, labels: dict[str, str]) -> NetworkInfo:
+    def create_network(self, name: str, labels: dict[str, str], subnet: str) -> NetworkInfo:
         with self._lock:
-            if name not in self.networks:
-                n = next(self._nets)
-                self.networks[name] = NetworkInfo(name=name, id=f"net{n:061d}", subnet=f"172.{n}.0.0/16",
-                                                  gateway=f"172.{n}.0.1", labels=dict(labels),
-                                                  ip_range=f"172.{n}.128.0/17")
+            if name in self.networks:
+                return self.networks[name]
+            net = ipaddress.ip_network(subnet, strict=False)
+            for other in self.networks.values():
+                if any(net.overlaps(ipaddress.ip_network(o, strict=False))  # type: ignore[arg-type]
+                       for o in other.subnets or (other.subnet,) if o):
+                    raise SubnetTaken(f"create network {name}: Pool overlaps with other one on this address space")
+            n = next(self._nets)
+            self.networks[name] = NetworkInfo(name=name, id=f"net{n:061d}", subnet=str(net),
+                                              gateway=addresses.first_host(str(net)), labels=dict(labels),
+                                              ip_range=addresses.dynamic_range(str(net)), subnets=(str(net),))
             return self.networks[name]
+
+    def host_routes(self) -> list[str]:
+        return list(self.routes)
 
     def get_network(self, name: str) -> NetworkInfo | None:
         return self.networks.get(name)
@@ -296,8 +313,7 @@ class FakeRuntime:
                 raise RuntimeError_(f"connect {container} to {network}: no such {what}")
             if network not in c.info.ipv4:
                 n = int(c.info.id.removeprefix("fake"))
-                # dynamic: from the upper half of the subnet (docker's ip-range on the networks we make)
-                ipv4 = {**c.info.ipv4, network: f"{net.subnet.rsplit('.', 2)[0]}.{128 + n // 250}.{n % 250 + 2}"}
+                ipv4 = {**c.info.ipv4, network: _dynamic_address(net, n)}
                 c.info = replace(c.info, ipv4=ipv4)
 
     def disconnect_network(self, network: str, container: str) -> None:
@@ -341,3 +357,9 @@ class FakeRuntime:
             c = self.containers.get(name)
             return {"Id": c.info.id, "Name": f"/{name}", "Config": {"Image": c.info.image, "Labels": c.info.labels},
                     "State": {"Status": c.info.status}, "capd-py-fake": asdict(c.info)} if c else None
+
+
+def _dynamic_address(net: NetworkInfo, n: int) -> str:
+    """The n-th address of the network's dynamic range (docker's ip-range; the subnet's upper half without one)."""
+    dyn = ipaddress.ip_network(net.ip_range or addresses.dynamic_range(net.subnet), strict=False)
+    return str(dyn.network_address + 2 + n % (dyn.num_addresses - 3))

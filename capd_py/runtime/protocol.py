@@ -8,11 +8,15 @@ from typing import Any, Protocol
 from capd_py.api.containers import ContainerInfo, ContainerSpec, ExecResult, Mount, NetworkInfo, PortMapping
 
 __all__ = ["ContainerInfo", "ContainerRuntime", "ContainerSpec", "ExecResult", "Mount", "NetworkInfo",
-           "PortMapping", "RuntimeError_"]
+           "PortMapping", "RuntimeError_", "SubnetTaken"]
 
 
 class RuntimeError_(Exception):
     """A runtime call failed for a reason worth reporting (not 'not found')."""
+
+
+class SubnetTaken(RuntimeError_):
+    """A network could not be made with the subnet asked for: another network holds an overlapping one."""
 
 
 class ContainerRuntime(Protocol):
@@ -34,8 +38,12 @@ class ContainerRuntime(Protocol):
     def write_file(self, name: str, path: str, content: bytes, mode: int = 0o644) -> None: ...
     def read_file(self, name: str, path: str) -> bytes | None: ...
     def logs(self, name: str, tail: int = 200) -> str: ...
-    # created (when missing) with a subnet whose lower half takes static container addresses
-    def ensure_network(self, name: str, labels: dict[str, str]) -> NetworkInfo: ...
+    # created (when missing) with `subnet`, whose lower half takes static container addresses; a network of
+    # that name is returned as it is. SubnetTaken: another network overlaps `subnet` (choose again).
+    # capd_py.runtime.networks.ensure_network chooses the subnet.
+    def create_network(self, name: str, labels: dict[str, str], subnet: str) -> NetworkInfo: ...
+    # the CIDRs routed on the runtime's host (main table, default routes left out); [] when not readable
+    def host_routes(self) -> list[str]: ...
     def get_network(self, name: str) -> NetworkInfo | None: ...
     def remove_network(self, name: str) -> None: ...            # no-op if absent
     def list_networks(self, labels: dict[str, str] | None = None) -> list[NetworkInfo]: ...

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -24,11 +24,11 @@ from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from capd_py.api import contract
 from capd_py.api.labels import CONTAINER_ROLE
-from capd_py.reconcile import addresses, haproxy
+from capd_py.reconcile import addresses, haproxy, subnets
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile.coreutil import is_deleting
 from capd_py.reconcile.imageload import Outcome
-from capd_py.runtime import images
+from capd_py.runtime import images, networks
 from capd_py.runtime.protocol import (
     ContainerInfo,
     ContainerRuntime,
@@ -47,8 +47,10 @@ ADOPT_WAIT_SECONDS = 10.0
 
 
 class DockerInfra:
-    def __init__(self, runtime: ContainerRuntime, controllers_container: str = "") -> None:
+    def __init__(self, runtime: ContainerRuntime, controllers_container: str = "",
+                 network_pool: Sequence[subnets.PoolRange] = networks.DEFAULT_POOL) -> None:
         self.runtime = runtime
+        self.network_pool = tuple(network_pool)
         # the container these controllers run in (in-cluster: the management node; "" on the host, which
         # reaches every docker network anyway)
         self.controllers_container = controllers_container
@@ -61,6 +63,8 @@ class DockerInfra:
         # the container exists); allocation is serialised per network
         self._reserved: dict[str, set[str]] = {}
         self._net_locks: dict[str, asyncio.Lock] = {}
+        # one network creation at a time: two clusters made at once would choose the same subnet
+        self._network_create = asyncio.Lock()
 
     # --- plain runtime calls, off the event loop ---------------------------------------------------
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -93,8 +97,20 @@ class DockerInfra:
         """Import local images ({reference: ID}) into a node's containerd, skipping those it has already."""
         return await self.call(images.load_images, self.runtime, [node], ids)
 
-    async def ensure_network(self, name: str, labels: dict[str, str]) -> NetworkInfo:
-        return await self.call(self.runtime.ensure_network, name, labels)
+    async def ensure_network(self, name: str, labels: dict[str, str], avoid: Sequence[subnets.Taken] = ()
+                             ) -> NetworkInfo:
+        """The network `name`, made when missing with a subnet of the pool that overlaps neither `avoid` nor any
+        docker network or host route (networks.NoFreeSubnet when none is left)."""
+        got = await self.call(self.runtime.get_network, name)
+        if got is not None:
+            return got
+        async with self._network_create:
+            return await self.call(networks.ensure_network, self.runtime, name, labels, self.network_pool, avoid)
+
+    async def outside_ranges(self, management_network: str) -> list[subnets.Taken]:
+        """What a cluster's pods must be able to reach outside it: the management cluster's network and the
+        host's routes (a route of a docker network named after that network)."""
+        return await self.call(networks.outside_ranges, self.runtime, management_network)
 
     async def remove_network_if_ours(self, name: str, labels: dict[str, str]) -> None:
         """Remove network `name` when it carries `labels` (a network someone else made is left alone); the

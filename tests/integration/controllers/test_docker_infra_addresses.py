@@ -13,6 +13,7 @@ import pytest
 
 from capd_py.api.labels import CONTAINER_NAMESPACE
 from capd_py.controllers.services.docker_infra import DockerInfra
+from capd_py.runtime import networks
 from capd_py.runtime.docker_runtime import DockerRuntime
 from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, RuntimeError_
 
@@ -28,7 +29,7 @@ def net() -> Iterator[tuple[DockerRuntime, str, dict[str, str], str]]:
     tag = secrets.token_hex(3)
     labels = {CONTAINER_NAMESPACE: f"t-addr-{tag}"}
     name = f"capd-py-t-addr-{tag}"
-    rt.ensure_network(name, labels)
+    networks.ensure_network(rt, name, labels)
     try:
         yield rt, name, labels, bases[-1]
     finally:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from capd_py.api.labels import CONTAINER_NAMESPACE
+from capd_py.runtime import networks
 from capd_py.runtime.docker_runtime import DockerRuntime
 from capd_py.runtime.protocol import ContainerSpec
 
@@ -39,7 +40,7 @@ def test_a_container_reaches_another_network_only_once_connected(rt: DockerRunti
     ctl, peer = f"t-ctl-{tag}", f"t-peer-{tag}"
     try:
         for n in (mgmt_net, cluster_net):
-            rt.ensure_network(n, labels)
+            networks.ensure_network(rt, n, labels)
         for name, net in ((ctl, mgmt_net), (peer, cluster_net)):
             rt.run_container(ContainerSpec(name=name, image=bases[-1], network=net, labels=labels, node=False,
                                            privileged_mode="restricted", entrypoint=("sleep", "infinity")))

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from capd_py.cli import cleanup
+from capd_py.runtime import networks
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.protocol import ContainerSpec
 
@@ -15,8 +16,8 @@ class RecordingRuntime(FakeRuntime):
     def __init__(self) -> None:
         super().__init__()
         self.removed: list[str] = []
-        self.ensure_network("n1", {"io.x-k8s.capd-py.managed": "true"})
-        self.ensure_network("bridge", {})
+        networks.ensure_network(self, "n1", {"io.x-k8s.capd-py.managed": "true"})
+        networks.ensure_network(self, "bridge", {})
         for name, labels in (("a", {"io.x-k8s.capd-py.managed": "true", "io.x-k8s.capd-py.cluster": "c1"}),
                              ("b", {"io.x-k8s.capd-py.management": "capd-mgmt"}),
                              ("x", {"com.example": "1"})):

@@ -14,6 +14,7 @@ from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.services.docker_infra import DockerInfra, create_or_adopt, deleting_machines
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import haproxy
+from capd_py.runtime import networks
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, NetworkInfo, RuntimeError_
 
@@ -35,7 +36,7 @@ def test_ctx_holds_one_service_over_its_runtime() -> None:
 
 async def test_concurrent_creates_make_one_container_and_survive_cancellation() -> None:
     rt = FakeRuntime()
-    rt.ensure_network("net", {})
+    networks.ensure_network(rt, "net", {})
     gate = threading.Event()
     run = rt.run_container
 
@@ -58,7 +59,7 @@ async def test_concurrent_creates_make_one_container_and_survive_cancellation() 
 
 def test_create_or_adopt_adopts_only_a_container_with_our_labels() -> None:
     rt = FakeRuntime()
-    rt.ensure_network("net", {})
+    networks.ensure_network(rt, "net", {})
     rt.run_container(_spec())
     rt.set_status("c1-m1", "exited")
     got = create_or_adopt(rt, _spec())
@@ -76,7 +77,7 @@ def _cp(rt: FakeRuntime, ns: str, cluster: str, machine: str) -> None:
 
 async def test_sync_lb_writes_backends_once_and_drains_deleting_machines() -> None:
     rt = FakeRuntime()
-    rt.ensure_network("net", {})
+    networks.ensure_network(rt, "net", {})
     infra = DockerInfra(rt)
     assert not (await infra.sync_lb("ns", "c1", "net", set())).ok  # no LB yet
     await infra.create_container(dcr.lb_spec("ns", "c1", "lb-img", "net"))
@@ -104,8 +105,8 @@ async def test_sync_lb_writes_backends_once_and_drains_deleting_machines() -> No
 async def test_remove_network_if_ours_leaves_foreign_networks() -> None:
     rt = FakeRuntime()
     infra = DockerInfra(rt)
-    rt.ensure_network("mine", {"a": "1"})
-    rt.ensure_network("theirs", {"a": "2"})
+    networks.ensure_network(rt, "mine", {"a": "1"})
+    networks.ensure_network(rt, "theirs", {"a": "2"})
     await infra.remove_network_if_ours("mine", {"a": "1"})
     await infra.remove_network_if_ours("theirs", {"a": "1"})
     await infra.remove_network_if_ours("absent", {"a": "1"})
@@ -127,7 +128,7 @@ def test_deleting_machines() -> None:
 
 async def test_static_addresses_distinct_under_concurrency_and_kept_for_stopped_containers() -> None:
     rt = FakeRuntime()
-    net = rt.ensure_network("net", {})
+    net = networks.ensure_network(rt, "net", {})
     infra = DockerInfra(rt)
     infos = await asyncio.gather(*(infra.create_container(_spec(f"c1-m{i}")) for i in range(5)))
     ips = [i.ipv4["net"] for i in infos]
@@ -155,10 +156,10 @@ async def test_controllers_container_joins_cluster_networks_and_leaves_before_re
     """In-cluster controllers run in the management node container: it joins each workload cluster's
     network (idempotently) and leaves it before the network is removed (docker refuses while it is on it)."""
     rt = FakeRuntime()
-    rt.ensure_network("capd-py", {})
+    networks.ensure_network(rt, "capd-py", {})
     rt.run_container(ContainerSpec(name="mgmt-control-plane", image="img", network="capd-py"))
     labels = dcr.cluster_labels("ns", "c1")
-    rt.ensure_network("capd-py-ns-c1", labels)
+    networks.ensure_network(rt, "capd-py-ns-c1", labels)
     infra = DockerInfra(rt, controllers_container="mgmt-control-plane")
     await infra.connect_controllers("capd-py-ns-c1")
     await infra.connect_controllers("capd-py-ns-c1")
@@ -169,7 +170,7 @@ async def test_controllers_container_joins_cluster_networks_and_leaves_before_re
     assert rt.get_network("capd-py-ns-c1") is None and info is not None and set(info.ipv4) == {"capd-py"}
 
     on_host = DockerInfra(rt)  # a host process reaches every bridge: it joins nothing
-    rt.ensure_network("capd-py-ns-c2", labels)
+    networks.ensure_network(rt, "capd-py-ns-c2", labels)
     await on_host.connect_controllers("capd-py-ns-c2")
     info = rt.get_container("mgmt-control-plane")
     assert info is not None and set(info.ipv4) == {"capd-py"}
@@ -180,7 +181,7 @@ async def test_network_removal_also_detaches_a_previous_management_node() -> Non
     cluster's network; the new management cluster's controllers detach it before removing the network."""
     rt = FakeRuntime()
     labels = dcr.cluster_labels("ns", "c1")
-    rt.ensure_network("capd-py-ns-c1", labels)
+    networks.ensure_network(rt, "capd-py-ns-c1", labels)
     rt.run_container(ContainerSpec(name="old-mgmt-control-plane", image="img", network="capd-py-ns-c1",
                                    labels={CONTAINER_ROLE: dcr.ROLE_MANAGEMENT}))
     rt.run_container(ContainerSpec(name="c1-worker", image="img", network="capd-py-ns-c1"))

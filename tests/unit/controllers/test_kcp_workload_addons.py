@@ -15,6 +15,7 @@ from capd_py.controllers.kcp.controller import _update_workload_addons as update
 from capd_py.reconcile.cloudinit import BOOTSTRAP_SENTINEL
 from capd_py.reconcile.dockermachine import node_spec
 from capd_py.reconcile.kcp import workload_upgrade as wu
+from capd_py.runtime import networks
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.fake_workload import FakeWorkloadKube
 
@@ -32,7 +33,7 @@ def kcp(version: str = "v1.34.4", annotations: dict[str, str] | None = None, **c
 @pytest.fixture
 def wl() -> FakeWorkloadKube:
     rt = FakeRuntime()
-    rt.ensure_network("net-c1", {})
+    networks.ensure_network(rt, "net-c1", {})
     spec = node_spec("ns", "c1", "c1-cp-a", {}, "capd-py/node:v1.34.4", "net-c1", True, "restricted")
     rt.run_container(spec)
     rt.files(spec.name)[BOOTSTRAP_SENTINEL] = b"success\n"

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from capd_py.reconcile import cloudinit
+from capd_py.runtime import networks
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.protocol import ContainerSpec, ExecResult, PortMapping, RuntimeError_
 
@@ -10,7 +11,7 @@ pytestmark = pytest.mark.unit
 
 
 def _node(rt: FakeRuntime, name: str = "n1") -> None:
-    rt.ensure_network("net", {"a": "b"})
+    networks.ensure_network(rt, "net", {"a": "b"})
     rt.run_container(ContainerSpec(name=name, image="img", network="net", labels={"x": "1"},
                                    ports=(PortMapping(6443),)))
 
@@ -68,7 +69,7 @@ def test_bootstrap_protocol_emulation(fail: bool) -> None:
 def test_label_selection_matches_a_key_with_any_value_when_the_value_is_empty() -> None:
     rt = FakeRuntime()
     _node(rt)
-    rt.ensure_network("other", {"b": "2"})
+    networks.ensure_network(rt, "other", {"b": "2"})
     assert [c.name for c in rt.list_containers({"x": ""})] == ["n1"]
     assert rt.list_containers({"y": ""}) == [] and rt.list_containers({"x": "2"}) == []
     assert [n.name for n in rt.list_networks({"a": ""})] == ["net"]

@@ -14,6 +14,7 @@ from capd_py.kube.client import Kube, KubeError
 from capd_py.reconcile.cloudinit import BOOTSTRAP_SENTINEL
 from capd_py.reconcile.dockermachine import node_spec
 from capd_py.reconcile.kcp.observe import CONTROL_PLANE_POD_SELECTOR, machine_view, pod_ready
+from capd_py.runtime import networks
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloadKube, FakeWorkloads, kubeconfig_secret_value
 
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.unit
 
 def _node(rt: FakeRuntime, cluster: str, machine: str, cp: bool, bootstrapped: bool = True,
           image: str = "capd-py/node:v1.35.1", ns: str = "default") -> str:
-    rt.ensure_network(f"net-{cluster}", {})
+    networks.ensure_network(rt, f"net-{cluster}", {})
     spec = node_spec(ns, cluster, machine, {}, image, f"net-{cluster}", cp, "restricted")
     rt.run_container(spec)
     if bootstrapped:
@@ -193,7 +194,7 @@ async def test_etcd_members_are_control_plane_nodes(rt: FakeRuntime) -> None:
 
 
 def test_container_spec_hostname_names_the_node(rt: FakeRuntime) -> None:
-    rt.ensure_network("n", {})
+    networks.ensure_network(rt, "n", {})
     spec = ContainerSpec(name="ctr", image="capd-py/node:v1.34.4", hostname="host-a", network="n",
                          labels={"io.x-k8s.capd-py.cluster": "c1", "io.x-k8s.capd-py.namespace": "default",
                                  "io.x-k8s.capd-py.role": "worker"}, node=True)

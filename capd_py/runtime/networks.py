@@ -1,0 +1,56 @@
+"""A docker network of capd-py's, made with a subnet capd-py chooses (blocking; async callers use
+asyncio.to_thread). The decision is capd_py.reconcile.subnets.choose; this only gathers what it needs from the
+runtime (every network's subnets, the host's routes) and retries when another process took the subnet between
+the choice and the creation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
+
+from capd_py.reconcile import subnets
+from capd_py.runtime.protocol import ContainerRuntime, NetworkInfo, RuntimeError_, SubnetTaken
+
+DEFAULT_POOL = subnets.parse_pool(subnets.DEFAULT_POOL)
+# how often a subnet is chosen again after another network took it first (processes racing for one range)
+CHOICE_ATTEMPTS = 5
+
+
+class NoFreeSubnet(RuntimeError_):
+    """No subnet of the pool is free of the ranges it must not overlap; the message names them."""
+
+
+def neighbours(rt: ContainerRuntime) -> list[subnets.Taken]:
+    """Every docker network's subnets and the host's routes (a route of a docker bridge named after it)."""
+    nets = [t for n in rt.list_networks() for t in subnets.network_taken(n.name, n.subnets or (n.subnet,))]
+    return nets + [t for t in subnets.routes_taken(rt.host_routes(), nets) if t not in nets]
+
+
+def outside_ranges(rt: ContainerRuntime, management_network: str) -> list[subnets.Taken]:
+    """The management cluster's docker network and the host's routes (a docker bridge's route named after its
+    network): what a workload cluster's pods need to reach outside the cluster."""
+    nets = [t for n in rt.list_networks() for t in subnets.network_taken(n.name, n.subnets or (n.subnet,))]
+    mgmt = rt.get_network(management_network)
+    own = [replace(t, what=f"the management cluster's network {management_network}")
+           for t in subnets.network_taken(management_network, (mgmt.subnets or (mgmt.subnet,)) if mgmt else ())]
+    return own + [t for t in subnets.routes_taken(rt.host_routes(), nets) if t.network not in {o.network for o in own}]
+
+
+def ensure_network(rt: ContainerRuntime, name: str, labels: dict[str, str],
+                   pool: Sequence[subnets.PoolRange] = DEFAULT_POOL,
+                   avoid: Sequence[subnets.Taken] = ()) -> NetworkInfo:
+    """The network `name` as it is, or made with the pool's first IPv4 subnet that overlaps neither `avoid`
+    (the cluster's own CIDRs) nor any docker network or host route. NoFreeSubnet when there is none."""
+    got = rt.get_network(name)
+    if got is not None:
+        return got
+    for attempt in Retrying(retry=retry_if_exception_type(SubnetTaken), stop=stop_after_attempt(CHOICE_ATTEMPTS),
+                            reraise=True):
+        with attempt:
+            choice = subnets.choose(pool, [*avoid, *neighbours(rt)], version=4)
+            if choice.subnet is None:
+                raise NoFreeSubnet(f"docker network {name}: {choice.message(pool)}")
+            return rt.create_network(name, labels, choice.subnet)
+    raise AssertionError("unreachable: tenacity reraises the last SubnetTaken")
