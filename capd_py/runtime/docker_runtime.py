@@ -441,7 +441,7 @@ class DockerRuntime:
             nets = self.api.networks(filters=_label_filters(labels))
         except docker.errors.APIError as e:
             raise RuntimeError_(f"list networks: {e}") from e
-        return [self._net(self.api.inspect_network(n["Id"])) for n in nets]
+        return [self._net(n) for n in nets]  # the listing carries IPAM and labels already
 
     def connect_network(self, network: str, container: str) -> None:
         c = self.get_container(container)

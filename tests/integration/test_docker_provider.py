@@ -40,9 +40,10 @@ from capd_py.controllers.queue import Result
 from capd_py.controllers.services.docker_infra import DockerInfra, create_or_adopt
 from capd_py.kube.client import Kube
 from capd_py.kube.workload import WorkloadClients
-from capd_py.reconcile import addresses, cloudinit, haproxy
+from capd_py.reconcile import addresses, cloudinit, haproxy, subnets
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import dockermachine as dmr
+from capd_py.runtime import networks
 from capd_py.runtime.docker_runtime import DockerRuntime
 from capd_py.runtime.protocol import ContainerSpec, PortMapping
 
@@ -108,11 +109,14 @@ def _name(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(3)}"
 
 
-async def make_cluster(kube: Kube, ns: str) -> tuple[dict[str, Any], dict[str, Any]]:
+async def make_cluster(kube: Kube, ns: str, pods: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     name = _name("c")
+    spec: dict[str, Any] = {"infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "DockerCluster", "name": name}}
+    if pods:
+        spec["clusterNetwork"] = {"pods": {"cidrBlocks": pods}}
     cluster = await kube.create(CLUSTER, {
         "apiVersion": CLUSTER.api_version, "kind": "Cluster", "metadata": {"name": name, "namespace": ns},
-        "spec": {"infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "DockerCluster", "name": name}}})
+        "spec": spec})
     dc = await kube.create(DOCKER_CLUSTER, {
         "apiVersion": DOCKER_CLUSTER.api_version, "kind": "DockerCluster",
         "metadata": {"name": name, "namespace": ns, "labels": {CLUSTER_NAME: name},
@@ -615,6 +619,115 @@ async def test_shared_network_annotation(ctx: Ctx, namespace: str, runtime: Dock
         assert runtime.get_network(shared) is not None  # shared networks are never removed
     finally:
         runtime.remove_network(shared)
+
+
+def _free_ranges(rt: DockerRuntime, n: int) -> list[str]:
+    """`n` /16 ranges nothing on this host uses now (no docker network, no route): the network tests below
+    place pod CIDRs and pools there, so their outcome does not depend on what else the machine has."""
+    taken = networks.neighbours(rt)
+    out: list[str] = []
+    for _ in range(n):
+        got = subnets.choose(subnets.parse_pool("10.160.0.0/11:16"), taken).subnet
+        assert got, "no free /16 in 10.160.0.0/11 on this host"
+        out.append(got)
+        taken.append(subnets.Taken(got, "chosen"))
+    return out
+
+
+def _use_pool(ctx: Ctx, pool: str, **settings: Any) -> None:
+    ctx.settings = dataclasses.replace(ctx.settings, network_pool=subnets.parse_pool(pool), **settings)
+    ctx.infra = DockerInfra(ctx.runtime, "", ctx.settings.network_pool)
+
+
+async def test_network_subnet_skips_the_cluster_pod_cidr(ctx: Ctx, namespace: str, runtime: DockerRuntime) -> None:
+    """The pool's first subnets lie inside the Cluster's pod CIDR (as docker's 192.168.x.0/20 lay inside
+    upstream's 192.168.0.0/16): the network takes the first subnet outside it, and the cluster is served."""
+    inside, outside = _free_ranges(runtime, 2)
+    _use_pool(ctx, f"{inside}:24,{outside}:24")
+    cluster, dc = await make_cluster(ctx.kube, namespace, pods=[inside])
+    dc = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"], provisioned, timeout=60)
+    net = runtime.get_network(dcr.network_name(namespace, cluster["metadata"]["name"]))
+    assert net is not None and net.subnet == outside.replace(".0.0/16", ".0.0/24")
+    assert dc is not None and addresses.in_subnet(net, dc["spec"]["controlPlaneEndpoint"]["host"])
+    overlap = cond.get(dc, dcr.CLUSTER_NETWORK_OVERLAP)
+    assert overlap is not None and overlap["status"] == "False", overlap
+
+
+async def test_no_free_subnet_is_a_condition_then_recovers(ctx: Ctx, namespace: str, runtime: DockerRuntime) -> None:
+    """Every subnet of the pool overlaps the pod CIDR: LoadBalancerAvailable=False naming the overlap, no
+    network made; once the Cluster's pod CIDR moves, the next pass makes the network (level-triggered)."""
+    (inside,) = _free_ranges(runtime, 1)
+    _use_pool(ctx, f"{inside}:20")
+    cluster, dc = await make_cluster(ctx.kube, namespace, pods=[inside])
+    name, cname = dc["metadata"]["name"], cluster["metadata"]["name"]
+
+    def refused(o: dict[str, Any] | None) -> bool:
+        c = cond.get(o or {}, "LoadBalancerAvailable")
+        return c is not None and c["status"] == "False" and c["reason"] == dcr.R_NETWORK_OVERLAP
+
+    dc = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, refused, timeout=30)
+    msg = cond.get(dc or {}, "LoadBalancerAvailable")["message"]  # type: ignore[index]
+    assert f"no subnet of the network pool ({inside}:20) is free" in msg and f"pod CIDR {inside}" in msg, msg
+    assert not cond.is_true(dc or {}, "Ready")
+    assert runtime.get_network(dcr.network_name(namespace, cname)) is None
+    events = (await ctx.kube.list(EVENT, namespace))
+    assert any(e["reason"] == dcr.R_NETWORK_OVERLAP and e["involvedObject"]["name"] == name for e in events)
+
+    await ctx.kube.merge_patch(CLUSTER, namespace, cname,
+                               {"spec": {"clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]}}}})
+    dc = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, provisioned, timeout=60)
+    net = runtime.get_network(dcr.network_name(namespace, cname))
+    assert net is not None and subnets.overlapping(net.subnet, [subnets.Taken(inside, "pool")])
+
+
+async def test_cidrs_overlapping_the_management_network_get_a_condition(ctx: Ctx, namespace: str,
+                                                                       runtime: DockerRuntime) -> None:
+    """The pod CIDR covers the management cluster's docker network: the cluster is still served (its own
+    network lies elsewhere), and ClusterNetworkOverlap=True names the management network, with an event."""
+    (pods,) = _free_ranges(runtime, 1)
+    mgmt = f"capd-py-mgmt-{secrets.token_hex(3)}"
+    runtime.create_network(mgmt, {CONTAINER_NAMESPACE: namespace}, pods.replace(".0.0/16", ".7.0/24"))
+    _use_pool(ctx, subnets.DEFAULT_POOL, management_network=mgmt)
+    cluster, dc = await make_cluster(ctx.kube, namespace, pods=[pods])
+    name = dc["metadata"]["name"]
+    dc = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, provisioned, timeout=60)
+    assert dc is not None and cond.is_true(dc, "Ready")
+    c = cond.get(dc, dcr.CLUSTER_NETWORK_OVERLAP)
+    assert c is not None and c["status"] == "True" and c["reason"] == dcr.R_OVERLAP
+    assert c["message"].startswith(f"the Cluster's pod CIDR {pods} overlaps the management cluster's network {mgmt} "
+                                   f"{pods.replace('.0.0/16', '.7.0/24')}: pods cannot reach"), c["message"]
+    events = await ctx.kube.list(EVENT, namespace)
+    assert [e["message"] for e in events if e["reason"] == dcr.CLUSTER_NETWORK_OVERLAP] == [c["message"]]
+    # stable: another pass writes nothing and records no second event
+    rv = dc["metadata"]["resourceVersion"]
+    await dcc.reconcile(ctx, namespace, name)
+    again = await ctx.kube.get(DOCKER_CLUSTER, namespace, name)
+    assert again is not None and again["metadata"]["resourceVersion"] == rv
+    assert len([e for e in await ctx.kube.list(EVENT, namespace) if e["reason"] == dcr.CLUSTER_NETWORK_OVERLAP]) == 1
+
+
+async def test_shared_network_inside_the_pod_cidr_is_refused(ctx: Ctx, namespace: str, runtime: DockerRuntime) -> None:
+    """A network the user names (annotation) that lies inside the pod CIDR cannot carry the cluster: said in
+    LoadBalancerAvailable, no load balancer made on it."""
+    from capd_py.api.labels import NETWORK_ANNOTATION
+
+    (pods,) = _free_ranges(runtime, 1)
+    shared = f"capd-py-shared-{secrets.token_hex(3)}"
+    runtime.create_network(shared, {CONTAINER_NAMESPACE: namespace}, pods.replace(".0.0/16", ".0.0/20"))
+    cluster, dc = await make_cluster(ctx.kube, namespace, pods=[pods])
+    name = dc["metadata"]["name"]
+    await ctx.kube.merge_patch(DOCKER_CLUSTER, namespace, name,
+                               {"metadata": {"annotations": {NETWORK_ANNOTATION: shared}}})
+
+    def refused(o: dict[str, Any] | None) -> bool:
+        c = cond.get(o or {}, "LoadBalancerAvailable")
+        return c is not None and c["reason"] == dcr.R_NETWORK_OVERLAP
+
+    dc = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, refused, timeout=30)
+    msg = cond.get(dc or {}, "LoadBalancerAvailable")["message"]  # type: ignore[index]
+    assert msg.startswith(f"docker network {shared}: its subnet {pods.replace('.0.0/16', '.0.0/20')} overlaps "
+                          f"the Cluster's pod CIDR {pods}"), msg
+    assert runtime.get_container(f"{cluster['metadata']['name']}-lb") is None
 
 
 def test_runtime_volumes_images_and_label_keys(runtime: DockerRuntime, namespace: str, tmp_path: Path) -> None:

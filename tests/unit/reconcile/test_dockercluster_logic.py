@@ -13,6 +13,7 @@ from capd_py.api.labels import (
     NETWORK_ANNOTATION,
 )
 from capd_py.reconcile import dockercluster as dcr
+from capd_py.reconcile import subnets
 from capd_py.runtime.protocol import ContainerInfo, NetworkInfo
 
 pytestmark = pytest.mark.unit
@@ -135,3 +136,55 @@ def test_status_not_provisioned_without_endpoint() -> None:
     st = dcr.deleting_status(_dc(), "bye")
     reasons = {c["type"]: c["reason"] for c in st["conditions"]}
     assert reasons == {"LoadBalancerAvailable": "Deleting", "Ready": "Deleting"}
+
+
+def _net(name: str, *cidrs: str) -> NetworkInfo:
+    return NetworkInfo(name, "id", next((c for c in cidrs if ":" not in c), ""), "", {}, subnets=tuple(cidrs))
+
+
+def _cluster_with(pods: list[str]) -> dict[str, Any]:
+    return {"spec": {"clusterNetwork": {"pods": {"cidrBlocks": pods}}}}
+
+
+def test_network_avoid_is_the_cluster_cidrs_and_the_management_cidrs() -> None:
+    got = dcr.network_avoid(_cluster_with(["192.168.0.0/16"]), ["10.244.0.0/16"])
+    assert [str(t) for t in got] == ["the Cluster's pod CIDR 192.168.0.0/16", "the Cluster's service CIDR 10.96.0.0/12",
+                                     "the management cluster's pod/service CIDR 10.244.0.0/16"]
+
+
+def test_network_clash_of_an_existing_network_with_the_cluster_cidrs() -> None:
+    """The issue's case: a shared (or older) network inside the pod CIDR cannot carry the cluster."""
+    msg = dcr.network_clash(_net("kind", "192.168.0.0/20"), _cluster_with(["192.168.0.0/16"]))
+    assert msg is not None
+    assert msg.startswith("docker network kind: its subnet 192.168.0.0/20 overlaps the Cluster's pod CIDR "
+                          "192.168.0.0/16: nodes and the load balancer would be routed into pods")
+    assert dcr.network_clash(_net("kind", "172.18.0.0/16", "fc00::/64"), _cluster_with(["192.168.0.0/16"])) is None
+
+
+def test_status_carries_the_overlap_condition_without_touching_ready() -> None:
+    ok = dcr.LBState(True, dcr.R_AVAILABLE)
+    overlap = subnets.cluster_overlap(_cluster_with(["192.168.0.0/16"]),
+                                      [subnets.Taken("192.168.1.0/24", "host route")])
+    st = dcr.status(_dc(), ok, True, overlap=overlap)
+    conds = {c["type"]: c for c in st["conditions"]}
+    assert conds[dcr.CLUSTER_NETWORK_OVERLAP]["status"] == "True"
+    assert conds[dcr.CLUSTER_NETWORK_OVERLAP]["reason"] == dcr.R_OVERLAP
+    assert "192.168.1.0/24" in conds[dcr.CLUSTER_NETWORK_OVERLAP]["message"]
+    assert conds["Ready"]["status"] == "True"
+    clean = dcr.status(_dc(status=st), ok, True, overlap=subnets.Overlap(()))
+    c2 = {c["type"]: c for c in clean["conditions"]}[dcr.CLUSTER_NETWORK_OVERLAP]
+    assert (c2["status"], c2["reason"], c2.get("message", "")) == ("False", dcr.R_NO_OVERLAP, "")
+    # not looked at in this pass: left as it was
+    again = dcr.status(_dc(status=st), dcr.LBState(False, dcr.R_RUNTIME_ERROR, "x"), True)
+    assert {c["type"]: c for c in again["conditions"]}[dcr.CLUSTER_NETWORK_OVERLAP]["status"] == "True"
+
+
+def test_overlap_news_only_when_new_or_changed() -> None:
+    overlap = subnets.cluster_overlap(_cluster_with(["192.168.0.0/16"]),
+                                      [subnets.Taken("192.168.1.0/24", "host route")])
+    assert dcr.overlap_news(_dc(), overlap) == overlap.message()
+    seen = _dc(status=dcr.status(_dc(), dcr.LBState(True, dcr.R_AVAILABLE), True, overlap=overlap))
+    assert dcr.overlap_news(seen, overlap) is None
+    other = subnets.cluster_overlap(_cluster_with(["192.168.0.0/16"]), [subnets.Taken("192.168.2.0/24", "host route")])
+    assert dcr.overlap_news(seen, other) == other.message()
+    assert dcr.overlap_news(_dc(), subnets.Overlap(())) is None

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import pytest
+
+from capd_py.reconcile import subnets
+from capd_py.runtime import networks
+from capd_py.runtime.fake import FakeRuntime
+from capd_py.runtime.protocol import NetworkInfo, SubnetTaken
+
+pytestmark = pytest.mark.unit
+
+
+def test_network_subnet_avoids_cluster_cidrs_networks_and_routes() -> None:
+    rt = FakeRuntime()
+    rt.routes = ["172.16.16.0/20"]
+    networks.ensure_network(rt, "other", {}, subnets.parse_pool("172.16.0.0/20:24"))   # 172.16.0.0/24
+    pool = subnets.parse_pool("192.168.0.0/16:20,172.16.0.0/16:20")
+    avoid = subnets.cluster_cidrs({"spec": {"clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]}}}})
+    net = networks.ensure_network(rt, "capd-py-ns-c1", {"a": "b"}, pool, avoid)
+    assert net.subnet == "172.16.32.0/20" and net.ip_range == "172.16.40.0/21" and net.gateway == "172.16.32.1"
+    assert net.labels == {"a": "b"}
+    # an existing network is used as it is
+    assert networks.ensure_network(rt, "capd-py-ns-c1", {}, subnets.parse_pool("10.0.0.0/8")) == net
+
+
+def test_no_free_subnet_names_what_is_in_the_way() -> None:
+    rt = FakeRuntime()
+    avoid = subnets.cluster_cidrs({"spec": {"clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]}}}})
+    with pytest.raises(networks.NoFreeSubnet, match=r"docker network n: no subnet of the network pool "
+                                                     r"\(192.168.0.0/17:20\) is free: each overlaps the "
+                                                     r"Cluster's pod CIDR 192.168.0.0/16"):
+        networks.ensure_network(rt, "n", {}, subnets.parse_pool("192.168.0.0/17:20"), avoid)
+    assert rt.networks == {}
+
+
+def test_a_subnet_taken_between_choice_and_create_is_chosen_again() -> None:
+    """Another process made a network with the chosen subnet in between: docker refuses, the next is chosen."""
+    rt = FakeRuntime()
+    real_create = rt.create_network
+    calls: list[str] = []
+
+    def racing_create(name: str, labels: dict[str, str], subnet: str) -> NetworkInfo:
+        calls.append(subnet)
+        if len(calls) == 1:
+            real_create("someone-else", {}, subnet)
+        return real_create(name, labels, subnet)
+
+    rt.create_network = racing_create  # type: ignore[method-assign]
+    net = networks.ensure_network(rt, "mine", {}, subnets.parse_pool("172.16.0.0/16:24"))
+    assert calls == ["172.16.0.0/24", "172.16.1.0/24"] and net.subnet == "172.16.1.0/24"
+
+
+def test_gives_up_after_repeated_races() -> None:
+    rt = FakeRuntime()
+
+    def always_taken(name: str, labels: dict[str, str], subnet: str) -> NetworkInfo:
+        raise SubnetTaken("Pool overlaps with other one on this address space")
+
+    rt.create_network = always_taken  # type: ignore[method-assign]
+    with pytest.raises(SubnetTaken):
+        networks.ensure_network(rt, "mine", {})
+
+
+def test_outside_ranges_names_the_management_network_and_bridges() -> None:
+    rt = FakeRuntime()
+    mgmt = networks.ensure_network(rt, "capd-py", {}, subnets.parse_pool("172.16.0.0/16:24"))
+    other = networks.ensure_network(rt, "kind", {}, subnets.parse_pool("172.18.0.0/16:16"))
+    rt.routes = [mgmt.subnet, other.subnet, "192.168.1.0/24"]
+    got = [str(t) for t in networks.outside_ranges(rt, "capd-py")]
+    assert got == ["the management cluster's network capd-py 172.16.0.0/24", "docker network kind 172.18.0.0/16",
+                   "host route 192.168.1.0/24"]
+    assert [str(t) for t in networks.outside_ranges(rt, "absent")][0] == "docker network capd-py 172.16.0.0/24"
