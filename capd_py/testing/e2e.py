@@ -102,6 +102,34 @@ def docker_leftovers(cluster: str) -> dict[str, list[str]]:
     return {k: v for k, v in {"containers": ps, "networks": nets, "volumes": vols, "named": named}.items() if v}
 
 
+# e2e clusters are named by the tests (e2e-quick, e2e-topology, ...); an earlier run killed before its cleanup
+# left their containers, networks and volumes, which a new run would adopt (same names and labels)
+E2E_CLUSTER_PREFIX = "e2e-"
+E2E_NETWORK_PREFIX = "capd-e2e-"   # networks tests make for themselves (test_network_pool.py)
+
+
+def remove_leftovers(cluster_prefix: str = E2E_CLUSTER_PREFIX) -> list[str]:
+    """Remove what an earlier e2e run left on this docker host: containers, networks and volumes of clusters
+    named `cluster_prefix*`, and networks named E2E_NETWORK_PREFIX*. Other clusters (a user's) are left alone.
+    Returns `kind name` of what was removed."""
+    key = "io.x-k8s.capd-py.cluster"
+    removed: list[str] = []
+    # containers first: docker refuses to remove a network with endpoints or a volume in use
+    for kind, ls, rm in (("container", ["ps", "-a"], ["rm", "-f", "-v"]),
+                         ("network", ["network", "ls"], ["network", "rm"]),
+                         ("volume", ["volume", "ls"], ["volume", "rm", "-f"])):
+        fmt = "{{.Names}}" if kind == "container" else "{{.Name}}"
+        out = run(["docker", *ls, "--filter", f"label={key}", "--format", f'{fmt}\t{{{{.Label "{key}"}}}}']).stdout
+        names = [n for n, _, c in (line.partition("\t") for line in out.splitlines()) if c.startswith(cluster_prefix)]
+        if kind == "network":
+            names += [n for n in run(["docker", "network", "ls", "--format", "{{.Name}}"]).stdout.split()
+                      if n.startswith(E2E_NETWORK_PREFIX)]
+        for n in names:
+            if run(["docker", *rm, n], check=False).returncode == 0:
+                removed.append(f"{kind} {n}")
+    return removed
+
+
 # the Cluster API kinds a cluster's deletion must remove from the management cluster (by the cluster-name label)
 CLUSTER_KINDS = ("clusters", "machines", "machinesets", "machinedeployments", "machinepools", "dockermachines",
                  "dockermachinepools", "dockerclusters", "kubeadmconfigs", "kubeadmcontrolplanes")
@@ -140,9 +168,10 @@ class WorkloadCluster:
 
 
 def create_cluster(mgmt: Mgmt, name: str, cp: int, workers: int, tmp: Path, timeout: float,
-                   namespace: str = "default") -> WorkloadCluster:
+                   namespace: str = "default", generate_args: tuple[str, ...] = ()) -> WorkloadCluster:
     manifest = mgmt.capd("generate", "cluster", name, "--control-plane-machine-count", str(cp),
-                         "--worker-machine-count", str(workers), "--target-namespace", namespace).stdout
+                         "--worker-machine-count", str(workers), "--target-namespace", namespace,
+                         *generate_args).stdout
     t0 = time.monotonic()
     # `apply --wait` is what a user runs: it returns once the Cluster is Available (or fails naming what waits)
     mgmt.capd("apply", "-f", "-", "--wait", f"{int(timeout)}s", input_=manifest, timeout=timeout + 60)

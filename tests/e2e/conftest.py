@@ -22,6 +22,7 @@ from capd_py.testing.e2e import (
     create_namespace,
     delete_cluster_objects,
     delete_namespace,
+    remove_leftovers,
     run,
 )
 from capd_py.testing.envtest import EnvTest, cache_dir, missing_binaries
@@ -49,6 +50,9 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
     for version in dict.fromkeys((K8S_VERSION, UPGRADE_TO_VERSION)):  # the default, and the upgrade tests' target
         if run(["docker", "image", "inspect", f"capd-py/node:{version}"], check=False).returncode != 0:
             pytest.fail(f"capd-py/node:{version} is missing: run `make images`", pytrace=False)
+    # an earlier run killed before its cleanup left docker objects of the clusters this tier names itself
+    for what in remove_leftovers():
+        print(f"removed a leftover of an earlier run: {what}")
     env = EnvTest(controller_manager=True).start()
     k = env.kube()
     try:
