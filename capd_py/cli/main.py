@@ -641,14 +641,14 @@ def controllers_cmd(
              "is an IP, else every address).")] = None,
 ) -> None:
     """Run every controller in this process (foreground), and the conversion webhook the CRDs name."""
-    from capd_py.cli.run import leader_config
+    from capd_py.cli.run import ConfigError, leader_config
     from capd_py.cli.run import main as run_main
     from capd_py.controllers.operator import LeadershipLost
     try:
         run_main(kubeconfig, verbose=verbose, threads=threads,
                  leader_election=leader_config(leader_elect_namespace, None) if leader_elect else None,
                  webhook_bind=webhook_bind_address)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, ConfigError) as e:
         fail(str(e), 2)
     except LeadershipLost as e:
         fail(f"leader election: {e}")

@@ -192,11 +192,9 @@ class ManagementCluster:
             pass
         with st.step("Preparing nodes 📦"):
             try:
-                net = networks.ensure_network(self.rt, self.network, {CONTAINER_MANAGED: "true"},
-                                              subnets.parse_pool(os.environ.get("CAPD_PY_NETWORK_POOL")
-                                                                 or subnets.DEFAULT_POOL),
+                net = networks.ensure_network(self.rt, self.network, {CONTAINER_MANAGED: "true"}, network_pool(),
                                               subnets.management_cidrs((POD_SUBNET, SERVICE_SUBNET)))
-            except (ValueError, RuntimeError_) as e:
+            except RuntimeError_ as e:
                 raise ManagementError(str(e)) from e
             # a static address (and the pinned host port the runtime gives a port asked for as 0): the API
             # server's certificate, etcd and the kubeconfig stay valid after the node is stopped and started
@@ -540,16 +538,27 @@ def load_image_into_node(runtime: ContainerRuntime, node: str, tag: str) -> None
         raise ManagementError(f"importing {tag} into {node} failed: {r.output[-500:]}")
 
 
-def in_cluster_manifest(image: str, privileged: str) -> str:
+def network_pool() -> tuple[subnets.PoolRange, ...]:
+    """CAPD_PY_NETWORK_POOL, or the default; ManagementError names a bad value."""
+    try:
+        return subnets.parse_pool(os.environ.get("CAPD_PY_NETWORK_POOL") or subnets.DEFAULT_POOL)
+    except ValueError as e:
+        raise ManagementError(str(e)) from e
+
+
+def in_cluster_manifest(image: str, privileged: str, network: str = "capd-py",
+                        pool: tuple[subnets.PoolRange, ...] | None = None) -> str:
     text = (MANIFESTS / "controllers.yaml").read_text()
-    return text.replace("@IMAGE@", image).replace("@PRIVILEGED_MODE@", privileged)
+    pool_text = ",".join(str(p) for p in (pool or subnets.parse_pool(subnets.DEFAULT_POOL)))
+    return (text.replace("@IMAGE@", image).replace("@PRIVILEGED_MODE@", privileged)
+            .replace("@NETWORK_POOL@", pool_text).replace("@NETWORK@", network))
 
 
 def deploy_in_cluster(m: ManagementCluster) -> None:
     """Build the controllers image, load it into the node, apply the Deployment + RBAC, wait for it."""
     tag = build_controllers_image(m.rt)
     load_image_into_node(m.rt, m.node, tag)
-    manifest = in_cluster_manifest(tag, privileged_mode())
+    manifest = in_cluster_manifest(tag, privileged_mode(), m.network, network_pool())
     m.rt.write_file(m.node, "/kind/manifests/capd-py-controllers.yaml", manifest.encode())
     kc = ["kubectl", "--kubeconfig=/etc/kubernetes/admin.conf"]
     m._exec([*kc, "apply", "-f", "/kind/manifests/capd-py-controllers.yaml"], what="applying the controllers")

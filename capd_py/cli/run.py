@@ -9,6 +9,7 @@ import socket
 import uuid
 from pathlib import Path
 
+from capd_py.controllers.context import Settings
 from capd_py.controllers.operator import run
 from capd_py.kube import leader
 
@@ -21,6 +22,19 @@ def leader_config(namespace: str | None, identity: str | None) -> leader.Config:
     return leader.Config(namespace=ns, identity=f"{who}_{uuid.uuid4().hex[:12]}")
 
 
+class ConfigError(Exception):
+    """The controllers' settings from the environment are unusable (the message names the variable)."""
+
+
+def check_settings() -> None:
+    """Read the settings once before anything starts, so a bad CAPD_PY_* value is one clear line at start, not a
+    traceback in the first reconcile."""
+    try:
+        Settings()
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
+
+
 def main(kubeconfig: str | None, verbose: bool = False, threads: int = 64,
          leader_election: leader.Config | None = None, webhook_bind: str | None = None) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
@@ -29,6 +43,7 @@ def main(kubeconfig: str | None, verbose: bool = False, threads: int = 64,
     # Workload API servers refuse connections while they boot; we poll and requeue, so urllib3's
     # per-retry warnings are noise.
     logging.getLogger("urllib3").setLevel(logging.ERROR)
+    check_settings()
     path = kubeconfig or os.environ.get("KUBECONFIG")
     if path and not Path(path).expanduser().exists():
         raise FileNotFoundError(f"kubeconfig {path} does not exist")

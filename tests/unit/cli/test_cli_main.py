@@ -37,6 +37,17 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
     assert r.exit_code == 2, r.output
 
 
+@pytest.mark.parametrize("var,value,says", [
+    ("CAPD_PY_NETWORK_POOL", "10.0.0.0/8:4", "CAPD_PY_NETWORK_POOL: '10.0.0.0/8:4': the subnet size"),
+    ("CAPD_PY_MANAGEMENT_CIDRS", "10.244.0.0/16,oops", "CAPD_PY_MANAGEMENT_CIDRS: 'oops' is not a CIDR"),
+])
+def test_controllers_refuse_bad_network_settings_at_start(monkeypatch: pytest.MonkeyPatch, var: str, value: str,
+                                                          says: str) -> None:
+    monkeypatch.setenv(var, value)
+    r = runner.invoke(app, ["controllers", "--kubeconfig", "/nonexistent/kubeconfig"])
+    assert r.exit_code == 2 and says in r.output, r.output
+
+
 def test_generate_to_stdout() -> None:
     r = runner.invoke(app, ["generate", "cluster", "demo", "--worker-machine-count", "3",
                             "--control-plane-machine-count", "3", "-n", "ns1"], env={})

@@ -43,6 +43,9 @@ def test_in_cluster_manifest() -> None:
     assert c["image"] == "capd-py/controllers:dev"
     assert c["imagePullPolicy"] == "Never"
     assert pod["volumes"][0]["hostPath"]["path"] == "/run/capd-py/docker.sock"
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["CAPD_PY_NETWORK_POOL"] == "172.16.0.0/12:20,10.208.0.0/12:20,fd00:ca9d:7000::/40:64"
+    assert env["CAPD_PY_NETWORK"] == "capd-py"
     # two replicas, one active through the Lease (RBAC for it in the controllers' namespace)
     assert dep["spec"]["replicas"] == 2 and "--leader-elect" in c["args"]
     role = next(d for d in docs if d["kind"] == "Role")
@@ -68,3 +71,20 @@ def test_check_objects() -> None:
     check_objects([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}])
     with pytest.raises(ApplyError, match="document 2 .* lacks apiVersion, metadata.name"):
         check_objects([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}, {"kind": "X"}])
+
+
+def test_in_cluster_manifest_carries_the_network_pool_and_management_network() -> None:
+    from capd_py.reconcile import subnets
+
+    text = in_cluster_manifest("img", "restricted", "mgmt-net", subnets.parse_pool("10.1.0.0/16:24"))
+    c = [d for d in yaml.safe_load_all(text) if d][-1]["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["CAPD_PY_NETWORK_POOL"] == "10.1.0.0/16:24" and env["CAPD_PY_NETWORK"] == "mgmt-net"
+
+
+def test_a_bad_network_pool_is_a_management_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from capd_py.cli.management import ManagementError, network_pool
+
+    monkeypatch.setenv("CAPD_PY_NETWORK_POOL", "10.1.0.0/16:8")
+    with pytest.raises(ManagementError, match="CAPD_PY_NETWORK_POOL: '10.1.0.0/16:8'"):
+        network_pool()
