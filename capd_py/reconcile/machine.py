@@ -72,6 +72,12 @@ class Observed:
     machine_set: dict[str, Any] | None = None          # controller owner, when a MachineSet
     machine_deployment: dict[str, Any] | None = None   # that MachineSet's controller owner
     machine_pool: dict[str, Any] | None = None         # controller owner, when a MachinePool
+    # why bootstrap / infra is None although referenced (its CRD or the object is missing), and the contract each
+    # follows (its CRD's label: which status fields to read)
+    bootstrap_missing: str = ""
+    infra_missing: str = ""
+    bootstrap_contract: str | None = None
+    infra_contract: str | None = None
 
 
 def is_control_plane(machine: dict[str, Any]) -> bool:
@@ -86,11 +92,11 @@ def spec_patch(obs: Observed) -> dict[str, Any] | None:
     m = obs.machine
     spec = m.get("spec") or {}
     patch: dict[str, Any] = {}
-    if obs.bootstrap is not None and contract.bootstrap_data_secret_created(obs.bootstrap):
+    if obs.bootstrap is not None and contract.bootstrap_data_secret_created(obs.bootstrap, obs.bootstrap_contract):
         name = contract.bootstrap_data_secret_name(obs.bootstrap)
         if name and (spec.get("bootstrap") or {}).get("dataSecretName") != name:
             patch["bootstrap"] = {"dataSecretName": name}
-    if obs.infra is not None and contract.infra_provisioned(obs.infra):
+    if obs.infra is not None and contract.infra_provisioned(obs.infra, obs.infra_contract):
         pid = contract.provider_id(obs.infra)
         if pid and spec.get("providerID") != pid:
             patch["providerID"] = pid
@@ -262,8 +268,9 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         if deleting:
             setc(BOOTSTRAP_CONFIG_READY, False, R_OBJECT_DELETED, f"{coreutil.ref_str(cfg_ref)} has been deleted")
         else:
-            setc(BOOTSTRAP_CONFIG_READY, False, R_OBJECT_DOES_NOT_EXIST, f"{coreutil.ref_str(cfg_ref)} does not exist")
-    elif contract.bootstrap_data_secret_created(obs.bootstrap):
+            setc(BOOTSTRAP_CONFIG_READY, False, R_OBJECT_DOES_NOT_EXIST,
+                 obs.bootstrap_missing or f"{coreutil.ref_str(cfg_ref)} does not exist")
+    elif contract.bootstrap_data_secret_created(obs.bootstrap, obs.bootstrap_contract):
         init["bootstrapDataSecretCreated"] = True
         setc(BOOTSTRAP_CONFIG_READY, True, R_READY)
     else:
@@ -276,8 +283,13 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         if init.get("infrastructureProvisioned") or deleting:
             setc(INFRASTRUCTURE_READY, False, R_OBJECT_DELETED, f"{coreutil.ref_str(infra_ref)} has been deleted")
         else:
-            setc(INFRASTRUCTURE_READY, False, R_OBJECT_DOES_NOT_EXIST, f"{coreutil.ref_str(infra_ref)} does not exist")
-    elif contract.infra_provisioned(obs.infra):
+            setc(INFRASTRUCTURE_READY, False, R_OBJECT_DOES_NOT_EXIST,
+                 obs.infra_missing or f"{coreutil.ref_str(infra_ref)} does not exist")
+    elif contract.infra_provisioned(obs.infra, obs.infra_contract) and not contract.provider_id(obs.infra):
+        # as upstream: a Machine is provisioned only once its infrastructure machine reports a providerID
+        setc(INFRASTRUCTURE_READY, False, R_NOT_READY,
+             f"{coreutil.ref_str(infra_ref)} is provisioned but has no spec.providerID yet")
+    elif contract.infra_provisioned(obs.infra, obs.infra_contract):
         init["infrastructureProvisioned"] = True
         setc(INFRASTRUCTURE_READY, True, R_READY)
         addrs = contract.addresses(obs.infra)
