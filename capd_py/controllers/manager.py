@@ -119,6 +119,7 @@ class Manager:
         self.dynamic: dict[str, list[tuple[GVK, Mapper]]] = {}
         self.informers: dict[tuple[str, str], Informer] = {}
         self._started = False
+        self._heard: set[tuple[str, str, str]] = set()  # (controller key, group, kind) watch_kind was told
         if any(c.node_watches for c in controllers):
             ctx.workload.watch_nodes(self.dispatch_node)
         self._resync_task: asyncio.Task[None] | None = None
@@ -159,10 +160,13 @@ class Manager:
     def watch_kind(self, key: str, g: GVK) -> None:
         """Controller `key` references objects of kind `g`: from now on their events reach it through its
         `ref_mapper`, and unless a static watch covers the kind, a watch of it starts (on first sight)."""
+        gk = (g.group, g.kind)
+        if (key, *gk) in self._heard:
+            return
+        self._heard.add((key, *gk))
         c = self.controllers.get(key)
         if c is None or c.ref_mapper is None:
             return
-        gk = (g.group, g.kind)
         mine = self.dynamic.setdefault(key, [])
         if any((w.group, w.kind) == gk for w, _ in [*c.watches, *mine]):
             return

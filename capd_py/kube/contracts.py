@@ -48,6 +48,8 @@ class Contracts:
         self.kube = getattr(kube, "live", kube)  # lookups bypass any cache: CRDs are not stored there
         self._by_gk: dict[tuple[str, str], CRDInfo] = {}
         self._by_name: dict[str, CRDInfo] = {}
+        # what `resolve` answered per (group, kind) for the CRD as it is now (dropped when the CRD changes)
+        self._answers: dict[tuple[str, str], Resolved | Unresolved] = {}
         self.watched = False  # True once a CRD watch feeds this (a miss is then a real miss)
         self.lookups = 0      # CRD GETs made (tests: a watched Contracts makes none)
 
@@ -55,6 +57,7 @@ class Contracts:
     def replace(self, crds: Iterable[dict[str, Any]]) -> None:
         self._by_gk.clear()
         self._by_name.clear()
+        self._answers.clear()
         for c in crds:
             self.observe(c)
         self.watched = True
@@ -65,6 +68,8 @@ class Contracts:
         old = self._by_name.pop(info.name, None)
         if old is not None:
             self._by_gk.pop((old.group, old.kind), None)
+            self._answers.pop((old.group, old.kind), None)
+        self._answers.pop((info.group, info.kind), None)
         if deleted:
             return old is not None
         self._by_name[info.name] = info
@@ -72,9 +77,6 @@ class Contracts:
         return old != info
 
     # -- reading -----------------------------------------------------------------------------------
-    def known(self, group: str, kind: str) -> CRDInfo | None:
-        return self._by_gk.get((group, kind))
-
     async def _info(self, group: str, kind: str) -> CRDInfo | None:
         info = self._by_gk.get((group, kind))
         if info is not None or self.watched:
@@ -91,27 +93,23 @@ class Contracts:
 
     async def resolve(self, group: str, kind: str) -> Resolved:
         """The GVK to read `kind` of `group` at and its contract; raises Unresolved saying why not."""
-        info = await self._info(group, kind)
+        key = (group, kind)
+        answer = self._answers.get(key)
+        if answer is None:
+            answer = self._answer(group, kind, await self._info(group, kind))
+            if not (isinstance(answer, Unresolved) and answer.reason == CRD_NOT_FOUND and not self.watched):
+                self._answers[key] = answer  # unwatched, a missing CRD is asked for again next time
+        if isinstance(answer, Unresolved):
+            raise Unresolved(answer.reason, answer.message)
+        return answer
+
+    @staticmethod
+    def _answer(group: str, kind: str, info: CRDInfo | None) -> Resolved | Unresolved:
         if info is None:
-            raise Unresolved(CRD_NOT_FOUND, f"CustomResourceDefinition {crdcontract.crd_name(group, kind)} "
-                                            "does not exist")
+            return Unresolved(CRD_NOT_FOUND, f"CustomResourceDefinition {crdcontract.crd_name(group, kind)} "
+                                             "does not exist")
         try:
             choice = crdcontract.choose(info)
         except ContractError as e:
-            raise Unresolved(NO_CONTRACT, str(e)) from None
+            return Unresolved(NO_CONTRACT, str(e))
         return Resolved(GVK(group, choice.version, kind, info.plural, info.namespaced), choice.contract)
-
-    async def resolve_api_version(self, api_version: str, kind: str) -> Resolved:
-        """As `resolve`, for an object already read (its apiVersion names the version)."""
-        r = await self.resolve(api_version.rpartition("/")[0], kind)
-        return r
-
-    def contract_of(self, obj: dict[str, Any] | None) -> str:
-        """The contract `obj` (read at its apiVersion) follows; the current one when its CRD does not say."""
-        if not obj:
-            return crdcontract.CURRENT_CONTRACT
-        group, _, version = str(obj.get("apiVersion") or "").rpartition("/")
-        info = self._by_gk.get((group, str(obj.get("kind") or "")))
-        if info is None:
-            return crdcontract.CURRENT_CONTRACT
-        return crdcontract.contract_of_version(info, version) or crdcontract.CURRENT_CONTRACT

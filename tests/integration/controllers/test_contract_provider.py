@@ -130,7 +130,8 @@ async def test_minimal_provider_through_the_contract(operator: Manager, kube: Ku
         objs = [await kube.get(MINIMAL_CLUSTER, ns, "mc"), await kube.get(MINIMAL_CONTROL_PLANE, ns, "mc-cp")]
         return (_cond(c, "InfrastructureReady").get("reason") == "NotReady"
                 and all(o is not None and (o["metadata"].get("labels") or {}).get(CLUSTER_NAME) == "mc"
-                        and any(r.get("uid") == c["metadata"]["uid"] for r in o["metadata"].get("ownerReferences") or [])
+                        and any(r.get("uid") == c["metadata"]["uid"]
+                                for r in o["metadata"].get("ownerReferences") or [])
                         for o in objs))
     await eventually(adopted, 30, "MinimalCluster and MinimalControlPlane found, owned and labelled by the Cluster",
                      cluster)
@@ -277,7 +278,7 @@ async def test_minimal_provider_through_the_contract(operator: Manager, kube: Ku
                     await asyncio.sleep(0.5)  # the next step must not start before this one is gone
         if not any(left.values()):
             break
-        assert time.monotonic() < deadline, f"not deleted within 90s: " + str(
+        assert time.monotonic() < deadline, "not deleted within 90s: " + str(
             {k: [o["metadata"]["name"] for o in v] for k, v in left.items() if v})
         await asyncio.sleep(0.1)
     assert order == ["MinimalMachine", "MinimalMachine", "MinimalControlPlane", "MinimalCluster"], order

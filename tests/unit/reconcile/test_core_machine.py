@@ -374,3 +374,27 @@ def test_node_of_machine_by_node_ref_then_provider_id() -> None:
     assert rm.node_of_machine(nodes, stale_ref) is nodes[0]
     assert rm.node_of_machine(nodes, {"metadata": {"name": "m"}, "spec": {}}) is None
     assert rm.machines_of_node([by_ref, by_pid, {"metadata": {"name": "x"}, "spec": {}}], nodes[0]) == ["m"]
+
+
+def test_provisioned_only_with_a_provider_id() -> None:
+    """As upstream: an infrastructure machine that says provisioned but has no spec.providerID does not make its
+    Machine provisioned (issue 25)."""
+    from capd_py.reconcile import machine as rm_
+
+    m = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+         "metadata": {"name": "m1", "namespace": "ns", "uid": "u", "generation": 1},
+         "spec": {"clusterName": "c1", "bootstrap": {"dataSecretName": "s"},
+                  "infrastructureRef": {"apiGroup": "infrastructure.example.com", "kind": "MinimalMachine",
+                                        "name": "mm1"}}}
+    im = {"apiVersion": "infrastructure.example.com/v1alpha1", "kind": "MinimalMachine",
+          "metadata": {"name": "mm1"}, "spec": {}, "status": {"initialization": {"provisioned": True}}}
+    st = rm_.compute_status(rm_.Observed(machine=m, infra=im, bootstrap_ref=False, infra_contract="v1beta2"))
+    c = next(c for c in st["conditions"] if c["type"] == "InfrastructureReady")
+    assert c["status"] == "False" and "spec.providerID" in c["message"]
+    assert not (st.get("initialization") or {}).get("infrastructureProvisioned")
+    assert rm_.spec_patch(rm_.Observed(machine=m, infra=im, bootstrap_ref=False)) is None
+    im["spec"]["providerID"] = "minimal://mm1"
+    st = rm_.compute_status(rm_.Observed(machine=m, infra=im, bootstrap_ref=False, infra_contract="v1beta2"))
+    assert st["initialization"]["infrastructureProvisioned"] is True
+    assert rm_.spec_patch(rm_.Observed(machine=m, infra=im, bootstrap_ref=False)) == \
+        {"spec": {"providerID": "minimal://mm1"}}
