@@ -209,8 +209,8 @@ async def _cluster_owns_template(ctx: Ctx, kcp: dict[str, Any], cluster: dict[st
     read = await read_ref(ctx, kcp["metadata"]["namespace"], ref, watcher="KubeadmControlPlane")
     tpl, g = read.obj, read.gvk
     if tpl is not None and g is not None and not contract.dig(tpl, "metadata", "deletionTimestamp"):
-        await ensure_metadata(ctx.kube, g, tpl, owner=contract.owner_ref(cluster, controller=False),
-                              labels={CLUSTER_NAME: cluster["metadata"]["name"]})
+        # no cluster-name label: a template may serve several Clusters (each adds its owner reference)
+        await ensure_metadata(ctx.kube, g, tpl, owner=contract.owner_ref(cluster, controller=False))
 
 
 async def _machines_up_to_date(kube: Kube, machines: list[dict[str, Any]], views: list[rk.MachineView]) -> None:
