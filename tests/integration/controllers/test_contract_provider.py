@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from capd_py.api import conditions as cond
-from capd_py.api.gvk import CLUSTER, CRD, GVK, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
+from capd_py.api.gvk import CLUSTER, CRD, GVK, KUBEADM_CONTROL_PLANE, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers.manager import Manager
 from capd_py.kube.client import Kube, KubeError
@@ -322,3 +322,65 @@ async def test_missing_crd_is_a_condition_naming_it(operator: Manager, kube: Kub
         return await kube.get(CLUSTER, ns, "late") is None and not await kube.list(LATE_CLUSTER, ns)
     await eventually(gone, 30, "Cluster and LateCluster deleted")
     await kube.delete(CRD, None, f"{LATE_CLUSTER.plural}.{LATE_CLUSTER.group}")
+
+
+async def test_kubeadm_control_plane_on_a_third_party_infrastructure(operator: Manager, kube: Kube,
+                                                                      namespace: str) -> None:
+    """KCP clones its machines from a provider's template it resolves through the contract; the provider's
+    machine reaches the Machine at once (dynamic watch), and deleting the Cluster removes it."""
+    ns = namespace
+    await kube.create(MINIMAL_CLUSTER, _obj(MINIMAL_CLUSTER, ns, "kc"))
+    await kube.create(MINIMAL_MACHINE_TEMPLATE, _obj(MINIMAL_MACHINE_TEMPLATE, ns, "cp",
+                                                     {"template": {"spec": {"flavor": "large"}}}))
+    await kube.create(CLUSTER, {"apiVersion": CLUSTER.api_version, "kind": "Cluster",
+                                "metadata": {"name": "kc", "namespace": ns},
+                                "spec": {"infrastructureRef": _ref(MINIMAL_CLUSTER, "kc"),
+                                         "controlPlaneRef": _ref(KUBEADM_CONTROL_PLANE, "kc-cp")}})
+    await kube.create(KUBEADM_CONTROL_PLANE, {
+        "apiVersion": KUBEADM_CONTROL_PLANE.api_version, "kind": "KubeadmControlPlane",
+        "metadata": {"name": "kc-cp", "namespace": ns},
+        "spec": {"replicas": 1, "version": "v1.34.4",
+                 "machineTemplate": {"spec": {"infrastructureRef": _ref(MINIMAL_MACHINE_TEMPLATE, "cp")}},
+                 "kubeadmConfigSpec": {"clusterConfiguration": {"apiServer": {"certSANs": ["localhost"]}}}}})
+    await kube.merge_patch(MINIMAL_CLUSTER, ns, "kc", {"spec": {"controlPlaneEndpoint": {"host": "10.0.0.2",
+                                                                                         "port": 6443}}})
+    await _status(kube, MINIMAL_CLUSTER, ns, "kc", {"initialization": {"provisioned": True}})
+
+    async def cp_machine() -> Obj | None:
+        ms = await kube.list(MACHINE, ns, labels={CLUSTER_NAME: "kc"})
+        return ms[0] if len(ms) == 1 else None
+
+    async def cloned() -> bool:
+        m = await cp_machine()
+        if m is None or m["spec"]["infrastructureRef"]["kind"] != "MinimalMachine":
+            return False
+        im = await kube.get(MINIMAL_MACHINE, ns, m["spec"]["infrastructureRef"]["name"])
+        return im is not None and im["spec"].get("flavor") == "large" and \
+            [(r["kind"], r["uid"]) for r in im["metadata"].get("ownerReferences") or [] if r.get("controller")] == \
+            [("Machine", m["metadata"]["uid"])] and (im["metadata"].get("labels") or {}).get(CLUSTER_NAME) == "kc"
+    await eventually(cloned, 60, "a control-plane Machine with a MinimalMachine cloned from the template", cp_machine)
+    tpl = await kube.get(MINIMAL_MACHINE_TEMPLATE, ns, "cp")
+    assert tpl is not None and any(r["kind"] == "Cluster" for r in tpl["metadata"].get("ownerReferences") or [])
+
+    m = await cp_machine()
+    assert m is not None
+    im = m["spec"]["infrastructureRef"]["name"]
+
+    async def provisioned() -> bool:
+        got = await kube.get(MACHINE, ns, m["metadata"]["name"])
+        return got is not None and got["spec"].get("providerID") == "minimal://cp0" and \
+            _cond(got, "InfrastructureReady").get("status") == "True"
+
+    async def provide() -> None:
+        await kube.merge_patch(MINIMAL_MACHINE, ns, im, {"spec": {"providerID": "minimal://cp0"}})
+        await _status(kube, MINIMAL_MACHINE, ns, im, {"initialization": {"provisioned": True}})
+    took = await _latency(provide, provisioned, "control-plane Machine provisioned")
+    assert took < 1.0, f"MinimalMachine status reached its control-plane Machine after {took:.2f}s"
+
+    await kube.delete(CLUSTER, ns, "kc")
+
+    async def gone() -> bool:
+        return (await kube.get(CLUSTER, ns, "kc") is None and not await kube.list(MACHINE, ns)
+                and not await kube.list(MINIMAL_MACHINE, ns) and not await kube.list(MINIMAL_CLUSTER, ns)
+                and not await kube.list(KUBEADM_CONTROL_PLANE, ns))
+    await eventually(gone, 60, "Cluster, KCP, Machine, MinimalMachine and MinimalCluster deleted")
