@@ -22,7 +22,7 @@ from capd_py.api.gvk import (
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_MACHINE_POOL, MACHINE_POOL_NAME
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of, owner_for
+from capd_py.controllers.coreio import RefRead, delete_obj, ensure_metadata, get_ref, gvk_of, owner_for, read_ref
 from capd_py.controllers.manager import Controller, owner_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube import events
@@ -94,13 +94,17 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     owner = contract.owner_ref(cluster, controller=False) if cluster is not None else None
     mp = await ensure_metadata(kube, MACHINE_POOL, mp, finalizer=FINALIZER_MACHINE_POOL, owner=owner,
                                labels={CLUSTER_NAME: cn} if cn else None)
-    bootstrap = await _adopt(ctx, mp, await get_ref(ctx, namespace, rmp.bootstrap_ref(mp), watcher="MachinePool"))
+    b_read = await read_ref(ctx, namespace, rmp.bootstrap_ref(mp), watcher="MachinePool")
+    bootstrap = await _adopt(ctx, mp, b_read.obj)
     infra_error = rmp.infra_ref_problem(mp)
-    infra = None if infra_error else await _adopt(ctx, mp, await get_ref(ctx, namespace, rmp.infra_ref(mp),
-                                                                         watcher="MachinePool"))
-    obs = rmp.Observed(mp=mp, cluster=cluster, bootstrap=bootstrap, infra=infra, infra_error=infra_error)
+    i_read = RefRead(None) if infra_error else await read_ref(ctx, namespace, rmp.infra_ref(mp),
+                                                              watcher="MachinePool")
+    infra = await _adopt(ctx, mp, i_read.obj)
+    obs = rmp.Observed(mp=mp, cluster=cluster, bootstrap=bootstrap, infra=infra, infra_error=infra_error,
+                       bootstrap_missing=b_read.missing, infra_missing=i_read.missing,
+                       bootstrap_contract=b_read.contract, infra_contract=i_read.contract)
 
-    sp = rmp.spec_patch(mp, bootstrap, infra)
+    sp = rmp.spec_patch(mp, bootstrap, infra, b_read.contract, i_read.contract)
     if sp:
         mp = await kube.merge_patch(MACHINE_POOL, namespace, name, sp)
         obs.mp = mp
