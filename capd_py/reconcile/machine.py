@@ -103,6 +103,18 @@ def spec_patch(obs: Observed) -> dict[str, Any] | None:
     return {"spec": patch} if patch else None
 
 
+def mirror_ready(provider: dict[str, Any], fallback: bool, message: str) -> tuple[str, str, str]:
+    """(status, reason, message) of a condition mirroring the provider object's Ready condition when it writes one
+    (a True one without a reason gets Ready, as upstream), else `fallback` (its initialization fields)."""
+    c = cond.get(provider, cond.READY)
+    if c is not None and c.get("status") in (cond.TRUE, cond.FALSE, cond.UNKNOWN):
+        reason = c.get("reason") or ""
+        if reason in ("", "NoReasonReported"):
+            reason = R_READY if c["status"] == cond.TRUE else R_NOT_READY
+        return c["status"], reason, c.get("message") or ""
+    return (cond.TRUE, R_READY, "") if fallback else (cond.FALSE, R_NOT_READY, message)
+
+
 def infra_failure_domain(infra: dict[str, Any] | None) -> str | None:
     v = contract.dig(infra, "status", "failureDomain") or contract.dig(infra, "spec", "failureDomain")
     return str(v) if v else None
@@ -270,12 +282,12 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         else:
             setc(BOOTSTRAP_CONFIG_READY, False, R_OBJECT_DOES_NOT_EXIST,
                  obs.bootstrap_missing or f"{coreutil.ref_str(cfg_ref)} does not exist")
-    elif contract.bootstrap_data_secret_created(obs.bootstrap, obs.bootstrap_contract):
-        init["bootstrapDataSecretCreated"] = True
-        setc(BOOTSTRAP_CONFIG_READY, True, R_READY)
     else:
-        msg = (cond.get(obs.bootstrap, "Ready") or {}).get("message") or f"{coreutil.ref_str(cfg_ref)} is not ready"
-        setc(BOOTSTRAP_CONFIG_READY, False, R_NOT_READY, msg)
+        created = contract.bootstrap_data_secret_created(obs.bootstrap, obs.bootstrap_contract)
+        if created:
+            init["bootstrapDataSecretCreated"] = True
+        setc(BOOTSTRAP_CONFIG_READY, *mirror_ready(obs.bootstrap, created, "" if created else
+                                                   f"{coreutil.ref_str(cfg_ref)} is not ready"))
 
     # Infrastructure
     infra_ref = contract.ref(m, "spec", "infrastructureRef")
@@ -285,22 +297,23 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         else:
             setc(INFRASTRUCTURE_READY, False, R_OBJECT_DOES_NOT_EXIST,
                  obs.infra_missing or f"{coreutil.ref_str(infra_ref)} does not exist")
-    elif contract.infra_provisioned(obs.infra, obs.infra_contract) and not contract.provider_id(obs.infra):
-        # as upstream: a Machine is provisioned only once its infrastructure machine reports a providerID
-        setc(INFRASTRUCTURE_READY, False, R_NOT_READY,
-             f"{coreutil.ref_str(infra_ref)} is provisioned but has no spec.providerID yet")
-    elif contract.infra_provisioned(obs.infra, obs.infra_contract):
-        init["infrastructureProvisioned"] = True
-        setc(INFRASTRUCTURE_READY, True, R_READY)
-        addrs = contract.addresses(obs.infra)
-        if addrs:
-            st["addresses"] = addrs
-        fd = infra_failure_domain(obs.infra) or spec.get("failureDomain")
-        if fd:
-            st["failureDomain"] = fd
     else:
-        msg = (cond.get(obs.infra, "Ready") or {}).get("message") or f"{coreutil.ref_str(infra_ref)} is not provisioned"
-        setc(INFRASTRUCTURE_READY, False, R_NOT_READY, msg)
+        # as upstream: a Machine is provisioned only once its infrastructure machine reports a providerID; then (and
+        # from then on) its addresses and failure domain are copied
+        provisioned = contract.infra_provisioned(obs.infra, obs.infra_contract)
+        done = provisioned and bool(contract.provider_id(obs.infra))
+        if done:
+            init["infrastructureProvisioned"] = True
+        why = "" if done else (f"{coreutil.ref_str(infra_ref)} is provisioned but has no spec.providerID yet"
+                               if provisioned else f"{coreutil.ref_str(infra_ref)} is not provisioned")
+        setc(INFRASTRUCTURE_READY, *mirror_ready(obs.infra, done, why))
+        if init.get("infrastructureProvisioned"):
+            addrs = contract.addresses(obs.infra)
+            if addrs:
+                st["addresses"] = addrs
+            fd = infra_failure_domain(obs.infra) or spec.get("failureDomain")
+            if fd:
+                st["failureDomain"] = fd
     if init:
         st["initialization"] = init
 
