@@ -303,6 +303,28 @@ async def test_missing_crd_is_a_condition_naming_it(operator: Manager, kube: Kub
             "CustomResourceDefinition lateclusters.infrastructure.example.com does not exist" in r.get("message", "")
     await eventually(says_crd_missing, 20, "InfrastructureReady names the missing CRD", cluster)
 
+    # a MachineSet cloning from a template whose CRD does not exist says so too
+    await kube.create(MACHINE_SET, {
+        "apiVersion": MACHINE_SET.api_version, "kind": "MachineSet", "metadata": {"name": "late-ms", "namespace": ns},
+        "spec": {"clusterName": "late", "replicas": 1, "selector": {"matchLabels": {"pool": "late"}},
+                 "template": {"metadata": {"labels": {"pool": "late"}},
+                              "spec": {"clusterName": "late", "version": "v1.34.4",
+                                       "bootstrap": {"dataSecretName": "late-bootstrap"},
+                                       "infrastructureRef": {"apiGroup": INFRA, "kind": "LateMachineTemplate",
+                                                             "name": "t"}}}}})
+
+    async def machineset() -> Obj:
+        ms = await kube.get(MACHINE_SET, ns, "late-ms")
+        assert ms is not None
+        return ms
+
+    async def ms_says_crd_missing() -> bool:
+        return "CustomResourceDefinition latemachinetemplates.infrastructure.example.com does not exist" in \
+            _cond(await machineset(), "ScalingUp").get("message", "")
+    await eventually(ms_says_crd_missing, 20, "the MachineSet names the missing template CRD", machineset)
+    assert not await kube.list(MACHINE, ns)
+    await kube.delete(MACHINE_SET, ns, "late-ms")
+
     # The CRD appears (discovery hears of it through its CRD watch), then the object: the reference resolves.
     await install_crds(kube, crds=[provider_crd(LATE_CLUSTER)])
 
