@@ -134,6 +134,13 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if cluster is None:
         await kube.update_status(MACHINE_SET, ms, rms.compute_status(ms, owned))
         return Result(requeue_after=ctx.settings.poll_seconds)
+    if not coreutil.is_deleting(cluster):
+        # as upstream's reconcileExternalTemplateReference: the Cluster owns the templates (any kind, found through
+        # the contract), so they go with it; reading them also starts the watch of their kind
+        for ref in rmd.template_refs(ms):
+            read = await read_ref(ctx, namespace, ref, watcher="MachineSet")
+            if read.obj is not None and read.gvk is not None and not coreutil.is_deleting(read.obj):
+                await ensure_metadata(kube, read.gvk, read.obj, owner=contract.owner_ref(cluster, controller=False))
 
     # in-place propagation of template labels/annotations to existing Machines (additive)
     want_labels = rms.machine_labels(ms)

@@ -148,6 +148,20 @@ async def test_minimal_provider_through_the_contract(operator: Manager, kube: Ku
     tpl = await kube.get(MINIMAL_MACHINE_TEMPLATE, ns, "workers")
     assert tpl is not None
     assert any(r["kind"] == "Cluster" for r in tpl["metadata"]["ownerReferences"]), "the Cluster owns the template"
+    # a MachineSet of its own (no MachineDeployment) also makes the Cluster own its template, as upstream
+    await kube.create(MINIMAL_MACHINE_TEMPLATE, _obj(MINIMAL_MACHINE_TEMPLATE, ns, "solo", {"template": {"spec": {}}}))
+    await kube.create(MACHINE_SET, {
+        "apiVersion": MACHINE_SET.api_version, "kind": "MachineSet", "metadata": {"name": "solo", "namespace": ns},
+        "spec": {"clusterName": "mc", "replicas": 0, "selector": {"matchLabels": {"pool": "solo"}},
+                 "template": {"metadata": {"labels": {"pool": "solo"}},
+                              "spec": {"clusterName": "mc", "version": "v1.34.4",
+                                       "bootstrap": {"dataSecretName": "mc-bootstrap"},
+                                       "infrastructureRef": _ref(MINIMAL_MACHINE_TEMPLATE, "solo")}}}})
+
+    async def solo_owned() -> bool:
+        t = await kube.get(MINIMAL_MACHINE_TEMPLATE, ns, "solo")
+        return t is not None and any(r["kind"] == "Cluster" for r in t["metadata"].get("ownerReferences") or [])
+    await eventually(solo_owned, 20, "the Cluster owns a lone MachineSet's template")
 
     async def infra_machines_adopted() -> bool:
         for m in await machines():
