@@ -154,8 +154,17 @@ class Manager:
                     self.queue.add((c.key, ns, name), after)
 
     def dispatch_crd(self, crd: dict[str, Any], deleted: bool = False) -> None:
-        """A CustomResourceDefinition changed: contract discovery (ctx.contracts) sees it at once."""
-        self.ctx.contracts.observe(crd, deleted=deleted)
+        """A CustomResourceDefinition changed: contract discovery (ctx.contracts) sees it at once. When what the core
+        reads of it changed (a provider installed, removed or relabelled; not a caBundle refresh), every object of
+        the controllers that follow references is reconciled again: a reference waiting for that CRD resolves now."""
+        if not self.ctx.contracts.observe(crd, deleted=deleted) or not self._started:
+            return
+        for c in self.controllers.values():
+            if c.ref_mapper is None:
+                continue
+            for obj in self.store.list(c.gvk):
+                md = obj["metadata"]
+                self.queue.add((c.key, md.get("namespace") or "", md["name"]), self.ctx.settings.aggregate_seconds)
 
     def watch_kind(self, key: str, g: GVK) -> None:
         """Controller `key` references objects of kind `g`: from now on their events reach it through its

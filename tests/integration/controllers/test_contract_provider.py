@@ -339,13 +339,16 @@ async def test_missing_crd_is_a_condition_naming_it(operator: Manager, kube: Kub
     assert not await kube.list(MACHINE, ns)
     await kube.delete(MACHINE_SET, ns, "late-ms")
 
-    # The CRD appears (discovery hears of it through its CRD watch), then the object: the reference resolves.
-    await install_crds(kube, crds=[provider_crd(LATE_CLUSTER)])
-
+    # The CRD appears (discovery hears of it through its CRD watch, and the Cluster is reconciled again at once,
+    # not at its next 5 s poll), then the object: the reference resolves.
     async def says_object_missing() -> bool:
         r = _cond(await cluster(), "InfrastructureReady")
         return r.get("message") == "LateCluster late does not exist"
-    await eventually(says_object_missing, 20, "InfrastructureReady says the object, not the CRD, is missing", cluster)
+
+    async def install() -> None:
+        await install_crds(kube, crds=[provider_crd(LATE_CLUSTER)])
+    await _latency(install, says_object_missing, "InfrastructureReady says the object, not the CRD, is missing",
+                   limit=4.0)
     await kube.create(LATE_CLUSTER, _obj(LATE_CLUSTER, ns, "late"))
     await _status(kube, LATE_CLUSTER, ns, "late", {"initialization": {"provisioned": True}})
 

@@ -93,3 +93,19 @@ def test_machineset_and_deployment_hear_their_templates() -> None:
         assert rm is not None
         assert rm(obj(MMT, "tpl"), s) == [("ns", "w")]
         assert rm(obj(MMT, "other"), s) == []
+
+
+def test_a_crd_change_requeues_the_referencing_controllers_objects() -> None:
+    m, added = manager()
+    m._started = True
+    m.store.serve(gvk.CLUSTER)
+    m.store.replace(gvk.CLUSTER, [obj(gvk.CLUSTER, "c1", infrastructureRef=ref(MC, "c1"))])
+    crd = {"metadata": {"name": "minimalclusters.infrastructure.example.com",
+                        "labels": {"cluster.x-k8s.io/v1beta2": "v1alpha1"}},
+           "spec": {"group": MC.group, "names": {"kind": MC.kind, "plural": MC.plural},
+                    "versions": [{"name": "v1alpha1", "served": True}]}}
+    m.dispatch_crd(crd)
+    assert ("Cluster", "ns", "c1") in {k for k, _ in added}
+    added.clear()
+    m.dispatch_crd({**crd, "metadata": {**crd["metadata"], "resourceVersion": "2"}})  # nothing the core reads
+    assert added == []
