@@ -15,7 +15,7 @@ from typing import Any
 
 import kopf
 
-from capd_py.api import contract
+from capd_py.api import contract, crdcontract
 from capd_py.api.gvk import CRD, GVK
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers.context import Ctx
@@ -159,6 +159,7 @@ class Manager:
         the controllers that follow references is reconciled again: a reference waiting for that CRD resolves now."""
         if not self.ctx.contracts.observe(crd, deleted=deleted) or not self._started:
             return
+        self._rewatch(crdcontract.crd_info(crd))
         for c in self.controllers.values():
             if c.ref_mapper is None:
                 continue
@@ -189,6 +190,24 @@ class Manager:
         self.informers[gk] = inf
         if self._started:
             inf.start()
+
+    def _rewatch(self, info: crdcontract.CRDInfo) -> None:
+        """A dynamically watched kind whose CRD now names another version for the contract: watch that one."""
+        inf = self.informers.get((info.group, info.kind))
+        if inf is None:
+            return
+        try:
+            version = crdcontract.choose(info).version
+        except crdcontract.ContractError:
+            return  # gone or unlabelled: the old watch retries until the CRD is back
+        if version == inf.gvk.version:
+            return
+        g = GVK(info.group, version, info.kind, info.plural, info.namespaced)
+        log.info("watching %s at %s now (its CRD's contract label changed)", g.kind, g.api_version)
+        inf.stop()
+        new = Informer(inf.kube, g, on_list=self._listed, on_event=self.dispatch)
+        self.informers[(info.group, info.kind)] = new
+        new.start()
 
     def _listed(self, g: GVK, items: list[dict[str, Any]], rv: str | None) -> None:
         """A dynamic watch's listing: into the Store, and every object through the mappers (its first sight)."""

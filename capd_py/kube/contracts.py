@@ -77,6 +77,10 @@ class Contracts:
         return old != info
 
     # -- reading -----------------------------------------------------------------------------------
+    def info(self, group: str, kind: str) -> CRDInfo | None:
+        """What is known of the kind's CRD (no lookup)."""
+        return self._by_gk.get((group, kind))
+
     async def _info(self, group: str, kind: str) -> CRDInfo | None:
         info = self._by_gk.get((group, kind))
         if info is not None or self.watched:

@@ -109,3 +109,20 @@ def test_a_crd_change_requeues_the_referencing_controllers_objects() -> None:
     added.clear()
     m.dispatch_crd({**crd, "metadata": {**crd["metadata"], "resourceVersion": "2"}})  # nothing the core reads
     assert added == []
+
+
+async def test_a_relabelled_crd_moves_the_watch_to_the_new_version() -> None:
+    m, _ = manager()
+    m._started = True
+    crd = {"metadata": {"name": "minimalclusters.infrastructure.example.com",
+                        "labels": {"cluster.x-k8s.io/v1beta2": "v1alpha1"}},
+           "spec": {"group": MC.group, "names": {"kind": MC.kind, "plural": MC.plural},
+                    "versions": [{"name": "v1alpha1", "served": True}, {"name": "v1alpha2", "served": True}]}}
+    m.ctx.contracts.replace([crd])
+    m.watch_kind("Cluster", MC)
+    old = m.informers[(MC.group, MC.kind)]
+    relabelled = {"cluster.x-k8s.io/v1beta2": "v1alpha1_v1alpha2"}
+    m.dispatch_crd({**crd, "metadata": {**crd["metadata"], "labels": relabelled}})
+    new = m.informers[(MC.group, MC.kind)]
+    assert new is not old and new.gvk.version == "v1alpha2"
+    new.stop()
