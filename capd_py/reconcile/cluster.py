@@ -177,14 +177,19 @@ def compute_status(obs: Observed) -> dict[str, Any]:
                  f"{coreutil.ref_str(cref)} has been deleted" if (was or deleting)
                  else obs.cp_missing or f"{coreutil.ref_str(cref)} does not exist")
         else:
+            # as upstream: the control plane's Available condition mirrored (its reason kept; a True one without a
+            # reason gets Available), else initialization.controlPlaneInitialized as fallback
             m = _mirror(obs.control_plane, cond.AVAILABLE)
             if m is None:
-                setc(CONTROL_PLANE_AVAILABLE, cond.UNKNOWN, R_AVAILABLE_UNKNOWN,
-                     f"{coreutil.ref_str(cref)} does not report an Available condition")
+                inited = bool(init.get("controlPlaneInitialized"))
+                setc(CONTROL_PLANE_AVAILABLE, inited, R_AVAILABLE if inited else R_NOT_AVAILABLE,
+                     "" if inited else f"{cref['kind']} status.initialization.controlPlaneInitialized is false")
             else:
                 st_ = m["status"]
-                reason = R_AVAILABLE if st_ == cond.TRUE else R_NOT_AVAILABLE if st_ == cond.FALSE \
-                    else R_AVAILABLE_UNKNOWN
+                reason = m.get("reason") or ""
+                if reason in ("", "NoReasonReported"):
+                    reason = R_AVAILABLE if st_ == cond.TRUE else R_NOT_AVAILABLE if st_ == cond.FALSE \
+                        else R_AVAILABLE_UNKNOWN
                 setc(CONTROL_PLANE_AVAILABLE, st_, reason, m.get("message") or "")
             reps = contract.control_plane_replicas(obs.control_plane, obs.cp_contract)
             desired = contract.dig(obs.control_plane, "spec", "replicas")

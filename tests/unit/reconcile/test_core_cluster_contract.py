@@ -143,3 +143,18 @@ def test_missing_crd_named_in_the_conditions() -> None:
     assert (c["status"], c["reason"], c["message"]) == ("False", "ObjectDoesNotExist", why)
     assert cond(st, "ControlPlaneAvailable")["message"] == cp_why
     assert cond(st, "ControlPlaneInitialized")["message"] == cp_why
+
+
+def test_control_plane_available_mirrored_else_initialized() -> None:
+    st = rc.compute_status(rc.Observed(cluster(), infra=infra(provisioned=True), control_plane=cp(False)))
+    c = cond(st, "ControlPlaneAvailable")
+    assert (c["status"], c["reason"], c["message"]) == (
+        "False", "NotAvailable", "MinimalControlPlane status.initialization.controlPlaneInitialized is false")
+    c = cond(rc.compute_status(rc.Observed(cluster(), infra=infra(provisioned=True), control_plane=cp(True))),
+             "ControlPlaneAvailable")
+    assert (c["status"], c["reason"]) == ("True", "Available")
+    etcd_down = [{"type": "Available", "status": "False", "reason": "EtcdQuorumLost", "message": "2 of 3 down",
+                  "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    c = cond(rc.compute_status(rc.Observed(cluster(), infra=infra(provisioned=True),
+                                           control_plane=cp(True, conditions=etcd_down))), "ControlPlaneAvailable")
+    assert (c["status"], c["reason"], c["message"]) == ("False", "EtcdQuorumLost", "2 of 3 down")
