@@ -7,9 +7,11 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from capd_py.api.gvk import GVK
 from capd_py.controllers.services.certificates import ClusterCertificates
 from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.kube.client import Kube
+from capd_py.kube.contracts import Contracts
 from capd_py.kube.etcd import EtcdClients, ExecEtcdClients
 from capd_py.kube.probe import CertProbe, TLSProbe
 from capd_py.reconcile import subnets
@@ -68,6 +70,15 @@ class Ctx:
     probe: CertProbe = field(default_factory=TLSProbe)
     # the Docker infrastructure service over `runtime`, made on first use (see `infra`)
     _infra: DockerInfra | None = field(default=None, init=False, repr=False, compare=False)
+    # contract discovery (references -> GVK + contract, from the providers' CRDs), made on first use
+    _contracts: Contracts | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def contracts(self) -> Contracts:
+        """The one contract discovery of this context; the Manager feeds it from its CRD watch."""
+        if self._contracts is None:
+            self._contracts = Contracts(self.kube)
+        return self._contracts
 
     @property
     def infra(self) -> DockerInfra:
@@ -79,6 +90,13 @@ class Ctx:
     @infra.setter
     def infra(self, value: DockerInfra) -> None:
         self._infra = value
+
+    def watch_kind(self, watcher: str, g: GVK) -> None:
+        """Wired by the manager: the controller `watcher` (its queue key) hears of every object of kind `g` (which
+        its objects reference) from now on; the kind's watch starts on first sight."""
+        fn = self.extra.get("watch_kind")
+        if fn:
+            fn(watcher, g)
 
     def enqueue(self, kind: str, namespace: str, name: str, after: float = 0.0) -> None:
         """Wired by the manager; lets one controller nudge another (e.g. DockerCluster after a CP change)."""

@@ -10,8 +10,8 @@ from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
 from capd_py.api.labels import CLUSTER_NAME, DEPLOYMENT_NAME, FINALIZER_MACHINE_SET, TEMPLATE_HASH
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref
-from capd_py.controllers.manager import Controller, owner_mapper
+from capd_py.controllers.coreio import delete_obj, ensure_metadata, gvk_of, read_ref
+from capd_py.controllers.manager import Controller, owner_mapper, referrers_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube import events
 from capd_py.kube.client import KubeError
@@ -28,12 +28,13 @@ async def _clone(ctx: Ctx, ms: dict[str, Any], ref: dict[str, str] | None, name:
     if ref is None:
         return None
     ns = ms["metadata"]["namespace"]
-    tpl = await get_ref(ctx.kube, ns, ref)
+    read = await read_ref(ctx, ns, ref, watcher="MachineSet")
+    tpl = read.obj
     if tpl is None:
-        raise TemplateMissing(f"{coreutil.ref_str(ref)} does not exist")
+        raise TemplateMissing(read.missing)
     obj = rms.clone_from_template(tpl, name, ns, contract.dig(ms, "spec", "clusterName"),
                                   contract.owner_ref(ms, controller=False))
-    g = gvk_of_ref(coreutil.ref_of(obj))
+    g = await gvk_of(ctx, obj)
     if g is None:
         raise TemplateMissing(f"unknown kind {obj['kind']}")
     try:
@@ -63,7 +64,7 @@ async def _create_machine(ctx: Ctx, ms: dict[str, Any]) -> str:
         await ctx.kube.create(MACHINE, rms.new_machine(ms, name, boot, infra))
     except Exception:
         for obj in created:  # do not leak clones of a Machine that was never created
-            g = gvk_of_ref(coreutil.ref_of(obj))
+            g = await gvk_of(ctx, obj)
             if g is not None:
                 try:
                     await ctx.kube.delete(g, obj["metadata"]["namespace"], obj["metadata"]["name"])
@@ -133,6 +134,13 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if cluster is None:
         await kube.update_status(MACHINE_SET, ms, rms.compute_status(ms, owned))
         return Result(requeue_after=ctx.settings.poll_seconds)
+    if not coreutil.is_deleting(cluster):
+        # as upstream's reconcileExternalTemplateReference: the Cluster owns the templates (any kind, found through
+        # the contract), so they go with it; reading them also starts the watch of their kind
+        for ref in rmd.template_refs(ms):
+            read = await read_ref(ctx, namespace, ref, watcher="MachineSet")
+            if read.obj is not None and read.gvk is not None and not coreutil.is_deleting(read.obj):
+                await ensure_metadata(kube, read.gvk, read.obj, owner=contract.owner_ref(cluster, controller=False))
 
     # in-place propagation of template labels/annotations to existing Machines (additive)
     want_labels = rms.machine_labels(ms)
@@ -180,4 +188,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
 
 
 def controller() -> Controller:
-    return Controller(gvk=MACHINE_SET, reconcile=reconcile, watches=[(MACHINE, owner_mapper("MachineSet"))])
+    # a template kind found through the contract: the MachineSets cloning from it hear of it (it may appear later)
+    return Controller(gvk=MACHINE_SET, reconcile=reconcile, watches=[(MACHINE, owner_mapper("MachineSet"))],
+                      ref_mapper=referrers_mapper(MACHINE_SET, ("spec", "template", "spec", "bootstrap", "configRef"),
+                                                  ("spec", "template", "spec", "infrastructureRef")))

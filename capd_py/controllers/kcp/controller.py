@@ -20,10 +20,10 @@ from capd_py.api.gvk import CLUSTER, CONFIG_MAP, GVK, KUBEADM_CONTROL_PLANE, MAC
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_KCP
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.coreio import ensure_metadata, get_ref, gvk_of_ref
+from capd_py.controllers.coreio import ensure_metadata, read_ref
 from capd_py.controllers.kcp import observe, scale
 from capd_py.controllers.kcp.observe import Workload
-from capd_py.controllers.manager import Controller, Mapper, owner_mapper
+from capd_py.controllers.manager import Controller, Mapper, owner_mapper, referrers_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
@@ -90,7 +90,7 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
         await events.record(kube, kcp, "CertificatesCorrupted", "; ".join(problems))
         return None
     kcp_status.set_spec_status(st, kcp, cname)
-    await _cluster_owns_template(kube, kcp, cluster)
+    await _cluster_owns_template(ctx, kcp, cluster)
 
     machines = await observe.owned_machines(kube, kcp, cname)
     initialized = bool(contract.dig(st.status, "initialization", "controlPlaneInitialized"))
@@ -105,7 +105,7 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
                 initialized = True
     if initialized:
         await observe.record_certificate_expiries(ctx, kcp, machines, w)
-    views = await observe.views(kube, kcp, machines, w, _now())
+    views = await observe.views(ctx, kcp, machines, w, _now())
     _status(kcp, st, views, machines, initialized, w)
     await _machines_up_to_date(kube, machines, views)
     problem = await scale.run_cleanup_hooks(ctx, kcp, machines, views, w.kube, kcp_deleting=False)
@@ -201,15 +201,16 @@ async def _workload_get(wl: Kube, g: GVK, name: str) -> dict[str, Any] | None:
         raise
 
 
-async def _cluster_owns_template(kube: Kube, kcp: dict[str, Any], cluster: dict[str, Any]) -> None:
+async def _cluster_owns_template(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any]) -> None:
     """The Cluster owns the machine infrastructure template (as upstream), so it goes with the Cluster."""
     ref = contract.ref(kcp, "spec", "machineTemplate", "spec", "infrastructureRef")
-    g = gvk_of_ref(ref) if ref else None
-    if ref is None or g is None or contract.dig(cluster, "metadata", "deletionTimestamp"):
+    if ref is None or contract.dig(cluster, "metadata", "deletionTimestamp"):
         return
-    tpl = await get_ref(kube, kcp["metadata"]["namespace"], ref)
-    if tpl is not None and not contract.dig(tpl, "metadata", "deletionTimestamp"):
-        await ensure_metadata(kube, g, tpl, owner=contract.owner_ref(cluster, controller=False))
+    read = await read_ref(ctx, kcp["metadata"]["namespace"], ref, watcher="KubeadmControlPlane")
+    tpl, g = read.obj, read.gvk
+    if tpl is not None and g is not None and not contract.dig(tpl, "metadata", "deletionTimestamp"):
+        # no cluster-name label: a template may serve several Clusters (each adds its owner reference)
+        await ensure_metadata(ctx.kube, g, tpl, owner=contract.owner_ref(cluster, controller=False))
 
 
 async def _machines_up_to_date(kube: Kube, machines: list[dict[str, Any]], views: list[rk.MachineView]) -> None:
@@ -233,7 +234,7 @@ async def _restatus(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st: 
     """Recompute the status after a step so it reflects the Machine just created / deleted (and equals
     what the next pass will compute, so that pass writes nothing)."""
     machines = await observe.owned_machines(ctx.kube, kcp, cluster["metadata"]["name"])
-    views = await observe.views(ctx.kube, kcp, machines, w, _now())
+    views = await observe.views(ctx, kcp, machines, w, _now())
     _status(kcp, st, views, machines, initialized, w)
     return views
 
@@ -280,4 +281,6 @@ def _node_to_kcp(namespace: str, cluster: str, node: dict[str, Any], cache: Read
 
 def controller() -> Controller:
     watches: list[tuple[Any, Mapper]] = [(MACHINE, owner_mapper("KubeadmControlPlane")), (CLUSTER, _cluster_to_kcp)]
-    return Controller(gvk=KUBEADM_CONTROL_PLANE, reconcile=reconcile, watches=watches, node_watches=[_node_to_kcp])
+    return Controller(gvk=KUBEADM_CONTROL_PLANE, reconcile=reconcile, watches=watches, node_watches=[_node_to_kcp],
+                      ref_mapper=referrers_mapper(KUBEADM_CONTROL_PLANE,
+                                                  ("spec", "machineTemplate", "spec", "infrastructureRef")))

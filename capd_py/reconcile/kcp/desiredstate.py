@@ -87,11 +87,14 @@ class DesiredMachine:
 
 
 def desired_machine(kcp: dict[str, Any], cluster: dict[str, Any], template: dict[str, Any], name: str, *,
-                    init: bool, failure_domain: str) -> DesiredMachine | str:
-    """The three objects of a new control-plane Machine called `name`, or why they cannot be built."""
+                    init: bool, failure_domain: str, infra_gvk: GVK | None = None) -> DesiredMachine | str:
+    """The three objects of a new control-plane Machine called `name`, or why they cannot be built. `infra_gvk`:
+    the infrastructure machine's kind as its CRD serves it (the controller resolves it through the contract);
+    without it, a kind capd-py serves."""
     ns, cname = kcp["metadata"]["namespace"], cluster["metadata"]["name"]
     infra_kind = instance_kind(template["kind"])
-    infra_gvk = gvk.by_group_kind(gvk.group_of(template["apiVersion"]), infra_kind)
+    if infra_gvk is None:
+        infra_gvk = gvk.by_group_kind(gvk.group_of(template["apiVersion"]), infra_kind)
     if infra_gvk is None:
         return f"unknown infrastructure machine kind {infra_kind}"
     labels = machine_labels(kcp, cname)
