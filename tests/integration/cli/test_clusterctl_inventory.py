@@ -91,7 +91,8 @@ async def provisioned_cluster(k: Kube, ns: str, name: str = "c1") -> dict[str, O
     cluster = await k.get(CLUSTER, ns, name)
     assert cluster
     got: dict[str, Obj] = {}
-    for key, g, n, ctl in (("dc", DOCKER_CLUSTER, name, True), ("kcp", KUBEADM_CONTROL_PLANE, f"{name}-control-plane", True),
+    for key, g, n, ctl in (("dc", DOCKER_CLUSTER, name, True),
+                           ("kcp", KUBEADM_CONTROL_PLANE, f"{name}-control-plane", True),
                            ("md", MACHINE_DEPLOYMENT, f"{name}-md-0", True),
                            ("dmt", DOCKER_MACHINE_TEMPLATE, f"{name}-md-0", False),
                            ("dmt-cp", DOCKER_MACHINE_TEMPLATE, f"{name}-control-plane", False),
@@ -104,8 +105,8 @@ async def provisioned_cluster(k: Kube, ns: str, name: str = "c1") -> dict[str, O
         "metadata": {"name": f"{name}-cp-a", "namespace": ns, "labels": lab, "ownerReferences": [owner(kcp)],
                      "finalizers": [FINALIZER_MACHINE]},
         "spec": {"clusterName": name, "version": "v1.34.4", "providerID": f"docker:////{name}-cp-a",
-                 "bootstrap": {"configRef": {"apiGroup": BOOTSTRAP_GROUP, "kind": "KubeadmConfig", "name": f"{name}-cp-a"},
-                               "dataSecretName": f"{name}-cp-a"},
+                 "bootstrap": {"configRef": {"apiGroup": BOOTSTRAP_GROUP, "kind": "KubeadmConfig",
+                                             "name": f"{name}-cp-a"}, "dataSecretName": f"{name}-cp-a"},
                  "infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "DockerMachine", "name": f"{name}-cp-a"}}})
     got["machine"] = await k.replace(MACHINE, {**m, "status": {"nodeRef": {"name": f"{name}-cp-a"}}},
                                      subresource="status")
@@ -138,8 +139,9 @@ async def provisioned_cluster(k: Kube, ns: str, name: str = "c1") -> dict[str, O
 
 MOVED: list[tuple[GVK, str]] = [
     (CLUSTER, "c1"), (DOCKER_CLUSTER, "c1"), (KUBEADM_CONTROL_PLANE, "c1-control-plane"),
-    (MACHINE_DEPLOYMENT, "c1-md-0"), (DOCKER_MACHINE_TEMPLATE, "c1-md-0"), (DOCKER_MACHINE_TEMPLATE, "c1-control-plane"),
-    (KUBEADM_CONFIG_TEMPLATE, "c1-md-0"), (MACHINE, "c1-cp-a"), (KUBEADM_CONFIG, "c1-cp-a"), (DOCKER_MACHINE, "c1-cp-a"),
+    (MACHINE_DEPLOYMENT, "c1-md-0"), (DOCKER_MACHINE_TEMPLATE, "c1-md-0"),
+    (DOCKER_MACHINE_TEMPLATE, "c1-control-plane"), (KUBEADM_CONFIG_TEMPLATE, "c1-md-0"), (MACHINE, "c1-cp-a"),
+    (KUBEADM_CONFIG, "c1-cp-a"), (DOCKER_MACHINE, "c1-cp-a"),
     (SECRET, "c1-cp-a"), (SECRET, "c1-ca"), (SECRET, "c1-kubeconfig")]
 
 
