@@ -266,3 +266,105 @@ def test_local_repository_layout(tmp_path: Path) -> None:
         ("docker", "InfrastructureProvider")}
     meta = yaml.safe_load((tmp_path / "infrastructure-docker" / CLUSTER_API_VERSION / "metadata.yaml").read_text())
     assert meta["releaseSeries"] == [{"major": 1, "minor": 13, "contract": "v1beta2"}]
+
+
+# A third-party infrastructure provider as its release would ship it: a namespace, a CRD labelled with the contract
+# version it implements, a controller Deployment (it never runs here: envtest has no nodes), a clusterctl variable.
+MINIMAL_COMPONENTS = """\
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: minimal-system
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: minimalclusters.infrastructure.example.com
+  labels:
+    cluster.x-k8s.io/v1beta2: v1alpha1
+spec:
+  group: infrastructure.example.com
+  names: {kind: MinimalCluster, listKind: MinimalClusterList, plural: minimalclusters, singular: minimalcluster}
+  scope: Namespaced
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: minimal-controller-manager
+  namespace: minimal-system
+spec:
+  selector: {matchLabels: {app: minimal}}
+  template:
+    metadata: {labels: {app: minimal}}
+    spec:
+      containers:
+      - name: manager
+        image: example.com/minimal:${MINIMAL_TAG:=v0.1.0}
+"""
+
+
+def _cert_manager_crd(kind: str, plural: str) -> Obj:
+    """cert-manager's API as clusterctl probes it (it creates a test Issuer and Certificate): present, so
+    clusterctl takes cert-manager as installed instead of downloading it (no network here)."""
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.cert-manager.io"},
+            "spec": {"group": "cert-manager.io", "scope": "Namespaced",
+                     "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
+                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def test_upstream_clusterctl_init_installs_a_third_party_provider(binary: Path, tmp_path: Path) -> None:
+    """`clusterctl init --infrastructure minimal` with a local repository (clusterctl.yaml providers with a file
+    URL) adds the provider to a capd-py management cluster: its components applied with clusterctl's labels,
+    its inventory entry beside capd-py's four, which clusterctl leaves as they are (no core reinstalled)."""
+    from capd_py.kube.crds import install_crds
+
+    minimal = clusterctl.ExtraProvider("minimal", "InfrastructureProvider", "v0.1.0", MINIMAL_COMPONENTS)
+    config = clusterctl.local_repository(tmp_path / "repository", extra=(minimal,))
+    with started_with_crds() as env:
+        kc = str(env.kubeconfig_path)
+        mgmt.install_crds(kc)
+
+        async def cert_manager() -> None:
+            k = env.kube()
+            try:
+                await install_crds(k, crds=[_cert_manager_crd("Issuer", "issuers"),
+                                            _cert_manager_crd("Certificate", "certificates")])
+            finally:
+                k.close()
+        asyncio.run(cert_manager())
+        before = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in _providers(env)}
+
+        r = clusterctl.run(["init", "--infrastructure", "minimal", "--kubeconfig", kc], config, tmp_path)
+        assert 'Installing provider="infrastructure-minimal"' in r.stdout + r.stderr, r.stdout + r.stderr
+
+        providers = {p["metadata"]["name"]: p for p in _providers(env)}
+        m = providers.pop("infrastructure-minimal")
+        assert (m["metadata"]["namespace"], m["providerName"], m["type"], m["version"]) == (
+            "minimal-system", "minimal", "InfrastructureProvider", "v0.1.0")
+        assert {n: p["metadata"]["resourceVersion"] for n, p in providers.items()} == before
+
+        async def components() -> None:
+            k = env.kube()
+            try:
+                crd = await k.get(CRD, None, "minimalclusters.infrastructure.example.com")
+                assert crd is not None
+                assert crd["metadata"]["labels"] == {"cluster.x-k8s.io/v1beta2": "v1alpha1",
+                                                     "cluster.x-k8s.io/provider": "infrastructure-minimal",
+                                                     "clusterctl.cluster.x-k8s.io": ""}
+                dep = await k.get(GVK("apps", "v1", "Deployment", "deployments"), "minimal-system",
+                                  "minimal-controller-manager")
+                assert dep is not None
+                assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "example.com/minimal:v0.1.0"
+            finally:
+                k.close()
+        asyncio.run(components())
+
+        out = clusterctl.run(["upgrade", "plan", "--kubeconfig", kc], config, tmp_path).stdout
+        assert "infrastructure-minimal" in out and "infrastructure-docker" in out, out
