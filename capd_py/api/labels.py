@@ -13,6 +13,15 @@ TEMPLATE_HASH = "machine-template-hash"
 WATCH_FILTER = "cluster.x-k8s.io/watch-filter"
 
 PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
+# upstream clusterctl (cmd/clusterctl/api/v1alpha3 labels.go / annotations.go)
+PROVIDER_NAME_LABEL = "cluster.x-k8s.io/provider"          # the component's provider, e.g. infrastructure-docker
+CLUSTERCTL_LABEL = "clusterctl.cluster.x-k8s.io"           # on every component clusterctl installed (CRDs: move)
+CLUSTERCTL_CORE_LABEL = "clusterctl.cluster.x-k8s.io/core"  # "inventory" on the inventory's CRD and Providers
+CLUSTERCTL_CORE_INVENTORY = "inventory"
+CLUSTERCTL_MOVE_LABEL = "clusterctl.cluster.x-k8s.io/move"
+CLUSTERCTL_MOVE_HIERARCHY_LABEL = "clusterctl.cluster.x-k8s.io/move-hierarchy"
+DELETE_FOR_MOVE_ANNOTATION = "clusterctl.cluster.x-k8s.io/delete-for-move"  # set by a move on what it deletes
+BLOCK_MOVE_ANNOTATION = "clusterctl.cluster.x-k8s.io/block-move"
 DELETE_MACHINE_ANNOTATION = "cluster.x-k8s.io/delete-machine"
 CLONED_FROM_NAME = "cluster.x-k8s.io/cloned-from-name"
 CLONED_FROM_GROUP_KIND = "cluster.x-k8s.io/cloned-from-groupkind"

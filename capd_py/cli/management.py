@@ -345,9 +345,10 @@ def remove_volumes(runtime: ContainerRuntime, labels: dict[str, str]) -> bool:
 def install_crds(kubeconfig: str | Path, timeout: float = 120, webhook_url: str | None = None,
                  webhook_service: bool = False) -> None:
     """The CRDs; with `webhook_url` (host mode) or `webhook_service` (in-cluster) serving v1beta1 too, converted
-    by the controllers' webhook: its certificate Secret is made first (once), its CA goes into every caBundle."""
+    by the controllers' webhook: its certificate Secret is made first (once), its CA goes into every caBundle.
+    Then upstream clusterctl's provider inventory (kube/inventory.py), so clusterctl works against the cluster."""
     from capd_py.kube import conversion_webhook as cw
-    from capd_py.kube import crds
+    from capd_py.kube import crds, inventory
     from capd_py.kube.client import Kube, KubeError
     from capd_py.reconcile import servingcert
 
@@ -361,6 +362,7 @@ def install_crds(kubeconfig: str | Path, timeout: float = 120, webhook_url: str 
             manifests = cw.crds_serving_v1beta1(cw.webhook_conversion(
                 cert.ca.cert, url=webhook_url, service=None if webhook_url else service))
         await crds.install_crds(kube, wait=True, timeout=timeout, crds=manifests)
+        await inventory.install(kube, timeout=timeout)
 
     kube = Kube.from_kubeconfig(str(kubeconfig))
     try:

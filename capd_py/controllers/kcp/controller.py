@@ -58,6 +58,8 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         return None
     cluster = await _owner_cluster(kube, kcp)
     if kcp["metadata"].get("deletionTimestamp"):
+        if await lifecycle.pause_if_needed(kube, KUBEADM_CONTROL_PLANE, kcp, cluster):
+            return None  # paused first, as upstream: clusterctl move deletes a paused cluster's objects
         return await _delete(ctx, kcp, cluster)
     if cluster is None:
         ctx.log.getChild("kcp").debug("KCP %s/%s: waiting for the Cluster controller to set the owner reference",
