@@ -13,6 +13,7 @@ from capd_py.kube.client import Kube
 from capd_py.kube.etcd import EtcdClients, ExecEtcdClients
 from capd_py.kube.probe import CertProbe, TLSProbe
 from capd_py.reconcile import subnets
+from capd_py.reconcile.dockercluster import DEFAULT_LB_IMAGE
 from capd_py.runtime.protocol import ContainerRuntime
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ class Settings:
     privileged_mode: str = field(default_factory=lambda: os.environ.get("CAPD_PY_PRIVILEGED_MODE", "privileged"))
     node_image_repository: str = field(
         default_factory=lambda: os.environ.get("CAPD_PY_NODE_IMAGE_REPO", "capd-py/node"))
-    haproxy_image: str = field(default_factory=lambda: os.environ.get("CAPD_PY_HAPROXY_IMAGE", "capd-py/haproxy:2.6"))
+    haproxy_image: str = field(default_factory=lambda: os.environ.get("CAPD_PY_HAPROXY_IMAGE", DEFAULT_LB_IMAGE))
     resync_seconds: float = field(default_factory=lambda: float(os.environ.get("CAPD_PY_RESYNC_SECONDS", "60")))
     # Every Nth resync lists from the API server too (drops cached copies a watch gap left behind).
     relist_every: int = 10
