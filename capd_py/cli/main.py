@@ -647,8 +647,14 @@ def controllers_cmd(
         "--webhook-bind-address", envvar="CAPD_PY_WEBHOOK_BIND_ADDRESS",
         help="Address the conversion webhook listens on (default: the address in the CRDs' webhook URL when it "
              "is an IP, else every address).")] = None,
+    machineset_preflight_checks: Annotated[str | None, typer.Option(
+        "--machineset-preflight-checks", envvar="CAPD_PY_MACHINESET_PREFLIGHT_CHECKS",
+        help="MachineSet preflight checks to run, comma-separated (All, ControlPlaneIsStable, KubernetesVersionSkew, "
+             "KubeadmVersionSkew, ControlPlaneVersionSkew; empty: none). Default All, as upstream.")] = None,
 ) -> None:
     """Run every controller in this process (foreground), and the conversion webhook the CRDs name."""
+    if machineset_preflight_checks is not None:  # the Settings read it from the environment
+        os.environ["CAPD_PY_MACHINESET_PREFLIGHT_CHECKS"] = machineset_preflight_checks
     from capd_py.cli.run import ConfigError, leader_config
     from capd_py.cli.run import main as run_main
     from capd_py.controllers.operator import LeadershipLost

@@ -12,7 +12,7 @@ from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.kube.client import Kube
 from capd_py.kube.etcd import EtcdClients, ExecEtcdClients
 from capd_py.kube.probe import CertProbe, TLSProbe
-from capd_py.reconcile import subnets
+from capd_py.reconcile import preflight, subnets
 from capd_py.reconcile.dockercluster import DEFAULT_LB_IMAGE
 from capd_py.runtime.protocol import ContainerRuntime
 
@@ -51,6 +51,9 @@ class Settings:
     management_cidrs: tuple[str, ...] = field(default_factory=lambda: subnets.parse_cidrs(
         os.environ.get("CAPD_PY_MANAGEMENT_CIDRS") or subnets.DEFAULT_MANAGEMENT_CIDRS, "CAPD_PY_MANAGEMENT_CIDRS"))
     management_network: str = field(default_factory=lambda: os.environ.get("CAPD_PY_NETWORK", "capd-py"))
+    # the MachineSet preflight checks run at all (upstream's --machineset-preflight-checks, default All; empty: none)
+    machineset_preflight_checks: frozenset[str] = field(default_factory=lambda: preflight.parse_checks(
+        os.environ.get("CAPD_PY_MACHINESET_PREFLIGHT_CHECKS", preflight.ALL)))
 
 
 @dataclass
