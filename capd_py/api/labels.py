@@ -32,6 +32,10 @@ KCP_ROLLOUT_ANNOTATION = "controlplane.cluster.x-k8s.io/rollout-after"
 # On every KCP Machine (upstream's name): its etcd member is removed in this pre-terminate hook, i.e. after the
 # Machine's deletion started (the infrastructure provider took it out of the load balancer) and its node drained.
 KCP_CLEANUP_HOOK = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup"
+# KCP remediation (upstream's names, JSON {machine, timestamp, retryCount}): on the KCP while a remediated Machine
+# waits for its replacement, then on the replacement Machine (a failure of it is a retry).
+KCP_REMEDIATION_IN_PROGRESS = "controlplane.cluster.x-k8s.io/remediation-in-progress"
+KCP_REMEDIATION_FOR = "controlplane.cluster.x-k8s.io/remediation-for"
 
 # Managed topology (ClusterClass), upstream's names.
 TOPOLOGY_OWNED = "topology.cluster.x-k8s.io/owned"

@@ -472,19 +472,27 @@ def delete_cluster(
 ) -> None:
     """Delete a workload cluster (the controllers remove its machines and containers); waits until every object
     is gone unless --no-wait or --wait 0."""
+    from capd_py.cli.kubeconfig import remove_if_for, secret_kubeconfig
     seconds = 0.0 if no_wait else duration(timeout, "--timeout") if timeout else duration(wait)
     steps = Steps()
     kube = connect(kubeconfig)
 
-    async def go() -> bool:
+    async def go() -> tuple[bool, str | None]:
         try:
-            return bool(await kube.delete(CLUSTER, namespace, name))
+            # read before the deletion: the controllers remove the Secret with the cluster
+            secret = await secret_kubeconfig(kube, namespace, name)
+            return bool(await kube.delete(CLUSTER, namespace, name)), secret
         finally:
             kube.close()
     with steps.step(f"Deleting cluster {namespace}/{name} 🔥"):
-        if not run_async(go):
+        deleted, secret = run_async(go)
+        if not deleted:
             steps.end(False)
             fail(f"cluster {namespace}/{name} not found")
+        # the admin credentials `quickstart` wrote go with the cluster (kind removes its kubeconfig context)
+        written = mgmt.home() / f"{name}.kubeconfig"
+        if remove_if_for(written, secret):
+            steps.info(f"removed {written}")
         if seconds > 0:
             wait_deleted(kubeconfig, namespace, name, seconds)
 
@@ -639,8 +647,14 @@ def controllers_cmd(
         "--webhook-bind-address", envvar="CAPD_PY_WEBHOOK_BIND_ADDRESS",
         help="Address the conversion webhook listens on (default: the address in the CRDs' webhook URL when it "
              "is an IP, else every address).")] = None,
+    machineset_preflight_checks: Annotated[str | None, typer.Option(
+        "--machineset-preflight-checks", envvar="CAPD_PY_MACHINESET_PREFLIGHT_CHECKS",
+        help="MachineSet preflight checks to run, comma-separated (All, ControlPlaneIsStable, KubernetesVersionSkew, "
+             "KubeadmVersionSkew, ControlPlaneVersionSkew; empty: none). Default All, as upstream.")] = None,
 ) -> None:
     """Run every controller in this process (foreground), and the conversion webhook the CRDs name."""
+    if machineset_preflight_checks is not None:  # the Settings read it from the environment
+        os.environ["CAPD_PY_MACHINESET_PREFLIGHT_CHECKS"] = machineset_preflight_checks
     from capd_py.cli.run import ConfigError, leader_config
     from capd_py.cli.run import main as run_main
     from capd_py.controllers.operator import LeadershipLost

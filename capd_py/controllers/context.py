@@ -14,7 +14,8 @@ from capd_py.kube.client import Kube
 from capd_py.kube.contracts import Contracts
 from capd_py.kube.etcd import EtcdClients, ExecEtcdClients
 from capd_py.kube.probe import CertProbe, TLSProbe
-from capd_py.reconcile import subnets
+from capd_py.reconcile import preflight, subnets
+from capd_py.reconcile.dockercluster import DEFAULT_LB_IMAGE
 from capd_py.runtime.protocol import ContainerRuntime
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ class Settings:
     privileged_mode: str = field(default_factory=lambda: os.environ.get("CAPD_PY_PRIVILEGED_MODE", "privileged"))
     node_image_repository: str = field(
         default_factory=lambda: os.environ.get("CAPD_PY_NODE_IMAGE_REPO", "capd-py/node"))
-    haproxy_image: str = field(default_factory=lambda: os.environ.get("CAPD_PY_HAPROXY_IMAGE", "capd-py/haproxy:2.6"))
+    haproxy_image: str = field(default_factory=lambda: os.environ.get("CAPD_PY_HAPROXY_IMAGE", DEFAULT_LB_IMAGE))
     resync_seconds: float = field(default_factory=lambda: float(os.environ.get("CAPD_PY_RESYNC_SECONDS", "60")))
     # Every Nth resync lists from the API server too (drops cached copies a watch gap left behind).
     relist_every: int = 10
@@ -52,6 +53,9 @@ class Settings:
     management_cidrs: tuple[str, ...] = field(default_factory=lambda: subnets.parse_cidrs(
         os.environ.get("CAPD_PY_MANAGEMENT_CIDRS") or subnets.DEFAULT_MANAGEMENT_CIDRS, "CAPD_PY_MANAGEMENT_CIDRS"))
     management_network: str = field(default_factory=lambda: os.environ.get("CAPD_PY_NETWORK", "capd-py"))
+    # the MachineSet preflight checks run at all (upstream's --machineset-preflight-checks, default All; empty: none)
+    machineset_preflight_checks: frozenset[str] = field(default_factory=lambda: preflight.parse_checks(
+        os.environ.get("CAPD_PY_MACHINESET_PREFLIGHT_CHECKS", preflight.ALL)))
 
 
 @dataclass

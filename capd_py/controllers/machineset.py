@@ -10,12 +10,12 @@ from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
 from capd_py.api.labels import CLUSTER_NAME, DEPLOYMENT_NAME, FINALIZER_MACHINE_SET, TEMPLATE_HASH
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.coreio import delete_obj, ensure_metadata, gvk_of, read_ref
+from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of, read_ref
 from capd_py.controllers.manager import Controller, owner_mapper, referrers_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube import events
 from capd_py.kube.client import KubeError
-from capd_py.reconcile import coreutil
+from capd_py.reconcile import coreutil, preflight
 from capd_py.reconcile import machinedeployment as rmd
 from capd_py.reconcile import machineset as rms
 
@@ -98,6 +98,23 @@ async def _within_max_in_flight(ctx: Ctx, ms: dict[str, Any], candidates: list[d
     return rms.limit_remediation(candidates, dm, mif, coreutil.replicas_of(md))
 
 
+async def _preflight(ctx: Ctx, ms: dict[str, Any], cluster: dict[str, Any], action: str) -> preflight.Outcome:
+    """Upstream's MachineSet preflight checks for `action` (reads the control plane and, for the skip annotation,
+    the bootstrap config template)."""
+    ns = ms["metadata"]["namespace"]
+    enabled = ctx.settings.machineset_preflight_checks
+    if not enabled:
+        return preflight.Outcome()
+    tpl = None
+    if preflight.needs_bootstrap_template(ms):
+        tpl = await get_ref(ctx, ns, contract.ref(ms, "spec", "template", "spec", "bootstrap", "configRef"))
+    skip = preflight.skipped(ms, tpl)
+    if preflight.ALL in skip:
+        return preflight.Outcome()
+    cp = await get_ref(ctx, ns, contract.ref(cluster, "spec", "controlPlaneRef"))
+    return preflight.run(cluster, cp, ms, skip, enabled, action)
+
+
 async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     kube = ctx.kube
     ms = await kube.get(MACHINE_SET, namespace, name)
@@ -160,6 +177,21 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     requeue: float | None = None
     if p.remediate:
         p.remediate = await _within_max_in_flight(ctx, ms, p.remediate)
+    if p.remediate:
+        held = await _preflight(ctx, ms, cluster, preflight.REMEDIATION)
+        if held.blocked:
+            msg = preflight.remediation_deferred_message(held.messages())
+            for m in p.remediate:
+                await lifecycle.write_status(kube, MACHINE, m, preflight.deferred_machine_status(m, msg))
+            p.remediate = []
+            requeue = preflight.REQUEUE_SECONDS
+    scale_up_held: list[str] = []
+    if p.create:
+        held = await _preflight(ctx, ms, cluster, preflight.SCALE_UP)
+        if held.blocked:
+            scale_up_held = held.messages()
+            p.create = 0
+            requeue = preflight.REQUEUE_SECONDS
     for m in p.remediate:
         ctx.log.info("machineset %s/%s: remediating unhealthy machine %s", namespace, name, m["metadata"]["name"])
         await delete_obj(kube, MACHINE, m)
@@ -176,6 +208,10 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if p.create or p.delete or p.remediate:
         owned = rms.machines_of(ms, await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cn}))
     st = rms.compute_status(ms, owned, p)
+    if scale_up_held:
+        held_msg = preflight.scaling_up_message(len(owned), coreutil.replicas_of(ms), scale_up_held)
+        st["conditions"] = cond.set_condition(st["conditions"], rms.SCALING_UP, True, "ScalingUp", held_msg,
+                                              observed_generation=ms["metadata"].get("generation"))
     if error_msg:
         msg = f"Cannot create Machines: {error_msg}"
         prev = cond.get(ms, rms.SCALING_UP) or {}

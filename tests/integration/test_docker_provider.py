@@ -78,7 +78,7 @@ def runtime() -> DockerRuntime:
 @pytest.fixture
 async def ctx(kube: Kube, runtime: DockerRuntime, namespace: str) -> AsyncIterator[Ctx]:
     settings = Settings(privileged_mode=_privilege_mode(), node_image_repository=NODE_IMAGE_REPO,
-                        haproxy_image="capd-py/haproxy:2.6", poll_seconds=0.5)
+                        poll_seconds=0.5)
     c = Ctx(kube=kube, runtime=runtime, settings=settings, workload=WorkloadClients(kube))
     try:
         yield c
@@ -109,7 +109,8 @@ def _name(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(3)}"
 
 
-async def make_cluster(kube: Kube, ns: str, pods: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+async def make_cluster(kube: Kube, ns: str, pods: list[str] | None = None, dc_spec: dict[str, Any] | None = None
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
     name = _name("c")
     spec: dict[str, Any] = {"infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "DockerCluster", "name": name}}
     if pods:
@@ -121,7 +122,7 @@ async def make_cluster(kube: Kube, ns: str, pods: list[str] | None = None) -> tu
         "apiVersion": DOCKER_CLUSTER.api_version, "kind": "DockerCluster",
         "metadata": {"name": name, "namespace": ns, "labels": {CLUSTER_NAME: name},
                      "ownerReferences": [contract.owner_ref(cluster)]},
-        "spec": {}})
+        "spec": dc_spec or {}})
     return cluster, dc
 
 
@@ -637,6 +638,24 @@ def _free_ranges(rt: DockerRuntime, n: int) -> list[str]:
 def _use_pool(ctx: Ctx, pool: str, **settings: Any) -> None:
     ctx.settings = dataclasses.replace(ctx.settings, network_pool=subnets.parse_pool(pool), **settings)
     ctx.infra = DockerInfra(ctx.runtime, "", ctx.settings.network_pool)
+
+
+async def test_load_balancer_image_named_as_upstream_capd(ctx: Ctx, namespace: str, runtime: DockerRuntime) -> None:
+    """Upstream's e2e ClusterClass sets only `loadBalancer.imageRepository: kindest` (issue 26: capd-py made that
+    "kindest:2.6", not present); upstream CAPD's image is `<repository>/haproxy:<tag>`, each part defaulted, and
+    `make images` tags capd-py's haproxy under that default name. The default setting is upstream's name too."""
+    assert ctx.settings.haproxy_image == dcr.DEFAULT_LB_IMAGE == "kindest/haproxy:v20230606-42a2262b"
+    for spec in ({}, {"loadBalancer": {"imageRepository": "kindest"}}):
+        cluster, dc = await make_cluster(ctx.kube, namespace, dc_spec=spec)
+        await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"], provisioned, timeout=60)
+        lb = runtime.get_container(f"{cluster['metadata']['name']}-lb")
+        assert lb is not None and lb.running and lb.image == "kindest/haproxy:v20230606-42a2262b", (spec, lb)
+    # a tag nobody built: the condition names upstream's image name for it
+    cluster, dc = await make_cluster(ctx.kube, namespace, dc_spec={"loadBalancer": {"imageTag": "not-built"}})
+    got = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"],
+                      lambda o: cond.get(o, "LoadBalancerAvailable") is not None, timeout=30)
+    c = cond.get(got, "LoadBalancerAvailable")
+    assert c and c["status"] == "False" and "kindest/haproxy:not-built is not present locally" in c["message"], c
 
 
 async def test_network_subnet_skips_the_cluster_pod_cidr(ctx: Ctx, namespace: str, runtime: DockerRuntime) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from capd_py.api import conditions, contract
 from capd_py.api.gvk import CLUSTER, CONFIG_MAP, GVK, KUBEADM_CONTROL_PLANE, MACHINE
-from capd_py.api.labels import CLUSTER_NAME, FINALIZER_KCP
+from capd_py.api.labels import CLUSTER_NAME, FINALIZER_KCP, KCP_REMEDIATION_IN_PROGRESS
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import ensure_metadata, read_ref
@@ -70,14 +70,19 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     kcp = await lifecycle.ensure_finalizer(kube, KUBEADM_CONTROL_PLANE, kcp, FINALIZER_KCP)
     st = _Conds(kcp)
     st.set(conditions.PAUSED, False, "NotPaused")
-    res = await _reconcile(ctx, kcp, cluster, st)
+    # KCP annotations this pass changes (remediation in progress), written after the status: one write each
+    pending: dict[str, str | None] = {}
+    res = await _reconcile(ctx, kcp, cluster, st, pending)
     await kube.update_status(KUBEADM_CONTROL_PLANE, kcp, st.final())
+    if pending:
+        await kube.merge_patch(KUBEADM_CONTROL_PLANE, namespace, name, {"metadata": {"annotations": pending}})
     return res
 
 
 # --- the main pass ------------------------------------------------------------------------------
 
-async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st: _Conds) -> Result | None:
+async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st: _Conds,
+                     pending: dict[str, str | None]) -> Result | None:
     kube = ctx.kube
     ns, cname = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
     poll = Result(requeue_after=ctx.settings.poll_seconds)
@@ -108,7 +113,9 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
     if initialized:
         await observe.record_certificate_expiries(ctx, kcp, machines, w)
     views = await observe.views(ctx, kcp, machines, w, _now())
-    _status(kcp, st, views, machines, initialized, w)
+    if rk.stale_in_progress(kcp, views):
+        pending[KCP_REMEDIATION_IN_PROGRESS] = None
+    _status(kcp, st, views, machines, initialized, w, pending)
     await _machines_up_to_date(kube, machines, views)
     problem = await scale.run_cleanup_hooks(ctx, kcp, machines, views, w.kube, kcp_deleting=False)
     if problem:
@@ -123,7 +130,9 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
         st.set(rk.SCALING_UP, False, "WaitingForControlPlaneEndpoint", "Waiting for Cluster spec.controlPlaneEndpoint")
         return None
 
-    action = rk.next_action(kcp, cluster, views, initialized)
+    action = rk.next_action(kcp, cluster, views, initialized, _now())
+    if action.machine_condition and action.machine:
+        await _owner_remediated(kube, machines, action)
     if action.kind == "scale-up" and w.kube is not None:
         problem = await scale.sync_kubeadm_config(ctx, w.kube, kcp, cluster)
         if problem:
@@ -136,7 +145,9 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
             st.set(rk.SCALING_UP, True, "ScalingUp", f"Cannot create a Machine: {problem}")
             await events.record(kube, kcp, "MachineCreationFailed", problem)
             return Result(requeue_after=30.0)
-        after = await _restatus(ctx, kcp, cluster, st, initialized, w)
+        if (kcp["metadata"].get("annotations") or {}).get(KCP_REMEDIATION_IN_PROGRESS):  # the replacement exists
+            pending[KCP_REMEDIATION_IN_PROGRESS] = None
+        after = await _restatus(ctx, kcp, cluster, st, initialized, w, pending)
         kcp_status.progress(st, kcp, rk.next_action(kcp, cluster, after, initialized),
                             len(await observe.owned_machines(kube, kcp, cname)))
         return poll
@@ -146,7 +157,10 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
             st.set(rk.SCALING_DOWN, True, "ScalingDown", problem)
             await events.record(kube, kcp, "EtcdMemberRemovalFailed", problem)
             return Result(requeue_after=15.0)
-        after = await _restatus(ctx, kcp, cluster, st, initialized, w)
+        if action.remediation_start:
+            pending[KCP_REMEDIATION_IN_PROGRESS] = action.remediation_start
+            await events.record(kube, kcp, "MachineRemediated", action.message)
+        after = await _restatus(ctx, kcp, cluster, st, initialized, w, pending)
         kcp_status.progress(st, kcp, rk.next_action(kcp, cluster, after, initialized), len(after))
         return poll
     if action.kind == "wait":
@@ -226,18 +240,33 @@ async def _machines_up_to_date(kube: Kube, machines: list[dict[str, Any]], views
 
 
 def _status(kcp: dict[str, Any], st: _Conds, views: list[rk.MachineView], machines: list[dict[str, Any]],
-            initialized: bool, w: Workload) -> None:
+            initialized: bool, w: Workload, pending: dict[str, str | None]) -> None:
     kcp_status.apply(st, kcp, views, [str(contract.dig(m, "spec", "version") or "") for m in machines],
                      initialized, w.reachable, w.error)
+    ann = {k: v for k, v in {**(kcp["metadata"].get("annotations") or {}), **pending}.items() if v is not None}
+    last = rk.last_remediation({"metadata": {"annotations": ann}},
+                               [m["metadata"].get("annotations") or {} for m in machines])
+    if last is not None:
+        st.status["lastRemediation"] = last
+
+
+async def _owner_remediated(kube: Kube, machines: list[dict[str, Any]], action: rk.Action) -> None:
+    """The remediated (or waiting) Machine says why, in its OwnerRemediated condition (as upstream KCP)."""
+    assert action.machine_condition is not None
+    known = next((x for x in machines if x["metadata"]["name"] == action.machine), None)
+    # read again: this pass may have written its UpToDate condition already
+    m = await kube.get(MACHINE, known["metadata"]["namespace"], action.machine) if known else None
+    if m is not None:
+        await lifecycle.write_status(kube, MACHINE, m, rk.owner_remediated_status(m, *action.machine_condition))
 
 
 async def _restatus(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st: _Conds, initialized: bool,
-                    w: Workload) -> list[rk.MachineView]:
+                    w: Workload, pending: dict[str, str | None]) -> list[rk.MachineView]:
     """Recompute the status after a step so it reflects the Machine just created / deleted (and equals
     what the next pass will compute, so that pass writes nothing)."""
     machines = await observe.owned_machines(ctx.kube, kcp, cluster["metadata"]["name"])
     views = await observe.views(ctx, kcp, machines, w, _now())
-    _status(kcp, st, views, machines, initialized, w)
+    _status(kcp, st, views, machines, initialized, w, pending)
     return views
 
 

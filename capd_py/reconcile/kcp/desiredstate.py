@@ -15,7 +15,14 @@ from typing import Any
 
 from capd_py.api import contract, gvk
 from capd_py.api.gvk import GVK, KUBEADM_CONFIG, MACHINE
-from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE, CONTROL_PLANE_NAME, KCP_CLEANUP_HOOK
+from capd_py.api.labels import (
+    CLUSTER_NAME,
+    CONTROL_PLANE,
+    CONTROL_PLANE_NAME,
+    KCP_CLEANUP_HOOK,
+    KCP_REMEDIATION_FOR,
+    KCP_REMEDIATION_IN_PROGRESS,
+)
 from capd_py.reconcile import coreutil
 from capd_py.reconcile.kcp.common import infra_template_ref
 from capd_py.reconcile.machineset import clone_from_template, instance_kind
@@ -122,8 +129,15 @@ def desired_machine(kcp: dict[str, Any], cluster: dict[str, Any], template: dict
         "apiVersion": MACHINE.api_version, "kind": MACHINE.kind,
         "metadata": {"name": name, "namespace": ns, "labels": dict(labels),
                      "annotations": {**(contract.dig(mt, "metadata", "annotations", default={}) or {}),
-                                     KCP_CLEANUP_HOOK: ""},
+                                     KCP_CLEANUP_HOOK: "", **_remediation_for(kcp)},
                      "ownerReferences": [owner]},
         "spec": mspec,
     }
     return DesiredMachine(name=name, infra_gvk=infra_gvk, infra=infra, config=config, machine=machine)
+
+
+def _remediation_for(kcp: dict[str, Any]) -> dict[str, str]:
+    """A Machine made while a remediation is in progress replaces the remediated one: it carries the remediation's
+    data, so a failure of it counts as a retry (upstream desired_state)."""
+    v = ((kcp.get("metadata") or {}).get("annotations") or {}).get(KCP_REMEDIATION_IN_PROGRESS)
+    return {KCP_REMEDIATION_FOR: v} if v else {}
