@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from capd_py.api import features
 from capd_py.api.gvk import GVK
 from capd_py.controllers.services.certificates import ClusterCertificates
 from capd_py.controllers.services.docker_infra import DockerInfra
@@ -54,8 +55,15 @@ class Settings:
         os.environ.get("CAPD_PY_MANAGEMENT_CIDRS") or subnets.DEFAULT_MANAGEMENT_CIDRS, "CAPD_PY_MANAGEMENT_CIDRS"))
     management_network: str = field(default_factory=lambda: os.environ.get("CAPD_PY_NETWORK", "capd-py"))
     # the MachineSet preflight checks run at all (upstream's --machineset-preflight-checks, default All; empty: none)
+    # upstream's feature gates (`--feature-gates`, CAPD_PY_FEATURE_GATES; capd_py/api/features.py)
+    feature_gates: dict[str, bool] = field(default_factory=lambda: features.parse(
+        os.environ.get("CAPD_PY_FEATURE_GATES", "")))
     machineset_preflight_checks: frozenset[str] = field(default_factory=lambda: preflight.parse_checks(
         os.environ.get("CAPD_PY_MACHINESET_PREFLIGHT_CHECKS", preflight.ALL)))
+
+
+    def enabled(self, gate: str) -> bool:
+        return bool(self.feature_gates.get(gate, features.DEFAULTS.get(gate, False)))
 
 
 @dataclass

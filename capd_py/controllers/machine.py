@@ -8,7 +8,7 @@ import datetime as _dt
 from typing import Any
 
 from capd_py.api import conditions as cond
-from capd_py.api import contract
+from capd_py.api import contract, features
 from capd_py.api.gvk import (
     CLUSTER,
     DOCKER_MACHINE,
@@ -28,7 +28,7 @@ from capd_py.controllers.manager import Controller, owner_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import Kube, KubeError
-from capd_py.reconcile import coreutil
+from capd_py.reconcile import coreutil, nodetaints
 from capd_py.reconcile import machine as rm
 
 HEALTHY_POLL = 30.0
@@ -136,6 +136,13 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
                 obs.node = await wl.merge_patch(NODE, None, obs.node["metadata"]["name"], np)
             except Exception as e:  # noqa: BLE001 - retried on the next poll
                 ctx.log.info("machine %s/%s: labelling node failed: %s", namespace, name, e)
+        tp = nodetaints.node_taints_patch(m, obs.node) \
+            if ctx.settings.enabled(features.MACHINE_TAINT_PROPAGATION) else None
+        if tp:
+            try:
+                obs.node = await wl.merge_patch(NODE, None, obs.node["metadata"]["name"], tp)
+            except Exception as e:  # noqa: BLE001 - a conflict or an unreachable API: retried on the next poll
+                ctx.log.info("machine %s/%s: tainting node failed: %s", namespace, name, e)
 
     status = rm.compute_status(obs)
     await kube.update_status(MACHINE, m, status)

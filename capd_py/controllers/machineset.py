@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from capd_py.api import conditions as cond
-from capd_py.api import contract
+from capd_py.api import contract, features
 from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
 from capd_py.api.labels import CLUSTER_NAME, DEPLOYMENT_NAME, FINALIZER_MACHINE_SET, TEMPLATE_HASH
 from capd_py.controllers import lifecycle
@@ -103,7 +103,7 @@ async def _preflight(ctx: Ctx, ms: dict[str, Any], cluster: dict[str, Any], acti
     the bootstrap config template)."""
     ns = ms["metadata"]["namespace"]
     enabled = ctx.settings.machineset_preflight_checks
-    if not enabled:
+    if not enabled or not ctx.settings.enabled(features.MACHINE_SET_PREFLIGHT_CHECKS):
         return preflight.Outcome()
     tpl = None
     if preflight.needs_bootstrap_template(ms):

@@ -117,6 +117,10 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
         pending[KCP_REMEDIATION_IN_PROGRESS] = None
     _status(kcp, st, views, machines, initialized, w, pending)
     await _machines_up_to_date(kube, machines, views)
+    for m in machines:  # taints, readiness gates, deletion timeouts: changed in place, no rollout
+        ip = None if m["metadata"].get("deletionTimestamp") else rk.machine_in_place_patch(kcp, m)
+        if ip:
+            await kube.merge_patch(MACHINE, ns, m["metadata"]["name"], ip)
     problem = await scale.run_cleanup_hooks(ctx, kcp, machines, views, w.kube, kcp_deleting=False)
     if problem:
         st.set(rk.SCALING_DOWN, True, "ScalingDown", problem)

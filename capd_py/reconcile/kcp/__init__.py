@@ -45,6 +45,7 @@ from capd_py.reconcile.kcp.desiredstate import (
     desired_machine,
     init_config_spec,
     join_config_spec,
+    machine_in_place_patch,
     machine_labels,
     machine_name,
     template_gvk,
@@ -91,6 +92,6 @@ __all__ = [
     "machine_view", "machines_to_remediate", "max_surge", "member_id", "member_id_hex", "member_of_node",
     "min_version", "next_action", "node_for", "node_internal_ip", "outdated_reasons", "owned", "parse_time",
     "pick_failure_domain_for_scale_up", "pick_machine_for_scale_down", "remediation_action", "replicas",
-    "last_remediation", "owner_remediated_status", "remediation_step", "stale_in_progress",
+    "last_remediation", "machine_in_place_patch", "owner_remediated_status", "remediation_step", "stale_in_progress",
     "selector", "template_gvk", "updated_cluster_configuration",
 ]

@@ -136,6 +136,15 @@ def desired_machine(kcp: dict[str, Any], cluster: dict[str, Any], template: dict
     return DesiredMachine(name=name, infra_gvk=infra_gvk, infra=infra, config=config, machine=machine)
 
 
+def machine_in_place_patch(kcp: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any] | None:
+    """spec.machineTemplate.spec fields upstream changes on existing control-plane Machines without a rollout
+    (readinessGates, deletion timeouts, taints); None when they match."""
+    mt = contract.dig(kcp, "spec", "machineTemplate", "spec", default={}) or {}
+    have = machine.get("spec") or {}
+    patch = {k: mt.get(k) for k in MACHINE_TEMPLATE_FIELDS if (mt.get(k) or None) != (have.get(k) or None)}
+    return {"spec": patch} if patch else None
+
+
 def _remediation_for(kcp: dict[str, Any]) -> dict[str, str]:
     """A Machine made while a remediation is in progress replaces the remediated one: it carries the remediation's
     data, so a failure of it counts as a retry (upstream desired_state)."""

@@ -97,3 +97,17 @@ def test_a_bad_network_pool_is_a_management_error(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("CAPD_PY_NETWORK_POOL", "10.1.0.0/16:8")
     with pytest.raises(ManagementError, match="CAPD_PY_NETWORK_POOL: '10.1.0.0/16:8'"):
         network_pool()
+
+
+def test_feature_gates_from_clusterctl_variables_reach_the_controllers() -> None:
+    from capd_py.cli.management import ManagementError, feature_gates
+    assert feature_gates({}) == ""
+    assert feature_gates({"EXP_MACHINE_TAINT_PROPAGATION": "true"}) == "MachineTaintPropagation=true"
+    # CAPD_PY_FEATURE_GATES first, the variables after (clusterctl's variables win, as its manifest substitutes them)
+    assert feature_gates({"CAPD_PY_FEATURE_GATES": "MachinePool=false", "EXP_MACHINE_POOL": "true"}) == ""
+    with pytest.raises(ManagementError, match="feature gates: feature gate RuntimeSDK=true is not supported"):
+        feature_gates({"EXP_RUNTIME_SDK": "true"})
+    docs = [d for d in yaml.safe_load_all(in_cluster_manifest("img", "restricted", gates="MachinePool=false")) if d]
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["CAPD_PY_FEATURE_GATES"] == "MachinePool=false"
