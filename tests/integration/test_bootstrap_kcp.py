@@ -29,14 +29,14 @@ from capd_py.api.gvk import (
 from capd_py.api.labels import CLONED_FROM_NAME, CLUSTER_NAME, CONTROL_PLANE, CONTROL_PLANE_NAME, FINALIZER_KCP
 from capd_py.controllers import kcp as c_kcp
 from capd_py.controllers import kubeadmconfig as c_kc
-from capd_py.controllers.context import Ctx, Settings
+from capd_py.controllers.context import Ctx
 from capd_py.kube.client import Kube
 from capd_py.kube.etcd_fake import FakeEtcd
 from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile import certs
 from capd_py.reconcile import kubeadmconfig as kc
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
+from capd_py.testing.inprocess import direct_ctx
 
 pytestmark = pytest.mark.integration
 Obj = dict[str, Any]
@@ -46,9 +46,8 @@ ENDPOINT = {"host": "127.0.0.1", "port": 1}
 
 @pytest.fixture
 def ctx(kube: Kube) -> Ctx:
-    s = Settings()
-    s.poll_seconds = 0.1
-    return Ctx(kube=kube, runtime=FakeRuntime(), settings=s, workload=WorkloadClients(kube))  # type: ignore[arg-type]
+    c = direct_ctx(kube)
+    return c
 
 
 async def make_cluster(kube: Kube, ns: str, *, cp_ref: bool, initialized: bool = False,

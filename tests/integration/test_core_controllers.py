@@ -45,10 +45,9 @@ from capd_py.controllers import machine as c_machine
 from capd_py.controllers import machinedeployment as c_md
 from capd_py.controllers import machinehealthcheck as c_mhc
 from capd_py.controllers import machineset as c_ms
-from capd_py.controllers.context import Ctx, Settings
+from capd_py.controllers.context import Ctx
 from capd_py.kube.client import Kube
-from capd_py.kube.workload import WorkloadClients
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.inprocess import direct_ctx
 
 pytestmark = pytest.mark.integration
 Obj = dict[str, Any]
@@ -57,9 +56,8 @@ V = "v1beta2"
 
 @pytest.fixture
 def ctx(kube: Kube) -> Ctx:
-    s = Settings()
-    s.poll_seconds = 0.1
-    return Ctx(kube=kube, runtime=FakeRuntime(), settings=s, workload=WorkloadClients(kube))  # type: ignore[arg-type]
+    c = direct_ctx(kube)
+    return c
 
 
 def _meta(name: str, ns: str, **kw: Any) -> Obj:

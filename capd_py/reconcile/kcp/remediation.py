@@ -24,6 +24,7 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract
+from capd_py.api.conversion.fields import seconds_to_duration
 from capd_py.api.labels import KCP_REMEDIATION_FOR, KCP_REMEDIATION_IN_PROGRESS
 from capd_py.reconcile.kcp.common import Action, MachineView
 
@@ -76,15 +77,7 @@ def _parse_time(v: Any) -> _dt.datetime | None:
 
 def go_duration(seconds: int) -> str:
     """A duration as Go's time.Duration prints it (upstream's messages show it so): 0s, 45s, 5m0s, 1h0m0s."""
-    if seconds <= 0:
-        return "0s"
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    if h:
-        return f"{h}h{m}m{s}s"
-    if m:
-        return f"{m}m{s}s"
-    return f"{s}s"
+    return seconds_to_duration(max(0, int(seconds)))
 
 
 def machines_to_remediate(live: list[MachineView]) -> list[MachineView]:

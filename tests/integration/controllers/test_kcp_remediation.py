@@ -14,10 +14,9 @@ from capd_py.api import conditions as cond
 from capd_py.api.gvk import KUBEADM_CONTROL_PLANE, MACHINE
 from capd_py.api.labels import KCP_REMEDIATION_FOR, KCP_REMEDIATION_IN_PROGRESS
 from capd_py.controllers import kcp as c_kcp
-from capd_py.controllers.context import Ctx, Settings
+from capd_py.controllers.context import Ctx
 from capd_py.kube.client import Kube
-from capd_py.kube.workload import WorkloadClients
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.inprocess import direct_ctx
 from tests.integration.test_bootstrap_kcp import make_cluster, make_kcp
 
 pytestmark = pytest.mark.integration
@@ -26,9 +25,8 @@ Obj = dict[str, Any]
 
 @pytest.fixture
 def ctx(kube: Kube) -> Ctx:
-    s = Settings()
-    s.poll_seconds = 0.1
-    return Ctx(kube=kube, runtime=FakeRuntime(), settings=s, workload=WorkloadClients(kube))  # type: ignore[arg-type]
+    c = direct_ctx(kube)
+    return c
 
 
 async def _live(kube: Kube, ns: str) -> list[Obj]:

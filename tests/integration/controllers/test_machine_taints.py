@@ -13,11 +13,10 @@ from capd_py.api.gvk import MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET, NODE
 from capd_py.controllers import machine as c_machine
 from capd_py.controllers import machinedeployment as c_md
 from capd_py.controllers import machineset as c_ms
-from capd_py.controllers.context import Ctx, Settings
+from capd_py.controllers.context import Ctx
 from capd_py.kube.client import Kube
-from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile.nodetaints import TAINTS_FROM_MACHINE
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.inprocess import direct_ctx
 from tests.integration.test_core_controllers import (
     machines,
     make_node,
@@ -34,10 +33,9 @@ ONCE = {"key": "init", "effect": "PreferNoSchedule", "propagation": "OnInitializ
 
 
 def _ctx(kube: Kube, taints: bool) -> Ctx:
-    s = Settings()
-    s.poll_seconds = 0.1
-    s.feature_gates = {**s.feature_gates, features.MACHINE_TAINT_PROPAGATION: taints}
-    return Ctx(kube=kube, runtime=FakeRuntime(), settings=s, workload=WorkloadClients(kube))  # type: ignore[arg-type]
+    c = direct_ctx(kube)
+    c.settings.feature_gates = {**c.settings.feature_gates, features.MACHINE_TAINT_PROPAGATION: taints}
+    return c
 
 
 def _node_taints(node: Obj | None) -> list[tuple[str, str]]:

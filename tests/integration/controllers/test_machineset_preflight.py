@@ -13,11 +13,10 @@ from capd_py.api import conditions as cond
 from capd_py.api import gvk
 from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, KUBEADM_CONTROL_PLANE, MACHINE, MACHINE_SET
 from capd_py.controllers import machineset as c_ms
-from capd_py.controllers.context import Ctx, Settings
+from capd_py.controllers.context import Ctx
 from capd_py.kube.client import Kube
-from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile import preflight
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.inprocess import direct_ctx
 from tests.integration.test_core_controllers import cluster_obj, machineset_obj, templates
 
 pytestmark = pytest.mark.integration
@@ -26,9 +25,8 @@ Obj = dict[str, Any]
 
 @pytest.fixture
 def ctx(kube: Kube) -> Ctx:
-    s = Settings()
-    s.poll_seconds = 0.1
-    return Ctx(kube=kube, runtime=FakeRuntime(), settings=s, workload=WorkloadClients(kube))  # type: ignore[arg-type]
+    c = direct_ctx(kube)
+    return c
 
 
 async def _setup(kube: Kube, ns: str) -> None:
