@@ -16,8 +16,7 @@ from capd_py.controllers import machineset as c_ms
 from capd_py.controllers.context import Ctx
 from capd_py.kube.client import Kube
 from capd_py.reconcile.nodetaints import TAINTS_FROM_MACHINE
-from capd_py.testing.inprocess import direct_ctx
-from tests.integration.test_core_controllers import (
+from capd_py.testing.core_objects import (
     machines,
     make_node,
     md_obj,
@@ -25,6 +24,7 @@ from tests.integration.test_core_controllers import (
     setup_cluster,
     workload_secret,
 )
+from capd_py.testing.inprocess import direct_ctx
 
 pytestmark = pytest.mark.integration
 Obj = dict[str, Any]

@@ -16,8 +16,8 @@ from capd_py.controllers import machineset as c_ms
 from capd_py.controllers.context import Ctx
 from capd_py.kube.client import Kube
 from capd_py.reconcile import preflight
+from capd_py.testing.core_objects import cluster_obj, machineset_obj, templates
 from capd_py.testing.inprocess import direct_ctx
-from tests.integration.test_core_controllers import cluster_obj, machineset_obj, templates
 
 pytestmark = pytest.mark.integration
 Obj = dict[str, Any]

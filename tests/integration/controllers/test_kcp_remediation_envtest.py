@@ -16,8 +16,8 @@ from capd_py.api.labels import KCP_REMEDIATION_FOR, KCP_REMEDIATION_IN_PROGRESS
 from capd_py.controllers import kcp as c_kcp
 from capd_py.controllers.context import Ctx
 from capd_py.kube.client import Kube
+from capd_py.testing.core_objects import make_cluster, make_kcp
 from capd_py.testing.inprocess import direct_ctx
-from tests.integration.test_bootstrap_kcp import make_cluster, make_kcp
 
 pytestmark = pytest.mark.integration
 Obj = dict[str, Any]
