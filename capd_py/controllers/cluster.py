@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from capd_py.api import conditions as cond
@@ -97,6 +98,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         probe = await ctx.workload.probe(namespace, name)
         if probe is not None:
             obs.remote_probe, obs.remote_probe_error = probe.ok, probe.message
+            obs.remote_probe_last_success, obs.now = probe.last_success, time.time()
 
     sp = rc.spec_patch(obs)
     if sp:

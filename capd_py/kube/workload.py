@@ -27,6 +27,9 @@ class Probe:
     # why not: the address tried and the error (stable text: no object ids), "" when ok
     message: str = ""
     at: float = 0.0
+    # the last success (time.time(), 0: never) and the failures since, as upstream's ClusterCache health state
+    last_success: float = 0.0
+    failures: int = 0
 
 
 def unreachable(server: str, e: BaseException, timeout: float = PROBE_TIMEOUT) -> str:
@@ -117,9 +120,10 @@ class WorkloadClients:
             return hit
         try:
             await wl.acall("GET", "/version", timeout=timeout)
-            res = Probe(True, "", time.monotonic())
+            res = Probe(True, "", time.monotonic(), time.time(), 0)
         except Exception as e:  # noqa: BLE001 - an unreachable API server is a state to report
-            res = Probe(False, unreachable(_server(wl), e, timeout), time.monotonic())
+            res = Probe(False, unreachable(_server(wl), e, timeout), time.monotonic(),
+                        hit.last_success if hit else 0.0, (hit.failures if hit else 0) + 1)
             self._restart_watch(key, wl)
         self._probes[key] = res
         return res

@@ -5,6 +5,7 @@ and the deletion order: workers → control plane → infrastructure → finaliz
 
 from __future__ import annotations
 
+import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ R_READY, R_NOT_READY = "Ready", "NotReady"
 R_OBJECT_DOES_NOT_EXIST, R_OBJECT_DELETED = "ObjectDoesNotExist", "ObjectDeleted"
 R_INITIALIZED, R_NOT_INITIALIZED = "Initialized", "NotInitialized"
 R_AVAILABLE, R_NOT_AVAILABLE, R_AVAILABLE_UNKNOWN = "Available", "NotAvailable", "AvailableUnknown"
+REMOTE_CONNECTION_GRACE_SECONDS = 50.0  # upstream's --remote-connection-grace-period default
 R_NO_WORKERS = "NoWorkers"
 R_PROBE_SUCCEEDED, R_PROBE_FAILED = "ProbeSucceeded", "ProbeFailed"
 R_NOT_DELETING, R_DELETING = "NotDeleting", "Deleting"
@@ -59,6 +61,8 @@ class Observed:
     cp_contract: str | None = None
     remote_probe: bool | None = None              # None: not probed
     remote_probe_error: str = ""                  # the address tried and the error, when it failed
+    remote_probe_last_success: float = 0.0        # epoch seconds of the last successful probe (0: never)
+    now: float = 0.0                              # epoch seconds of this pass (the grace period is measured by it)
 
 
 def infra_ref(cluster: dict[str, Any]) -> dict[str, str] | None:
@@ -244,9 +248,7 @@ def compute_status(obs: Observed) -> dict[str, Any]:
             setc(ctype, False, no)
 
     if obs.remote_probe is not None:
-        setc(REMOTE_CONNECTION_PROBE, obs.remote_probe, R_PROBE_SUCCEEDED if obs.remote_probe else R_PROBE_FAILED,
-             "" if obs.remote_probe else "Remote connection probe failed"
-             + (f": {obs.remote_probe_error}" if obs.remote_probe_error else ""))
+        setc(REMOTE_CONNECTION_PROBE, *remote_connection(obs))
 
     # Deleting / paused (the controller sets the deleting reason)
     cur_del = next((x for x in conds if x.get("type") == cond.DELETING), None)
@@ -287,6 +289,22 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         st["observedGeneration"] = gen
     st["phase"] = phase(c, st)
     return st
+
+
+def remote_connection(obs: Observed, grace: float = REMOTE_CONNECTION_GRACE_SECONDS) -> tuple[bool, str, str]:
+    """RemoteConnectionProbe as upstream: a failed probe turns it False only once the last success is older than
+    the grace period (`--remote-connection-grace-period`, 50 s), so one slow answer of a busy API server does not
+    make the Cluster unavailable; never reached at all: False at once. The message names the address and the error
+    (and when the probe last succeeded): stable text, no write while the failure stays the same."""
+    if obs.remote_probe:
+        return True, R_PROBE_SUCCEEDED, ""
+    last = obs.remote_probe_last_success
+    if last and obs.now - last <= grace:
+        return True, R_PROBE_SUCCEEDED, ""
+    msg = "Remote connection probe failed"
+    if last:
+        msg += f", probe last succeeded at {_dt.datetime.fromtimestamp(last, _dt.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    return False, R_PROBE_FAILED, msg + (f": {obs.remote_probe_error}" if obs.remote_probe_error else "")
 
 
 def phase(cluster: dict[str, Any], status: dict[str, Any]) -> str:

@@ -203,3 +203,21 @@ def test_rolling_out_aggregated() -> None:
     c = cmap(rc.compute_status(rc.Observed(cluster(), infra=infra(), control_plane=kcp(), machine_deployments=[d])))
     assert c["RollingOut"]["status"] == "True" and "md1" in c["RollingOut"]["message"]
     assert c["ScalingUp"]["status"] == "False"
+
+
+def test_remote_connection_probe_has_upstreams_grace_period() -> None:
+    """One failed probe of a busy API server does not make the Cluster unavailable: RemoteConnectionProbe turns
+    False only once the last success is older than 50 s (upstream's --remote-connection-grace-period); a cluster
+    never reached is False at once."""
+    now = 1_800_000_000.0
+    ok = rc.Observed(cluster(), remote_probe=True, now=now, remote_probe_last_success=now)
+    assert rc.remote_connection(ok) == (True, "ProbeSucceeded", "")
+    blip = rc.Observed(cluster(), remote_probe=False, remote_probe_error="10.0.0.2:6443: TimeoutError: no answer",
+                       remote_probe_last_success=now - 20, now=now)
+    assert rc.remote_connection(blip)[0] is True
+    down = rc.Observed(cluster(), remote_probe=False, remote_probe_error="10.0.0.2:6443: TimeoutError: no answer",
+                       remote_probe_last_success=now - 51, now=now)
+    assert rc.remote_connection(down) == (False, "ProbeFailed", "Remote connection probe failed, probe last succeeded "
+                                          "at 2027-01-15T07:59:09Z: 10.0.0.2:6443: TimeoutError: no answer")
+    never = rc.Observed(cluster(), remote_probe=False, remote_probe_error="x: refused", now=now)
+    assert rc.remote_connection(never) == (False, "ProbeFailed", "Remote connection probe failed: x: refused")
