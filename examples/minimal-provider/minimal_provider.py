@@ -223,8 +223,10 @@ class Provider:
             try:
                 listing = fn(*args)
                 listed = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in listing["items"]}
-                for key in [k for k in list(self.cache) if k[0] == kind and k[1:] not in listed]:
-                    self.on_event(kind, "DELETED", self.cache[key])
+                with self.lock:  # deleted while we were not watching
+                    gone = [o for k, o in self.cache.items() if k[0] == kind and k[1:] not in listed]
+                for o in gone:
+                    self.on_event(kind, "DELETED", o)
                 for o in listing["items"]:
                     self.on_event(kind, "ADDED", o)
                 stream = watch.Watch().stream(fn, *args, resource_version=listing["metadata"]["resourceVersion"],
