@@ -49,7 +49,7 @@ clusterctl:
 	nice -n 10 bash hack/build-clusterctl.sh $(CLUSTERCTL_VERSION)
 
 lint: venv
-	$(VENV)/bin/ruff check capd_py tests bench
+	$(VENV)/bin/ruff check capd_py tests bench examples
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/python hack/check_deps.py
