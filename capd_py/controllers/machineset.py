@@ -6,7 +6,7 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract, features
-from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
+from capd_py.api.gvk import CLUSTER, KUBEADM_CONTROL_PLANE, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
 from capd_py.api.labels import CLUSTER_NAME, DEPLOYMENT_NAME, FINALIZER_MACHINE_SET, TEMPLATE_HASH
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
@@ -14,6 +14,7 @@ from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk
 from capd_py.controllers.manager import Controller, owner_mapper, referrers_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube import events
+from capd_py.kube.cache import Reader
 from capd_py.kube.client import KubeError
 from capd_py.reconcile import coreutil, preflight
 from capd_py.reconcile import machinedeployment as rmd
@@ -223,8 +224,21 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     return Result(requeue_after=requeue) if requeue else None
 
 
+def _held_by_control_plane(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    """A KubeadmControlPlane's change reaches the MachineSets of its cluster whose scale up the preflight checks
+    hold, so they go on as soon as it is stable (upstream waits for its 15 s requeue; a new cluster's workers would
+    be created that much later)."""
+    md = obj.get("metadata") or {}
+    ns, cluster = md.get("namespace") or "", (md.get("labels") or {}).get(CLUSTER_NAME)
+    if not cluster:
+        return []
+    return [(ns, ms["metadata"]["name"]) for ms in cache.list(MACHINE_SET, ns, labels={CLUSTER_NAME: cluster})
+            if preflight.held(ms)]
+
+
 def controller() -> Controller:
     # a template kind found through the contract: the MachineSets cloning from it hear of it (it may appear later)
-    return Controller(gvk=MACHINE_SET, reconcile=reconcile, watches=[(MACHINE, owner_mapper("MachineSet"))],
+    return Controller(gvk=MACHINE_SET, reconcile=reconcile, watches=[(MACHINE, owner_mapper("MachineSet")),
+                                                                      (KUBEADM_CONTROL_PLANE, _held_by_control_plane)],
                       ref_mapper=referrers_mapper(MACHINE_SET, ("spec", "template", "spec", "bootstrap", "configRef"),
                                                   ("spec", "template", "spec", "infrastructureRef")))

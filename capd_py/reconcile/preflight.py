@@ -209,6 +209,12 @@ def scaling_up_message(current: int, desired: int, messages: list[str]) -> str:
     return f"Scaling up from {current} to {desired} replicas is blocked because:\n{listed}"
 
 
+def held(ms: dict[str, Any]) -> bool:
+    """Whether the MachineSet's scale up waits on the preflight checks (its ScalingUp condition says so)."""
+    c = cond.get(ms, "ScalingUp") or {}
+    return c.get("status") == cond.TRUE and "preflight check failed" in str(c.get("message") or "")
+
+
 def remediation_deferred_message(messages: list[str]) -> str:
     """MachineOwnerRemediated=False (reason RemediationDeferred) on the unhealthy Machines meanwhile."""
     return "\n".join(f"* {m}" for m in messages)

@@ -58,3 +58,22 @@ def test_cluster_watches_by_label_and_owner() -> None:
     assert keys(c, gvk.KUBEADM_CONTROL_PLANE, labelled) == {("ns", "c2")}
     for g in (gvk.MACHINE, gvk.MACHINE_SET, gvk.MACHINE_DEPLOYMENT):
         assert keys(c, g, labelled) == {("ns", "c2")}
+
+
+def test_a_control_plane_change_reaches_machinesets_the_preflight_checks_hold() -> None:
+    def ms(name: str, msg: str, cluster: str = "c1") -> dict:
+        return {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+                "metadata": {"name": name, "namespace": "ns", "resourceVersion": "1",
+                             "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+                "status": {"conditions": [{"type": "ScalingUp", "status": "True", "reason": "ScalingUp",
+                                           "message": msg, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+    store = Store()
+    store.serve(gvk.MACHINE_SET)
+    held = 'Scaling up from 0 to 1 replicas is blocked because:\n* KubeadmControlPlane ns/cp is provisioning ' \
+           '("ControlPlaneIsStable" preflight check failed)'
+    for o in (ms("held", held), ms("scaling", "Scaling up from 0 to 1 replicas"), ms("other", held, "c2")):
+        store.observe(gvk.MACHINE_SET, o)
+    kcp = {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+           "metadata": {"name": "cp", "namespace": "ns", "labels": {"cluster.x-k8s.io/cluster-name": "c1"}}}
+    mappers = [m for g, m in machineset.controller().watches if g == gvk.KUBEADM_CONTROL_PLANE]
+    assert [k for m in mappers for k in m(kcp, store)] == [("ns", "held")]
