@@ -212,6 +212,7 @@ STRICTER_THAN_UPSTREAM_CRDS: list[tuple[str, str]] = [
     ("CEL 'spec.customImage cannot be modified'", "upstream DockerMachine webhook"),
     ("spec.template.spec is immutable; create a new template instead", "upstream Docker*Template webhooks"),
     ("CEL \"Cluster name must be a valid label value", "upstream Cluster webhook (IsValidLabelValue)"),
+    ("CEL \"MachineDeployment name must be a valid label value", "upstream MachineDeployment webhook (IsValidLabelValue)"),
     ("CEL 'one of spec.controlPlaneRef, spec.infrastructureRef or spec.topology must be set'",
      "upstream Cluster webhook"),
     ("cannot be removed'", "upstream Cluster webhook"),
