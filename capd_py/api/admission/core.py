@@ -22,6 +22,11 @@ PREFLIGHT_CHECKS = ("All", "ControlPlaneIsStable", "ControlPlaneVersionSkew", "K
                     "KubernetesVersionSkew")
 RANDOM = "{{ .random }}"
 CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
+UNINITIALIZED_TAINT = "node.cluster.x-k8s.io/uninitialized"
+OUTDATED_REVISION_TAINT = "node.cluster.x-k8s.io/outdated-revision"
+# upstream v1.13's default for the alpha MachineTaintPropagation feature gate (off: Machine taints are refused).
+# Issue 26 item 6 (feature gates) makes it a setting; the rules take it as a parameter.
+MACHINE_TAINT_PROPAGATION = False
 AUTOSCALER_MIN_SIZE = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
 AUTOSCALER_MAX_SIZE = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
 
@@ -191,26 +196,36 @@ def _version(version: Any, path: str) -> list[FieldError]:
     return []
 
 
-def machine_taint_errors(taints: list[dict[str, Any]] | None, path: str) -> list[FieldError]:
-    """upstream internal/util/taints.ValidateMachineTaints: keys as label keys, values as label values, no
-    duplicate key+effect, not the Node lifecycle taints the node controller owns."""
+def machine_taint_errors(taints: list[dict[str, Any]] | None, path: str,
+                         propagation: bool = MACHINE_TAINT_PROPAGATION) -> list[FieldError]:
+    """upstream internal/util/taints.ValidateMachineTaints: no taints while the MachineTaintPropagation gate is off;
+    keys reserved for Cluster API, the node lifecycle, cloud providers and the deprecated master role refused;
+    keys as label keys."""
     errs: list[FieldError] = []
-    seen: set[tuple[str, str]] = set()
+    if not propagation and taints:
+        errs.append(forbidden(path, "taints are not allowed to be set when the feature gate MachineTaintPropagation "
+                                    "is disabled"))
     for i, t in enumerate(taints or []):
-        key, value, effect = str(t.get("key") or ""), t.get("value"), str(t.get("effect") or "")
-        errs += [invalid(f"{path}[{i}].key", key, m) for m in checks.qualified_name_errors(key)]
-        if value:
-            errs += [invalid(f"{path}[{i}].value", value, m) for m in checks.label_value_errors(str(value))]
-        if key.startswith("node.kubernetes.io/") or key.startswith("node.cluster.x-k8s.io/uninitialized"):
-            errs.append(forbidden(f"{path}[{i}].key", "taint key is not allowed"))
-        if (key, effect) in seen:
-            errs.append(invalid(f"{path}[{i}]", t, "taints must be unique by key and effect pair"))
-        seen.add((key, effect))
+        key = str(t.get("key") or "")
+        at = f"{path}[{i}].key"
+        if key in (UNINITIALIZED_TAINT, OUTDATED_REVISION_TAINT):
+            errs.append(invalid(at, key, "taint key is not allowed"))
+        elif key.startswith("node.kubernetes.io/") and key != "node.kubernetes.io/out-of-service":
+            errs.append(invalid(at, key, "taint key must not have the prefix node.kubernetes.io/, except for "
+                                         "node.kubernetes.io/out-of-service"))
+        elif key.startswith("node.cloudprovider.kubernetes.io/"):
+            errs.append(invalid(at, key, "taint key must not have the prefix node.cloudprovider.kubernetes.io/"))
+        elif key == "node-role.kubernetes.io/master":
+            errs.append(invalid(at, key, "taint is deprecated since 1.24 and should not be used anymore"))
+        errs += [invalid(at, key, m) for m in checks.qualified_name_errors(key)]
     return errs
 
 
-def _worker_taints(taints: list[dict[str, Any]] | None, path: str, machine: dict[str, Any] | None = None
-                   ) -> list[FieldError]:
+def _worker_taints(taints: list[dict[str, Any]] | None, path: str, machine: dict[str, Any] | None = None,
+                   propagation: bool = MACHINE_TAINT_PROPAGATION) -> list[FieldError]:
+    """validateMachineTaintsForWorkers (only with the MachineTaintPropagation gate on)."""
+    if not propagation:
+        return []
     if machine is not None and L.CONTROL_PLANE in (_get(machine, "metadata", "labels") or {}):
         return []
     return [invalid(f"{path}[{i}].key", t.get("key"), "taint is not allowed for worker Machines")
@@ -353,6 +368,9 @@ def validate_machinepool(old: dict[str, Any] | None, new: dict[str, Any]) -> lis
     errs += _version(tspec.get("version"), "spec.template.spec.version")
     if tspec.get("taints"):
         errs.append(forbidden("spec.taints", "taints feature for MachinePools is not yet implemented"))
+        if not MACHINE_TAINT_PROPAGATION:
+            errs.append(forbidden("spec.taints", "taints are not allowed to be set when the feature gate "
+                                                 "MachineTaintPropagation is disabled"))
     errs += checks.object_meta_errors(_get(new, "spec", "template", "metadata"), "spec.template.metadata")
     return errs
 
