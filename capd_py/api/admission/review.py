@@ -110,7 +110,16 @@ def admit(review: dict[str, Any], mutate: bool,
     old = request.get("oldObject") if operation == "UPDATE" else None
     if mutate:
         if kind.default is not None:
-            ops = json_patch(obj, kind.default(obj, old))
+            defaulted = kind.default(obj, old)
+            # A name that is not a label value becomes a defaulted label value (MachineDeployment selector) that
+            # the CRD schema refuses before the validating webhook runs, naming the labels only: refuse here with
+            # what upstream's validation says (metadata.name first).
+            errors = kind.validate(old, defaulted) if kind.validate is not None else []
+            if any(e.field == "metadata.name" for e in errors):
+                name = str((obj.get("metadata") or {}).get("name") or "")
+                response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))
+                return out
+            ops = json_patch(obj, defaulted)
             if ops:
                 response["patchType"] = "JSONPatch"
                 response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
