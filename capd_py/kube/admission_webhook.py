@@ -32,31 +32,37 @@ TIMEOUT_SECONDS = 10
 SCALE_WEBHOOK = "validation-scale.kubeadmcontrolplane.controlplane.cluster.x-k8s.io"
 
 
+async def answer(body: Any, mutate: bool, kube: Kube | None) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and JSON body answering the AdmissionReview `body` (a KCP scale request reads the KCP)."""
+    if not isinstance(body, dict) or not isinstance(body.get("request"), dict):
+        return 400, {"message": "not an AdmissionReview"}
+    req = body["request"]
+    kcp: dict[str, Any] | None = None
+    resource = req.get("resource") or {}
+    if not mutate and (resource.get("group"), resource.get("resource"), req.get("subResource")) == SCALE:
+        if kube is None:
+            return 200, _errored(req, "no API client to read the KubeadmControlPlane")
+        try:
+            kcp = await kube.get(KUBEADM_CONTROL_PLANE, req.get("namespace"), req.get("name", ""))
+        except KubeError as e:
+            return 200, _errored(req, f"failed to get KubeadmControlPlane {req.get('namespace')}/{req.get('name')}: "
+                                      f"{e}")
+    out = admit(body, mutate, read=lambda _ns, _name: kcp)
+    response = out["response"]
+    if not response["allowed"]:
+        log.info("admission refused %s %s/%s: %s", req.get("operation"), req.get("namespace"), req.get("name"),
+                 response["status"]["message"])
+    return 200, out
+
+
 def _handler(mutate: bool, kube: Kube | None) -> Any:
     async def handle(request: web.Request) -> web.Response:
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return web.json_response({"message": f"not JSON: {exc}"}, status=400)
-        if not isinstance(body, dict) or not isinstance(body.get("request"), dict):
-            return web.json_response({"message": "not an AdmissionReview"}, status=400)
-        req = body["request"]
-        kcp: dict[str, Any] | None = None
-        resource = req.get("resource") or {}
-        if not mutate and (resource.get("group"), resource.get("resource"), req.get("subResource")) == SCALE:
-            if kube is None:
-                return web.json_response(_errored(req, "no API client to read the KubeadmControlPlane"))
-            try:
-                kcp = await kube.get(KUBEADM_CONTROL_PLANE, req.get("namespace"), req.get("name", ""))
-            except KubeError as e:
-                return web.json_response(_errored(req, f"failed to get KubeadmControlPlane "
-                                                       f"{req.get('namespace')}/{req.get('name')}: {e}"))
-        answer = admit(body, mutate, read=lambda _ns, _name: kcp)
-        response = answer["response"]
-        if not response["allowed"]:
-            log.info("admission refused %s %s/%s: %s", req.get("operation"), req.get("namespace"),
-                     req.get("name"), response["status"]["message"])
-        return web.json_response(answer)
+        status, out = await answer(body, mutate, kube)
+        return web.json_response(out, status=status)
     return handle
 
 
