@@ -222,7 +222,8 @@ STRICTER_THAN_UPSTREAM_CRDS: list[tuple[str, str]] = [
     ("CEL 'spec.customImage cannot be modified'", "upstream DockerMachine webhook"),
     ("spec.template.spec is immutable; create a new template instead", "upstream Docker*Template webhooks"),
     ("CEL \"metadata.name: Cluster name must be a valid label value", "upstream Cluster webhook (IsValidLabelValue)"),
-    ("CEL \"metadata.name: MachineDeployment name must be a valid label value", "upstream MachineDeployment webhook (IsValidLabelValue)"),
+    ("CEL \"metadata.name: MachineDeployment name must be a valid label value",
+     "upstream MachineDeployment webhook (IsValidLabelValue)"),
     ("CEL 'one of spec.controlPlaneRef, spec.infrastructureRef or spec.topology must be set'",
      "upstream Cluster webhook"),
     ("cannot be removed'", "upstream Cluster webhook"),
@@ -530,7 +531,8 @@ def _annotated(obj: Obj, annotations: dict[str, str]) -> Obj:
 
 STACKED = {"kubeadmConfigSpec": {"clusterConfiguration": {"etcd": {"local": {"dataDir": "/var/lib/etcd"}}}}}
 EXTERNAL = {"kubeadmConfigSpec": {"clusterConfiguration": {"etcd": {"external": {
-    "endpoints": ["https://10.0.0.1:2379"], "caFile": "/etc/ca.crt", "certFile": "/etc/c.crt", "keyFile": "/etc/c.key"}}}}}
+    "endpoints": ["https://10.0.0.1:2379"], "caFile": "/etc/ca.crt", "certFile": "/etc/c.crt",
+    "keyFile": "/etc/c.key"}}}}}
 SELECTOR_A = {"matchLabels": {"app": "a"}}
 LONG = "a" * 64
 
@@ -569,7 +571,8 @@ ADMISSION: list[Case] = [
     Case("md-name-63-chars", f"{MD} validate", _md(LONG[:63])),
     Case("md-name-with-dots", f"{MD} validate (dots are label-value characters)", _md("md.0")),
     Case("md-version-without-v", f"{MD} Default (v prefix)",
-         _md(template={"spec": {"version": "1.34.4"}}), defaults={"spec": {"template": {"spec": {"version": "v1.34.4"}}}}),
+         _md(template={"spec": {"version": "1.34.4"}}),
+         defaults={"spec": {"template": {"spec": {"version": "v1.34.4"}}}}),
     Case("md-version-not-semver", f"{MD} validate (KubeSemver)", _md(template={"spec": {"version": "v1.34"}}),
          refused="spec.template.spec.version"),
     Case("md-selector-not-matching-template", f"{MD} validate (selector matches template labels)",
@@ -604,7 +607,8 @@ ADMISSION: list[Case] = [
          _md(template={"spec": {"taints": [{"key": "a", "effect": "NoSchedule", "propagation": "Always"}]}}),
          refused="spec.template.spec.taints"),
     Case("md-update-clustername", f"{MD} validate (clusterName immutable)", _md(),
-         update={"spec": {"clusterName": "c2", "template": {"spec": {"clusterName": "c2"}}}}, refused="spec.clusterName"),
+         update={"spec": {"clusterName": "c2", "template": {"spec": {"clusterName": "c2"}}}},
+         refused="spec.clusterName"),
     Case("md-update-replicas", f"{MD} validate", _md(), update={"spec": {"replicas": 5}}),
     Case("md-scale-to-0", f"{MD} (no scale webhook)", _md(), scale=0),
     # MachineSet
@@ -617,7 +621,8 @@ ADMISSION: list[Case] = [
          _ms(selector=SELECTOR_A, template={"metadata": {"labels": {"app": "b"}}}),
          refused="spec.template.metadata.labels"),
     Case("ms-naming-template-not-a-name", f"{MS} validateMSMachineNaming",
-         _ms(machineNaming={"template": "{{ .machineSet.name }}_{{ .random }}"}), refused="spec.machineNaming.template"),
+         _ms(machineNaming={"template": "{{ .machineSet.name }}_{{ .random }}"}),
+         refused="spec.machineNaming.template"),
     # Machine
     Case("machine-defaults", f"{MA} Default (label, v prefix, nodeDeletionTimeoutSeconds)", _machine(version="1.34.4"),
          defaults={"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
@@ -676,7 +681,8 @@ ADMISSION: list[Case] = [
          _kubeadm_config(files=[{"path": "/a", "content": "x"}, {"path": "/a", "content": "y"}]),
          refused="spec.files[1].path"),
     Case("kubeadmconfigtemplate-duplicate-file-paths", KC,
-         _kubeadm_config("KubeadmConfigTemplate", files=[{"path": "/a", "content": "x"}, {"path": "/a", "content": "y"}]),
+         _kubeadm_config("KubeadmConfigTemplate",
+                         files=[{"path": "/a", "content": "x"}, {"path": "/a", "content": "y"}]),
          refused="spec.template.spec.files[1].path"),
     Case("kubeadmconfig-valid-files", KC, _kubeadm_config(files=[{"path": "/a", "content": "x"},
                                                                   {"path": "/b", "content": "y"}])),
@@ -692,7 +698,8 @@ ADMISSION: list[Case] = [
          _mhc(checks={"nodeStartupTimeoutSeconds": 10}), refused="spec.checks.nodeStartupTimeoutSeconds"),
     # Cluster
     Case("cluster-bad-pod-cidr", f"{CL} validateCIDRBlocks",
-         _cluster(clusterNetwork={"pods": {"cidrBlocks": ["10.0.0.0/33"]}}), refused="spec.clusterNetwork.pods.cidrBlocks[0]"),
+         _cluster(clusterNetwork={"pods": {"cidrBlocks": ["10.0.0.0/33"]}}),
+         refused="spec.clusterNetwork.pods.cidrBlocks[0]"),
     Case("cluster-dual-stack-cidrs", f"{CL} validateCIDRBlocks",
          _cluster(clusterNetwork={"pods": {"cidrBlocks": ["192.168.0.0/16", "fd00:100:96::/48"]}})),
     Case("cluster-name-64-chars", f"{CL} validate (name as label value)", _cluster(LONG), refused="metadata.name"),

@@ -1,6 +1,7 @@
 """Field errors and the Status an admission webhook refuses with, worded as Kubernetes' apimachinery words them
 (`field.Error.Error()`, `apierrors.NewInvalid`), so a refusal reads as upstream Cluster API's does:
-`MachineDeployment.cluster.x-k8s.io "md" is invalid: metadata.name: Invalid value: "...": must be a valid label value: ...`.
+`MachineDeployment.cluster.x-k8s.io "md" is invalid: metadata.name: Invalid value: "...": must be a valid label
+value: ...`.
 Pure: no I/O."""
 
 from __future__ import annotations

@@ -127,7 +127,8 @@ def _rollout_and_cert_validity(spec: dict[str, Any]) -> list[FieldError]:
     path = "spec.kubeadmConfigSpec.clusterConfiguration.certificateValidityPeriodDays"
     if days:
         if ca_days and days > ca_days:
-            errs.append(invalid(path, days, f"must be less than or equal to caCertificateValidityPeriodDays ({ca_days})"))
+            errs.append(invalid(path, days,
+                                f"must be less than or equal to caCertificateValidityPeriodDays ({ca_days})"))
         elif not ca_days and days > DEFAULT_CA_CERTIFICATES_EXPIRY_DAYS:
             errs.append(invalid(path, days, "must be less than or equal to the default value of "
                                             f"caCertificateValidityPeriodDays ({DEFAULT_CA_CERTIFICATES_EXPIRY_DAYS})"))
@@ -202,8 +203,9 @@ def kubeadm_config_spec_errors(spec: dict[str, Any] | None, path: str, is_kcp: b
             a, b = ("unset" if t is None else str(t) for t in (t_init, t_join))
             detail = ("controlPlaneComponentHealthCheckSeconds must be set to the same value both in "
                       f"initConfiguration.timeouts ({a}) and in joinConfiguration.timeouts ({b})")
-            errs.append(invalid(f"{path}.initConfiguration.timeouts.controlPlaneComponentHealthCheckSeconds", a, detail))
-            errs.append(invalid(f"{path}.joinConfiguration.timeouts.controlPlaneComponentHealthCheckSeconds", b, detail))
+            field = "timeouts.controlPlaneComponentHealthCheckSeconds"
+            errs.append(invalid(f"{path}.initConfiguration.{field}", a, detail))
+            errs.append(invalid(f"{path}.joinConfiguration.{field}", b, detail))
     return errs
 
 

@@ -35,7 +35,8 @@ def test_defaults() -> None:
 
 
 @pytest.mark.parametrize(("replicas", "etcd", "refused"), [
-    (1, None, False), (2, None, True), (3, {"local": {"dataDir": "/x"}}, False), (4, {"local": {"dataDir": "/x"}}, True),
+    (1, None, False), (2, None, True), (3, {"local": {"dataDir": "/x"}}, False),
+    (4, {"local": {"dataDir": "/x"}}, True),
     (2, {"external": EXTERNAL}, False),
 ])
 def test_odd_replicas_with_stacked_etcd(replicas: int, etcd: dict[str, Any] | None, refused: bool) -> None:
