@@ -20,6 +20,7 @@ webhook fills in.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import os
@@ -557,6 +558,12 @@ KCP = "controlplane/kubeadm/internal/webhooks/kubeadmcontrolplane.go"
 KC = "api/bootstrap/kubeadm/v1beta2/kubeadmconfig_types.go KubeadmConfigSpec.Validate"
 MHC, CL = "internal/webhooks/machinehealthcheck.go", "internal/webhooks/cluster.go"
 MP = "internal/webhooks/machinepool.go"
+DC = "test/infrastructure/docker/internal/webhooks/dockercluster.go"
+
+
+def _dockercluster(domains: list[Obj]) -> Obj:
+    return {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerCluster",
+            "metadata": {"name": "dc"}, "spec": {"failureDomains": domains}}
 DEFAULT_MD = {"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "c1"}}, "spec": {
     "selector": {"matchLabels": {"cluster.x-k8s.io/deployment-name": "md-0", "cluster.x-k8s.io/cluster-name": "c1"}},
     "template": {"metadata": {"labels": {"cluster.x-k8s.io/deployment-name": "md-0",
@@ -715,6 +722,11 @@ ADMISSION: list[Case] = [
         {"key": "a", "effect": "NoSchedule", "propagation": "Always"}]}}), refused="taints"),
     Case("mp-template-clustername-differs", f"{MP} validate", _mp(template={"spec": {"clusterName": "c2"}}),
          refused="spec.clusterName"),
+    # DockerCluster
+    Case("dockercluster-failure-domains-unsorted", f"{DC} validateDockerClusterSpec",
+         _dockercluster([{"name": "b"}, {"name": "a"}]), refused="spec.failureDomains"),
+    Case("dockercluster-failure-domains-sorted", f"{DC} validateDockerClusterSpec",
+         _dockercluster([{"name": "a"}, {"name": "b", "controlPlane": True}])),
 ]
 
 
@@ -767,3 +779,35 @@ async def test_v1beta1_write_is_defaulted_too(kube: Kube, namespace: str) -> Non
     assert hub is not None
     assert hub["spec"]["selector"]["matchLabels"] == {"cluster.x-k8s.io/deployment-name": "md-v1",
                                                       "cluster.x-k8s.io/cluster-name": "c1"}
+
+
+async def test_webhook_down_writes_fail_clearly_and_nothing_is_stored(kube: Kube, namespace: str) -> None:
+    """capd-py's webhook configurations (failurePolicy Fail) pointing at a port nothing listens on, for this
+    namespace only: a write is refused naming the webhook, and nothing is stored (undefaulted or unvalidated)."""
+    dead = admission_webhook.configurations(new_webhook_ca().cert, url=host_mode_url("127.0.0.1", free_port()))
+    for config in dead:
+        config["metadata"]["name"] += "-down"
+        for hook in config["webhooks"]:
+            hook["name"] = "down-" + hook["name"]
+            hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+    md = _merge(_md("md-down"), {"metadata": {"namespace": namespace}})
+    try:
+        await admission_webhook.install(kube, dead)
+        error: KubeError | None = None
+        for _ in range(100):  # the API server picks the configurations up within a second or so
+            try:
+                await kube.acall("POST", gvk.MACHINE_DEPLOYMENT.path(namespace), body=md, query=[("dryRun", "All")])
+            except KubeError as e:
+                error = e
+                break
+            await asyncio.sleep(0.1)
+        assert error is not None, "writes still pass with the webhook down"
+        with pytest.raises(KubeError) as refused:
+            await kube.create(gvk.MACHINE_DEPLOYMENT, md)
+        assert refused.value.status == 500 and "failed calling webhook" in refused.value.message
+        assert 'down-default.machinedeployment.cluster.x-k8s.io' in refused.value.message
+        assert await kube.get(gvk.MACHINE_DEPLOYMENT, namespace, "md-down") is None
+    finally:
+        for config in dead:
+            await kube.delete(admission_webhook.MUTATING if config["kind"].startswith("Mutating")
+                              else admission_webhook.VALIDATING, None, config["metadata"]["name"])

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from capd_py.api.admission import core, kubeadm
+from capd_py.api.admission import core, docker, kubeadm
 from capd_py.api.admission.fielderrors import FieldError, denied_status, invalid_status
 
 Defaulter = Callable[[dict[str, Any], dict[str, Any] | None], dict[str, Any]]
@@ -19,6 +19,7 @@ Validator = Callable[[dict[str, Any] | None, dict[str, Any]], list[FieldError]]
 CORE = "cluster.x-k8s.io"
 CONTROLPLANE = "controlplane.cluster.x-k8s.io"
 BOOTSTRAP = "bootstrap.cluster.x-k8s.io"
+INFRASTRUCTURE = "infrastructure.cluster.x-k8s.io"
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ KINDS: tuple[Kind, ...] = (
          kubeadm.validate_kubeadmcontrolplanetemplate),
     Kind(BOOTSTRAP, "KubeadmConfig", "kubeadmconfigs", None, kubeadm.validate_kubeadmconfig),
     Kind(BOOTSTRAP, "KubeadmConfigTemplate", "kubeadmconfigtemplates", None, kubeadm.validate_kubeadmconfigtemplate),
+    Kind(INFRASTRUCTURE, "DockerCluster", "dockerclusters", None, docker.validate_dockercluster),
+    Kind(INFRASTRUCTURE, "DockerClusterTemplate", "dockerclustertemplates", None,
+         docker.validate_dockerclustertemplate),
 )
 _BY_RESOURCE = {(k.group, k.resource): k for k in KINDS}
 VERSION = "v1beta2"

@@ -198,3 +198,16 @@ def test_cluster() -> None:
     assert not core.validate_cluster(None, core.default_cluster(topo))
     assert fields(core.validate_cluster(topo, {"metadata": {"name": "c1"}, "spec": {"infrastructureRef": ref}})) == [
         "spec.topology"]
+
+
+def test_docker_cluster_failure_domains_sorted() -> None:
+    from capd_py.api.admission import docker
+
+    ok = {"spec": {"failureDomains": [{"name": "a"}, {"name": "b"}]}}
+    assert not docker.validate_dockercluster(None, ok)
+    bad = {"spec": {"failureDomains": [{"name": "b"}, {"name": "a"}]}}
+    assert [str(e) for e in docker.validate_dockercluster(None, bad)] == [
+        'spec.failureDomains: Invalid value: [{"name":"b"},{"name":"a"}]: failure domains must be sorted by name']
+    template = {"spec": {"template": {"metadata": {"labels": {"bad key": "x"}}, "spec": bad["spec"]}}}
+    assert [e.field for e in docker.validate_dockerclustertemplate(None, template)] == [
+        "spec.failureDomains", "spec.template.metadata.labels"]
