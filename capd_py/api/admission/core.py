@@ -63,10 +63,13 @@ def _cluster_name_label(obj: dict[str, Any]) -> None:
 # -- defaulting ----------------------------------------------------------------------------------------------------
 
 def default_machine(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The cluster-name label and the `v` prefix. Upstream also writes `spec.deletion.nodeDeletionTimeoutSeconds:
+    10`; capd-py leaves it unset (its Machine controller reads unset as the same 10 s): the MachineSet/KCP
+    controllers copy `deletion` from their templates in place and compare, so a value only the Machine carries
+    would be written away and defaulted back on every reconcile (docs/DEVELOPING.md "Validation")."""
     out = copy.deepcopy(obj)
     _cluster_name_label(out)
     _v_prefix(_d(out, "spec"))
-    _d(out, "spec", "deletion").setdefault("nodeDeletionTimeoutSeconds", NODE_DELETION_TIMEOUT_SECONDS)
     return out
 
 
