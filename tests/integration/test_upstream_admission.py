@@ -559,6 +559,13 @@ KC = "api/bootstrap/kubeadm/v1beta2/kubeadmconfig_types.go KubeadmConfigSpec.Val
 MHC, CL = "internal/webhooks/machinehealthcheck.go", "internal/webhooks/cluster.go"
 MP = "internal/webhooks/machinepool.go"
 DC = "test/infrastructure/docker/internal/webhooks/dockercluster.go"
+KCPT = "controlplane/kubeadm/internal/webhooks/kubeadmcontrolplanetemplate.go"
+
+
+def _kcp_template() -> Obj:
+    return {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlaneTemplate",
+            "metadata": {"name": "cpt"}, "spec": {"template": {"spec": {"kubeadmConfigSpec": {
+                "files": [{"path": "/a", "content": "x"}]}}}}}
 
 
 def _dockercluster(domains: list[Obj]) -> Obj:
@@ -683,6 +690,12 @@ ADMISSION: list[Case] = [
     Case("kcp-health-check-timeouts-differ", KC,
          _kcp(kubeadmConfigSpec={"initConfiguration": {"timeouts": {"controlPlaneComponentHealthCheckSeconds": 60}}}),
          refused="controlPlaneComponentHealthCheckSeconds"),
+    # KubeadmControlPlaneTemplate
+    Case("kcptemplate-update-spec", f"{KCPT} ValidateUpdate (spec.template.spec immutable)", _kcp_template(),
+         update={"spec": {"template": {"spec": {"kubeadmConfigSpec": {"preKubeadmCommands": ["echo hi"]}}}}},
+         refused="spec.template.spec"),
+    Case("kcptemplate-update-labels", f"{KCPT} ValidateUpdate", _kcp_template(),
+         update={"metadata": {"labels": {"team": "a"}}}),
     # KubeadmConfig / KubeadmConfigTemplate
     Case("kubeadmconfig-duplicate-file-paths", KC,
          _kubeadm_config(files=[{"path": "/a", "content": "x"}, {"path": "/a", "content": "y"}]),

@@ -108,23 +108,23 @@ def kcp_spec_errors(spec: dict[str, Any]) -> list[FieldError]:
     return errs
 
 
-def _rollout_and_cert_validity(spec: dict[str, Any]) -> list[FieldError]:
+def _rollout_and_cert_validity(spec: dict[str, Any], prefix: str = "spec") -> list[FieldError]:
     errs: list[FieldError] = []
     strategy = _get(spec, "rollout", "strategy") or {}
     if strategy:
         if strategy.get("type") != "RollingUpdate":
-            errs.append(required("spec.rollout.strategy.type", "only RollingUpdate is supported"))
+            errs.append(required(f"{prefix}.rollout.strategy.type", "only RollingUpdate is supported"))
         surge = _get(strategy, "rollingUpdate", "maxSurge")
         if surge is not None:
             surge_int = surge if isinstance(surge, int) else _int_prefix(str(surge))
             if surge_int == 0 and (spec.get("replicas") or 0) < 3 and spec.get("replicas") is not None:
-                errs.append(required("spec.rollout.strategy.rollingUpdate", "when KubeadmControlPlane is configured "
+                errs.append(required(f"{prefix}.rollout.strategy.rollingUpdate", "when KubeadmControlPlane is configured "
                                      "to scale-in, replica count needs to be at least 3"))
             if surge_int not in (0, 1):
-                errs.append(required("spec.rollout.strategy.rollingUpdate.maxSurge", "value must be 1 or 0"))
+                errs.append(required(f"{prefix}.rollout.strategy.rollingUpdate.maxSurge", "value must be 1 or 0"))
     config = _get(spec, "kubeadmConfigSpec", "clusterConfiguration") or {}
     days, ca_days = config.get("certificateValidityPeriodDays") or 0, config.get("caCertificateValidityPeriodDays") or 0
-    path = "spec.kubeadmConfigSpec.clusterConfiguration.certificateValidityPeriodDays"
+    path = f"{prefix}.kubeadmConfigSpec.clusterConfiguration.certificateValidityPeriodDays"
     if days:
         if ca_days and days > ca_days:
             errs.append(invalid(path, days,
@@ -134,7 +134,7 @@ def _rollout_and_cert_validity(spec: dict[str, Any]) -> list[FieldError]:
                                             f"caCertificateValidityPeriodDays ({DEFAULT_CA_CERTIFICATES_EXPIRY_DAYS})"))
         before = _get(spec, "rollout", "before", "certificatesExpiryDays") or 0
         if before and before >= days:
-            errs.append(invalid("spec.rollout.before.certificatesExpiryDays", before,
+            errs.append(invalid(f"{prefix}.rollout.before.certificatesExpiryDays", before,
                                 f"must be less than certificateValidityPeriodDays ({days})"))
     return errs
 
@@ -147,10 +147,10 @@ def _int_prefix(text: str) -> int:
         return 0
 
 
-def cluster_configuration_errors(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[FieldError]:
+def cluster_configuration_errors(old: dict[str, Any] | None, new: dict[str, Any] | None,
+                                 base: str = "spec.kubeadmConfigSpec.clusterConfiguration") -> list[FieldError]:
     """validateClusterConfiguration."""
     new = new or {}
-    base = "spec.kubeadmConfigSpec.clusterConfiguration"
     errs: list[FieldError] = []
     dns_tag = str(_get(new, "dns", "imageTag") or "")
     if _OCI_TAG_BAD.search(dns_tag):
@@ -292,10 +292,30 @@ def validate_kubeadmcontrolplane(old: dict[str, Any] | None, new: dict[str, Any]
 
 
 def validate_kubeadmcontrolplanetemplate(old: dict[str, Any] | None, new: dict[str, Any]) -> list[FieldError]:
+    """Create: the template's spec as a KCP's (rollout, certificate validity, naming, taints, metadata, cluster
+    configuration, KubeadmConfigSpec). Update: spec.template.spec is immutable (an emptied rollout strategy that
+    was upstream's default counts as unchanged, as upstream)."""
+    base = "spec.template.spec"
     spec = _get(new, "spec", "template", "spec") or {}
-    errs = kubeadm_config_spec_errors(spec.get("kubeadmConfigSpec"), "spec.template.spec.kubeadmConfigSpec",
-                                      is_kcp=True)
-    errs += machine_naming_errors(spec.get("machineNaming"), "spec.template.spec.machineNaming")
+    if old is not None:
+        before, after = _pruned(_get(old, "spec", "template", "spec") or {}), _pruned(copy.deepcopy(spec))
+        old_strategy = _get(before, "rollout", "strategy") or {}
+        if not _get(after, "rollout", "strategy") and old_strategy.get("type") == "RollingUpdate" and \
+                _get(old_strategy, "rollingUpdate", "maxSurge") == 1:
+            after.setdefault("rollout", {})["strategy"] = old_strategy
+        if before == after:
+            return []
+        changed = ", ".join(".".join(p) for p in merge_patch_paths(before, after)[:5])
+        return [invalid(base, new.get("spec", {}).get("template"), "KubeadmControlPlaneTemplate spec.template.spec "
+                        f"field is immutable. Please create new resource instead. Diff: {changed}")]
+    errs = _rollout_and_cert_validity({**spec, "replicas": None}, base)
+    errs += machine_naming_errors(spec.get("machineNaming"), f"{base}.machineNaming")
+    errs += machine_taint_errors(_get(spec, "machineTemplate", "spec", "taints"), f"{base}.machineTemplate.spec.taints")
+    errs += checks.object_meta_errors(_get(spec, "machineTemplate", "metadata"), f"{base}.machineTemplate.metadata")
+    errs += cluster_configuration_errors(None, _get(spec, "kubeadmConfigSpec", "clusterConfiguration"),
+                                         f"{base}.kubeadmConfigSpec.clusterConfiguration")
+    errs += kubeadm_config_spec_errors(spec.get("kubeadmConfigSpec"), f"{base}.kubeadmConfigSpec", is_kcp=True)
+    errs += checks.object_meta_errors(_get(new, "spec", "template", "metadata"), "spec.template.metadata")
     return errs
 
 

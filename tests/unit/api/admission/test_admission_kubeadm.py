@@ -147,3 +147,29 @@ def test_merge_patch_paths() -> None:
     assert kubeadm.merge_patch_paths({"a": {"b": 1, "c": [1]}}, {"a": {"b": 2, "c": [1, 2], "d": {"e": 1}}}) == [
         ("a", "b"), ("a", "c"), ("a", "d", "e")]
     assert kubeadm.merge_patch_paths({"a": {"b": 1}}, {}) == [("a",)]
+
+
+def test_kcp_template() -> None:
+    template = {"metadata": {"name": "t"}, "spec": {"template": {"spec": {"kubeadmConfigSpec": {
+        "files": [{"path": "/a", "content": "x"}]}}}}}
+    assert not kubeadm.validate_kubeadmcontrolplanetemplate(None, template)
+    assert not kubeadm.validate_kubeadmcontrolplanetemplate(template, copy.deepcopy(template))
+    changed = copy.deepcopy(template)
+    changed["spec"]["template"]["spec"]["kubeadmConfigSpec"]["files"][0]["content"] = "y"
+    errs = kubeadm.validate_kubeadmcontrolplanetemplate(template, changed)
+    assert [e.field for e in errs] == ["spec.template.spec"]
+    assert "spec.template.spec field is immutable" in str(errs[0])
+    # metadata may change; an emptied default rollout strategy is no change
+    relabelled = copy.deepcopy(template)
+    relabelled["metadata"]["labels"] = {"a": "b"}
+    assert not kubeadm.validate_kubeadmcontrolplanetemplate(template, relabelled)
+    defaulted = copy.deepcopy(template)
+    defaulted["spec"]["template"]["spec"]["rollout"] = {"strategy": {"type": "RollingUpdate",
+                                                                     "rollingUpdate": {"maxSurge": 1}}}
+    assert not kubeadm.validate_kubeadmcontrolplanetemplate(defaulted, template)
+    bad = copy.deepcopy(template)
+    bad["spec"]["template"]["spec"]["rollout"] = {"strategy": {"type": "RollingUpdate",
+                                                               "rollingUpdate": {"maxSurge": 2}}}
+    bad["spec"]["template"]["spec"]["machineNaming"] = {"template": "x"}
+    assert [e.field for e in kubeadm.validate_kubeadmcontrolplanetemplate(None, bad)] == [
+        "spec.template.spec.rollout.strategy.rollingUpdate.maxSurge", "spec.template.spec.machineNaming.template"]
