@@ -118,8 +118,8 @@ def _rollout_and_cert_validity(spec: dict[str, Any], prefix: str = "spec") -> li
         if surge is not None:
             surge_int = surge if isinstance(surge, int) else _int_prefix(str(surge))
             if surge_int == 0 and (spec.get("replicas") or 0) < 3 and spec.get("replicas") is not None:
-                errs.append(required(f"{prefix}.rollout.strategy.rollingUpdate", "when KubeadmControlPlane is configured "
-                                     "to scale-in, replica count needs to be at least 3"))
+                errs.append(required(f"{prefix}.rollout.strategy.rollingUpdate", "when KubeadmControlPlane is "
+                                     "configured to scale-in, replica count needs to be at least 3"))
             if surge_int not in (0, 1):
                 errs.append(required(f"{prefix}.rollout.strategy.rollingUpdate.maxSurge", "value must be 1 or 0"))
     config = _get(spec, "kubeadmConfigSpec", "clusterConfiguration") or {}
