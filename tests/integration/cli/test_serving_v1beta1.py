@@ -28,6 +28,7 @@ from capd_py.cli import management
 from capd_py.cli.existing import init_existing
 from capd_py.cli.move import move
 from capd_py.cli.steps import Steps
+from capd_py.kube import admission_webhook
 from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.crds import load_crds
 from capd_py.reconcile import servingcert
@@ -227,7 +228,7 @@ async def test_webhook_down_fails_writes_clearly_and_v1beta2_reads_keep_working(
 
 async def test_a_new_ca_reaches_every_crds_ca_bundle(kube: Kube, controllers: Controllers) -> None:
     """The Secret lost (or its CA replaced): the running controllers make a new CA + serving certificate, put the
-    CA into every CRD's caBundle and serve the new certificate, without a restart."""
+    CA into every CRD's caBundle and every admission webhook's, and serve the new certificate, without a restart."""
     ns = await new_namespace(kube)
     await serving(kube, ns, controllers)
     before = servingcert.WebhookCert.from_secret(await kube.get(SECRET, "capd-py-system", "capd-py-webhook-cert"))
@@ -238,7 +239,14 @@ async def test_a_new_ca_reaches_every_crds_ca_bundle(kube: Kube, controllers: Co
 
     async def bundles() -> set[bytes]:
         crds = await asyncio.gather(*(kube.get(CRD, None, n) for n in names))
-        return {servingcert.ca_bundle_of((c or {}).get("spec", {}).get("conversion")) for c in crds}
+        out = {servingcert.ca_bundle_of((c or {}).get("spec", {}).get("conversion")) for c in crds}
+        # the admission webhooks' configurations trust the same CA (kube/admission_webhook.ensure_ca_bundle)
+        for g, name in ((admission_webhook.MUTATING, admission_webhook.MUTATING_NAME),
+                        (admission_webhook.VALIDATING, admission_webhook.VALIDATING_NAME)):
+            config = await kube.get(g, None, name)
+            assert config is not None, name
+            out |= {base64.b64decode(h["clientConfig"]["caBundle"]) for h in config["webhooks"]}
+        return out
 
     try:
         async with asyncio.timeout(30):
