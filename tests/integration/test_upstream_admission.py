@@ -824,3 +824,18 @@ async def test_webhook_down_writes_fail_clearly_and_nothing_is_stored(kube: Kube
         for config in dead:
             await kube.delete(admission_webhook.MUTATING if config["kind"].startswith("Mutating")
                               else admission_webhook.VALIDATING, None, config["metadata"]["name"])
+
+
+async def test_v1beta1_write_is_validated_too(kube: Kube, namespace: str) -> None:
+    """A v1beta1 KubeadmControlPlane with 2 replicas and stacked etcd: converted, refused by upstream's rule."""
+    kcp = {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta1", "kind": "KubeadmControlPlane",
+           "metadata": {"name": "cp-v1", "namespace": namespace},
+           "spec": {"replicas": 2, "version": "v1.34.4", "kubeadmConfigSpec": {},
+                    "machineTemplate": {"infrastructureRef": {
+                        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "DockerMachineTemplate",
+                        "name": "t"}}}}
+    with pytest.raises(KubeError) as refused:
+        await kube.create(served()[("controlplane.cluster.x-k8s.io/v1beta1", "KubeadmControlPlane")], kcp)
+    assert refused.value.status == 422
+    assert "spec.replicas: Forbidden: cannot be an even number when etcd is stacked" in refused.value.message
+    assert await kube.get(gvk.KUBEADM_CONTROL_PLANE, namespace, "cp-v1") is None
