@@ -52,6 +52,7 @@ lint: venv
 	$(VENV)/bin/ruff check capd_py tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/python hack/check_deps.py
 
 test-unit: venv
 	$(VENV)/bin/pytest -m unit -q

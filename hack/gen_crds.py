@@ -1383,7 +1383,10 @@ def crd(g: gvk.GVK, spec: S, status: S | None, columns: list[S], short: list[str
         "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{g.plural}.{g.group}",
                      "labels": {"cluster.x-k8s.io/provider": _provider(g.group), "app.kubernetes.io/part-of": "capd-py",
-                                f"cluster.x-k8s.io/{g.version}": g.version}},
+                                f"cluster.x-k8s.io/{g.version}": g.version,
+                                # what upstream clusterctl puts on every provider component; its `move` finds the
+                                # kinds to move by this label (docs/clusterctl.md)
+                                "clusterctl.cluster.x-k8s.io": ""}},
         "spec": {"group": g.group, "names": names, "scope": "Namespaced", "versions": [version]},
     }
 

@@ -204,5 +204,13 @@ ok "kindest/node:$K8S = $NODE"
 # --- the load balancer ---------------------------------------------------------------------------
 build_image "capd-py/haproxy:2.6" "$(cd "$here/haproxy" && cat Dockerfile haproxy.cfg | sha256sum | cut -c1-16)-$BASE" \
   "$here/haproxy" --build-arg "BASE=$BASE"
+# Upstream CAPD's default load balancer image (`<imageRepository>/haproxy:<imageTag>`, defaults kindest and
+# v20230606-42a2262b): tagged like kindest/node so DockerClusters that leave both parts unset, or name only the
+# repository kindest (upstream's e2e ClusterClass), find it. capd_py/reconcile/dockercluster.py DEFAULT_LB_IMAGE.
+LB_UPSTREAM="kindest/haproxy:v20230606-42a2262b"
+if [[ "$(docker image inspect -f '{{.Id}}' "$LB_UPSTREAM" 2>/dev/null)" != "$(docker image inspect -f '{{.Id}}' capd-py/haproxy:2.6)" ]]; then
+  docker tag capd-py/haproxy:2.6 "$LB_UPSTREAM"
+fi
+ok "$LB_UPSTREAM = capd-py/haproxy:2.6"
 ok "images ready in $(( $(date +%s) - t0 ))s"
 docker images --format '   {{.Repository}}:{{.Tag}}\t{{.Size}}' | grep -E 'capd-py/(node|haproxy|base)' >&2

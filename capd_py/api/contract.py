@@ -17,12 +17,25 @@ def dig(obj: dict[str, Any] | None, *path: str, default: Any = None) -> Any:
 
 # --- infrastructure cluster / machine ---------------------------------------------------------
 
-def infra_provisioned(obj: dict[str, Any] | None) -> bool:
-    """status.initialization.provisioned (v1beta2); falls back to the v1beta1 `status.ready`."""
-    v = dig(obj, "status", "initialization", "provisioned")
-    if v is None:
-        v = dig(obj, "status", "ready")
-    return bool(v)
+V1BETA1 = "v1beta1"
+
+
+def _field(obj: dict[str, Any] | None, contract: str | None, v1beta2: tuple[str, ...],
+           v1beta1: tuple[str, ...]) -> Any:
+    """A contract field by the provider's contract version (its CRD's label, upstream reads one or the other):
+    "v1beta1" reads the v1beta1 field, any other the v1beta2 one; None (capd-py's own kinds, whose version is
+    not in question) the v1beta2 field, then the v1beta1 one."""
+    if contract == V1BETA1:
+        return dig(obj, *v1beta1)
+    v = dig(obj, *v1beta2)
+    if v is None and contract is None:
+        v = dig(obj, *v1beta1)
+    return v
+
+
+def infra_provisioned(obj: dict[str, Any] | None, contract: str | None = None) -> bool:
+    """status.initialization.provisioned (v1beta2 contract); `status.ready` (v1beta1 contract)."""
+    return bool(_field(obj, contract, ("status", "initialization", "provisioned"), ("status", "ready")))
 
 
 def control_plane_endpoint(obj: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -32,9 +45,11 @@ def control_plane_endpoint(obj: dict[str, Any] | None) -> dict[str, Any] | None:
     return None
 
 
-def failure_domains(obj: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """v1beta2: status.failureDomains is a list of {name, controlPlane, attributes}."""
+def failure_domains(obj: dict[str, Any] | None, contract: str | None = None) -> list[dict[str, Any]]:
+    """v1beta2: status.failureDomains is a list of {name, controlPlane, attributes}; v1beta1 a map by name."""
     fd = dig(obj, "status", "failureDomains")
+    if contract == V1BETA1 and not isinstance(fd, dict) or contract not in (None, V1BETA1) and isinstance(fd, dict):
+        return []
     if isinstance(fd, dict):  # v1beta1 map form
         return [{"name": k, **(v or {})} for k, v in sorted(fd.items())]
     return list(fd or [])
@@ -60,25 +75,31 @@ def bootstrap_data_secret_name(obj: dict[str, Any] | None) -> str | None:
     return dig(obj, "status", "dataSecretName")
 
 
-def bootstrap_data_secret_created(obj: dict[str, Any] | None) -> bool:
-    v = dig(obj, "status", "initialization", "dataSecretCreated")
-    if v is None:
-        v = dig(obj, "status", "ready")
+def bootstrap_data_secret_created(obj: dict[str, Any] | None, contract: str | None = None) -> bool:
+    v = _field(obj, contract, ("status", "initialization", "dataSecretCreated"), ("status", "ready"))
     return bool(v) and bool(bootstrap_data_secret_name(obj))
 
 
 # --- control plane ----------------------------------------------------------------------------
 
-def control_plane_initialized(obj: dict[str, Any] | None) -> bool:
-    v = dig(obj, "status", "initialization", "controlPlaneInitialized")
-    if v is None:
-        v = dig(obj, "status", "initialized")
-    return bool(v)
+def control_plane_initialized(obj: dict[str, Any] | None, contract: str | None = None) -> bool:
+    """status.initialization.controlPlaneInitialized (v1beta2 contract); `status.initialized` (v1beta1)."""
+    return bool(_field(obj, contract, ("status", "initialization", "controlPlaneInitialized"),
+                       ("status", "initialized")))
 
 
-def control_plane_replicas(obj: dict[str, Any] | None) -> dict[str, int | None]:
+def control_plane_replicas(obj: dict[str, Any] | None, contract: str | None = None) -> dict[str, int | None]:
+    """The control plane's replica counters, read from the control plane object (upstream ControlPlane()
+    Replicas/ReadyReplicas/AvailableReplicas/UpToDateReplicas): v1beta1-contract providers report upToDate under
+    status.v1beta2 and no availableReplicas."""
     st = dig(obj, "status", default={}) or {}
-    return {k: st.get(k) for k in ("replicas", "readyReplicas", "availableReplicas", "upToDateReplicas")}
+    out = {k: st.get(k) for k in ("replicas", "readyReplicas", "availableReplicas", "upToDateReplicas")}
+    if contract == V1BETA1:
+        v2 = st.get("v1beta2") or {}
+        out["readyReplicas"] = v2.get("readyReplicas", st.get("readyReplicas"))
+        out["availableReplicas"] = v2.get("availableReplicas")
+        out["upToDateReplicas"] = v2.get("upToDateReplicas")
+    return out
 
 
 def control_plane_version(obj: dict[str, Any] | None) -> str | None:

@@ -10,6 +10,7 @@ BOOTSTRAP_GROUP = "bootstrap.cluster.x-k8s.io"
 CONTROLPLANE_GROUP = "controlplane.cluster.x-k8s.io"
 INFRA_GROUP = "infrastructure.cluster.x-k8s.io"
 ADDONS_GROUP = "addons.cluster.x-k8s.io"
+CLUSTERCTL_GROUP = "clusterctl.cluster.x-k8s.io"  # upstream clusterctl's provider inventory
 VERSION = "v1beta2"
 
 
@@ -66,6 +67,9 @@ POD = GVK("", "v1", "Pod", "pods")
 EVENT = GVK("", "v1", "Event", "events")
 CONFIG_MAP = GVK("", "v1", "ConfigMap", "configmaps")
 LEASE = GVK("coordination.k8s.io", "v1", "Lease", "leases")
+NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)
+# not served by capd-py's controllers: the record upstream clusterctl keeps of what it installed (docs/clusterctl.md)
+PROVIDER = GVK(CLUSTERCTL_GROUP, "v1alpha3", "Provider", "providers")
 
 ALL_CAPI: tuple[GVK, ...] = (
     CLUSTER, MACHINE, MACHINE_SET, MACHINE_DEPLOYMENT, MACHINE_HEALTH_CHECK,

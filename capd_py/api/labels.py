@@ -13,6 +13,15 @@ TEMPLATE_HASH = "machine-template-hash"
 WATCH_FILTER = "cluster.x-k8s.io/watch-filter"
 
 PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
+# upstream clusterctl (cmd/clusterctl/api/v1alpha3 labels.go / annotations.go)
+PROVIDER_NAME_LABEL = "cluster.x-k8s.io/provider"          # the component's provider, e.g. infrastructure-docker
+CLUSTERCTL_LABEL = "clusterctl.cluster.x-k8s.io"           # on every component clusterctl installed (CRDs: move)
+CLUSTERCTL_CORE_LABEL = "clusterctl.cluster.x-k8s.io/core"  # "inventory" on the inventory's CRD and Providers
+CLUSTERCTL_CORE_INVENTORY = "inventory"
+CLUSTERCTL_MOVE_LABEL = "clusterctl.cluster.x-k8s.io/move"
+CLUSTERCTL_MOVE_HIERARCHY_LABEL = "clusterctl.cluster.x-k8s.io/move-hierarchy"
+DELETE_FOR_MOVE_ANNOTATION = "clusterctl.cluster.x-k8s.io/delete-for-move"  # set by a move on what it deletes
+BLOCK_MOVE_ANNOTATION = "clusterctl.cluster.x-k8s.io/block-move"
 DELETE_MACHINE_ANNOTATION = "cluster.x-k8s.io/delete-machine"
 CLONED_FROM_NAME = "cluster.x-k8s.io/cloned-from-name"
 CLONED_FROM_GROUP_KIND = "cluster.x-k8s.io/cloned-from-groupkind"
@@ -23,6 +32,10 @@ KCP_ROLLOUT_ANNOTATION = "controlplane.cluster.x-k8s.io/rollout-after"
 # On every KCP Machine (upstream's name): its etcd member is removed in this pre-terminate hook, i.e. after the
 # Machine's deletion started (the infrastructure provider took it out of the load balancer) and its node drained.
 KCP_CLEANUP_HOOK = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup"
+# KCP remediation (upstream's names, JSON {machine, timestamp, retryCount}): on the KCP while a remediated Machine
+# waits for its replacement, then on the replacement Machine (a failure of it is a retry).
+KCP_REMEDIATION_IN_PROGRESS = "controlplane.cluster.x-k8s.io/remediation-in-progress"
+KCP_REMEDIATION_FOR = "controlplane.cluster.x-k8s.io/remediation-for"
 
 # Managed topology (ClusterClass), upstream's names.
 TOPOLOGY_OWNED = "topology.cluster.x-k8s.io/owned"

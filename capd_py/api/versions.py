@@ -22,6 +22,9 @@ SUPPORTED_MINORS: tuple[int, ...] = tuple(range(30, 38))  # v1.30 .. v1.37
 MIN_SUPPORTED = "v1.30.0"
 MAX_SUPPORTED_MINOR = f"v{SUPPORTED_MAJOR}.{SUPPORTED_MINORS[-1]}"
 DEFAULT_VERSION = "v1.34.4"  # the version whose binaries/images `make images` builds
+# The upstream Cluster API release whose behaviour capd-py follows: the version `capd-py init` records for its
+# providers in upstream clusterctl's inventory (docs/clusterctl.md), and the clusterctl `make clusterctl` builds.
+CLUSTER_API_VERSION = "v1.13.6"
 
 _NUM = r"(0|[1-9][0-9]*)"
 _PRE = r"(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?"

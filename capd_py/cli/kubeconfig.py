@@ -108,6 +108,34 @@ async def workload_kubeconfig(kube: Kube, runtime: ContainerRuntime | Callable[[
     return rewrite_server(text, f"https://127.0.0.1:{port}")
 
 
+def cluster_ca(text: str | bytes | None) -> str | None:
+    """The first cluster entry's certificate-authority-data: which cluster a kubeconfig is for, whatever its
+    server (ours point at the host port, the secret's at the load balancer's network address)."""
+    if not text:
+        return None
+    try:
+        cfg: Any = yaml.safe_load(text)
+        ca = cfg["clusters"][0]["cluster"].get("certificate-authority-data")
+    except (yaml.YAMLError, KeyError, IndexError, TypeError, AttributeError):
+        return None
+    return str(ca) if ca else None
+
+
+def remove_if_for(path: Path, secret_text: str | None) -> bool:
+    """Remove the kubeconfig at `path` when it is for the cluster whose kubeconfig Secret held `secret_text` (same
+    CA): `delete cluster` removes what `quickstart` wrote, as kind removes its context, and never a file that only
+    shares the name (a management cluster's kubeconfig, a cluster of the same name in another namespace)."""
+    want = cluster_ca(secret_text)
+    try:
+        have = cluster_ca(path.read_text())
+    except OSError:
+        return False
+    if want is None or have != want:
+        return False
+    path.unlink(missing_ok=True)
+    return True
+
+
 def write_private(path: str | Path, text: str) -> Path:
     """Write a kubeconfig readable by its owner only."""
     p = Path(path).expanduser()

@@ -472,19 +472,27 @@ def delete_cluster(
 ) -> None:
     """Delete a workload cluster (the controllers remove its machines and containers); waits until every object
     is gone unless --no-wait or --wait 0."""
+    from capd_py.cli.kubeconfig import remove_if_for, secret_kubeconfig
     seconds = 0.0 if no_wait else duration(timeout, "--timeout") if timeout else duration(wait)
     steps = Steps()
     kube = connect(kubeconfig)
 
-    async def go() -> bool:
+    async def go() -> tuple[bool, str | None]:
         try:
-            return bool(await kube.delete(CLUSTER, namespace, name))
+            # read before the deletion: the controllers remove the Secret with the cluster
+            secret = await secret_kubeconfig(kube, namespace, name)
+            return bool(await kube.delete(CLUSTER, namespace, name)), secret
         finally:
             kube.close()
     with steps.step(f"Deleting cluster {namespace}/{name} 🔥"):
-        if not run_async(go):
+        deleted, secret = run_async(go)
+        if not deleted:
             steps.end(False)
             fail(f"cluster {namespace}/{name} not found")
+        # the admin credentials `quickstart` wrote go with the cluster (kind removes its kubeconfig context)
+        written = mgmt.home() / f"{name}.kubeconfig"
+        if remove_if_for(written, secret):
+            steps.info(f"removed {written}")
         if seconds > 0:
             wait_deleted(kubeconfig, namespace, name, seconds)
 
@@ -528,6 +536,10 @@ def delete_all(
 def do_init(name: str, image: str, port: int, in_cluster: bool, controllers: bool, steps: Steps,
             ready_timeout: float = 300.0) -> Path:
     from capd_py.runtime.protocol import RuntimeError_
+    try:  # a bad EXP_* / CAPD_PY_FEATURE_GATES value is a usage error before anything is created
+        mgmt.feature_gates()
+    except mgmt.ManagementError as e:
+        fail(str(e), 2)
     m = mgmt.ManagementCluster(name=name, image=image, host_port=port, steps=steps, mount_docker_socket=in_cluster,
                                ready_timeout=ready_timeout)
     try:
@@ -639,8 +651,20 @@ def controllers_cmd(
         "--webhook-bind-address", envvar="CAPD_PY_WEBHOOK_BIND_ADDRESS",
         help="Address the conversion webhook listens on (default: the address in the CRDs' webhook URL when it "
              "is an IP, else every address).")] = None,
+    feature_gates: Annotated[str | None, typer.Option(
+        "--feature-gates", envvar="CAPD_PY_FEATURE_GATES",
+        help="Upstream's feature gates, Name=true|false comma-separated (MachinePool, ClusterTopology, "
+             "MachineSetPreflightChecks, MachineTaintPropagation, ...).")] = None,
+    machineset_preflight_checks: Annotated[str | None, typer.Option(
+        "--machineset-preflight-checks", envvar="CAPD_PY_MACHINESET_PREFLIGHT_CHECKS",
+        help="MachineSet preflight checks to run, comma-separated (All, ControlPlaneIsStable, KubernetesVersionSkew, "
+             "KubeadmVersionSkew, ControlPlaneVersionSkew; empty: none). Default All, as upstream.")] = None,
 ) -> None:
     """Run every controller in this process (foreground), and the conversion webhook the CRDs name."""
+    if feature_gates is not None:  # the Settings read it from the environment
+        os.environ["CAPD_PY_FEATURE_GATES"] = feature_gates
+    if machineset_preflight_checks is not None:  # the Settings read it from the environment
+        os.environ["CAPD_PY_MACHINESET_PREFLIGHT_CHECKS"] = machineset_preflight_checks
     from capd_py.cli.run import ConfigError, leader_config
     from capd_py.cli.run import main as run_main
     from capd_py.controllers.operator import LeadershipLost

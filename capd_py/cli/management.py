@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from capd_py.api import features
 from capd_py.api.labels import CONTAINER_MANAGED, CONTAINER_ROLE
 from capd_py.cli.kubeconfig import rewrite_server, write_private
 from capd_py.cli.steps import Steps
@@ -345,8 +346,10 @@ def remove_volumes(runtime: ContainerRuntime, labels: dict[str, str]) -> bool:
 def install_crds(kubeconfig: str | Path, timeout: float = 120, webhook_url: str | None = None,
                  webhook_service: bool = False) -> None:
     """The CRDs; with `webhook_url` (host mode) or `webhook_service` (in-cluster) serving v1beta1 too, converted
-    by the controllers' webhook: its certificate Secret is made first (once), its CA goes into every caBundle."""
-    from capd_py.kube import admission_webhook, crds
+    by the controllers' webhook: its certificate Secret is made first (once), its CA goes into every caBundle, and
+    upstream's defaulting/validating admission webhooks with it (kube/admission_webhook.py). Then upstream
+    clusterctl's provider inventory (kube/inventory.py), so clusterctl works against the cluster."""
+    from capd_py.kube import admission_webhook, crds, inventory
     from capd_py.kube import conversion_webhook as cw
     from capd_py.kube.client import Kube, KubeError
     from capd_py.reconcile import servingcert
@@ -370,6 +373,7 @@ def install_crds(kubeconfig: str | Path, timeout: float = 120, webhook_url: str 
             await admission_webhook.install(kube, admission)
         else:
             await admission_webhook.remove(kube)
+        await inventory.install(kube, timeout=timeout)
 
     kube = Kube.from_kubeconfig(str(kubeconfig))
     try:
@@ -470,6 +474,7 @@ def start_controllers(kubeconfig: str | Path, name: str = DEFAULT_NAME, extra_ar
     cmd = [sys.executable, "-m", "capd_py.cli", "controllers", "--kubeconfig", str(kubeconfig), *(extra_args or [])]
     env = dict(os.environ)
     env.setdefault("CAPD_PY_PRIVILEGED_MODE", privileged_mode())
+    env["CAPD_PY_FEATURE_GATES"] = feature_gates(env)
     with open(log, "ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=env, cwd=str(Path.home()))
@@ -547,6 +552,18 @@ def load_image_into_node(runtime: ContainerRuntime, node: str, tag: str) -> None
         raise ManagementError(f"importing {tag} into {node} failed: {r.output[-500:]}")
 
 
+def feature_gates(env: dict[str, str] | None = None) -> str:
+    """The controllers' `--feature-gates`: CAPD_PY_FEATURE_GATES, then clusterctl's variables (EXP_MACHINE_POOL,
+    CLUSTER_TOPOLOGY, EXP_MACHINE_TAINT_PROPAGATION, ...) as `clusterctl init` reads them; ManagementError names a
+    bad value or a gate capd-py cannot honour."""
+    env = dict(os.environ) if env is None else env
+    text = ",".join(p for p in (env.get("CAPD_PY_FEATURE_GATES", "").strip(), features.from_variables(env)) if p)
+    try:
+        return features.render(features.parse(text))
+    except ValueError as e:
+        raise ManagementError(f"feature gates: {e}") from e
+
+
 def network_pool() -> tuple[subnets.PoolRange, ...]:
     """CAPD_PY_NETWORK_POOL, or the default; ManagementError names a bad value."""
     try:
@@ -556,18 +573,18 @@ def network_pool() -> tuple[subnets.PoolRange, ...]:
 
 
 def in_cluster_manifest(image: str, privileged: str, network: str = "capd-py",
-                        pool: tuple[subnets.PoolRange, ...] | None = None) -> str:
+                        pool: tuple[subnets.PoolRange, ...] | None = None, gates: str = "") -> str:
     text = (MANIFESTS / "controllers.yaml").read_text()
     pool_text = ",".join(str(p) for p in (pool or subnets.parse_pool(subnets.DEFAULT_POOL)))
     return (text.replace("@IMAGE@", image).replace("@PRIVILEGED_MODE@", privileged)
-            .replace("@NETWORK_POOL@", pool_text).replace("@NETWORK@", network))
+            .replace("@NETWORK_POOL@", pool_text).replace("@NETWORK@", network).replace("@FEATURE_GATES@", gates))
 
 
 def deploy_in_cluster(m: ManagementCluster) -> None:
     """Build the controllers image, load it into the node, apply the Deployment + RBAC, wait for it."""
     tag = build_controllers_image(m.rt)
     load_image_into_node(m.rt, m.node, tag)
-    manifest = in_cluster_manifest(tag, privileged_mode(), m.network, network_pool())
+    manifest = in_cluster_manifest(tag, privileged_mode(), m.network, network_pool(), feature_gates())
     m.rt.write_file(m.node, "/kind/manifests/capd-py-controllers.yaml", manifest.encode())
     kc = ["kubectl", "--kubeconfig=/etc/kubernetes/admin.conf"]
     m._exec([*kc, "apply", "-f", "/kind/manifests/capd-py-controllers.yaml"], what="applying the controllers")

@@ -18,7 +18,7 @@ from capd_py.api.gvk import (
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_CLUSTER
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, list_cluster, owner_for
+from capd_py.controllers.coreio import delete_obj, ensure_metadata, gvk_of, list_cluster, owner_for, read_ref
 from capd_py.controllers.manager import Controller, Mapper, any_owner_mapper, cluster_label_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube.cache import Reader
@@ -37,13 +37,28 @@ def _label_or_owner() -> Mapper:
     return m
 
 
+def _referrers(by_label_or_owner: Mapper) -> Mapper:
+    """A provider's infrastructure cluster or control plane reaches the Clusters that reference it (before it
+    carries their label or owner reference), and those named by its label or owners."""
+    def m(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+        md = obj["metadata"]
+        ns = md.get("namespace") or ""
+        me = (gvk.group_of(obj.get("apiVersion") or ""), obj.get("kind"), md["name"])
+        refs = {(ns, c["metadata"]["name"]) for c in cache.list(CLUSTER, ns)
+                for r in (rc.infra_ref(c), rc.cp_ref(c)) if r and (r["apiGroup"], r["kind"], r["name"]) == me}
+        return sorted(refs | set(by_label_or_owner(obj, cache)))
+    return m
+
+
 async def _observe(ctx: Ctx, c: dict[str, Any]) -> rc.Observed:
     ns, name = c["metadata"]["namespace"], c["metadata"]["name"]
     kube = ctx.kube
+    infra = await read_ref(ctx, ns, rc.infra_ref(c), watcher="Cluster")
+    cp = await read_ref(ctx, ns, rc.cp_ref(c), watcher="Cluster")
     return rc.Observed(
         cluster=c,
-        infra=await get_ref(kube, ns, rc.infra_ref(c)),
-        control_plane=await get_ref(kube, ns, rc.cp_ref(c)),
+        infra=infra.obj, infra_missing=infra.missing, infra_contract=infra.contract,
+        control_plane=cp.obj, cp_missing=cp.missing, cp_contract=cp.contract,
         machines=await list_cluster(kube, MACHINE, ns, name),
         machine_deployments=await list_cluster(kube, MACHINE_DEPLOYMENT, ns, name),
         machine_sets=await list_cluster(kube, MACHINE_SET, ns, name),
@@ -68,7 +83,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     obs.cluster = c
     for attr in ("infra", "control_plane"):
         obj = getattr(obs, attr)
-        g = gvk.of_object(obj) if obj is not None else None
+        g = await gvk_of(ctx, obj)
         if obj is not None and g is not None:
             setattr(obs, attr, await ensure_metadata(kube, g, obj, owner=owner_for(c, obj, controller=False),
                                                      labels={CLUSTER_NAME: name}))
@@ -77,7 +92,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     # the first control plane), so an API server the controllers cannot reach shows while the control plane
     # waits to be initialised, not only later
     init = (c.get("status") or {}).get("initialization") or {}
-    provisioned = obs.infra is not None and contract.infra_provisioned(obs.infra)
+    provisioned = obs.infra is not None and contract.infra_provisioned(obs.infra, obs.infra_contract)
     if provisioned or init.get("infrastructureProvisioned") or init.get("controlPlaneInitialized"):
         probe = await ctx.workload.probe(namespace, name)
         if probe is not None:
@@ -105,7 +120,7 @@ async def _reconcile_delete(ctx: Ctx, obs: rc.Observed) -> Result | None:
         return None
     plan = rc.deletion_plan(obs)
     for obj in plan.delete:
-        g = gvk.of_object(obj)
+        g = await gvk_of(ctx, obj)
         if g is not None:
             ctx.log.info("cluster %s/%s: deleting %s %s", md["namespace"], md["name"], obj["kind"],
                          obj["metadata"]["name"])
@@ -129,4 +144,5 @@ def controller() -> Controller:
         watches=[(DOCKER_CLUSTER, m), (KUBEADM_CONTROL_PLANE, m), (MACHINE, cluster_label_mapper),
                  (MACHINE_DEPLOYMENT, cluster_label_mapper), (MACHINE_SET, cluster_label_mapper),
                  (MACHINE_POOL, cluster_label_mapper)],
+        ref_mapper=_referrers(m),
     )

@@ -16,10 +16,11 @@ from capd_py.api.gvk import (
 )
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.coreio import ensure_metadata
+from capd_py.controllers.coreio import ensure_metadata, resolve
 from capd_py.controllers.manager import Controller, Mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube.cache import Reader
+from capd_py.kube.contracts import Unresolved
 from capd_py.reconcile import clusterclass as rcc
 from capd_py.reconcile import coreutil
 
@@ -47,8 +48,9 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     missing: list[rcc.TemplateRef] = []
     unknown: list[rcc.TemplateRef] = []
     for ref in rcc.template_refs(cc):
-        g = gvk.by_group_kind(gvk.group_of(ref.api_version), ref.kind)
-        if g is None:
+        try:  # through the template's CRD and its contract label, as any reference
+            g = (await resolve(ctx, {"apiGroup": gvk.group_of(ref.api_version), "kind": ref.kind})).gvk
+        except Unresolved:
             unknown.append(ref)
             continue
         tpl = await kube.get(g, namespace, ref.name)

@@ -67,12 +67,12 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     crs = await kube.get(CLUSTER_RESOURCE_SET, namespace, name)
     if crs is None:
         return None
+    # paused first, before a deletion too, as upstream: a paused set is left alone whatever happens to it (`move`
+    # strips a paused set's finalizer before deleting it at the source; nothing may clean up its bindings there)
+    if await lifecycle.pause_if_needed(kube, CLUSTER_RESOURCE_SET, crs, None):
+        return None
     if coreutil.is_deleting(crs):
         await _reconcile_delete(ctx, crs)
-        return None
-    # paused first, as upstream: `capd-py move` strips a paused set's finalizer before deleting it, and one put
-    # back in between would hold the deletion
-    if await lifecycle.pause_if_needed(kube, CLUSTER_RESOURCE_SET, crs, None):
         return None
     crs = await lifecycle.ensure_finalizer(kube, CLUSTER_RESOURCE_SET, crs, FINALIZER_CLUSTER_RESOURCE_SET)
 

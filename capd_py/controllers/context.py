@@ -7,12 +7,16 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from capd_py.api import features
+from capd_py.api.gvk import GVK
 from capd_py.controllers.services.certificates import ClusterCertificates
 from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.kube.client import Kube
+from capd_py.kube.contracts import Contracts
 from capd_py.kube.etcd import EtcdClients, ExecEtcdClients
 from capd_py.kube.probe import CertProbe, TLSProbe
-from capd_py.reconcile import subnets
+from capd_py.reconcile import preflight, subnets
+from capd_py.reconcile.dockercluster import DEFAULT_LB_IMAGE
 from capd_py.runtime.protocol import ContainerRuntime
 
 if TYPE_CHECKING:
@@ -25,7 +29,7 @@ class Settings:
     privileged_mode: str = field(default_factory=lambda: os.environ.get("CAPD_PY_PRIVILEGED_MODE", "privileged"))
     node_image_repository: str = field(
         default_factory=lambda: os.environ.get("CAPD_PY_NODE_IMAGE_REPO", "capd-py/node"))
-    haproxy_image: str = field(default_factory=lambda: os.environ.get("CAPD_PY_HAPROXY_IMAGE", "capd-py/haproxy:2.6"))
+    haproxy_image: str = field(default_factory=lambda: os.environ.get("CAPD_PY_HAPROXY_IMAGE", DEFAULT_LB_IMAGE))
     resync_seconds: float = field(default_factory=lambda: float(os.environ.get("CAPD_PY_RESYNC_SECONDS", "60")))
     # Every Nth resync lists from the API server too (drops cached copies a watch gap left behind).
     relist_every: int = 10
@@ -50,6 +54,16 @@ class Settings:
     management_cidrs: tuple[str, ...] = field(default_factory=lambda: subnets.parse_cidrs(
         os.environ.get("CAPD_PY_MANAGEMENT_CIDRS") or subnets.DEFAULT_MANAGEMENT_CIDRS, "CAPD_PY_MANAGEMENT_CIDRS"))
     management_network: str = field(default_factory=lambda: os.environ.get("CAPD_PY_NETWORK", "capd-py"))
+    # the MachineSet preflight checks run at all (upstream's --machineset-preflight-checks, default All; empty: none)
+    # upstream's feature gates (`--feature-gates`, CAPD_PY_FEATURE_GATES; capd_py/api/features.py)
+    feature_gates: dict[str, bool] = field(default_factory=lambda: features.parse(
+        os.environ.get("CAPD_PY_FEATURE_GATES", "")))
+    machineset_preflight_checks: frozenset[str] = field(default_factory=lambda: preflight.parse_checks(
+        os.environ.get("CAPD_PY_MACHINESET_PREFLIGHT_CHECKS", preflight.ALL)))
+
+
+    def enabled(self, gate: str) -> bool:
+        return bool(self.feature_gates.get(gate, features.DEFAULTS.get(gate, False)))
 
 
 @dataclass
@@ -68,6 +82,15 @@ class Ctx:
     probe: CertProbe = field(default_factory=TLSProbe)
     # the Docker infrastructure service over `runtime`, made on first use (see `infra`)
     _infra: DockerInfra | None = field(default=None, init=False, repr=False, compare=False)
+    # contract discovery (references -> GVK + contract, from the providers' CRDs), made on first use
+    _contracts: Contracts | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def contracts(self) -> Contracts:
+        """The one contract discovery of this context; the Manager feeds it from its CRD watch."""
+        if self._contracts is None:
+            self._contracts = Contracts(self.kube)
+        return self._contracts
 
     @property
     def infra(self) -> DockerInfra:
@@ -79,6 +102,13 @@ class Ctx:
     @infra.setter
     def infra(self, value: DockerInfra) -> None:
         self._infra = value
+
+    def watch_kind(self, watcher: str, g: GVK) -> None:
+        """Wired by the manager: the controller `watcher` (its queue key) hears of every object of kind `g` (which
+        its objects reference) from now on; the kind's watch starts on first sight."""
+        fn = self.extra.get("watch_kind")
+        if fn:
+            fn(watcher, g)
 
     def enqueue(self, kind: str, namespace: str, name: str, after: float = 0.0) -> None:
         """Wired by the manager; lets one controller nudge another (e.g. DockerCluster after a CP change)."""

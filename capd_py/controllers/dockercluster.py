@@ -57,17 +57,19 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if dc is None:
         return None
     cluster_name = cluster_name_of(dc)
+    cluster = await ctx.kube.get(CLUSTER, namespace, cluster_name) if cluster_name else None
+    # paused first, a deletion included (as upstream): clusterctl move deletes a paused cluster's objects at the
+    # source, and the load balancer and network must stay for the target's controllers
+    if await lifecycle.pause_if_needed(ctx.kube, DOCKER_CLUSTER, dc, cluster):
+        return None
     if is_deleting(dc):
         return await _delete(ctx, dc, cluster_name)
     if not cluster_name:
         log.debug("%s/%s: waiting for the Cluster owner reference", namespace, name)
         return None
-    cluster = await ctx.kube.get(CLUSTER, namespace, cluster_name)
     if cluster is None:
         log.debug("%s/%s: waiting for Cluster %s", namespace, name, cluster_name)
         return Result(requeue_after=ctx.settings.poll_seconds)
-    if await lifecycle.pause_if_needed(ctx.kube, DOCKER_CLUSTER, dc, cluster):
-        return None
     dc = await ensure_finalizer(ctx.kube, DOCKER_CLUSTER, dc, FINALIZER_DOCKER_CLUSTER)
 
     network = dcr.network_name(namespace, cluster_name, dc)

@@ -82,16 +82,18 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     owner = contract.controller_owner(dm, "Machine")
     machine = await ctx.kube.get(MACHINE, namespace, owner["name"]) if owner else None
     cluster_name = _cluster_of(dm, machine)
+    cluster = await ctx.kube.get(CLUSTER, namespace, cluster_name) if cluster_name else None
+    # paused first, a deletion included (as upstream): clusterctl move deletes a paused cluster's objects at the
+    # source, and the container must stay for the target's controllers
+    if await lifecycle.pause_if_needed(ctx.kube, DOCKER_MACHINE, dm, cluster):
+        return None
     if is_deleting(dm):
         return await _delete(ctx, dm, owner["name"] if owner else None, machine, cluster_name)
     if owner is None or machine is None or not cluster_name:
         log.debug("%s/%s: waiting for the Machine owner reference", namespace, name)
         return None
-    cluster = await ctx.kube.get(CLUSTER, namespace, cluster_name)
     if cluster is None:
         return Result(requeue_after=ctx.settings.poll_seconds)
-    if await lifecycle.pause_if_needed(ctx.kube, DOCKER_MACHINE, dm, cluster):
-        return None
     dm = await ensure_finalizer(ctx.kube, DOCKER_MACHINE, dm, FINALIZER_DOCKER_MACHINE)
 
     mname = machine["metadata"]["name"]
@@ -151,7 +153,10 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
             await _fail(ctx, dm, obs(Phase.CONTAINER_ERROR, f"starting container {cname}: {e}"), "ContainerError")
             return Result(requeue_after=10)
 
-    if contract.infra_provisioned(dm):  # bootstrapped before (sentinel may be gone after a container restart)
+    # bootstrapped before (the sentinel may be gone after a container restart). A providerID is set only once
+    # provisioned, and it is all that remains after upstream clusterctl move, which creates objects without status
+    # (as upstream CAPD: a DockerMachine with a providerID is provisioned)
+    if contract.infra_provisioned(dm) or contract.provider_id(dm):
         moved = dmr.address_change(dm, info, network, cp)
         if moved:
             await _fail(ctx, dm, obs(Phase.ADDRESS_CHANGED, moved, info), "ContainerAddressChanged")

@@ -68,17 +68,20 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if dmp is None:
         return None
     mp = await _machine_pool(ctx, dmp)
+    cn = contract.dig(mp, "spec", "clusterName") if mp else (dmp["metadata"].get("labels") or {}).get(CLUSTER_NAME)
+    cn = str(cn or "")
+    cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
+    # paused first, a deletion included (as upstream): clusterctl move deletes a paused cluster's objects at the
+    # source, and the containers must stay for the target's controllers
+    if await lifecycle.pause_if_needed(kube, DOCKER_MACHINE_POOL, dmp, cluster):
+        return None
     if coreutil.is_deleting(dmp):
         return await _delete(ctx, dmp)
     if mp is None:
         log.debug("%s/%s: waiting for the MachinePool owner reference", namespace, name)
         return None  # the MachinePool controller sets it; that event brings us back
-    cn = contract.dig(mp, "spec", "clusterName") or ""
-    cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
     if cluster is None:
         return Result(requeue_after=ctx.settings.poll_seconds)
-    if await lifecycle.pause_if_needed(kube, DOCKER_MACHINE_POOL, dmp, cluster):
-        return None
     dmp = await lifecycle.ensure_metadata(kube, DOCKER_MACHINE_POOL, dmp, finalizer=FINALIZER_DOCKER_MACHINE_POOL,
                                           labels={CLUSTER_NAME: cn})
 

@@ -8,7 +8,7 @@ import datetime as _dt
 from typing import Any
 
 from capd_py.api import conditions as cond
-from capd_py.api import contract
+from capd_py.api import contract, features
 from capd_py.api.gvk import (
     CLUSTER,
     DOCKER_MACHINE,
@@ -23,12 +23,12 @@ from capd_py.api.gvk import (
 from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE, FINALIZER_MACHINE
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref
+from capd_py.controllers.coreio import delete_obj, ensure_metadata, gvk_of, read_ref
 from capd_py.controllers.manager import Controller, owner_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import Kube, KubeError
-from capd_py.reconcile import coreutil
+from capd_py.reconcile import coreutil, nodetaints
 from capd_py.reconcile import machine as rm
 
 HEALTHY_POLL = 30.0
@@ -73,7 +73,7 @@ async def _adopt_external(ctx: Ctx, machine: dict[str, Any], obj: dict[str, Any]
     owners such as the MachineSet are dropped), which also get the cluster-name label, in one patch."""
     if obj is None:
         return None
-    g = gvk_of_ref(coreutil.ref_of(obj))
+    g = await gvk_of(ctx, obj)
     if g is None:
         return obj
     cn = contract.dig(machine, "spec", "clusterName")
@@ -109,11 +109,14 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     m = await ensure_metadata(kube, MACHINE, m, finalizer=FINALIZER_MACHINE, owner=owner,
                               labels={CLUSTER_NAME: cn} if cn else None)
 
-    bootstrap = await _adopt_external(ctx, m, await get_ref(kube, namespace, cfg_ref), cluster)
-    infra = await _adopt_external(ctx, m, await get_ref(kube, namespace, infra_ref), cluster)
+    b_read = await read_ref(ctx, namespace, cfg_ref, watcher="Machine")
+    i_read = await read_ref(ctx, namespace, infra_ref, watcher="Machine")
+    bootstrap = await _adopt_external(ctx, m, b_read.obj, cluster)
+    infra = await _adopt_external(ctx, m, i_read.obj, cluster)
 
     obs = rm.Observed(machine=m, cluster=cluster, bootstrap=bootstrap, bootstrap_ref=cfg_ref is not None,
-                      infra=infra, now=now)
+                      infra=infra, now=now, bootstrap_missing=b_read.missing, infra_missing=i_read.missing,
+                      bootstrap_contract=b_read.contract, infra_contract=i_read.contract)
     obs.machine_set, obs.machine_deployment = await _owners(ctx, m)
     obs.machine_pool = await _pool(ctx, m)
     sp = rm.spec_patch(obs)
@@ -133,6 +136,13 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
                 obs.node = await wl.merge_patch(NODE, None, obs.node["metadata"]["name"], np)
             except Exception as e:  # noqa: BLE001 - retried on the next poll
                 ctx.log.info("machine %s/%s: labelling node failed: %s", namespace, name, e)
+        tp = nodetaints.node_taints_patch(m, obs.node) \
+            if ctx.settings.enabled(features.MACHINE_TAINT_PROPAGATION) else None
+        if tp:
+            try:
+                obs.node = await wl.merge_patch(NODE, None, obs.node["metadata"]["name"], tp)
+            except Exception as e:  # noqa: BLE001 - a conflict or an unreachable API: retried on the next poll
+                ctx.log.info("machine %s/%s: tainting node failed: %s", namespace, name, e)
 
     status = rm.compute_status(obs)
     await kube.update_status(MACHINE, m, status)
@@ -206,8 +216,9 @@ async def _reconcile_delete(ctx: Ctx, m: dict[str, Any], cluster: dict[str, Any]
         return None
     cfg_ref = contract.ref(m, "spec", "bootstrap", "configRef")
     infra_ref = contract.ref(m, "spec", "infrastructureRef")
-    bootstrap = await get_ref(kube, ns, cfg_ref)
-    infra = await get_ref(kube, ns, infra_ref)
+    b_read = await read_ref(ctx, ns, cfg_ref, watcher="Machine")
+    i_read = await read_ref(ctx, ns, infra_ref, watcher="Machine")
+    bootstrap, infra = b_read.obj, i_read.obj
 
     others = 0
     if rm.is_control_plane(m):
@@ -256,8 +267,7 @@ async def _reconcile_delete(ctx: Ctx, m: dict[str, Any], cluster: dict[str, Any]
     if step.action in ("drain", "wait_hook"):
         return Result(requeue_after=ctx.settings.poll_seconds)
     if step.action == "delete_providers":
-        for obj, ref in ((infra, infra_ref), (bootstrap, cfg_ref)):
-            g = gvk_of_ref(ref)
+        for obj, g in ((infra, i_read.gvk), (bootstrap, b_read.gvk)):
             if obj is not None and g is not None:
                 await delete_obj(kube, g, obj)
         return Result(requeue_after=ctx.settings.poll_seconds)
@@ -282,6 +292,23 @@ def _pool_to_machines(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str
             for m in cache.owned_by(MACHINE, obj["metadata"]["uid"])]
 
 
+def _referrers(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    """A provider's bootstrap config / infrastructure machine reaches its controller Machine, or (not adopted
+    yet) the Machines that reference it."""
+    owned = list(owner_mapper("Machine")(obj, cache))
+    if owned:
+        return owned
+    md = obj["metadata"]
+    ns = md.get("namespace") or ""
+    me = (obj.get("apiVersion", "").rpartition("/")[0], obj.get("kind"), md["name"])
+    out = []
+    for m in cache.list(MACHINE, ns):
+        for r in (contract.ref(m, "spec", "bootstrap", "configRef"), contract.ref(m, "spec", "infrastructureRef")):
+            if r and (r["apiGroup"], r["kind"], r["name"]) == me:
+                out.append((ns, m["metadata"]["name"]))
+    return out
+
+
 def _node_to_machines(namespace: str, cluster: str, node: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
     machines = cache.list(MACHINE, namespace, labels={CLUSTER_NAME: cluster})
     return [(namespace, n) for n in rm.machines_of_node(machines, node)]
@@ -294,4 +321,5 @@ def controller() -> Controller:
         watches=[(KUBEADM_CONFIG, owner_mapper("Machine")), (DOCKER_MACHINE, owner_mapper("Machine")),
                  (MACHINE_POOL, _pool_to_machines)],
         node_watches=[_node_to_machines],
+        ref_mapper=_referrers,
     )

@@ -15,8 +15,8 @@ from capd_py.api.labels import (
 )
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref
-from capd_py.controllers.manager import Controller, Mapper, owner_mapper
+from capd_py.controllers.coreio import delete_obj, ensure_metadata, read_ref
+from capd_py.controllers.manager import Controller, Mapper, owner_mapper, referrers_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import KubeError
@@ -66,8 +66,8 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if cluster is not None and not coreutil.is_deleting(cluster):
         # the Cluster owns the templates (as upstream), so they go with it; a missing one is the MachineSet's concern
         for ref in rmd.template_refs(md):
-            tpl = await get_ref(kube, namespace, ref)
-            g = gvk_of_ref(ref)
+            read = await read_ref(ctx, namespace, ref, watcher="MachineDeployment")
+            tpl, g = read.obj, read.gvk
             if tpl is not None and g is not None and not coreutil.is_deleting(tpl):
                 await ensure_metadata(kube, g, tpl, owner=contract.owner_ref(cluster, controller=False))
 
@@ -146,4 +146,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
 def controller() -> Controller:
     return Controller(gvk=MACHINE_DEPLOYMENT, reconcile=reconcile,
                       watches=[(MACHINE_SET, owner_mapper("MachineDeployment")),
-                               (MACHINE, _deployment_label_mapper())])
+                               (MACHINE, _deployment_label_mapper())],
+                      ref_mapper=referrers_mapper(MACHINE_DEPLOYMENT,
+                                                  ("spec", "template", "spec", "bootstrap", "configRef"),
+                                                  ("spec", "template", "spec", "infrastructureRef")))

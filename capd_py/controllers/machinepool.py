@@ -9,7 +9,7 @@ import copy
 from typing import Any
 
 from capd_py.api import conditions as cond
-from capd_py.api import contract, gvk
+from capd_py.api import contract
 from capd_py.api.gvk import (
     CLUSTER,
     DOCKER_MACHINE,
@@ -22,7 +22,7 @@ from capd_py.api.gvk import (
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_MACHINE_POOL, MACHINE_POOL_NAME
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref, owner_for
+from capd_py.controllers.coreio import RefRead, delete_obj, ensure_metadata, get_ref, gvk_of, owner_for, read_ref
 from capd_py.controllers.manager import Controller, owner_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube import events
@@ -37,7 +37,7 @@ async def _adopt(ctx: Ctx, mp: dict[str, Any], obj: dict[str, Any] | None) -> di
     carry the cluster-name label."""
     if obj is None or coreutil.is_deleting(obj):
         return obj
-    g = gvk_of_ref(coreutil.ref_of(obj))
+    g = await gvk_of(ctx, obj)
     if g is None:
         return obj
     cn = contract.dig(mp, "spec", "clusterName")
@@ -68,9 +68,10 @@ async def _infra_machines(ctx: Ctx, mp: dict[str, Any], infra: dict[str, Any] | 
     kind = rmp.infrastructure_machine_kind(infra)
     if infra is None or kind is None:
         return None
-    g = gvk.by_group_kind(gvk.group_of(infra["apiVersion"]), kind)
+    g = await gvk_of(ctx, {"apiVersion": infra["apiVersion"], "kind": kind})
     if g is None:
         return None
+    ctx.watch_kind("MachinePool", g)
     return await ctx.kube.list(g, mp["metadata"]["namespace"], labels=rmp.pool_labels(mp))
 
 
@@ -93,12 +94,17 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     owner = contract.owner_ref(cluster, controller=False) if cluster is not None else None
     mp = await ensure_metadata(kube, MACHINE_POOL, mp, finalizer=FINALIZER_MACHINE_POOL, owner=owner,
                                labels={CLUSTER_NAME: cn} if cn else None)
-    bootstrap = await _adopt(ctx, mp, await get_ref(kube, namespace, rmp.bootstrap_ref(mp)))
+    b_read = await read_ref(ctx, namespace, rmp.bootstrap_ref(mp), watcher="MachinePool")
+    bootstrap = await _adopt(ctx, mp, b_read.obj)
     infra_error = rmp.infra_ref_problem(mp)
-    infra = None if infra_error else await _adopt(ctx, mp, await get_ref(kube, namespace, rmp.infra_ref(mp)))
-    obs = rmp.Observed(mp=mp, cluster=cluster, bootstrap=bootstrap, infra=infra, infra_error=infra_error)
+    i_read = RefRead(None) if infra_error else await read_ref(ctx, namespace, rmp.infra_ref(mp),
+                                                              watcher="MachinePool")
+    infra = await _adopt(ctx, mp, i_read.obj)
+    obs = rmp.Observed(mp=mp, cluster=cluster, bootstrap=bootstrap, infra=infra, infra_error=infra_error,
+                       bootstrap_missing=b_read.missing, infra_missing=i_read.missing,
+                       bootstrap_contract=b_read.contract, infra_contract=i_read.contract)
 
-    sp = rmp.spec_patch(mp, bootstrap, infra)
+    sp = rmp.spec_patch(mp, bootstrap, infra, b_read.contract, i_read.contract)
     if sp:
         mp = await kube.merge_patch(MACHINE_POOL, namespace, name, sp)
         obs.mp = mp
@@ -152,12 +158,12 @@ async def _reconcile_delete(ctx: Ctx, mp: dict[str, Any], cluster: dict[str, Any
     ns = md["namespace"]
     if not lifecycle.has_finalizer(mp, FINALIZER_MACHINE_POOL):
         return None
-    bootstrap = await get_ref(kube, ns, rmp.bootstrap_ref(mp))
-    infra = await get_ref(kube, ns, rmp.infra_ref(mp))
+    bootstrap = await get_ref(ctx, ns, rmp.bootstrap_ref(mp), watcher="MachinePool")
+    infra = await get_ref(ctx, ns, rmp.infra_ref(mp), watcher="MachinePool")
     machines = await _list_machines(ctx, mp)
     plan = rmp.deletion_plan(bootstrap, infra, machines)
     for obj in plan.delete:
-        g = gvk_of_ref(coreutil.ref_of(obj))
+        g = await gvk_of(ctx, obj)
         if g is not None:
             await delete_obj(kube, g, obj)
     obs = rmp.Observed(mp=mp, cluster=cluster, bootstrap=bootstrap, infra=infra, machines=machines)
@@ -186,6 +192,19 @@ def _by_pool_label(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
             if rmp.label_value(mp["metadata"]["name"]) == pool]
 
 
+def _pool_refs(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    """A provider's kinds referenced by MachinePools: owned by one, labelled with its pool's name, or referenced."""
+    found = set(owner_mapper("MachinePool")(obj, cache)) | set(_by_pool_label(obj, cache))
+    md = obj["metadata"]
+    ns = md.get("namespace") or ""
+    me = (obj.get("apiVersion", "").rpartition("/")[0], obj.get("kind"), md["name"])
+    for mp in cache.list(MACHINE_POOL, ns):
+        for r in (rmp.bootstrap_ref(mp), rmp.infra_ref(mp)):
+            if r and (r["apiGroup"], r["kind"], r["name"]) == me:
+                found.add((ns, mp["metadata"]["name"]))
+    return sorted(found)
+
+
 def _cluster_to_pools(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
     ns = obj["metadata"].get("namespace") or ""
     return [(ns, mp["metadata"]["name"])
@@ -201,4 +220,4 @@ def controller() -> Controller:
     return Controller(gvk=MACHINE_POOL, reconcile=reconcile, watches=[
         (MACHINE, owner_mapper("MachinePool")), (DOCKER_MACHINE, _by_pool_label),
         (DOCKER_MACHINE_POOL, owner_mapper("MachinePool")), (KUBEADM_CONFIG, owner_mapper("MachinePool")),
-        (CLUSTER, _cluster_to_pools)], node_watches=[_node_to_pools])
+        (CLUSTER, _cluster_to_pools)], node_watches=[_node_to_pools], ref_mapper=_pool_refs)

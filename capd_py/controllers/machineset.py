@@ -5,17 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from capd_py.api import conditions as cond
-from capd_py.api import contract
+from capd_py.api import contract, features
 from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
 from capd_py.api.labels import CLUSTER_NAME, DEPLOYMENT_NAME, FINALIZER_MACHINE_SET, TEMPLATE_HASH
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of_ref
-from capd_py.controllers.manager import Controller, owner_mapper
+from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of, read_ref
+from capd_py.controllers.manager import Controller, owner_mapper, referrers_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube import events
 from capd_py.kube.client import KubeError
-from capd_py.reconcile import coreutil
+from capd_py.reconcile import coreutil, preflight
 from capd_py.reconcile import machinedeployment as rmd
 from capd_py.reconcile import machineset as rms
 
@@ -28,12 +28,13 @@ async def _clone(ctx: Ctx, ms: dict[str, Any], ref: dict[str, str] | None, name:
     if ref is None:
         return None
     ns = ms["metadata"]["namespace"]
-    tpl = await get_ref(ctx.kube, ns, ref)
+    read = await read_ref(ctx, ns, ref, watcher="MachineSet")
+    tpl = read.obj
     if tpl is None:
-        raise TemplateMissing(f"{coreutil.ref_str(ref)} does not exist")
+        raise TemplateMissing(read.missing)
     obj = rms.clone_from_template(tpl, name, ns, contract.dig(ms, "spec", "clusterName"),
                                   contract.owner_ref(ms, controller=False))
-    g = gvk_of_ref(coreutil.ref_of(obj))
+    g = await gvk_of(ctx, obj)
     if g is None:
         raise TemplateMissing(f"unknown kind {obj['kind']}")
     try:
@@ -63,7 +64,7 @@ async def _create_machine(ctx: Ctx, ms: dict[str, Any]) -> str:
         await ctx.kube.create(MACHINE, rms.new_machine(ms, name, boot, infra))
     except Exception:
         for obj in created:  # do not leak clones of a Machine that was never created
-            g = gvk_of_ref(coreutil.ref_of(obj))
+            g = await gvk_of(ctx, obj)
             if g is not None:
                 try:
                     await ctx.kube.delete(g, obj["metadata"]["namespace"], obj["metadata"]["name"])
@@ -95,6 +96,23 @@ async def _within_max_in_flight(ctx: Ctx, ms: dict[str, Any], candidates: list[d
         return candidates
     dm = await ctx.kube.list(MACHINE, ns, labels={DEPLOYMENT_NAME: o["name"][:63]})
     return rms.limit_remediation(candidates, dm, mif, coreutil.replicas_of(md))
+
+
+async def _preflight(ctx: Ctx, ms: dict[str, Any], cluster: dict[str, Any], action: str) -> preflight.Outcome:
+    """Upstream's MachineSet preflight checks for `action` (reads the control plane and, for the skip annotation,
+    the bootstrap config template)."""
+    ns = ms["metadata"]["namespace"]
+    enabled = ctx.settings.machineset_preflight_checks
+    if not enabled or not ctx.settings.enabled(features.MACHINE_SET_PREFLIGHT_CHECKS):
+        return preflight.Outcome()
+    tpl = None
+    if preflight.needs_bootstrap_template(ms):
+        tpl = await get_ref(ctx, ns, contract.ref(ms, "spec", "template", "spec", "bootstrap", "configRef"))
+    skip = preflight.skipped(ms, tpl)
+    if preflight.ALL in skip:
+        return preflight.Outcome()
+    cp = await get_ref(ctx, ns, contract.ref(cluster, "spec", "controlPlaneRef"))
+    return preflight.run(cluster, cp, ms, skip, enabled, action)
 
 
 async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
@@ -133,6 +151,13 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if cluster is None:
         await kube.update_status(MACHINE_SET, ms, rms.compute_status(ms, owned))
         return Result(requeue_after=ctx.settings.poll_seconds)
+    if not coreutil.is_deleting(cluster):
+        # as upstream's reconcileExternalTemplateReference: the Cluster owns the templates (any kind, found through
+        # the contract), so they go with it; reading them also starts the watch of their kind
+        for ref in rmd.template_refs(ms):
+            read = await read_ref(ctx, namespace, ref, watcher="MachineSet")
+            if read.obj is not None and read.gvk is not None and not coreutil.is_deleting(read.obj):
+                await ensure_metadata(kube, read.gvk, read.obj, owner=contract.owner_ref(cluster, controller=False))
 
     # in-place propagation of template labels/annotations to existing Machines (additive)
     want_labels = rms.machine_labels(ms)
@@ -152,6 +177,21 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     requeue: float | None = None
     if p.remediate:
         p.remediate = await _within_max_in_flight(ctx, ms, p.remediate)
+    if p.remediate:
+        held = await _preflight(ctx, ms, cluster, preflight.REMEDIATION)
+        if held.blocked:
+            msg = preflight.remediation_deferred_message(held.messages())
+            for m in p.remediate:
+                await lifecycle.write_status(kube, MACHINE, m, preflight.deferred_machine_status(m, msg))
+            p.remediate = []
+            requeue = preflight.REQUEUE_SECONDS
+    scale_up_held: list[str] = []
+    if p.create:
+        held = await _preflight(ctx, ms, cluster, preflight.SCALE_UP)
+        if held.blocked:
+            scale_up_held = held.messages()
+            p.create = 0
+            requeue = preflight.REQUEUE_SECONDS
     for m in p.remediate:
         ctx.log.info("machineset %s/%s: remediating unhealthy machine %s", namespace, name, m["metadata"]["name"])
         await delete_obj(kube, MACHINE, m)
@@ -168,6 +208,10 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if p.create or p.delete or p.remediate:
         owned = rms.machines_of(ms, await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cn}))
     st = rms.compute_status(ms, owned, p)
+    if scale_up_held:
+        held_msg = preflight.scaling_up_message(len(owned), coreutil.replicas_of(ms), scale_up_held)
+        st["conditions"] = cond.set_condition(st["conditions"], rms.SCALING_UP, True, "ScalingUp", held_msg,
+                                              observed_generation=ms["metadata"].get("generation"))
     if error_msg:
         msg = f"Cannot create Machines: {error_msg}"
         prev = cond.get(ms, rms.SCALING_UP) or {}
@@ -180,4 +224,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
 
 
 def controller() -> Controller:
-    return Controller(gvk=MACHINE_SET, reconcile=reconcile, watches=[(MACHINE, owner_mapper("MachineSet"))])
+    # a template kind found through the contract: the MachineSets cloning from it hear of it (it may appear later)
+    return Controller(gvk=MACHINE_SET, reconcile=reconcile, watches=[(MACHINE, owner_mapper("MachineSet"))],
+                      ref_mapper=referrers_mapper(MACHINE_SET, ("spec", "template", "spec", "bootstrap", "configRef"),
+                                                  ("spec", "template", "spec", "infrastructureRef")))

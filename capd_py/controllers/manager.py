@@ -15,13 +15,14 @@ from typing import Any
 
 import kopf
 
-from capd_py.api import contract
-from capd_py.api.gvk import GVK
+from capd_py.api import contract, crdcontract
+from capd_py.api.gvk import CRD, GVK
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.queue import Key, Result, WorkQueue
 from capd_py.kube.cache import Reader, Store
 from capd_py.kube.client import KubeError
+from capd_py.kube.informer import Informer
 
 log = logging.getLogger("capd_py.manager")
 
@@ -41,6 +42,9 @@ class Controller:
     name: str = ""
     # events on workload clusters' Nodes (kube/nodewatch.py) that concern this controller
     node_watches: list[NodeMapper] = field(default_factory=list)
+    # maps events of any kind this controller's objects reference (a provider's kinds, found through the contract)
+    # that `watches` does not list: the Manager adds (kind, ref_mapper) when a reconcile first resolves the kind
+    ref_mapper: Mapper | None = None
 
     @property
     def key(self) -> str:
@@ -72,6 +76,24 @@ def any_owner_mapper(kind: str) -> Mapper:
     return m
 
 
+def referrers_mapper(g: GVK, *paths: tuple[str, ...]) -> Mapper:
+    """Events on any object reach the objects of kind `g` in its namespace whose reference at one of `paths`
+    ({apiGroup, kind, name}) names it: a template or provider object before it carries an owner reference."""
+    def m(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+        md = obj.get("metadata") or {}
+        ns = md.get("namespace") or ""
+        me = (str(obj.get("apiVersion") or "").rpartition("/")[0], obj.get("kind"), md.get("name"))
+        out = []
+        for o in cache.list(g, ns):
+            for p in paths:
+                r = contract.ref(o, *p)
+                if r and (r["apiGroup"], r["kind"], r["name"]) == me:
+                    out.append((ns, o["metadata"]["name"]))
+                    break
+        return out
+    return m
+
+
 def cluster_label_mapper(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
     """Events on any object of a cluster reach the Cluster of that name."""
     name = (obj["metadata"].get("labels") or {}).get(CLUSTER_NAME)
@@ -92,6 +114,12 @@ class Manager:
             self.store.serve(g)
         self.queue = WorkQueue(self._handle, workers=ctx.settings.workers)
         ctx.extra["enqueue"] = self.queue.add
+        ctx.extra["watch_kind"] = self.watch_kind
+        # kinds found through references at run time: per controller key, (kind, mapper) beside its `watches`
+        self.dynamic: dict[str, list[tuple[GVK, Mapper]]] = {}
+        self.informers: dict[tuple[str, str], Informer] = {}
+        self._started = False
+        self._heard: set[tuple[str, str, str]] = set()  # (controller key, group, kind) watch_kind was told
         if any(c.node_watches for c in controllers):
             ctx.workload.watch_nodes(self.dispatch_node)
         self._resync_task: asyncio.Task[None] | None = None
@@ -119,11 +147,73 @@ class Manager:
             # events (ten Machines turning Running) end in one reconcile and one status write, not ten.
             after = (self.ctx.settings.aggregate_seconds
                      if c.key in AGGREGATING and c.gvk.kind != gvk.kind else 0.0)
-            for wgvk, mapper in [(c.gvk, self_mapper), *c.watches]:
+            for wgvk, mapper in [(c.gvk, self_mapper), *c.watches, *self.dynamic.get(c.key, ())]:
                 if wgvk.kind != gvk.kind or wgvk.group != gvk.group:
                     continue
                 for ns, name in mapper(obj, self.store):
                     self.queue.add((c.key, ns, name), after)
+
+    def dispatch_crd(self, crd: dict[str, Any], deleted: bool = False) -> None:
+        """A CustomResourceDefinition changed: contract discovery (ctx.contracts) sees it at once. When what the core
+        reads of it changed (a provider installed, removed or relabelled; not a caBundle refresh), every object of
+        the controllers that follow references is reconciled again: a reference waiting for that CRD resolves now."""
+        if not self.ctx.contracts.observe(crd, deleted=deleted) or not self._started:
+            return
+        self._rewatch(crdcontract.crd_info(crd))
+        for c in self.controllers.values():
+            if c.ref_mapper is None:
+                continue
+            for obj in self.store.list(c.gvk):
+                md = obj["metadata"]
+                self.queue.add((c.key, md.get("namespace") or "", md["name"]), self.ctx.settings.aggregate_seconds)
+
+    def watch_kind(self, key: str, g: GVK) -> None:
+        """Controller `key` references objects of kind `g`: from now on their events reach it through its
+        `ref_mapper`, and unless a static watch covers the kind, a watch of it starts (on first sight)."""
+        gk = (g.group, g.kind)
+        if (key, *gk) in self._heard:
+            return
+        self._heard.add((key, *gk))
+        c = self.controllers.get(key)
+        if c is None or c.ref_mapper is None:
+            return
+        mine = self.dynamic.setdefault(key, [])
+        if any((w.group, w.kind) == gk for w, _ in [*c.watches, *mine]):
+            return
+        mine.append((g, c.ref_mapper))
+        if gk in {(w.group, w.kind) for w in self.watched()} or gk in self.informers:
+            return
+        log.info("watching %s (%s), referenced by %s", g.kind, g.api_version, key)
+        self.store.serve(g)
+        inf = Informer(getattr(self.ctx.kube, "live", self.ctx.kube), g,
+                       on_list=self._listed, on_event=self.dispatch)
+        self.informers[gk] = inf
+        if self._started:
+            inf.start()
+
+    def _rewatch(self, info: crdcontract.CRDInfo) -> None:
+        """A dynamically watched kind whose CRD now names another version for the contract: watch that one."""
+        inf = self.informers.get((info.group, info.kind))
+        if inf is None:
+            return
+        try:
+            version = crdcontract.choose(info).version
+        except crdcontract.ContractError:
+            return  # gone or unlabelled: the old watch retries until the CRD is back
+        if version == inf.gvk.version:
+            return
+        g = GVK(info.group, version, info.kind, info.plural, info.namespaced)
+        log.info("watching %s at %s now (its CRD's contract label changed)", g.kind, g.api_version)
+        inf.stop()
+        new = Informer(inf.kube, g, on_list=self._listed, on_event=self.dispatch)
+        self.informers[(info.group, info.kind)] = new
+        new.start()
+
+    def _listed(self, g: GVK, items: list[dict[str, Any]], rv: str | None) -> None:
+        """A dynamic watch's listing: into the Store, and every object through the mappers (its first sight)."""
+        self.store.replace(g, items, rv)
+        for obj in self.store.list(g):
+            self.dispatch(g, obj)
 
     def dispatch_node(self, namespace: str, cluster: str, node: dict[str, Any], deleted: bool) -> None:
         """A workload cluster's Node changed (or went): enqueue the keys the controllers map it to."""
@@ -144,7 +234,11 @@ class Manager:
         """List every watched kind once (paged) before any reconcile runs, so reads never see a half-filled
         cache; the watch streams then keep it current."""
         live = getattr(self.ctx.kube, "live", self.ctx.kube)
-        await asyncio.gather(*(self._relist(live, g) for g in sorted(self.watched(), key=lambda g: g.kind)))
+        await asyncio.gather(self._list_crds(live),
+                             *(self._relist(live, g) for g in sorted(self.watched(), key=lambda g: g.kind)))
+
+    async def _list_crds(self, live: Any) -> None:
+        self.ctx.contracts.replace(await live.list(CRD))
 
     async def _relist(self, live: Any, g: GVK) -> None:
         items, rv = await live.list_with_version(g)
@@ -157,6 +251,10 @@ class Manager:
                 self.dispatch(_gvk, dict(body), deleted=type == "DELETED")
             kopf.on.event(gvk.group or "", gvk.version, gvk.plural, registry=registry,
                           id=f"dispatch-{gvk.kind}")(handler)
+
+        async def crd_handler(body: kopf.Body, type: str | None = None, **_: Any) -> None:
+            self.dispatch_crd(dict(body), deleted=type == "DELETED")
+        kopf.on.event(CRD.group, CRD.version, CRD.plural, registry=registry, id="contracts-crds")(crd_handler)
 
     async def resync_forever(self) -> None:
         """Level-triggered safety net: every key is reconciled at least once per resync period."""
@@ -181,6 +279,9 @@ class Manager:
                 self.queue.add((c.key, md.get("namespace") or "", md["name"]))
 
     def start(self) -> None:
+        self._started = True
+        for inf in self.informers.values():
+            inf.start()
         self.queue.start()
         self._resync_task = asyncio.create_task(self.resync_forever(), name="capd-py-resync")
 
@@ -188,4 +289,6 @@ class Manager:
         if self._resync_task:
             self._resync_task.cancel()
         self.ctx.workload.stop_watches()
+        for inf in self.informers.values():
+            inf.stop()
         await self.queue.stop()

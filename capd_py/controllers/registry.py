@@ -3,6 +3,9 @@ never a silently absent controller."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from capd_py.api import features
 from capd_py.api.gvk import (
     CONFIG_MAP,
     DOCKER_MACHINE_TEMPLATE,
@@ -48,8 +51,14 @@ MODULES = (
 )
 
 
-def all_controllers() -> list[Controller]:
-    out = [m.controller() for m in MODULES]
+# controllers that run only while their feature gate is on (as upstream starts them)
+GATED = {clusterclass: features.CLUSTER_TOPOLOGY, topology: features.CLUSTER_TOPOLOGY,
+         machinepool: features.MACHINE_POOL, dockermachinepool: features.MACHINE_POOL}
+
+
+def all_controllers(gates: Mapping[str, bool] | None = None) -> list[Controller]:
+    on = {**features.DEFAULTS, **(gates or {})}
+    out = [m.controller() for m in MODULES if m not in GATED or on[GATED[m]]]
     kinds = [c.key for c in out]
     dup = {k for k in kinds if kinds.count(k) > 1}
     if dup:

@@ -27,11 +27,12 @@ from capd_py.api.gvk import (
 from capd_py.api.labels import CLUSTER_NAME, TOPOLOGY_DEPLOYMENT_NAME, TOPOLOGY_OWNED, TOPOLOGY_POOL_NAME
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.coreio import delete_obj, get_ref
+from capd_py.controllers.coreio import delete_obj, get_ref, gvk_of, resolve
 from capd_py.controllers.manager import Controller, Mapper, cluster_label_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import KubeError
+from capd_py.kube.contracts import Unresolved
 from capd_py.reconcile import clusterclass as rcc
 from capd_py.reconcile import coreutil
 from capd_py.reconcile.cluster import TOPOLOGY_RECONCILED
@@ -55,18 +56,23 @@ def _clusters_of_class() -> Mapper:
     return m
 
 
-def _gvk_of_ref(ref: dict[str, Any] | None) -> gvk.GVK | None:
+async def _gvk_of_ref(ctx: Ctx, ref: dict[str, Any] | None) -> gvk.GVK | None:
+    """A ClusterClass template reference (apiVersion or apiGroup) resolved through its CRD's contract label."""
     if not ref:
         return None
     group = ref.get("apiGroup") if "apiGroup" in ref else gvk.group_of(ref.get("apiVersion", ""))
-    return gvk.by_group_kind(group or "", ref.get("kind", ""))
+    try:
+        return (await resolve(ctx, {"apiGroup": group or "", "kind": ref.get("kind", "")})).gvk
+    except Unresolved:
+        return None
 
 
 
 async def _template(ctx: Ctx, ns: str, ref: dict[str, Any] | None, what: str) -> dict[str, Any]:
-    g = _gvk_of_ref(ref)
+    g = await _gvk_of_ref(ctx, ref)
     if g is None or ref is None:
-        raise D.TopologyError(f"{what}: {ref and ref.get('kind')} is not a kind capd-py serves")
+        raise D.TopologyError(f"{what}: {ref and ref.get('kind')} is not served (no CustomResourceDefinition "
+                              "with a contract label)")
     obj = await ctx.kube.get(g, ns, ref["name"])
     if obj is None:
         raise D.TopologyError(f"{what}: {ref['kind']} {ns}/{ref['name']} not found")
@@ -101,25 +107,25 @@ async def _current(ctx: Ctx, cluster: dict[str, Any], bp: D.Blueprint) -> D.Curr
     kube = ctx.kube
     ns, name = cluster["metadata"].get("namespace") or "default", cluster["metadata"]["name"]
     owned = {CLUSTER_NAME: name, TOPOLOGY_OWNED: ""}
-    cur = D.Current(infra_cluster=await get_ref(kube, ns, contract.dig(cluster, "spec", "infrastructureRef")),
-                    control_plane=await get_ref(kube, ns, contract.dig(cluster, "spec", "controlPlaneRef")))
+    cur = D.Current(infra_cluster=await get_ref(ctx, ns, contract.dig(cluster, "spec", "infrastructureRef")),
+                    control_plane=await get_ref(ctx, ns, contract.dig(cluster, "spec", "controlPlaneRef")))
     if cur.control_plane is not None:
         cur.cp_machine_infra_template = await get_ref(
-            kube, ns, contract.dig(cur.control_plane, "spec", "machineTemplate", "spec", "infrastructureRef"))
+            ctx, ns, contract.dig(cur.control_plane, "spec", "machineTemplate", "spec", "infrastructureRef"))
     for md in await kube.list(MACHINE_DEPLOYMENT, ns, labels=owned):
         tname = (md["metadata"].get("labels") or {}).get(TOPOLOGY_DEPLOYMENT_NAME)
         if tname and not coreutil.is_deleting(md):
             ts = contract.dig(md, "spec", "template", "spec") or {}
             cur.machine_deployments[tname] = D.CurrentMD(
-                md, await get_ref(kube, ns, contract.dig(ts, "bootstrap", "configRef")),
-                await get_ref(kube, ns, ts.get("infrastructureRef")))
+                md, await get_ref(ctx, ns, contract.dig(ts, "bootstrap", "configRef")),
+                await get_ref(ctx, ns, ts.get("infrastructureRef")))
     for mp in await kube.list(MACHINE_POOL, ns, labels=owned):
         tname = (mp["metadata"].get("labels") or {}).get(TOPOLOGY_POOL_NAME)
         if tname and not coreutil.is_deleting(mp):
             ts = contract.dig(mp, "spec", "template", "spec") or {}
             cur.machine_pools[tname] = D.CurrentMP(
-                mp, await get_ref(kube, ns, contract.dig(ts, "bootstrap", "configRef")),
-                await get_ref(kube, ns, ts.get("infrastructureRef")))
+                mp, await get_ref(ctx, ns, contract.dig(ts, "bootstrap", "configRef")),
+                await get_ref(ctx, ns, ts.get("infrastructureRef")))
     for mhc in await kube.list(MACHINE_HEALTH_CHECK, ns, labels=owned):
         cur.mhcs[mhc["metadata"]["name"]] = mhc
     # template copies of this cluster, and the ones its MachineSets still run from
@@ -127,7 +133,7 @@ async def _current(ctx: Ctx, cluster: dict[str, Any], bp: D.Blueprint) -> D.Curr
              [bp.cp_machine_infra_template, *[w.bootstrap_template for w in bp.md_classes.values()],
               *[w.infra_template for w in bp.md_classes.values()]] if t is not None}
     for api_version, kind in sorted(kinds):
-        g = gvk.by_group_kind(gvk.group_of(api_version), kind)
+        g = await gvk_of(ctx, {"apiVersion": api_version, "kind": kind})
         if g is not None:
             cur.templates += await kube.list(g, ns, labels=owned)
     for ms in await kube.list(MACHINE_SET, ns, labels={CLUSTER_NAME: name}):
@@ -146,9 +152,9 @@ async def _set_condition(ctx: Ctx, cluster: dict[str, Any], ok: bool, reason: st
 
 
 async def _write(ctx: Ctx, w: D.Write) -> None:
-    g = gvk.of_object(w.obj)
+    g = await gvk_of(ctx, w.obj)
     if g is None:
-        raise D.TopologyError(f"{w.obj['kind']} ({w.obj['apiVersion']}) is not a kind capd-py serves")
+        raise D.TopologyError(f"{w.obj['kind']} ({w.obj['apiVersion']}) is not served")
     md = w.obj["metadata"]
     if w.create:
         ctx.log.info("topology %s/%s: creating %s %s", md["namespace"], md["labels"].get(CLUSTER_NAME, ""),
@@ -186,7 +192,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         if plan.cluster_refs:
             cluster = await kube.merge_patch(CLUSTER, namespace, name, {"spec": plan.cluster_refs})
         for obj in plan.deletes:
-            g = gvk.of_object(obj)
+            g = await gvk_of(ctx, obj)
             if g is not None:
                 ctx.log.info("topology %s/%s: deleting %s %s", namespace, name, obj["kind"], obj["metadata"]["name"])
                 await delete_obj(kube, g, obj)

@@ -51,6 +51,12 @@ class Observed:
     machine_deployments: list[dict[str, Any]] = field(default_factory=list)
     machine_sets: list[dict[str, Any]] = field(default_factory=list)
     machine_pools: list[dict[str, Any]] = field(default_factory=list)
+    # why infra / control_plane is None although referenced (its CRD or the object is missing), and the contract
+    # each follows (its CRD's cluster.x-k8s.io/<contract> label: which status fields to read)
+    infra_missing: str = ""
+    cp_missing: str = ""
+    infra_contract: str | None = None
+    cp_contract: str | None = None
     remote_probe: bool | None = None              # None: not probed
     remote_probe_error: str = ""                  # the address tried and the error, when it failed
 
@@ -64,14 +70,22 @@ def cp_ref(cluster: dict[str, Any]) -> dict[str, str] | None:
 
 
 def spec_patch(obs: Observed) -> dict[str, Any] | None:
-    """Copy the infrastructure cluster's spec.controlPlaneEndpoint into the Cluster when the Cluster
-    has none (a user-set endpoint wins, as upstream)."""
-    if obs.infra is None:
+    """The Cluster's spec.controlPlaneEndpoint when it has none (a user-set endpoint wins, as upstream): the
+    infrastructure cluster's once it is provisioned, else the control plane's own once it is initialized (a
+    control plane provider that manages the endpoint, as upstream's reconcileControlPlane)."""
+    if contract.control_plane_endpoint(obs.cluster) is not None:
         return None
-    ep = contract.control_plane_endpoint(obs.infra)
-    cur = contract.control_plane_endpoint(obs.cluster)
-    if ep and cur is None:
-        return {"spec": {"controlPlaneEndpoint": ep}}
+    init = contract.dig(obs.cluster, "status", "initialization", default={}) or {}
+    if obs.infra is not None and (contract.infra_provisioned(obs.infra, obs.infra_contract)
+                                  or init.get("infrastructureProvisioned")):
+        ep = contract.control_plane_endpoint(obs.infra)
+        if ep:
+            return {"spec": {"controlPlaneEndpoint": ep}}
+    if obs.control_plane is not None and (contract.control_plane_initialized(obs.control_plane, obs.cp_contract)
+                                          or init.get("controlPlaneInitialized")):
+        ep = contract.control_plane_endpoint(obs.control_plane)
+        if ep:
+            return {"spec": {"controlPlaneEndpoint": ep}}
     return None
 
 
@@ -111,27 +125,37 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         if init.get("infrastructureProvisioned") or deleting:
             setc(INFRASTRUCTURE_READY, False, R_OBJECT_DELETED, f"{coreutil.ref_str(iref)} has been deleted")
         else:
-            setc(INFRASTRUCTURE_READY, False, R_OBJECT_DOES_NOT_EXIST, f"{coreutil.ref_str(iref)} does not exist")
-    elif contract.infra_provisioned(obs.infra):
-        init["infrastructureProvisioned"] = True
-        setc(INFRASTRUCTURE_READY, True, R_READY)
+            setc(INFRASTRUCTURE_READY, False, R_OBJECT_DOES_NOT_EXIST,
+                 obs.infra_missing or f"{coreutil.ref_str(iref)} does not exist")
     else:
+        if contract.infra_provisioned(obs.infra, obs.infra_contract):
+            init["infrastructureProvisioned"] = True
+        provisioned = bool(init.get("infrastructureProvisioned"))
+        # as upstream: the provider's Ready condition mirrored when it writes one, else initialization.provisioned
         m = _mirror(obs.infra, cond.READY)
-        setc(INFRASTRUCTURE_READY, False, R_NOT_READY,
-             (m or {}).get("message") or f"{coreutil.ref_str(iref)} is not provisioned")
-    if obs.infra is not None:
-        fds = contract.failure_domains(obs.infra)
-        if fds:
-            st["failureDomains"] = fds
+        if m is not None:
+            reason = m.get("reason") or ""
+            if m["status"] == cond.TRUE and reason in ("", "NoReasonReported"):
+                reason = R_READY
+            setc(INFRASTRUCTURE_READY, m["status"], reason or R_NOT_READY, m.get("message") or "")
+        elif provisioned:
+            setc(INFRASTRUCTURE_READY, True, R_READY)
         else:
-            st.pop("failureDomains", None)
+            setc(INFRASTRUCTURE_READY, False, R_NOT_READY, f"{coreutil.ref_str(iref)} is not provisioned")
+        if provisioned:  # copied once the infrastructure is provisioned, as upstream
+            fds = contract.failure_domains(obs.infra, obs.infra_contract)
+            if fds:
+                st["failureDomains"] = fds
+            else:
+                st.pop("failureDomains", None)
 
     # Control plane
     cref = cp_ref(c)
     cp_machines = [m for m in obs.machines if CONTROL_PLANE in (m["metadata"].get("labels") or {})]
     workers = [m for m in obs.machines if CONTROL_PLANE not in (m["metadata"].get("labels") or {})]
     if cref is not None:
-        cp_init = obs.control_plane is not None and contract.control_plane_initialized(obs.control_plane)
+        cp_init = obs.control_plane is not None and contract.control_plane_initialized(obs.control_plane,
+                                                                                       obs.cp_contract)
     else:  # no control plane object: the first control plane Machine with a Node initializes it
         cp_init = any(contract.dig(m, "status", "nodeRef", "name") for m in cp_machines)
     if cp_init:
@@ -139,7 +163,8 @@ def compute_status(obs: Observed) -> dict[str, Any]:
     if init.get("controlPlaneInitialized"):
         setc(CONTROL_PLANE_INITIALIZED, True, R_INITIALIZED)
     elif cref is not None and obs.control_plane is None:
-        setc(CONTROL_PLANE_INITIALIZED, False, R_OBJECT_DOES_NOT_EXIST, f"{coreutil.ref_str(cref)} does not exist")
+        setc(CONTROL_PLANE_INITIALIZED, False, R_OBJECT_DOES_NOT_EXIST,
+             obs.cp_missing or f"{coreutil.ref_str(cref)} does not exist")
     else:
         setc(CONTROL_PLANE_INITIALIZED, False, R_NOT_INITIALIZED, "Control plane not yet initialized")
     if init:
@@ -149,18 +174,24 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         if obs.control_plane is None:
             was = bool(init.get("controlPlaneInitialized"))
             setc(CONTROL_PLANE_AVAILABLE, False, R_OBJECT_DELETED if (was or deleting) else R_OBJECT_DOES_NOT_EXIST,
-                 f"{coreutil.ref_str(cref)} {'has been deleted' if (was or deleting) else 'does not exist'}")
+                 f"{coreutil.ref_str(cref)} has been deleted" if (was or deleting)
+                 else obs.cp_missing or f"{coreutil.ref_str(cref)} does not exist")
         else:
+            # as upstream: the control plane's Available condition mirrored (its reason kept; a True one without a
+            # reason gets Available), else initialization.controlPlaneInitialized as fallback
             m = _mirror(obs.control_plane, cond.AVAILABLE)
             if m is None:
-                setc(CONTROL_PLANE_AVAILABLE, cond.UNKNOWN, R_AVAILABLE_UNKNOWN,
-                     f"{coreutil.ref_str(cref)} does not report an Available condition")
+                inited = bool(init.get("controlPlaneInitialized"))
+                setc(CONTROL_PLANE_AVAILABLE, inited, R_AVAILABLE if inited else R_NOT_AVAILABLE,
+                     "" if inited else f"{cref['kind']} status.initialization.controlPlaneInitialized is false")
             else:
                 st_ = m["status"]
-                reason = R_AVAILABLE if st_ == cond.TRUE else R_NOT_AVAILABLE if st_ == cond.FALSE \
-                    else R_AVAILABLE_UNKNOWN
+                reason = m.get("reason") or ""
+                if reason in ("", "NoReasonReported"):
+                    reason = R_AVAILABLE if st_ == cond.TRUE else R_NOT_AVAILABLE if st_ == cond.FALSE \
+                        else R_AVAILABLE_UNKNOWN
                 setc(CONTROL_PLANE_AVAILABLE, st_, reason, m.get("message") or "")
-            reps = contract.control_plane_replicas(obs.control_plane)
+            reps = contract.control_plane_replicas(obs.control_plane, obs.cp_contract)
             desired = contract.dig(obs.control_plane, "spec", "replicas")
             cps: dict[str, int] = {k: int(v) for k, v in reps.items() if v is not None}
             if desired is not None:

@@ -111,15 +111,23 @@ def ours(info: ContainerInfo | None, namespace: str, cluster: str) -> bool:
     return all(info.labels.get(k) == v for k, v in want.items())
 
 
-def lb_image(dc: dict[str, Any], default_image: str) -> str:
+# Upstream CAPD's load balancer image: `<imageRepository>/haproxy:<imageTag>`, each part defaulted on its own
+# (test/infrastructure/docker/internal/loadbalancer). `make images` tags capd-py's haproxy image under the default
+# name, as it tags the node image `kindest/node:<version>`, so upstream's manifests run unchanged.
+LB_IMAGE_NAME = "haproxy"
+LB_DEFAULT_REPOSITORY = "kindest"
+LB_DEFAULT_TAG = "v20230606-42a2262b"
+DEFAULT_LB_IMAGE = f"{LB_DEFAULT_REPOSITORY}/{LB_IMAGE_NAME}:{LB_DEFAULT_TAG}"
+
+
+def lb_image(dc: dict[str, Any], default_image: str = DEFAULT_LB_IMAGE) -> str:
+    """The load balancer's image as upstream CAPD names it; `default_image` (CAPD_PY_HAPROXY_IMAGE) only when the
+    DockerCluster names neither part, so a spec that names one part means the same image as upstream."""
     lb = ((dc.get("spec") or {}).get("loadBalancer") or {})
     repo, tag = lb.get("imageRepository"), lb.get("imageTag")
     if not repo and not tag:
         return default_image
-    d_repo, _, d_tag = default_image.rpartition(":")
-    if "/" in d_tag:  # default has no tag
-        d_repo, d_tag = default_image, "latest"
-    return f"{repo or d_repo}:{tag or d_tag}"
+    return f"{str(repo or LB_DEFAULT_REPOSITORY).rstrip('/')}/{LB_IMAGE_NAME}:{tag or LB_DEFAULT_TAG}"
 
 
 def lb_spec(namespace: str, cluster: str, image: str, network: str, dc: dict[str, Any] | None = None) -> ContainerSpec:

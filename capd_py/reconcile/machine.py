@@ -72,6 +72,12 @@ class Observed:
     machine_set: dict[str, Any] | None = None          # controller owner, when a MachineSet
     machine_deployment: dict[str, Any] | None = None   # that MachineSet's controller owner
     machine_pool: dict[str, Any] | None = None         # controller owner, when a MachinePool
+    # why bootstrap / infra is None although referenced (its CRD or the object is missing), and the contract each
+    # follows (its CRD's label: which status fields to read)
+    bootstrap_missing: str = ""
+    infra_missing: str = ""
+    bootstrap_contract: str | None = None
+    infra_contract: str | None = None
 
 
 def is_control_plane(machine: dict[str, Any]) -> bool:
@@ -86,15 +92,27 @@ def spec_patch(obs: Observed) -> dict[str, Any] | None:
     m = obs.machine
     spec = m.get("spec") or {}
     patch: dict[str, Any] = {}
-    if obs.bootstrap is not None and contract.bootstrap_data_secret_created(obs.bootstrap):
+    if obs.bootstrap is not None and contract.bootstrap_data_secret_created(obs.bootstrap, obs.bootstrap_contract):
         name = contract.bootstrap_data_secret_name(obs.bootstrap)
         if name and (spec.get("bootstrap") or {}).get("dataSecretName") != name:
             patch["bootstrap"] = {"dataSecretName": name}
-    if obs.infra is not None and contract.infra_provisioned(obs.infra):
+    if obs.infra is not None and contract.infra_provisioned(obs.infra, obs.infra_contract):
         pid = contract.provider_id(obs.infra)
         if pid and spec.get("providerID") != pid:
             patch["providerID"] = pid
     return {"spec": patch} if patch else None
+
+
+def mirror_ready(provider: dict[str, Any], fallback: bool, message: str) -> tuple[str, str, str]:
+    """(status, reason, message) of a condition mirroring the provider object's Ready condition when it writes one
+    (a True one without a reason gets Ready, as upstream), else `fallback` (its initialization fields)."""
+    c = cond.get(provider, cond.READY)
+    if c is not None and c.get("status") in (cond.TRUE, cond.FALSE, cond.UNKNOWN):
+        reason = c.get("reason") or ""
+        if reason in ("", "NoReasonReported"):
+            reason = R_READY if c["status"] == cond.TRUE else R_NOT_READY
+        return c["status"], reason, c.get("message") or ""
+    return (cond.TRUE, R_READY, "") if fallback else (cond.FALSE, R_NOT_READY, message)
 
 
 def infra_failure_domain(infra: dict[str, Any] | None) -> str | None:
@@ -262,13 +280,14 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         if deleting:
             setc(BOOTSTRAP_CONFIG_READY, False, R_OBJECT_DELETED, f"{coreutil.ref_str(cfg_ref)} has been deleted")
         else:
-            setc(BOOTSTRAP_CONFIG_READY, False, R_OBJECT_DOES_NOT_EXIST, f"{coreutil.ref_str(cfg_ref)} does not exist")
-    elif contract.bootstrap_data_secret_created(obs.bootstrap):
-        init["bootstrapDataSecretCreated"] = True
-        setc(BOOTSTRAP_CONFIG_READY, True, R_READY)
+            setc(BOOTSTRAP_CONFIG_READY, False, R_OBJECT_DOES_NOT_EXIST,
+                 obs.bootstrap_missing or f"{coreutil.ref_str(cfg_ref)} does not exist")
     else:
-        msg = (cond.get(obs.bootstrap, "Ready") or {}).get("message") or f"{coreutil.ref_str(cfg_ref)} is not ready"
-        setc(BOOTSTRAP_CONFIG_READY, False, R_NOT_READY, msg)
+        created = contract.bootstrap_data_secret_created(obs.bootstrap, obs.bootstrap_contract)
+        if created:
+            init["bootstrapDataSecretCreated"] = True
+        setc(BOOTSTRAP_CONFIG_READY, *mirror_ready(obs.bootstrap, created, "" if created else
+                                                   f"{coreutil.ref_str(cfg_ref)} is not ready"))
 
     # Infrastructure
     infra_ref = contract.ref(m, "spec", "infrastructureRef")
@@ -276,19 +295,25 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         if init.get("infrastructureProvisioned") or deleting:
             setc(INFRASTRUCTURE_READY, False, R_OBJECT_DELETED, f"{coreutil.ref_str(infra_ref)} has been deleted")
         else:
-            setc(INFRASTRUCTURE_READY, False, R_OBJECT_DOES_NOT_EXIST, f"{coreutil.ref_str(infra_ref)} does not exist")
-    elif contract.infra_provisioned(obs.infra):
-        init["infrastructureProvisioned"] = True
-        setc(INFRASTRUCTURE_READY, True, R_READY)
-        addrs = contract.addresses(obs.infra)
-        if addrs:
-            st["addresses"] = addrs
-        fd = infra_failure_domain(obs.infra) or spec.get("failureDomain")
-        if fd:
-            st["failureDomain"] = fd
+            setc(INFRASTRUCTURE_READY, False, R_OBJECT_DOES_NOT_EXIST,
+                 obs.infra_missing or f"{coreutil.ref_str(infra_ref)} does not exist")
     else:
-        msg = (cond.get(obs.infra, "Ready") or {}).get("message") or f"{coreutil.ref_str(infra_ref)} is not provisioned"
-        setc(INFRASTRUCTURE_READY, False, R_NOT_READY, msg)
+        # as upstream: a Machine is provisioned only once its infrastructure machine reports a providerID; then (and
+        # from then on) its addresses and failure domain are copied
+        provisioned = contract.infra_provisioned(obs.infra, obs.infra_contract)
+        done = provisioned and bool(contract.provider_id(obs.infra))
+        if done:
+            init["infrastructureProvisioned"] = True
+        why = "" if done else (f"{coreutil.ref_str(infra_ref)} is provisioned but has no spec.providerID yet"
+                               if provisioned else f"{coreutil.ref_str(infra_ref)} is not provisioned")
+        setc(INFRASTRUCTURE_READY, *mirror_ready(obs.infra, done, why))
+        if init.get("infrastructureProvisioned"):
+            addrs = contract.addresses(obs.infra)
+            if addrs:
+                st["addresses"] = addrs
+            fd = infra_failure_domain(obs.infra) or spec.get("failureDomain")
+            if fd:
+                st["failureDomain"] = fd
     if init:
         st["initialization"] = init
 

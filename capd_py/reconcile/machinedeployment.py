@@ -29,7 +29,7 @@ SCALING_UP, SCALING_DOWN = "ScalingUp", "ScalingDown"
 PHASE_SCALING_UP, PHASE_SCALING_DOWN, PHASE_RUNNING = "ScalingUp", "ScalingDown", "Running"
 
 # Machine spec fields upstream propagates in place (no rollout when they change).
-_IN_PLACE_FIELDS = ("minReadySeconds", "deletion", "readinessGates")
+_IN_PLACE_FIELDS = ("minReadySeconds", "deletion", "readinessGates", "taints")
 
 
 def spec_defaults_patch(md: dict[str, Any]) -> dict[str, Any] | None:

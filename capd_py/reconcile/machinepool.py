@@ -114,15 +114,16 @@ def machines_of(mp: dict[str, Any], machines: list[dict[str, Any]]) -> list[dict
 
 
 def spec_patch(mp: dict[str, Any], bootstrap: dict[str, Any] | None, infra: dict[str, Any] | None,
-               ) -> dict[str, Any] | None:
+               bootstrap_contract: str | None = None, infra_contract: str | None = None) -> dict[str, Any] | None:
     """The bootstrap data secret name (from the bootstrap config) and the provider ID list (from the provisioned
     infrastructure pool), as a merge patch; None when both are current."""
     spec: dict[str, Any] = {}
-    if bootstrap is not None and bootstrap_ref(mp) is not None and contract.bootstrap_data_secret_created(bootstrap):
+    if bootstrap is not None and bootstrap_ref(mp) is not None and \
+            contract.bootstrap_data_secret_created(bootstrap, bootstrap_contract):
         name = contract.bootstrap_data_secret_name(bootstrap)
         if name and data_secret_name(mp) != name:
             spec["template"] = {"spec": {"bootstrap": {"dataSecretName": name}}}
-    if infra is not None and contract.infra_provisioned(infra):
+    if infra is not None and contract.infra_provisioned(infra, infra_contract):
         ids = list(contract.dig(infra, "spec", "providerIDList") or [])
         replicas = int(contract.dig(infra, "status", "replicas") or 0)
         # upstream: an empty list while the infrastructure still reports replicas is not trusted
@@ -286,6 +287,11 @@ class Observed:
     machines: list[dict[str, Any]] = field(default_factory=list)   # the pool's Machines
     nodes: list[dict[str, Any]] | None = None                      # None: the workload cluster is not reachable
     infra_error: str | None = None                                 # an unusable infrastructureRef
+    # why bootstrap / infra is None although referenced (its CRD or the object is missing), and their contracts
+    bootstrap_missing: str = ""
+    infra_missing: str = ""
+    bootstrap_contract: str | None = None
+    infra_contract: str | None = None
     now: _dt.datetime = field(default_factory=coreutil.utcnow)
 
 
@@ -338,9 +344,9 @@ def compute_status(obs: Observed) -> dict[str, Any]:
             setc(BOOTSTRAP_CONFIG_READY, False, R_NOT_READY, "Waiting for spec.template.spec.bootstrap.dataSecretName")
     elif obs.bootstrap is None:
         reason = R_OBJECT_DELETED if deleting else R_OBJECT_DOES_NOT_EXIST
-        setc(BOOTSTRAP_CONFIG_READY, False, reason,
-             f"{coreutil.ref_str(bref)} {'has been deleted' if deleting else 'does not exist'}")
-    elif contract.bootstrap_data_secret_created(obs.bootstrap):
+        setc(BOOTSTRAP_CONFIG_READY, False, reason, f"{coreutil.ref_str(bref)} has been deleted" if deleting
+             else obs.bootstrap_missing or f"{coreutil.ref_str(bref)} does not exist")
+    elif contract.bootstrap_data_secret_created(obs.bootstrap, obs.bootstrap_contract):
         init["bootstrapDataSecretCreated"] = True
         setc(BOOTSTRAP_CONFIG_READY, True, R_READY)
     else:
@@ -356,10 +362,11 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         was = bool(init.get("infrastructureProvisioned"))
         gone = was or deleting
         setc(INFRASTRUCTURE_READY, False, R_OBJECT_DELETED if gone else R_OBJECT_DOES_NOT_EXIST,
-             f"{coreutil.ref_str(iref)} {'has been deleted' if gone else 'does not exist'}"
-             + ("" if gone else "; no instance is created until it exists"))
+             f"{coreutil.ref_str(iref)} has been deleted" if gone
+             else (obs.infra_missing or f"{coreutil.ref_str(iref)} does not exist")
+             + "; no instance is created until it exists")
     else:
-        prov = contract.infra_provisioned(obs.infra)
+        prov = contract.infra_provisioned(obs.infra, obs.infra_contract)
         init["infrastructureProvisioned"] = prov or bool(init.get("infrastructureProvisioned"))
         if prov:
             setc(INFRASTRUCTURE_READY, True, R_READY)

@@ -249,7 +249,7 @@ def new_machine(ms: dict[str, Any], name: str, bootstrap_obj: dict[str, Any] | N
     return {"apiVersion": ms["apiVersion"], "kind": "Machine", "metadata": md, "spec": spec}
 
 
-IN_PLACE_MACHINE_FIELDS = ("minReadySeconds", "deletion", "readinessGates")
+IN_PLACE_MACHINE_FIELDS = ("minReadySeconds", "deletion", "readinessGates", "taints")
 
 
 def in_place_machine_patch(ms: dict[str, Any], m: dict[str, Any]) -> dict[str, Any] | None:

@@ -175,7 +175,11 @@ def create_cluster(mgmt: Mgmt, name: str, cp: int, workers: int, tmp: Path, time
     t0 = time.monotonic()
     # `apply --wait` is what a user runs: it returns once the Cluster is Available (or fails naming what waits)
     mgmt.capd("apply", "-f", "-", "--wait", f"{int(timeout)}s", input_=manifest, timeout=timeout + 60)
-    wait_for(lambda: mgmt.condition("cluster", name, "Available", namespace), 30, f"cluster {name} Available", 2)
+    try:
+        wait_for(lambda: mgmt.condition("cluster", name, "Available", namespace), 30, f"cluster {name} Available", 2)
+    except AssertionError as e:  # Available flapped after apply saw it: say which condition went False and why
+        tree = mgmt.capd("describe", "cluster", name, "-n", namespace, "--show-conditions", "all", check=False)
+        raise AssertionError(f"{e}\n{tree.stdout}\n--- controllers log tail ---\n{mgmt.log_tail(60)}") from None
     available = time.monotonic() - t0
     kc = tmp / f"{name}.kubeconfig"
     mgmt.capd("get", "kubeconfig", name, "-n", namespace, "-o", str(kc))

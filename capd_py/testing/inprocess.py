@@ -15,9 +15,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.manager import Manager
 from capd_py.controllers.operator import run
 from capd_py.controllers.queue import awaiting
+from capd_py.kube.client import Kube
 from capd_py.kube.workload import WorkloadClients
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads
@@ -106,3 +108,11 @@ async def operator_with_fakes(kubeconfig: str) -> AsyncIterator[tuple[Manager, F
         m.ctx.etcd = FakeWorkloadEtcd(workloads)
     async with operator_in_thread(kubeconfig, runtime, on_manager=on_manager) as m:
         yield m, runtime
+
+
+def direct_ctx(kube: Kube) -> Ctx:
+    """A context for driving reconcile functions directly against a real API server: the fake container runtime,
+    the API server as every workload cluster (WorkloadClients over `kube`), short polls."""
+    s = Settings()
+    s.poll_seconds = 0.1
+    return Ctx(kube=kube, runtime=FakeRuntime(), settings=s, workload=WorkloadClients(kube))

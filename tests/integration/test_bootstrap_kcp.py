@@ -29,43 +29,26 @@ from capd_py.api.gvk import (
 from capd_py.api.labels import CLONED_FROM_NAME, CLUSTER_NAME, CONTROL_PLANE, CONTROL_PLANE_NAME, FINALIZER_KCP
 from capd_py.controllers import kcp as c_kcp
 from capd_py.controllers import kubeadmconfig as c_kc
-from capd_py.controllers.context import Ctx, Settings
+from capd_py.controllers.context import Ctx
 from capd_py.kube.client import Kube
 from capd_py.kube.etcd_fake import FakeEtcd
 from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile import certs
 from capd_py.reconcile import kubeadmconfig as kc
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.core_objects import make_cluster, make_kcp
 from capd_py.testing.envtest import EnvTest
+from capd_py.testing.inprocess import direct_ctx
 
 pytestmark = pytest.mark.integration
 Obj = dict[str, Any]
-# Nothing listens here: workload calls fail fast (connection refused) instead of timing out.
-ENDPOINT = {"host": "127.0.0.1", "port": 1}
 
 
 @pytest.fixture
 def ctx(kube: Kube) -> Ctx:
-    s = Settings()
-    s.poll_seconds = 0.1
-    return Ctx(kube=kube, runtime=FakeRuntime(), settings=s, workload=WorkloadClients(kube))  # type: ignore[arg-type]
-
-
-async def make_cluster(kube: Kube, ns: str, *, cp_ref: bool, initialized: bool = False,
-                       endpoint: Obj | None = None) -> Obj:
-    spec: Obj = {"infrastructureRef": {"apiGroup": gvk.INFRA_GROUP, "kind": "DockerCluster", "name": "c1"},
-                 "controlPlaneEndpoint": endpoint or ENDPOINT,
-                 "clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]},
-                                    "services": {"cidrBlocks": ["10.96.0.0/12"]}}}
-    if cp_ref:
-        spec["controlPlaneRef"] = {"apiGroup": gvk.CONTROLPLANE_GROUP, "kind": "KubeadmControlPlane", "name": "c1-cp"}
-    c = await kube.create(CLUSTER, {"apiVersion": CLUSTER.api_version, "kind": "Cluster",
-                                    "metadata": {"name": "c1", "namespace": ns}, "spec": spec})
-    init: Obj = {"infrastructureProvisioned": True}
-    if initialized:
-        init["controlPlaneInitialized"] = True
-    c = await kube.update_status(CLUSTER, c, {"initialization": init}) or c
+    c = direct_ctx(kube)
     return c
+
+
 
 
 async def make_machine(kube: Kube, ns: str, name: str, *, control_plane: bool) -> Obj:
@@ -261,27 +244,6 @@ async def test_worker_join_creates_and_refreshes_token(ctx: Ctx, kube: Kube, env
     await kube.delete(SECRET, "kube-system", kc.token_secret_name(token))
 
 
-async def make_kcp(kube: Kube, ns: str, cluster: Obj, replicas: int = 3) -> Obj:
-    await kube.create(DOCKER_MACHINE_TEMPLATE, {
-        "apiVersion": DOCKER_MACHINE_TEMPLATE.api_version, "kind": "DockerMachineTemplate",
-        "metadata": {"name": "cp-v1", "namespace": ns},
-        "spec": {"template": {"spec": {"extraMounts": []}}}})
-    return await kube.create(KUBEADM_CONTROL_PLANE, {
-        "apiVersion": KUBEADM_CONTROL_PLANE.api_version, "kind": "KubeadmControlPlane",
-        "metadata": {"name": "c1-cp", "namespace": ns,
-                     "ownerReferences": [{"apiVersion": CLUSTER.api_version, "kind": "Cluster", "name": "c1",
-                                          "uid": cluster["metadata"]["uid"]}]},
-        "spec": {"replicas": replicas, "version": "v1.34.4",
-                 "machineTemplate": {"spec": {"infrastructureRef": {
-                     "apiGroup": gvk.INFRA_GROUP, "kind": "DockerMachineTemplate", "name": "cp-v1"}}},
-                 "kubeadmConfigSpec": {
-                     "clusterConfiguration": {"apiServer": {"certSANs": ["localhost"]}},
-                     "initConfiguration": {"nodeRegistration": {"kubeletExtraArgs": [
-                         {"name": "cgroup-driver", "value": "cgroupfs"}]}},
-                     "joinConfiguration": {"nodeRegistration": {"kubeletExtraArgs": [
-                         {"name": "cgroup-driver", "value": "cgroupfs"}]}},
-                     "postKubeadmCommands": ["kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f "
-                                             "/kind/manifests/default-cni.yaml"]}}})
 
 
 async def test_kcp_creates_first_machine_and_secrets(ctx: Ctx, kube: Kube, namespace: str) -> None:

@@ -18,9 +18,7 @@ from capd_py.api.gvk import (
     CLUSTER,
     DOCKER_CLUSTER,
     DOCKER_MACHINE,
-    DOCKER_MACHINE_TEMPLATE,
     KUBEADM_CONFIG,
-    KUBEADM_CONFIG_TEMPLATE,
     KUBEADM_CONTROL_PLANE,
     MACHINE,
     MACHINE_DEPLOYMENT,
@@ -45,10 +43,22 @@ from capd_py.controllers import machine as c_machine
 from capd_py.controllers import machinedeployment as c_md
 from capd_py.controllers import machinehealthcheck as c_mhc
 from capd_py.controllers import machineset as c_ms
-from capd_py.controllers.context import Ctx, Settings
+from capd_py.controllers.context import Ctx
 from capd_py.kube.client import Kube
-from capd_py.kube.workload import WorkloadClients
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.core_objects import (
+    cluster_obj,
+    machine_template,
+    machines,
+    machineset_obj,
+    make_node,
+    md_obj,
+    provision_machine,
+    setup_cluster,
+    templates,
+    workload_secret,
+)
+from capd_py.testing.core_objects import meta as _meta
+from capd_py.testing.inprocess import direct_ctx
 
 pytestmark = pytest.mark.integration
 Obj = dict[str, Any]
@@ -57,74 +67,24 @@ V = "v1beta2"
 
 @pytest.fixture
 def ctx(kube: Kube) -> Ctx:
-    s = Settings()
-    s.poll_seconds = 0.1
-    return Ctx(kube=kube, runtime=FakeRuntime(), settings=s, workload=WorkloadClients(kube))  # type: ignore[arg-type]
-
-
-def _meta(name: str, ns: str, **kw: Any) -> Obj:
-    return {"name": name, "namespace": ns, **kw}
-
-
-def cluster_obj(ns: str, name: str = "c1", cp: bool = True) -> Obj:
-    spec: Obj = {"infrastructureRef": {"apiGroup": gvk.INFRA_GROUP, "kind": "DockerCluster", "name": name}}
-    if cp:
-        spec["controlPlaneRef"] = {"apiGroup": gvk.CONTROLPLANE_GROUP, "kind": "KubeadmControlPlane",
-                                   "name": f"{name}-cp"}
-    return {"apiVersion": CLUSTER.api_version, "kind": "Cluster", "metadata": _meta(name, ns), "spec": spec}
-
-
-def templates(ns: str) -> list[tuple[gvk.GVK, Obj]]:
-    return [
-        (KUBEADM_CONFIG_TEMPLATE, {"apiVersion": KUBEADM_CONFIG_TEMPLATE.api_version, "kind": "KubeadmConfigTemplate",
-                                   "metadata": _meta("workers", ns),
-                                   "spec": {"template": {"spec": {"joinConfiguration": {"nodeRegistration": {
-                                       "kubeletExtraArgs": [{"name": "v", "value": "2"}]}}}}}}),
-        (DOCKER_MACHINE_TEMPLATE, {"apiVersion": DOCKER_MACHINE_TEMPLATE.api_version, "kind": "DockerMachineTemplate",
-                                   "metadata": _meta("workers", ns),
-                                   "spec": {"template": {"spec": {"extraMounts": []}}}}),
-    ]
-
-
-def machine_template(version: str = "v1.34.4", labels: dict[str, str] | None = None) -> Obj:
-    return {"metadata": {"labels": {"pool": "a", **(labels or {})}},
-            "spec": {"clusterName": "c1", "version": version,
-                     "bootstrap": {"configRef": {"apiGroup": gvk.BOOTSTRAP_GROUP, "kind": "KubeadmConfigTemplate",
-                                                 "name": "workers"}},
-                     "infrastructureRef": {"apiGroup": gvk.INFRA_GROUP, "kind": "DockerMachineTemplate",
-                                           "name": "workers"}}}
-
-
-def machineset_obj(ns: str, replicas: int, order: str | None = None) -> Obj:
-    spec: Obj = {"clusterName": "c1", "replicas": replicas, "selector": {"matchLabels": {"pool": "a"}},
-                 "template": machine_template()}
-    if order:
-        spec["deletion"] = {"order": order}
-    return {"apiVersion": MACHINE_SET.api_version, "kind": "MachineSet", "metadata": _meta("ms1", ns), "spec": spec}
-
-
-def md_obj(ns: str, replicas: int) -> Obj:
-    return {"apiVersion": MACHINE_DEPLOYMENT.api_version, "kind": "MachineDeployment", "metadata": _meta("md1", ns),
-            "spec": {"clusterName": "c1", "replicas": replicas, "selector": {"matchLabels": {"pool": "a"}},
-                     "template": machine_template(),
-                     "rollout": {"strategy": {"type": "RollingUpdate",
-                                              "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}}}
-
-
-async def setup_cluster(kube: Kube, ns: str, cp: bool = False) -> Obj:
-    c = await kube.create(CLUSTER, cluster_obj(ns, cp=cp))
-    await kube.create(DOCKER_CLUSTER, {"apiVersion": DOCKER_CLUSTER.api_version, "kind": "DockerCluster",
-                                       "metadata": _meta("c1", ns), "spec": {}})
-    for g, o in templates(ns):
-        await kube.create(g, o)
+    c = direct_ctx(kube)
     return c
 
 
-async def machines(kube: Kube, ns: str, live_only: bool = True) -> list[Obj]:
-    out = await kube.list(MACHINE, ns)
-    if live_only:
-        out = [m for m in out if not m["metadata"].get("deletionTimestamp")]
-    return sorted(out, key=lambda m: m["metadata"]["name"])
+
+
+
+
+
+
+
+
+
+
+
+
+
+
 
 
 async def finish_machine_deletions(ctx: Ctx, ns: str) -> None:
@@ -461,7 +421,11 @@ async def test_cluster_reconcile_and_deletion_order(kube: Kube, namespace: str, 
     await c_cluster.reconcile(ctx, ns, "c1")
     assert rv(await kube.get(CLUSTER, ns, "c1")) == before
 
-    # workers
+    # workers (the control plane reports its version, as a provisioned KCP does: the MachineSet's preflight
+    # checks hold worker Machines while the control plane is still provisioning)
+    kcp = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
+    assert kcp is not None
+    await kube.update_status(KUBEADM_CONTROL_PLANE, kcp, {**(kcp.get("status") or {}), "version": "v1.34.4"})
     await kube.create(MACHINE_DEPLOYMENT, md_obj(ns, 2))
     await drive_md(kube, ctx, ns, rounds=2)
     assert len(await machines(kube, ns)) == 2
@@ -605,35 +569,10 @@ async def test_unreachable_workload_api_names_the_address_and_the_error(kube: Ku
     assert rv(await kube.get(CLUSTER, ns, "c1")) == before
 
 
-async def workload_secret(kube: Kube, envtest: Any, ns: str) -> None:
-    await kube.create(SECRET, {"apiVersion": "v1", "kind": "Secret", "metadata": _meta("c1-kubeconfig", ns,
-                                                                                       labels={CLUSTER_NAME: "c1"}),
-                               "data": {"value": base64.b64encode(envtest.kubeconfig.encode()).decode()}})
 
 
-async def make_node(kube: Kube, name: str, provider_id: str, ready: str = "True",
-                    since: str = "2026-01-01T00:00:00Z") -> Obj:
-    node = await kube.create(NODE, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-                                    "spec": {"providerID": provider_id}})
-    st = {"conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady", "message": "",
-                          "lastHeartbeatTime": since, "lastTransitionTime": since}],
-          "nodeInfo": {"machineID": "m", "systemUUID": "s", "bootID": "b", "kernelVersion": "6", "osImage": "x",
-                       "containerRuntimeVersion": "containerd://2", "kubeletVersion": "v1.34.4",
-                       "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"}}
-    out = await kube.update_status(NODE, node, st)
-    assert out is not None
-    return out
 
 
-async def provision_machine(kube: Kube, ctx: Ctx, ns: str, name: str, provider_id: str) -> None:
-    await c_machine.reconcile(ctx, ns, name)
-    kc = await kube.get(KUBEADM_CONFIG, ns, name)
-    assert kc is not None
-    await kube.update_status(KUBEADM_CONFIG, kc, {"initialization": {"dataSecretCreated": True},
-                                                  "dataSecretName": f"{name}-bootstrap"})
-    dm = await kube.merge_patch(DOCKER_MACHINE, ns, name, {"spec": {"providerID": provider_id}})
-    await kube.update_status(DOCKER_MACHINE, dm, {"initialization": {"provisioned": True}})
-    await c_machine.reconcile(ctx, ns, name)
 
 
 def pod(ns: str, name: str, node: str, **meta: Any) -> Obj:

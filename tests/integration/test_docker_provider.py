@@ -78,7 +78,7 @@ def runtime() -> DockerRuntime:
 @pytest.fixture
 async def ctx(kube: Kube, runtime: DockerRuntime, namespace: str) -> AsyncIterator[Ctx]:
     settings = Settings(privileged_mode=_privilege_mode(), node_image_repository=NODE_IMAGE_REPO,
-                        haproxy_image="capd-py/haproxy:2.6", poll_seconds=0.5)
+                        poll_seconds=0.5)
     c = Ctx(kube=kube, runtime=runtime, settings=settings, workload=WorkloadClients(kube))
     try:
         yield c
@@ -109,7 +109,8 @@ def _name(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(3)}"
 
 
-async def make_cluster(kube: Kube, ns: str, pods: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+async def make_cluster(kube: Kube, ns: str, pods: list[str] | None = None, dc_spec: dict[str, Any] | None = None
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
     name = _name("c")
     spec: dict[str, Any] = {"infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "DockerCluster", "name": name}}
     if pods:
@@ -121,7 +122,7 @@ async def make_cluster(kube: Kube, ns: str, pods: list[str] | None = None) -> tu
         "apiVersion": DOCKER_CLUSTER.api_version, "kind": "DockerCluster",
         "metadata": {"name": name, "namespace": ns, "labels": {CLUSTER_NAME: name},
                      "ownerReferences": [contract.owner_ref(cluster)]},
-        "spec": {}})
+        "spec": dc_spec or {}})
     return cluster, dc
 
 
@@ -639,6 +640,24 @@ def _use_pool(ctx: Ctx, pool: str, **settings: Any) -> None:
     ctx.infra = DockerInfra(ctx.runtime, "", ctx.settings.network_pool)
 
 
+async def test_load_balancer_image_named_as_upstream_capd(ctx: Ctx, namespace: str, runtime: DockerRuntime) -> None:
+    """Upstream's e2e ClusterClass sets only `loadBalancer.imageRepository: kindest` (issue 26: capd-py made that
+    "kindest:2.6", not present); upstream CAPD's image is `<repository>/haproxy:<tag>`, each part defaulted, and
+    `make images` tags capd-py's haproxy under that default name. The default setting is upstream's name too."""
+    assert ctx.settings.haproxy_image == dcr.DEFAULT_LB_IMAGE == "kindest/haproxy:v20230606-42a2262b"
+    for spec in ({}, {"loadBalancer": {"imageRepository": "kindest"}}):
+        cluster, dc = await make_cluster(ctx.kube, namespace, dc_spec=spec)
+        await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"], provisioned, timeout=60)
+        lb = runtime.get_container(f"{cluster['metadata']['name']}-lb")
+        assert lb is not None and lb.running and lb.image == "kindest/haproxy:v20230606-42a2262b", (spec, lb)
+    # a tag nobody built: the condition names upstream's image name for it
+    cluster, dc = await make_cluster(ctx.kube, namespace, dc_spec={"loadBalancer": {"imageTag": "not-built"}})
+    got = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"],
+                      lambda o: cond.get(o, "LoadBalancerAvailable") is not None, timeout=30)
+    c = cond.get(got, "LoadBalancerAvailable")
+    assert c and c["status"] == "False" and "kindest/haproxy:not-built is not present locally" in c["message"], c
+
+
 async def test_network_subnet_skips_the_cluster_pod_cidr(ctx: Ctx, namespace: str, runtime: DockerRuntime) -> None:
     """The pool's first subnets lie inside the Cluster's pod CIDR (as docker's 192.168.x.0/20 lay inside
     upstream's 192.168.0.0/16): the network takes the first subnet outside it, and the cluster is served."""
@@ -869,3 +888,65 @@ async def test_addresses_and_host_port_survive_restarts_and_lost_containers(ctx:
     await ctx.kube.delete(DOCKER_CLUSTER, namespace, dc["metadata"]["name"])
     await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"], lambda o: o is None)
     assert _leftovers(runtime, namespace) == ([], [], [])
+
+
+async def test_upstream_clusterctl_move_keeps_the_containers(kube: Kube, namespace: str) -> None:
+    """What upstream `clusterctl move` does to the Docker objects, step by step: at the source it pauses the Cluster,
+    then deletes each object (annotated delete-for-move, still carrying our finalizers) and strips the finalizers;
+    at the target it creates the objects again without status. The source's controllers must not delete the load
+    balancer, the network or the node container (paused first, as upstream); the target's adopt them: the
+    DockerCluster is provisioned again with no new container, and the DockerMachine is provisioned by its
+    providerID alone (no new container, no second bootstrap, even after a restart emptied the container's /run)."""
+    from capd_py.api.labels import DELETE_FOR_MOVE_ANNOTATION
+    from capd_py.runtime.fake import LAUNCH_TAG, FakeRuntime
+
+    fake = FakeRuntime()
+    ctx = Ctx(kube=kube, runtime=fake, settings=Settings(privileged_mode="restricted", poll_seconds=0.1),
+              workload=WorkloadClients(kube))
+    cluster, dc = await provisioned_cluster(ctx, namespace)
+    cl, dc_name = cluster["metadata"]["name"], dc["metadata"]["name"]
+    machine, dm = await make_machine(kube, namespace, cluster, cp=True, data=ok_config())
+    name = dm["metadata"]["name"]
+    dm = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, provisioned, timeout=30) or {}
+    cname = cname_of(cluster, machine)
+    assert dm["spec"]["providerID"] == f"docker:////{cname}"
+    containers, networks_before = set(fake.containers), set(fake.networks)
+    created, launches = len(fake.created), sum(LAUNCH_TAG in cmd for _, cmd in fake.execs)
+    dc = await kube.get(DOCKER_CLUSTER, namespace, dc_name) or {}
+
+    # the source: paused, then each object deleted as clusterctl deletes it
+    await kube.merge_patch(CLUSTER, namespace, cl, {"spec": {"paused": True}})
+    for g, obj, fn in ((DOCKER_MACHINE, dm, dmc.reconcile), (DOCKER_CLUSTER, dc, dcc.reconcile)):
+        n = obj["metadata"]["name"]
+        await kube.json_patch(g, namespace, n, [{"op": "add", "path": "/metadata/annotations",
+                                                 "value": {DELETE_FOR_MOVE_ANNOTATION: ""}}])
+        await kube.delete(g, namespace, n)
+        await fn(ctx, namespace, n)  # the source's controller sees the deletion while the Cluster is paused
+        got = await kube.get(g, namespace, n)
+        assert got is not None and got["metadata"]["finalizers"], f"{g.kind} finalizer removed while paused"
+        assert cond.is_true(got, "Paused")
+        await kube.merge_patch(g, namespace, n, {"metadata": {"finalizers": []}})
+        assert await kube.get(g, namespace, n) is None
+        await fn(ctx, namespace, n)
+    assert set(fake.containers) == containers and set(fake.networks) == networks_before
+
+    # a restart of the node container empties its /run (the bootstrap sentinel and script with it)
+    node_files = fake.containers[cname].files
+    for path in [p for p in node_files if p.startswith("/run/")]:
+        del node_files[path]
+
+    # the target: the objects again, spec and metadata only (no status), then resumed
+    def again(obj: dict[str, Any]) -> dict[str, Any]:
+        md = obj["metadata"]
+        return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "spec": obj.get("spec") or {},
+                "metadata": {k: md[k] for k in ("name", "namespace", "labels", "ownerReferences", "finalizers")
+                             if k in md}}
+    await kube.create(DOCKER_CLUSTER, again(dc))
+    await kube.create(DOCKER_MACHINE, again(dm))
+    await kube.merge_patch(CLUSTER, namespace, cl, {"spec": {"paused": None}})
+    assert await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc_name, provisioned, timeout=30)
+    moved = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, provisioned, timeout=30)
+    assert moved is not None and cond.is_true(moved, "Ready"), moved and moved.get("status")
+    assert moved["status"]["addresses"], moved["status"]
+    assert set(fake.containers) == containers and len(fake.created) == created, "a container was created again"
+    assert sum(LAUNCH_TAG in cmd for _, cmd in fake.execs) == launches, "bootstrapped again after the move"

@@ -17,13 +17,13 @@ from typing import Any
 
 from capd_py.api import conditions, contract
 from capd_py.api.gvk import CLUSTER, CONFIG_MAP, GVK, KUBEADM_CONTROL_PLANE, MACHINE
-from capd_py.api.labels import CLUSTER_NAME, FINALIZER_KCP
+from capd_py.api.labels import CLUSTER_NAME, FINALIZER_KCP, KCP_REMEDIATION_IN_PROGRESS
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.coreio import ensure_metadata, get_ref, gvk_of_ref
+from capd_py.controllers.coreio import ensure_metadata, read_ref
 from capd_py.controllers.kcp import observe, scale
 from capd_py.controllers.kcp.observe import Workload
-from capd_py.controllers.manager import Controller, Mapper, owner_mapper
+from capd_py.controllers.manager import Controller, Mapper, owner_mapper, referrers_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
@@ -58,6 +58,8 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         return None
     cluster = await _owner_cluster(kube, kcp)
     if kcp["metadata"].get("deletionTimestamp"):
+        if await lifecycle.pause_if_needed(kube, KUBEADM_CONTROL_PLANE, kcp, cluster):
+            return None  # paused first, as upstream: clusterctl move deletes a paused cluster's objects
         return await _delete(ctx, kcp, cluster)
     if cluster is None:
         ctx.log.getChild("kcp").debug("KCP %s/%s: waiting for the Cluster controller to set the owner reference",
@@ -68,14 +70,19 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     kcp = await lifecycle.ensure_finalizer(kube, KUBEADM_CONTROL_PLANE, kcp, FINALIZER_KCP)
     st = _Conds(kcp)
     st.set(conditions.PAUSED, False, "NotPaused")
-    res = await _reconcile(ctx, kcp, cluster, st)
+    # KCP annotations this pass changes (remediation in progress), written after the status: one write each
+    pending: dict[str, str | None] = {}
+    res = await _reconcile(ctx, kcp, cluster, st, pending)
     await kube.update_status(KUBEADM_CONTROL_PLANE, kcp, st.final())
+    if pending:
+        await kube.merge_patch(KUBEADM_CONTROL_PLANE, namespace, name, {"metadata": {"annotations": pending}})
     return res
 
 
 # --- the main pass ------------------------------------------------------------------------------
 
-async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st: _Conds) -> Result | None:
+async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st: _Conds,
+                     pending: dict[str, str | None]) -> Result | None:
     kube = ctx.kube
     ns, cname = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
     poll = Result(requeue_after=ctx.settings.poll_seconds)
@@ -90,7 +97,7 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
         await events.record(kube, kcp, "CertificatesCorrupted", "; ".join(problems))
         return None
     kcp_status.set_spec_status(st, kcp, cname)
-    await _cluster_owns_template(kube, kcp, cluster)
+    await _cluster_owns_template(ctx, kcp, cluster)
 
     machines = await observe.owned_machines(kube, kcp, cname)
     initialized = bool(contract.dig(st.status, "initialization", "controlPlaneInitialized"))
@@ -105,9 +112,15 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
                 initialized = True
     if initialized:
         await observe.record_certificate_expiries(ctx, kcp, machines, w)
-    views = await observe.views(kube, kcp, machines, w, _now())
-    _status(kcp, st, views, machines, initialized, w)
+    views = await observe.views(ctx, kcp, machines, w, _now())
+    if rk.stale_in_progress(kcp, views):
+        pending[KCP_REMEDIATION_IN_PROGRESS] = None
+    _status(kcp, st, views, machines, initialized, w, pending)
     await _machines_up_to_date(kube, machines, views)
+    for m in machines:  # taints, readiness gates, deletion timeouts: changed in place, no rollout
+        ip = None if m["metadata"].get("deletionTimestamp") else rk.machine_in_place_patch(kcp, m)
+        if ip:
+            await kube.merge_patch(MACHINE, ns, m["metadata"]["name"], ip)
     problem = await scale.run_cleanup_hooks(ctx, kcp, machines, views, w.kube, kcp_deleting=False)
     if problem:
         st.set(rk.SCALING_DOWN, True, "ScalingDown", problem)
@@ -121,7 +134,9 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
         st.set(rk.SCALING_UP, False, "WaitingForControlPlaneEndpoint", "Waiting for Cluster spec.controlPlaneEndpoint")
         return None
 
-    action = rk.next_action(kcp, cluster, views, initialized)
+    action = rk.next_action(kcp, cluster, views, initialized, _now())
+    if action.machine_condition and action.machine:
+        await _owner_remediated(kube, machines, action)
     if action.kind == "scale-up" and w.kube is not None:
         problem = await scale.sync_kubeadm_config(ctx, w.kube, kcp, cluster)
         if problem:
@@ -134,7 +149,9 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
             st.set(rk.SCALING_UP, True, "ScalingUp", f"Cannot create a Machine: {problem}")
             await events.record(kube, kcp, "MachineCreationFailed", problem)
             return Result(requeue_after=30.0)
-        after = await _restatus(ctx, kcp, cluster, st, initialized, w)
+        if (kcp["metadata"].get("annotations") or {}).get(KCP_REMEDIATION_IN_PROGRESS):  # the replacement exists
+            pending[KCP_REMEDIATION_IN_PROGRESS] = None
+        after = await _restatus(ctx, kcp, cluster, st, initialized, w, pending)
         kcp_status.progress(st, kcp, rk.next_action(kcp, cluster, after, initialized),
                             len(await observe.owned_machines(kube, kcp, cname)))
         return poll
@@ -144,7 +161,10 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
             st.set(rk.SCALING_DOWN, True, "ScalingDown", problem)
             await events.record(kube, kcp, "EtcdMemberRemovalFailed", problem)
             return Result(requeue_after=15.0)
-        after = await _restatus(ctx, kcp, cluster, st, initialized, w)
+        if action.remediation_start:
+            pending[KCP_REMEDIATION_IN_PROGRESS] = action.remediation_start
+            await events.record(kube, kcp, "MachineRemediated", action.message)
+        after = await _restatus(ctx, kcp, cluster, st, initialized, w, pending)
         kcp_status.progress(st, kcp, rk.next_action(kcp, cluster, after, initialized), len(after))
         return poll
     if action.kind == "wait":
@@ -201,15 +221,16 @@ async def _workload_get(wl: Kube, g: GVK, name: str) -> dict[str, Any] | None:
         raise
 
 
-async def _cluster_owns_template(kube: Kube, kcp: dict[str, Any], cluster: dict[str, Any]) -> None:
+async def _cluster_owns_template(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any]) -> None:
     """The Cluster owns the machine infrastructure template (as upstream), so it goes with the Cluster."""
     ref = contract.ref(kcp, "spec", "machineTemplate", "spec", "infrastructureRef")
-    g = gvk_of_ref(ref) if ref else None
-    if ref is None or g is None or contract.dig(cluster, "metadata", "deletionTimestamp"):
+    if ref is None or contract.dig(cluster, "metadata", "deletionTimestamp"):
         return
-    tpl = await get_ref(kube, kcp["metadata"]["namespace"], ref)
-    if tpl is not None and not contract.dig(tpl, "metadata", "deletionTimestamp"):
-        await ensure_metadata(kube, g, tpl, owner=contract.owner_ref(cluster, controller=False))
+    read = await read_ref(ctx, kcp["metadata"]["namespace"], ref, watcher="KubeadmControlPlane")
+    tpl, g = read.obj, read.gvk
+    if tpl is not None and g is not None and not contract.dig(tpl, "metadata", "deletionTimestamp"):
+        # no cluster-name label: a template may serve several Clusters (each adds its owner reference)
+        await ensure_metadata(ctx.kube, g, tpl, owner=contract.owner_ref(cluster, controller=False))
 
 
 async def _machines_up_to_date(kube: Kube, machines: list[dict[str, Any]], views: list[rk.MachineView]) -> None:
@@ -223,18 +244,33 @@ async def _machines_up_to_date(kube: Kube, machines: list[dict[str, Any]], views
 
 
 def _status(kcp: dict[str, Any], st: _Conds, views: list[rk.MachineView], machines: list[dict[str, Any]],
-            initialized: bool, w: Workload) -> None:
+            initialized: bool, w: Workload, pending: dict[str, str | None]) -> None:
     kcp_status.apply(st, kcp, views, [str(contract.dig(m, "spec", "version") or "") for m in machines],
                      initialized, w.reachable, w.error)
+    ann = {k: v for k, v in {**(kcp["metadata"].get("annotations") or {}), **pending}.items() if v is not None}
+    last = rk.last_remediation({"metadata": {"annotations": ann}},
+                               [m["metadata"].get("annotations") or {} for m in machines])
+    if last is not None:
+        st.status["lastRemediation"] = last
+
+
+async def _owner_remediated(kube: Kube, machines: list[dict[str, Any]], action: rk.Action) -> None:
+    """The remediated (or waiting) Machine says why, in its OwnerRemediated condition (as upstream KCP)."""
+    assert action.machine_condition is not None
+    known = next((x for x in machines if x["metadata"]["name"] == action.machine), None)
+    # read again: this pass may have written its UpToDate condition already
+    m = await kube.get(MACHINE, known["metadata"]["namespace"], action.machine) if known else None
+    if m is not None:
+        await lifecycle.write_status(kube, MACHINE, m, rk.owner_remediated_status(m, *action.machine_condition))
 
 
 async def _restatus(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st: _Conds, initialized: bool,
-                    w: Workload) -> list[rk.MachineView]:
+                    w: Workload, pending: dict[str, str | None]) -> list[rk.MachineView]:
     """Recompute the status after a step so it reflects the Machine just created / deleted (and equals
     what the next pass will compute, so that pass writes nothing)."""
     machines = await observe.owned_machines(ctx.kube, kcp, cluster["metadata"]["name"])
-    views = await observe.views(ctx.kube, kcp, machines, w, _now())
-    _status(kcp, st, views, machines, initialized, w)
+    views = await observe.views(ctx, kcp, machines, w, _now())
+    _status(kcp, st, views, machines, initialized, w, pending)
     return views
 
 
@@ -280,4 +316,6 @@ def _node_to_kcp(namespace: str, cluster: str, node: dict[str, Any], cache: Read
 
 def controller() -> Controller:
     watches: list[tuple[Any, Mapper]] = [(MACHINE, owner_mapper("KubeadmControlPlane")), (CLUSTER, _cluster_to_kcp)]
-    return Controller(gvk=KUBEADM_CONTROL_PLANE, reconcile=reconcile, watches=watches, node_watches=[_node_to_kcp])
+    return Controller(gvk=KUBEADM_CONTROL_PLANE, reconcile=reconcile, watches=watches, node_watches=[_node_to_kcp],
+                      ref_mapper=referrers_mapper(KUBEADM_CONTROL_PLANE,
+                                                  ("spec", "machineTemplate", "spec", "infrastructureRef")))

@@ -9,10 +9,11 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from capd_py.api import contract, gvk
+from capd_py.api import contract
 from capd_py.api.gvk import KUBEADM_CONFIG, MACHINE, NODE, POD
 from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE_NAME
 from capd_py.controllers.context import Ctx
+from capd_py.controllers.coreio import get_ref
 from capd_py.kube.client import Kube
 from capd_py.kube.workload import unreachable
 from capd_py.reconcile import kcp as rk
@@ -65,15 +66,15 @@ async def _config(kube: Kube, ns: str, machine: dict[str, Any]) -> dict[str, Any
     return await kube.get(KUBEADM_CONFIG, ns, cref["name"]) if cref and cref["kind"] == "KubeadmConfig" else None
 
 
-async def views(kube: Kube, kcp: dict[str, Any], machines: list[dict[str, Any]], w: Workload,
+async def views(ctx: Ctx, kcp: dict[str, Any], machines: list[dict[str, Any]], w: Workload,
                 now: _dt.datetime) -> list[rk.MachineView]:
+    kube = ctx.kube
     out = []
     ns = kcp["metadata"]["namespace"]
     for m in machines:
         cfg = await _config(kube, ns, m)
         iref = contract.ref(m, "spec", "infrastructureRef")
-        ig = gvk.by_group_kind(iref["apiGroup"], iref["kind"]) if iref else None
-        infra = await kube.get(ig, ns, iref["name"]) if ig and iref else None
+        infra = await get_ref(ctx, ns, iref)
         out.append(rk.machine_view(kcp, m, cfg, infra, w.nodes, w.pods, now))
     return out
 

@@ -15,11 +15,12 @@ from capd_py.api import contract
 from capd_py.api.gvk import CONFIG_MAP, KUBEADM_CONFIG, MACHINE
 from capd_py.api.labels import KCP_CLEANUP_HOOK
 from capd_py.controllers.context import Ctx
+from capd_py.controllers.coreio import gvk_of, read_ref
 from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.etcd import EtcdClient, EtcdError
 from capd_py.reconcile import kcp as rk
 from capd_py.reconcile.machine import R_WAITING_PRE_TERMINATE_HOOK
-from capd_py.reconcile.machineset import random_suffix
+from capd_py.reconcile.machineset import instance_kind, random_suffix
 
 
 async def create_machine(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], *, init: bool,
@@ -29,15 +30,19 @@ async def create_machine(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any],
     kube = ctx.kube
     log = ctx.log.getChild("kcp")
     ns, kname = kcp["metadata"]["namespace"], kcp["metadata"]["name"]
-    found = rk.template_gvk(kcp)
-    if isinstance(found, str):
-        return found
-    tg, tref = found
-    tpl = await kube.get(tg, ns, tref["name"])
+    tref = rk.infra_template_ref(kcp)
+    if tref is None:
+        return "spec.machineTemplate.spec.infrastructureRef is not set"
+    read = await read_ref(ctx, ns, tref, watcher="KubeadmControlPlane")
+    tpl = read.obj
     if tpl is None:
-        return f"{tref['kind']} {tref['name']} not found"
+        return read.missing
+    infra_gvk = await gvk_of(ctx, {"apiVersion": tpl["apiVersion"], "kind": instance_kind(tpl["kind"])})
+    if infra_gvk is None:
+        return f"{instance_kind(tpl['kind'])}.{tref['apiGroup']} is not served (no CustomResourceDefinition)"
     name = rk.machine_name(kcp, cluster["metadata"]["name"], random_suffix())
-    want = rk.desired_machine(kcp, cluster, tpl, name, init=init, failure_domain=failure_domain)
+    want = rk.desired_machine(kcp, cluster, tpl, name, init=init, failure_domain=failure_domain,
+                              infra_gvk=infra_gvk)
     if isinstance(want, str):
         return want
     created_infra = await kube.create(want.infra_gvk, want.infra)

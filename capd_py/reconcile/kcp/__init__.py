@@ -45,6 +45,7 @@ from capd_py.reconcile.kcp.desiredstate import (
     desired_machine,
     init_config_spec,
     join_config_spec,
+    machine_in_place_patch,
     machine_labels,
     machine_name,
     template_gvk,
@@ -57,7 +58,14 @@ from capd_py.reconcile.kcp.etcd import (
     member_of_node,
 )
 from capd_py.reconcile.kcp.observe import machine_view, node_for, node_internal_ip, owned
-from capd_py.reconcile.kcp.remediation import machines_to_remediate, remediation_action
+from capd_py.reconcile.kcp.remediation import (
+    last_remediation,
+    machines_to_remediate,
+    owner_remediated_status,
+    remediation_action,
+    remediation_step,
+    stale_in_progress,
+)
 from capd_py.reconcile.kcp.rollout import (
     KUBEADM_CONFIG_MAP,
     kubeadm_config_map_patch,
@@ -84,5 +92,6 @@ __all__ = [
     "machine_view", "machines_to_remediate", "max_surge", "member_id", "member_id_hex", "member_of_node",
     "min_version", "next_action", "node_for", "node_internal_ip", "outdated_reasons", "owned", "parse_time",
     "pick_failure_domain_for_scale_up", "pick_machine_for_scale_down", "remediation_action", "replicas",
+    "last_remediation", "machine_in_place_patch", "owner_remediated_status", "remediation_step", "stale_in_progress",
     "selector", "template_gvk", "updated_cluster_configuration",
 ]

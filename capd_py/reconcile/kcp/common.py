@@ -57,6 +57,7 @@ class MachineView:
     machine_ready: bool | None = None      # Machine Ready condition, when the Machine controller sets it
     machine_available: bool | None = None
     remediate: bool = False                # a MachineHealthCheck asked the owner to remediate (OwnerRemediated=False)
+    remediation_for: str = ""              # its remediation-for annotation: it replaced a remediated Machine
 
     @property
     def up_to_date(self) -> bool:
@@ -85,6 +86,10 @@ class Action:
     machine: str = ""      # scale-down target
     failure_domain: str = ""
     rollout: bool = False  # the step is part of a rollout
+    # remediation: the OwnerRemediated (reason, message) `machine` gets, and the remediation-in-progress
+    # annotation value the KCP gets once `machine` is deleted
+    machine_condition: tuple[str, str] | None = None
+    remediation_start: str = ""
 
 
 # --- spec helpers -------------------------------------------------------------------------------

@@ -15,7 +15,14 @@ from typing import Any
 
 from capd_py.api import contract, gvk
 from capd_py.api.gvk import GVK, KUBEADM_CONFIG, MACHINE
-from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE, CONTROL_PLANE_NAME, KCP_CLEANUP_HOOK
+from capd_py.api.labels import (
+    CLUSTER_NAME,
+    CONTROL_PLANE,
+    CONTROL_PLANE_NAME,
+    KCP_CLEANUP_HOOK,
+    KCP_REMEDIATION_FOR,
+    KCP_REMEDIATION_IN_PROGRESS,
+)
 from capd_py.reconcile import coreutil
 from capd_py.reconcile.kcp.common import infra_template_ref
 from capd_py.reconcile.machineset import clone_from_template, instance_kind
@@ -87,11 +94,14 @@ class DesiredMachine:
 
 
 def desired_machine(kcp: dict[str, Any], cluster: dict[str, Any], template: dict[str, Any], name: str, *,
-                    init: bool, failure_domain: str) -> DesiredMachine | str:
-    """The three objects of a new control-plane Machine called `name`, or why they cannot be built."""
+                    init: bool, failure_domain: str, infra_gvk: GVK | None = None) -> DesiredMachine | str:
+    """The three objects of a new control-plane Machine called `name`, or why they cannot be built. `infra_gvk`:
+    the infrastructure machine's kind as its CRD serves it (the controller resolves it through the contract);
+    without it, a kind capd-py serves."""
     ns, cname = kcp["metadata"]["namespace"], cluster["metadata"]["name"]
     infra_kind = instance_kind(template["kind"])
-    infra_gvk = gvk.by_group_kind(gvk.group_of(template["apiVersion"]), infra_kind)
+    if infra_gvk is None:
+        infra_gvk = gvk.by_group_kind(gvk.group_of(template["apiVersion"]), infra_kind)
     if infra_gvk is None:
         return f"unknown infrastructure machine kind {infra_kind}"
     labels = machine_labels(kcp, cname)
@@ -119,8 +129,24 @@ def desired_machine(kcp: dict[str, Any], cluster: dict[str, Any], template: dict
         "apiVersion": MACHINE.api_version, "kind": MACHINE.kind,
         "metadata": {"name": name, "namespace": ns, "labels": dict(labels),
                      "annotations": {**(contract.dig(mt, "metadata", "annotations", default={}) or {}),
-                                     KCP_CLEANUP_HOOK: ""},
+                                     KCP_CLEANUP_HOOK: "", **_remediation_for(kcp)},
                      "ownerReferences": [owner]},
         "spec": mspec,
     }
     return DesiredMachine(name=name, infra_gvk=infra_gvk, infra=infra, config=config, machine=machine)
+
+
+def machine_in_place_patch(kcp: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any] | None:
+    """spec.machineTemplate.spec fields upstream changes on existing control-plane Machines without a rollout
+    (readinessGates, deletion timeouts, taints); None when they match."""
+    mt = contract.dig(kcp, "spec", "machineTemplate", "spec", default={}) or {}
+    have = machine.get("spec") or {}
+    patch = {k: mt.get(k) for k in MACHINE_TEMPLATE_FIELDS if (mt.get(k) or None) != (have.get(k) or None)}
+    return {"spec": patch} if patch else None
+
+
+def _remediation_for(kcp: dict[str, Any]) -> dict[str, str]:
+    """A Machine made while a remediation is in progress replaces the remediated one: it carries the remediation's
+    data, so a failure of it counts as a retry (upstream desired_state)."""
+    v = ((kcp.get("metadata") or {}).get("annotations") or {}).get(KCP_REMEDIATION_IN_PROGRESS)
+    return {KCP_REMEDIATION_FOR: v} if v else {}

@@ -7,7 +7,12 @@ import datetime as _dt
 from typing import Any
 
 from capd_py.api import conditions, contract
-from capd_py.api.labels import CONTROL_PLANE, DELETE_MACHINE_ANNOTATION, NODE_ROLE_CONTROL_PLANE
+from capd_py.api.labels import (
+    CONTROL_PLANE,
+    DELETE_MACHINE_ANNOTATION,
+    KCP_REMEDIATION_FOR,
+    NODE_ROLE_CONTROL_PLANE,
+)
 from capd_py.reconcile.kcp.common import STATIC_PODS, MachineView, parse_time
 from capd_py.reconcile.kcp.rollout import outdated_reasons
 
@@ -90,4 +95,5 @@ def machine_view(kcp: dict[str, Any], machine: dict[str, Any], config: dict[str,
         machine_ready=cond_status(machine, conditions.READY),
         machine_available=cond_status(machine, conditions.AVAILABLE),
         remediate=cond_status(machine, "OwnerRemediated") is False,
+        remediation_for=str((md.get("annotations") or {}).get(KCP_REMEDIATION_FOR) or ""),
     )

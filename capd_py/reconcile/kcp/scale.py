@@ -13,11 +13,12 @@ internal/control_plane.go), one step per reconcile:
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any
 
 from capd_py.api import contract
 from capd_py.reconcile.kcp.common import Action, MachineView, max_surge, replicas
-from capd_py.reconcile.kcp.remediation import remediation_action
+from capd_py.reconcile.kcp.remediation import remediation_step
 
 
 def control_plane_failure_domains(cluster: dict[str, Any] | None) -> list[str]:
@@ -66,7 +67,8 @@ def _gate(unhealthy: list[str], kind: str, **kw: Any) -> Action:
     return Action(kind, **kw)
 
 
-def next_action(kcp: dict[str, Any], cluster: dict[str, Any], machines: list[MachineView], initialized: bool) -> Action:
+def next_action(kcp: dict[str, Any], cluster: dict[str, Any], machines: list[MachineView], initialized: bool,
+                now: _dt.datetime | None = None) -> Action:
     want = replicas(kcp)
     live = [m for m in machines if not m.deleting]
     fds = control_plane_failure_domains(cluster)
@@ -75,6 +77,10 @@ def next_action(kcp: dict[str, Any], cluster: dict[str, Any], machines: list[Mac
             return Action("none", message="No replicas requested")
         return Action("create-init", failure_domain=pick_failure_domain_for_scale_up(fds, machines),
                       message="Creating the first control-plane machine (kubeadm init)")
+    # remediation first (upstream: before any scaling), also of the first machine before initialization
+    fix = remediation_step(kcp, live, initialized, now or _dt.datetime.now(_dt.UTC), machines)
+    if fix is not None:
+        return fix
     if not initialized:
         return Action("wait", "WaitingForControlPlaneInitialized",
                       "Waiting for the first control-plane machine to initialize the control plane")
@@ -82,9 +88,6 @@ def next_action(kcp: dict[str, Any], cluster: dict[str, Any], machines: list[Mac
     if deleting:
         return Action("wait", "WaitingForMachineDeletion", f"Waiting for Machine {', '.join(sorted(deleting))} "
                       "to be deleted")
-    fix = remediation_action(live)
-    if fix is not None:
-        return fix
     unhealthy = sorted(m.name for m in live if not m.healthy)
     outdated = [m for m in live if not m.up_to_date]
 

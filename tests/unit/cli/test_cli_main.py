@@ -40,12 +40,21 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
 @pytest.mark.parametrize("var,value,says", [
     ("CAPD_PY_NETWORK_POOL", "10.0.0.0/8:4", "CAPD_PY_NETWORK_POOL: '10.0.0.0/8:4': the subnet size"),
     ("CAPD_PY_MANAGEMENT_CIDRS", "10.244.0.0/16,oops", "CAPD_PY_MANAGEMENT_CIDRS: 'oops' is not a CIDR"),
+    ("CAPD_PY_MACHINESET_PREFLIGHT_CHECKS", "All,Nope", "unknown MachineSet preflight check(s) Nope"),
+    ("CAPD_PY_FEATURE_GATES", "MachineTaintPropagation=maybe", "invalid value of MachineTaintPropagation"),
 ])
 def test_controllers_refuse_bad_network_settings_at_start(monkeypatch: pytest.MonkeyPatch, var: str, value: str,
                                                           says: str) -> None:
     monkeypatch.setenv(var, value)
     r = runner.invoke(app, ["controllers", "--kubeconfig", "/nonexistent/kubeconfig"])
     assert r.exit_code == 2 and says in r.output, r.output
+
+
+def test_controllers_refuse_an_unknown_preflight_check_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAPD_PY_MACHINESET_PREFLIGHT_CHECKS", "All")  # restored afterwards; the flag overrides it
+    r = runner.invoke(app, ["controllers", "--kubeconfig", "/nonexistent/kubeconfig",
+                            "--machineset-preflight-checks", "ControlPlaneIsStable,KubeadmSkew"])
+    assert r.exit_code == 2 and "unknown MachineSet preflight check(s) KubeadmSkew" in r.output, r.output
 
 
 def test_generate_to_stdout() -> None:
@@ -122,3 +131,10 @@ def test_completion_scripts() -> None:
         r = runner.invoke(app, ["completion", shell])
         assert r.exit_code == 0 and marker in r.stdout and "_CAPD_PY_COMPLETE" in r.stdout, (shell, r.output)
     assert runner.invoke(app, ["completion", "tcsh"]).exit_code == 2
+
+
+def test_init_refuses_a_bad_feature_gate_variable_before_creating_anything(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EXP_RUNTIME_SDK", "true")
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")  # nothing may be created anyway
+    r = runner.invoke(app, ["init", "--name", "never-made"])
+    assert r.exit_code == 2 and "feature gate RuntimeSDK=true is not supported by capd-py" in r.output, r.output

@@ -35,8 +35,8 @@ def test_preflight_errors_ignored_like_kind() -> None:
 def test_in_cluster_manifest() -> None:
     docs = [d for d in yaml.safe_load_all(in_cluster_manifest("capd-py/controllers:dev", "restricted")) if d]
     kinds = [d["kind"] for d in docs]
-    assert kinds == ["Namespace", "ServiceAccount", "ClusterRole", "Role", "RoleBinding", "ClusterRoleBinding",
-                     "Service", "Deployment"]
+    assert kinds == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRole", "Role", "RoleBinding",
+                     "ClusterRoleBinding", "Service", "Deployment"]
     dep = docs[-1]
     pod = dep["spec"]["template"]["spec"]
     c = pod["containers"][0]
@@ -63,8 +63,17 @@ def test_in_cluster_manifest() -> None:
     assert service["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
     assert service["spec"]["ports"] == [{"name": "webhook", "port": 443, "targetPort": 9443, "protocol": "TCP"}]
     assert "ports" not in c
-    crds = next(d for d in docs if d["kind"] == "ClusterRole")["rules"]
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+    crds = roles["capd-py-controllers"]["rules"]
     assert "patch" in next(r for r in crds if r["resources"] == ["customresourcedefinitions"])["verbs"]
+    # as upstream: the controllers are bound to the aggregation of every aggregate-to-manager ClusterRole (a
+    # third-party provider's included), capd-py's own rules being one of them
+    aggregate = {"cluster.x-k8s.io/aggregate-to-manager": "true"}
+    assert roles["capd-py-controllers"]["metadata"]["labels"] == aggregate
+    assert roles["capd-py-controllers-aggregated"]["aggregationRule"] == {"clusterRoleSelectors": [
+        {"matchLabels": aggregate}]}
+    binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == "capd-py-controllers-aggregated"
 
 
 def test_check_objects() -> None:
@@ -88,3 +97,17 @@ def test_a_bad_network_pool_is_a_management_error(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("CAPD_PY_NETWORK_POOL", "10.1.0.0/16:8")
     with pytest.raises(ManagementError, match="CAPD_PY_NETWORK_POOL: '10.1.0.0/16:8'"):
         network_pool()
+
+
+def test_feature_gates_from_clusterctl_variables_reach_the_controllers() -> None:
+    from capd_py.cli.management import ManagementError, feature_gates
+    assert feature_gates({}) == ""
+    assert feature_gates({"EXP_MACHINE_TAINT_PROPAGATION": "true"}) == "MachineTaintPropagation=true"
+    # CAPD_PY_FEATURE_GATES first, the variables after (clusterctl's variables win, as its manifest substitutes them)
+    assert feature_gates({"CAPD_PY_FEATURE_GATES": "MachinePool=false", "EXP_MACHINE_POOL": "true"}) == ""
+    with pytest.raises(ManagementError, match="feature gates: feature gate RuntimeSDK=true is not supported"):
+        feature_gates({"EXP_RUNTIME_SDK": "true"})
+    docs = [d for d in yaml.safe_load_all(in_cluster_manifest("img", "restricted", gates="MachinePool=false")) if d]
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["CAPD_PY_FEATURE_GATES"] == "MachinePool=false"

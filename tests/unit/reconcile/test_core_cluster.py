@@ -111,9 +111,13 @@ def test_workers_not_available_and_no_workers() -> None:
     assert c["WorkersAvailable"]["reason"] == "NoWorkers" and c["WorkersAvailable"]["status"] == "True"
 
 
-def test_control_plane_available_unknown() -> None:
+def test_control_plane_available_falls_back_to_initialized() -> None:
+    """As upstream: no Available condition on the control plane -> its controlPlaneInitialized decides."""
     c = cmap(rc.compute_status(rc.Observed(cluster(), infra=infra(), control_plane=kcp(available=None))))
-    assert c["ControlPlaneAvailable"]["status"] == "Unknown"
+    assert (c["ControlPlaneAvailable"]["status"], c["ControlPlaneAvailable"]["reason"]) == ("True", "Available")
+    c = cmap(rc.compute_status(rc.Observed(cluster(), infra=infra(),
+                                           control_plane=kcp(initialized=False, available=None))))
+    assert (c["ControlPlaneAvailable"]["status"], c["ControlPlaneAvailable"]["reason"]) == ("False", "NotAvailable")
 
 
 def test_initialization_sticky_and_infra_deleted() -> None:

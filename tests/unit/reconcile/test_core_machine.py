@@ -374,3 +374,59 @@ def test_node_of_machine_by_node_ref_then_provider_id() -> None:
     assert rm.node_of_machine(nodes, stale_ref) is nodes[0]
     assert rm.node_of_machine(nodes, {"metadata": {"name": "m"}, "spec": {}}) is None
     assert rm.machines_of_node([by_ref, by_pid, {"metadata": {"name": "x"}, "spec": {}}], nodes[0]) == ["m"]
+
+
+def test_provisioned_only_with_a_provider_id() -> None:
+    """As upstream: an infrastructure machine that says provisioned but has no spec.providerID does not make its
+    Machine provisioned (issue 25)."""
+    from capd_py.reconcile import machine as rm_
+
+    m = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+         "metadata": {"name": "m1", "namespace": "ns", "uid": "u", "generation": 1},
+         "spec": {"clusterName": "c1", "bootstrap": {"dataSecretName": "s"},
+                  "infrastructureRef": {"apiGroup": "infrastructure.example.com", "kind": "MinimalMachine",
+                                        "name": "mm1"}}}
+    im = {"apiVersion": "infrastructure.example.com/v1alpha1", "kind": "MinimalMachine",
+          "metadata": {"name": "mm1"}, "spec": {}, "status": {"initialization": {"provisioned": True}}}
+    st = rm_.compute_status(rm_.Observed(machine=m, infra=im, bootstrap_ref=False, infra_contract="v1beta2"))
+    c = next(c for c in st["conditions"] if c["type"] == "InfrastructureReady")
+    assert c["status"] == "False" and "spec.providerID" in c["message"]
+    assert not (st.get("initialization") or {}).get("infrastructureProvisioned")
+    assert rm_.spec_patch(rm_.Observed(machine=m, infra=im, bootstrap_ref=False)) is None
+    im["spec"]["providerID"] = "minimal://mm1"
+    st = rm_.compute_status(rm_.Observed(machine=m, infra=im, bootstrap_ref=False, infra_contract="v1beta2"))
+    assert st["initialization"]["infrastructureProvisioned"] is True
+    assert rm_.spec_patch(rm_.Observed(machine=m, infra=im, bootstrap_ref=False)) == \
+        {"spec": {"providerID": "minimal://mm1"}}
+
+
+def test_infrastructure_and_bootstrap_ready_mirror_the_providers_ready() -> None:
+    """As upstream: the provider's Ready condition is mirrored when it writes one; the initialization fields are
+    the fallback (issue 25)."""
+    from capd_py.reconcile import machine as rm_
+
+    m = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+         "metadata": {"name": "m1", "namespace": "ns", "uid": "u", "generation": 1},
+         "spec": {"clusterName": "c1",
+                  "bootstrap": {"configRef": {"apiGroup": "bootstrap.example.com", "kind": "MinimalConfig",
+                                              "name": "b1"}},
+                  "infrastructureRef": {"apiGroup": "infrastructure.example.com", "kind": "MinimalMachine",
+                                        "name": "mm1"}}}
+    ready_false = [{"type": "Ready", "status": "False", "reason": "VMStarting", "message": "vm starting",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    im = {"apiVersion": "infrastructure.example.com/v1alpha1", "kind": "MinimalMachine", "metadata": {"name": "mm1"},
+          "spec": {"providerID": "minimal://mm1"},
+          "status": {"initialization": {"provisioned": True}, "conditions": ready_false}}
+    bc = {"apiVersion": "bootstrap.example.com/v1alpha1", "kind": "MinimalConfig", "metadata": {"name": "b1"},
+          "status": {"initialization": {"dataSecretCreated": True}, "dataSecretName": "b1",
+                     "conditions": [{"type": "Ready", "status": "True", "reason": "", "message": "",
+                                     "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+    st = rm_.compute_status(rm_.Observed(machine=m, infra=im, bootstrap=bc))
+    conds = {c["type"]: c for c in st["conditions"]}
+    assert (conds["InfrastructureReady"]["status"], conds["InfrastructureReady"]["reason"],
+            conds["InfrastructureReady"]["message"]) == ("False", "VMStarting", "vm starting")
+    assert st["initialization"]["infrastructureProvisioned"] is True  # the initialization field decides that
+    assert (conds["BootstrapConfigReady"]["status"], conds["BootstrapConfigReady"]["reason"]) == ("True", "Ready")
+    del im["status"]["conditions"]
+    st = rm_.compute_status(rm_.Observed(machine=m, infra=im, bootstrap=bc))
+    assert {c["type"]: c for c in st["conditions"]}["InfrastructureReady"]["status"] == "True"

@@ -49,11 +49,22 @@ def test_lb_spec_publishes_6443_on_loopback() -> None:
     assert [(p.container_port, p.host_ip, p.host_port) for p in s.ports] == [(6443, "127.0.0.1", 0)]
 
 
-def test_lb_image_override() -> None:
+@pytest.mark.parametrize(("lb", "want"), [
+    # nothing named: the configured default (CAPD_PY_HAPROXY_IMAGE), upstream's name unless set
+    ({}, "kindest/haproxy:v20230606-42a2262b"),
+    # upstream's e2e ClusterClass: lbImageRepository defaults to "kindest" (issue 26: was "kindest:2.6")
+    ({"imageRepository": "kindest"}, "kindest/haproxy:v20230606-42a2262b"),
+    ({"imageTag": "v2"}, "kindest/haproxy:v2"),
+    ({"imageRepository": "registry.example.com/lb/"}, "registry.example.com/lb/haproxy:v20230606-42a2262b"),
+    ({"imageRepository": "my", "imageTag": "2.8"}, "my/haproxy:2.8"),
+])
+def test_lb_image_is_named_as_upstream_capd(lb: dict[str, str], want: str) -> None:
+    assert dcr.lb_image(_dc(spec={"loadBalancer": lb})) == want
+
+
+def test_lb_image_default_is_the_setting_only_when_the_spec_names_nothing() -> None:
     assert dcr.lb_image(_dc(), "capd-py/haproxy:2.6") == "capd-py/haproxy:2.6"
-    tagged = _dc(spec={"loadBalancer": {"imageTag": "2.8"}})
-    assert dcr.lb_image(tagged, "capd-py/haproxy:2.6") == "capd-py/haproxy:2.8"
-    assert dcr.lb_image(_dc(spec={"loadBalancer": {"imageRepository": "my/ha"}}), "capd-py/haproxy:2.6") == "my/ha:2.6"
+    assert dcr.lb_image(_dc(spec={"loadBalancer": {"imageTag": "x"}}), "capd-py/haproxy:2.6") == "kindest/haproxy:x"
 
 
 def test_ours_requires_matching_labels() -> None:

@@ -1,0 +1,16 @@
+"""Controllers behind feature gates start only with their gate on (as upstream's manager)."""
+
+from __future__ import annotations
+
+from capd_py.controllers.registry import all_controllers
+
+
+def _keys(gates: dict[str, bool] | None = None) -> set[str]:
+    return {c.key for c in all_controllers(gates)}
+
+
+def test_gated_controllers() -> None:
+    everything = _keys()
+    assert {"ClusterClass", "ClusterTopology", "MachinePool", "DockerMachinePool"} <= everything
+    assert _keys({"ClusterTopology": False}) == everything - {"ClusterClass", "ClusterTopology"}
+    assert _keys({"MachinePool": False}) == everything - {"MachinePool", "DockerMachinePool"}
