@@ -9,10 +9,13 @@ import base64
 import copy
 import json
 import logging
+import os
+from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
 
+from capd_py.api import features
 from capd_py.api.admission import KINDS, admit, webhook_name
 from capd_py.api.admission.review import SCALE, VERSION
 from capd_py.api.gvk import GVK, KUBEADM_CONTROL_PLANE
@@ -32,7 +35,18 @@ TIMEOUT_SECONDS = 10
 SCALE_WEBHOOK = "validation-scale.kubeadmcontrolplane.controlplane.cluster.x-k8s.io"
 
 
-async def answer(body: Any, mutate: bool, kube: Kube | None) -> tuple[int, dict[str, Any]]:
+def gates_from_environment() -> dict[str, bool]:
+    """The feature gates the controllers run with (`--feature-gates` / CAPD_PY_FEATURE_GATES, as
+    controllers/context.py reads them): the rules depend on some (MachineTaintPropagation, MachinePool, ...).
+    A value the controllers would refuse at start falls back to the defaults here."""
+    try:
+        return features.parse(os.environ.get("CAPD_PY_FEATURE_GATES", ""))
+    except ValueError:
+        return dict(features.DEFAULTS)
+
+
+async def answer(body: Any, mutate: bool, kube: Kube | None, gates: Mapping[str, bool] | None = None
+                 ) -> tuple[int, dict[str, Any]]:
     """The HTTP status and JSON body answering the AdmissionReview `body` (a KCP scale request reads the KCP)."""
     if not isinstance(body, dict) or not isinstance(body.get("request"), dict):
         return 400, {"message": "not an AdmissionReview"}
@@ -47,7 +61,7 @@ async def answer(body: Any, mutate: bool, kube: Kube | None) -> tuple[int, dict[
         except KubeError as e:
             return 200, _errored(req, f"failed to get KubeadmControlPlane {req.get('namespace')}/{req.get('name')}: "
                                       f"{e}")
-    out = admit(body, mutate, read=lambda _ns, _name: kcp)
+    out = admit(body, mutate, read=lambda _ns, _name: kcp, gates=gates)
     response = out["response"]
     if not response["allowed"]:
         log.info("admission refused %s %s/%s: %s", req.get("operation"), req.get("namespace"), req.get("name"),
@@ -55,13 +69,13 @@ async def answer(body: Any, mutate: bool, kube: Kube | None) -> tuple[int, dict[
     return 200, out
 
 
-def _handler(mutate: bool, kube: Kube | None) -> Any:
+def _handler(mutate: bool, kube: Kube | None, gates: Mapping[str, bool]) -> Any:
     async def handle(request: web.Request) -> web.Response:
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return web.json_response({"message": f"not JSON: {exc}"}, status=400)
-        status, out = await answer(body, mutate, kube)
+        status, out = await answer(body, mutate, kube, gates)
         return web.json_response(out, status=status)
     return handle
 
@@ -72,9 +86,12 @@ def _errored(req: dict[str, Any], message: str) -> dict[str, Any]:
                          "status": {"status": "Failure", "message": message, "code": 500}}}
 
 
-def add_routes(application: web.Application, kube: Kube | None = None) -> None:
-    application.router.add_post(MUTATE_PATH, _handler(True, kube))
-    application.router.add_post(VALIDATE_PATH, _handler(False, kube))
+def add_routes(application: web.Application, kube: Kube | None = None,
+               gates: Mapping[str, bool] | None = None) -> None:
+    """`gates`: the feature gates the rules follow (default: the controllers', gates_from_environment)."""
+    chosen = dict(gates) if gates is not None else gates_from_environment()
+    application.router.add_post(MUTATE_PATH, _handler(True, kube, chosen))
+    application.router.add_post(VALIDATE_PATH, _handler(False, kube, chosen))
 
 
 def _client(ca_pem: bytes, path: str, url: str | None, service: dict[str, Any] | None) -> dict[str, Any]:

@@ -365,8 +365,8 @@ async def test_upstream_templates_are_admitted(kube: Kube, namespace: str, name:
     assert not failures, f"{name}: upstream objects rejected:\n" + "\n".join(failures)
 
 
-# flavors upstream's e2e runs with a feature gate that is off by default in upstream v1.13 (and in capd-py, which
-# has no --feature-gates yet: issue 26 item 6); upstream's webhooks refuse their objects without it
+# flavors upstream's e2e runs with a feature gate that is off by default in upstream v1.13 and in capd-py (on with
+# `capd-py controllers --feature-gates`, which the webhook follows); upstream's webhooks refuse their objects without
 NEEDS_FEATURE_GATE = {"e2e-cluster-template-kcp-md-taints.yaml": "MachineTaintPropagation"}
 
 

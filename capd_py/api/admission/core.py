@@ -7,8 +7,10 @@ docs/DEVELOPING.md "Validation"."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
+from capd_py.api import features
 from capd_py.api import labels as L
 from capd_py.api.admission import checks
 from capd_py.api.admission.fielderrors import FieldError, forbidden, invalid, required
@@ -24,9 +26,12 @@ RANDOM = "{{ .random }}"
 CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
 UNINITIALIZED_TAINT = "node.cluster.x-k8s.io/uninitialized"
 OUTDATED_REVISION_TAINT = "node.cluster.x-k8s.io/outdated-revision"
-# upstream v1.13's default for the alpha MachineTaintPropagation feature gate (off: Machine taints are refused).
-# Issue 26 item 6 (feature gates) makes it a setting; the rules take it as a parameter.
-MACHINE_TAINT_PROPAGATION = False
+Gates = Mapping[str, bool]
+
+
+def enabled(gates: Gates | None, gate: str) -> bool:
+    """A feature gate's value (capd_py/api/features.py; upstream's defaults when `gates` leaves it out)."""
+    return bool((gates or {}).get(gate, features.DEFAULTS.get(gate, False)))
 AUTOSCALER_MIN_SIZE = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
 AUTOSCALER_MAX_SIZE = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
 
@@ -199,8 +204,8 @@ def _version(version: Any, path: str) -> list[FieldError]:
     return []
 
 
-def machine_taint_errors(taints: list[dict[str, Any]] | None, path: str,
-                         propagation: bool = MACHINE_TAINT_PROPAGATION) -> list[FieldError]:
+def machine_taint_errors(taints: list[dict[str, Any]] | None, path: str, propagation: bool = False
+                         ) -> list[FieldError]:
     """upstream internal/util/taints.ValidateMachineTaints: no taints while the MachineTaintPropagation gate is off;
     keys reserved for Cluster API, the node lifecycle, cloud providers and the deprecated master role refused;
     keys as label keys."""
@@ -225,7 +230,7 @@ def machine_taint_errors(taints: list[dict[str, Any]] | None, path: str,
 
 
 def _worker_taints(taints: list[dict[str, Any]] | None, path: str, machine: dict[str, Any] | None = None,
-                   propagation: bool = MACHINE_TAINT_PROPAGATION) -> list[FieldError]:
+                   propagation: bool = False) -> list[FieldError]:
     """validateMachineTaintsForWorkers (only with the MachineTaintPropagation gate on)."""
     if not propagation:
         return []
@@ -297,15 +302,17 @@ def _render_naming(template: str) -> str | None:
         return None
 
 
-def validate_machine(old: dict[str, Any] | None, new: dict[str, Any]) -> list[FieldError]:
+def validate_machine(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
     spec = new.get("spec") or {}
     errs: list[FieldError] = []
     if L.MACHINE_POOL_NAME not in (_get(new, "metadata", "labels") or {}):
         errs += _bootstrap(spec, "spec.bootstrap", "spec.bootstrap")
     errs += _cluster_name_immutable(old, new)
     errs += _version(spec.get("version"), "spec.version")
-    errs += machine_taint_errors(spec.get("taints"), "spec.taints")
-    errs += _worker_taints(spec.get("taints"), "spec.taints", new)
+    taints = enabled(gates, features.MACHINE_TAINT_PROPAGATION)
+    errs += machine_taint_errors(spec.get("taints"), "spec.taints", taints)
+    errs += _worker_taints(spec.get("taints"), "spec.taints", new, taints)
     return errs
 
 
@@ -315,27 +322,32 @@ def _name_as_label(new: dict[str, Any], sep: str) -> list[FieldError]:
             for m in checks.label_value_errors(name)]
 
 
-def validate_machineset(old: dict[str, Any] | None, new: dict[str, Any]) -> list[FieldError]:
+def validate_machineset(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
     tspec = _get(new, "spec", "template", "spec") or {}
     errs = _bootstrap(tspec, "spec.template.spec.bootstrap", "spec.template.spec.bootstrap")
     errs += _selector_matches_template(new, as_forbidden=False)
-    errs += _skipped_preflight_checks(new)
+    if enabled(gates, features.MACHINE_SET_PREFLIGHT_CHECKS):
+        errs += _skipped_preflight_checks(new)
     errs += _cluster_name_immutable(old, new)
     errs += _same_cluster_name(new)
     errs += _version(tspec.get("version"), "spec.template.spec.version")
-    errs += machine_taint_errors(tspec.get("taints"), "spec.template.spec.taints")
-    errs += _worker_taints(tspec.get("taints"), "spec.template.spec.taints")
+    taints = enabled(gates, features.MACHINE_TAINT_PROPAGATION)
+    errs += machine_taint_errors(tspec.get("taints"), "spec.template.spec.taints", taints)
+    errs += _worker_taints(tspec.get("taints"), "spec.template.spec.taints", propagation=taints)
     errs += machine_naming_errors(_get(new, "spec", "machineNaming"), "spec.machineNaming")
     errs += checks.object_meta_errors(_get(new, "spec", "template", "metadata"), "spec.template.metadata")
     return errs
 
 
-def validate_machinedeployment(old: dict[str, Any] | None, new: dict[str, Any]) -> list[FieldError]:
+def validate_machinedeployment(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
     tspec = _get(new, "spec", "template", "spec") or {}
     errs = _name_as_label(new, ":")
     errs += _bootstrap(tspec, "spec.template.spec.bootstrap", "spec.template.spec.bootstrap")
     errs += _selector_matches_template(new, as_forbidden=True)
-    errs += _skipped_preflight_checks(new)
+    if enabled(gates, features.MACHINE_SET_PREFLIGHT_CHECKS):
+        errs += _skipped_preflight_checks(new)
     errs += _cluster_name_immutable(old, new)
     errs += _same_cluster_name(new)
     rolling = _get(new, "spec", "rollout", "strategy", "rollingUpdate") or {}
@@ -344,8 +356,9 @@ def validate_machinedeployment(old: dict[str, Any] | None, new: dict[str, Any]) 
     errs += _int_or_percent("spec.remediation.maxInFlight", in_flight)
     errs += _version(tspec.get("version"), "spec.template.spec.version")
     errs += machine_naming_errors(_get(new, "spec", "machineNaming"), "spec.machineNaming")
-    errs += machine_taint_errors(tspec.get("taints"), "spec.template.spec.taints")
-    errs += _worker_taints(tspec.get("taints"), "spec.template.spec.taints")
+    taints = enabled(gates, features.MACHINE_TAINT_PROPAGATION)
+    errs += machine_taint_errors(tspec.get("taints"), "spec.template.spec.taints", taints)
+    errs += _worker_taints(tspec.get("taints"), "spec.template.spec.taints", propagation=taints)
     errs += checks.object_meta_errors(_get(new, "spec", "template", "metadata"), "spec.template.metadata")
     return errs
 
@@ -363,7 +376,10 @@ def rollout_errors(path: str, max_unavailable: Any, max_surge: Any) -> list[Fiel
     return errs
 
 
-def validate_machinepool(old: dict[str, Any] | None, new: dict[str, Any]) -> list[FieldError]:
+def validate_machinepool(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
+    if not enabled(gates, features.MACHINE_POOL):
+        return [forbidden("spec", "can be set only if the MachinePool feature flag is enabled")]
     tspec = _get(new, "spec", "template", "spec") or {}
     errs = _bootstrap(tspec, "spec.template.spec.bootstrap", "spec.template.spec.bootstrap")
     errs += _cluster_name_immutable(old, new)
@@ -371,14 +387,15 @@ def validate_machinepool(old: dict[str, Any] | None, new: dict[str, Any]) -> lis
     errs += _version(tspec.get("version"), "spec.template.spec.version")
     if tspec.get("taints"):
         errs.append(forbidden("spec.taints", "taints feature for MachinePools is not yet implemented"))
-        if not MACHINE_TAINT_PROPAGATION:
+        if not enabled(gates, features.MACHINE_TAINT_PROPAGATION):
             errs.append(forbidden("spec.taints", "taints are not allowed to be set when the feature gate "
                                                  "MachineTaintPropagation is disabled"))
     errs += checks.object_meta_errors(_get(new, "spec", "template", "metadata"), "spec.template.metadata")
     return errs
 
 
-def validate_machinehealthcheck(old: dict[str, Any] | None, new: dict[str, Any]) -> list[FieldError]:
+def validate_machinehealthcheck(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
     spec = new.get("spec") or {}
     selector = spec.get("selector") or {}
     errs: list[FieldError] = []
@@ -400,7 +417,8 @@ def validate_machinehealthcheck(old: dict[str, Any] | None, new: dict[str, Any])
     return errs
 
 
-def validate_cluster(old: dict[str, Any] | None, new: dict[str, Any]) -> list[FieldError]:
+def validate_cluster(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
     """The checks of upstream's Cluster webhook that need no other object. Those on the ClusterClass (variables,
     class/version skew, ...) are the topology controller's (a condition), see docs/DEVELOPING.md."""
     spec = new.get("spec") or {}

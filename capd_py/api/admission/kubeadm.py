@@ -7,8 +7,9 @@ import copy
 import re
 from typing import Any
 
+from capd_py.api import features
 from capd_py.api.admission import checks
-from capd_py.api.admission.core import _d, _get, machine_naming_errors, machine_taint_errors
+from capd_py.api.admission.core import Gates, _d, _get, enabled, machine_naming_errors, machine_taint_errors
 from capd_py.api.admission.fielderrors import FieldError, forbidden, invalid, required
 
 DEFAULT_CA_CERTIFICATES_EXPIRY_DAYS = 3650  # upstream secret.DefaultCACertificatesExpiryDays
@@ -84,7 +85,7 @@ def _external_etcd(spec: dict[str, Any] | None) -> bool:
     return bool(_get(spec, "kubeadmConfigSpec", "clusterConfiguration", "etcd", "external"))
 
 
-def kcp_spec_errors(spec: dict[str, Any]) -> list[FieldError]:
+def kcp_spec_errors(spec: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
     """validateKubeadmControlPlaneSpec."""
     errs: list[FieldError] = []
     replicas = spec.get("replicas")
@@ -98,7 +99,8 @@ def kcp_spec_errors(spec: dict[str, Any]) -> list[FieldError]:
     for part in ("apiGroup", "kind", "name"):
         if not ref.get(part):
             errs.append(invalid(f"spec.machineTemplate.infrastructure.{part}", "", "cannot be empty"))
-    errs += machine_taint_errors(_get(spec, "machineTemplate", "spec", "taints"), "spec.machineTemplate.spec.taints")
+    errs += machine_taint_errors(_get(spec, "machineTemplate", "spec", "taints"), "spec.machineTemplate.spec.taints",
+                                 enabled(gates, features.MACHINE_TAINT_PROPAGATION))
     errs += checks.object_meta_errors(_get(spec, "machineTemplate", "metadata"), "spec.machineTemplate.metadata")
     version = str(spec.get("version") or "")
     if not checks.KUBE_SEMVER.match(version):
@@ -269,9 +271,10 @@ def _minor(version: str) -> tuple[int, int] | None:
     return None if m is None else (int(m.group(1)), int(m.group(2) or 0))
 
 
-def validate_kubeadmcontrolplane(old: dict[str, Any] | None, new: dict[str, Any]) -> list[FieldError]:
+def validate_kubeadmcontrolplane(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
     spec = new.get("spec") or {}
-    errs = kcp_spec_errors(spec)
+    errs = kcp_spec_errors(spec, gates)
     new_config = _get(spec, "kubeadmConfigSpec", "clusterConfiguration")
     if old is None:
         errs += cluster_configuration_errors(None, new_config)
@@ -291,7 +294,8 @@ def validate_kubeadmcontrolplane(old: dict[str, Any] | None, new: dict[str, Any]
     return errs
 
 
-def validate_kubeadmcontrolplanetemplate(old: dict[str, Any] | None, new: dict[str, Any]) -> list[FieldError]:
+def validate_kubeadmcontrolplanetemplate(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
     """Create: the template's spec as a KCP's (rollout, certificate validity, naming, taints, metadata, cluster
     configuration, KubeadmConfigSpec). Update: spec.template.spec is immutable (an emptied rollout strategy that
     was upstream's default counts as unchanged, as upstream)."""
@@ -308,9 +312,12 @@ def validate_kubeadmcontrolplanetemplate(old: dict[str, Any] | None, new: dict[s
         changed = ", ".join(".".join(p) for p in merge_patch_paths(before, after)[:5])
         return [invalid(base, new.get("spec", {}).get("template"), "KubeadmControlPlaneTemplate spec.template.spec "
                         f"field is immutable. Please create new resource instead. Diff: {changed}")]
+    if not enabled(gates, features.CLUSTER_TOPOLOGY):
+        return [forbidden("spec", "can be set only if the ClusterTopology feature flag is enabled")]
     errs = _rollout_and_cert_validity({**spec, "replicas": None}, base)
     errs += machine_naming_errors(spec.get("machineNaming"), f"{base}.machineNaming")
-    errs += machine_taint_errors(_get(spec, "machineTemplate", "spec", "taints"), f"{base}.machineTemplate.spec.taints")
+    errs += machine_taint_errors(_get(spec, "machineTemplate", "spec", "taints"), f"{base}.machineTemplate.spec.taints",
+                                 enabled(gates, features.MACHINE_TAINT_PROPAGATION))
     errs += checks.object_meta_errors(_get(spec, "machineTemplate", "metadata"), f"{base}.machineTemplate.metadata")
     errs += cluster_configuration_errors(None, _get(spec, "kubeadmConfigSpec", "clusterConfiguration"),
                                          f"{base}.kubeadmConfigSpec.clusterConfiguration")
@@ -319,11 +326,13 @@ def validate_kubeadmcontrolplanetemplate(old: dict[str, Any] | None, new: dict[s
     return errs
 
 
-def validate_kubeadmconfig(old: dict[str, Any] | None, new: dict[str, Any]) -> list[FieldError]:
+def validate_kubeadmconfig(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
     return kubeadm_config_spec_errors(new.get("spec"), "spec", is_kcp=False)
 
 
-def validate_kubeadmconfigtemplate(old: dict[str, Any] | None, new: dict[str, Any]) -> list[FieldError]:
+def validate_kubeadmconfigtemplate(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
     return kubeadm_config_spec_errors(_get(new, "spec", "template", "spec"), "spec.template.spec", is_kcp=False)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +14,7 @@ from capd_py.api.admission import core, docker, kubeadm
 from capd_py.api.admission.fielderrors import FieldError, denied_status, invalid_status
 
 Defaulter = Callable[[dict[str, Any], dict[str, Any] | None], dict[str, Any]]
-Validator = Callable[[dict[str, Any] | None, dict[str, Any]], list[FieldError]]
+Validator = Callable[[dict[str, Any] | None, dict[str, Any], Mapping[str, bool] | None], list[FieldError]]
 
 CORE = "cluster.x-k8s.io"
 CONTROLPLANE = "controlplane.cluster.x-k8s.io"
@@ -88,10 +88,12 @@ def _request_kind(request: dict[str, Any]) -> Kind | None:
 
 
 def admit(review: dict[str, Any], mutate: bool,
-          read: Callable[[str, str], dict[str, Any] | None] | None = None) -> dict[str, Any]:
+          read: Callable[[str, str], dict[str, Any] | None] | None = None,
+          gates: Mapping[str, bool] | None = None) -> dict[str, Any]:
     """The AdmissionReview answering `review`: with `mutate` the defaults as a JSON patch, else allowed or refused
     with upstream's messages. Kinds and operations without a rule are allowed unchanged. `read(namespace, name)`
-    gives the KubeadmControlPlane a scale request names (the one rule that needs another object, as upstream)."""
+    gives the KubeadmControlPlane a scale request names (the one rule that needs another object, as upstream).
+    `gates`: the feature gates the rules depend on (capd_py/api/features.py; defaults where left out)."""
     request = review.get("request") or {}
     uid = request.get("uid", "")
     response: dict[str, Any] = {"uid": uid, "allowed": True}
@@ -118,7 +120,7 @@ def admit(review: dict[str, Any], mutate: bool,
             # A name that is not a label value becomes a defaulted label value (MachineDeployment selector) that
             # the CRD schema refuses before the validating webhook runs, naming the labels only: refuse here with
             # what upstream's validation says (metadata.name first).
-            errors = kind.validate(old, defaulted) if kind.validate is not None else []
+            errors = kind.validate(old, defaulted, gates) if kind.validate is not None else []
             if any(e.field == "metadata.name" for e in errors):
                 name = str((obj.get("metadata") or {}).get("name") or "")
                 response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))
@@ -133,7 +135,7 @@ def admit(review: dict[str, Any], mutate: bool,
     # an object being deleted only loses finalizers: never hold that up (upstream would, on rules added later)
     if old is not None and (obj.get("metadata") or {}).get("deletionTimestamp"):
         return out
-    errors = kind.validate(old, obj)
+    errors = kind.validate(old, obj, gates)
     if errors:
         name = str((obj.get("metadata") or {}).get("name") or request.get("name") or "")
         response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))

@@ -92,3 +92,21 @@ async def test_a_kcp_scale_reads_the_kcp() -> None:
 def test_the_server_routes_conversion_admission_and_health() -> None:
     routes = {(r.method, r.resource.canonical) for r in app().router.routes() if r.resource is not None}
     assert {("POST", "/convert"), ("POST", aw.MUTATE_PATH), ("POST", aw.VALIDATE_PATH), ("GET", "/healthz")} <= routes
+
+
+def test_gates_come_from_the_controllers_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAPD_PY_FEATURE_GATES", "MachineTaintPropagation=true")
+    assert aw.gates_from_environment()["MachineTaintPropagation"] is True
+    monkeypatch.setenv("CAPD_PY_FEATURE_GATES", "NoSuchGate=true")
+    assert aw.gates_from_environment()["MachineTaintPropagation"] is False
+    monkeypatch.delenv("CAPD_PY_FEATURE_GATES")
+    assert aw.gates_from_environment()["MachinePool"] is True
+
+
+async def test_answers_follow_the_gates() -> None:
+    machine = {"metadata": {"name": "m"}, "spec": {"clusterName": "c1", "bootstrap": {"dataSecretName": "s"},
+                                                   "taints": [{"key": "a", "effect": "NoSchedule"}]}}
+    _, off = await aw.answer(_review(machine, "machines"), False, None)
+    assert off["response"]["allowed"] is False
+    _, on = await aw.answer(_review(machine, "machines"), False, None, {"MachineTaintPropagation": True})
+    assert on["response"]["allowed"] is True

@@ -210,3 +210,26 @@ def test_docker_cluster_failure_domains_sorted() -> None:
     template = {"spec": {"template": {"metadata": {"labels": {"bad key": "x"}}, "spec": bad["spec"]}}}
     assert [e.field for e in docker.validate_dockerclustertemplate(None, template)] == [
         "spec.failureDomains", "spec.template.metadata.labels"]
+
+
+def test_feature_gates_change_the_rules_as_upstreams() -> None:
+    taint = [{"key": "a", "effect": "NoSchedule", "propagation": "Always"}]
+    on = {"MachineTaintPropagation": True}
+    assert [e.field for e in core.validate_machinedeployment(None, md(template={"spec": {
+        "clusterName": "c1", "bootstrap": {"dataSecretName": "s"}, "taints": taint}}))] == ["spec.template.spec.taints"]
+    assert not core.validate_machinedeployment(None, md(template={"spec": {
+        "clusterName": "c1", "bootstrap": {"dataSecretName": "s"}, "taints": taint}}), on)
+    cp_taint = {"key": core.CONTROL_PLANE_TAINT, "effect": "NoSchedule"}
+    worker = {"metadata": {"name": "m"}, "spec": {"clusterName": "c1", "bootstrap": {"dataSecretName": "s"},
+                                                  "taints": [cp_taint]}}
+    assert [e.field for e in core.validate_machine(None, worker, on)] == ["spec.taints[0].key"]
+    worker["metadata"]["labels"] = {"cluster.x-k8s.io/control-plane": ""}
+    assert not core.validate_machine(None, worker, on)
+    pool = {"metadata": {"name": "mp"}, "spec": {"clusterName": "c1", "template": {"spec": {
+        "clusterName": "c1", "bootstrap": {"dataSecretName": "s"}}}}}
+    assert str(core.validate_machinepool(None, pool, {"MachinePool": False})[0]) == (
+        "spec: Forbidden: can be set only if the MachinePool feature flag is enabled")
+    skipped = md()
+    skipped["metadata"]["annotations"] = {core.SKIP_PREFLIGHT_CHECKS: "Nope"}
+    assert core.validate_machinedeployment(None, skipped)
+    assert not core.validate_machinedeployment(None, skipped, {"MachineSetPreflightChecks": False})
