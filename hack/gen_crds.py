@@ -1401,7 +1401,13 @@ def _provider(group: str) -> str:
 # characters; metadata.name is already a DNS subdomain, so dots are allowed as upstream allows them
 CLUSTER_NAME_RULE = rule(
     "size(self.metadata.name) <= 63 && self.metadata.name.matches('" + LABEL_VALUE + "')",
-    "Cluster name must be a valid label value: at most 63 characters, alphanumeric, '-', '_' or '.', "
+    "metadata.name: Cluster name must be a valid label value: at most 63 characters, alphanumeric, '-', '_' or '.', "
+    "starting and ending with an alphanumeric character")
+# upstream's MachineDeployment webhook: the name is the default selector's label value, so the same limit (the
+# webhook names metadata.name; this rule keeps the check when the webhook is not installed)
+MACHINE_DEPLOYMENT_NAME_RULE = rule(
+    "size(self.metadata.name) <= 63 && self.metadata.name.matches('" + LABEL_VALUE + "')",
+    "metadata.name: MachineDeployment name must be a valid label value: at most 63 characters, alphanumeric, '-', '_' or '.', "
     "starting and ending with an alphanumeric character")
 
 
@@ -1446,7 +1452,7 @@ def all_crds() -> list[S]:
     out.append(crd(gvk.MACHINE_DEPLOYMENT, spec, status, [
         col("Cluster", ".spec.clusterName"), col("Available", cond("Available")), *replica_cols(), PAUSED,
         col("Phase", ".status.phase"), AGE, col("Version", ".spec.template.spec.version"),
-    ], ["md"], scale=True))
+    ], ["md"], scale=True, root_rules=[MACHINE_DEPLOYMENT_NAME_RULE]))
     spec, status = mhc_schema()
     out.append(crd(gvk.MACHINE_HEALTH_CHECK, spec, status, [
         col("Cluster", ".spec.clusterName"), col("Replicas", ".status.expectedMachines", "integer"),

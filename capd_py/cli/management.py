@@ -346,15 +346,17 @@ def remove_volumes(runtime: ContainerRuntime, labels: dict[str, str]) -> bool:
 def install_crds(kubeconfig: str | Path, timeout: float = 120, webhook_url: str | None = None,
                  webhook_service: bool = False) -> None:
     """The CRDs; with `webhook_url` (host mode) or `webhook_service` (in-cluster) serving v1beta1 too, converted
-    by the controllers' webhook: its certificate Secret is made first (once), its CA goes into every caBundle.
-    Then upstream clusterctl's provider inventory (kube/inventory.py), so clusterctl works against the cluster."""
+    by the controllers' webhook: its certificate Secret is made first (once), its CA goes into every caBundle, and
+    upstream's defaulting/validating admission webhooks with it (kube/admission_webhook.py). Then upstream
+    clusterctl's provider inventory (kube/inventory.py), so clusterctl works against the cluster."""
+    from capd_py.kube import admission_webhook, crds, inventory
     from capd_py.kube import conversion_webhook as cw
-    from capd_py.kube import crds, inventory
     from capd_py.kube.client import Kube, KubeError
     from capd_py.reconcile import servingcert
 
     async def go(kube: Kube) -> None:
         manifests = None
+        admission: list[dict[str, Any]] = []
         if webhook_url or webhook_service:
             hosts = servingcert.url_hosts(webhook_url) if webhook_url else servingcert.service_hosts()
             cert = await cw.ensure_cert(kube, hosts)
@@ -362,7 +364,15 @@ def install_crds(kubeconfig: str | Path, timeout: float = 120, webhook_url: str 
                        "port": servingcert.SERVICE_PORT}
             manifests = cw.crds_serving_v1beta1(cw.webhook_conversion(
                 cert.ca.cert, url=webhook_url, service=None if webhook_url else service))
+            admission = admission_webhook.configurations(
+                cert.ca.cert, url=webhook_url, service=None if webhook_url else service)
         await crds.install_crds(kube, wait=True, timeout=timeout, crds=manifests)
+        # defaulting + validating webhooks (failurePolicy Fail) go with the conversion webhook: the same server
+        # answers both; without it (v1beta2 only) nothing would answer, so none are left behind
+        if admission:
+            await admission_webhook.install(kube, admission)
+        else:
+            await admission_webhook.remove(kube)
         await inventory.install(kube, timeout=timeout)
 
     kube = Kube.from_kubeconfig(str(kubeconfig))

@@ -25,6 +25,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 from capd_py.api.conversion import ConversionError
 from capd_py.api.conversion.review import review
 from capd_py.api.gvk import CRD, GVK, SECRET
+from capd_py.kube import admission_webhook
 from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.crds import load_crds
 from capd_py.reconcile import servingcert
@@ -60,9 +61,12 @@ async def _healthz(_: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
-def app() -> web.Application:
+def app(kube: Kube | None = None) -> web.Application:
+    """Conversion at CONVERT_PATH, admission (defaulting and validating, capd_py.kube.admission_webhook) at its
+    paths; `kube` reads the KubeadmControlPlane a scale request names (upstream's scale webhook)."""
     application = web.Application(client_max_size=MAX_REQUEST_BYTES)
     application.router.add_post(CONVERT_PATH, _convert)
+    admission_webhook.add_routes(application, kube)
     application.router.add_get(HEALTH_PATH, _healthz)
     return application
 
@@ -104,12 +108,12 @@ class WebhookServer:
             _load_chain(self.context, cert_pem, key_pem)
 
 
-async def serve(host: str, port: int, cert_pem: bytes, key_pem: bytes, reuse_port: bool = False
-                ) -> WebhookServer:
+async def serve(host: str, port: int, cert_pem: bytes, key_pem: bytes, reuse_port: bool = False,
+                kube: Kube | None = None) -> WebhookServer:
     """Listen on host:port. `reuse_port` (SO_REUSEPORT) lets several processes on one network namespace share the
     port, e.g. two hostNetwork controller replicas on the single management node; the kernel spreads
     connections between them, and either answers (conversion is stateless)."""
-    runner = web.AppRunner(app(), access_log=None)
+    runner = web.AppRunner(app(kube), access_log=None)
     await runner.setup()
     context = server_ssl_context(cert_pem, key_pem)
     site = web.TCPSite(runner, host, port, ssl_context=context, reuse_port=reuse_port)
@@ -324,6 +328,7 @@ async def run_webhook(kube: Kube, bind: str | None = None, refresh_seconds: floa
                     cert = await ensure_cert(kube, ep.hosts)
                     if not checked_all or servingcert.ca_bundle_of(conversion) != cert.ca.cert:
                         await ensure_ca_bundle(kube, cert.ca.cert)
+                        await admission_webhook.ensure_ca_bundle(kube, cert.ca.cert)
                         checked_all = True
                     if server is not None and (server.host, server.port, server.reuse_port) != (
                             ep.bind, ep.port, ep.reuse_port):
@@ -331,7 +336,7 @@ async def run_webhook(kube: Kube, bind: str | None = None, refresh_seconds: floa
                         server = None
                     if server is None:
                         server = await serve(ep.bind, ep.port, cert.serving.cert, cert.serving.key,
-                                             reuse_port=ep.reuse_port)
+                                             reuse_port=ep.reuse_port, kube=kube)
                     elif served != cert:
                         server.reload(cert.serving.cert, cert.serving.key)
                         log.info("conversion webhook serves its new certificate")

@@ -18,13 +18,16 @@ from capd_py.kube.client import Kube
 KINDS = {(g.group, g.kind): g for g in vars(gvk).values() if isinstance(g, gvk.GVK) and g.version == gvk.VERSION}
 UPSTREAM_V1BETA1 = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "upstream" / "v1beta1"
 
-# `python -c WEBHOOK_PROCESS PORT` with the serving certificate and key in $CERT / $KEY: serves the conversion
-# webhook on 127.0.0.1:PORT and prints "ready" once it listens
+# `python -c WEBHOOK_PROCESS PORT [KUBECONFIG]` with the serving certificate and key in $CERT / $KEY: serves the
+# conversion and admission webhooks on 127.0.0.1:PORT (with KUBECONFIG: the KCP scale check reads the KCP there) and
+# prints "ready" once it listens
 WEBHOOK_PROCESS = """
 import asyncio, os, sys
+from capd_py.kube.client import Kube
 from capd_py.kube.conversion_webhook import serve
 async def main():
-    await serve("127.0.0.1", int(sys.argv[1]), os.environb[b"CERT"], os.environb[b"KEY"])
+    kube = Kube.from_kubeconfig(sys.argv[2]) if len(sys.argv) > 2 else None
+    await serve("127.0.0.1", int(sys.argv[1]), os.environb[b"CERT"], os.environb[b"KEY"], kube=kube)
     print("ready", flush=True)
     await asyncio.Event().wait()
 asyncio.run(main())

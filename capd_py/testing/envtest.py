@@ -38,6 +38,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from capd_py.api.versions import DEFAULT_VERSION
+from capd_py.kube import admission_webhook
 from capd_py.kube.client import Kube
 from capd_py.kube.crds import install_crds
 
@@ -363,13 +364,18 @@ def _kill_group(p: subprocess.Popen[bytes], grace: float = 5.0) -> None:
 
 
 @contextlib.contextmanager
-def started_with_crds(crds: list[dict[str, Any]] | None = None) -> Iterator[EnvTest]:
-    """A started envtest API server with capd-py's CRDs (or `crds`) installed and Established; stopped on exit."""
+def started_with_crds(crds: list[dict[str, Any]] | None = None, admission: list[dict[str, Any]] | None = None
+                      ) -> Iterator[EnvTest]:
+    """A started envtest API server with capd-py's CRDs (or `crds`) installed and Established, and the admission
+    webhook configurations `admission` (kube/admission_webhook.configurations: writes of capd-py's kinds then need
+    the webhook server running); stopped on exit."""
     env = EnvTest().start()
     try:
         k = env.kube()
         try:
             asyncio.run(install_crds(k, wait=True, crds=crds))
+            if admission:
+                asyncio.run(admission_webhook.install(k, admission))
         finally:
             k.close()
         yield env

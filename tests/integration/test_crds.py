@@ -576,7 +576,8 @@ ALLOWED: list[Change] = [
     Change("topology-version-skip-minor", "Cluster", {"spec": {"topology": {"version": "v1.36.1"}}}, "",
            name=TOPOLOGY),
     Change("kcp-scale-to-three", "KubeadmControlPlane", {"spec": {"replicas": 3}}, "", subresource="scale"),
-    # even counts with stacked etcd are accepted; the KCP controller reports them (see docs "Validation")
+    # even counts with stacked etcd pass the CRDs (no webhook here); the admission webhook refuses them as upstream
+    # (tests/integration/test_upstream_admission.py), the KCP controller reports them where no webhook runs
     Change("kcp-even-replicas", "KubeadmControlPlane", {"spec": {"replicas": 2}}, ""),
     Change("kcp-infrastructureRef-name", "KubeadmControlPlane",
            {"spec": {"machineTemplate": {"spec": {"infrastructureRef": {"name": "cp-v2"}}}}}, ""),

@@ -10,12 +10,19 @@ Kinds capd-py does not serve yet are listed in EXPECTED_NOT_SERVED; once a kind 
 checked automatically and the list must lose it (test_expected_not_served_is_current).
 
 The API server here is set up as `capd-py init` sets one up: the CRDs serve v1beta1 too (upstream's runtime-SDK
-flavors are v1beta1), converted by the webhook, which runs in a process of its own for this module.
+flavors are v1beta1), converted by the webhook, and upstream's defaulting and validating webhooks are registered
+(capd_py.kube.admission_webhook); one webhook process of its own serves both for this module.
+
+ADMISSION is the table of inputs checked against upstream's webhooks (each entry names the upstream rule): whether
+upstream accepts or refuses it, the field its refusal names, and for accepted inputs what upstream's defaulting
+webhook fills in.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import dataclasses
 import os
 import re
 import subprocess
@@ -28,11 +35,12 @@ import pytest
 import yaml
 
 from capd_py.api import gvk, versions
+from capd_py.kube import admission_webhook
 from capd_py.kube.client import FIELD_MANAGER, Kube, KubeError
 from capd_py.kube.conversion_webhook import crds_serving_v1beta1, webhook_conversion
 from capd_py.kube.crds import load_crds
 from capd_py.reconcile.servingcert import host_mode_url, new_serving_cert, new_webhook_ca
-from capd_py.testing.conversion import WEBHOOK_PROCESS
+from capd_py.testing.conversion import WEBHOOK_PROCESS, contains
 from capd_py.testing.envtest import EnvTest, free_port, started_with_crds
 
 pytestmark = pytest.mark.integration
@@ -51,21 +59,24 @@ EXPECTED_NOT_SERVED: set[tuple[str, str]] = {
 
 @pytest.fixture(scope="module")
 def envtest() -> Iterator[EnvTest]:
-    """This module's API server (replaces the shared one for `kube` and `namespace`): CRDs as `capd-py init`
-    installs them, serving v1beta1 through the webhook, which runs for the whole module."""
+    """This module's API server (replaces the shared one for `kube` and `namespace`): CRDs and admission webhook
+    configurations as `capd-py init` installs them (v1beta1 served through the conversion webhook; defaulting and
+    validating webhooks, failurePolicy Fail), the webhook server running for the whole module."""
     port = free_port()
     ca = new_webhook_ca()
     pair = new_serving_cert(ca, ["127.0.0.1"])
-    env = {**os.environ, "CERT": pair.cert.decode(), "KEY": pair.key.decode()}
-    proc = subprocess.Popen([sys.executable, "-c", WEBHOOK_PROCESS, str(port)], env=env, stdout=subprocess.PIPE)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
-        conversion = webhook_conversion(ca.cert, url=host_mode_url("127.0.0.1", port))
-        with started_with_crds(crds_serving_v1beta1(conversion)) as started:
+    url = host_mode_url("127.0.0.1", port)
+    with started_with_crds(crds_serving_v1beta1(webhook_conversion(ca.cert, url=url)),
+                           admission_webhook.configurations(ca.cert, url=url)) as started:
+        env = {**os.environ, "CERT": pair.cert.decode(), "KEY": pair.key.decode()}
+        proc = subprocess.Popen([sys.executable, "-c", WEBHOOK_PROCESS, str(port), str(started.kubeconfig_path)],
+                                env=env, stdout=subprocess.PIPE)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
             yield started
-    finally:
-        proc.kill()
-        proc.wait()
+        finally:
+            proc.kill()
+            proc.wait()
 
 
 # the values of upstream's test/e2e/config/docker.yaml (release-1.13), KUBERNETES_VERSION set per run
@@ -211,7 +222,9 @@ STRICTER_THAN_UPSTREAM_CRDS: list[tuple[str, str]] = [
     ("CEL 'kubeadmConfigSpec.clusterConfiguration.", "upstream KubeadmControlPlane webhook (allowed updates)"),
     ("CEL 'spec.customImage cannot be modified'", "upstream DockerMachine webhook"),
     ("spec.template.spec is immutable; create a new template instead", "upstream Docker*Template webhooks"),
-    ("CEL \"Cluster name must be a valid label value", "upstream Cluster webhook (IsValidLabelValue)"),
+    ("CEL \"metadata.name: Cluster name must be a valid label value", "upstream Cluster webhook (IsValidLabelValue)"),
+    ("CEL \"metadata.name: MachineDeployment name must be a valid label value",
+     "upstream MachineDeployment webhook (IsValidLabelValue)"),
     ("CEL 'one of spec.controlPlaneRef, spec.infrastructureRef or spec.topology must be set'",
      "upstream Cluster webhook"),
     ("cannot be removed'", "upstream Cluster webhook"),
@@ -343,7 +356,18 @@ async def test_upstream_templates_are_admitted(kube: Kube, namespace: str, name:
                 continue
             for err in await _admit(kube, kinds[key], obj):
                 failures.append(f"{version} {obj['kind']}/{obj['metadata']['name']}: {err}")
+    gate = NEEDS_FEATURE_GATE.get(name)
+    if gate is not None:
+        # upstream refuses these too unless the gate is on (upstream's e2e config turns it on for this flavor)
+        gated = [f for f in failures if f"the feature gate {gate} is disabled" in f]
+        assert gated, f"{name}: expected refusals while {gate} is off (upstream's default)"
+        failures = [f for f in failures if f not in gated]
     assert not failures, f"{name}: upstream objects rejected:\n" + "\n".join(failures)
+
+
+# flavors upstream's e2e runs with a feature gate that is off by default in upstream v1.13 and in capd-py (on with
+# `capd-py controllers --feature-gates`, which the webhook follows); upstream's webhooks refuse their objects without
+NEEDS_FEATURE_GATE = {"e2e-cluster-template-kcp-md-taints.yaml": "MachineTaintPropagation"}
 
 
 # upstream-valid shapes the templates do not all show: empty templates, null/empty selectors, names
@@ -402,12 +426,6 @@ spec:
       bootstrap: {dataSecretName: boot}
       infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerMachineTemplate, name: md-0}
 """),
-    ("machinehealthcheck-empty-selector", """
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: MachineHealthCheck
-metadata: {name: mhc}
-spec: {clusterName: c1, selector: {}}
-"""),
     ("cluster-name-with-dots", """
 apiVersion: cluster.x-k8s.io/v1beta2
 kind: Cluster
@@ -434,3 +452,390 @@ async def test_upstream_valid_shapes_are_admitted(kube: Kube, namespace: str, do
     obj["metadata"]["namespace"] = namespace
     g = served()[(obj["apiVersion"], obj["kind"])]
     assert await _admit(kube, g, obj) == []
+
+
+# -- the admission table: capd-py's CRDs + webhooks against upstream release-1.13's webhooks -----------------------
+
+INFRA = {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachineTemplate", "name": "t"}
+BOOT = {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate", "name": "t"}
+
+
+def _md(name: str = "md-0", **spec: Any) -> Obj:
+    out: Obj = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment", "metadata": {"name": name},
+                "spec": {"clusterName": "c1", "template": {"spec": {
+                    "clusterName": "c1", "version": "v1.34.4", "bootstrap": {"configRef": BOOT},
+                    "infrastructureRef": INFRA}}}}
+    return _merge(out, {"spec": spec})
+
+
+def _ms(name: str = "ms-0", **spec: Any) -> Obj:
+    return _merge(_md(name, **spec), {"kind": "MachineSet"})
+
+
+def _machine(**spec: Any) -> Obj:
+    out: Obj = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": {"name": "m-0"},
+                "spec": {"clusterName": "c1", "version": "v1.34.4", "bootstrap": {"dataSecretName": "boot"},
+                         "infrastructureRef": {**INFRA, "kind": "DockerMachine"}}}
+    return _merge(out, {"spec": spec})
+
+
+def _kcp(**spec: Any) -> Obj:
+    out: Obj = {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+                "metadata": {"name": "cp"},
+                "spec": {"version": "v1.34.4", "machineTemplate": {"spec": {"infrastructureRef": INFRA}}}}
+    return _merge(out, {"spec": spec})
+
+
+def _mhc(**spec: Any) -> Obj:
+    out: Obj = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineHealthCheck", "metadata": {"name": "mhc"},
+                "spec": {"clusterName": "c1", "selector": {"matchLabels": {"role": "worker"}}}}
+    return _merge(out, {"spec": spec})
+
+
+def _cluster(name: str = "c1", **spec: Any) -> Obj:
+    out: Obj = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": name},
+                "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerCluster",
+                                               "name": "dc"}}}
+    return _merge(out, {"spec": spec})
+
+
+def _mp(**spec: Any) -> Obj:
+    out: Obj = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "metadata": {"name": "mp-0"},
+                "spec": {"clusterName": "c1", "template": {"spec": {
+                    "clusterName": "c1", "version": "v1.34.4", "bootstrap": {"configRef": BOOT},
+                    "infrastructureRef": {**INFRA, "kind": "DockerMachinePool"}}}}}
+    return _merge(out, {"spec": spec})
+
+
+def _kubeadm_config(kind: str = "KubeadmConfig", **spec: Any) -> Obj:
+    body = spec if kind == "KubeadmConfig" else {"template": {"spec": spec}}
+    return {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": kind, "metadata": {"name": "kc"},
+            "spec": body}
+
+
+def _merge(base: Any, patch: Any) -> Any:
+    """JSON merge patch (RFC 7386): None deletes."""
+    if not isinstance(patch, dict) or not isinstance(base, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(base)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = _merge(out.get(k), v)
+    return out
+
+
+def _annotated(obj: Obj, annotations: dict[str, str]) -> Obj:
+    return _merge(obj, {"metadata": {"annotations": annotations}})
+
+
+STACKED = {"kubeadmConfigSpec": {"clusterConfiguration": {"etcd": {"local": {"dataDir": "/var/lib/etcd"}}}}}
+EXTERNAL = {"kubeadmConfigSpec": {"clusterConfiguration": {"etcd": {"external": {
+    "endpoints": ["https://10.0.0.1:2379"], "caFile": "/etc/ca.crt", "certFile": "/etc/c.crt",
+    "keyFile": "/etc/c.key"}}}}}
+SELECTOR_A = {"matchLabels": {"app": "a"}}
+LONG = "a" * 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """`obj` created (dry run), or first created for real and then `update` merged in (dry run), or scaled to
+    `scale` through the scale subresource. `refused`: the field upstream's refusal names ("" = upstream accepts);
+    `defaults`: what upstream's defaulting webhook fills in (checked in the object the API server returns)."""
+
+    id: str
+    upstream: str          # the upstream rule (file: function)
+    obj: Obj
+    refused: str = ""
+    update: Obj | None = None
+    scale: int | None = None
+    defaults: Obj | None = None
+
+
+MD, MS, MA = "internal/webhooks/machinedeployment.go", "internal/webhooks/machineset.go", "internal/webhooks/machine.go"
+KCP = "controlplane/kubeadm/internal/webhooks/kubeadmcontrolplane.go"
+KC = "api/bootstrap/kubeadm/v1beta2/kubeadmconfig_types.go KubeadmConfigSpec.Validate"
+MHC, CL = "internal/webhooks/machinehealthcheck.go", "internal/webhooks/cluster.go"
+MP = "internal/webhooks/machinepool.go"
+DC = "test/infrastructure/docker/internal/webhooks/dockercluster.go"
+KCPT = "controlplane/kubeadm/internal/webhooks/kubeadmcontrolplanetemplate.go"
+
+
+def _kcp_template() -> Obj:
+    return {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlaneTemplate",
+            "metadata": {"name": "cpt"}, "spec": {"template": {"spec": {"kubeadmConfigSpec": {
+                "files": [{"path": "/a", "content": "x"}]}}}}}
+
+
+def _dockercluster(domains: list[Obj]) -> Obj:
+    return {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerCluster",
+            "metadata": {"name": "dc"}, "spec": {"failureDomains": domains}}
+DEFAULT_MD = {"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "c1"}}, "spec": {
+    "selector": {"matchLabels": {"cluster.x-k8s.io/deployment-name": "md-0", "cluster.x-k8s.io/cluster-name": "c1"}},
+    "template": {"metadata": {"labels": {"cluster.x-k8s.io/deployment-name": "md-0",
+                                         "cluster.x-k8s.io/cluster-name": "c1"}}},
+    "rollout": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}}}
+
+ADMISSION: list[Case] = [
+    # MachineDeployment
+    Case("md-without-selector", f"{MD} Default (selector, template labels, rollout strategy)", _md(),
+         defaults=DEFAULT_MD),
+    Case("md-name-64-chars", f"{MD} validate (name as label value)", _md(LONG), refused="metadata.name"),
+    Case("md-name-63-chars", f"{MD} validate", _md(LONG[:63])),
+    Case("md-name-with-dots", f"{MD} validate (dots are label-value characters)", _md("md.0")),
+    Case("md-version-without-v", f"{MD} Default (v prefix)",
+         _md(template={"spec": {"version": "1.34.4"}}),
+         defaults={"spec": {"template": {"spec": {"version": "v1.34.4"}}}}),
+    Case("md-version-not-semver", f"{MD} validate (KubeSemver)", _md(template={"spec": {"version": "v1.34"}}),
+         refused="spec.template.spec.version"),
+    Case("md-selector-not-matching-template", f"{MD} validate (selector matches template labels)",
+         _md(selector=SELECTOR_A, template={"metadata": {"labels": {"app": "b"}}}),
+         refused="spec.template.metadata.labels"),
+    Case("md-selector-matching-template", f"{MD} Default keeps a given selector, adds cluster-name",
+         _md(selector=SELECTOR_A, template={"metadata": {"labels": {"app": "a"}}}),
+         defaults={"spec": {"selector": {"matchLabels": {"app": "a", "cluster.x-k8s.io/cluster-name": "c1"}}}}),
+    Case("md-maxsurge-and-maxunavailable-0", f"{MD} validateRolloutStrategy",
+         _md(rollout={"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}}}),
+         refused="spec.rollout.strategy.rollingUpdate"),
+    Case("md-maxsurge-percent", f"{MD} validateRolloutStrategy",
+         _md(rollout={"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%"}}}),
+         defaults={"spec": {"rollout": {"strategy": {"rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0}}}}}),
+    Case("md-template-clustername-differs", f"{MD} validate",
+         _md(template={"spec": {"clusterName": "c2"}}), refused="spec.clusterName"),
+    Case("md-without-bootstrap", f"{MD} validate (bootstrap)",
+         _merge(_md(), {"spec": {"template": {"spec": {"bootstrap": None}}}}), refused="spec.template.spec.bootstrap"),
+    Case("md-unknown-preflight-check-skipped", f"{MD} validateSkippedMachineSetPreflightChecks",
+         _annotated(_md(), {"machineset.cluster.x-k8s.io/skip-preflight-checks": "NoSuchCheck"}),
+         refused="metadata.annotations"),
+    Case("md-known-preflight-check-skipped", f"{MD} validateSkippedMachineSetPreflightChecks",
+         _annotated(_md(), {"machineset.cluster.x-k8s.io/skip-preflight-checks": "KubeadmVersionSkew, All"})),
+    Case("md-naming-without-random", f"{MD} validateMDMachineNaming",
+         _md(machineNaming={"template": "{{ .machineSet.name }}-x"}), refused="spec.machineNaming.template"),
+    Case("md-naming-with-random", f"{MD} validateMDMachineNaming",
+         _md(machineNaming={"template": "{{ .machineSet.name }}-{{ .random }}"})),
+    Case("md-template-label-key-invalid", f"{MD} validate (template ObjectMeta.Validate)",
+         _md(selector=SELECTOR_A, template={"metadata": {"labels": {"app": "a", "bad key": "x"}}}),
+         refused="spec.template.metadata.labels"),
+    Case("md-taints-gate-off", f"{MD} validate (taints.ValidateMachineTaints, MachineTaintPropagation off)",
+         _md(template={"spec": {"taints": [{"key": "a", "effect": "NoSchedule", "propagation": "Always"}]}}),
+         refused="spec.template.spec.taints"),
+    Case("md-update-clustername", f"{MD} validate (clusterName immutable)", _md(),
+         update={"spec": {"clusterName": "c2", "template": {"spec": {"clusterName": "c2"}}}},
+         refused="spec.clusterName"),
+    Case("md-update-replicas", f"{MD} validate", _md(), update={"spec": {"replicas": 5}}),
+    Case("md-scale-to-0", f"{MD} (no scale webhook)", _md(), scale=0),
+    # MachineSet
+    Case("ms-without-selector", f"{MS} Default (set-name selector)", _ms(), defaults={"spec": {
+        "selector": {"matchLabels": {"cluster.x-k8s.io/set-name": "ms-0"}},
+        "template": {"metadata": {"labels": {"cluster.x-k8s.io/set-name": "ms-0"}}}}}),
+    Case("ms-name-64-chars", f"{MS} Default (format.MustFormatValue hashes the label value)", _ms(LONG),
+         defaults={"spec": {"selector": {"matchLabels": {"cluster.x-k8s.io/set-name": "hash_2W8PhQ_z"}}}}),
+    Case("ms-selector-not-matching-template", f"{MS} validate",
+         _ms(selector=SELECTOR_A, template={"metadata": {"labels": {"app": "b"}}}),
+         refused="spec.template.metadata.labels"),
+    Case("ms-naming-template-not-a-name", f"{MS} validateMSMachineNaming",
+         _ms(machineNaming={"template": "{{ .machineSet.name }}_{{ .random }}"}),
+         refused="spec.machineNaming.template"),
+    # Machine
+    # (upstream also writes nodeDeletionTimeoutSeconds: 10, which capd-py reads from absence: docs "Validation")
+    Case("machine-defaults", f"{MA} Default (label, v prefix)", _machine(version="1.34.4"),
+         defaults={"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "c1"}}, "spec": {"version": "v1.34.4"}}),
+    Case("machine-without-bootstrap", f"{MA} validate", _merge(_machine(), {"spec": {"bootstrap": None}}),
+         refused="spec.bootstrap"),
+    Case("machine-reserved-taint", f"{MA} validate (taints)",
+         _machine(taints=[{"key": "node.kubernetes.io/foo", "effect": "NoSchedule", "propagation": "Always"}]),
+         refused="spec.taints"),
+    Case("machine-update-clustername", f"{MA} validate", _machine(), update={"spec": {"clusterName": "c2"}},
+         refused="spec.clusterName"),
+    Case("machine-update-provider-id", f"{MA} validate", _machine(), update={"spec": {"providerID": "docker:////m"}}),
+    # KubeadmControlPlane
+    Case("kcp-2-replicas-stacked-etcd", f"{KCP} validateKubeadmControlPlaneSpec (odd replicas)", _kcp(replicas=2),
+         refused="spec.replicas"),
+    Case("kcp-2-replicas-external-etcd", f"{KCP} validateKubeadmControlPlaneSpec", _kcp(replicas=2, **EXTERNAL)),
+    Case("kcp-3-replicas-defaults", f"{KCP} Default (rollout strategy)", _kcp(replicas=3, **STACKED),
+         defaults={"spec": {"rollout": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}}}),
+    Case("kcp-version-without-v", f"{KCP} Default (v prefix)", _kcp(version="1.34.4"),
+         defaults={"spec": {"version": "v1.34.4", "replicas": 1}}),
+    Case("kcp-scale-to-2", "controlplane/kubeadm/internal/webhooks/scale.go", _kcp(), scale=2, refused="replicas"),
+    Case("kcp-scale-to-3", "controlplane/kubeadm/internal/webhooks/scale.go", _kcp(), scale=3),
+    Case("kcp-update-to-4-replicas", f"{KCP} ValidateUpdate", _kcp(), update={"spec": {"replicas": 4}},
+         refused="spec.replicas"),
+    Case("kcp-update-certificates-dir", f"{KCP} ValidateUpdate (allowed paths)", _kcp(),
+         update={"spec": {"kubeadmConfigSpec": {"clusterConfiguration": {"certificatesDir": "/x"}}}},
+         refused="spec.kubeadmConfigSpec.clusterConfiguration.certificatesDir"),
+    Case("kcp-update-pre-kubeadm-commands", f"{KCP} ValidateUpdate (allowed paths)", _kcp(),
+         update={"spec": {"kubeadmConfigSpec": {"preKubeadmCommands": ["echo hi"]}}}),
+    Case("kcp-update-skips-a-minor", f"{KCP} validateVersion", _kcp(), update={"spec": {"version": "v1.36.1"}},
+         refused="spec.version"),
+    Case("kcp-update-stacked-to-external", f"{KCP} validateClusterConfiguration", _kcp(**STACKED),
+         update={"spec": _merge(EXTERNAL, {"kubeadmConfigSpec": {"clusterConfiguration": {"etcd": {"local": None}}}})},
+         refused="spec.kubeadmConfigSpec.clusterConfiguration.etcd.external"),
+    Case("kcp-scale-in-rollout-with-1-replica", f"{KCP} validateRolloutAndCertValidityFields",
+         _kcp(rollout={"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0}}}),
+         refused="spec.rollout.strategy.rollingUpdate"),
+    Case("kcp-local-and-external-etcd", f"{KCP} validateClusterConfiguration",
+         _kcp(kubeadmConfigSpec={"clusterConfiguration": {"etcd": {
+             "local": {"dataDir": "/var/lib/etcd"},
+             **EXTERNAL["kubeadmConfigSpec"]["clusterConfiguration"]["etcd"]}}}),  # type: ignore[index]
+         refused="spec.kubeadmConfigSpec.clusterConfiguration.etcd.local"),
+    Case("kcp-cert-validity-beyond-ca", f"{KCP} validateRolloutAndCertValidityFields",
+         _kcp(kubeadmConfigSpec={"clusterConfiguration": {"certificateValidityPeriodDays": 400,
+                                                          "caCertificateValidityPeriodDays": 300}}),
+         refused="spec.kubeadmConfigSpec.clusterConfiguration.certificateValidityPeriodDays"),
+    Case("kcp-file-content-and-content-from", KC,
+         _kcp(kubeadmConfigSpec={"files": [{"path": "/a", "content": "x",
+                                            "contentFrom": {"secret": {"name": "s", "key": "k"}}}]}),
+         refused="spec.kubeadmConfigSpec.files[0]"),
+    Case("kcp-health-check-timeouts-differ", KC,
+         _kcp(kubeadmConfigSpec={"initConfiguration": {"timeouts": {"controlPlaneComponentHealthCheckSeconds": 60}}}),
+         refused="controlPlaneComponentHealthCheckSeconds"),
+    # KubeadmControlPlaneTemplate
+    Case("kcptemplate-update-spec", f"{KCPT} ValidateUpdate (spec.template.spec immutable)", _kcp_template(),
+         update={"spec": {"template": {"spec": {"kubeadmConfigSpec": {"preKubeadmCommands": ["echo hi"]}}}}},
+         refused="spec.template.spec"),
+    Case("kcptemplate-update-labels", f"{KCPT} ValidateUpdate", _kcp_template(),
+         update={"metadata": {"labels": {"team": "a"}}}),
+    # KubeadmConfig / KubeadmConfigTemplate
+    Case("kubeadmconfig-duplicate-file-paths", KC,
+         _kubeadm_config(files=[{"path": "/a", "content": "x"}, {"path": "/a", "content": "y"}]),
+         refused="spec.files[1].path"),
+    Case("kubeadmconfigtemplate-duplicate-file-paths", KC,
+         _kubeadm_config("KubeadmConfigTemplate",
+                         files=[{"path": "/a", "content": "x"}, {"path": "/a", "content": "y"}]),
+         refused="spec.template.spec.files[1].path"),
+    Case("kubeadmconfig-valid-files", KC, _kubeadm_config(files=[{"path": "/a", "content": "x"},
+                                                                  {"path": "/b", "content": "y"}])),
+    # MachineHealthCheck
+    Case("mhc-empty-selector", f"{MHC} validate", _merge(_mhc(), {"spec": {"selector": {"matchLabels": None}}}),
+         refused="spec.selector"),
+    Case("mhc-other-clusters-selector", f"{MHC} validate",
+         _mhc(selector={"matchLabels": {"cluster.x-k8s.io/cluster-name": "c2"}}), refused="spec.selector"),
+    Case("mhc-defaults", f"{MHC} Default (label, nodeStartupTimeoutSeconds)", _mhc(),
+         defaults={"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
+                   "spec": {"checks": {"nodeStartupTimeoutSeconds": 600}}}),
+    Case("mhc-startup-timeout-10s", f"{MHC} validateMachineHealthCheckNodeStartupTimeoutSeconds",
+         _mhc(checks={"nodeStartupTimeoutSeconds": 10}), refused="spec.checks.nodeStartupTimeoutSeconds"),
+    # Cluster
+    Case("cluster-bad-pod-cidr", f"{CL} validateCIDRBlocks",
+         _cluster(clusterNetwork={"pods": {"cidrBlocks": ["10.0.0.0/33"]}}),
+         refused="spec.clusterNetwork.pods.cidrBlocks[0]"),
+    Case("cluster-dual-stack-cidrs", f"{CL} validateCIDRBlocks",
+         _cluster(clusterNetwork={"pods": {"cidrBlocks": ["192.168.0.0/16", "fd00:100:96::/48"]}})),
+    Case("cluster-name-64-chars", f"{CL} validate (name as label value)", _cluster(LONG), refused="metadata.name"),
+    Case("cluster-update-removes-infrastructure-ref", f"{CL} validate", _cluster(),
+         update={"spec": {"infrastructureRef": None, "controlPlaneRef": {
+             "apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": "cp"}}},
+         refused="spec.infrastructureRef"),
+    # MachinePool
+    Case("mp-defaults", f"{MP} Default (label, nodeDeletionTimeoutSeconds)", _mp(),
+         defaults={"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
+                   "spec": {"template": {"spec": {"deletion": {"nodeDeletionTimeoutSeconds": 10}}}}}),
+    Case("mp-taints", f"{MP} validate", _mp(template={"spec": {"taints": [
+        {"key": "a", "effect": "NoSchedule", "propagation": "Always"}]}}), refused="taints"),
+    Case("mp-template-clustername-differs", f"{MP} validate", _mp(template={"spec": {"clusterName": "c2"}}),
+         refused="spec.clusterName"),
+    # DockerCluster
+    Case("dockercluster-failure-domains-unsorted", f"{DC} validateDockerClusterSpec",
+         _dockercluster([{"name": "b"}, {"name": "a"}]), refused="spec.failureDomains"),
+    Case("dockercluster-failure-domains-sorted", f"{DC} validateDockerClusterSpec",
+         _dockercluster([{"name": "a"}, {"name": "b", "controlPlane": True}])),
+]
+
+
+def test_admission_table_is_large_and_has_both_outcomes() -> None:
+    assert len(ADMISSION) >= 40
+    assert len({c.id for c in ADMISSION}) == len(ADMISSION)
+    accepted = [c for c in ADMISSION if not c.refused]
+    assert len(accepted) >= 15 and len(ADMISSION) - len(accepted) >= 25
+
+
+async def _write(kube: Kube, namespace: str, case: Case) -> Obj:
+    g = served()[(case.obj["apiVersion"], case.obj["kind"])]
+    obj = _merge(case.obj, {"metadata": {"namespace": namespace}})
+    dry = [("dryRun", "All"), ("fieldValidation", "Strict")]
+    if case.update is None and case.scale is None:
+        return dict(await kube.acall("POST", g.path(namespace), body=obj, query=dry))
+    await kube.create(g, obj)
+    name = obj["metadata"]["name"]
+    if case.scale is not None:
+        return dict(await kube.acall("PATCH", g.path(namespace, name, "scale"), body={"spec": {"replicas": case.scale}},
+                                     query=dry, content_type="application/merge-patch+json"))
+    return dict(await kube.acall("PATCH", g.path(namespace, name), body=case.update, query=dry,
+                                 content_type="application/merge-patch+json"))
+
+
+@pytest.mark.parametrize("case", ADMISSION, ids=[c.id for c in ADMISSION])
+async def test_admission_as_upstream(kube: Kube, namespace: str, case: Case) -> None:
+    try:
+        got = await _write(kube, namespace, case)
+    except KubeError as e:
+        assert case.refused, f"upstream accepts {case.id} ({case.upstream}); capd-py refused: {e.status} {e.message}"
+        assert e.status in (403, 422), e.message
+        assert case.refused in e.message, f"{case.id}: upstream names {case.refused}; capd-py said {e.message}"
+        return
+    assert not case.refused, f"upstream refuses {case.id} ({case.upstream}, {case.refused}); capd-py accepted it"
+    if case.defaults is not None:
+        assert contains(got, case.defaults), f"{case.id}: upstream defaults {case.defaults}; capd-py stored {got}"
+
+
+async def test_v1beta1_write_is_defaulted_too(kube: Kube, namespace: str) -> None:
+    """A v1beta1 MachineDeployment without a selector is converted, defaulted by the webhook as upstream, stored."""
+    md = {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+          "metadata": {"name": "md-v1", "namespace": namespace},
+          "spec": {"clusterName": "c1", "template": {"spec": {
+              "clusterName": "c1", "version": "v1.34.4", "bootstrap": {"dataSecretName": "boot"},
+              "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                                    "kind": "DockerMachineTemplate", "name": "t"}}}}}
+    await kube.create(served()[("cluster.x-k8s.io/v1beta1", "MachineDeployment")], md)
+    hub = await kube.get(gvk.MACHINE_DEPLOYMENT, namespace, "md-v1")
+    assert hub is not None
+    assert hub["spec"]["selector"]["matchLabels"] == {"cluster.x-k8s.io/deployment-name": "md-v1",
+                                                      "cluster.x-k8s.io/cluster-name": "c1"}
+
+
+async def test_webhook_down_writes_fail_clearly_and_nothing_is_stored(kube: Kube, namespace: str) -> None:
+    """capd-py's webhook configurations (failurePolicy Fail) pointing at a port nothing listens on, for this
+    namespace only: a write is refused naming the webhook, and nothing is stored (undefaulted or unvalidated)."""
+    dead = admission_webhook.configurations(new_webhook_ca().cert, url=host_mode_url("127.0.0.1", free_port()))
+    for config in dead:
+        config["metadata"]["name"] += "-down"
+        for hook in config["webhooks"]:
+            hook["name"] = "down-" + hook["name"]
+            hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+    md = _merge(_md("md-down"), {"metadata": {"namespace": namespace}})
+    try:
+        await admission_webhook.install(kube, dead)
+        error: KubeError | None = None
+        for _ in range(100):  # the API server picks the configurations up within a second or so
+            try:
+                await kube.acall("POST", gvk.MACHINE_DEPLOYMENT.path(namespace), body=md, query=[("dryRun", "All")])
+            except KubeError as e:
+                error = e
+                break
+            await asyncio.sleep(0.1)
+        assert error is not None, "writes still pass with the webhook down"
+        with pytest.raises(KubeError) as refused:
+            await kube.create(gvk.MACHINE_DEPLOYMENT, md)
+        assert refused.value.status == 500 and "failed calling webhook" in refused.value.message
+        assert 'down-default.machinedeployment.cluster.x-k8s.io' in refused.value.message
+        assert await kube.get(gvk.MACHINE_DEPLOYMENT, namespace, "md-down") is None
+    finally:
+        for config in dead:
+            await kube.delete(admission_webhook.MUTATING if config["kind"].startswith("Mutating")
+                              else admission_webhook.VALIDATING, None, config["metadata"]["name"])
+
+
+async def test_v1beta1_write_is_validated_too(kube: Kube, namespace: str) -> None:
+    """A v1beta1 KubeadmControlPlane with 2 replicas and stacked etcd: converted, refused by upstream's rule."""
+    kcp = {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta1", "kind": "KubeadmControlPlane",
+           "metadata": {"name": "cp-v1", "namespace": namespace},
+           "spec": {"replicas": 2, "version": "v1.34.4", "kubeadmConfigSpec": {},
+                    "machineTemplate": {"infrastructureRef": {
+                        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "DockerMachineTemplate",
+                        "name": "t"}}}}
+    with pytest.raises(KubeError) as refused:
+        await kube.create(served()[("controlplane.cluster.x-k8s.io/v1beta1", "KubeadmControlPlane")], kcp)
+    assert refused.value.status == 422
+    assert "spec.replicas: Forbidden: cannot be an even number when etcd is stacked" in refused.value.message
+    assert await kube.get(gvk.KUBEADM_CONTROL_PLANE, namespace, "cp-v1") is None

@@ -28,6 +28,7 @@ from capd_py.cli import management
 from capd_py.cli.existing import init_existing
 from capd_py.cli.move import move
 from capd_py.cli.steps import Steps
+from capd_py.kube import admission_webhook
 from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.crds import load_crds
 from capd_py.reconcile import servingcert
@@ -115,16 +116,18 @@ async def new_namespace(kube: Kube) -> str:
 
 
 async def serving(kube: Kube, namespace: str, controllers: Controllers, timeout: float = 60) -> float:
-    """Seconds until a v1beta1 read converts (a DockerCluster `probe` made through v1beta2)."""
-    if await kube.get(DOCKER_CLUSTER, namespace, "probe") is None:
-        await kube.create(DOCKER_CLUSTER, {"apiVersion": DOCKER_CLUSTER.api_version, "kind": "DockerCluster",
-                                           "metadata": {"name": "probe", "namespace": namespace}})
+    """Seconds until a v1beta1 read converts (a DockerCluster `probe` made through v1beta2: writes of kinds with
+    admission webhooks, DockerCluster among them, fail too until the webhook listens)."""
     started = time.monotonic()
     last: Exception | None = None
     try:
         async with asyncio.timeout(timeout):
             while True:
                 try:
+                    if await kube.get(DOCKER_CLUSTER, namespace, "probe") is None:
+                        await kube.create(DOCKER_CLUSTER, {"apiVersion": DOCKER_CLUSTER.api_version,
+                                                           "kind": "DockerCluster",
+                                                           "metadata": {"name": "probe", "namespace": namespace}})
                     if await kube.get(at(DOCKER_CLUSTER, "v1beta1"), namespace, "probe") is not None:
                         return time.monotonic() - started
                 except KubeError as e:
@@ -181,16 +184,27 @@ async def test_upstream_v1_10_manifests_apply_and_read_back_both_ways(kube: Kube
     assert hub is not None and hub["metadata"]["labels"]["edited"] == "through-v1beta1"
 
 
-async def test_webhook_down_fails_v1beta1_clearly_and_v1beta2_keeps_working(kube: Kube,
-                                                                           controllers: Controllers) -> None:
+async def test_webhook_down_fails_writes_clearly_and_v1beta2_reads_keep_working(kube: Kube,
+                                                                               controllers: Controllers) -> None:
+    """The controllers (and so the webhook) down: v1beta2 reads work; a v1beta2 write of a kind with upstream
+    admission webhooks fails naming the webhook (failurePolicy Fail), one of a kind without works; v1beta1 fails
+    naming the conversion webhook; nothing half-written is stored."""
     ns = await new_namespace(kube)
     await serving(kube, ns, controllers)
     controllers.kill()
     try:
         assert await kube.get(DOCKER_CLUSTER, ns, "probe") is not None
-        await kube.create(DOCKER_CLUSTER, {"apiVersion": DOCKER_CLUSTER.api_version, "kind": "DockerCluster",
-                                           "metadata": {"name": "while-down", "namespace": ns}})
-        assert len(await kube.list(DOCKER_CLUSTER, ns)) == 2
+        with pytest.raises(KubeError) as admission:
+            await kube.create(DOCKER_CLUSTER, {"apiVersion": DOCKER_CLUSTER.api_version, "kind": "DockerCluster",
+                                               "metadata": {"name": "while-down", "namespace": ns}})
+        assert admission.value.status == 500
+        assert 'failed calling webhook "validation.dockercluster.infrastructure.cluster.x-k8s.io"' in \
+            admission.value.message
+        template = gvk.DOCKER_MACHINE_TEMPLATE  # no admission webhook here (its rules are CEL in the CRD)
+        await kube.create(template, {"apiVersion": template.api_version, "kind": template.kind,
+                                     "metadata": {"name": "while-down", "namespace": ns},
+                                     "spec": {"template": {"spec": {}}}})
+        assert len(await kube.list(DOCKER_CLUSTER, ns)) == 1
         v1beta1 = at(DOCKER_CLUSTER, "v1beta1")
         started = time.monotonic()
         with pytest.raises(KubeError) as read:
@@ -206,7 +220,7 @@ async def test_webhook_down_fails_v1beta1_clearly_and_v1beta2_keeps_working(kube
         print(f"v1beta1 GET without the webhook: {elapsed:.2f}s, {read.value}")
         print(f"v1beta1 create without the webhook: {write.value}")
         # nothing was lost: the v1beta1 create did not happen, the v1beta2 objects are all there
-        assert sorted(o["metadata"]["name"] for o in await kube.list(DOCKER_CLUSTER, ns)) == ["probe", "while-down"]
+        assert [o["metadata"]["name"] for o in await kube.list(DOCKER_CLUSTER, ns)] == ["probe"]
     finally:
         controllers.start()
     print(f"v1beta1 served again {await serving(kube, ns, controllers):.2f}s after the controllers' restart")
@@ -214,7 +228,7 @@ async def test_webhook_down_fails_v1beta1_clearly_and_v1beta2_keeps_working(kube
 
 async def test_a_new_ca_reaches_every_crds_ca_bundle(kube: Kube, controllers: Controllers) -> None:
     """The Secret lost (or its CA replaced): the running controllers make a new CA + serving certificate, put the
-    CA into every CRD's caBundle and serve the new certificate, without a restart."""
+    CA into every CRD's caBundle and every admission webhook's, and serve the new certificate, without a restart."""
     ns = await new_namespace(kube)
     await serving(kube, ns, controllers)
     before = servingcert.WebhookCert.from_secret(await kube.get(SECRET, "capd-py-system", "capd-py-webhook-cert"))
@@ -225,7 +239,14 @@ async def test_a_new_ca_reaches_every_crds_ca_bundle(kube: Kube, controllers: Co
 
     async def bundles() -> set[bytes]:
         crds = await asyncio.gather(*(kube.get(CRD, None, n) for n in names))
-        return {servingcert.ca_bundle_of((c or {}).get("spec", {}).get("conversion")) for c in crds}
+        out = {servingcert.ca_bundle_of((c or {}).get("spec", {}).get("conversion")) for c in crds}
+        # the admission webhooks' configurations trust the same CA (kube/admission_webhook.ensure_ca_bundle)
+        for g, name in ((admission_webhook.MUTATING, admission_webhook.MUTATING_NAME),
+                        (admission_webhook.VALIDATING, admission_webhook.VALIDATING_NAME)):
+            config = await kube.get(g, None, name)
+            assert config is not None, name
+            out |= {base64.b64decode(h["clientConfig"]["caBundle"]) for h in config["webhooks"]}
+        return out
 
     try:
         async with asyncio.timeout(30):

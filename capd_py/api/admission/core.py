@@ -1,0 +1,444 @@
+"""Upstream Cluster API v1.13's defaulting and validating webhooks for cluster.x-k8s.io and addons kinds, as pure
+functions: `default_<kind>(obj, old)` returns the defaulted object (a copy), `validate_<kind>(old, new)` the field
+errors with upstream's messages (internal/webhooks/*.go). Rules capd-py's CRDs already enforce with CEL (immutable
+clusterName, version range, selector subset, ...) are not repeated where CEL says the same; see
+docs/DEVELOPING.md "Validation"."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from capd_py.api import features
+from capd_py.api import labels as L
+from capd_py.api.admission import checks
+from capd_py.api.admission.fielderrors import FieldError, forbidden, invalid, required
+from capd_py.api.selectors import selector_matches
+
+NODE_DELETION_TIMEOUT_SECONDS = 10  # upstream defaultNodeDeletionTimeoutSeconds
+NODE_STARTUP_TIMEOUT_SECONDS = 600  # upstream DefaultNodeStartupTimeoutSeconds
+MIN_NODE_STARTUP_TIMEOUT_SECONDS = 30
+SKIP_PREFLIGHT_CHECKS = "machineset.cluster.x-k8s.io/skip-preflight-checks"
+PREFLIGHT_CHECKS = ("All", "ControlPlaneIsStable", "ControlPlaneVersionSkew", "KubeadmVersionSkew",
+                    "KubernetesVersionSkew")
+RANDOM = "{{ .random }}"
+CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
+UNINITIALIZED_TAINT = "node.cluster.x-k8s.io/uninitialized"
+OUTDATED_REVISION_TAINT = "node.cluster.x-k8s.io/outdated-revision"
+Gates = Mapping[str, bool]
+
+
+def enabled(gates: Gates | None, gate: str) -> bool:
+    """A feature gate's value (capd_py/api/features.py; upstream's defaults when `gates` leaves it out)."""
+    return bool((gates or {}).get(gate, features.DEFAULTS.get(gate, False)))
+AUTOSCALER_MIN_SIZE = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
+AUTOSCALER_MAX_SIZE = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
+
+
+def _d(obj: dict[str, Any], *path: str) -> dict[str, Any]:
+    """The dict at `path`, created (as Go's zero structs that Default fills)."""
+    node = obj
+    for p in path:
+        if not isinstance(node.get(p), dict):
+            node[p] = {}
+        node = node[p]
+    return node
+
+
+def _get(obj: dict[str, Any] | None, *path: str) -> Any:
+    node: Any = obj
+    for p in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(p)
+    return node
+
+
+def _v_prefix(holder: dict[str, Any], key: str = "version") -> None:
+    v = holder.get(key)
+    if isinstance(v, str) and v and not v.startswith("v"):
+        holder[key] = "v" + v
+
+
+def _cluster_name_label(obj: dict[str, Any]) -> None:
+    _d(obj, "metadata", "labels")[L.CLUSTER_NAME] = str(_get(obj, "spec", "clusterName") or "")
+
+
+# -- defaulting ----------------------------------------------------------------------------------------------------
+
+def default_machine(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The cluster-name label and the `v` prefix. Upstream also writes `spec.deletion.nodeDeletionTimeoutSeconds:
+    10`; capd-py leaves it unset (its Machine controller reads unset as the same 10 s): the MachineSet/KCP
+    controllers copy `deletion` from their templates in place and compare, so a value only the Machine carries
+    would be written away and defaulted back on every reconcile (docs/DEVELOPING.md "Validation")."""
+    out = copy.deepcopy(obj)
+    _cluster_name_label(out)
+    _v_prefix(_d(out, "spec"))
+    return out
+
+
+def _replicas(obj: dict[str, Any], old: dict[str, Any] | None) -> int:
+    """calculateMachine{Set,Deployment,Pool}Replicas: the replicas given, else the autoscaler's min size (or the
+    old value clamped into min..max on update), else 1."""
+    spec = obj.get("spec") or {}
+    if spec.get("replicas") is not None:
+        return int(spec["replicas"])
+    annotations = _get(obj, "metadata", "annotations") or {}
+    lo, hi = annotations.get(AUTOSCALER_MIN_SIZE), annotations.get(AUTOSCALER_MAX_SIZE)
+    if lo is None or hi is None:
+        return 1
+    try:
+        min_size, max_size = int(lo), int(hi)
+    except ValueError:
+        min_size = max_size = 1
+    previous = _get(old, "spec", "replicas")
+    if old is None or previous is None or previous < min_size:
+        return min_size
+    return max_size if previous > max_size else int(previous)
+
+
+def _default_selector(out: dict[str, Any], name_label: str, name_value: str, cluster_too: bool) -> None:
+    spec = _d(out, "spec")
+    selector = _d(spec, "selector")
+    match_labels = _d(selector, "matchLabels")
+    template_labels = _d(spec, "template", "metadata", "labels")
+    if not match_labels and not selector.get("matchExpressions"):
+        match_labels[name_label] = name_value
+        template_labels[name_label] = name_value
+    if cluster_too:
+        match_labels[L.CLUSTER_NAME] = str(spec.get("clusterName") or "")
+        template_labels[L.CLUSTER_NAME] = str(spec.get("clusterName") or "")
+
+
+def default_machineset(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    _cluster_name_label(out)
+    _d(out, "spec")["replicas"] = _replicas(out, old)
+    name = str(_get(out, "metadata", "name") or "")
+    _default_selector(out, L.SET_NAME, format_value(name), cluster_too=False)
+    _v_prefix(_d(out, "spec", "template", "spec"))
+    return out
+
+
+def default_machinedeployment(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    _cluster_name_label(out)
+    _d(out, "spec")["replicas"] = _replicas(out, old)
+    strategy = _d(out, "spec", "rollout", "strategy")
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = _d(strategy, "rollingUpdate")
+        rolling.setdefault("maxSurge", 1)
+        rolling.setdefault("maxUnavailable", 0)
+    _default_selector(out, L.DEPLOYMENT_NAME, str(_get(out, "metadata", "name") or ""), cluster_too=True)
+    _v_prefix(_d(out, "spec", "template", "spec"))
+    return out
+
+
+def default_machinepool(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    _cluster_name_label(out)
+    _d(out, "spec")["replicas"] = _replicas(out, old)
+    template_spec = _d(out, "spec", "template", "spec")
+    _d(template_spec, "deletion").setdefault("nodeDeletionTimeoutSeconds", NODE_DELETION_TIMEOUT_SECONDS)
+    _v_prefix(template_spec)
+    return out
+
+
+def default_machinehealthcheck(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    _cluster_name_label(out)
+    _d(out, "spec", "checks").setdefault("nodeStartupTimeoutSeconds", NODE_STARTUP_TIMEOUT_SECONDS)
+    return out
+
+
+def default_cluster(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `v` prefix of spec.topology.version. Upstream also defaults topology variables from the ClusterClass
+    (a read of another object): not done here, see docs/DEVELOPING.md."""
+    out = copy.deepcopy(obj)
+    topology = _get(out, "spec", "topology")
+    if isinstance(topology, dict) and topology:
+        _v_prefix(topology)
+    return out
+
+
+def format_value(value: str) -> str:
+    """upstream util/labels/format.MustFormatValue: a name that is not a valid label value becomes
+    `hash_<base64 fnv32a>_z`."""
+    if not checks.label_value_errors(value):
+        return value
+    import base64
+    h = 0x811C9DC5
+    for b in value.encode():
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    return f"hash_{base64.urlsafe_b64encode(h.to_bytes(4, 'big')).decode().rstrip('=')}_z"
+
+
+# -- validation ----------------------------------------------------------------------------------------------------
+
+def _bootstrap(spec: dict[str, Any], path: str, prefix: str) -> list[FieldError]:
+    bootstrap = spec.get("bootstrap") or {}
+    if not bootstrap.get("configRef") and bootstrap.get("dataSecretName") is None:
+        return [required(path, f"expected either {prefix}.dataSecretName or {prefix}.configRef to be populated")]
+    return []
+
+
+def _cluster_name_immutable(old: dict[str, Any] | None, new: dict[str, Any]) -> list[FieldError]:
+    if old is not None and _get(old, "spec", "clusterName") != _get(new, "spec", "clusterName"):
+        return [forbidden("spec.clusterName", "field is immutable")]
+    return []
+
+
+def _same_cluster_name(new: dict[str, Any]) -> list[FieldError]:
+    name = _get(new, "spec", "clusterName")
+    if name != _get(new, "spec", "template", "spec", "clusterName"):
+        return [invalid("spec.clusterName", name or "",
+                        "spec.clusterName and spec.template.spec.clusterName must be set to the same value")]
+    return []
+
+
+def _version(version: Any, path: str) -> list[FieldError]:
+    if version and not checks.KUBE_SEMVER.match(str(version)):
+        return [invalid(path, version, "must be a valid semantic version")]
+    return []
+
+
+def machine_taint_errors(taints: list[dict[str, Any]] | None, path: str, propagation: bool = False
+                         ) -> list[FieldError]:
+    """upstream internal/util/taints.ValidateMachineTaints: no taints while the MachineTaintPropagation gate is off;
+    keys reserved for Cluster API, the node lifecycle, cloud providers and the deprecated master role refused;
+    keys as label keys."""
+    errs: list[FieldError] = []
+    if not propagation and taints:
+        errs.append(forbidden(path, "taints are not allowed to be set when the feature gate MachineTaintPropagation "
+                                    "is disabled"))
+    for i, t in enumerate(taints or []):
+        key = str(t.get("key") or "")
+        at = f"{path}[{i}].key"
+        if key in (UNINITIALIZED_TAINT, OUTDATED_REVISION_TAINT):
+            errs.append(invalid(at, key, "taint key is not allowed"))
+        elif key.startswith("node.kubernetes.io/") and key != "node.kubernetes.io/out-of-service":
+            errs.append(invalid(at, key, "taint key must not have the prefix node.kubernetes.io/, except for "
+                                         "node.kubernetes.io/out-of-service"))
+        elif key.startswith("node.cloudprovider.kubernetes.io/"):
+            errs.append(invalid(at, key, "taint key must not have the prefix node.cloudprovider.kubernetes.io/"))
+        elif key == "node-role.kubernetes.io/master":
+            errs.append(invalid(at, key, "taint is deprecated since 1.24 and should not be used anymore"))
+        errs += [invalid(at, key, m) for m in checks.qualified_name_errors(key)]
+    return errs
+
+
+def _worker_taints(taints: list[dict[str, Any]] | None, path: str, machine: dict[str, Any] | None = None,
+                   propagation: bool = False) -> list[FieldError]:
+    """validateMachineTaintsForWorkers (only with the MachineTaintPropagation gate on)."""
+    if not propagation:
+        return []
+    if machine is not None and L.CONTROL_PLANE in (_get(machine, "metadata", "labels") or {}):
+        return []
+    return [invalid(f"{path}[{i}].key", t.get("key"), "taint is not allowed for worker Machines")
+            for i, t in enumerate(taints or []) if t.get("key") == CONTROL_PLANE_TAINT]
+
+
+def _selector_matches_template(new: dict[str, Any], as_forbidden: bool) -> list[FieldError]:
+    selector = _get(new, "spec", "selector") or {}
+    err = checks.selector_error(selector)
+    if err is not None:
+        return [invalid("spec.selector", selector, err)]
+    template_labels = _get(new, "spec", "template", "metadata", "labels") or {}
+    if selector_matches(selector, template_labels):
+        return []
+    detail = f"must match spec.selector {checks.selector_string(selector)!r}".replace("'", '"')
+    if as_forbidden:
+        return [forbidden("spec.template.metadata.labels", detail)]
+    return [invalid("spec.template.metadata.labels", template_labels, detail)]
+
+
+def _skipped_preflight_checks(new: dict[str, Any]) -> list[FieldError]:
+    skip = (_get(new, "metadata", "annotations") or {}).get(SKIP_PREFLIGHT_CHECKS) or ""
+    if not skip:
+        return []
+    bad = [s.strip() for s in skip.split(",") if s.strip() not in PREFLIGHT_CHECKS]
+    if not bad:
+        return []
+    return [invalid(f"metadata.annotations.{SKIP_PREFLIGHT_CHECKS}", bad,
+                    f"skipped preflight check(s) must be among: [{' '.join(PREFLIGHT_CHECKS)}]")]
+
+
+def machine_naming_errors(naming: dict[str, Any] | None, path: str) -> list[FieldError]:
+    """validate{MD,MS}MachineNaming / KCP validateNaming: the template contains `{{ .random }}`, and the name it
+    generates (cluster `cluster`, owner `machineset`) is a DNS subdomain."""
+    template = (naming or {}).get("template") or ""
+    if not template:
+        return []
+    errs: list[FieldError] = []
+    if RANDOM not in template:
+        errs.append(invalid(f"{path}.template", template, "invalid template, {{ .random }} is missing"))
+    rendered = _render_naming(template)
+    if rendered is None:
+        errs.append(invalid(f"{path}.template", template, "invalid template: template: template: unsupported "
+                                                           "field or function"))
+    else:
+        errs += [invalid(f"{path}.template", template,
+                         f"invalid template, generated names would not be valid Kubernetes object names: {m}")
+                 for m in checks.dns1123_subdomain_errors(rendered)]
+    return errs
+
+
+def _render_naming(template: str) -> str | None:
+    """The Go template's output for the fields upstream's name generators offer (None: another action)."""
+    import re
+    values = {".cluster.name": "cluster", ".machineSet.name": "machineset", ".kubeadmControlPlane.name": "machineset",
+              ".random": "abcde"}
+
+    def sub(m: re.Match[str]) -> str:
+        key = m.group(1).strip()
+        if key not in values:
+            raise KeyError(key)
+        return values[key]
+    try:
+        return re.sub(r"\{\{\s*([^}]*?)\s*\}\}", sub, template)
+    except KeyError:
+        return None
+
+
+def validate_machine(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
+    spec = new.get("spec") or {}
+    errs: list[FieldError] = []
+    if L.MACHINE_POOL_NAME not in (_get(new, "metadata", "labels") or {}):
+        errs += _bootstrap(spec, "spec.bootstrap", "spec.bootstrap")
+    errs += _cluster_name_immutable(old, new)
+    errs += _version(spec.get("version"), "spec.version")
+    taints = enabled(gates, features.MACHINE_TAINT_PROPAGATION)
+    errs += machine_taint_errors(spec.get("taints"), "spec.taints", taints)
+    errs += _worker_taints(spec.get("taints"), "spec.taints", new, taints)
+    return errs
+
+
+def _name_as_label(new: dict[str, Any], sep: str) -> list[FieldError]:
+    name = str(_get(new, "metadata", "name") or "")
+    return [invalid("metadata.name", name, f"must be a valid label value{sep} {m}")
+            for m in checks.label_value_errors(name)]
+
+
+def validate_machineset(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
+    tspec = _get(new, "spec", "template", "spec") or {}
+    errs = _bootstrap(tspec, "spec.template.spec.bootstrap", "spec.template.spec.bootstrap")
+    errs += _selector_matches_template(new, as_forbidden=False)
+    if enabled(gates, features.MACHINE_SET_PREFLIGHT_CHECKS):
+        errs += _skipped_preflight_checks(new)
+    errs += _cluster_name_immutable(old, new)
+    errs += _same_cluster_name(new)
+    errs += _version(tspec.get("version"), "spec.template.spec.version")
+    taints = enabled(gates, features.MACHINE_TAINT_PROPAGATION)
+    errs += machine_taint_errors(tspec.get("taints"), "spec.template.spec.taints", taints)
+    errs += _worker_taints(tspec.get("taints"), "spec.template.spec.taints", propagation=taints)
+    errs += machine_naming_errors(_get(new, "spec", "machineNaming"), "spec.machineNaming")
+    errs += checks.object_meta_errors(_get(new, "spec", "template", "metadata"), "spec.template.metadata")
+    return errs
+
+
+def validate_machinedeployment(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
+    tspec = _get(new, "spec", "template", "spec") or {}
+    errs = _name_as_label(new, ":")
+    errs += _bootstrap(tspec, "spec.template.spec.bootstrap", "spec.template.spec.bootstrap")
+    errs += _selector_matches_template(new, as_forbidden=True)
+    if enabled(gates, features.MACHINE_SET_PREFLIGHT_CHECKS):
+        errs += _skipped_preflight_checks(new)
+    errs += _cluster_name_immutable(old, new)
+    errs += _same_cluster_name(new)
+    rolling = _get(new, "spec", "rollout", "strategy", "rollingUpdate") or {}
+    errs += rollout_errors("spec.rollout.strategy", rolling.get("maxUnavailable"), rolling.get("maxSurge"))
+    in_flight = _get(new, "spec", "remediation", "maxInFlight")
+    errs += _int_or_percent("spec.remediation.maxInFlight", in_flight)
+    errs += _version(tspec.get("version"), "spec.template.spec.version")
+    errs += machine_naming_errors(_get(new, "spec", "machineNaming"), "spec.machineNaming")
+    taints = enabled(gates, features.MACHINE_TAINT_PROPAGATION)
+    errs += machine_taint_errors(tspec.get("taints"), "spec.template.spec.taints", taints)
+    errs += _worker_taints(tspec.get("taints"), "spec.template.spec.taints", propagation=taints)
+    errs += checks.object_meta_errors(_get(new, "spec", "template", "metadata"), "spec.template.metadata")
+    return errs
+
+
+def _int_or_percent(path: str, value: Any) -> list[FieldError]:
+    err = checks.int_or_percent_error(value)
+    return [] if err is None else [invalid(path, str(value), f"must be either an int or a percentage: {err}")]
+
+
+def rollout_errors(path: str, max_unavailable: Any, max_surge: Any) -> list[FieldError]:
+    errs = _int_or_percent(f"{path}.rollingUpdate.maxUnavailable", max_unavailable)
+    errs += _int_or_percent(f"{path}.rollingUpdate.maxSurge", max_surge)
+    if max_unavailable == 0 and max_surge == 0 and isinstance(max_surge, int) and isinstance(max_unavailable, int):
+        errs.append(invalid(f"{path}.rollingUpdate", str(max_surge), "maxUnavailable and maxSurge cannot both be 0"))
+    return errs
+
+
+def validate_machinepool(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
+    if not enabled(gates, features.MACHINE_POOL):
+        return [forbidden("spec", "can be set only if the MachinePool feature flag is enabled")]
+    tspec = _get(new, "spec", "template", "spec") or {}
+    errs = _bootstrap(tspec, "spec.template.spec.bootstrap", "spec.template.spec.bootstrap")
+    errs += _cluster_name_immutable(old, new)
+    errs += _same_cluster_name(new)
+    errs += _version(tspec.get("version"), "spec.template.spec.version")
+    if tspec.get("taints"):
+        errs.append(forbidden("spec.taints", "taints feature for MachinePools is not yet implemented"))
+        if not enabled(gates, features.MACHINE_TAINT_PROPAGATION):
+            errs.append(forbidden("spec.taints", "taints are not allowed to be set when the feature gate "
+                                                 "MachineTaintPropagation is disabled"))
+    errs += checks.object_meta_errors(_get(new, "spec", "template", "metadata"), "spec.template.metadata")
+    return errs
+
+
+def validate_machinehealthcheck(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
+    spec = new.get("spec") or {}
+    selector = spec.get("selector") or {}
+    errs: list[FieldError] = []
+    err = checks.selector_error(selector)
+    if err is not None:
+        errs.append(invalid("spec.selector", selector, err))
+    elif not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        errs.append(required("spec.selector", "selector must not be empty"))
+    cluster_label = (selector.get("matchLabels") or {}).get(L.CLUSTER_NAME)
+    if cluster_label is not None and cluster_label != spec.get("clusterName"):
+        errs.append(invalid("spec.selector", selector,
+                            "cannot specify a cluster selector other than the one specified by ClusterName"))
+    errs += _cluster_name_immutable(old, new)
+    startup = _get(spec, "checks", "nodeStartupTimeoutSeconds")
+    if startup is not None and startup != 0 and startup < MIN_NODE_STARTUP_TIMEOUT_SECONDS:
+        errs.append(invalid("spec.checks.nodeStartupTimeoutSeconds", startup, "must be at least 30s"))
+    errs += _int_or_percent("spec.remediation.triggerIf.unhealthyLessThanOrEqualTo",
+                            _get(spec, "remediation", "triggerIf", "unhealthyLessThanOrEqualTo"))
+    return errs
+
+
+def validate_cluster(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
+    """The checks of upstream's Cluster webhook that need no other object. Those on the ClusterClass (variables,
+    class/version skew, ...) are the topology controller's (a condition), see docs/DEVELOPING.md."""
+    spec = new.get("spec") or {}
+    errs = _name_as_label(new, "")
+    if old is not None:
+        for ref in ("infrastructureRef", "controlPlaneRef"):
+            if _get(old, "spec", ref) and not spec.get(ref):
+                errs.append(forbidden(f"spec.{ref}", "cannot be removed"))
+    if not spec.get("controlPlaneRef") and not spec.get("infrastructureRef") and not spec.get("topology"):
+        errs.append(forbidden("spec", "one of spec.controlPlaneRef, spec.infrastructureRef or spec.topology must "
+                                      "be set"))
+    for part in ("pods", "services"):
+        for i, cidr in enumerate(_get(spec, "clusterNetwork", part, "cidrBlocks") or []):
+            err = checks.cidr_error(str(cidr))
+            if err is not None:
+                errs.append(invalid(f"spec.clusterNetwork.{part}.cidrBlocks[{i}]", cidr, err))
+    if spec.get("topology"):
+        errs += _version(_get(spec, "topology", "version"), "spec.topology.version")
+        if not _get(spec, "topology", "classRef", "name"):
+            errs.append(required("spec.topology.classRef.name", "cannot be empty"))
+    if old is not None and _get(old, "spec", "topology") and not spec.get("topology"):
+        errs.append(forbidden("spec.topology", "cannot be removed from an existing Cluster"))
+    return errs

@@ -1,0 +1,142 @@
+"""The admission.k8s.io/v1 AdmissionReview the webhook answers (pure: dict in, dict out): which kinds are defaulted
+and validated (`WEBHOOKS`, one entry per upstream webhook), the JSON patch a defaulting answer carries, and the
+Status a refusal carries."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from capd_py.api.admission import core, docker, kubeadm
+from capd_py.api.admission.fielderrors import FieldError, denied_status, invalid_status
+
+Defaulter = Callable[[dict[str, Any], dict[str, Any] | None], dict[str, Any]]
+Validator = Callable[[dict[str, Any] | None, dict[str, Any], Mapping[str, bool] | None], list[FieldError]]
+
+CORE = "cluster.x-k8s.io"
+CONTROLPLANE = "controlplane.cluster.x-k8s.io"
+BOOTSTRAP = "bootstrap.cluster.x-k8s.io"
+INFRASTRUCTURE = "infrastructure.cluster.x-k8s.io"
+
+
+@dataclass(frozen=True)
+class Kind:
+    group: str
+    kind: str
+    resource: str
+    default: Defaulter | None = None
+    validate: Validator | None = None
+
+
+KINDS: tuple[Kind, ...] = (
+    Kind(CORE, "Cluster", "clusters", core.default_cluster, core.validate_cluster),
+    Kind(CORE, "Machine", "machines", core.default_machine, core.validate_machine),
+    Kind(CORE, "MachineSet", "machinesets", core.default_machineset, core.validate_machineset),
+    Kind(CORE, "MachineDeployment", "machinedeployments", core.default_machinedeployment,
+         core.validate_machinedeployment),
+    Kind(CORE, "MachinePool", "machinepools", core.default_machinepool, core.validate_machinepool),
+    Kind(CORE, "MachineHealthCheck", "machinehealthchecks", core.default_machinehealthcheck,
+         core.validate_machinehealthcheck),
+    Kind(CONTROLPLANE, "KubeadmControlPlane", "kubeadmcontrolplanes", kubeadm.default_kubeadmcontrolplane,
+         kubeadm.validate_kubeadmcontrolplane),
+    Kind(CONTROLPLANE, "KubeadmControlPlaneTemplate", "kubeadmcontrolplanetemplates", None,
+         kubeadm.validate_kubeadmcontrolplanetemplate),
+    Kind(BOOTSTRAP, "KubeadmConfig", "kubeadmconfigs", None, kubeadm.validate_kubeadmconfig),
+    Kind(BOOTSTRAP, "KubeadmConfigTemplate", "kubeadmconfigtemplates", None, kubeadm.validate_kubeadmconfigtemplate),
+    Kind(INFRASTRUCTURE, "DockerCluster", "dockerclusters", None, docker.validate_dockercluster),
+    Kind(INFRASTRUCTURE, "DockerClusterTemplate", "dockerclustertemplates", None,
+         docker.validate_dockerclustertemplate),
+)
+_BY_RESOURCE = {(k.group, k.resource): k for k in KINDS}
+VERSION = "v1beta2"
+# The scale subresource of a KubeadmControlPlane: upstream's scale validator; answered from the KCP the request
+# names (the caller reads it: `admit(..., read=...)`).
+SCALE = (CONTROLPLANE, "kubeadmcontrolplanes", "scale")
+
+
+def webhook_name(prefix: str, kind: Kind) -> str:
+    """upstream's webhook names: default.machinedeployment.cluster.x-k8s.io, validation.kubeadmconfig.bootstrap..."""
+    return f"{prefix}.{kind.kind.lower()}.{kind.group}"
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def json_patch(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
+    """RFC 6902 operations taking `old` to `new` (objects key by key, anything else replaced whole)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        ops: list[dict[str, Any]] = []
+        for key in old:
+            if key not in new:
+                ops.append({"op": "remove", "path": f"{path}/{_escape(key)}"})
+        for key, value in new.items():
+            if key not in old:
+                ops.append({"op": "add", "path": f"{path}/{_escape(key)}", "value": value})
+            elif old[key] != value:
+                ops += json_patch(old[key], value, f"{path}/{_escape(key)}")
+        return ops
+    return [] if old == new else [{"op": "replace", "path": path, "value": new}]
+
+
+def _request_kind(request: dict[str, Any]) -> Kind | None:
+    resource = request.get("resource") or {}
+    return _BY_RESOURCE.get((resource.get("group", ""), resource.get("resource", "")))
+
+
+def admit(review: dict[str, Any], mutate: bool,
+          read: Callable[[str, str], dict[str, Any] | None] | None = None,
+          gates: Mapping[str, bool] | None = None) -> dict[str, Any]:
+    """The AdmissionReview answering `review`: with `mutate` the defaults as a JSON patch, else allowed or refused
+    with upstream's messages. Kinds and operations without a rule are allowed unchanged. `read(namespace, name)`
+    gives the KubeadmControlPlane a scale request names (the one rule that needs another object, as upstream).
+    `gates`: the feature gates the rules depend on (capd_py/api/features.py; defaults where left out)."""
+    request = review.get("request") or {}
+    uid = request.get("uid", "")
+    response: dict[str, Any] = {"uid": uid, "allowed": True}
+    out = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+    operation = request.get("operation")
+    if operation not in ("CREATE", "UPDATE"):
+        return out
+    resource = request.get("resource") or {}
+    if (resource.get("group"), resource.get("resource"), request.get("subResource")) == SCALE:
+        if not mutate and read is not None:
+            replicas = int(((request.get("object") or {}).get("spec") or {}).get("replicas") or 0)
+            denial = kubeadm.scale_denial(read(request.get("namespace", ""), request.get("name", "")), replicas)
+            if denial is not None:
+                response.update(allowed=False, status=denied_status(denial))
+        return out
+    kind = _request_kind(request)
+    if kind is None or request.get("subResource"):
+        return out
+    obj = request.get("object") or {}
+    old = request.get("oldObject") if operation == "UPDATE" else None
+    if mutate:
+        if kind.default is not None:
+            defaulted = kind.default(obj, old)
+            # A name that is not a label value becomes a defaulted label value (MachineDeployment selector) that
+            # the CRD schema refuses before the validating webhook runs, naming the labels only: refuse here with
+            # what upstream's validation says (metadata.name first).
+            errors = kind.validate(old, defaulted, gates) if kind.validate is not None else []
+            if any(e.field == "metadata.name" for e in errors):
+                name = str((obj.get("metadata") or {}).get("name") or "")
+                response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))
+                return out
+            ops = json_patch(obj, defaulted)
+            if ops:
+                response["patchType"] = "JSONPatch"
+                response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
+        return out
+    if kind.validate is None:
+        return out
+    # an object being deleted only loses finalizers: never hold that up (upstream would, on rules added later)
+    if old is not None and (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return out
+    errors = kind.validate(old, obj, gates)
+    if errors:
+        name = str((obj.get("metadata") or {}).get("name") or request.get("name") or "")
+        response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))
+    return out

@@ -1,0 +1,182 @@
+"""The defaulting and validating admission webhooks (upstream Cluster API's, rules in capd_py.api.admission), served
+by the same HTTPS server and certificate as the conversion webhook (capd_py.kube.conversion_webhook adds these
+routes), and the Mutating/ValidatingWebhookConfigurations that point the API server at it: installed with the
+CRDs when they are converted by a webhook (capd-py init), failurePolicy Fail, sideEffects None."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from capd_py.api import features
+from capd_py.api.admission import KINDS, admit, webhook_name
+from capd_py.api.admission.review import SCALE, VERSION
+from capd_py.api.gvk import GVK, KUBEADM_CONTROL_PLANE
+from capd_py.kube.client import Kube, KubeError
+
+log = logging.getLogger(__name__)
+
+MUTATE_PATH = "/mutate"
+VALIDATE_PATH = "/validate"
+MUTATING = GVK("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",
+               "mutatingwebhookconfigurations", namespaced=False)
+VALIDATING = GVK("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
+                 "validatingwebhookconfigurations", namespaced=False)
+MUTATING_NAME = "capd-py-mutating-webhook-configuration"
+VALIDATING_NAME = "capd-py-validating-webhook-configuration"
+TIMEOUT_SECONDS = 10
+SCALE_WEBHOOK = "validation-scale.kubeadmcontrolplane.controlplane.cluster.x-k8s.io"
+
+
+def gates_from_environment() -> dict[str, bool]:
+    """The feature gates the controllers run with (`--feature-gates` / CAPD_PY_FEATURE_GATES, as
+    controllers/context.py reads them): the rules depend on some (MachineTaintPropagation, MachinePool, ...).
+    A value the controllers would refuse at start falls back to the defaults here."""
+    try:
+        return features.parse(os.environ.get("CAPD_PY_FEATURE_GATES", ""))
+    except ValueError:
+        return dict(features.DEFAULTS)
+
+
+async def answer(body: Any, mutate: bool, kube: Kube | None, gates: Mapping[str, bool] | None = None
+                 ) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and JSON body answering the AdmissionReview `body` (a KCP scale request reads the KCP)."""
+    if not isinstance(body, dict) or not isinstance(body.get("request"), dict):
+        return 400, {"message": "not an AdmissionReview"}
+    req = body["request"]
+    kcp: dict[str, Any] | None = None
+    resource = req.get("resource") or {}
+    if not mutate and (resource.get("group"), resource.get("resource"), req.get("subResource")) == SCALE:
+        if kube is None:
+            return 200, _errored(req, "no API client to read the KubeadmControlPlane")
+        try:
+            kcp = await kube.get(KUBEADM_CONTROL_PLANE, req.get("namespace"), req.get("name", ""))
+        except KubeError as e:
+            return 200, _errored(req, f"failed to get KubeadmControlPlane {req.get('namespace')}/{req.get('name')}: "
+                                      f"{e}")
+    out = admit(body, mutate, read=lambda _ns, _name: kcp, gates=gates)
+    response = out["response"]
+    if not response["allowed"]:
+        log.info("admission refused %s %s/%s: %s", req.get("operation"), req.get("namespace"), req.get("name"),
+                 response["status"]["message"])
+    return 200, out
+
+
+def _handler(mutate: bool, kube: Kube | None, gates: Mapping[str, bool]) -> Any:
+    async def handle(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return web.json_response({"message": f"not JSON: {exc}"}, status=400)
+        status, out = await answer(body, mutate, kube, gates)
+        return web.json_response(out, status=status)
+    return handle
+
+
+def _errored(req: dict[str, Any], message: str) -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": req.get("uid", ""), "allowed": False,
+                         "status": {"status": "Failure", "message": message, "code": 500}}}
+
+
+def add_routes(application: web.Application, kube: Kube | None = None,
+               gates: Mapping[str, bool] | None = None) -> None:
+    """`gates`: the feature gates the rules follow (default: the controllers', gates_from_environment)."""
+    chosen = dict(gates) if gates is not None else gates_from_environment()
+    application.router.add_post(MUTATE_PATH, _handler(True, kube, chosen))
+    application.router.add_post(VALIDATE_PATH, _handler(False, kube, chosen))
+
+
+def _client(ca_pem: bytes, path: str, url: str | None, service: dict[str, Any] | None) -> dict[str, Any]:
+    client: dict[str, Any] = {"caBundle": base64.b64encode(ca_pem).decode()}
+    if url is not None:
+        from urllib.parse import urlsplit, urlunsplit
+        parts = urlsplit(url)
+        client["url"] = urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    else:
+        client["service"] = {**(service or {}), "path": path}
+    return client
+
+
+def _webhook(name: str, client: dict[str, Any], group: str, resources: list[str], operations: list[str],
+             mutating: bool) -> dict[str, Any]:
+    hook: dict[str, Any] = {
+        "name": name, "clientConfig": copy.deepcopy(client),
+        "rules": [{"apiGroups": [group], "apiVersions": [VERSION], "operations": operations,
+                   "resources": resources, "scope": "Namespaced"}],
+        "failurePolicy": "Fail", "matchPolicy": "Equivalent", "sideEffects": "None",
+        "admissionReviewVersions": ["v1"], "timeoutSeconds": TIMEOUT_SECONDS,
+    }
+    if mutating:
+        hook["reinvocationPolicy"] = "Never"
+    return hook
+
+
+def configurations(ca_pem: bytes, *, url: str | None = None, service: dict[str, Any] | None = None
+                   ) -> list[dict[str, Any]]:
+    """The MutatingWebhookConfiguration and ValidatingWebhookConfiguration for every kind with upstream webhooks
+    (capd_py.api.admission.KINDS), by URL (host mode: the conversion webhook's URL, other path) or by Service."""
+    if (url is None) == (service is None):
+        raise ValueError("exactly one of url and service")
+    mutate, validate = _client(ca_pem, MUTATE_PATH, url, service), _client(ca_pem, VALIDATE_PATH, url, service)
+    ops = ["CREATE", "UPDATE"]
+    mutating = [_webhook(webhook_name("default", k), mutate, k.group, [k.resource], ops, True)
+                for k in KINDS if k.default is not None]
+    validating = [_webhook(webhook_name("validation", k), validate, k.group, [k.resource], ops, False)
+                  for k in KINDS if k.validate is not None]
+    group, resource, sub = SCALE
+    validating.append(_webhook(SCALE_WEBHOOK, validate, group, [f"{resource}/{sub}"], ["UPDATE"], False))
+    labels = {"app.kubernetes.io/managed-by": "capd-py"}
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+         "metadata": {"name": MUTATING_NAME, "labels": labels}, "webhooks": mutating},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+         "metadata": {"name": VALIDATING_NAME, "labels": labels}, "webhooks": validating},
+    ]
+
+
+def _gvk(config: dict[str, Any]) -> GVK:
+    return MUTATING if config["kind"] == "MutatingWebhookConfiguration" else VALIDATING
+
+
+async def install(kube: Kube, configs: list[dict[str, Any]]) -> None:
+    """Server-side apply both configurations (field manager capd-py)."""
+    for config in configs:
+        await kube.apply(_gvk(config), config)
+
+
+async def remove(kube: Kube) -> list[str]:
+    """Delete both configurations (CRDs installed without a webhook: nothing would answer). Returns those deleted."""
+    gone = []
+    for gvk, name in ((MUTATING, MUTATING_NAME), (VALIDATING, VALIDATING_NAME)):
+        if await kube.delete(gvk, None, name):
+            gone.append(name)
+    return gone
+
+
+async def ensure_ca_bundle(kube: Kube, ca_pem: bytes) -> list[str]:
+    """Every webhook of both configurations (when installed) trusts `ca_pem`; returns the configurations patched."""
+    bundle = base64.b64encode(ca_pem).decode()
+    patched = []
+    for gvk, name in ((MUTATING, MUTATING_NAME), (VALIDATING, VALIDATING_NAME)):
+        config = await kube.get(gvk, None, name)
+        if config is None:
+            continue
+        hooks = config.get("webhooks") or []
+        if all((h.get("clientConfig") or {}).get("caBundle") == bundle for h in hooks):
+            continue
+        ops = [{"op": "replace", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
+               for i in range(len(hooks))]
+        await kube.json_patch(gvk, None, name, [{"op": "test", "path": "/metadata/resourceVersion",
+                                                 "value": config["metadata"]["resourceVersion"]}, *ops])
+        patched.append(name)
+    if patched:
+        log.info("admission webhooks' caBundle updated in %s", ", ".join(patched))
+    return patched

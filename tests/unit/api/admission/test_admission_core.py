@@ -1,0 +1,235 @@
+"""Upstream v1.13's core webhooks (internal/webhooks/*.go), rule by rule."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from capd_py.api.admission import core
+
+pytestmark = pytest.mark.unit
+
+REF = {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachineTemplate", "name": "t"}
+
+
+def md(name: str = "md-0", **spec: Any) -> dict[str, Any]:
+    out = {"metadata": {"name": name}, "spec": {"clusterName": "c1", "template": {"spec": {
+        "clusterName": "c1", "version": "v1.34.4", "bootstrap": {"dataSecretName": "s"}, "infrastructureRef": REF}}}}
+    out["spec"].update(spec)
+    return out
+
+
+def fields(errors: list[core.FieldError]) -> list[str]:
+    return [e.field for e in errors]
+
+
+def test_machinedeployment_defaults_as_upstream() -> None:
+    got = core.default_machinedeployment(md())
+    assert got["metadata"]["labels"] == {"cluster.x-k8s.io/cluster-name": "c1"}
+    assert got["spec"]["selector"] == {"matchLabels": {"cluster.x-k8s.io/deployment-name": "md-0",
+                                                       "cluster.x-k8s.io/cluster-name": "c1"}}
+    assert got["spec"]["template"]["metadata"]["labels"] == got["spec"]["selector"]["matchLabels"]
+    assert got["spec"]["rollout"] == {"strategy": {"type": "RollingUpdate",
+                                                   "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}
+    assert got["spec"]["replicas"] == 1
+    assert not core.validate_machinedeployment(None, got)
+
+
+def test_defaulting_copies_and_is_idempotent() -> None:
+    obj = md(template={"spec": {"clusterName": "c1", "version": "1.34.4", "bootstrap": {"dataSecretName": "s"},
+                                "infrastructureRef": REF}})
+    before = copy.deepcopy(obj)
+    once = core.default_machinedeployment(obj)
+    assert obj == before
+    assert once["spec"]["template"]["spec"]["version"] == "v1.34.4"
+    assert core.default_machinedeployment(once) == once
+
+
+def test_a_given_selector_is_kept_and_gets_the_cluster_name() -> None:
+    got = core.default_machinedeployment(md(selector={"matchLabels": {"app": "a"}},
+                                            template={"metadata": {"labels": {"app": "a"}}, "spec": {}}))
+    assert got["spec"]["selector"]["matchLabels"] == {"app": "a", "cluster.x-k8s.io/cluster-name": "c1"}
+    expressions = core.default_machinedeployment(md(selector={"matchExpressions": [
+        {"key": "app", "operator": "Exists"}]}))
+    assert expressions["spec"]["selector"]["matchLabels"] == {"cluster.x-k8s.io/cluster-name": "c1"}
+
+
+@pytest.mark.parametrize(("annotations", "old", "want"), [
+    ({}, None, 1),
+    ({core.AUTOSCALER_MIN_SIZE: "2", core.AUTOSCALER_MAX_SIZE: "5"}, None, 2),
+    ({core.AUTOSCALER_MIN_SIZE: "2", core.AUTOSCALER_MAX_SIZE: "5"}, 4, 4),
+    ({core.AUTOSCALER_MIN_SIZE: "2", core.AUTOSCALER_MAX_SIZE: "5"}, 9, 5),
+    ({core.AUTOSCALER_MIN_SIZE: "2", core.AUTOSCALER_MAX_SIZE: "5"}, 1, 2),
+])
+def test_replicas_from_the_autoscaler_annotations(annotations: dict[str, str], old: int | None, want: int) -> None:
+    obj = md()
+    obj["metadata"]["annotations"] = annotations
+    previous = None if old is None else {"spec": {"replicas": old}}
+    assert core.default_machinedeployment(obj, previous)["spec"]["replicas"] == want
+
+
+def test_machinedeployment_name_is_a_label_value() -> None:
+    errs = core.validate_machinedeployment(None, md("a" * 64))
+    assert str(errs[0]) == ('metadata.name: Invalid value: "' + "a" * 64 +
+                            '": must be a valid label value: must be no more than 63 characters')
+    assert not core.validate_machinedeployment(None, md("a" * 63))
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    ({"template": {"spec": {"clusterName": "c1", "infrastructureRef": REF}}}, "spec.template.spec.bootstrap"),
+    ({"template": {"spec": {"clusterName": "c2", "bootstrap": {"dataSecretName": "s"}}}}, "spec.clusterName"),
+    ({"template": {"spec": {"clusterName": "c1", "version": "v1.34", "bootstrap": {"dataSecretName": "s"}}}},
+     "spec.template.spec.version"),
+    ({"selector": {"matchLabels": {"a": "b"}}}, "spec.template.metadata.labels"),
+    ({"rollout": {"strategy": {"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}}}},
+     "spec.rollout.strategy.rollingUpdate"),
+    ({"rollout": {"strategy": {"rollingUpdate": {"maxSurge": "x"}}}}, "spec.rollout.strategy.rollingUpdate.maxSurge"),
+    ({"remediation": {"maxInFlight": "x"}}, "spec.remediation.maxInFlight"),
+    ({"machineNaming": {"template": "{{ .machineSet.name }}"}}, "spec.machineNaming.template"),
+    ({"machineNaming": {"template": "{{ .nope }}-{{ .random }}"}}, "spec.machineNaming.template"),
+    ({"machineNaming": {"template": "UPPER-{{ .random }}"}}, "spec.machineNaming.template"),
+])
+def test_machinedeployment_refusals(spec: dict[str, Any], field: str) -> None:
+    assert field in fields(core.validate_machinedeployment(None, md(**spec)))
+
+
+def test_selector_mismatch_message() -> None:
+    errs = core.validate_machinedeployment(None, md(selector={"matchLabels": {"a": "b"}}))
+    assert str(errs[0]) == 'spec.template.metadata.labels: Forbidden: must match spec.selector "a=b"'
+    ms = core.validate_machineset(None, md(selector={"matchLabels": {"a": "b"}}))
+    assert str(ms[0]).startswith("spec.template.metadata.labels: Invalid value: {}: must match spec.selector")
+
+
+def test_cluster_name_is_immutable() -> None:
+    old, new = md(), md()
+    new["spec"]["clusterName"] = "c2"
+    new["spec"]["template"]["spec"]["clusterName"] = "c2"
+    for validate in (core.validate_machinedeployment, core.validate_machineset, core.validate_machinepool):
+        assert "spec.clusterName" in fields(validate(old, new))
+    assert fields(core.validate_machine({"spec": {"clusterName": "c1"}},
+                                        {"spec": {"clusterName": "c2", "bootstrap": {"dataSecretName": "s"}}})) == [
+        "spec.clusterName"]
+
+
+def test_preflight_checks_to_skip_must_exist() -> None:
+    obj = md()
+    obj["metadata"]["annotations"] = {core.SKIP_PREFLIGHT_CHECKS: "KubeadmVersionSkew, All"}
+    assert not core.validate_machinedeployment(None, obj)
+    obj["metadata"]["annotations"] = {core.SKIP_PREFLIGHT_CHECKS: "KubeadmVersionSkew,Nope"}
+    errs = core.validate_machinedeployment(None, obj)
+    assert str(errs[0]) == ('metadata.annotations.machineset.cluster.x-k8s.io/skip-preflight-checks: Invalid value: '
+                            '["Nope"]: skipped preflight check(s) must be among: [All ControlPlaneIsStable '
+                            'ControlPlaneVersionSkew KubeadmVersionSkew KubernetesVersionSkew]')
+
+
+def test_machineset_defaults_hash_a_long_name() -> None:
+    got = core.default_machineset(md("a" * 64))
+    assert got["spec"]["selector"] == {"matchLabels": {"cluster.x-k8s.io/set-name": "hash_2W8PhQ_z"}}
+    assert got["metadata"]["labels"] == {"cluster.x-k8s.io/cluster-name": "c1"}
+    assert not core.validate_machineset(None, got)
+
+
+def test_machine_defaults_and_bootstrap() -> None:
+    got = core.default_machine({"metadata": {"name": "m"}, "spec": {"clusterName": "c1", "version": "1.34.4"}})
+    assert got == {"metadata": {"name": "m", "labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
+                   "spec": {"clusterName": "c1", "version": "v1.34.4"}}  # nodeDeletionTimeoutSeconds: see core
+    assert fields(core.validate_machine(None, got)) == ["spec.bootstrap"]
+    got["metadata"]["labels"]["cluster.x-k8s.io/pool-name"] = "mp"  # a MachinePool's Machine
+    assert not core.validate_machine(None, got)
+
+
+def test_taints_need_the_gate_and_unreserved_keys() -> None:
+    taints = [{"key": "node.kubernetes.io/x", "effect": "NoSchedule"}, {"key": "node-role.kubernetes.io/master"},
+              {"key": "node.kubernetes.io/out-of-service"}, {"key": "bad key"}]
+    off = core.machine_taint_errors(taints, "spec.taints")
+    assert str(off[0]) == ("spec.taints: Forbidden: taints are not allowed to be set when the feature gate "
+                           "MachineTaintPropagation is disabled")
+    on = core.machine_taint_errors(taints, "spec.taints", propagation=True)
+    assert fields(on) == ["spec.taints[0].key", "spec.taints[1].key", "spec.taints[3].key"]
+    assert core._worker_taints([{"key": core.CONTROL_PLANE_TAINT}], "t", propagation=True)
+    assert not core._worker_taints([{"key": core.CONTROL_PLANE_TAINT}], "t")
+
+
+def test_machinepool() -> None:
+    mp = {"metadata": {"name": "mp"}, "spec": {"clusterName": "c1", "template": {"spec": {
+        "clusterName": "c1", "bootstrap": {"dataSecretName": "s"}}}}}
+    got = core.default_machinepool(mp)
+    assert got["spec"]["replicas"] == 1
+    assert got["spec"]["template"]["spec"]["deletion"] == {"nodeDeletionTimeoutSeconds": 10}
+    assert not core.validate_machinepool(None, got)
+    got["spec"]["template"]["spec"]["taints"] = [{"key": "a"}]
+    assert fields(core.validate_machinepool(None, got)) == ["spec.taints", "spec.taints"]
+
+
+def test_machinehealthcheck() -> None:
+    mhc = {"metadata": {"name": "mhc"}, "spec": {"clusterName": "c1", "selector": {"matchLabels": {"a": "b"}}}}
+    got = core.default_machinehealthcheck(mhc)
+    assert got["spec"]["checks"] == {"nodeStartupTimeoutSeconds": 600}
+    assert got["metadata"]["labels"] == {"cluster.x-k8s.io/cluster-name": "c1"}
+    assert not core.validate_machinehealthcheck(None, got)
+    assert fields(core.validate_machinehealthcheck(None, {"spec": {"clusterName": "c1", "selector": {}}})) == [
+        "spec.selector"]
+    other = {"spec": {"clusterName": "c1", "selector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": "c2"}}}}
+    assert fields(core.validate_machinehealthcheck(None, other)) == ["spec.selector"]
+    slow = {"spec": {"clusterName": "c1", "selector": {"matchLabels": {"a": "b"}},
+                     "checks": {"nodeStartupTimeoutSeconds": 10}}}
+    assert str(core.validate_machinehealthcheck(None, slow)[0]) == (
+        "spec.checks.nodeStartupTimeoutSeconds: Invalid value: 10: must be at least 30s")
+    slow["spec"]["checks"]["nodeStartupTimeoutSeconds"] = 0  # disabled
+    assert not core.validate_machinehealthcheck(None, slow)
+
+
+def test_cluster() -> None:
+    ref = {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerCluster", "name": "c"}
+    ok = {"metadata": {"name": "c1"}, "spec": {"infrastructureRef": ref, "clusterNetwork": {
+        "pods": {"cidrBlocks": ["192.168.0.0/16", "fd00::/48"]}}}}
+    assert not core.validate_cluster(None, ok)
+    bad = copy.deepcopy(ok)
+    bad["metadata"]["name"] = "a" * 64
+    bad["spec"]["clusterNetwork"]["services"] = {"cidrBlocks": ["10.0.0.0/33"]}
+    assert fields(core.validate_cluster(None, bad)) == ["metadata.name", "spec.clusterNetwork.services.cidrBlocks[0]"]
+    assert fields(core.validate_cluster(ok, {"metadata": {"name": "c1"}, "spec": {}})) == [
+        "spec.infrastructureRef", "spec"]
+    topo = {"metadata": {"name": "c1"}, "spec": {"topology": {"version": "1.34.4", "classRef": {"name": "cc"}}}}
+    assert core.default_cluster(topo)["spec"]["topology"]["version"] == "v1.34.4"
+    assert not core.validate_cluster(None, core.default_cluster(topo))
+    assert fields(core.validate_cluster(topo, {"metadata": {"name": "c1"}, "spec": {"infrastructureRef": ref}})) == [
+        "spec.topology"]
+
+
+def test_docker_cluster_failure_domains_sorted() -> None:
+    from capd_py.api.admission import docker
+
+    ok = {"spec": {"failureDomains": [{"name": "a"}, {"name": "b"}]}}
+    assert not docker.validate_dockercluster(None, ok)
+    bad = {"spec": {"failureDomains": [{"name": "b"}, {"name": "a"}]}}
+    assert [str(e) for e in docker.validate_dockercluster(None, bad)] == [
+        'spec.failureDomains: Invalid value: [{"name":"b"},{"name":"a"}]: failure domains must be sorted by name']
+    template = {"spec": {"template": {"metadata": {"labels": {"bad key": "x"}}, "spec": bad["spec"]}}}
+    assert [e.field for e in docker.validate_dockerclustertemplate(None, template)] == [
+        "spec.failureDomains", "spec.template.metadata.labels"]
+
+
+def test_feature_gates_change_the_rules_as_upstreams() -> None:
+    taint = [{"key": "a", "effect": "NoSchedule", "propagation": "Always"}]
+    on = {"MachineTaintPropagation": True}
+    assert [e.field for e in core.validate_machinedeployment(None, md(template={"spec": {
+        "clusterName": "c1", "bootstrap": {"dataSecretName": "s"}, "taints": taint}}))] == ["spec.template.spec.taints"]
+    assert not core.validate_machinedeployment(None, md(template={"spec": {
+        "clusterName": "c1", "bootstrap": {"dataSecretName": "s"}, "taints": taint}}), on)
+    cp_taint = {"key": core.CONTROL_PLANE_TAINT, "effect": "NoSchedule"}
+    worker = {"metadata": {"name": "m"}, "spec": {"clusterName": "c1", "bootstrap": {"dataSecretName": "s"},
+                                                  "taints": [cp_taint]}}
+    assert [e.field for e in core.validate_machine(None, worker, on)] == ["spec.taints[0].key"]
+    worker["metadata"]["labels"] = {"cluster.x-k8s.io/control-plane": ""}
+    assert not core.validate_machine(None, worker, on)
+    pool = {"metadata": {"name": "mp"}, "spec": {"clusterName": "c1", "template": {"spec": {
+        "clusterName": "c1", "bootstrap": {"dataSecretName": "s"}}}}}
+    assert str(core.validate_machinepool(None, pool, {"MachinePool": False})[0]) == (
+        "spec: Forbidden: can be set only if the MachinePool feature flag is enabled")
+    skipped = md()
+    skipped["metadata"]["annotations"] = {core.SKIP_PREFLIGHT_CHECKS: "Nope"}
+    assert core.validate_machinedeployment(None, skipped)
+    assert not core.validate_machinedeployment(None, skipped, {"MachineSetPreflightChecks": False})
