@@ -10,8 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_fixed
+
 from capd_py.api.gvk import GVK, by_group_kind, group_of
 from capd_py.kube.client import Kube, KubeError
+
+# how long a write waits for capd-py's admission webhook to listen (controllers just started or restarting)
+WEBHOOK_WAIT_SECONDS = 60.0
 
 _ORDER = {"Namespace": 0, "CustomResourceDefinition": 1, "ServiceAccount": 2, "ClusterRole": 3, "Role": 3,
           "ClusterRoleBinding": 4, "RoleBinding": 4, "Secret": 5, "ConfigMap": 5}
@@ -55,6 +60,17 @@ class Discovery:
         return GVK(group, version, kind, hit[0], hit[1])
 
 
+def webhook_unreachable(e: BaseException) -> bool:
+    """The API server could not reach an admission or conversion webhook (not a refusal by it): the controllers,
+    which serve it, are starting or restarting. Worth a retry; a refusal is not."""
+    if not isinstance(e, KubeError) or e.status != 500:
+        return False
+    msg = e.message or ""
+    return "failed calling webhook" in msg and any(
+        t in msg for t in ("connection refused", "no route to host", "i/o timeout", "context deadline exceeded",
+                           "EOF", "connection reset"))
+
+
 def check_objects(docs: list[dict[str, Any]]) -> None:
     errs = []
     for i, d in enumerate(docs, 1):
@@ -90,8 +106,11 @@ async def apply_objects(kube: Kube, docs: list[dict[str, Any]], default_namespac
             q = [("fieldManager", "capd-py"), ("force", "true")]
             if dry_run:
                 q.append(("dryRun", "All"))
-            after = await kube.acall("PATCH", gvk.path(md.get("namespace"), md["name"]), body=d, query=q,
-                                     content_type="application/apply-patch+yaml")
+            async for attempt in AsyncRetrying(retry=retry_if_exception(webhook_unreachable), reraise=True,
+                                               stop=stop_after_delay(WEBHOOK_WAIT_SECONDS), wait=wait_fixed(1)):
+                with attempt:
+                    after = await kube.acall("PATCH", gvk.path(md.get("namespace"), md["name"]), body=d, query=q,
+                                             content_type="application/apply-patch+yaml")
         except KubeError as e:
             out.append(Outcome(ref, False, f"rejected ({e.status} {e.reason}): {e.message}"))
             continue

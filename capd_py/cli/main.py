@@ -553,6 +553,8 @@ def do_init(name: str, image: str, port: int, in_cluster: bool, controllers: boo
         elif controllers:
             with steps.step("Starting controllers 🎮"):
                 pid = mgmt.start_controllers(kc, name)
+                # writes of capd-py's kinds go through the admission webhook they serve: ready when it listens
+                mgmt.wait_webhook(url)
             steps.info(f"controllers running as pid {pid}, logs in {mgmt.log_path(name)}")
     except (mgmt.ManagementError, RuntimeError_) as e:
         fail(str(e))

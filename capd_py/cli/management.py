@@ -401,6 +401,28 @@ def host_webhook_url(kubeconfig: str | Path, address: str) -> str:
     return servingcert.host_mode_url(address, _bindable_port(address, servingcert.DEFAULT_PORT))
 
 
+def wait_webhook(url: str | None, timeout: float = 60.0) -> None:
+    """Until the webhook at `url` accepts connections (the controllers' server is up); ManagementError after
+    `timeout` seconds naming it."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if not url:
+        return
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 443
+
+    def listening() -> bool:
+        try:
+            with socket.create_connection((host, port), timeout=2):
+                return True
+        except OSError:
+            return False
+    if poll(lambda: True if listening() else None, timeout, 0.25) is None:
+        raise ManagementError(f"the controllers' webhook at {url} does not answer after {timeout:.0f}s; see "
+                              "the controllers log")
+
+
 def installed_webhook_url(kubeconfig: str | Path) -> str | None:
     """The conversion webhook URL the installed CRDs name (None: not installed, v1beta2 only, or a Service)."""
     from capd_py.kube import conversion_webhook as cw
