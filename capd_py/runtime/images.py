@@ -10,9 +10,13 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
 from capd_py.reconcile import imageload
 from capd_py.reconcile.imageload import Outcome
 from capd_py.runtime.protocol import ContainerRuntime, RuntimeError_
+
+READBACK_SECONDS = 5.0  # how long a just-imported image may take to show under its tag
 
 log = logging.getLogger("capd_py.runtime.images")
 
@@ -126,7 +130,12 @@ def load_images(runtime: ContainerRuntime, nodes: Sequence[str], images: Mapping
         todo = [r for r in needed[node] if r not in done]
         if todo:
             try:
-                after = node_ids(runtime, node, todo)
+                # containerd replaces a re-imported tag's record in two steps: read back until it has the new one
+                # (seen on a loaded machine: right after an import of a rebuilt image the tag was briefly absent)
+                after = Retrying(stop=stop_after_delay(READBACK_SECONDS), wait=wait_fixed(0.5),
+                                 retry=retry_if_result(lambda got: any(got.get(x) != images[x] for x in todo)),
+                                 retry_error_callback=lambda state: state.outcome.result() if state.outcome else {},
+                                 )(node_ids, runtime, node, todo)
             except RuntimeError_ as e:
                 after = {}
                 for r in todo:
