@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -281,8 +282,11 @@ def _upstream_documents(name: str, namespace: str, version: str) -> list[dict[st
     path = Path(__file__).resolve().parents[1] / "test_upstream_admission.py"
     spec = importlib.util.spec_from_file_location("_upstream_admission", path)
     assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = sys.modules.get(spec.name)
+    if mod is None:  # registered before it runs: its dataclasses look their module up in sys.modules
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
     docs: list[dict[str, Any]] = mod.documents(name, namespace, version)
     return docs
 
