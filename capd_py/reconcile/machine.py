@@ -80,6 +80,15 @@ class Observed:
     infra_contract: str | None = None
 
 
+def owner_remediated_status(machine: dict[str, Any], reason: str, message: str) -> dict[str, Any]:
+    """The Machine's status with OwnerRemediated=False (`reason`, `message`): why its owner waits to remediate it,
+    or that it deletes it. Equal to the current status when nothing changes (no write)."""
+    st = dict(machine.get("status") or {})
+    st["conditions"] = cond.set_condition(st.get("conditions"), OWNER_REMEDIATED, False, reason, message,
+                                          observed_generation=(machine.get("metadata") or {}).get("generation"))
+    return st
+
+
 def is_control_plane(machine: dict[str, Any]) -> bool:
     return CONTROL_PLANE in (machine.get("metadata", {}).get("labels") or {})
 

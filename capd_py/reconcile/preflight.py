@@ -15,6 +15,7 @@ from typing import Any
 from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api import versions as versions_mod
+from capd_py.reconcile.machine import owner_remediated_status
 
 SKIP_ANNOTATION = "machineset.cluster.x-k8s.io/skip-preflight-checks"
 TOPOLOGY_UPGRADE_STEP_ANNOTATION = "topology.internal.cluster.x-k8s.io/upgrade-step"
@@ -33,7 +34,6 @@ KUBEADM_BOOTSTRAP_GROUP = "bootstrap.cluster.x-k8s.io"
 SCALE_UP = "Scale up"
 REMEDIATION = "Machine remediation"
 REMEDIATION_DEFERRED = "RemediationDeferred"
-OWNER_REMEDIATED = "OwnerRemediated"
 
 
 def parse_checks(text: str) -> frozenset[str]:
@@ -223,8 +223,4 @@ def remediation_deferred_message(messages: list[str]) -> str:
 def deferred_machine_status(machine: dict[str, Any], message: str) -> dict[str, Any]:
     """The unhealthy Machine's status while the checks hold its remediation: OwnerRemediated=False, reason
     RemediationDeferred, the failed checks as message (unchanged when already so: no write)."""
-    st = dict(machine.get("status") or {})
-    gen = (machine.get("metadata") or {}).get("generation")
-    st["conditions"] = cond.set_condition(st.get("conditions"), OWNER_REMEDIATED, False, REMEDIATION_DEFERRED,
-                                          message, observed_generation=gen)
-    return st
+    return owner_remediated_status(machine, REMEDIATION_DEFERRED, message)

@@ -149,7 +149,7 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
             st.set(rk.SCALING_UP, True, "ScalingUp", f"Cannot create a Machine: {problem}")
             await events.record(kube, kcp, "MachineCreationFailed", problem)
             return Result(requeue_after=30.0)
-        if (kcp["metadata"].get("annotations") or {}).get(KCP_REMEDIATION_IN_PROGRESS):  # the replacement exists
+        if rk.replacement_annotation(kcp):  # the replacement exists: the remediation is complete
             pending[KCP_REMEDIATION_IN_PROGRESS] = None
         after = await _restatus(ctx, kcp, cluster, st, initialized, w, pending)
         kcp_status.progress(st, kcp, rk.next_action(kcp, cluster, after, initialized),

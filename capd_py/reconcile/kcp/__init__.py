@@ -61,9 +61,9 @@ from capd_py.reconcile.kcp.observe import machine_view, node_for, node_internal_
 from capd_py.reconcile.kcp.remediation import (
     last_remediation,
     machines_to_remediate,
-    owner_remediated_status,
     remediation_action,
     remediation_step,
+    replacement_annotation,
     stale_in_progress,
 )
 from capd_py.reconcile.kcp.rollout import (
@@ -80,6 +80,7 @@ from capd_py.reconcile.kcp.scale import (
     pick_machine_for_scale_down,
 )
 from capd_py.reconcile.kcp.status import even_replicas_message, min_version
+from capd_py.reconcile.machine import owner_remediated_status
 
 __all__ = [
     "AVAILABLE", "CERTIFICATES_AVAILABLE", "CERTIFICATES_EXPIRY_ANNOTATION", "COMPONENTS_HEALTHY", "DELETING",
@@ -92,6 +93,7 @@ __all__ = [
     "machine_view", "machines_to_remediate", "max_surge", "member_id", "member_id_hex", "member_of_node",
     "min_version", "next_action", "node_for", "node_internal_ip", "outdated_reasons", "owned", "parse_time",
     "pick_failure_domain_for_scale_up", "pick_machine_for_scale_down", "remediation_action", "replicas",
-    "last_remediation", "machine_in_place_patch", "owner_remediated_status", "remediation_step", "stale_in_progress",
+    "last_remediation", "machine_in_place_patch", "owner_remediated_status", "remediation_step",
+    "replacement_annotation", "stale_in_progress",
     "selector", "template_gvk", "updated_cluster_configuration",
 ]

@@ -21,10 +21,10 @@ from capd_py.api.labels import (
     CONTROL_PLANE_NAME,
     KCP_CLEANUP_HOOK,
     KCP_REMEDIATION_FOR,
-    KCP_REMEDIATION_IN_PROGRESS,
 )
 from capd_py.reconcile import coreutil
 from capd_py.reconcile.kcp.common import infra_template_ref
+from capd_py.reconcile.kcp.remediation import replacement_annotation
 from capd_py.reconcile.machineset import clone_from_template, instance_kind
 
 _NAME_VAR = re.compile(r"\{\{\s*\.(cluster\.name|kubeadmControlPlane\.name|random)\s*\}\}")
@@ -148,5 +148,5 @@ def machine_in_place_patch(kcp: dict[str, Any], machine: dict[str, Any]) -> dict
 def _remediation_for(kcp: dict[str, Any]) -> dict[str, str]:
     """A Machine made while a remediation is in progress replaces the remediated one: it carries the remediation's
     data, so a failure of it counts as a retry (upstream desired_state)."""
-    v = ((kcp.get("metadata") or {}).get("annotations") or {}).get(KCP_REMEDIATION_IN_PROGRESS)
+    v = replacement_annotation(kcp)
     return {KCP_REMEDIATION_FOR: v} if v else {}

@@ -22,7 +22,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.conversion.fields import seconds_to_duration
 from capd_py.api.labels import KCP_REMEDIATION_FOR, KCP_REMEDIATION_IN_PROGRESS
@@ -119,8 +118,7 @@ def retry_limits(kcp: dict[str, Any], sick: MachineView, now: _dt.datetime) -> t
 
 
 def in_progress(kcp: dict[str, Any]) -> RemediationData | None:
-    return RemediationData.from_annotation(((kcp.get("metadata") or {}).get("annotations") or {}).get(
-        IN_PROGRESS_ANNOTATION))
+    return RemediationData.from_annotation(replacement_annotation(kcp))
 
 
 def stale_in_progress(kcp: dict[str, Any], machines: list[MachineView]) -> bool:
@@ -195,15 +193,6 @@ def last_remediation(kcp: dict[str, Any], machine_annotations: list[dict[str, st
                  if d is not None]
         data = max(found, key=lambda d: d.timestamp) if found else None
     return data.to_status() if data else None
-
-
-def owner_remediated_status(machine: dict[str, Any], reason: str, message: str) -> dict[str, Any]:
-    """The Machine's status with OwnerRemediated=False (`reason`, `message`): why KCP waits, or that it deletes
-    it. Equal to the current status when nothing changes (no write)."""
-    st = dict(machine.get("status") or {})
-    st["conditions"] = cond.set_condition(st.get("conditions"), "OwnerRemediated", False, reason, message,
-                                          observed_generation=(machine.get("metadata") or {}).get("generation"))
-    return st
 
 
 def remediating_message(live: list[MachineView]) -> str:
