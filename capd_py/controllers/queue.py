@@ -137,7 +137,7 @@ class WorkQueue:
                 n = self._failures.get(key, 0) + 1
                 self._failures[key] = n
                 requeue = min(self._max, self._base * 2 ** (n - 1))
-                log.exception("reconcile %s/%s/%s failed (attempt %d, retry in %.0fs)", *key, n, requeue)
+                log.exception("reconcile %s/%s/%s failed (attempt %d, retry in %.3gs)", *key, n, requeue)
             finally:
                 self.processed += 1
                 self._active.discard(key)
