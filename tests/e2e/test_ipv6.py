@@ -108,7 +108,8 @@ def check_cluster(mgmt: Mgmt, name: str, kc: Path, nodes: int, families: list[in
         internal = [a["address"] for a in n["status"]["addresses"] if a["type"] == "InternalIP"]
         assert sorted(_versions(internal)) == sorted(want), (n["metadata"]["name"], internal)
         assert sorted(_versions([c.split("/")[0] for c in n["spec"]["podCIDRs"]])) == sorted(families), n["spec"]
-        assert not any(t["key"] == "node.cloudprovider.kubernetes.io/uninitialized" for t in n["spec"].get("taints", []))
+        taints = [t["key"] for t in n["spec"].get("taints", [])]
+        assert "node.cloudprovider.kubernetes.io/uninitialized" not in taints, taints
 
     workload_kubectl(kc, "apply", "-f", "-", input_=ECHO)
     wait_for(lambda: json.loads(workload_kubectl(kc, "get", "ds", "echo6", "-o", "json"))["status"]
@@ -128,11 +129,12 @@ def check_cluster(mgmt: Mgmt, name: str, kc: Path, nodes: int, families: list[in
         return run(["docker", "exec", container, "curl", "-s", "--max-time", "2", f"http://{host}:{port}/"],
                    check=False).stdout.strip()
 
+    targets = [(p["metadata"]["name"], i["ip"]) for p in pods for i in p["status"]["podIPs"]]
     for c in containers:
-        for p in pods:
-            for ip in (i["ip"] for i in p["status"]["podIPs"]):
-                wait_for(lambda c=c, ip=ip: get(c, ip, 8080) == p["metadata"]["name"], 60,
-                         f"{c} -> pod {p['metadata']['name']} at {ip}", interval=1)
+        for pod, ip in targets:
+            def answers(c: str = c, ip: str = ip, pod: str = pod) -> bool:
+                return get(c, ip, 8080) == pod
+            wait_for(answers, 60, f"{c} -> pod {pod} at {ip}", interval=1)
     for ip in svc["clusterIPs"]:
         seen: set[str] = set()
 
