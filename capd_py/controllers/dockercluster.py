@@ -73,6 +73,10 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     dc = await ensure_finalizer(ctx.kube, DOCKER_CLUSTER, dc, FINALIZER_DOCKER_CLUSTER)
 
     network = dcr.network_name(namespace, cluster_name, dc)
+    bad_family = dcr.family_error(cluster)
+    if bad_family:  # the Cluster's change brings us back
+        await _fail(ctx, dc, dcr.LBState(False, dcr.R_INVALID_IP_FAMILY, bad_family))
+        return None
     family = dcr.cluster_family(cluster)
     labels = ({dcr.CONTAINER_MANAGED: "true"} if dcr.network_is_shared(dc)
               else dcr.cluster_labels(namespace, cluster_name))

@@ -48,6 +48,7 @@ R_PAUSED, R_NOT_PAUSED = "Paused", "NotPaused"
 R_WAITING_MACHINES = "WaitingForMachineContainersDeletion"
 R_ENDPOINT_CHANGED = "EndpointChanged"
 R_NETWORK_OVERLAP = "NetworkOverlap"    # the cluster's docker network overlaps (or would) its own CIDRs
+R_INVALID_IP_FAMILY = "InvalidIPFamily"  # the Cluster's CIDRs name no usable IP family (upstream CAPD's error)
 R_OVERLAP, R_NO_OVERLAP = "Overlap", "NoOverlap"
 
 __all__ = ["LB_HOST_PORT_ANNOTATION", "NETWORK_ANNOTATION"]
@@ -150,12 +151,22 @@ def lb_spec(namespace: str, cluster: str, image: str, network: str, dc: dict[str
 
 
 def cluster_family(cluster: dict[str, Any] | None) -> str:
-    """The Cluster's IP family; an unusable one (mismatched CIDRs) is IPv4 here: the Cluster's admission and
-    its conditions report it, the infrastructure is made as for IPv4."""
+    """The Cluster's IP family; an unusable one (mismatched CIDRs) is IPv4 here: the DockerCluster reports it
+    (family_error) and makes nothing, machines of such a cluster never get that far."""
     try:
         return ipfamily.cluster_ip_family(cluster)
     except ipfamily.IPFamilyError:
         return ipfamily.IPV4
+
+
+def family_error(cluster: dict[str, Any] | None) -> str | None:
+    """Why the Cluster's spec.clusterNetwork names no usable IP family (upstream CAPD refuses to make the load
+    balancer then), None when it does."""
+    try:
+        ipfamily.cluster_ip_family(cluster)
+    except ipfamily.IPFamilyError as e:
+        return f"spec.clusterNetwork of the Cluster: {e}: pods and services must be IPv4, IPv6 or dual-stack alike"
+    return None
 
 
 def address_of(c: ContainerInfo, network: str, family: str = ipfamily.IPV4) -> str:

@@ -48,7 +48,9 @@ def test_unusable_families_are_refused_with_upstreams_words(pods: list[str], ser
                                                             message: str) -> None:
     with pytest.raises(ipfamily.IPFamilyError, match=message):
         ipfamily.cluster_ip_family(_cluster(pods, services))
-    assert dcr.cluster_family(_cluster(pods, services)) == ipfamily.IPV4  # the infrastructure is made as for IPv4
+    assert dcr.cluster_family(_cluster(pods, services)) == ipfamily.IPV4
+    assert message in str(dcr.family_error(_cluster(pods, services)))
+    assert dcr.family_error(_cluster(["fd00:100:96::/48"])) is None
 
 
 NET = NetworkInfo(name="net", id="1", subnet="172.16.0.0/20", gateway="172.16.0.1", labels={},
