@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -27,7 +28,9 @@ class KubeconfigError(Exception):
 
 
 def rewrite_server(text: str | bytes, server: str, context_name: str | None = None) -> str:
-    """Set every cluster entry's server to `server`; keep credentials and CA untouched."""
+    """Set every cluster entry's server to `server`; keep credentials and CA untouched. A cluster whose server was
+    an IPv6 address (an IPv6 cluster's endpoint: its API server certificate names that address, not 127.0.0.1)
+    keeps it as `tls-server-name`, so the certificate is checked against the name it carries."""
     try:
         cfg: Any = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -35,7 +38,11 @@ def rewrite_server(text: str | bytes, server: str, context_name: str | None = No
     if not isinstance(cfg, dict) or not cfg.get("clusters"):
         raise KubeconfigError("kubeconfig has no clusters")
     for c in cfg["clusters"]:
-        (c.setdefault("cluster", {}))["server"] = server
+        entry = c.setdefault("cluster", {})
+        old_host = urlsplit(str(entry.get("server") or "")).hostname or ""
+        if ":" in old_host and urlsplit(server).hostname != old_host:
+            entry.setdefault("tls-server-name", old_host)
+        entry["server"] = server
     if context_name and len(cfg.get("contexts") or []) == 1:
         old = cfg["contexts"][0]["name"]
         cfg["contexts"][0]["name"] = context_name

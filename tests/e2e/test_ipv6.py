@@ -160,7 +160,11 @@ def delete(mgmt: Mgmt, name: str, path: Path) -> float:
 
 
 def _available(mgmt: Mgmt, name: str, kc: Path, nodes: int, timeout: float) -> None:
-    wait_for(lambda: mgmt.condition("cluster", name, "Available"), timeout, f"cluster {name} Available", 5)
+    try:
+        wait_for(lambda: mgmt.condition("cluster", name, "Available"), timeout, f"cluster {name} Available", 5)
+    except AssertionError as e:
+        tree = mgmt.capd("describe", "cluster", name, "--show-conditions", "all", check=False)
+        raise AssertionError(f"{e}\n{tree.stdout}\n{tree.stderr}\n{mgmt.log_tail(120)}") from None
     mgmt.capd("get", "kubeconfig", name, "-o", str(kc))
     wait_for(lambda: nodes_ready(kc, nodes), 180, f"{nodes} Ready nodes")
 
