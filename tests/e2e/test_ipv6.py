@@ -116,7 +116,9 @@ def check_cluster(mgmt: Mgmt, name: str, kc: Path, nodes: int, families: list[in
              .get("numberReady") == nodes, 180, f"echo pods Ready on {nodes} node(s)")
     pods = json.loads(workload_kubectl(kc, "get", "pods", "-l", "app=echo6", "-o", "json"))["items"]
     for p in pods:
-        assert _versions([i["ip"] for i in p["status"]["podIPs"]]) == families, p["status"]["podIPs"]
+        # one address of each family; kubelet orders them by its node's first InternalIP (IPv4 first on dual-stack
+        # machines, as upstream CAPD lists them), not by the cluster's primary family
+        assert sorted(_versions([i["ip"] for i in p["status"]["podIPs"]])) == sorted(families), p["status"]["podIPs"]
     svc = json.loads(workload_kubectl(kc, "get", "svc", "echo6", "-o", "json"))["spec"]
     assert _versions(svc["clusterIPs"]) == families, svc
     # from each node (through its routes to the other nodes' pod ranges), every pod by each of its addresses,
