@@ -92,7 +92,7 @@ def _versions(addresses: list[str]) -> list[int]:
 def check_cluster(mgmt: Mgmt, name: str, kc: Path, nodes: int, families: list[int]) -> None:
     """Machines, Nodes, pods and a Service of the cluster carry addresses of `families` (primary first), pods
     reach the echo pod on every node, and the Service answers on each of its cluster IPs."""
-    dc = mgmt.get("dockercluster", name)
+    dc = mgmt.get("dockercluster", mgmt.get("cluster", name)["spec"]["infrastructureRef"]["name"])
     host = dc["spec"]["controlPlaneEndpoint"]["host"]
     # as upstream CAPD: an IPv6 cluster's endpoint is the load balancer's IPv6 address, a dual-stack one's IPv4
     assert ipaddress.ip_address(host).version == (6 if families == [6] else 4), host
