@@ -208,9 +208,13 @@ def with_capd_rules(kind: str, hub_schema: dict[str, Any], v1beta1: dict[str, An
     return out
 
 
+def _v1beta1_path(crd: dict[str, Any], directory: Path = V1BETA1_SCHEMAS) -> Path:
+    return directory / f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"
+
+
 def v1beta1_schema(crd: dict[str, Any], directory: Path = V1BETA1_SCHEMAS) -> dict[str, Any]:
     """Upstream's v1beta1 openAPIV3Schema for this CRD (files are named as crds/: <group>_<plural>.yaml)."""
-    path = directory / f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"
+    path = _v1beta1_path(crd, directory)
     return yaml.safe_load(path.read_text())["openAPIV3Schema"]  # type: ignore[no-any-return]
 
 
@@ -220,6 +224,9 @@ def crds_serving_v1beta1(conversion: dict[str, Any], crds: list[dict[str, Any]] 
     (webhook_conversion(...)); install them with capd_py.kube.crds.install_crds(kube, crds=...)."""
     out = []
     for crd in (crds if crds is not None else load_crds()):
+        if not _v1beta1_path(crd).exists():  # a kind capd-py serves in v1beta2 only (MachineDrainRule)
+            out.append(crd)
+            continue
         hub = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta2")["schema"]["openAPIV3Schema"]
         out.append(with_v1beta1(crd, with_capd_rules(crd["spec"]["names"]["kind"], hub, v1beta1_schema(crd)),
                                 conversion))
