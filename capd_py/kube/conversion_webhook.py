@@ -178,6 +178,7 @@ V1BETA1_RULE_PATHS: dict[str, tuple[str, ...]] = {
     "DockerClusterTemplate": ("spec.template.spec",),
     "ClusterResourceSet": ("spec.clusterSelector", "spec.strategy"),
     "ClusterResourceSetBinding": ("spec.clusterName",),
+    "MachineDrainRule": ("spec.drain",),
 }
 _SELF_FIELD = re.compile(r"\b(?:self|oldSelf)\.([A-Za-z_][A-Za-z0-9_]*)\b(?!\s*\()")  # fields, not methods
 
@@ -224,9 +225,6 @@ def crds_serving_v1beta1(conversion: dict[str, Any], crds: list[dict[str, Any]] 
     (webhook_conversion(...)); install them with capd_py.kube.crds.install_crds(kube, crds=...)."""
     out = []
     for crd in (crds if crds is not None else load_crds()):
-        if not _v1beta1_path(crd).exists():  # a kind capd-py serves in v1beta2 only (MachineDrainRule)
-            out.append(crd)
-            continue
         hub = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta2")["schema"]["openAPIV3Schema"]
         out.append(with_v1beta1(crd, with_capd_rules(crd["spec"]["names"]["kind"], hub, v1beta1_schema(crd)),
                                 conversion))

@@ -21,7 +21,6 @@ def test_every_served_kind_that_upstream_serves_in_v1beta1_converts() -> None:
     for path in (ROOT / "crds").glob("*.yaml"):
         crd = yaml.safe_load(path.read_text())
         served.add((crd["spec"]["group"], crd["spec"]["names"]["kind"]))
-    served.discard(("cluster.x-k8s.io", "MachineDrainRule"))  # v1beta2 only (docs/core-behaviour.md)
     upstream_v1beta1 = {p.name for p in (ROOT / "capd_py" / "kube" / "crds_v1beta1").glob("*.yaml")}
     assert len(upstream_v1beta1) == len(served) == len(CONVERTIBLE_KINDS)
     assert served == CONVERTIBLE_KINDS
@@ -39,7 +38,7 @@ def test_convert_goes_either_way_and_leaves_the_same_version_alone() -> None:
 @pytest.mark.parametrize(("obj", "target", "message"), [
     (MACHINE, "infrastructure.cluster.x-k8s.io/v1beta1", "different groups"),
     (MACHINE, "cluster.x-k8s.io/v1alpha4", "unsupported target version"),
-    ({**MACHINE, "kind": "MachineDrainRule"}, "cluster.x-k8s.io/v1beta1", "no conversion for MachineDrainRule"),
+    ({**MACHINE, "kind": "MachineLock"}, "cluster.x-k8s.io/v1beta1", "no conversion for MachineLock"),
     ({**MACHINE, "apiVersion": "cluster.x-k8s.io/v1alpha4"}, "cluster.x-k8s.io/v1beta1", "expected version v1beta2"),
 ])
 def test_what_cannot_be_converted_says_why(obj: dict[str, object], target: str, message: str) -> None:
