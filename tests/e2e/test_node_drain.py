@@ -101,6 +101,7 @@ def test_drain_rules_order_evictions_and_volumes_hold_the_machine(mgmt: Mgmt, qu
         mgmt.kubectl("delete", "machine", machine, "-n", ns, "--wait=false")
         gone_at: dict[str, float] = {}   # pod -> when first seen evicted (deletionTimestamp) or gone
         deleting: dict[str, Any] = {}
+        messages: list[str] = []          # the Deleting condition's messages while draining
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             now = _pods(kc, node)
@@ -109,6 +110,8 @@ def test_drain_rules_order_evictions_and_volumes_hold_the_machine(mgmt: Mgmt, qu
                     gone_at[k] = time.monotonic() - t_delete
             m = json.loads(mgmt.kubectl("get", "machine", machine, "-n", ns, "-o", "json"))
             deleting = next((x for x in m["status"].get("conditions") or [] if x["type"] == "Deleting"), {})
+            if deleting.get("reason") == "DrainingNode":
+                messages.append(deleting.get("message", ""))
             if deleting.get("reason") == "WaitingForVolumeDetach":
                 break
             time.sleep(0.5)
@@ -122,6 +125,10 @@ def test_drain_rules_order_evictions_and_volumes_hold_the_machine(mgmt: Mgmt, qu
         last = [t for k, t in gone_at.items() if "/last-" in k]
         assert len(first) == 2 and len(last) == 2, gone_at
         assert max(first) < min(last), f"order -10 before order 10: {gone_at}"
+        # upstream's condition message while the first group goes: the last group announced
+        assert any(msg.startswith("Drain not completed yet (started at ") and
+                   "After above Pods have been removed from the Node, the following Pods will be evicted:" in msg
+                   and f"{WNS}/last-" in msg for msg in messages), messages[-3:]
         for k in ours:
             if "/skipped-" in k or "/kept-" in k:
                 assert k not in gone_at, f"{k} was evicted"
