@@ -1325,6 +1325,60 @@ def crs_binding_spec() -> S:
     }, ["clusterName"])
 
 
+# --- MachineDrainRule ------------------------------------------------------------------------------------
+
+def drain_selector(what: str) -> S:
+    """A label selector as upstream's MachineDrainRule writes it (atomic map, no bounds of its own) with upstream's
+    webhook check (metav1.LabelSelectorAsSelector) as CEL: In/NotIn need values, Exists/DoesNotExist take none."""
+    expression = cel(obj({
+        "key": string("The label key the requirement applies to."),
+        "operator": string("In, NotIn, Exists or DoesNotExist.", enum=["In", "NotIn", "Exists", "DoesNotExist"]),
+        "values": {**arr(string(), "Values for In and NotIn; empty for Exists and DoesNotExist."),
+                   "x-kubernetes-list-type": "atomic"},
+    }, ["key", "operator"], "A requirement on one label."),
+        rule("(self.operator in ['In', 'NotIn']) == (has(self.values) && size(self.values) > 0)",
+             "values: for 'In', 'NotIn' operators, values set can't be empty; for 'Exists', 'DoesNotExist' "
+             "operators, values set must be empty"))
+    sel = obj({
+        "matchLabels": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 63},
+                        "description": "Labels that must all be present with these values."},
+        "matchExpressions": {**arr(expression, "Requirements that must all hold."), "x-kubernetes-list-type": "atomic"},
+    }, desc=f"Selects {what} by their labels; empty or absent selects all.")
+    sel["x-kubernetes-map-type"] = "atomic"
+    return sel
+
+
+def machine_drain_rule_spec() -> S:
+    """Upstream v1beta2 MachineDrainRule: spec.drain {behavior, order}, spec.machines[] {selector,
+    clusterSelector}, spec.pods[] {selector, namespaceSelector}; upstream's webhook (order only with Drain,
+    valid selectors) as CEL."""
+    drain = cel(obj({
+        "behavior": string("Drain (evict, grouped by order), Skip (never evict) or WaitCompleted (never evict, "
+                           "wait until the Pods complete).", enum=["Drain", "Skip", "WaitCompleted"]),
+        "order": integer("Pods of a lower order are drained first; the next order starts once every Pod of the "
+                         "previous one is gone. Only with behavior Drain; default 0."),
+    }, ["behavior"], "If and how the selected Pods are drained."),
+        rule("!has(self.order) || self.behavior == 'Drain'",
+             'order must not be set if drain behavior is "Skip" or "WaitCompleted"', fieldPath=".order"))
+
+    def selectors(field: str, props: dict[str, S], desc: str) -> S:
+        item = obj(props, desc=desc, min_props=1)
+        return cel({**arr(item, desc, max_items=32, min_items=1), "x-kubernetes-list-type": "atomic"},
+                   rule("self.all(x, self.exists_one(y, x == y))", f"entries in {field} must be unique"))
+
+    return obj({
+        "drain": drain,
+        "machines": selectors("machines", {
+            "selector": drain_selector("Machines"),
+            "clusterSelector": drain_selector("Machines by the labels of their Cluster (ANDed with selector)"),
+        }, "Machines the rule applies to (ORed); absent: every Machine of the namespace."),
+        "pods": selectors("pods", {
+            "selector": drain_selector("Pods"),
+            "namespaceSelector": drain_selector("Pods by the labels of their Namespace (ANDed with selector)"),
+        }, "Pods the rule applies to (ORed); absent: every Pod."),
+    }, ["drain"], "Which Pods of which Machines are drained how.")
+
+
 # --- CRD assembly ----------------------------------------------------------------------------------------
 
 def col(name: str, jsonpath: str, typ: str = "string", priority: int = 0, desc: str = "") -> S:
@@ -1506,6 +1560,11 @@ def all_crds() -> list[S]:
     spec, status = crs_schema()
     out.append(crd(gvk.CLUSTER_RESOURCE_SET, spec, status, [
         col("Applied", cond("ResourcesApplied"), desc="Resource applied"), PAUSED, AGE]))
+    out.append(crd(gvk.MACHINE_DRAIN_RULE, machine_drain_rule_spec(), None, [
+        col("Behavior", ".spec.drain.behavior", desc="Drain behavior"),
+        col("Order", ".spec.drain.order", desc="Drain order"),
+        col("Age", ".metadata.creationTimestamp", "date", desc="Time duration since creation of the MachineDrainRule"),
+    ], root_rules=None))
     out.append(crd(gvk.CLUSTER_RESOURCE_SET_BINDING, crs_binding_spec(), None, [
         col("Cluster", ".spec.clusterName", desc="Cluster"), AGE]))
     return out

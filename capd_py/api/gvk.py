@@ -46,6 +46,7 @@ MACHINE_DEPLOYMENT = GVK(CLUSTER_GROUP, VERSION, "MachineDeployment", "machinede
 MACHINE_HEALTH_CHECK = GVK(CLUSTER_GROUP, VERSION, "MachineHealthCheck", "machinehealthchecks")
 MACHINE_POOL = GVK(CLUSTER_GROUP, VERSION, "MachinePool", "machinepools")
 CLUSTER_CLASS = GVK(CLUSTER_GROUP, VERSION, "ClusterClass", "clusterclasses")
+MACHINE_DRAIN_RULE = GVK(CLUSTER_GROUP, VERSION, "MachineDrainRule", "machinedrainrules")
 KUBEADM_CONFIG = GVK(BOOTSTRAP_GROUP, VERSION, "KubeadmConfig", "kubeadmconfigs")
 KUBEADM_CONFIG_TEMPLATE = GVK(BOOTSTRAP_GROUP, VERSION, "KubeadmConfigTemplate", "kubeadmconfigtemplates")
 KUBEADM_CONTROL_PLANE = GVK(CONTROLPLANE_GROUP, VERSION, "KubeadmControlPlane", "kubeadmcontrolplanes")
@@ -64,6 +65,9 @@ CLUSTER_RESOURCE_SET_BINDING = GVK(ADDONS_GROUP, VERSION, "ClusterResourceSetBin
 SECRET = GVK("", "v1", "Secret", "secrets")
 NODE = GVK("", "v1", "Node", "nodes", namespaced=False)
 POD = GVK("", "v1", "Pod", "pods")
+PERSISTENT_VOLUME = GVK("", "v1", "PersistentVolume", "persistentvolumes", namespaced=False)
+VOLUME_ATTACHMENT = GVK("storage.k8s.io", "v1", "VolumeAttachment", "volumeattachments", namespaced=False)
+DAEMON_SET = GVK("apps", "v1", "DaemonSet", "daemonsets")
 EVENT = GVK("", "v1", "Event", "events")
 CONFIG_MAP = GVK("", "v1", "ConfigMap", "configmaps")
 LEASE = GVK("coordination.k8s.io", "v1", "Lease", "leases")
@@ -80,7 +84,7 @@ ALL_CAPI: tuple[GVK, ...] = (
     CLUSTER_CLASS,
 )
 
-_BY_GROUP_KIND = {(g.group, g.kind): g for g in (*ALL_CAPI, SECRET, NODE, POD, CONFIG_MAP)}
+_BY_GROUP_KIND = {(g.group, g.kind): g for g in (*ALL_CAPI, MACHINE_DRAIN_RULE, SECRET, NODE, POD, CONFIG_MAP)}
 
 
 def by_group_kind(group: str, kind: str) -> GVK | None:

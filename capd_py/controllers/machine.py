@@ -5,20 +5,26 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as _dt
+from dataclasses import dataclass
 from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract, features
 from capd_py.api.gvk import (
     CLUSTER,
+    DAEMON_SET,
     DOCKER_MACHINE,
     KUBEADM_CONFIG,
     MACHINE,
     MACHINE_DEPLOYMENT,
+    MACHINE_DRAIN_RULE,
     MACHINE_POOL,
     MACHINE_SET,
+    NAMESPACE,
     NODE,
+    PERSISTENT_VOLUME,
     POD,
+    VOLUME_ATTACHMENT,
 )
 from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE, FINALIZER_MACHINE
 from capd_py.controllers import lifecycle
@@ -29,6 +35,7 @@ from capd_py.controllers.queue import Result
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import Kube, KubeError
 from capd_py.reconcile import coreutil, nodetaints
+from capd_py.reconcile import drain as rd
 from capd_py.reconcile import machine as rm
 
 HEALTHY_POLL = 30.0
@@ -180,28 +187,85 @@ async def _pool(ctx: Ctx, m: dict[str, Any]) -> dict[str, Any] | None:
     return mp if mp is not None and o and mp["metadata"].get("uid") == o.get("uid") else None
 
 
-async def _drain(ctx: Ctx, wl: Kube, node_name: str) -> bool:
-    """Cordon then evict; True when nothing evictable is left on the node."""
-    node = await wl.get(NODE, None, node_name)
-    if node is None:
-        return True
-    if not contract.dig(node, "spec", "unschedulable"):
-        await wl.merge_patch(NODE, None, node_name, {"spec": {"unschedulable": True}})
+@dataclass
+class _Waiting:
+    """One pass of the drain or of the volume wait: done, or the Deleting condition's message."""
+    done: bool
+    message: str = ""
+
+
+async def _pods_for_eviction(ctx: Ctx, wl: Kube, m: dict[str, Any], cluster: dict[str, Any] | None,
+                             node: dict[str, Any], now: _dt.datetime, unreachable: bool) -> rd.PodDeleteList:
+    """The Node's Pods with what the drain does to each: the MachineDrainRules (from the cache) that select
+    the Machine, and the workload cluster's Namespaces and DaemonSets the rules and filters look at."""
+    node_name = node["metadata"]["name"]
     res = await wl.acall("GET", POD.path(None), query=[("fieldSelector", f"spec.nodeName={node_name}")])
     pods = list(res.get("items") or [])
-    plan = rm.plan_drain(pods, node=node)
-    for p in plan.evict:
-        md = p["metadata"]
+    if not pods:
+        return rd.PodDeleteList([])
+    rules = rd.rules_for_machine(await ctx.kube.list(MACHINE_DRAIN_RULE, m["metadata"]["namespace"]), m, cluster)
+    namespaces = {n["metadata"]["name"]: n for n in await wl.list(NAMESPACE)}
+    daemonsets: set[str] = set()
+    if any(o.get("kind") == "DaemonSet" for p in pods for o in p["metadata"].get("ownerReferences") or []):
+        daemonsets = {rd.key(d) for d in await wl.list(DAEMON_SET)}
+    return rd.pods_for_eviction(pods, rules=rules, namespaces=namespaces, daemonsets=daemonsets, now=now,
+                                node_unreachable=unreachable)
+
+
+async def _drain(ctx: Ctx, wl: Kube, m: dict[str, Any], cluster: dict[str, Any] | None, node_name: str,
+                 started: str, now: _dt.datetime) -> _Waiting:
+    """Cordon, then evict the Pods of the lowest order group still on the Node (upstream's drainNode)."""
+    ns, name = m["metadata"]["namespace"], m["metadata"]["name"]
+    node = await wl.get(NODE, None, node_name)
+    if node is None:
+        return _Waiting(True)
+    if not contract.dig(node, "spec", "unschedulable"):
+        await wl.merge_patch(NODE, None, node_name, {"spec": {"unschedulable": True}})
+    unreachable = rd.node_unreachable(node)
+    pods = await _pods_for_eviction(ctx, wl, m, cluster, node, now, unreachable)
+    errors = pods.errors()
+    if errors:
+        ctx.log.info("machine %s/%s: failed to get Pods for eviction: %s", ns, name, "; ".join(errors))
+        return _Waiting(False, "Error draining Node, please check controller logs for errors")
+    if not pods.to_drain():
+        return _Waiting(True)
+    plan = rd.plan_evictions(pods)
+    outcomes: dict[str, str] = {}
+    for item in plan.evict_now:
+        md = item.pod["metadata"]
         try:
-            await wl.acall("POST", POD.path(md["namespace"], md["name"], "eviction"), body=rm.eviction(p))
+            await wl.acall("POST", POD.path(md["namespace"], md["name"], "eviction"),
+                           body=rd.eviction(item.pod, 1 if unreachable else None))
+            outcomes[item.key] = rd.EVICTED
+            ctx.log.info("machine %s/%s: evicting Pod %s (order %d)", ns, name, item.key, item.order)
         except KubeError as e:
-            if e.not_found:
-                continue
-            if e.status == 429:  # a PodDisruptionBudget blocks it for now
-                ctx.log.info("eviction of %s/%s blocked by a disruption budget", md["namespace"], md["name"])
-                continue
-            raise
-    return plan.done
+            outcomes[item.key] = rd.NOT_FOUND if e.not_found else rd.eviction_failure(e.status, e.message, e.body)
+    result = rd.eviction_result(plan, outcomes)
+    if result.completed:
+        return _Waiting(True)
+    return _Waiting(False, result.condition_message(started))
+
+
+async def _volumes_detached(ctx: Ctx, wl: Kube, m: dict[str, Any], cluster: dict[str, Any] | None, node_name: str,
+                            started: str, now: _dt.datetime) -> _Waiting:
+    """upstream's shouldWaitForNodeVolumes: the Node's attached volumes, less those of Pods the drain skipped."""
+    node = await wl.get(NODE, None, node_name)
+    if node is None or rd.node_unreachable(node):
+        return _Waiting(True)
+    attachments = await wl.list(VOLUME_ATTACHMENT)
+    if not contract.dig(node, "status", "volumesAttached") and not any(
+            contract.dig(va, "spec", "nodeName") == node_name and contract.dig(va, "status", "attached")
+            for va in attachments):
+        return _Waiting(True)
+    pods = await _pods_for_eviction(ctx, wl, m, cluster, node, now, unreachable=False)
+    ignore = rd.claims_of_skipped_pods(pods)
+    attached = rd.attached_volumes(node, attachments, await wl.list(PERSISTENT_VOLUME), ignore)
+    if attached.error or pods.errors():
+        ctx.log.info("machine %s/%s: waiting for volumes to detach: %s", m["metadata"]["namespace"],
+                     m["metadata"]["name"], attached.error or "; ".join(pods.errors()))
+        return _Waiting(False, "Error waiting for volumes to be detached from Node, please check controller logs "
+                               "for errors")
+    return _Waiting(attached.empty, attached.condition_message(started))
 
 
 NODE_LOOKUP_TIMEOUT = 5.0
@@ -250,13 +314,24 @@ async def _reconcile_delete(ctx: Ctx, m: dict[str, Any], cluster: dict[str, Any]
     kw: dict[str, Any] = dict(node_delete_allowed=node_ok, infra_exists=infra is not None,
                               bootstrap_exists=bootstrap is not None, node_exists=node_exists, now=now)
     step = rm.deletion_step(m, drain_done=False, **kw)
+    retry = ctx.settings.poll_seconds
     if step.action == "drain" and wl is not None and node_name:
-        dst = dict(status.get("deletion") or {})
-        if not dst.get("nodeDrainStartTime"):
-            dst["nodeDrainStartTime"] = coreutil.iso(now)
-            status["deletion"] = dst
-        if await _drain(ctx, wl, node_name):
+        started = _start_time(status, "nodeDrainStartTime", now)
+        drained = await _drain(ctx, wl, m, cluster, node_name, started, now)
+        if drained.done:
             step = rm.deletion_step(m, drain_done=True, **kw)
+        else:
+            step.message = drained.message
+            retry = min(rd.DRAIN_RETRY_SECONDS, retry)
+    if step.action == "wait_volumes" and wl is not None and node_name:
+        started = _start_time(status, "waitForNodeVolumeDetachStartTime", now)
+        step.message = f"Waiting for Node volumes to be detached (started at {started})"
+        detached = await _volumes_detached(ctx, wl, m, cluster, node_name, started, now)
+        if detached.done:
+            step = rm.deletion_step(m, drain_done=True, volumes_done=True, **kw)
+        else:
+            step.message = detached.message
+            retry = min(rd.VOLUME_DETACH_RETRY_SECONDS, retry)
 
     status["conditions"] = cond.set_condition(status.get("conditions"), cond.DELETING, True, step.reason,
                                               step.message, observed_generation=md.get("generation"))
@@ -264,8 +339,8 @@ async def _reconcile_delete(ctx: Ctx, m: dict[str, Any], cluster: dict[str, Any]
     m2 = await kube.update_status(MACHINE, m, status)
     m = m2 or m
 
-    if step.action in ("drain", "wait_hook"):
-        return Result(requeue_after=ctx.settings.poll_seconds)
+    if step.action in ("drain", "wait_volumes", "wait_hook"):
+        return Result(requeue_after=retry)
     if step.action == "delete_providers":
         for obj, g in ((infra, i_read.gvk), (bootstrap, b_read.gvk)):
             if obj is not None and g is not None:
@@ -278,12 +353,23 @@ async def _reconcile_delete(ctx: Ctx, m: dict[str, Any], cluster: dict[str, Any]
             return Result(requeue_after=min(2.0, ctx.settings.poll_seconds))
         except Exception as e:  # noqa: BLE001 - retried until nodeDeletionTimeoutSeconds passes
             ctx.log.info("machine %s/%s: deleting node %s failed: %s", ns, name, node_name, e)
-            if rm.deletion_step(m, node_delete_failed=True, drain_done=True, **kw).action == "delete_node":
+            if rm.deletion_step(m, node_delete_failed=True, drain_done=True, volumes_done=True,
+                                **kw).action == "delete_node":
                 return Result(requeue_after=min(2.0, ctx.settings.poll_seconds))
     if not allowed:
         ctx.log.debug("machine %s/%s: node not deleted: %s", ns, name, why)
     await ensure_metadata(kube, MACHINE, m, remove_finalizer=FINALIZER_MACHINE)
     return None
+
+
+def _start_time(status: dict[str, Any], field: str, now: _dt.datetime) -> str:
+    """status.deletion.<field>, set to now the first time (upstream's nodeDrainStartTime and
+    waitForNodeVolumeDetachStartTime)."""
+    dst = dict(status.get("deletion") or {})
+    if not dst.get(field):
+        dst[field] = coreutil.iso(now)
+        status["deletion"] = dst
+    return str(dst[field])
 
 
 def _pool_to_machines(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:

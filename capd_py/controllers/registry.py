@@ -11,6 +11,7 @@ from capd_py.api.gvk import (
     DOCKER_MACHINE_TEMPLATE,
     GVK,
     KUBEADM_CONFIG_TEMPLATE,
+    MACHINE_DRAIN_RULE,
     SECRET,
 )
 from capd_py.controllers import (
@@ -67,5 +68,7 @@ def all_controllers(gates: Mapping[str, bool] | None = None) -> list[Controller]
 
 
 # Kinds the controllers read but no controller reconciles on: watched only to serve those reads from the cache
-# (certificates, kubeconfigs and bootstrap data Secrets; the templates MachineSets and KCP clone).
-CACHED_KINDS: tuple[GVK, ...] = (SECRET, CONFIG_MAP, DOCKER_MACHINE_TEMPLATE, KUBEADM_CONFIG_TEMPLATE)
+# (certificates, kubeconfigs and bootstrap data Secrets; the templates MachineSets and KCP clone; the
+# MachineDrainRules a Machine's drain follows).
+CACHED_KINDS: tuple[GVK, ...] = (SECRET, CONFIG_MAP, DOCKER_MACHINE_TEMPLATE, KUBEADM_CONFIG_TEMPLATE,
+                                 MACHINE_DRAIN_RULE)

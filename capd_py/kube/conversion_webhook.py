@@ -178,6 +178,7 @@ V1BETA1_RULE_PATHS: dict[str, tuple[str, ...]] = {
     "DockerClusterTemplate": ("spec.template.spec",),
     "ClusterResourceSet": ("spec.clusterSelector", "spec.strategy"),
     "ClusterResourceSetBinding": ("spec.clusterName",),
+    "MachineDrainRule": ("spec.drain",),
 }
 _SELF_FIELD = re.compile(r"\b(?:self|oldSelf)\.([A-Za-z_][A-Za-z0-9_]*)\b(?!\s*\()")  # fields, not methods
 
@@ -208,9 +209,13 @@ def with_capd_rules(kind: str, hub_schema: dict[str, Any], v1beta1: dict[str, An
     return out
 
 
+def _v1beta1_path(crd: dict[str, Any], directory: Path = V1BETA1_SCHEMAS) -> Path:
+    return directory / f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"
+
+
 def v1beta1_schema(crd: dict[str, Any], directory: Path = V1BETA1_SCHEMAS) -> dict[str, Any]:
     """Upstream's v1beta1 openAPIV3Schema for this CRD (files are named as crds/: <group>_<plural>.yaml)."""
-    path = directory / f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"
+    path = _v1beta1_path(crd, directory)
     return yaml.safe_load(path.read_text())["openAPIV3Schema"]  # type: ignore[no-any-return]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.labels import CONTROL_PLANE, EXCLUDE_NODE_DRAINING_ANNOTATION, TEMPLATE_HASH
-from capd_py.reconcile import coreutil, machinepool
+from capd_py.reconcile import coreutil, drain, machinepool
 from capd_py.reconcile.machinedeployment import template_hash
 
 # Condition types / reasons (upstream names).
@@ -40,6 +40,7 @@ R_NODE_DOES_NOT_EXIST, R_NODE_DELETED = "NodeDoesNotExist", "NodeDeleted"
 R_CONNECTION_DOWN = "ConnectionDown"
 R_NOT_DELETING, R_DELETING = "NotDeleting", "Deleting"
 R_DRAINING_NODE = "DrainingNode"
+R_WAITING_VOLUME_DETACH = "WaitingForVolumeDetach"
 R_WAITING_PRE_DRAIN_HOOK = "WaitingForPreDrainHook"
 R_WAITING_PRE_TERMINATE_HOOK = "WaitingForPreTerminateHook"
 PRE_DRAIN_HOOK_PREFIX = "pre-drain.delete.hook.machine.cluster.x-k8s.io"
@@ -55,7 +56,6 @@ PHASE_RUNNING, PHASE_DELETING, PHASE_DELETED, PHASE_FAILED = "Running", "Deletin
 
 NODE_PRESSURE_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure")
 DEFAULT_NODE_DELETION_TIMEOUT = 10  # seconds, upstream default for nodeDeletionTimeoutSeconds
-MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 @dataclass
@@ -443,7 +443,7 @@ def phase(machine: dict[str, Any], status: dict[str, Any], bootstrap_ref: bool =
 
 @dataclass
 class DeleteStep:
-    action: str  # "wait_hook" | "drain" | "delete_providers" | "delete_node" | "remove_finalizer"
+    action: str  # "wait_hook" | "drain" | "wait_volumes" | "delete_providers" | "delete_node" | "remove_finalizer"
     reason: str
     message: str = ""
 
@@ -487,10 +487,11 @@ def is_delete_node_allowed(machine: dict[str, Any], cluster: dict[str, Any] | No
 
 def deletion_step(machine: dict[str, Any], *, node_delete_allowed: bool, drain_done: bool,
                   infra_exists: bool, bootstrap_exists: bool, node_exists: bool,
-                  now: _dt.datetime, node_delete_failed: bool = False) -> DeleteStep:
-    """Next step of the Machine deletion sequence: pre-drain hooks → drain → pre-terminate hooks →
-    delete infra+bootstrap and wait → delete the Node and wait (bounded by
-    nodeDeletionTimeoutSeconds) → drop the finalizer."""
+                  now: _dt.datetime, node_delete_failed: bool = False, volumes_done: bool = False) -> DeleteStep:
+    """Next step of the Machine deletion sequence: pre-drain hooks → drain → wait for the Node's volumes to
+    detach → pre-terminate hooks → delete infra+bootstrap and wait → delete the Node and wait (bounded by
+    nodeDeletionTimeoutSeconds) → drop the finalizer. The drain's and the volume wait's messages while they last
+    are the controller's (reconcile/drain.py); these are the ones they start with."""
     ann = machine.get("metadata", {}).get("annotations") or {}
     if node_delete_allowed:
         hooks = sorted(k for k in ann if k.startswith(PRE_DRAIN_HOOK_PREFIX))
@@ -498,8 +499,12 @@ def deletion_step(machine: dict[str, Any], *, node_delete_allowed: bool, drain_d
             return DeleteStep("wait_hook", R_WAITING_PRE_DRAIN_HOOK, "Waiting for pre-drain hooks to succeed "
                               f"(hooks: {', '.join(hooks)})")
     if node_delete_allowed and node_exists and not drain_done and is_drain_allowed(machine, now):
-        node = contract.dig(machine, "status", "nodeRef", "name")
-        return DeleteStep("drain", R_DRAINING_NODE, f"Drain not completed yet for Node {node}")
+        start = contract.dig(machine, "status", "deletion", "nodeDrainStartTime") or coreutil.iso(now)
+        return DeleteStep("drain", R_DRAINING_NODE, f"Drain not completed yet (started at {start}):")
+    if node_delete_allowed and node_exists and not volumes_done and drain.is_volume_detach_wait_allowed(machine, now):
+        start = contract.dig(machine, "status", "deletion", "waitForNodeVolumeDetachStartTime") or coreutil.iso(now)
+        return DeleteStep("wait_volumes", R_WAITING_VOLUME_DETACH,
+                          f"Waiting for Node volumes to be detached (started at {start})")
     hooks = sorted(k for k in ann if k.startswith(PRE_TERMINATE_HOOK_PREFIX))
     if hooks and (infra_exists or bootstrap_exists):
         return DeleteStep("wait_hook", R_WAITING_PRE_TERMINATE_HOOK, "Waiting for pre-terminate hooks to succeed "
@@ -518,63 +523,3 @@ def deletion_step(machine: dict[str, Any], *, node_delete_allowed: bool, drain_d
         node = contract.dig(machine, "status", "nodeRef", "name")
         return DeleteStep("delete_node", R_DELETING_NODE, f"Deleting Node {node}")
     return DeleteStep("remove_finalizer", R_DELETION_COMPLETED)
-
-
-@dataclass
-class DrainPlan:
-    evict: list[dict[str, Any]]  # pods to evict now
-    waiting: list[str]           # ns/name of pods already terminating
-    skipped: list[str]           # DaemonSet and mirror pods
-
-    @property
-    def done(self) -> bool:
-        return not self.evict and not self.waiting
-
-
-# How long a drain waits for a pod that is already terminating before it stops counting it, as
-# upstream's drainer: a node whose kubelet is not reporting will never confirm the termination.
-SKIP_WAIT_FOR_DELETE_SECONDS = 300
-SKIP_WAIT_FOR_DELETE_UNREACHABLE_SECONDS = 1
-
-
-def node_unreachable(node: dict[str, Any] | None) -> bool:
-    """The node's kubelet stopped reporting (Ready=Unknown), as the node lifecycle controller marks it."""
-    for c in contract.dig(node, "status", "conditions", default=[]) or []:
-        if c.get("type") == "Ready":
-            return c.get("status") == "Unknown"
-    return False
-
-
-def plan_drain(pods: list[dict[str, Any]], now: _dt.datetime | None = None,
-               node: dict[str, Any] | None = None) -> DrainPlan:
-    """Which pods on a node must be evicted: everything except DaemonSet-managed and mirror
-    (static) pods; finished pods need no eviction; terminating pods are waited for, up to a grace."""
-    now = now or coreutil.utcnow()
-    grace = SKIP_WAIT_FOR_DELETE_UNREACHABLE_SECONDS if node_unreachable(node) else SKIP_WAIT_FOR_DELETE_SECONDS
-    plan = DrainPlan([], [], [])
-    for p in pods:
-        md = p.get("metadata") or {}
-        key = f"{md.get('namespace')}/{md.get('name')}"
-        if MIRROR_POD_ANNOTATION in (md.get("annotations") or {}):
-            plan.skipped.append(key)
-            continue
-        if any(o.get("kind") == "DaemonSet" and o.get("controller") for o in md.get("ownerReferences") or []):
-            plan.skipped.append(key)
-            continue
-        if contract.dig(p, "status", "phase") in ("Succeeded", "Failed"):
-            continue
-        if md.get("deletionTimestamp"):
-            since = coreutil.parse_time(md["deletionTimestamp"])
-            if since is not None and (now - since).total_seconds() > grace:
-                plan.skipped.append(key)
-            else:
-                plan.waiting.append(key)
-            continue
-        plan.evict.append(p)
-    return plan
-
-
-def eviction(pod: dict[str, Any]) -> dict[str, Any]:
-    md = pod["metadata"]
-    return {"apiVersion": "policy/v1", "kind": "Eviction",
-            "metadata": {"name": md["name"], "namespace": md["namespace"]}}

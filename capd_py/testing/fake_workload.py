@@ -274,6 +274,10 @@ class FakeWorkloadKube(Kube):
                              "architecture": "amd64", "containerRuntimeVersion": "containerd://fake"},
             },
         }, True)
+        for ns in ("default", "kube-node-lease", "kube-public", KUBE_SYSTEM):  # a drain reads their labels
+            if ("namespaces", None, ns) not in self.objects:
+                self._stamp("namespaces", None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+                    "name": ns, "labels": {"kubernetes.io/metadata.name": ns}}}, True)
         if not control_plane:
             return
         for comp in STATIC_PODS:

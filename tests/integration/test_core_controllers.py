@@ -610,7 +610,12 @@ async def test_machine_node_ref_drain_and_node_deletion(kube: Kube, envtest: Any
     assert rv(await kube.get(MACHINE, ns, name)) == before
     assert rv(await kube.get(NODE, None, node_name)) == node_before
 
-    # pods on the node: one to evict, a DaemonSet pod and a mirror pod that drain leaves alone
+    # pods on the node: one to evict, a DaemonSet pod (of a DaemonSet that exists: an orphaned one is evicted, as
+    # upstream) and a mirror pod that drain leaves alone
+    await kube.create(gvk.DAEMON_SET, {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": _meta("ds", ns),
+        "spec": {"selector": {"matchLabels": {"app": "ds"}}, "template": {
+            "metadata": {"labels": {"app": "ds"}}, "spec": {"containers": [{"name": "c", "image": "pause"}]}}}})
     await kube.create(POD, pod(ns, "web", node_name))
     await kube.create(POD, pod(ns, "ds", node_name, ownerReferences=[
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "0d5e0d5e-0000-4000-8000-000000000001",

@@ -119,8 +119,8 @@ def test_committed_crds_match_the_generator() -> None:
 
 async def test_every_crd_is_established(kube: Kube) -> None:
     want = load_crds()
-    assert len(want) == 19
-    assert {c["spec"]["names"]["kind"] for c in want} == {g.kind for g in gvk.ALL_CAPI}
+    assert len(want) == 20
+    assert {c["spec"]["names"]["kind"] for c in want} == {g.kind for g in (*gvk.ALL_CAPI, gvk.MACHINE_DRAIN_RULE)}
     for c in want:
         got = await kube.get(CRD, None, c["metadata"]["name"])
         assert got is not None and is_established(got), c["metadata"]["name"]

@@ -45,6 +45,8 @@ _KINDS: dict[tuple[str, str], KindConversion] = {
     ("cluster.x-k8s.io", "MachineHealthCheck"): KindConversion(
         core.machinehealthcheck_up, core.machinehealthcheck_down),
     ("cluster.x-k8s.io", "MachinePool"): KindConversion(core.machinepool_up, core.machinepool_down),
+    # the same fields in both versions; upstream's ConvertTo/ConvertFrom store no conversion data
+    ("cluster.x-k8s.io", "MachineDrainRule"): KindConversion(docker.identity_up, docker.identity_down, preserve=False),
     ("bootstrap.cluster.x-k8s.io", "KubeadmConfig"): KindConversion(
         kubeadm.kubeadmconfig_up, kubeadm.kubeadmconfig_down),
     ("bootstrap.cluster.x-k8s.io", "KubeadmConfigTemplate"): KindConversion(

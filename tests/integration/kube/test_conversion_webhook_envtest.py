@@ -240,3 +240,22 @@ async def test_two_servers_share_a_port_with_reuse_port(webhook: Webhook) -> Non
     finally:
         await first.stop()
         await second.stop()
+
+
+async def test_a_v1beta1_machine_drain_rule_reads_back_as_v1beta2(ckube: Kube, ns: str) -> None:
+    """Upstream serves MachineDrainRule in v1beta1 too (the same fields): written as v1beta1, read as either; the
+    order rule holds for v1beta1 writes."""
+    rule = {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDrainRule",
+            "metadata": {"name": "mdr", "namespace": ns},
+            "spec": {"drain": {"behavior": "Drain", "order": 5},
+                     "machines": [{"selector": {"matchLabels": {"os": "linux"}},
+                                   "clusterSelector": {"matchLabels": {"stage": "production"}}}],
+                     "pods": [{"selector": {"matchLabels": {"app": "logging"}}}]}}
+    ((written, hub, spoke),) = await create_and_read_back(ckube, [rule])
+    assert hub["spec"] == written["spec"] == spoke["spec"]
+    assert DATA_ANNOTATION not in (hub["metadata"].get("annotations") or {})
+    bad = copy.deepcopy(rule)
+    bad["metadata"]["name"], bad["spec"]["drain"] = "bad", {"behavior": "Skip", "order": 1}
+    with pytest.raises(KubeError) as e:
+        await ckube.create(of(bad), bad)
+    assert e.value.invalid and 'order must not be set if drain behavior is "Skip" or "WaitCompleted"' in e.value.message

@@ -126,3 +126,8 @@ async def test_a_relabelled_crd_moves_the_watch_to_the_new_version() -> None:
     new = m.informers[(MC.group, MC.kind)]
     assert new is not old and new.gvk.version == "v1alpha2"
     new.stop()
+
+
+def test_machine_drain_rules_are_watched_to_serve_the_drains_reads_from_the_cache() -> None:
+    m, _ = manager()
+    assert gvk.MACHINE_DRAIN_RULE in m.watched()

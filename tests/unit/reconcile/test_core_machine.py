@@ -188,7 +188,7 @@ def dm(**kw: object) -> dict:
 
 def step(m: dict, **kw: object) -> str:
     args = dict(node_delete_allowed=True, drain_done=False, infra_exists=True, bootstrap_exists=True,
-                node_exists=True, now=NOW)
+                node_exists=True, now=NOW, volumes_done=True)
     args.update(kw)
     return rm.deletion_step(m, **args).action  # type: ignore[arg-type]
 
@@ -196,9 +196,35 @@ def step(m: dict, **kw: object) -> str:
 def test_deletion_order() -> None:
     m = dm()
     assert step(m) == "drain"
+    assert step(m, drain_done=True, volumes_done=False) == "wait_volumes"
     assert step(m, drain_done=True) == "delete_providers"
-    assert rm.deletion_step(m, node_delete_allowed=True, drain_done=True, infra_exists=False,
+    assert rm.deletion_step(m, node_delete_allowed=True, drain_done=True, infra_exists=False, volumes_done=True,
                             bootstrap_exists=True, node_exists=True, now=NOW).reason == "WaitingForBootstrapDeletion"
+
+
+def test_volume_wait_comes_after_the_drain_and_before_the_infrastructure() -> None:
+    m = dm()
+    m["status"]["deletion"] = {"nodeDrainStartTime": ts(30)}
+    st = rm.deletion_step(m, node_delete_allowed=True, drain_done=False, infra_exists=True, bootstrap_exists=True,
+                          node_exists=True, now=NOW)
+    assert (st.action, st.reason, st.message) == ("drain", "DrainingNode",
+                                                  f"Drain not completed yet (started at {ts(30)}):")
+    st = rm.deletion_step(m, node_delete_allowed=True, drain_done=True, infra_exists=True, bootstrap_exists=True,
+                          node_exists=True, now=NOW)
+    assert (st.action, st.reason) == ("wait_volumes", "WaitingForVolumeDetach")
+    assert st.message == f"Waiting for Node volumes to be detached (started at {rm.coreutil.iso(NOW)})"
+    assert step(m, drain_done=True, volumes_done=False, node_exists=False) == "delete_providers"
+    assert step(m, drain_done=True, volumes_done=False, node_delete_allowed=False) == "delete_providers"
+    excluded = dm(annotations={"machine.cluster.x-k8s.io/exclude-wait-for-node-volume-detach": ""})
+    assert step(excluded, drain_done=True, volumes_done=False) == "delete_providers"
+    timed = dm()
+    timed["spec"]["deletion"] = {"nodeVolumeDetachTimeoutSeconds": 30}
+    timed["status"]["deletion"] = {"waitForNodeVolumeDetachStartTime": ts(29)}
+    assert step(timed, drain_done=True, volumes_done=False) == "wait_volumes"
+    timed["status"]["deletion"] = {"waitForNodeVolumeDetachStartTime": ts(30)}
+    assert step(timed, drain_done=True, volumes_done=False) == "delete_providers"   # >= the timeout, as upstream
+    timed["spec"]["deletion"] = {"nodeVolumeDetachTimeoutSeconds": 0}                # 0: wait forever
+    assert step(timed, drain_done=True, volumes_done=False) == "wait_volumes"
     assert step(m, drain_done=True, infra_exists=False, bootstrap_exists=False) == "delete_node"
     assert step(m, drain_done=True, infra_exists=False, bootstrap_exists=False, node_exists=False) == \
         "remove_finalizer"
@@ -251,44 +277,6 @@ def test_is_delete_node_allowed() -> None:
     assert not rm.is_delete_node_allowed(no_node, cluster, 0)[0]
 
 
-def pod(name: str, **kw: object) -> dict:
-    md: dict = {"name": name, "namespace": "default"}
-    if kw.get("ds"):
-        md["ownerReferences"] = [{"kind": "DaemonSet", "name": "ds", "controller": True}]
-    if kw.get("mirror"):
-        md["annotations"] = {"kubernetes.io/config.mirror": "x"}
-    if kw.get("terminating"):
-        md["deletionTimestamp"] = ts(1)
-    return {"metadata": md, "status": {"phase": kw.get("phase", "Running")}}
-
-
-def test_plan_drain() -> None:
-    plan = rm.plan_drain([pod("web"), pod("ds", ds=True), pod("static", mirror=True), pod("done", phase="Succeeded"),
-                          pod("going", terminating=True)], now=NOW)
-    assert [p["metadata"]["name"] for p in plan.evict] == ["web"]
-    assert plan.waiting == ["default/going"]
-    assert sorted(plan.skipped) == ["default/ds", "default/static"]
-    assert not plan.done
-    assert rm.plan_drain([pod("ds", ds=True), pod("static", mirror=True)], now=NOW).done
-
-
-def test_plan_drain_stops_waiting_for_pods_an_unreachable_node_never_confirms() -> None:
-    going = pod("going", terminating=True)  # deleted 1 s before NOW
-    going["metadata"]["deletionTimestamp"] = ts(5)
-    reachable = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
-    unreachable = {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
-    assert not rm.plan_drain([going], now=NOW, node=reachable).done      # kubelet will confirm: wait
-    plan = rm.plan_drain([going], now=NOW, node=unreachable)
-    assert plan.done and plan.skipped == ["default/going"]                # it never will: move on
-    going["metadata"]["deletionTimestamp"] = ts(301)
-    assert rm.plan_drain([going], now=NOW, node=reachable).done           # past the 5 min grace
-
-
-def test_eviction_body() -> None:
-    assert rm.eviction(pod("web")) == {"apiVersion": "policy/v1", "kind": "Eviction",
-                                       "metadata": {"name": "web", "namespace": "default"}}
-
-
 def test_node_metadata_patch() -> None:
     m = machine("m1", labels={"node-role.kubernetes.io/worker": "", "node.cluster.x-k8s.io/pool": "a",
                               "other": "x"}, owner={"kind": "MachineSet", "name": "ms1", "uid": "u",
@@ -329,7 +317,7 @@ def test_delete_hooks() -> None:
     m = dm(annotations={"pre-terminate.delete.hook.machine.cluster.x-k8s.io/x": ""})
     assert step(m) == "drain"
     st = rm.deletion_step(m, node_delete_allowed=True, drain_done=True, infra_exists=True, bootstrap_exists=True,
-                          node_exists=True, now=NOW)
+                          node_exists=True, now=NOW, volumes_done=True)
     assert (st.action, st.reason) == ("wait_hook", "WaitingForPreTerminateHook")
 
 

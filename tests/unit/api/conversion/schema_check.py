@@ -100,4 +100,5 @@ def check_object(obj: dict[str, Any]) -> list[str]:
     body = {k: v for k, v in obj.items() if k != "metadata"}
     props = dict(schema.get("properties", {}))
     props.pop("metadata", None)
-    return check(body, {**schema, "properties": props})
+    required = [r for r in schema.get("required", []) if r != "metadata"]  # upstream's MachineDrainRule lists it
+    return check(body, {**schema, "properties": props, "required": required})

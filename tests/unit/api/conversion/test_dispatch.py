@@ -38,7 +38,7 @@ def test_convert_goes_either_way_and_leaves_the_same_version_alone() -> None:
 @pytest.mark.parametrize(("obj", "target", "message"), [
     (MACHINE, "infrastructure.cluster.x-k8s.io/v1beta1", "different groups"),
     (MACHINE, "cluster.x-k8s.io/v1alpha4", "unsupported target version"),
-    ({**MACHINE, "kind": "MachineDrainRule"}, "cluster.x-k8s.io/v1beta1", "no conversion for MachineDrainRule"),
+    ({**MACHINE, "kind": "MachineLock"}, "cluster.x-k8s.io/v1beta1", "no conversion for MachineLock"),
     ({**MACHINE, "apiVersion": "cluster.x-k8s.io/v1alpha4"}, "cluster.x-k8s.io/v1beta1", "expected version v1beta2"),
 ])
 def test_what_cannot_be_converted_says_why(obj: dict[str, object], target: str, message: str) -> None:
