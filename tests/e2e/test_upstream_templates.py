@@ -33,7 +33,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from capd_py.cli.generate import generate_cluster, parse_documents
 from capd_py.testing.e2e import (
     K8S_VERSION,
     Mgmt,
@@ -42,6 +41,7 @@ from capd_py.testing.e2e import (
     docker_leftovers,
     nodes_ready,
     run,
+    upstream_e2e_variables,
     wait_for,
 )
 
@@ -52,22 +52,9 @@ NAME = "e2e-upstream"
 
 
 
-def capd_netd_manifest() -> str:
-    """The CNI manifest capd-py's default template delivers through its ClusterResourceSet."""
-    cm = next(d for d in parse_documents(generate_cluster("x", env={})) if d["kind"] == "ConfigMap")
-    return str(cm["data"]["resources"])
-
-
 def render(clusterctl: str, tmp: Path) -> str:
     """`clusterctl generate cluster --from` with upstream's docker e2e values, minus the two that pull images."""
-    env = {
-        "CLUSTERCTL_DISABLE_VERSIONCHECK": "true", "XDG_CONFIG_HOME": str(tmp / "xdg"),
-        # test/e2e/config/docker.yaml (release-1.13)
-        "DOCKER_SERVICE_DOMAIN": "cluster.local", "DOCKER_SERVICE_CIDRS": "10.128.0.0/12",
-        "DOCKER_POD_CIDRS": "192.168.0.0/16",
-        # as upstream's e2e framework fills it: the ConfigMap's data, {"resources": <the manifest>}, as JSON
-        "CNI_RESOURCES": json.dumps({"resources": capd_netd_manifest()}),
-    }
+    env = upstream_e2e_variables(tmp)
     return run([clusterctl, "generate", "cluster", NAME, "--from", str(TEMPLATE), "--target-namespace", "default",
                 "--kubernetes-version", K8S_VERSION, "--control-plane-machine-count", "1",
                 "--worker-machine-count", "1"], env=env, timeout=120).stdout
