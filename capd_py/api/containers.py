@@ -39,6 +39,9 @@ class ContainerSpec:
     restart_policy: str = ""               # "" | unless-stopped | always
     entrypoint: tuple[str, ...] = ()       # overrides the image entrypoint when set
     ipv4: str = ""                         # static address on `network` ("" = the engine assigns one per start)
+    ipv6: str = ""                         # static IPv6 address on `network` (its IPv6 subnet), likewise
+    # namespaced kernel parameters of the container (IPv6 clusters' nodes: IPv6 on, forwarding on)
+    sysctls: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,11 @@ class NetworkInfo:
     ip_range: str = ""
     # every subnet of the network, IPv6 ones included (`subnet` is the IPv4 one, if any)
     subnets: tuple[str, ...] = ()
+
+    @property
+    def subnet6(self) -> str:
+        """The network's IPv6 subnet ("" when it has none: IPv6 is off on it)."""
+        return next((s for s in self.subnets if ":" in s), "")
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from capd_py.controllers.services.docker_infra import deleting_machines
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
 from capd_py.reconcile import dockercluster as dcr
-from capd_py.reconcile import subnets
+from capd_py.reconcile import ipfamily, subnets
 from capd_py.reconcile.coreutil import is_deleting
 from capd_py.runtime.networks import NoFreeSubnet
 from capd_py.runtime.protocol import RuntimeError_
@@ -44,10 +44,10 @@ def cluster_name_of(obj: dict[str, Any]) -> str | None:
     return ((obj.get("metadata") or {}).get("labels") or {}).get(CLUSTER_NAME)
 
 
-async def _sync_lb(ctx: Ctx, namespace: str, cluster: str, network: str) -> dcr.LBState:
+async def _sync_lb(ctx: Ctx, namespace: str, cluster: str, network: str, family: str) -> dcr.LBState:
     machines = await ctx.kube.list(MACHINE, namespace, selector=f"{CLUSTER_NAME}={cluster},{CONTROL_PLANE}")
     dms = await ctx.kube.list(DOCKER_MACHINE, namespace, labels={CLUSTER_NAME: cluster})
-    return await ctx.infra.sync_lb(namespace, cluster, network, deleting_machines(machines, dms))
+    return await ctx.infra.sync_lb(namespace, cluster, network, deleting_machines(machines, dms), family)
 
 
 # --- reconcile ------------------------------------------------------------------------------------
@@ -73,11 +73,13 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     dc = await ensure_finalizer(ctx.kube, DOCKER_CLUSTER, dc, FINALIZER_DOCKER_CLUSTER)
 
     network = dcr.network_name(namespace, cluster_name, dc)
+    family = dcr.cluster_family(cluster)
     labels = ({dcr.CONTAINER_MANAGED: "true"} if dcr.network_is_shared(dc)
               else dcr.cluster_labels(namespace, cluster_name))
     try:
         net = await ctx.infra.ensure_network(network, labels,
-                                             dcr.network_avoid(cluster, ctx.settings.management_cidrs))
+                                             dcr.network_avoid(cluster, ctx.settings.management_cidrs),
+                                             ipv6=ipfamily.wants_ipv6(family))
         clash = dcr.network_clash(net, cluster)
         if clash is None:
             await ctx.infra.connect_controllers(network)  # in-cluster controllers must reach the cluster's API
@@ -104,7 +106,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
                                          f"{namespace}/{cluster_name}; remove or rename it"))
         return Result(requeue_after=30)
     try:
-        drift = dcr.lb_drift(lb, network, dc, net)
+        drift = dcr.lb_drift(lb, network, dc, net, family)
         if drift:
             if not dcr.lb_repairable(net, dc):
                 await _fail(ctx, dc, dcr.LBState(False, dcr.R_ENDPOINT_CHANGED, (
@@ -122,7 +124,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
                     f"load balancer image {image} is not present locally; build it with `make images` "
                     "(capd-py never pulls images)"), event=False)
                 return Result(requeue_after=15)
-            await ctx.infra.create_container(dcr.lb_spec(namespace, cluster_name, image, network, dc))
+            await ctx.infra.create_container(dcr.lb_spec(namespace, cluster_name, image, network, dc, net))
             log.info("%s/%s: created load balancer container %s", namespace, name, lb_name)
         elif not lb.running:
             await ctx.infra.start_container(lb_name)
@@ -131,8 +133,8 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, f"load balancer container {lb_name}: {e}"))
         return Result(requeue_after=10)
 
-    state = await _sync_lb(ctx, namespace, cluster_name, network)
-    ep = dcr.endpoint(lb, network)
+    state = await _sync_lb(ctx, namespace, cluster_name, network, family)
+    ep = dcr.endpoint(lb, network, family)
     patch: dict[str, Any] = {}
     for p in (dcr.endpoint_patch(dc, ep), dcr.host_port_patch(dc, lb)):
         for k, v in (p or {}).items():

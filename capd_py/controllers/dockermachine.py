@@ -55,10 +55,11 @@ async def _docker_cluster(ctx: Ctx, namespace: str, cluster: dict[str, Any]) -> 
     return None
 
 
-async def _sync_lb(ctx: Ctx, namespace: str, cluster: str, network: str, extra_deleting: set[str]) -> None:
+async def _sync_lb(ctx: Ctx, namespace: str, cluster: str, network: str, extra_deleting: set[str],
+                   family: str) -> None:
     machines = await ctx.kube.list(MACHINE, namespace, selector=f"{CLUSTER_NAME}={cluster},{CONTROL_PLANE}")
     dms = await ctx.kube.list(DOCKER_MACHINE, namespace, labels={CLUSTER_NAME: cluster})
-    await ctx.infra.sync_lb(namespace, cluster, network, deleting_machines(machines, dms) | extra_deleting)
+    await ctx.infra.sync_lb(namespace, cluster, network, deleting_machines(machines, dms) | extra_deleting, family)
 
 
 async def _set(ctx: Ctx, dm: dict[str, Any], obs: Observed, paused: bool = False) -> dict[str, Any]:
@@ -101,16 +102,17 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     cp = dmr.is_control_plane(machine)
     dc = await _docker_cluster(ctx, namespace, cluster)
     network = dcr.network_name(namespace, cluster_name, dc)
+    family = dcr.cluster_family(cluster)
     fd = (machine.get("spec") or {}).get("failureDomain")
 
     def obs(phase: Phase, msg: str = "", c: ContainerInfo | None = None) -> Observed:
-        return Observed(phase, msg, c, network, fd)
+        return Observed(phase, msg, c, network, fd, family=family)
 
     info = await ctx.infra.get_container(cname)
     if cp and info is not None and is_deleting(machine):
         # the Machine is going (its etcd member goes next, in the control plane's pre-terminate hook): no new API
         # connection may reach it from now on
-        await _sync_lb(ctx, namespace, cluster_name, network, {mname})
+        await _sync_lb(ctx, namespace, cluster_name, network, {mname}, family)
     if info is not None and not dcr.ours(info, namespace, cluster_name):
         await _fail(ctx, dm, obs(Phase.NAME_CONFLICT, f"a container named {cname} exists that capd-py did not "
                                  f"create for {namespace}/{cluster_name}; remove or rename it"),
@@ -137,7 +139,8 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
             # not an admission error: any supported version is accepted, its node image may come later
             await _fail(ctx, dm, obs(Phase.IMAGE_NOT_FOUND, img.message), "ImageNotFound")
             return Result(requeue_after=img.requeue_after) if img.requeue_after else None
-        spec = dmr.node_spec(namespace, cluster_name, mname, dm, image, network, cp, ctx.settings.privileged_mode)
+        spec = dmr.node_spec(namespace, cluster_name, mname, dm, image, network, cp, ctx.settings.privileged_mode,
+                             family)
         try:
             info = await ctx.infra.create_container(spec)
         except RuntimeError_ as e:
@@ -157,7 +160,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     # provisioned, and it is all that remains after upstream clusterctl move, which creates objects without status
     # (as upstream CAPD: a DockerMachine with a providerID is provisioned)
     if contract.infra_provisioned(dm) or contract.provider_id(dm):
-        moved = dmr.address_change(dm, info, network, cp)
+        moved = dmr.address_change(dm, info, network, cp, family)
         if moved:
             await _fail(ctx, dm, obs(Phase.ADDRESS_CHANGED, moved, info), "ContainerAddressChanged")
             return None
@@ -289,14 +292,17 @@ async def _provisioned(ctx: Ctx, dm: dict[str, Any], o: Observed, cname: str,
     if contract.provider_id(dm) != pid:
         dm = await ctx.kube.merge_patch(DOCKER_MACHINE, ns, md["name"], {
             "metadata": {"resourceVersion": md["resourceVersion"]}, "spec": {"providerID": pid}})
-    await _set(ctx, dm, o)
+    dm = await _set(ctx, dm, o)
     cp_initialized = contract.control_plane_initialized(cluster) or cond.is_true(cluster, "ControlPlaneInitialized")
-    return await _patch_node(ctx, ns, cluster["metadata"]["name"], cname, pid, cp_initialized)
+    return await _patch_node(ctx, ns, cluster["metadata"]["name"], cname, pid, cp_initialized,
+                             contract.addresses(dm) or [])
 
 
 async def _patch_node(ctx: Ctx, ns: str, cluster_name: str, node_name: str, pid: str,
-                      cp_initialized: bool = True) -> Result | None:
-    """kubelet in a container sets no providerID; the Machine controller matches Nodes by it.
+                      cp_initialized: bool = True, machine_addresses: list[dict[str, str]] | None = None
+                      ) -> Result | None:
+    """kubelet in a container sets no providerID; the Machine controller matches Nodes by it. A Node of an
+    external cloud provider is initialized as upstream CAPD does (dmr.node_patch).
     Before the control plane is initialized there is nothing to poll: the Cluster's status change
     (watched) brings us back."""
     try:
@@ -310,13 +316,17 @@ async def _patch_node(ctx: Ctx, ns: str, cluster_name: str, node_name: str, pid:
             # (and so the Cluster's readiness) waits for the providerID set here; the Node watch, when in
             # sync, brings us back the moment it appears
             return Result(requeue_after=1 if watched is None else ctx.settings.node_watch_poll_seconds)
-        if contract.provider_id(node) != pid:
-            if contract.provider_id(node):
-                log.warning("%s: node %s has providerID %s, expected %s", ns, node_name,
-                            contract.provider_id(node), pid)
-                return None
-            await wl.merge_patch(NODE, None, node_name, {"spec": {"providerID": pid}})
-            log.info("%s: set providerID of workload node %s", ns, node_name)
+        if contract.provider_id(node) and contract.provider_id(node) != pid:
+            log.warning("%s: node %s has providerID %s, expected %s", ns, node_name, contract.provider_id(node), pid)
+            return None
+        patch = dmr.node_patch(node, pid, machine_addresses or [])
+        if patch.status:  # the addresses first: the taint's removal tells the cluster the Node is complete
+            await wl.merge_patch(NODE, None, node_name, {"status": patch.status}, subresource="status")
+            log.info("%s: set addresses of workload node %s", ns, node_name)
+        if patch.spec:
+            await wl.merge_patch(NODE, None, node_name, {"spec": patch.spec})
+            log.info("%s: set %s of workload node %s", ns, " and ".join(
+                {"providerID": "providerID", "taints": "no uninitialized taint"}[k] for k in patch.spec), node_name)
     except Exception as e:  # noqa: BLE001 - the workload API may not be up yet: waiting, not failing
         log.debug("%s: workload node %s not patched yet: %s", ns, node_name, e)
         return Result(requeue_after=2)
@@ -344,6 +354,7 @@ async def _delete(ctx: Ctx, dm: dict[str, Any], machine_name: str | None, machin
         cluster = await ctx.kube.get(CLUSTER, ns, cluster_name)
         dc = await _docker_cluster(ctx, ns, cluster) if cluster else None
         network = dcr.network_name(ns, cluster_name, dc)
+        family = dcr.cluster_family(cluster)
         await ctx.infra.settle(cname)
         info = await ctx.infra.get_container(cname)
         cp = (info is not None and info.labels.get(dcr.CONTAINER_ROLE) == dcr.ROLE_CONTROL_PLANE) \
@@ -352,14 +363,14 @@ async def _delete(ctx: Ctx, dm: dict[str, Any], machine_name: str | None, machin
             info = None  # not ours: leave it alone
         if info is not None:
             if cp:  # drain the LB first: weight 0 for this machine
-                await _sync_lb(ctx, ns, cluster_name, network, {machine_name})
+                await _sync_lb(ctx, ns, cluster_name, network, {machine_name}, family)
             if not await ctx.infra.remove_container(cname):
                 return Result(requeue_after=2)
             log.info("%s/%s: removed container %s", ns, md["name"], cname)
         # a container removed behind our back (`docker rm -f`) leaves its /var volume: it goes with the machine
         await ctx.infra.remove_volumes({**dcr.cluster_labels(ns, cluster_name), CONTAINER_MACHINE: machine_name})
         if cp:
-            await _sync_lb(ctx, ns, cluster_name, network, set())
+            await _sync_lb(ctx, ns, cluster_name, network, set(), family)
             _nudge_cluster(ctx, ns, cluster_name, dc)
     await remove_finalizer(ctx.kube, DOCKER_MACHINE, dm, FINALIZER_DOCKER_MACHINE)
     return None

@@ -89,3 +89,33 @@ def pick_static(net: NetworkInfo, taken: Iterable[str]) -> str | None:
         if s not in used and in_static_range(net, s):
             return s
     return None
+
+
+# IPv6 (IPv6 and dual-stack clusters): a network capd-py made for them has an IPv6 subnet besides the IPv4 one.
+# A container's IPv6 address is not chosen separately: it sits at the same offset in the IPv6 subnet as its
+# static IPv4 address in the IPv4 one, so it is as stable and never clashes with another container's (docker's
+# dynamic IPv6 addresses come from the upper half of the IPv6 subnet, far above any offset of the IPv4 one).
+
+def paired_ipv6(net: NetworkInfo | None, ipv4: str) -> str:
+    """The IPv6 address that goes with static IPv4 address `ipv4` on `net` ("" when the network has no IPv6
+    subnet or `ipv4` is not in its IPv4 subnet)."""
+    if net is None or not net.subnet6 or not in_subnet(net, ipv4):
+        return ""
+    offset = int(ipaddress.ip_address(ipv4)) - int(ipaddress.ip_network(net.subnet, strict=False).network_address)
+    return str(ipaddress.ip_network(net.subnet6, strict=False).network_address + offset)
+
+
+def paired_ipv4(net: NetworkInfo | None, ipv6: str) -> str:
+    """The static IPv4 address whose pair is `ipv6` ("" when `ipv6` is not at an IPv4 subnet's offset)."""
+    if net is None or not net.subnet or not net.subnet6:
+        return ""
+    try:
+        ip = ipaddress.ip_address(ipv6)
+        six = ipaddress.ip_network(net.subnet6, strict=False)
+    except ValueError:
+        return ""
+    four = ipaddress.ip_network(net.subnet, strict=False)
+    if ip not in six:
+        return ""
+    offset = int(ip) - int(six.network_address)
+    return str(four.network_address + offset) if offset < four.num_addresses else ""

@@ -26,7 +26,7 @@ from capd_py.api.labels import (
     LB_HOST_PORT_ANNOTATION,
     NETWORK_ANNOTATION,
 )
-from capd_py.reconcile import addresses, haproxy, subnets
+from capd_py.reconcile import addresses, haproxy, ipfamily, subnets
 
 LOAD_BALANCER_AVAILABLE = "LoadBalancerAvailable"
 # True when the Cluster's pod/service CIDRs overlap the management cluster's network or a host route (capd-py's
@@ -71,7 +71,12 @@ def network_avoid(cluster: dict[str, Any] | None, management_cidrs: Iterable[str
 
 def network_clash(net: NetworkInfo, cluster: dict[str, Any] | None) -> str | None:
     """Why an existing network (named by the user, or made before capd-py chose subnets) cannot carry the
-    cluster: it overlaps the Cluster's own CIDRs. None when it can."""
+    cluster: it overlaps the Cluster's own CIDRs, or the cluster is IPv6 or dual-stack and the network has no
+    IPv6 subnet. None when it can."""
+    family = cluster_family(cluster)
+    if ipfamily.wants_ipv6(family) and not net.subnet6:
+        return (f"docker network {net.name} has no IPv6 subnet and the cluster is {family} (spec.clusterNetwork): "
+                "remove the network (capd-py makes it with an IPv6 subnet) or name one with IPv6 enabled")
     mine = subnets.cluster_cidrs(cluster)
     hits = [(s, t) for s in (net.subnets or (net.subnet,)) if s for t in subnets.overlapping(s, mine)]
     if not hits:
@@ -130,15 +135,34 @@ def lb_image(dc: dict[str, Any], default_image: str = DEFAULT_LB_IMAGE) -> str:
     return f"{str(repo or LB_DEFAULT_REPOSITORY).rstrip('/')}/{LB_IMAGE_NAME}:{tag or LB_DEFAULT_TAG}"
 
 
-def lb_spec(namespace: str, cluster: str, image: str, network: str, dc: dict[str, Any] | None = None) -> ContainerSpec:
+def lb_spec(namespace: str, cluster: str, image: str, network: str, dc: dict[str, Any] | None = None,
+            net: NetworkInfo | None = None) -> ContainerSpec:
     """The load balancer container. Once the DockerCluster has an endpoint and a recorded host port, a
-    re-created load balancer takes both again (kubeconfigs and certificates name them)."""
+    re-created load balancer takes both again (kubeconfigs and certificates name them; an IPv6 endpoint is the
+    pair of the static IPv4 address asked for)."""
     name = lb_container_name(cluster)
-    ep = ((dc or {}).get("spec") or {}).get("controlPlaneEndpoint") or {}
+    host = str((((dc or {}).get("spec") or {}).get("controlPlaneEndpoint") or {}).get("host") or "")
+    ipv4 = addresses.paired_ipv4(net, host) if ":" in host else host
     return ContainerSpec(name=name, image=image, hostname=name, network=network,
                          labels=lb_labels(namespace, cluster),
                          ports=(PortMapping(API_PORT, recorded_host_port(dc), "127.0.0.1"),),
-                         node=False, restart_policy="unless-stopped", ipv4=str(ep.get("host") or ""))
+                         node=False, restart_policy="unless-stopped", ipv4=ipv4)
+
+
+def cluster_family(cluster: dict[str, Any] | None) -> str:
+    """The Cluster's IP family; an unusable one (mismatched CIDRs) is IPv4 here: the Cluster's admission and
+    its conditions report it, the infrastructure is made as for IPv4."""
+    try:
+        return ipfamily.cluster_ip_family(cluster)
+    except ipfamily.IPFamilyError:
+        return ipfamily.IPV4
+
+
+def address_of(c: ContainerInfo, network: str, family: str = ipfamily.IPV4) -> str:
+    """The address a container serves the cluster on: IPv6 for IPv6 clusters, else IPv4 (as upstream CAPD)."""
+    if family == ipfamily.IPV6:
+        return c.ipv6.get(network) or ""
+    return c.ipv4.get(network) or c.ipv6.get(network) or ""
 
 
 def recorded_host_port(dc: dict[str, Any] | None) -> int:
@@ -147,7 +171,8 @@ def recorded_host_port(dc: dict[str, Any] | None) -> int:
     return int(v) if v.isdigit() else 0
 
 
-def lb_drift(lb: ContainerInfo | None, network: str, dc: dict[str, Any], net: NetworkInfo | None) -> str | None:
+def lb_drift(lb: ContainerInfo | None, network: str, dc: dict[str, Any], net: NetworkInfo | None,
+             family: str = ipfamily.IPV4) -> str | None:
     """Why a running load balancer no longer serves what the DockerCluster recorded (its address is
     spec.controlPlaneEndpoint.host, its host port the annotation): e.g. it was started again with another
     address on a network without static addresses, or made by an older capd-py with a port docker picks
@@ -156,8 +181,8 @@ def lb_drift(lb: ContainerInfo | None, network: str, dc: dict[str, Any], net: Ne
     if lb is None or not lb.running:
         return None
     host = str((((dc.get("spec") or {}).get("controlPlaneEndpoint") or {}).get("host")) or "")
-    cur = lb.ipv4.get(network) or lb.ipv6.get(network) or ""
-    if host and cur and cur != host and addresses.in_subnet(net, host):
+    cur = address_of(lb, network, family)
+    if host and cur and cur != host and (addresses.in_subnet(net, host) or bool(addresses.paired_ipv4(net, host))):
         return f"load balancer {lb.name} has address {cur} on network {network}, the cluster's endpoint is {host}"
     want, got = recorded_host_port(dc), lb.ports.get(API_PORT)
     if want and got and got != want:
@@ -165,14 +190,15 @@ def lb_drift(lb: ContainerInfo | None, network: str, dc: dict[str, Any], net: Ne
     return None
 
 
-def backends(containers: list[ContainerInfo], network: str, deleting: set[str]) -> list[haproxy.Backend]:
+def backends(containers: list[ContainerInfo], network: str, deleting: set[str],
+             family: str = ipfamily.IPV4) -> list[haproxy.Backend]:
     """One backend per control-plane container with an address on the cluster network; machines
     being deleted (by Machine name, the CONTAINER_MACHINE label) get weight 0."""
     out = []
     for c in containers:
         if c.labels.get(CONTAINER_ROLE) != ROLE_CONTROL_PLANE:
             continue
-        addr = c.ipv4.get(network) or c.ipv6.get(network)
+        addr = address_of(c, network, family)
         if not addr:
             continue
         weight = 0 if c.labels.get(CONTAINER_MACHINE) in deleting or c.name in deleting else haproxy.DEFAULT_WEIGHT
@@ -186,14 +212,14 @@ def lb_repairable(net: NetworkInfo | None, dc: dict[str, Any]) -> bool:
     address."""
     if not addresses.static_capable(net) or net is None:
         return False
-    host = (((dc.get("spec") or {}).get("controlPlaneEndpoint") or {}).get("host")) or ""
-    return not host or addresses.in_static_range(net, str(host))
+    host = str((((dc.get("spec") or {}).get("controlPlaneEndpoint") or {}).get("host")) or "")
+    return not host or addresses.in_static_range(net, addresses.paired_ipv4(net, host) if ":" in host else host)
 
 
-def endpoint(lb: ContainerInfo | None, network: str) -> dict[str, Any] | None:
+def endpoint(lb: ContainerInfo | None, network: str, family: str = ipfamily.IPV4) -> dict[str, Any] | None:
     if lb is None or not lb.running:
         return None
-    host = lb.ipv4.get(network) or lb.ipv6.get(network)
+    host = address_of(lb, network, family)
     return {"host": host, "port": API_PORT} if host else None
 
 

@@ -22,7 +22,7 @@ from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.containers import ContainerInfo, ContainerSpec, Mount
 from capd_py.api.labels import CONTAINER_MACHINE, CONTAINER_ROLE
-from capd_py.reconcile import coreutil
+from capd_py.reconcile import coreutil, ipfamily
 from capd_py.reconcile.dockercluster import ROLE_CONTROL_PLANE, ROLE_WORKER, cluster_labels
 
 CONTAINER_PROVISIONED = "ContainerProvisioned"
@@ -64,10 +64,46 @@ def provider_id(name: str) -> str:
     return f"docker:////{name}"
 
 
+# kubelet's taint on a Node of an external cloud provider (`--cloud-provider=external`, e.g. upstream's dual-stack
+# flavors) until the cloud provider initialized it; CAPD plays that cloud provider, as upstream CAPD does
+CLOUD_PROVIDER_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
+
+
+def cloud_provider_uninitialized(node: dict[str, Any] | None) -> bool:
+    return any(t.get("key") == CLOUD_PROVIDER_TAINT for t in contract.dig(node, "spec", "taints", default=[]) or [])
+
+
+@dataclass(frozen=True)
+class NodePatch:
+    spec: dict[str, Any] | None = None     # merge patch of the Node
+    status: dict[str, Any] | None = None   # merge patch of its status subresource
+
+
+def node_patch(node: dict[str, Any], pid: str, machine_addresses: list[dict[str, str]]) -> NodePatch:
+    """What CAPD does to its machines' Nodes as their cloud provider: spec.providerID (kubelet in a container sets
+    none); on a Node still carrying the uninitialized taint, the machine's InternalIP addresses appended to the
+    Node's (order kept: kubelet gives host-network pods the first of each family) and the taint removed."""
+    spec: dict[str, Any] = {}
+    status: dict[str, Any] | None = None
+    if not contract.provider_id(node):
+        spec["providerID"] = pid
+    if cloud_provider_uninitialized(node):
+        have = list(contract.dig(node, "status", "addresses", default=[]) or [])
+        pairs = {(a.get("type"), a.get("address")) for a in have}
+        new = [{"type": "InternalIP", "address": a["address"]} for a in machine_addresses
+               if a.get("type") == "InternalIP" and ("InternalIP", a.get("address")) not in pairs]
+        if new:
+            status = {"addresses": have + new}
+        spec["taints"] = [t for t in contract.dig(node, "spec", "taints", default=[]) or []
+                          if t.get("key") != CLOUD_PROVIDER_TAINT] or None
+    return NodePatch(spec or None, status)
+
+
 def machines_awaiting_provider_id(cluster: str, machines: list[dict[str, Any]], node: dict[str, Any]) -> list[str]:
     """Names of the Machines whose node container registered `node` and which still have to set its
-    spec.providerID (kubelet in a container sets none): the node is named after the container."""
-    if contract.provider_id(node):
+    spec.providerID (kubelet in a container sets none) or initialize it as its cloud provider: the node is named
+    after the container."""
+    if contract.provider_id(node) and not cloud_provider_uninitialized(node):
         return []
     name = contract.dig(node, "metadata", "name")
     return [m["metadata"]["name"] for m in machines if container_name(cluster, m["metadata"]["name"]) == name]
@@ -146,13 +182,19 @@ def extra_mounts(dm: dict[str, Any]) -> tuple[Mount, ...]:
     return tuple(out)
 
 
+# Inside an IPv6 or dual-stack cluster's node: IPv6 on (docker turns it off in containers by default) and
+# forwarded (kubeadm's preflight checks it; pods' traffic is routed through the node), as kind and upstream CAPD.
+IPV6_SYSCTLS = {"net.ipv6.conf.all.disable_ipv6": "0", "net.ipv6.conf.all.forwarding": "1"}
+
+
 def node_spec(namespace: str, cluster: str, machine_name: str, dm: dict[str, Any], image: str, network: str,
-              control_plane: bool, privileged_mode: str) -> ContainerSpec:
+              control_plane: bool, privileged_mode: str, family: str = ipfamily.IPV4) -> ContainerSpec:
     name = container_name(cluster, machine_name)
     return ContainerSpec(name=name, image=image, hostname=name, network=network,
                          labels=machine_labels(namespace, cluster, machine_name, control_plane),
                          mounts=extra_mounts(dm), privileged_mode=privileged_mode, node=True,
-                         restart_policy="unless-stopped")
+                         restart_policy="unless-stopped",
+                         sysctls=dict(IPV6_SYSCTLS) if ipfamily.wants_ipv6(family) else {})
 
 
 def bootstrap_timeout(dm: dict[str, Any]) -> float:
@@ -167,24 +209,28 @@ def bootstrap_timeout(dm: dict[str, Any]) -> float:
     return total if ok else DEFAULT_BOOTSTRAP_TIMEOUT
 
 
-def addresses(info: ContainerInfo | None, network: str) -> list[dict[str, str]]:
+def addresses(info: ContainerInfo | None, network: str, family: str = ipfamily.IPV4) -> list[dict[str, str]]:
+    """Hostname, then InternalIP and ExternalIP of each address of the cluster's family (IPv6 only for IPv6
+    clusters, IPv4 then IPv6 for dual-stack ones), as upstream CAPD."""
     if info is None:
         return []
     out = [{"type": "Hostname", "address": info.name}]
-    for fam in (info.ipv4, info.ipv6):
+    for fam in (info.ipv6,) if family == ipfamily.IPV6 else (info.ipv4, info.ipv6):
         ip = fam.get(network)
         if ip:
             out += [{"type": "InternalIP", "address": ip}, {"type": "ExternalIP", "address": ip}]
     return out
 
 
-def address_change(dm: dict[str, Any], info: ContainerInfo | None, network: str, control_plane: bool) -> str | None:
+def address_change(dm: dict[str, Any], info: ContainerInfo | None, network: str, control_plane: bool,
+                   family: str = ipfamily.IPV4) -> str | None:
     """A provisioned node container running with another address than the one recorded in status.addresses
     (started again on a network without static addresses): its kubelet, certificates and, for a control
     plane, its etcd member still name the old one, so it cannot serve; None when it kept its address."""
     old = next((a.get("address") for a in (dm.get("status") or {}).get("addresses") or []
                 if a.get("type") == "InternalIP"), None)
-    cur = (info.ipv4.get(network) or info.ipv6.get(network)) if info is not None and info.running else None
+    cur = ((info.ipv6.get(network) if family == ipfamily.IPV6 else info.ipv4.get(network) or info.ipv6.get(network))
+           if info is not None and info.running else None)
     if not old or not cur or old == cur or info is None:
         return None
     what = "certificates and etcd member" if control_plane else "kubelet and certificates"
@@ -206,6 +252,7 @@ class Observed:
     network: str = ""
     failure_domain: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    family: str = ipfamily.IPV4
 
 
 def status(dm: dict[str, Any], obs: Observed, paused: bool = False) -> dict[str, Any]:
@@ -241,7 +288,7 @@ def status(dm: dict[str, Any], obs: Observed, paused: bool = False) -> dict[str,
     if p == Phase.PROVISIONED:
         st["initialization"] = {**(st.get("initialization") or {}), "provisioned": True}
     if obs.container is not None and obs.network and p != Phase.ADDRESS_CHANGED:  # keep the address it had
-        addrs = addresses(obs.container, obs.network)
+        addrs = addresses(obs.container, obs.network, obs.family)
         if addrs and any(a["type"] == "InternalIP" for a in addrs):
             st["addresses"] = addrs
     if obs.failure_domain:

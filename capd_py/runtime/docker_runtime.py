@@ -182,6 +182,8 @@ class DockerRuntime:
                 kw["device_cgroup_rules"] = ["a *:* rwm"]
         if spec.network:
             kw["network_mode"] = spec.network
+        if spec.sysctls:
+            kw["sysctls"] = dict(spec.sysctls)
         hc = dict(self.api.create_host_config(**kw))
         if spec.node and spec.privileged_mode != "privileged":
             # `--security-opt systempaths=unconfined`: no masked or read-only /proc and /sys paths
@@ -244,7 +246,8 @@ class DockerRuntime:
         if spec.network:
             kw["networking_config"] = self.api.create_networking_config(
                 {spec.network: self.api.create_endpoint_config(aliases=[spec.hostname or spec.name],
-                                                               ipv4_address=spec.ipv4 or None)})
+                                                               ipv4_address=spec.ipv4 or None,
+                                                               ipv6_address=spec.ipv6 or None)})
         try:
             created = self.api.create_container(**kw)
         except docker.errors.APIError as e:
@@ -383,7 +386,7 @@ class DockerRuntime:
                 return self._net(self.api.inspect_network(n["Id"]))
         return None
 
-    def create_network(self, name: str, labels: dict[str, str], subnet: str) -> NetworkInfo:
+    def create_network(self, name: str, labels: dict[str, str], subnet: str, subnet6: str = "") -> NetworkInfo:
         """The network `name` (used as it is when it exists), else made with `subnet`, its upper half docker's
         dynamic range (the lower half takes static addresses) and its first host address the gateway."""
         got = self.get_network(name)
@@ -391,12 +394,13 @@ class DockerRuntime:
             return got
         # the gateway given explicitly: without it docker puts the bridge on the first address of the dynamic
         # range, leaving the first host address to be handed out as if it were free
-        pool = IPAMPool(subnet=subnet, iprange=addresses.dynamic_range(subnet), gateway=addresses.first_host(subnet))
+        pools = [IPAMPool(subnet=s, iprange=addresses.dynamic_range(s), gateway=addresses.first_host(s))
+                 for s in (subnet, subnet6) if s]
         options = {"com.docker.network.bridge.enable_ip_masquerade": "true"}
         try:
             self.api.create_network(name, driver="bridge", labels=dict(labels), check_duplicate=True,
-                                    options=options, ipam=IPAMConfig(pool_configs=[pool]),
-                                    enable_ipv6=":" in subnet)
+                                    options=options, ipam=IPAMConfig(pool_configs=pools),
+                                    enable_ipv6=bool(subnet6) or ":" in subnet)
         except docker.errors.APIError as e:
             text = str(e.explanation or e)
             if e.status_code == 409 or self.get_network(name):  # lost a race: someone created it in between

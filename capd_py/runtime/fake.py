@@ -123,6 +123,7 @@ class FakeRuntime:
                 raise RuntimeError_(f"image {spec.image} not found locally (capd-py never pulls)")
             n = next(self._ids)
             ipv4: dict[str, str] = {}
+            ipv6: dict[str, str] = {}
             if spec.network:
                 net = self.networks.get(spec.network)
                 if net is None:
@@ -136,9 +137,11 @@ class FakeRuntime:
                     ipv4[spec.network] = spec.ipv4
                 else:  # dynamic: from the upper half, like docker's ip-range
                     ipv4[spec.network] = _dynamic_address(net, n)
+                if net.subnet6:
+                    ipv6[spec.network] = spec.ipv6 or addresses.paired_ipv6(net, ipv4[spec.network])
             ports = {p.container_port: p.host_port or 40000 + n for p in spec.ports}
             info = ContainerInfo(id=f"fake{n:060d}", name=spec.name, image=spec.image, status="running",
-                                 labels=dict(spec.labels), ipv4=ipv4, ipv6={}, ports=ports,
+                                 labels=dict(spec.labels), ipv4=ipv4, ipv6=ipv6, ports=ports,
                                  static_ipv4={spec.network: spec.ipv4} if spec.ipv4 else {})
             c = _Container(info=info, spec=spec)
             if spec.node:
@@ -274,19 +277,22 @@ class FakeRuntime:
     def logs(self, name: str, tail: int = 200) -> str:
         return "Reached target Multi-User System.\n" if name in self.containers else ""
 
-    def create_network(self, name: str, labels: dict[str, str], subnet: str) -> NetworkInfo:
+    def create_network(self, name: str, labels: dict[str, str], subnet: str, subnet6: str = "") -> NetworkInfo:
         with self._lock:
             if name in self.networks:
                 return self.networks[name]
-            net = ipaddress.ip_network(subnet, strict=False)
+            mine = [ipaddress.ip_network(s, strict=False) for s in (subnet, subnet6) if s]
             for other in self.networks.values():
-                if any(net.overlaps(ipaddress.ip_network(o, strict=False))  # type: ignore[arg-type]
-                       for o in other.subnets or (other.subnet,) if o):
+                if any(a.version == b.version and a.overlaps(b)  # type: ignore[arg-type]
+                       for a in mine for b in (ipaddress.ip_network(o, strict=False)
+                                               for o in other.subnets or (other.subnet,) if o)):
                     raise SubnetTaken(f"create network {name}: Pool overlaps with other one on this address space")
             n = next(self._nets)
+            net = mine[0]
             self.networks[name] = NetworkInfo(name=name, id=f"net{n:061d}", subnet=str(net),
                                               gateway=addresses.first_host(str(net)), labels=dict(labels),
-                                              ip_range=addresses.dynamic_range(str(net)), subnets=(str(net),))
+                                              ip_range=addresses.dynamic_range(str(net)),
+                                              subnets=tuple(str(m) for m in mine))
             return self.networks[name]
 
     def host_routes(self) -> list[str]:

@@ -40,17 +40,22 @@ def outside_ranges(rt: ContainerRuntime, management_network: str) -> list[subnet
 
 def ensure_network(rt: ContainerRuntime, name: str, labels: dict[str, str],
                    pool: Sequence[subnets.PoolRange] = DEFAULT_POOL,
-                   avoid: Sequence[subnets.Taken] = ()) -> NetworkInfo:
-    """The network `name` as it is, or made with the pool's first IPv4 subnet that overlaps neither `avoid`
-    (the cluster's own CIDRs) nor any docker network or host route. NoFreeSubnet when there is none."""
+                   avoid: Sequence[subnets.Taken] = (), ipv6: bool = False) -> NetworkInfo:
+    """The network `name` as it is, or made with the pool's first IPv4 subnet (and with `ipv6`, its first IPv6
+    one too) that overlaps neither `avoid` (the cluster's own CIDRs) nor any docker network or host route.
+    NoFreeSubnet when there is none."""
     got = rt.get_network(name)
     if got is not None:
         return got
     for attempt in Retrying(retry=retry_if_exception_type(SubnetTaken), stop=stop_after_attempt(CHOICE_ATTEMPTS),
                             reraise=True):
         with attempt:
-            choice = subnets.choose(pool, [*avoid, *neighbours(rt)], version=4)
+            taken = [*avoid, *neighbours(rt)]
+            choice = subnets.choose(pool, taken, version=4)
             if choice.subnet is None:
                 raise NoFreeSubnet(f"docker network {name}: {choice.message(pool)}")
-            return rt.create_network(name, labels, choice.subnet)
+            choice6 = subnets.choose(pool, taken, version=6) if ipv6 else None
+            if choice6 is not None and choice6.subnet is None:
+                raise NoFreeSubnet(f"docker network {name} (IPv6): {choice6.message(pool)}")
+            return rt.create_network(name, labels, choice.subnet, choice6.subnet or "" if choice6 else "")
     raise AssertionError("unreachable: tenacity reraises the last SubnetTaken")

@@ -24,7 +24,7 @@ from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from capd_py.api import contract
 from capd_py.api.labels import CONTAINER_ROLE
-from capd_py.reconcile import addresses, haproxy, subnets
+from capd_py.reconcile import addresses, haproxy, ipfamily, subnets
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile.coreutil import is_deleting
 from capd_py.reconcile.imageload import Outcome
@@ -97,15 +97,16 @@ class DockerInfra:
         """Import local images ({reference: ID}) into a node's containerd, skipping those it has already."""
         return await self.call(images.load_images, self.runtime, [node], ids)
 
-    async def ensure_network(self, name: str, labels: dict[str, str], avoid: Sequence[subnets.Taken] = ()
-                             ) -> NetworkInfo:
-        """The network `name`, made when missing with a subnet of the pool that overlaps neither `avoid` nor any
-        docker network or host route (networks.NoFreeSubnet when none is left)."""
+    async def ensure_network(self, name: str, labels: dict[str, str], avoid: Sequence[subnets.Taken] = (),
+                             ipv6: bool = False) -> NetworkInfo:
+        """The network `name`, made when missing with a subnet of the pool (an IPv6 one too with `ipv6`) that
+        overlaps neither `avoid` nor any docker network or host route (networks.NoFreeSubnet when none is left)."""
         got = await self.call(self.runtime.get_network, name)
         if got is not None:
             return got
         async with self._network_create:
-            return await self.call(networks.ensure_network, self.runtime, name, labels, self.network_pool, avoid)
+            return await self.call(networks.ensure_network, self.runtime, name, labels, self.network_pool, avoid,
+                                   ipv6)
 
     async def outside_ranges(self, management_network: str) -> list[subnets.Taken]:
         """What a cluster's pods must be able to reach outside it: the management cluster's network and the
@@ -167,7 +168,7 @@ class DockerInfra:
         async with self._net_locks.setdefault(spec.network, asyncio.Lock()):
             net = await self.call(self.runtime.get_network, spec.network)
             if net is None or not addresses.static_capable(net):
-                return replace(spec, ipv4="")  # a network someone else made: docker assigns addresses
+                return replace(spec, ipv4="", ipv6="")  # a network someone else made: docker assigns addresses
             if await self.get_container(spec.name) is not None:
                 return spec  # adopted, not created: its address is what it has
             reserved = self._reserved.setdefault(spec.network, set())
@@ -182,9 +183,9 @@ class DockerInfra:
                 ip = addresses.pick_static(net, taken)
             if ip is None:
                 log.warning("no static address left on network %s; %s gets a dynamic one", spec.network, spec.name)
-                return replace(spec, ipv4="")
+                return replace(spec, ipv4="", ipv6="")
             reserved.add(ip)
-            return replace(spec, ipv4=ip)
+            return replace(spec, ipv4=ip, ipv6=addresses.paired_ipv6(net, ip))
 
     def creating(self, name: str) -> bool:
         return name in self._inflight
@@ -221,7 +222,8 @@ class DockerInfra:
         return await self.get_container(name) is None
 
     # --- load balancer -----------------------------------------------------------------------------
-    async def sync_lb(self, namespace: str, cluster: str, network: str, deleting: Iterable[str]) -> dcr.LBState:
+    async def sync_lb(self, namespace: str, cluster: str, network: str, deleting: Iterable[str],
+                      family: str = ipfamily.IPV4) -> dcr.LBState:
         """Regenerate the haproxy backends from the cluster's control-plane containers (machines named in
         `deleting` get weight 0); write, read back, SIGHUP. Serialised per cluster inside this process;
         an identical configuration is not rewritten."""
@@ -232,7 +234,8 @@ class DockerInfra:
                 return dcr.LBState(False, dcr.R_NOT_AVAILABLE, f"load balancer container {name} is not running")
             cps = await self.list_containers({**dcr.cluster_labels(namespace, cluster),
                                               CONTAINER_ROLE: dcr.ROLE_CONTROL_PLANE})
-            cfg = haproxy.render(dcr.backends(cps, network, set(deleting))).encode()
+            cfg = haproxy.render(dcr.backends(cps, network, set(deleting), family),
+                                 ipv6=family == ipfamily.IPV6).encode()
             try:
                 cur = await self.call(self.runtime.read_file, name, haproxy.CONFIG_PATH)
                 if cur != cfg:

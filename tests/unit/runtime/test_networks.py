@@ -39,7 +39,7 @@ def test_a_subnet_taken_between_choice_and_create_is_chosen_again() -> None:
     real_create = rt.create_network
     calls: list[str] = []
 
-    def racing_create(name: str, labels: dict[str, str], subnet: str) -> NetworkInfo:
+    def racing_create(name: str, labels: dict[str, str], subnet: str, subnet6: str = "") -> NetworkInfo:
         calls.append(subnet)
         if len(calls) == 1:
             real_create("someone-else", {}, subnet)
@@ -50,10 +50,20 @@ def test_a_subnet_taken_between_choice_and_create_is_chosen_again() -> None:
     assert calls == ["172.16.0.0/24", "172.16.1.0/24"] and net.subnet == "172.16.1.0/24"
 
 
+def test_an_ipv6_cluster_network_gets_an_ipv6_subnet_too_avoiding_its_cidrs() -> None:
+    rt = FakeRuntime()
+    rt.create_network("other", {}, "172.16.0.0/24", "fd00:0:0:1::/64")
+    pool = subnets.parse_pool("172.16.0.0/16:24,fd00::/48:64")
+    avoid = [subnets.Taken("fd00::/64", "the Cluster's pod CIDR")]
+    net = networks.ensure_network(rt, "mine", {}, pool, avoid, ipv6=True)
+    assert net.subnet == "172.16.1.0/24" and net.subnet6 == "fd00:0:0:2::/64"
+    assert networks.ensure_network(rt, "v4", {}, pool).subnet6 == ""
+
+
 def test_gives_up_after_repeated_races() -> None:
     rt = FakeRuntime()
 
-    def always_taken(name: str, labels: dict[str, str], subnet: str) -> NetworkInfo:
+    def always_taken(name: str, labels: dict[str, str], subnet: str, subnet6: str = "") -> NetworkInfo:
         raise SubnetTaken("Pool overlaps with other one on this address space")
 
     rt.create_network = always_taken  # type: ignore[method-assign]
