@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from capd_py.cli.generate import generate_cluster, parse_documents
 from capd_py.testing.e2e import (
     K8S_VERSION,
     Mgmt,
@@ -36,10 +37,17 @@ STEP2 = UPSTREAM / "e2e-cluster-template-kcp-adoption-step2.yaml"
 NAME = "e2e-kcp-adoption"
 
 
+def capd_netd_manifest() -> str:
+    """The CNI manifest capd-py's default template delivers through its ClusterResourceSet."""
+    cm = next(d for d in parse_documents(generate_cluster("x", env={})) if d["kind"] == "ConfigMap")
+    return str(cm["data"]["resources"])
+
+
 def render(clusterctl: str, template: Path, namespace: str, tmp: Path) -> Path:
+    env = upstream_e2e_variables(tmp, capd_netd_manifest())
     out = run([clusterctl, "generate", "cluster", NAME, "--from", str(template), "--target-namespace", namespace,
                "--kubernetes-version", K8S_VERSION, "--control-plane-machine-count", "1",
-               "--worker-machine-count", "0"], env=upstream_e2e_variables(tmp), timeout=120).stdout
+               "--worker-machine-count", "0"], env=env, timeout=120).stdout
     assert "${" not in out
     (path := tmp / template.name).write_text(out)
     return path

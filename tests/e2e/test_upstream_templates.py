@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from capd_py.cli.generate import generate_cluster, parse_documents
 from capd_py.testing.e2e import (
     K8S_VERSION,
     Mgmt,
@@ -52,9 +53,15 @@ NAME = "e2e-upstream"
 
 
 
+def capd_netd_manifest() -> str:
+    """The CNI manifest capd-py's default template delivers through its ClusterResourceSet."""
+    cm = next(d for d in parse_documents(generate_cluster("x", env={})) if d["kind"] == "ConfigMap")
+    return str(cm["data"]["resources"])
+
+
 def render(clusterctl: str, tmp: Path) -> str:
     """`clusterctl generate cluster --from` with upstream's docker e2e values, minus the two that pull images."""
-    env = upstream_e2e_variables(tmp)
+    env = upstream_e2e_variables(tmp, capd_netd_manifest())
     return run([clusterctl, "generate", "cluster", NAME, "--from", str(TEMPLATE), "--target-namespace", "default",
                 "--kubernetes-version", K8S_VERSION, "--control-plane-machine-count", "1",
                 "--worker-machine-count", "1"], env=env, timeout=120).stdout
