@@ -23,8 +23,8 @@ from capd_py.controllers.coreio import delete_obj, ensure_metadata, gvk_of, list
 from capd_py.controllers.manager import Controller, Mapper, any_owner_mapper, cluster_label_mapper
 from capd_py.controllers.queue import Result
 from capd_py.kube.cache import Reader
+from capd_py.reconcile import certs, coreutil
 from capd_py.reconcile import cluster as rc
-from capd_py.reconcile import coreutil
 
 PROBE_SECONDS = 30.0
 PROBE_RETRY_SECONDS = 5.0
@@ -104,6 +104,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if sp:
         c = await kube.merge_patch(CLUSTER, namespace, name, sp)
         obs.cluster = c
+    await _kubeconfig_without_control_plane(ctx, c)
     status = rc.compute_status(obs)
     await kube.update_status(CLUSTER, c, status)
     if obs.infra is None or obs.control_plane is None and rc.cp_ref(c) is not None:
@@ -112,6 +113,20 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         # keep RemoteConnectionProbe current; a failing one is retried as often as upstream's probe runs
         return Result(requeue_after=PROBE_SECONDS if obs.remote_probe else PROBE_RETRY_SECONDS)
     return None
+
+
+async def _kubeconfig_without_control_plane(ctx: Ctx, c: dict[str, Any]) -> None:
+    """As upstream's reconcileKubeconfig: a Cluster without a control plane provider (standalone control-plane
+    Machines) gets its `<cluster>-kubeconfig` Secret from the Cluster controller, owned by the Cluster, once it
+    has an endpoint and the cluster CA exists (the first control-plane Machine's KubeadmConfig makes it)."""
+    endpoint = contract.control_plane_endpoint(c)
+    if rc.cp_ref(c) is not None or endpoint is None:
+        return
+    ns, name = c["metadata"]["namespace"], c["metadata"]["name"]
+    found, _ = await ctx.certificates.lookup(ctx.kube, ns, name, (certs.CLUSTER_CA,))
+    if certs.CLUSTER_CA in found:
+        await ctx.certificates.ensure_kubeconfig(ctx.kube, c, contract.owner_ref(c, controller=False),
+                                                 found[certs.CLUSTER_CA], endpoint)
 
 
 async def _reconcile_delete(ctx: Ctx, obs: rc.Observed) -> Result | None:

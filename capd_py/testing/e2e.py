@@ -330,3 +330,14 @@ class ServiceProbe(LBProbe):
     def __exit__(self, *exc: object) -> None:
         super().__exit__(*exc)
         self._dir.cleanup()
+
+
+def upstream_e2e_variables(tmp: Path, cni_manifest: str) -> dict[str, str]:
+    """The environment `clusterctl generate cluster --from` gets to render upstream's Docker e2e flavors: the
+    values of upstream's test/e2e/config/docker.yaml (release-1.13) except the two that pull images. CNI_RESOURCES
+    is `cni_manifest` (capd-netd's, the one capd-py's default template embeds; upstream's kindnet pulls its image),
+    as upstream's e2e framework fills it: the ConfigMap's data, {"resources": <the manifest>}, as JSON;
+    DOCKER_PRELOAD_IMAGES is left to the templates' default `[]` (the caller unsets it)."""
+    return {"CLUSTERCTL_DISABLE_VERSIONCHECK": "true", "XDG_CONFIG_HOME": str(tmp / "xdg"),
+            "DOCKER_SERVICE_DOMAIN": "cluster.local", "DOCKER_SERVICE_CIDRS": "10.128.0.0/12",
+            "DOCKER_POD_CIDRS": "192.168.0.0/16", "CNI_RESOURCES": json.dumps({"resources": cni_manifest})}

@@ -42,6 +42,7 @@ from capd_py.testing.e2e import (
     docker_leftovers,
     nodes_ready,
     run,
+    upstream_e2e_variables,
     wait_for,
 )
 
@@ -60,14 +61,7 @@ def capd_netd_manifest() -> str:
 
 def render(clusterctl: str, tmp: Path) -> str:
     """`clusterctl generate cluster --from` with upstream's docker e2e values, minus the two that pull images."""
-    env = {
-        "CLUSTERCTL_DISABLE_VERSIONCHECK": "true", "XDG_CONFIG_HOME": str(tmp / "xdg"),
-        # test/e2e/config/docker.yaml (release-1.13)
-        "DOCKER_SERVICE_DOMAIN": "cluster.local", "DOCKER_SERVICE_CIDRS": "10.128.0.0/12",
-        "DOCKER_POD_CIDRS": "192.168.0.0/16",
-        # as upstream's e2e framework fills it: the ConfigMap's data, {"resources": <the manifest>}, as JSON
-        "CNI_RESOURCES": json.dumps({"resources": capd_netd_manifest()}),
-    }
+    env = upstream_e2e_variables(tmp, capd_netd_manifest())
     return run([clusterctl, "generate", "cluster", NAME, "--from", str(TEMPLATE), "--target-namespace", "default",
                 "--kubernetes-version", K8S_VERSION, "--control-plane-machine-count", "1",
                 "--worker-machine-count", "1"], env=env, timeout=120).stdout

@@ -562,6 +562,7 @@ KC = "api/bootstrap/kubeadm/v1beta2/kubeadmconfig_types.go KubeadmConfigSpec.Val
 MHC, CL = "internal/webhooks/machinehealthcheck.go", "internal/webhooks/cluster.go"
 MP = "internal/webhooks/machinepool.go"
 DC = "test/infrastructure/docker/internal/webhooks/dockercluster.go"
+DCT = "test/infrastructure/docker/internal/webhooks/dockerclustertemplate.go"
 KCPT = "controlplane/kubeadm/internal/webhooks/kubeadmcontrolplanetemplate.go"
 
 
@@ -743,6 +744,23 @@ ADMISSION: list[Case] = [
          _dockercluster([{"name": "b"}, {"name": "a"}]), refused="spec.failureDomains"),
     Case("dockercluster-failure-domains-sorted", f"{DC} validateDockerClusterSpec",
          _dockercluster([{"name": "a"}, {"name": "b", "controlPlane": True}])),
+    Case("dockercluster-defaults", f"{DC} defaultDockerClusterSpec (endpoint port, failure domains' controlPlane)",
+         _dockercluster([{"name": "a"}, {"name": "b", "controlPlane": True}]),
+         defaults={"spec": {"controlPlaneEndpoint": {"port": 6443},
+                            "failureDomains": [{"name": "a", "controlPlane": False},
+                                               {"name": "b", "controlPlane": True}]}}),
+    Case("dockercluster-without-spec-defaults", f"{DC} defaultDockerClusterSpec",
+         {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerCluster", "metadata": {"name": "dc"}},
+         defaults={"spec": {"controlPlaneEndpoint": {"port": 6443}}}),
+    Case("dockercluster-given-port-kept", f"{DC} defaultDockerClusterSpec",
+         {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerCluster", "metadata": {"name": "dc"},
+          "spec": {"controlPlaneEndpoint": {"host": "10.0.0.1", "port": 7443}}},
+         defaults={"spec": {"controlPlaneEndpoint": {"host": "10.0.0.1", "port": 7443}}}),
+    Case("dockerclustertemplate-defaults", f"{DCT} Default (defaultDockerClusterSpec)",
+         {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerClusterTemplate",
+          "metadata": {"name": "dct"}, "spec": {"template": {"spec": {"failureDomains": [{"name": "fd1"}]}}}},
+         defaults={"spec": {"template": {"spec": {"controlPlaneEndpoint": {"port": 6443},
+                                                  "failureDomains": [{"name": "fd1", "controlPlane": False}]}}}}),
 ]
 
 

@@ -1,16 +1,63 @@
-"""Upstream CAPD v1.13's DockerCluster / DockerClusterTemplate validating webhooks (test/infrastructure/docker/
-internal/webhooks) as pure functions. Their defaults (controlPlaneEndpoint.port, failure domains' controlPlane)
-and the Docker*Template immutability are not here: the immutability is CEL in the CRDs, the defaults go with the
-rest of upstream CAPD's defaults (issue 26 item 2, docs/DEVELOPING.md "Validation")."""
+"""Upstream CAPD v1.13's DockerCluster / DockerClusterTemplate defaulting and validating webhooks
+(test/infrastructure/docker/internal/webhooks) as pure functions. The Docker*Template immutability is CEL in the
+CRDs. Upstream CAPD has no defaulting webhook for DockerMachine, DockerMachineTemplate or DockerMachinePool(Template)
+and its only schema default (`loadBalancer.customHAProxyConfigTemplateRef.name: ""`) is in capd-py's CRDs too;
+what its controllers default at run time (bootstrapTimeout 5m, the load balancer and node images) capd-py's
+controllers default the same way (docs/docker-provider.md)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from capd_py.api import features
 from capd_py.api.admission import checks
 from capd_py.api.admission.core import Gates, _get, enabled
 from capd_py.api.admission.fielderrors import FieldError, forbidden, invalid
+
+API_SERVER_PORT = 6443
+
+
+def _default_spec(spec: dict[str, Any]) -> None:
+    """upstream defaultDockerClusterSpec: controlPlaneEndpoint.port 6443 when unset (0), each failure domain's
+    controlPlane false when unset."""
+    ep = spec.get("controlPlaneEndpoint")
+    if not isinstance(ep, dict):
+        ep = spec["controlPlaneEndpoint"] = {}
+    if not ep.get("port"):
+        ep["port"] = API_SERVER_PORT
+    for fd in spec.get("failureDomains") or []:
+        if isinstance(fd, dict) and fd.get("controlPlane") is None:
+            fd["controlPlane"] = False
+
+
+def default_dockercluster(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    spec = out.get("spec")
+    if not isinstance(spec, dict):
+        spec = out["spec"] = {}
+    _default_spec(spec)
+    return out
+
+
+def default_dockerclustertemplate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
+    """As upstream. One exception: an update leaving spec.template.spec as stored is not defaulted, so a template
+    stored before capd-py defaulted it (no webhook then) can still be applied unchanged (its spec.template.spec is
+    immutable, a CEL rule, and upstream compares old and new both defaulted)."""
+    if old is not None and _get(obj, "spec", "template", "spec") == _get(old, "spec", "template", "spec"):
+        return obj
+    out = copy.deepcopy(obj)
+    spec = out.get("spec")
+    if not isinstance(spec, dict):
+        spec = out["spec"] = {}
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        template = spec["template"] = {}
+    tspec = template.get("spec")
+    if not isinstance(tspec, dict):
+        tspec = template["spec"] = {}
+    _default_spec(tspec)
+    return out
 
 
 def _sorted_failure_domains(spec: dict[str, Any] | None, path: str) -> list[FieldError]:

@@ -46,8 +46,9 @@ KINDS: tuple[Kind, ...] = (
          kubeadm.validate_kubeadmcontrolplanetemplate),
     Kind(BOOTSTRAP, "KubeadmConfig", "kubeadmconfigs", None, kubeadm.validate_kubeadmconfig),
     Kind(BOOTSTRAP, "KubeadmConfigTemplate", "kubeadmconfigtemplates", None, kubeadm.validate_kubeadmconfigtemplate),
-    Kind(INFRASTRUCTURE, "DockerCluster", "dockerclusters", None, docker.validate_dockercluster),
-    Kind(INFRASTRUCTURE, "DockerClusterTemplate", "dockerclustertemplates", None,
+    Kind(INFRASTRUCTURE, "DockerCluster", "dockerclusters", docker.default_dockercluster,
+         docker.validate_dockercluster),
+    Kind(INFRASTRUCTURE, "DockerClusterTemplate", "dockerclustertemplates", docker.default_dockerclustertemplate,
          docker.validate_dockerclustertemplate),
 )
 _BY_RESOURCE = {(k.group, k.resource): k for k in KINDS}

@@ -16,7 +16,7 @@ import datetime as _dt
 from typing import Any
 
 from capd_py.api import conditions, contract
-from capd_py.api.gvk import CLUSTER, CONFIG_MAP, GVK, KUBEADM_CONTROL_PLANE, MACHINE
+from capd_py.api.gvk import CLUSTER, CONFIG_MAP, GVK, KUBEADM_CONFIG, KUBEADM_CONTROL_PLANE, MACHINE, SECRET
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_KCP, KCP_REMEDIATION_IN_PROGRESS
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
@@ -30,6 +30,7 @@ from capd_py.kube.cache import Reader
 from capd_py.kube.client import Kube, KubeError
 from capd_py.reconcile import certs as certs_mod
 from capd_py.reconcile import kcp as rk
+from capd_py.reconcile.kcp import adoption
 from capd_py.reconcile.kcp import observe as rk_observe
 from capd_py.reconcile.kcp import status as kcp_status
 from capd_py.reconcile.kcp import workload_upgrade as wu
@@ -86,11 +87,15 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
     kube = ctx.kube
     ns, cname = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
     poll = Result(requeue_after=ctx.settings.poll_seconds)
+    stop = await _adopt(ctx, kcp, cluster)
+    if stop is not None:  # as upstream: after adopting (or refusing to), the next pass starts afresh
+        return stop
     try:
         found = await ctx.certificates.lookup_or_generate(kube, ns, cname, contract.owner_ref(kcp))
     except KubeError as e:
         st.set(rk.CERTIFICATES_AVAILABLE, False, "InternalError", f"Cannot generate certificates: {e}")
         raise
+    await _control_cluster_secrets(kube, kcp, cname, certs_mod.PURPOSES)
     problems = kcp_status.certificate_problems(found)
     kcp_status.set_certificates(st, problems)
     if problems:
@@ -106,6 +111,7 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
     if endpoint is not None:
         await ctx.certificates.ensure_kubeconfig(kube, cluster, contract.owner_ref(kcp),
                                                  found[certs_mod.CLUSTER_CA], endpoint)
+        await _control_cluster_secrets(kube, kcp, cname, (certs_mod.KUBECONFIG,))
         if machines:
             w = await observe.workload(ctx, cluster)
             if w.reachable and w.nodes:
@@ -178,6 +184,74 @@ async def _reconcile(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], st:
             return Result(requeue_after=60.0)
     # steady: keep health fresh without writing anything when nothing changes
     return Result(requeue_after=max(ctx.settings.poll_seconds, 30.0)) if views else None
+
+
+# --- adoption (upstream: initControlPlaneScope, adoptMachines, adoptOwnedSecrets) ---------------
+
+async def _adopt(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any]) -> Result | None:
+    """Take over the cluster's control-plane Machines that no controller owns, or say why not. None: nothing to
+    adopt, go on; a Result: this pass ends here (adopted, refused, or other owners' Machines beside ours)."""
+    kube = ctx.kube
+    if not cluster_infrastructure_provisioned(cluster) or contract.control_plane_endpoint(cluster) is None:
+        return None  # as upstream: no control-plane Machine can exist before
+    ns, cname, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"], kcp["metadata"]["name"]
+    log = ctx.log.getChild("kcp")
+    machines = await observe.cluster_machines(kube, ns, cname)
+    candidates = adoption.adoptable(cname, machines)
+    if not candidates:
+        others = adoption.not_owned(kcp, cname, machines)
+        if others:
+            log.error("KCP %s/%s cannot reconcile: %s (%s)", ns, name, adoption.MIXED_MANAGEMENT, ", ".join(others))
+            return Result(requeue_after=30.0)
+        return None
+    # a live read: do not adopt Machines the garbage collector just orphaned from a KCP being deleted
+    live = await getattr(kube, "live", kube).get(KUBEADM_CONTROL_PLANE, ns, name)
+    if live is None or live["metadata"].get("deletionTimestamp"):
+        log.info("KCP %s/%s is being deleted: not adopting its cluster's Machines", ns, name)
+        return Result()
+    decision = adoption.decide(kcp, candidates)
+    if decision.event:  # as upstream: an event, and no retry until something changes
+        await events.record(kube, kcp, adoption.ADOPTION_FAILED, decision.event)
+        return Result()
+    if decision.error:
+        log.error("KCP %s/%s: %s", ns, name, decision.error)
+        await events.record(kube, kcp, adoption.ADOPTION_FAILED, decision.error)
+        return Result(requeue_after=30.0)
+    kcp_ref = contract.owner_ref(kcp)
+    secrets = await kube.list(SECRET, ns, labels={CLUSTER_NAME: cname})
+    for m in candidates:
+        cref = contract.ref(m, "spec", "bootstrap", "configRef")
+        assert cref is not None  # decide checked it
+        cfg = await kube.get(KUBEADM_CONFIG, ns, cref["name"])
+        if cfg is None:
+            log.info("KCP %s/%s: KubeadmConfig %s of Machine %s not found yet", ns, name, cref["name"],
+                     m["metadata"]["name"])
+            return Result(requeue_after=ctx.settings.poll_seconds)
+        for sec in secrets:
+            refs = adoption.config_secret_owner_refs(sec, cfg, kcp_ref)
+            if refs is not None:
+                await kube.merge_patch(SECRET, ns, sec["metadata"]["name"], {"metadata": {
+                    "ownerReferences": refs, "resourceVersion": sec["metadata"]["resourceVersion"]}})
+        refs = adoption.machine_owner_refs(m, kcp_ref)
+        if refs is not None:
+            await kube.merge_patch(MACHINE, ns, m["metadata"]["name"], {"metadata": {
+                "ownerReferences": refs, "resourceVersion": m["metadata"]["resourceVersion"]}})
+        log.info("KCP %s/%s adopted Machine %s", ns, name, m["metadata"]["name"])
+    return Result(requeue_after=ctx.settings.poll_seconds)
+
+
+async def _control_cluster_secrets(kube: Kube, kcp: dict[str, Any], cname: str, purposes: tuple[str, ...]) -> None:
+    """The cluster's certificate / kubeconfig Secrets are the KCP's, whoever made them (upstream
+    ensureCertificatesOwnerRef, adoptKubeconfigSecret): a standalone control plane's KubeadmConfig or the
+    Cluster made them before the KCP existed. User-provided Secrets (another type) are left alone."""
+    ns = kcp["metadata"]["namespace"]
+    kcp_ref = contract.owner_ref(kcp)
+    for p in purposes:
+        sec = await kube.get(SECRET, ns, certs_mod.secret_name(cname, p))
+        refs = adoption.cluster_secret_owner_refs(sec, kcp_ref) if sec is not None else None
+        if sec is not None and refs is not None:
+            await kube.merge_patch(SECRET, ns, sec["metadata"]["name"], {"metadata": {
+                "ownerReferences": refs, "resourceVersion": sec["metadata"]["resourceVersion"]}})
 
 
 async def _update_workload_addons(ctx: Ctx, wl: Kube, kcp: dict[str, Any], cluster: dict[str, Any]) -> str | None:
@@ -314,8 +388,22 @@ def _node_to_kcp(namespace: str, cluster: str, node: dict[str, Any], cache: Read
     return _cluster_to_kcp(c, cache) if c is not None and rk_observe.node_concerns_control_plane(node, c) else []
 
 
+def _machine_mapper() -> Mapper:
+    """A Machine reaches the KCP owning it, and an adoptable one (control plane, no controller) its Cluster's KCP."""
+    by_owner = owner_mapper("KubeadmControlPlane")
+
+    def m(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+        keys = list(by_owner(obj, cache))
+        cname = (obj["metadata"].get("labels") or {}).get(CLUSTER_NAME)
+        if cname and adoption.adoptable(cname, [obj]):
+            c = cache.get(CLUSTER, obj["metadata"].get("namespace") or "", cname)
+            keys = sorted(set(keys) | set(_cluster_to_kcp(c, cache) if c is not None else []))
+        return keys
+    return m
+
+
 def controller() -> Controller:
-    watches: list[tuple[Any, Mapper]] = [(MACHINE, owner_mapper("KubeadmControlPlane")), (CLUSTER, _cluster_to_kcp)]
+    watches: list[tuple[Any, Mapper]] = [(MACHINE, _machine_mapper()), (CLUSTER, _cluster_to_kcp)]
     return Controller(gvk=KUBEADM_CONTROL_PLANE, reconcile=reconcile, watches=watches, node_watches=[_node_to_kcp],
                       ref_mapper=referrers_mapper(KUBEADM_CONTROL_PLANE,
                                                   ("spec", "machineTemplate", "spec", "infrastructureRef")))

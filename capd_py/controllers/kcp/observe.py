@@ -11,7 +11,7 @@ from typing import Any
 
 from capd_py.api import contract
 from capd_py.api.gvk import KUBEADM_CONFIG, MACHINE, NODE, POD
-from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE_NAME
+from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import get_ref
 from capd_py.kube.client import Kube
@@ -32,10 +32,15 @@ class Workload:
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+async def cluster_machines(kube: Kube, namespace: str, cluster_name: str) -> list[dict[str, Any]]:
+    return await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cluster_name})
+
+
 async def owned_machines(kube: Kube, kcp: dict[str, Any], cluster_name: str) -> list[dict[str, Any]]:
-    ns = kcp["metadata"]["namespace"]
-    ms = await kube.list(MACHINE, ns, labels={CLUSTER_NAME: cluster_name, CONTROL_PLANE_NAME: kcp["metadata"]["name"]})
-    return rk.owned(kcp, ms)
+    """The cluster's control-plane Machines this KCP owns (upstream: the control-plane Machines of the cluster,
+    filtered by owner; an adopted Machine carries no control-plane-name label until the KCP adds it)."""
+    ms = await cluster_machines(kube, kcp["metadata"]["namespace"], cluster_name)
+    return rk.owned(kcp, [m for m in ms if CONTROL_PLANE in (m["metadata"].get("labels") or {})])
 
 
 async def workload(ctx: Ctx, cluster: dict[str, Any]) -> Workload:

@@ -138,11 +138,16 @@ def desired_machine(kcp: dict[str, Any], cluster: dict[str, Any], template: dict
 
 def machine_in_place_patch(kcp: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any] | None:
     """spec.machineTemplate.spec fields upstream changes on existing control-plane Machines without a rollout
-    (readinessGates, deletion timeouts, taints); None when they match."""
+    (readinessGates, deletion timeouts, taints) and the control-plane-name label; None when they match."""
     mt = contract.dig(kcp, "spec", "machineTemplate", "spec", default={}) or {}
     have = machine.get("spec") or {}
     patch = {k: mt.get(k) for k in MACHINE_TEMPLATE_FIELDS if (mt.get(k) or None) != (have.get(k) or None)}
-    return {"spec": patch} if patch else None
+    out: dict[str, Any] = {"spec": patch} if patch else {}
+    # the label every control-plane Machine of the KCP carries (upstream forces it on update): an adopted
+    # Machine, made before the KCP, gets it here
+    if (machine["metadata"].get("labels") or {}).get(CONTROL_PLANE_NAME) != kcp["metadata"]["name"]:
+        out["metadata"] = {"labels": {CONTROL_PLANE_NAME: kcp["metadata"]["name"]}}
+    return out or None
 
 
 def _remediation_for(kcp: dict[str, Any]) -> dict[str, str]:

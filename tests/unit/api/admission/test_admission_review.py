@@ -133,4 +133,6 @@ def test_webhook_names_are_upstreams() -> None:
     assert {webhook_name("default", k) for k in KINDS if k.default} == {
         "default.cluster.cluster.x-k8s.io", "default.machine.cluster.x-k8s.io", "default.machineset.cluster.x-k8s.io",
         "default.machinedeployment.cluster.x-k8s.io", "default.machinepool.cluster.x-k8s.io",
-        "default.machinehealthcheck.cluster.x-k8s.io", "default.kubeadmcontrolplane.controlplane.cluster.x-k8s.io"}
+        "default.machinehealthcheck.cluster.x-k8s.io", "default.kubeadmcontrolplane.controlplane.cluster.x-k8s.io",
+        "default.dockercluster.infrastructure.cluster.x-k8s.io",
+        "default.dockerclustertemplate.infrastructure.cluster.x-k8s.io"}
