@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build upstream clusterctl from the Go module proxy (plain `go install`: cmd/clusterctl's module has no
 # replace lines). Cached per version under $CAPD_PY_CACHE/clusterctl/<version>/: a second run is a no-op.
-# Cold ~9 min on 2 cores; run it under `flock /tmp/capd-heavy.lock nice -n 10` beside other work.
+# Cold ~9 min on 2 cores; run it under `flock /work/heavy.lock nice -n 10` beside other work.
 set -euo pipefail
 VERSION="${1:-v1.13.6}"
 CACHE="${CAPD_PY_CACHE:-$HOME/.cache/capd-py}"

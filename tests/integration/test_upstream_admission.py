@@ -194,7 +194,7 @@ async def _admit(kube: Kube, g: gvk.GVK, obj: Obj) -> list[str]:
 
 # Every way a capd-py CRD is stricter than upstream's release-1.13 CRD for the same kind (hack/compare_upstream_crds.py
 # against the schemas vendored in tests/fixtures/upstream/crds/), each with why: an upstream webhook check the CRD
-# expresses, or a deliberate capd-py rule (docs/DEVELOPING.md "Upstream parity"). A new difference fails
+# expresses, or a deliberate capd-py rule (docs/validation.md "Upstream parity"). A new difference fails
 # test_no_unexplained_strictness, an entry nothing matches any more fails it too (the list only shrinks).
 STRICTER_THAN_UPSTREAM_CRDS: list[tuple[str, str]] = [
     (".metadata.labels{*}: maxLength 63", "upstream webhooks: ObjectMeta.Validate (label values)"),
