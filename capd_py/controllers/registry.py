@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from capd_py.api import features
 from capd_py.api.gvk import (
     CONFIG_MAP,
-    DOCKER_MACHINE_TEMPLATE,
     GVK,
     KUBEADM_CONFIG_TEMPLATE,
     SECRET,
@@ -21,6 +20,7 @@ from capd_py.controllers import (
     dockercluster,
     dockermachine,
     dockermachinepool,
+    dockermachinetemplate,
     kubeadmconfig,
     kubeadmcontrolplane,
     machine,
@@ -46,6 +46,7 @@ MODULES = (
     dockercluster,
     dockermachine,
     dockermachinepool,
+    dockermachinetemplate,
     clusterresourceset,
     clusterresourcesetbinding,
 )
@@ -67,5 +68,6 @@ def all_controllers(gates: Mapping[str, bool] | None = None) -> list[Controller]
 
 
 # Kinds the controllers read but no controller reconciles on: watched only to serve those reads from the cache
-# (certificates, kubeconfigs and bootstrap data Secrets; the templates MachineSets and KCP clone).
-CACHED_KINDS: tuple[GVK, ...] = (SECRET, CONFIG_MAP, DOCKER_MACHINE_TEMPLATE, KUBEADM_CONFIG_TEMPLATE)
+# (certificates, kubeconfigs and bootstrap data Secrets; the templates MachineSets and KCP clone; DockerMachineTemplates
+# have a controller of their own, status.capacity, so they are watched as its primary kind).
+CACHED_KINDS: tuple[GVK, ...] = (SECRET, CONFIG_MAP, KUBEADM_CONFIG_TEMPLATE)
