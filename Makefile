@@ -57,7 +57,7 @@ cluster-autoscaler:
 	nice -n 10 bash hack/build-cluster-autoscaler.sh $(CLUSTER_AUTOSCALER_VERSION)
 
 test-autoscaler: venv images cluster-autoscaler
-	$(VENV)/bin/pytest -m autoscaler -q -s tests/e2e/test_autoscaler.py
+	$(VENV)/bin/pytest -m autoscaler -q -s tests/integration/test_autoscaler_envtest.py tests/e2e/test_autoscaler.py
 
 lint: venv
 	$(VENV)/bin/ruff check capd_py tests bench examples
