@@ -99,7 +99,8 @@ def _start_autoscaler(mgmt: Mgmt, qc: WorkloadCluster, log: Path) -> subprocess.
             f"--node-group-auto-discovery=clusterapi:namespace={qc.namespace},clusterName={qc.name}",
             "--scan-interval=5s", "--scale-down-delay-after-add=20s", "--scale-down-unneeded-time=15s",
             "--scale-down-delay-after-delete=0s", "--scale-down-delay-after-failure=10s",
-            "--max-node-provision-time=5m", "--skip-nodes-with-local-storage=false", "--leader-elect=false",
+            "--max-node-provision-time=5m", "--skip-nodes-with-local-storage=false",
+            "--skip-nodes-with-system-pods=false", "--leader-elect=false",
             "--expander=random", f"--address=127.0.0.1:{free_port()}", "--v=2"]
     with open(log, "wb") as out:
         return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
