@@ -49,7 +49,7 @@ images-check:
 clusterctl:
 	nice -n 10 bash hack/build-clusterctl.sh $(CLUSTERCTL_VERSION)
 
-# Upstream cluster-autoscaler (clusterapi provider only, ~6.5 min cold, cached) for tests/e2e/test_autoscaler.py. The
+# Upstream cluster-autoscaler (clusterapi provider only, ~3.7 min cold, cached) for tests/e2e/test_autoscaler.py. The
 # Go module proxy does not serve k8s.io/autoscaler/cluster-autoscaler: give a checkout of kubernetes/autoscaler at
 # tag cluster-autoscaler-$(CLUSTER_AUTOSCALER_VERSION) as CAPD_PY_AUTOSCALER_SRC (hack/build-cluster-autoscaler.sh).
 # Not a prerequisite of `test` for that reason, and its test is left out of the default run (pytest -m autoscaler).
