@@ -970,8 +970,12 @@ def machine_schema() -> tuple[S, S]:
     return machine_spec(True), status
 
 
-def _replicas(minimum: int, default: int, what: str) -> S:
-    s = integer(f"Desired number of {what}.", default=default)
+def _replicas(minimum: int, default: int | None, what: str) -> S:
+    """`default` None: no schema default, as upstream's MachineSet/MachineDeployment/MachinePool CRDs, whose
+    defaulting webhook sets replicas from the autoscaler annotations (a schema default would apply first and win)."""
+    s = integer(f"Desired number of {what}." if default is not None else
+                f"Desired number of {what} (unset: defaulted by the webhook, from the autoscaler's node-group "
+                "min/max annotations when set, else 1).", default=default)
     return cel(s, rule(f"self >= {minimum}", f"replicas must be greater than or equal to {minimum}"
                        + (" (a control plane cannot be scaled to 0)" if minimum == 1 else "")))
 
@@ -1005,7 +1009,7 @@ def _selector_matches_template() -> S:
 def machine_set_schema() -> tuple[S, S]:
     spec = cel(obj({
         "clusterName": cluster_name(),
-        "replicas": _replicas(0, 1, "machines"),
+        "replicas": _replicas(0, None, "machines"),
         "selector": label_selector("Label selector for the Machines of this set (must match the template labels)."),
         "template": machine_template(),
         "deletion": obj({"order": string(enum=["Random", "Newest", "Oldest"])}, min_props=1),
@@ -1017,7 +1021,7 @@ def machine_set_schema() -> tuple[S, S]:
 def machine_deployment_schema() -> tuple[S, S]:
     spec = cel(obj({
         "clusterName": cluster_name(),
-        "replicas": _replicas(0, 1, "machines"),
+        "replicas": _replicas(0, None, "machines"),
         "selector": label_selector("Label selector for the Machines (must match the template labels)."),
         "template": machine_template(),
         "paused": boolean(),
@@ -1203,11 +1207,11 @@ def docker_machine_schema() -> tuple[S, S]:
 
 def machine_pool_schema() -> tuple[S, S]:
     """Upstream's MachinePool: its webhook keeps clusterName immutable and equal to the template's, and forbids
-    template taints (not implemented for MachinePools). replicas defaults to 1 (the webhook's default without
-    the autoscaler annotations); `>= 0` as for MachineSets."""
+    template taints (not implemented for MachinePools). replicas has no schema default (the webhook's, as
+    upstream: the autoscaler's min size or 1); `>= 0` as for MachineSets."""
     spec = cel(obj({
         "clusterName": cluster_name(),
-        "replicas": _replicas(0, 1, "machines"),
+        "replicas": _replicas(0, None, "machines"),
         "template": machine_template(),
         "providerIDList": arr(string(min_len=1, max_len=512), "Provider IDs of the pool's instances, copied from "
                               "the infrastructure machine pool.", max_items=10000),

@@ -87,3 +87,10 @@ class NetworkInfo:
 class ExecResult:
     exit_code: int
     output: str
+
+
+@dataclass(frozen=True)
+class HostCapacity:
+    """What the container host offers a machine: `docker info`'s NCPU and MemTotal (bytes)."""
+    cpus: int
+    memory_bytes: int

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from capd_py.api import features
 from capd_py.api.gvk import (
     CONFIG_MAP,
-    DOCKER_MACHINE_TEMPLATE,
     GVK,
     KUBEADM_CONFIG_TEMPLATE,
     MACHINE_DRAIN_RULE,
@@ -22,6 +21,7 @@ from capd_py.controllers import (
     dockercluster,
     dockermachine,
     dockermachinepool,
+    dockermachinetemplate,
     kubeadmconfig,
     kubeadmcontrolplane,
     machine,
@@ -47,6 +47,7 @@ MODULES = (
     dockercluster,
     dockermachine,
     dockermachinepool,
+    dockermachinetemplate,
     clusterresourceset,
     clusterresourcesetbinding,
 )
@@ -69,6 +70,6 @@ def all_controllers(gates: Mapping[str, bool] | None = None) -> list[Controller]
 
 # Kinds the controllers read but no controller reconciles on: watched only to serve those reads from the cache
 # (certificates, kubeconfigs and bootstrap data Secrets; the templates MachineSets and KCP clone; the
-# MachineDrainRules a Machine's drain follows).
-CACHED_KINDS: tuple[GVK, ...] = (SECRET, CONFIG_MAP, DOCKER_MACHINE_TEMPLATE, KUBEADM_CONFIG_TEMPLATE,
-                                 MACHINE_DRAIN_RULE)
+# MachineDrainRules a Machine's drain follows). DockerMachineTemplates have a controller of their own
+# (status.capacity), so they are watched as its primary kind.
+CACHED_KINDS: tuple[GVK, ...] = (SECRET, CONFIG_MAP, KUBEADM_CONFIG_TEMPLATE, MACHINE_DRAIN_RULE)

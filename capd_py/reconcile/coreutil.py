@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from capd_py.api import contract
+from capd_py.api.admission import core as admission_core
 from capd_py.api.labels import CLUSTER_NAME, PAUSED_ANNOTATION
 
 # --- time ---------------------------------------------------------------------------------------
@@ -154,9 +155,19 @@ def ref_str(r: dict[str, str] | None) -> str:
     return f"{r.get('kind')} {r.get('name')}"
 
 
-def replicas_of(obj: dict[str, Any], default: int = 1) -> int:
+def replicas_of(obj: dict[str, Any], default: int | None = None) -> int:
+    """spec.replicas; unset (no defaulting webhook ran: CRDs installed without one) reads as `default`, or, without
+    one, as the defaulting webhook would have set it (the autoscaler's min size, else 1; 1 when its annotations
+    cannot be parsed, which the webhook would have refused)."""
     v = contract.dig(obj, "spec", "replicas")
-    return default if v is None else int(v)
+    if v is not None:
+        return int(v)
+    if default is not None:
+        return default
+    try:
+        return admission_core.default_replicas(obj, None)
+    except admission_core.DefaultingError:
+        return 1
 
 
 def status_int(obj: dict[str, Any], field: str) -> int:

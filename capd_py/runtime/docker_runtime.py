@@ -37,6 +37,7 @@ from capd_py.runtime.protocol import (
     ContainerInfo,
     ContainerSpec,
     ExecResult,
+    HostCapacity,
     NetworkInfo,
     RuntimeError_,
     SubnetTaken,
@@ -83,6 +84,13 @@ class DockerRuntime:
             self.client.ping()
         except docker.errors.DockerException as e:
             raise RuntimeError_(f"docker daemon not reachable: {e}") from e
+
+    def host_capacity(self) -> HostCapacity:
+        try:
+            info = self.client.info()
+        except docker.errors.DockerException as e:
+            raise RuntimeError_(f"docker info: {e}") from e
+        return HostCapacity(cpus=int(info.get("NCPU") or 0), memory_bytes=int(info.get("MemTotal") or 0))
 
     def image_exists(self, ref: str) -> bool:
         return self.image_id(ref) is not None

@@ -37,6 +37,7 @@ from capd_py.runtime.protocol import (
     ContainerInfo,
     ContainerSpec,
     ExecResult,
+    HostCapacity,
     NetworkInfo,
     RuntimeError_,
     SubnetTaken,
@@ -83,6 +84,7 @@ class FakeRuntime:
         self._ids = itertools.count(1)
         self._nets = itertools.count(20)
         self.routes: list[str] = []      # what host_routes() answers
+        self.capacity = HostCapacity(cpus=4, memory_bytes=8 * 1024 ** 3)  # what host_capacity() answers
 
     # -- helpers for tests ----------------------------------------------------------------------
     def files(self, name: str) -> dict[str, bytes]:
@@ -99,6 +101,9 @@ class FakeRuntime:
     # -- protocol -------------------------------------------------------------------------------
     def ping(self) -> None:
         return None
+
+    def host_capacity(self) -> HostCapacity:
+        return self.capacity
 
     def image_exists(self, ref: str) -> bool:
         return self.all_images or ref in self.images

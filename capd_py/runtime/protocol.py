@@ -5,9 +5,17 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from capd_py.api.containers import ContainerInfo, ContainerSpec, ExecResult, Mount, NetworkInfo, PortMapping
+from capd_py.api.containers import (
+    ContainerInfo,
+    ContainerSpec,
+    ExecResult,
+    HostCapacity,
+    Mount,
+    NetworkInfo,
+    PortMapping,
+)
 
-__all__ = ["ContainerInfo", "ContainerRuntime", "ContainerSpec", "ExecResult", "Mount", "NetworkInfo",
+__all__ = ["ContainerInfo", "ContainerRuntime", "ContainerSpec", "ExecResult", "HostCapacity", "Mount", "NetworkInfo",
            "PortMapping", "RuntimeError_", "SubnetTaken"]
 
 
@@ -24,6 +32,7 @@ class ContainerRuntime(Protocol):
     matches any value (the key is present), like `docker ps --filter label=KEY`."""
 
     def ping(self) -> None: ...
+    def host_capacity(self) -> HostCapacity: ...               # the docker host's CPUs and memory (docker info)
     def image_exists(self, ref: str) -> bool: ...
     # `network`: only containers attached to that network, stopped ones included
     def list_containers(self, labels: dict[str, str] | None = None,

@@ -581,10 +581,24 @@ DEFAULT_MD = {"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "c1"}}, "
                                          "cluster.x-k8s.io/cluster-name": "c1"}}},
     "rollout": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}}}
 
+AUTOSCALE_MIN = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
+AUTOSCALE_MAX = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
+AUTOSCALE_0_3 = {AUTOSCALE_MIN: "0", AUTOSCALE_MAX: "3"}
+
 ADMISSION: list[Case] = [
     # MachineDeployment
     Case("md-without-selector", f"{MD} Default (selector, template labels, rollout strategy)", _md(),
          defaults=DEFAULT_MD),
+    Case("md-autoscaler-from-zero", f"{MD} calculateMachineDeploymentReplicas (new MD: min size; no CRD default)",
+         _merge(_md(), {"metadata": {"annotations": AUTOSCALE_0_3}}), defaults={"spec": {"replicas": 0}}),
+    Case("md-autoscaler-handover-above-max", f"{MD} calculateMachineDeploymentReplicas (old above max: max)",
+         _md(replicas=5), update={"metadata": {"annotations": AUTOSCALE_0_3}, "spec": {"replicas": None}},
+         defaults={"spec": {"replicas": 3}}),
+    Case("md-autoscaler-size-unparsable", f"{MD} calculateMachineDeploymentReplicas (ParseInt error: Denied)",
+         _merge(_md(), {"metadata": {"annotations": {**AUTOSCALE_0_3, AUTOSCALE_MAX: "three"}}}),
+         refused='parsing "three": invalid syntax'),
+    Case("ms-autoscaler-from-zero", f"{MS} calculateMachineSetReplicas (new MS: min size; no CRD default)",
+         _merge(_ms(), {"metadata": {"annotations": AUTOSCALE_0_3}}), defaults={"spec": {"replicas": 0}}),
     Case("md-name-64-chars", f"{MD} validate (name as label value)", _md(LONG), refused="metadata.name"),
     Case("md-name-63-chars", f"{MD} validate", _md(LONG[:63])),
     Case("md-name-with-dots", f"{MD} validate (dots are label-value characters)", _md("md.0")),

@@ -7,6 +7,7 @@ docs/DEVELOPING.md "Validation"."""
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -78,20 +79,44 @@ def default_machine(obj: dict[str, Any], old: dict[str, Any] | None = None) -> d
     return out
 
 
-def _replicas(obj: dict[str, Any], old: dict[str, Any] | None) -> int:
-    """calculateMachine{Set,Deployment,Pool}Replicas: the replicas given, else the autoscaler's min size (or the
-    old value clamped into min..max on update), else 1."""
-    spec = obj.get("spec") or {}
-    if spec.get("replicas") is not None:
-        return int(spec["replicas"])
+class DefaultingError(ValueError):
+    """A defaulting webhook's error: the request is refused with this message (controller-runtime's
+    admission.Denied of the Default error, as upstream's)."""
+
+
+def _parse_int32(value: str, kind: str, annotation: str) -> int:
+    """strconv.ParseInt(value, 10, 32), failing with upstream's message."""
+    why = "invalid syntax"
+    if re.fullmatch(r"[+-]?[0-9]+", value):
+        n = int(value)
+        if -(2 ** 31) <= n < 2 ** 31:
+            return n
+        why = "value out of range"
+    raise DefaultingError(f"failed to caculate {kind} replicas value: could not parse the value of the "
+                          f'"{annotation}" annotation: strconv.ParseInt: parsing "{value}": {why}')
+
+
+def autoscaler_range(obj: dict[str, Any], kind: str = "") -> tuple[int, int] | None:
+    """The (min, max) of the autoscaler's node-group annotations when both are set, else None; an unparsable value
+    raises DefaultingError with upstream's message (`kind` names the object in it)."""
     annotations = _get(obj, "metadata", "annotations") or {}
     lo, hi = annotations.get(AUTOSCALER_MIN_SIZE), annotations.get(AUTOSCALER_MAX_SIZE)
     if lo is None or hi is None:
+        return None
+    return (_parse_int32(str(lo), kind, AUTOSCALER_MIN_SIZE), _parse_int32(str(hi), kind, AUTOSCALER_MAX_SIZE))
+
+
+def default_replicas(obj: dict[str, Any], old: dict[str, Any] | None, kind: str = "") -> int:
+    """calculateMachine{Set,Deployment,Pool}Replicas: the replicas given; else, with both autoscaler annotations,
+    the min size on create (and when the old object had none or fewer than min), the max size when the old one had
+    more than max, the old value when within min..max; else 1. Unparsable annotations raise DefaultingError."""
+    spec = obj.get("spec") or {}
+    if spec.get("replicas") is not None:
+        return int(spec["replicas"])
+    bounds = autoscaler_range(obj, kind)
+    if bounds is None:
         return 1
-    try:
-        min_size, max_size = int(lo), int(hi)
-    except ValueError:
-        min_size = max_size = 1
+    min_size, max_size = bounds
     previous = _get(old, "spec", "replicas")
     if old is None or previous is None or previous < min_size:
         return min_size
@@ -114,7 +139,7 @@ def _default_selector(out: dict[str, Any], name_label: str, name_value: str, clu
 def default_machineset(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
     out = copy.deepcopy(obj)
     _cluster_name_label(out)
-    _d(out, "spec")["replicas"] = _replicas(out, old)
+    _d(out, "spec")["replicas"] = default_replicas(out, old, "MachineSet")
     name = str(_get(out, "metadata", "name") or "")
     _default_selector(out, L.SET_NAME, format_value(name), cluster_too=False)
     _v_prefix(_d(out, "spec", "template", "spec"))
@@ -124,7 +149,7 @@ def default_machineset(obj: dict[str, Any], old: dict[str, Any] | None = None) -
 def default_machinedeployment(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
     out = copy.deepcopy(obj)
     _cluster_name_label(out)
-    _d(out, "spec")["replicas"] = _replicas(out, old)
+    _d(out, "spec")["replicas"] = default_replicas(out, old, "MachineDeployment")
     strategy = _d(out, "spec", "rollout", "strategy")
     strategy.setdefault("type", "RollingUpdate")
     if strategy["type"] == "RollingUpdate":
@@ -139,7 +164,7 @@ def default_machinedeployment(obj: dict[str, Any], old: dict[str, Any] | None = 
 def default_machinepool(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
     out = copy.deepcopy(obj)
     _cluster_name_label(out)
-    _d(out, "spec")["replicas"] = _replicas(out, old)
+    _d(out, "spec")["replicas"] = default_replicas(out, old, "MachinePool")
     template_spec = _d(out, "spec", "template", "spec")
     _d(template_spec, "deletion").setdefault("nodeDeletionTimeoutSeconds", NODE_DELETION_TIMEOUT_SECONDS)
     _v_prefix(template_spec)

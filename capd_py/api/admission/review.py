@@ -117,7 +117,11 @@ def admit(review: dict[str, Any], mutate: bool,
     old = request.get("oldObject") if operation == "UPDATE" else None
     if mutate:
         if kind.default is not None:
-            defaulted = kind.default(obj, old)
+            try:
+                defaulted = kind.default(obj, old)
+            except core.DefaultingError as e:  # controller-runtime denies with the Default error's message
+                response.update(allowed=False, status=denied_status(str(e)))
+                return out
             # A name that is not a label value becomes a defaulted label value (MachineDeployment selector) that
             # the CRD schema refuses before the validating webhook runs, naming the labels only: refuse here with
             # what upstream's validation says (metadata.name first).

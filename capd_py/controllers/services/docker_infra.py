@@ -34,6 +34,7 @@ from capd_py.runtime.protocol import (
     ContainerRuntime,
     ContainerSpec,
     ExecResult,
+    HostCapacity,
     NetworkInfo,
     RuntimeError_,
 )
@@ -79,6 +80,9 @@ class DockerInfra:
     async def start_container(self, name: str) -> ContainerInfo | None:
         await self.call(self.runtime.start_container, name)
         return await self.get_container(name)
+
+    async def host_capacity(self) -> HostCapacity:
+        return await self.call(self.runtime.host_capacity)
 
     async def image_exists(self, ref: str) -> bool:
         return await self.call(self.runtime.image_exists, ref)

@@ -68,7 +68,7 @@ def test_a_kind_seen_once_is_watched_and_its_events_reach_the_referrers() -> Non
 def test_a_statically_watched_kind_starts_no_second_watch() -> None:
     m, _ = manager()
     m.ctx.watch_kind("Cluster", gvk.DOCKER_CLUSTER)
-    m.ctx.watch_kind("Machine", gvk.DOCKER_MACHINE_TEMPLATE)
+    m.ctx.watch_kind("Machine", gvk.KUBEADM_CONFIG_TEMPLATE)
     assert m.informers == {}
 
 

@@ -80,3 +80,14 @@ def test_merge_patches_is_one_patch_doing_both() -> None:
         "metadata": {"finalizers": ["f"], "resourceVersion": "7", "labels": {"l": "1"}},
         "spec": {"selector": {"matchLabels": {"k": "v"}}}}
     assert coreutil.merge_patches({"spec": {"a": {"b": 1}}}, {"spec": {"a": None}}) == {"spec": {"a": None}}
+
+
+def test_replicas_of_unset_reads_as_the_defaulting_webhook_would() -> None:
+    """CRDs installed without the webhook leave replicas unset (no schema default, as upstream's)."""
+    lo, hi = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size", \
+        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
+    assert coreutil.replicas_of({"spec": {}}) == 1
+    assert coreutil.replicas_of({"spec": {}}, 0) == 0
+    assert coreutil.replicas_of({"metadata": {"annotations": {lo: "0", hi: "2"}}, "spec": {}}) == 0
+    assert coreutil.replicas_of({"metadata": {"annotations": {lo: "x", hi: "2"}}, "spec": {}}) == 1
+    assert coreutil.replicas_of({"metadata": {"annotations": {lo: "0", hi: "2"}}, "spec": {"replicas": 2}}) == 2

@@ -70,6 +70,34 @@ def test_replicas_from_the_autoscaler_annotations(annotations: dict[str, str], o
     assert core.default_machinedeployment(obj, previous)["spec"]["replicas"] == want
 
 
+@pytest.mark.parametrize("default", [core.default_machineset, core.default_machinedeployment,
+                                     core.default_machinepool])
+def test_every_scalable_kind_defaults_replicas_from_the_autoscaler_range(default: Any) -> None:
+    obj = md()
+    obj["metadata"]["annotations"] = {core.AUTOSCALER_MIN_SIZE: "0", core.AUTOSCALER_MAX_SIZE: "3"}
+    assert default(obj, None)["spec"]["replicas"] == 0  # create: the min size (scale from zero)
+    assert default(obj, {"spec": {}})["spec"]["replicas"] == 0  # old one without replicas: min
+    assert default(obj, {"spec": {"replicas": 2}})["spec"]["replicas"] == 2  # update: the old value kept
+    obj["spec"]["replicas"] = 7
+    assert default(obj, None)["spec"]["replicas"] == 7  # given replicas always win
+    only_min = md()
+    only_min["metadata"]["annotations"] = {core.AUTOSCALER_MIN_SIZE: "0"}
+    assert default(only_min, None)["spec"]["replicas"] == 1  # one annotation alone: 1
+
+
+@pytest.mark.parametrize(("value", "why"), [("x", "invalid syntax"), ("", "invalid syntax"), (" 1", "invalid syntax"),
+                                            ("2147483648", "value out of range")])
+def test_an_unparsable_autoscaler_annotation_is_refused_as_upstream(value: str, why: str) -> None:
+    obj = md()
+    obj["metadata"]["annotations"] = {core.AUTOSCALER_MIN_SIZE: value, core.AUTOSCALER_MAX_SIZE: "3"}
+    with pytest.raises(core.DefaultingError) as e:
+        core.default_machinedeployment(obj, None)
+    assert str(e.value) == ('failed to caculate MachineDeployment replicas value: could not parse the value of the '
+                            f'"{core.AUTOSCALER_MIN_SIZE}" annotation: strconv.ParseInt: parsing "{value}": {why}')
+    obj["spec"]["replicas"] = 1  # replicas given: the annotations are not read
+    assert core.default_machinedeployment(obj, None)["spec"]["replicas"] == 1
+
+
 def test_machinedeployment_name_is_a_label_value() -> None:
     errs = core.validate_machinedeployment(None, md("a" * 64))
     assert str(errs[0]) == ('metadata.name: Invalid value: "' + "a" * 64 +

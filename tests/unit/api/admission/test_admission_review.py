@@ -82,6 +82,22 @@ def test_the_defaulting_webhook_refuses_a_name_its_defaults_would_break() -> Non
     assert answer["status"]["details"]["causes"][0]["field"] == "metadata.name"
 
 
+def test_autoscaler_replicas_on_update_and_unparsable_annotations_refused() -> None:
+    """calculateMachineDeploymentReplicas on UPDATE: replicas removed from an object the autoscaler now owns keep
+    the old value when within min..max (clamped otherwise); an unparsable size is Denied with the Default error."""
+    old, new = md(), md()
+    old["spec"]["replicas"] = 5
+    new["metadata"]["annotations"] = {"cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "0",
+                                      "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "3"}
+    response = admit(review(new, "machinedeployments", operation="UPDATE", old=old), mutate=True)["response"]
+    patched = apply_patch(new, json.loads(base64.b64decode(response["patch"])))
+    assert patched["spec"]["replicas"] == 3
+    new["metadata"]["annotations"]["cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"] = "three"
+    refused = admit(review(new, "machinedeployments"), mutate=True)["response"]
+    assert refused["allowed"] is False and refused["status"]["code"] == 403
+    assert refused["status"]["message"].endswith('strconv.ParseInt: parsing "three": invalid syntax')
+
+
 def test_updates_see_the_old_object_and_deletions_pass() -> None:
     old, new = md(), md()
     new["spec"]["clusterName"] = new["spec"]["template"]["spec"]["clusterName"] = "c2"

@@ -322,3 +322,21 @@ def test_machine_pool_topology_gets_its_bootstrap_config_and_infrastructure_pool
     c["spec"]["topology"]["workers"]["machinePools"] = []
     plan = w.step(c)
     assert [d["kind"] for d in plan.deletes] == ["MachinePool"]
+
+
+def test_an_autoscaled_machine_deployment_is_left_its_replicas() -> None:
+    """Upstream's topology: a MachineDeployment topology without replicas (the autoscaler's min/max annotations
+    on it) gives a desired object without replicas, so what the autoscaler wrote is never reset."""
+    annotations = {"cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "0",
+                   "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "3"}
+    c = cluster()
+    topo = c["spec"]["topology"]["workers"]["machineDeployments"][0]
+    del topo["replicas"]
+    topo["metadata"] = {"annotations": annotations}
+    w = World()
+    w.step(c)
+    md = w.of("MachineDeployment")[0]
+    assert "replicas" not in md["spec"] and annotations.items() <= md["metadata"]["annotations"].items()
+    md["spec"]["replicas"] = 2  # the autoscaler, through the scale subresource
+    plan = w.step(c)
+    assert plan.writes == [] and w.of("MachineDeployment")[0]["spec"]["replicas"] == 2
