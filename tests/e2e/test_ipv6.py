@@ -17,9 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from capd_py.cli.generate import generate_cluster, parse_documents
 from capd_py.testing.e2e import (
-    K8S_VERSION,
     Mgmt,
     cluster_objects_left,
     delete_cluster_objects,
@@ -29,13 +27,9 @@ from capd_py.testing.e2e import (
     wait_for,
     workload_kubectl,
 )
+from capd_py.testing.upstream import UPSTREAM, render
 
 pytestmark = pytest.mark.e2e
-
-UPSTREAM = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
-# test/e2e/config/docker.yaml (release-1.13)
-POD_CIDR, SERVICE_CIDR = "192.168.0.0/16", "10.128.0.0/12"
-POD_CIDR6, SERVICE_CIDR6 = "fd00:100:96::/48", "fd00:100:64::/108"
 
 # one echo pod per node (control planes included), behind a Service of every family the cluster has
 ECHO = """
@@ -59,24 +53,6 @@ spec:
   selector: {app: echo6}
   ports: [{port: 80, targetPort: 8080}]
 """
-
-
-def _env(tmp: Path) -> dict[str, str]:
-    cni = next(d for d in parse_documents(generate_cluster("x", env={})) if d["kind"] == "ConfigMap")
-    return {"CLUSTERCTL_DISABLE_VERSIONCHECK": "true", "XDG_CONFIG_HOME": str(tmp / "xdg"), "NAMESPACE": "default",
-            "DOCKER_SERVICE_DOMAIN": "cluster.local", "DOCKER_SERVICE_CIDRS": SERVICE_CIDR,
-            "DOCKER_POD_CIDRS": POD_CIDR, "DOCKER_SERVICE_IPV6_CIDRS": SERVICE_CIDR6,
-            "DOCKER_POD_IPV6_CIDRS": POD_CIDR6, "CNI_RESOURCES": json.dumps({"resources": cni["data"]["resources"]})}
-
-
-def render(clusterctl: str, template: str, name: str, tmp: Path, workers: int) -> Path:
-    manifest = run([clusterctl, "generate", "cluster", name, "--from", str(UPSTREAM / template),
-                    "--target-namespace", "default", "--kubernetes-version", K8S_VERSION,
-                    "--control-plane-machine-count", "1", "--worker-machine-count", str(workers)],
-                   env=_env(tmp), timeout=120).stdout
-    assert "${" not in manifest
-    (path := tmp / f"{name}.yaml").write_text(manifest)
-    return path
 
 
 def quick_start_class() -> str:
