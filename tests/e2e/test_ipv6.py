@@ -186,6 +186,10 @@ def test_upstream_dualstack_flavors(clusterctl: str, mgmt: Mgmt, cluster_cleanup
         pods = cluster["spec"]["clusterNetwork"]["pods"]["cidrBlocks"]
         assert _versions([c.split("/")[0] for c in pods]) == families, pods
         check_cluster(mgmt, name, kc, nodes, families)
+        # issue 26 item 2: the class's lbImageRepository left at its default ("kindest") names upstream CAPD's
+        # load balancer image, <repository>/haproxy:<default tag>
+        lb_image = run(["docker", "inspect", "-f", "{{.Config.Image}}", f"{name}-lb"]).stdout.strip()
+        assert lb_image == "kindest/haproxy:v20230606-42a2262b", lb_image
         report.append(f"{name} ({'IPv6' if families[0] == 6 else 'IPv4'} primary, {nodes} node(s)): Available "
                       f"with Ready nodes after {took:.0f}s")
     for name in clusters:
