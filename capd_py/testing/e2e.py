@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
 import os
 import secrets
+import signal
 import ssl
 import subprocess
 import sys
@@ -13,7 +16,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from typing import Any
 import yaml
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from capd_py.kube.crds import install_crds
 from capd_py.testing.envtest import EnvTest, cache_dir
 
 CAPD = [sys.executable, "-m", "capd_py.cli"]
@@ -89,6 +93,34 @@ class Mgmt:
 
     def log_tail(self, n: int = 80) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:]) if self.log.exists() else ""
+
+
+@contextlib.contextmanager
+def management_plane(log: Path, env: dict[str, str] | None = None) -> Iterator[Mgmt]:
+    """A management plane for e2e tests: a real kube-apiserver + etcd (+ kube-controller-manager, for the garbage
+    collector) with capd-py's CRDs, and `capd-py controllers` on it in a process group of its own (`env` added to its
+    environment: feature gates, say), stopped with its whole group at the end."""
+    et = EnvTest(controller_manager=True).start()
+    k = et.kube()
+    try:
+        asyncio.run(install_crds(k, wait=True))
+    finally:
+        k.close()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([*CAPD, "controllers", "--kubeconfig", str(et.kubeconfig_path)], stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **(env or {})})
+    m = Mgmt(et, str(et.kubeconfig_path), log)
+    try:
+        yield m
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        print(f"\n--- controllers log tail ---\n{m.log_tail(60)}")
+        et.stop()
 
 
 def docker_leftovers(cluster: str) -> dict[str, list[str]]:

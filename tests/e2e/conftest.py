@@ -3,17 +3,12 @@ collection) with the CRDs, and `capd-py controllers` running as its own process.
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 
-from capd_py.kube.crds import install_crds
 from capd_py.testing.e2e import (
-    CAPD,
     K8S_VERSION,
     UPGRADE_TO_VERSION,
     Mgmt,
@@ -22,10 +17,11 @@ from capd_py.testing.e2e import (
     create_namespace,
     delete_cluster_objects,
     delete_namespace,
+    management_plane,
     remove_leftovers,
     run,
 )
-from capd_py.testing.envtest import EnvTest, cache_dir, missing_binaries
+from capd_py.testing.envtest import cache_dir, missing_binaries
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -53,28 +49,8 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
     # an earlier run killed before its cleanup left docker objects of the clusters this tier names itself
     for what in remove_leftovers():
         print(f"removed a leftover of an earlier run: {what}")
-    env = EnvTest(controller_manager=True).start()
-    k = env.kube()
-    try:
-        asyncio.run(install_crds(k, wait=True))
-    finally:
-        k.close()
-    log = tmp_path_factory.mktemp("controllers") / "controllers.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([*CAPD, "controllers", "--kubeconfig", str(env.kubeconfig_path)], stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    m = Mgmt(env, str(env.kubeconfig_path), log)
-    try:
+    with management_plane(tmp_path_factory.mktemp("controllers") / "controllers.log") as m:
         yield m
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-        print(f"\n--- controllers log tail ---\n{m.log_tail(60)}")
-        env.stop()
 
 
 @pytest.fixture

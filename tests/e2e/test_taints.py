@@ -13,11 +13,7 @@ so the rest of the tier keeps the defaults.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,9 +21,14 @@ from typing import Any
 
 import pytest
 
-from capd_py.kube.crds import install_crds
-from capd_py.testing.e2e import CAPD, Mgmt, docker_leftovers, nodes_ready, wait_for, workload_kubectl
-from capd_py.testing.envtest import EnvTest
+from capd_py.testing.e2e import (
+    Mgmt,
+    docker_leftovers,
+    management_plane,
+    nodes_ready,
+    wait_for,
+    workload_kubectl,
+)
 from capd_py.testing.upstream import render
 
 pytestmark = pytest.mark.e2e
@@ -53,29 +54,11 @@ def _node_taint(t: dict[str, str]) -> dict[str, str]:
 
 @pytest.fixture
 def gated_mgmt(tmp_path: Path) -> Iterator[Mgmt]:
-    env = EnvTest(controller_manager=True).start()
-    k = env.kube()
-    try:
-        asyncio.run(install_crds(k, wait=True))
-    finally:
-        k.close()
-    log = tmp_path / "controllers.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([*CAPD, "controllers", "--kubeconfig", str(env.kubeconfig_path)], stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "CAPD_PY_FEATURE_GATES": "MachineTaintPropagation=true"})
-    m = Mgmt(env, str(env.kubeconfig_path), log)
-    try:
-        yield m
-    finally:
-        m.capd("delete", "cluster", NAME, "--wait", "--timeout", "300", check=False)
-        os.killpg(proc.pid, signal.SIGTERM)
+    with management_plane(tmp_path / "controllers.log", {"CAPD_PY_FEATURE_GATES": "MachineTaintPropagation=true"}) as m:
         try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        print(f"\n--- controllers log tail ---\n{m.log_tail(40)}")
-        env.stop()
+            yield m
+        finally:
+            m.capd("delete", "cluster", NAME, "--wait", "--timeout", "300", check=False)
 
 
 def _machines(mgmt: Mgmt) -> list[dict[str, Any]]:
