@@ -198,7 +198,8 @@ async def test_webhook_down_fails_writes_clearly_and_v1beta2_reads_keep_working(
             await kube.create(DOCKER_CLUSTER, {"apiVersion": DOCKER_CLUSTER.api_version, "kind": "DockerCluster",
                                                "metadata": {"name": "while-down", "namespace": ns}})
         assert admission.value.status == 500
-        assert 'failed calling webhook "validation.dockercluster.infrastructure.cluster.x-k8s.io"' in \
+        # the defaulting webhook is called first (mutating before validating), as upstream's DockerCluster has both
+        assert 'failed calling webhook "default.dockercluster.infrastructure.cluster.x-k8s.io"' in \
             admission.value.message
         template = gvk.DOCKER_MACHINE_TEMPLATE  # no admission webhook here (its rules are CEL in the CRD)
         await kube.create(template, {"apiVersion": template.api_version, "kind": template.kind,
