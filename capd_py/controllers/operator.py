@@ -140,7 +140,7 @@ async def run(kubeconfig: str | None, runtime: Any = None, threads: int = 64,
     stops every reconcile at once and raises LeadershipLost (the Deployment restarts the container, as
     controller-runtime's managers exit). A clean stop releases the Lease."""
     loop = asyncio.get_running_loop()
-    # Kube and Docker calls are blocking and run via asyncio.to_thread: give them room.
+    # Docker calls are blocking and run via asyncio.to_thread (Kube calls are async over aiohttp): give them room.
     loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=threads,
                                                                     thread_name_prefix="capd-py-io"))
     kube = management_client(kubeconfig)
