@@ -24,6 +24,7 @@ from capd_py.api.gvk import (
 )
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers import machine as c_machine
+from capd_py.controllers import machineset as c_ms
 from capd_py.controllers.context import Ctx
 from capd_py.kube.client import Kube
 
@@ -124,6 +125,21 @@ async def provision_machine(kube: Kube, ctx: Ctx, ns: str, name: str, provider_i
     dm = await kube.merge_patch(DOCKER_MACHINE, ns, name, {"spec": {"providerID": provider_id}})
     await kube.update_status(DOCKER_MACHINE, dm, {"initialization": {"provisioned": True}})
     await c_machine.reconcile(ctx, ns, name)
+
+
+async def machine_with_node(kube: Kube, ctx: Ctx, envtest: Any, ns: str) -> tuple[str, str, str]:
+    """A Cluster whose workload is the envtest, a MachineSet of 1 and its Machine provisioned with a Node: the
+    Machine's name, the Node's name and its providerID."""
+    await setup_cluster(kube, ns)
+    await workload_secret(kube, envtest, ns)
+    await kube.create(MACHINE_SET, machineset_obj(ns, 1))
+    await c_ms.reconcile(ctx, ns, "ms1")
+    (m,) = await machines(kube, ns)
+    name = m["metadata"]["name"]
+    node_name, pid = f"{ns}-node", f"docker:////{ns}-node"
+    await make_node(kube, node_name, pid)
+    await provision_machine(kube, ctx, ns, name, pid)
+    return name, node_name, pid
 
 
 # Nothing listens here: workload calls fail fast (connection refused) instead of timing out.

@@ -48,6 +48,7 @@ from capd_py.kube.client import Kube
 from capd_py.testing.core_objects import (
     cluster_obj,
     machine_template,
+    machine_with_node,
     machines,
     machineset_obj,
     make_node,
@@ -582,15 +583,7 @@ def pod(ns: str, name: str, node: str, **meta: Any) -> Obj:
 
 async def test_machine_node_ref_drain_and_node_deletion(kube: Kube, envtest: Any, namespace: str, ctx: Ctx) -> None:
     ns = namespace
-    await setup_cluster(kube, ns)
-    await workload_secret(kube, envtest, ns)
-    await kube.create(MACHINE_SET, machineset_obj(ns, 1))
-    await c_ms.reconcile(ctx, ns, "ms1")
-    (m,) = await machines(kube, ns)
-    name = m["metadata"]["name"]
-    node_name, pid = f"{ns}-node", f"docker:////{ns}-node"
-    await make_node(kube, node_name, pid)
-    await provision_machine(kube, ctx, ns, name, pid)
+    name, node_name, pid = await machine_with_node(kube, ctx, envtest, ns)
 
     m = await kube.get(MACHINE, ns, name)
     assert m is not None

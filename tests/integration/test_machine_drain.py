@@ -11,18 +11,12 @@ from typing import Any
 import pytest
 
 from capd_py.api import gvk
-from capd_py.api.gvk import DOCKER_MACHINE, MACHINE, MACHINE_DRAIN_RULE, MACHINE_SET, NODE, POD
+from capd_py.api.gvk import DOCKER_MACHINE, MACHINE, MACHINE_DRAIN_RULE, NODE, POD
 from capd_py.controllers import machine as c_machine
-from capd_py.controllers import machineset as c_ms
 from capd_py.kube.client import Kube, KubeError
 from capd_py.testing.core_objects import (
-    machines,
-    machineset_obj,
-    make_node,
+    machine_with_node,
     meta,
-    provision_machine,
-    setup_cluster,
-    workload_secret,
 )
 from capd_py.testing.inprocess import direct_ctx
 
@@ -73,15 +67,7 @@ async def test_rules_order_the_evictions_and_volumes_hold_the_infrastructure(kub
                                                                                namespace: str) -> None:
     t0 = time.monotonic()
     ns, ctx = namespace, direct_ctx(kube)
-    await setup_cluster(kube, ns)
-    await workload_secret(kube, envtest, ns)
-    await kube.create(MACHINE_SET, machineset_obj(ns, 1))
-    await c_ms.reconcile(ctx, ns, "ms1")
-    (m,) = await machines(kube, ns)
-    name = m["metadata"]["name"]
-    node_name, pid = f"{ns}-node", f"docker:////{ns}-node"
-    await make_node(kube, node_name, pid)
-    await provision_machine(kube, ctx, ns, name, pid)
+    name, node_name, pid = await machine_with_node(kube, ctx, envtest, ns)
 
     # the admission rules upstream's webhook has (CEL here)
     with pytest.raises(KubeError) as bad:
