@@ -213,7 +213,7 @@ async def write_floor(kube: Kube, writes: int, concurrency: int) -> float:
             o = await kube.create(DOCKER_MACHINE, {"apiVersion": DOCKER_MACHINE.api_version, "kind": "DockerMachine",
                                                    "metadata": {"name": f"w{i:06d}", "namespace": ns}, "spec": {}})
             if 2 * i + 1 < writes:
-                await kube.update_status(DOCKER_MACHINE, o, status)
+                await kube.patch_status(DOCKER_MACHINE, o, status)
     t = time.monotonic()
     await asyncio.gather(*(one(i) for i in range(n_obj)))
     return time.monotonic() - t

@@ -69,7 +69,7 @@ def _cond(ctype: str, st: str, reason: str, message: str, gen: int | None, ltt: 
 
 class StatusBuilder:
     """Accumulates an object's status and conditions during one reconcile; `final()` gives the status
-    to write (Kube.update_status writes it only when it differs from what the object carries)."""
+    to write (lifecycle.write_status patches only what differs from what the object carries)."""
 
     def __init__(self, obj: dict[str, Any]):
         self.status: dict[str, Any] = copy.deepcopy(obj.get("status") or {})

@@ -106,7 +106,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         obs.cluster = c
     await _kubeconfig_without_control_plane(ctx, c)
     status = rc.compute_status(obs)
-    await kube.update_status(CLUSTER, c, status)
+    await lifecycle.write_status(kube, CLUSTER, c, status)
     if obs.infra is None or obs.control_plane is None and rc.cp_ref(c) is not None:
         return Result(requeue_after=ctx.settings.poll_seconds)  # a referenced object does not exist yet
     if obs.remote_probe is not None:
@@ -145,7 +145,7 @@ async def _reconcile_delete(ctx: Ctx, obs: rc.Observed) -> Result | None:
     status = rc.compute_status(obs)
     status["conditions"] = cond.set_condition(status["conditions"], cond.DELETING, True, plan.reason, plan.message,
                                               observed_generation=md.get("generation"))
-    c2 = await kube.update_status(CLUSTER, c, status)
+    c2 = await lifecycle.write_status(kube, CLUSTER, c, status)
     if plan.step != "done":
         return Result(requeue_after=ctx.settings.poll_seconds)
     ctx.workload.forget(md["namespace"], md["name"])

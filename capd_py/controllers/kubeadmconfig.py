@@ -104,7 +104,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     res = await _reconcile(ctx, cfg, owner, cluster, st)
     # cfg may have been replaced by a spec patch (token / discovery): write status against the latest.
     latest = st.cfg
-    await kube.update_status(KUBEADM_CONFIG, latest, st.final())
+    await lifecycle.write_status(kube, KUBEADM_CONFIG, latest, st.final())
     return res
 
 

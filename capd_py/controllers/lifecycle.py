@@ -6,11 +6,13 @@ kind means the same thing by them; so do we:
   itself (`coreutil.is_paused`); a paused object gets a `Paused=True` condition and nothing else.
 - finalizers: added on the first reconcile and put back if a user strips them; removed only after
   cleanup, with the object's resourceVersion so a concurrent writer wins.
-- status: written only when it differs from what the object carries (a stable object gets no writes).
+- status: a patch of what a reconcile changed (`write_status`), nothing when nothing did (a stable object gets no
+  writes); conditions merge per type, so controllers sharing an object's conditions never undo each other.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from capd_py.api import conditions as cond
@@ -22,11 +24,12 @@ R_PAUSED = "Paused"
 is_paused = coreutil.is_paused
 
 
-async def write_status(kube: Kube, gvk: GVK, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-    """Write `status` when it differs; an object deleted meanwhile is not an error. Returns the newest
-    copy we have."""
+async def write_status(kube: Kube, gvk: GVK, obj: dict[str, Any], status: dict[str, Any],
+                       owned_conditions: Iterable[str] | None = None) -> dict[str, Any]:
+    """The one status writer: a patch of what differs between `obj`'s status and `status` (Kube.patch_status;
+    nothing when they are equal); an object deleted meanwhile is not an error. Returns the newest copy we have."""
     try:
-        new = await kube.update_status(gvk, obj, status)
+        new = await kube.patch_status(gvk, obj, status, owned_conditions)
     except KubeError as e:
         if e.not_found:
             return obj

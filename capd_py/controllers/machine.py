@@ -152,7 +152,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
                 ctx.log.info("machine %s/%s: tainting node failed: %s", namespace, name, e)
 
     status = rm.compute_status(obs)
-    await kube.update_status(MACHINE, m, status)
+    await lifecycle.write_status(kube, MACHINE, m, status)
 
     if status.get("phase") != rm.PHASE_RUNNING or not cond.is_true({"status": status}, cond.READY):
         if ctx.workload.nodes(namespace, cn) is not None:
@@ -336,7 +336,7 @@ async def _reconcile_delete(ctx: Ctx, m: dict[str, Any], cluster: dict[str, Any]
     status["conditions"] = cond.set_condition(status.get("conditions"), cond.DELETING, True, step.reason,
                                               step.message, observed_generation=md.get("generation"))
     status["phase"] = rm.PHASE_DELETING
-    m2 = await kube.update_status(MACHINE, m, status)
+    m2 = await lifecycle.write_status(kube, MACHINE, m, status)
     m = m2 or m
 
     if step.action in ("drain", "wait_volumes", "wait_hook"):

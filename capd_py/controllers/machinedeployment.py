@@ -50,7 +50,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if coreutil.is_deleting(md):
         for ms in owned:
             await delete_obj(kube, MACHINE_SET, ms)
-        md2 = await kube.update_status(MACHINE_DEPLOYMENT, md, rmd.compute_status(md, owned, None, machines))
+        md2 = await lifecycle.write_status(kube, MACHINE_DEPLOYMENT, md, rmd.compute_status(md, owned, None, machines))
         if owned:
             return Result(requeue_after=ctx.settings.poll_seconds)
         await ensure_metadata(kube, MACHINE_DEPLOYMENT, md2 or md, remove_finalizer=FINALIZER_MACHINE_DEPLOYMENT)
@@ -88,7 +88,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     max_rev = max([rmd.revision(ms) for ms in owned] or [0])
 
     if contract.dig(md, "spec", "paused"):
-        await kube.update_status(MACHINE_DEPLOYMENT, md,
+        await lifecycle.write_status(kube, MACHINE_DEPLOYMENT, md,
                                  rmd.compute_status(md, owned, new["metadata"]["name"] if new else None, machines))
         return None
 
@@ -139,7 +139,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         ctx.log.info("machinedeployment %s/%s: deleting old MachineSet %s", namespace, name, ms["metadata"]["name"])
         await delete_obj(kube, MACHINE_SET, ms)
 
-    await kube.update_status(MACHINE_DEPLOYMENT, md, rmd.compute_status(md, owned, new["metadata"]["name"], machines))
+    await lifecycle.write_status(kube, MACHINE_DEPLOYMENT, md, rmd.compute_status(md, owned, new["metadata"]["name"], machines))
     return None
 
 

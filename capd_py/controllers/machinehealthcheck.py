@@ -72,8 +72,8 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         if new is not None:
             st = dict(m.get("status") or {})
             st["conditions"] = new
-            await kube.update_status(MACHINE, m, st)
-    await kube.update_status(MACHINE_HEALTH_CHECK, mhc, rmhc.compute_status(mhc, out))
+            await lifecycle.write_status(kube, MACHINE, m, st)
+    await lifecycle.write_status(kube, MACHINE_HEALTH_CHECK, mhc, rmhc.compute_status(mhc, out))
     if not tmachines:
         return Result(requeue_after=ctx.settings.resync_seconds)
     nxt = out.next_check if out.next_check is not None else POLL

@@ -140,7 +140,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
 
     status = rmp.compute_status(obs)
     old_refs = len(contract.dig(mp, "status", "nodeRefs", default=[]) or [])
-    await kube.update_status(MACHINE_POOL, mp, status)
+    await lifecycle.write_status(kube, MACHINE_POOL, mp, status)
     if len(status.get("nodeRefs") or []) != old_refs and status.get("nodeRefs"):
         await events.record(kube, mp, "SuccessfulSetNodeRefs",
                             ", ".join(r["name"] for r in status["nodeRefs"]), type_="Normal")

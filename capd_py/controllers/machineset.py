@@ -133,7 +133,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if coreutil.is_deleting(ms):
         for m in owned:
             await delete_obj(kube, MACHINE, m)
-        ms2 = await kube.update_status(MACHINE_SET, ms, rms.compute_status(ms, owned))
+        ms2 = await lifecycle.write_status(kube, MACHINE_SET, ms, rms.compute_status(ms, owned))
         if owned:
             return Result(requeue_after=ctx.settings.poll_seconds)
         await ensure_metadata(kube, MACHINE_SET, ms2 or ms, remove_finalizer=FINALIZER_MACHINE_SET)
@@ -150,7 +150,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         owned.append(await ensure_metadata(kube, MACHINE, m, owner=contract.owner_ref(ms, controller=True)))
 
     if cluster is None:
-        await kube.update_status(MACHINE_SET, ms, rms.compute_status(ms, owned))
+        await lifecycle.write_status(kube, MACHINE_SET, ms, rms.compute_status(ms, owned))
         return Result(requeue_after=ctx.settings.poll_seconds)
     if not coreutil.is_deleting(cluster):
         # as upstream's reconcileExternalTemplateReference: the Cluster owns the templates (any kind, found through
@@ -220,7 +220,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
                                               observed_generation=ms["metadata"].get("generation"))
         if prev.get("message") != msg:  # one Event per distinct failure, not one per retry
             await events.record(kube, ms, "FailedCreate", error_msg)
-    await kube.update_status(MACHINE_SET, ms, st)
+    await lifecycle.write_status(kube, MACHINE_SET, ms, st)
     return Result(requeue_after=requeue) if requeue else None
 
 

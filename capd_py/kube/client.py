@@ -17,12 +17,16 @@ from typing import Any
 import kubernetes.client
 import kubernetes.config
 import yaml
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
+from capd_py.api import statuspatch
 from capd_py.api.gvk import GVK
 from capd_py.api.labels import FIELD_MANAGER
 from capd_py.kube.transport import AioTransport, StreamError
 
 LIST_PAGE = 500  # objects per LIST page, as client-go's pager
+# a status write whose conditions met a newer copy re-reads and retries this often before the reconcile requeues
+CONFLICT_RETRIES = 5
 
 
 class KubeError(Exception):
@@ -197,17 +201,32 @@ class Kube:
         return dict(await self.acall("PUT", gvk.path(md.get("namespace"), md["name"], subresource), body=obj,
                                      query=[("fieldManager", FIELD_MANAGER)]))
 
-    async def update_status(self, gvk: GVK, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
-        """Write `status` only when it differs from what `obj` carries; optimistic on resourceVersion."""
-        if (obj.get("status") or {}) == status:
+    async def patch_status(self, gvk: GVK, obj: dict[str, Any], status: dict[str, Any],
+                           owned_conditions: Iterable[str] | None = None) -> dict[str, Any] | None:
+        """Take `obj`'s status to `status` with one merge patch of what differs (capd_py/api/statuspatch.py);
+        None when nothing does. Fields go without a resourceVersion (a field this write does not change is not
+        in it); changed conditions are applied onto the newest list, re-read after a conflict, so writers
+        owning different conditions of one object never undo each other."""
+        sp = statuspatch.status_patch(obj.get("status"), status, owned_conditions)
+        if not sp:
             return None
-        body = {"apiVersion": obj.get("apiVersion", gvk.api_version), "kind": obj.get("kind", gvk.kind),
-                "metadata": {"name": obj["metadata"]["name"], "namespace": obj["metadata"].get("namespace"),
-                             "resourceVersion": obj["metadata"]["resourceVersion"]},
-                "spec": obj.get("spec"), "status": status}
-        if not gvk.namespaced:
-            body["metadata"].pop("namespace")
-        return await self.replace(gvk, body, subresource="status")
+        md = obj["metadata"]
+        ns, name = (md.get("namespace") if gvk.namespaced else None), md["name"]
+        current, rv = (obj.get("status") or {}).get(statuspatch.CONDITIONS), md.get("resourceVersion")
+        async for attempt in AsyncRetrying(retry=retry_if_exception(lambda e: isinstance(e, KubeError) and e.conflict),
+                                           stop=stop_after_attempt(CONFLICT_RETRIES), reraise=True):
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:  # someone else wrote: apply ours onto theirs
+                    latest = await Kube.get(self, gvk, ns, name)  # from the API server, not a cache
+                    if latest is None:
+                        raise KubeError(404, "NotFound", f"{gvk.kind} {name} is gone")
+                    current = (latest.get("status") or {}).get(statuspatch.CONDITIONS)
+                    rv = latest["metadata"].get("resourceVersion")
+                body: dict[str, Any] = {"status": sp.body(current)}
+                if sp.conditions:  # a list: optimistic, so a condition written meanwhile is not lost
+                    body["metadata"] = {"resourceVersion": rv}
+                return await self.merge_patch(gvk, ns, name, body, subresource="status")
+        raise AssertionError("unreachable: tenacity reraises the last conflict")
 
     async def delete(self, gvk: GVK, namespace: str | None, name: str,
                      propagation: str = "Background", uid: str | None = None) -> bool:

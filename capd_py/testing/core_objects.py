@@ -111,7 +111,7 @@ async def make_node(kube: Kube, name: str, provider_id: str, ready: str = "True"
           "nodeInfo": {"machineID": "m", "systemUUID": "s", "bootID": "b", "kernelVersion": "6", "osImage": "x",
                        "containerRuntimeVersion": "containerd://2", "kubeletVersion": "v1.34.4",
                        "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"}}
-    out = await kube.update_status(NODE, node, st)
+    out = await kube.patch_status(NODE, node, st)
     assert out is not None
     return out
 
@@ -120,10 +120,10 @@ async def provision_machine(kube: Kube, ctx: Ctx, ns: str, name: str, provider_i
     await c_machine.reconcile(ctx, ns, name)
     kc = await kube.get(KUBEADM_CONFIG, ns, name)
     assert kc is not None
-    await kube.update_status(KUBEADM_CONFIG, kc, {"initialization": {"dataSecretCreated": True},
+    await kube.patch_status(KUBEADM_CONFIG, kc, {"initialization": {"dataSecretCreated": True},
                                                   "dataSecretName": f"{name}-bootstrap"})
     dm = await kube.merge_patch(DOCKER_MACHINE, ns, name, {"spec": {"providerID": provider_id}})
-    await kube.update_status(DOCKER_MACHINE, dm, {"initialization": {"provisioned": True}})
+    await kube.patch_status(DOCKER_MACHINE, dm, {"initialization": {"provisioned": True}})
     await c_machine.reconcile(ctx, ns, name)
 
 
@@ -159,7 +159,7 @@ async def make_cluster(kube: Kube, ns: str, *, cp_ref: bool, initialized: bool =
     init: Obj = {"infrastructureProvisioned": True}
     if initialized:
         init["controlPlaneInitialized"] = True
-    c = await kube.update_status(CLUSTER, c, {"initialization": init}) or c
+    c = await kube.patch_status(CLUSTER, c, {"initialization": init}) or c
     return c
 
 

@@ -235,7 +235,7 @@ async def test_worker_join_creates_and_refreshes_token(ctx: Ctx, kube: Kube, env
     # once the machine has a node, the token is left alone
     m = await kube.get(MACHINE, ns, "w1")
     assert m is not None
-    await kube.update_status(MACHINE, m, {**(m.get("status") or {}), "nodeRef": {"name": "w1"}})
+    await kube.patch_status(MACHINE, m, {**(m.get("status") or {}), "nodeRef": {"name": "w1"}})
     await kube.merge_patch(SECRET, "kube-system", kc.token_secret_name(token),
                            {"data": {"expiration": base64.b64encode(soon.encode()).decode()}})
     assert await c_kc.reconcile(ctx, ns, "w1") is None
@@ -383,7 +383,7 @@ async def make_healthy(kube: Kube, ns: str, machine_name: str) -> None:
             subresource="status")
     m = await kube.get(MACHINE, ns, machine_name)
     assert m is not None
-    await kube.update_status(MACHINE, m, {**(m.get("status") or {}), "nodeRef": {"name": machine_name}})
+    await kube.patch_status(MACHINE, m, {**(m.get("status") or {}), "nodeRef": {"name": machine_name}})
 
 
 async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, namespace: str) -> None:
@@ -409,7 +409,7 @@ async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, na
         m = await kube.get(MACHINE, ns, name)
         assert m is not None and m["metadata"].get("deletionTimestamp")
         assert "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup" in m["metadata"]["annotations"]
-        await kube.update_status(MACHINE, m, {"conditions": [{
+        await kube.patch_status(MACHINE, m, {"conditions": [{
             "type": "Deleting", "status": "True", "reason": "WaitingForPreTerminateHook", "message": "",
             "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
         await c_kcp.reconcile(ctx, ns, "c1-cp")

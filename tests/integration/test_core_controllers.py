@@ -114,7 +114,7 @@ async def mark_machines_available(kube: Kube, ns: str) -> None:
             conds.append({"type": t, "status": "True", "reason": t, "message": "",
                           "lastTransitionTime": "2026-01-01T00:00:00Z"})
         st["conditions"] = conds
-        await kube.update_status(MACHINE, m, st)
+        await kube.patch_status(MACHINE, m, st)
 
 
 # --- MachineSet ------------------------------------------------------------------------------------
@@ -253,7 +253,7 @@ async def test_machine_lifecycle_and_repair(kube: Kube, namespace: str, ctx: Ctx
 
     # providers report progress
     assert kc is not None and dm is not None
-    await kube.update_status(KUBEADM_CONFIG, kc, {"initialization": {"dataSecretCreated": True},
+    await kube.patch_status(KUBEADM_CONFIG, kc, {"initialization": {"dataSecretCreated": True},
                                                   "dataSecretName": f"{name}-bootstrap"})
     await c_machine.reconcile(ctx, ns, name)
     m = await kube.get(MACHINE, ns, name)
@@ -262,7 +262,7 @@ async def test_machine_lifecycle_and_repair(kube: Kube, namespace: str, ctx: Ctx
     assert m["status"]["initialization"]["bootstrapDataSecretCreated"] is True
 
     dm = await kube.merge_patch(DOCKER_MACHINE, ns, name, {"spec": {"providerID": f"docker:////c1-{name}"}})
-    await kube.update_status(DOCKER_MACHINE, dm, {"initialization": {"provisioned": True},
+    await kube.patch_status(DOCKER_MACHINE, dm, {"initialization": {"provisioned": True},
                                                   "addresses": [{"type": "InternalIP", "address": "172.18.0.9"}]})
     await c_machine.reconcile(ctx, ns, name)
     m = await kube.get(MACHINE, ns, name)
@@ -408,7 +408,7 @@ async def test_cluster_reconcile_and_deletion_order(kube: Kube, namespace: str, 
     # the infrastructure becomes ready with an endpoint
     dc = await kube.merge_patch(DOCKER_CLUSTER, ns, "c1",
                                 {"spec": {"controlPlaneEndpoint": {"host": "172.18.0.2", "port": 6443}}})
-    await kube.update_status(DOCKER_CLUSTER, dc, {"initialization": {"provisioned": True},
+    await kube.patch_status(DOCKER_CLUSTER, dc, {"initialization": {"provisioned": True},
                                                   "failureDomains": [{"name": "fd1", "controlPlane": True}]})
     await c_cluster.reconcile(ctx, ns, "c1")
     c = await kube.get(CLUSTER, ns, "c1")
@@ -426,7 +426,7 @@ async def test_cluster_reconcile_and_deletion_order(kube: Kube, namespace: str, 
     # checks hold worker Machines while the control plane is still provisioning)
     kcp = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
     assert kcp is not None
-    await kube.update_status(KUBEADM_CONTROL_PLANE, kcp, {**(kcp.get("status") or {}), "version": "v1.34.4"})
+    await kube.patch_status(KUBEADM_CONTROL_PLANE, kcp, {**(kcp.get("status") or {}), "version": "v1.34.4"})
     await kube.create(MACHINE_DEPLOYMENT, md_obj(ns, 2))
     await drive_md(kube, ctx, ns, rounds=2)
     assert len(await machines(kube, ns)) == 2
@@ -492,10 +492,10 @@ async def test_cluster_remote_connection_probe(kube: Kube, envtest: Any, namespa
     assert dc is not None
     dc = await kube.merge_patch(DOCKER_CLUSTER, ns, "c1",
                                 {"spec": {"controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443}}})
-    await kube.update_status(DOCKER_CLUSTER, dc, {"initialization": {"provisioned": True}})
+    await kube.patch_status(DOCKER_CLUSTER, dc, {"initialization": {"provisioned": True}})
     c = await kube.get(CLUSTER, ns, "c1")
     assert c is not None
-    await kube.update_status(CLUSTER, c, {"initialization": {"controlPlaneInitialized": True}})
+    await kube.patch_status(CLUSTER, c, {"initialization": {"controlPlaneInitialized": True}})
     await c_cluster.reconcile(ctx, ns, "c1")
     c = await kube.get(CLUSTER, ns, "c1")
     assert c is not None and "RemoteConnectionProbe" not in {x["type"] for x in c["status"]["conditions"]}
@@ -548,7 +548,7 @@ async def test_unreachable_workload_api_names_the_address_and_the_error(kube: Ku
     await setup_cluster(kube, ns, cp=False)
     dc = await kube.get(DOCKER_CLUSTER, ns, "c1")
     assert dc is not None
-    await kube.update_status(DOCKER_CLUSTER, dc, {"initialization": {"provisioned": True}})
+    await kube.patch_status(DOCKER_CLUSTER, dc, {"initialization": {"provisioned": True}})
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -649,7 +649,7 @@ async def test_machinehealthcheck_remediates_through_machineset(kube: Kube, envt
     await workload_secret(kube, envtest, ns)
     c = await kube.get(CLUSTER, ns, "c1")
     assert c is not None
-    await kube.update_status(CLUSTER, c, {"conditions": [
+    await kube.patch_status(CLUSTER, c, {"conditions": [
         {"type": t, "status": "True", "reason": r, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
         for t, r in (("InfrastructureReady", "Ready"), ("ControlPlaneInitialized", "Initialized"))]})
     await kube.create(MACHINE_SET, machineset_obj(ns, 2))

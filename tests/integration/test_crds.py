@@ -180,8 +180,32 @@ async def test_status_subresource_keeps_v1beta2_fields(kube: Kube, namespace: st
               "conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "",
                               "lastTransitionTime": "2026-01-01T00:00:00Z"}],
               "deprecated": {"v1beta1": {"ready": True, "conditions": [{"type": "Ready", "status": "True"}]}}}
-    got = await kube.update_status(gvk.DOCKER_MACHINE, dm, status)
+    got = await kube.patch_status(gvk.DOCKER_MACHINE, dm, status)
     assert got is not None and got["status"] == status
+
+
+async def test_status_writers_owning_different_conditions_do_not_undo_each_other(kube: Kube, namespace: str) -> None:
+    """Two controllers read the same Cluster copy; each changes its own condition (and a field of its own) and
+    writes: both changes are there afterwards, and neither write fails on the other's resourceVersion."""
+    def cnd(t: str, st: str) -> dict[str, Any]:
+        return {"type": t, "status": st, "reason": t + st, "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}
+
+    c = await kube.create(gvk.CLUSTER, in_ns(base("Cluster"), namespace))
+    c = await kube.patch_status(gvk.CLUSTER, c, {"conditions": [cnd("Available", "False"),
+                                                                cnd("TopologyReconciled", "False")]}) or c
+    core = {"conditions": [cnd("Available", "True"), cnd("TopologyReconciled", "False")], "phase": "Provisioned"}
+    topology = {"conditions": [cnd("Available", "False"), cnd("TopologyReconciled", "True")],
+                "observedGeneration": 1}
+    first = await kube.patch_status(gvk.CLUSTER, c, core)
+    second = await kube.patch_status(gvk.CLUSTER, c, topology)  # c is stale now: its conditions are applied anew
+    assert first is not None and second is not None
+    got = await kube.get(gvk.CLUSTER, namespace, c["metadata"]["name"])
+    assert got is not None
+    st = got["status"]
+    assert {x["type"]: x["status"] for x in st["conditions"]} == {"Available": "True", "TopologyReconciled": "True"}
+    assert st["phase"] == "Provisioned" and st["observedGeneration"] == 1
+    assert await kube.patch_status(gvk.CLUSTER, got, got["status"]) is None  # nothing changed: no write
 
 
 async def test_printer_columns_render(kube: Kube, namespace: str) -> None:
@@ -201,7 +225,7 @@ async def test_clusterclass_printer_columns_and_status(kube: Kube, namespace: st
                               "lastTransitionTime": "2026-01-01T00:00:00Z"}],
               "variables": [{"name": "imageRepository", "definitions": [{
                   "from": "inline", "required": True, "schema": {"openAPIV3Schema": {"type": "string"}}}]}]}
-    got = await kube.update_status(gvk.CLUSTER_CLASS, cc, status)
+    got = await kube.patch_status(gvk.CLUSTER_CLASS, cc, status)
     assert got is not None and got["status"] == status
     t = await _get_table(kube, gvk.CLUSTER_CLASS.path(namespace))
     cols = [c["name"] for c in t["columnDefinitions"]]

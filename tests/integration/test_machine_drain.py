@@ -141,7 +141,7 @@ async def test_rules_order_the_evictions_and_volumes_hold_the_infrastructure(kub
             "apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": f"{ns}-{pv_name}"},
             "spec": {"attacher": "csi.example.com", "nodeName": node_name,
                      "source": {"persistentVolumeName": f"{ns}-{pv_name}"}}})
-        await kube.update_status(gvk.VOLUME_ATTACHMENT, va, {"attached": True})
+        await kube.patch_status(gvk.VOLUME_ATTACHMENT, va, {"attached": True})
     await kubelet_removes(kube, ns, "l1")
     assert await step() == set()
     d = await deleting(kube, ns, name)

@@ -74,7 +74,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     # KCP annotations this pass changes (remediation in progress), written after the status: one write each
     pending: dict[str, str | None] = {}
     res = await _reconcile(ctx, kcp, cluster, st, pending)
-    await kube.update_status(KUBEADM_CONTROL_PLANE, kcp, st.final())
+    await lifecycle.write_status(kube, KUBEADM_CONTROL_PLANE, kcp, st.final())
     if pending:
         await kube.merge_patch(KUBEADM_CONTROL_PLANE, namespace, name, {"metadata": {"annotations": pending}})
     return res
@@ -314,7 +314,7 @@ async def _machines_up_to_date(kube: Kube, machines: list[dict[str, Any]], views
         v = by_name.get(m["metadata"]["name"])
         status = kcp_status.machine_up_to_date_status(m, v) if v is not None else None
         if status is not None and not m["metadata"].get("deletionTimestamp"):
-            await kube.update_status(MACHINE, m, status)
+            await lifecycle.write_status(kube, MACHINE, m, status)
 
 
 def _status(kcp: dict[str, Any], st: _Conds, views: list[rk.MachineView], machines: list[dict[str, Any]],
@@ -368,7 +368,7 @@ async def _delete(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any] | None)
                 await kube.delete(MACHINE, ns, n, uid=by_name[n]["metadata"].get("uid"))
             st = _Conds(kcp)
             st.set(rk.DELETING, True, step.reason, step.message)
-            await kube.update_status(KUBEADM_CONTROL_PLANE, kcp, st.final())
+            await lifecycle.write_status(kube, KUBEADM_CONTROL_PLANE, kcp, st.final())
             return Result(requeue_after=ctx.settings.poll_seconds)
     await lifecycle.remove_finalizer(kube, KUBEADM_CONTROL_PLANE, kcp, FINALIZER_KCP)
     return None

@@ -1,6 +1,6 @@
 """KubeadmControlPlane status and conditions from observed state (upstream:
 internal/controllers/status.go). Everything here writes into a `conditions.StatusBuilder` the controller
-then hands to `Kube.update_status` (which writes only when something changed)."""
+then hands to the status writer (`lifecycle.write_status`: a patch of what changed, nothing when nothing did)."""
 
 from __future__ import annotations
 

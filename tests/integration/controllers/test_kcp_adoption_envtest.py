@@ -56,7 +56,7 @@ async def standalone_machine(kube: Kube, ns: str, name: str = "cp-0", version: s
                      "ownerReferences": [contract.owner_ref(m)]},
         "spec": {"clusterConfiguration": {"apiServer": {"certSANs": ["localhost"]},
                                           "featureGates": {"ControlPlaneKubeletLocalMode": True}}}})
-    cfg = await kube.update_status(KUBEADM_CONFIG, cfg, {"dataSecretName": name,
+    cfg = await kube.patch_status(KUBEADM_CONFIG, cfg, {"dataSecretName": name,
                                                          "initialization": {"dataSecretCreated": True}}) or cfg
     await kube.create(SECRET, {"apiVersion": "v1", "kind": "Secret", "type": certs.SECRET_TYPE,
                                "metadata": {"name": name, "namespace": ns, "labels": {CLUSTER_NAME: "c1"},

@@ -38,7 +38,7 @@ async def _mark_unhealthy(kube: Kube, m: Obj) -> None:
     st = dict(m.get("status") or {})
     st["conditions"] = cond.set_condition(st.get("conditions"), "HealthCheckSucceeded", False, "NodeStartupTimeout")
     st["conditions"] = cond.set_condition(st["conditions"], "OwnerRemediated", False, "WaitingForRemediation")
-    await kube.update_status(MACHINE, m, st)
+    await kube.patch_status(MACHINE, m, st)
 
 
 async def _kcp(kube: Kube, ns: str) -> Obj:

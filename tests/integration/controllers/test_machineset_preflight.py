@@ -50,7 +50,7 @@ async def _live_machines(kube: Kube, ns: str) -> list[Obj]:
 async def _kcp_status(kube: Kube, ns: str, version: str) -> None:
     kcp = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
     assert kcp is not None
-    await kube.update_status(KUBEADM_CONTROL_PLANE, kcp, {**(kcp.get("status") or {}), "version": version})
+    await kube.patch_status(KUBEADM_CONTROL_PLANE, kcp, {**(kcp.get("status") or {}), "version": version})
 
 
 async def test_scale_up_and_remediation_wait_for_a_stable_control_plane(kube: Kube, namespace: str, ctx: Ctx) -> None:
@@ -86,7 +86,7 @@ async def test_scale_up_and_remediation_wait_for_a_stable_control_plane(kube: Ku
     sick = made[0]
     st = copy.deepcopy(sick.get("status") or {})
     st["conditions"] = cond.set_condition(st.get("conditions"), "OwnerRemediated", False, "WaitingForRemediation")
-    await kube.update_status(MACHINE, sick, st)
+    await kube.patch_status(MACHINE, sick, st)
     res = await c_ms.reconcile(ctx, ns, "ms1")
     assert res is not None and res.requeue_after == preflight.REQUEUE_SECONDS
     assert len(await _live_machines(kube, ns)) == 2

@@ -150,7 +150,7 @@ async def test_status_subresource_put(rt: FakeRuntime) -> None:
     wl = FakeWorkloadKube(rt, "default", "c1")
     node = await wl.get(NODE, None, cp)
     assert node is not None
-    out = await wl.update_status(NODE, node, {**node["status"], "phase": "x"})
+    out = await wl.patch_status(NODE, node, {**node["status"], "phase": "x"})
     assert out is not None and out["status"]["phase"] == "x" and out["spec"] == node["spec"]
 
 
