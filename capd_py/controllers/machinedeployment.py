@@ -139,7 +139,8 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         ctx.log.info("machinedeployment %s/%s: deleting old MachineSet %s", namespace, name, ms["metadata"]["name"])
         await delete_obj(kube, MACHINE_SET, ms)
 
-    await lifecycle.write_status(kube, MACHINE_DEPLOYMENT, md, rmd.compute_status(md, owned, new["metadata"]["name"], machines))
+    await lifecycle.write_status(kube, MACHINE_DEPLOYMENT, md,
+                                 rmd.compute_status(md, owned, new["metadata"]["name"], machines))
     return None
 
 
