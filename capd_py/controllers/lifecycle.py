@@ -20,7 +20,7 @@ from capd_py.api.gvk import GVK
 from capd_py.kube.client import Kube, KubeError
 from capd_py.reconcile import coreutil
 
-R_PAUSED = "Paused"
+R_PAUSED, R_NOT_PAUSED = "Paused", "NotPaused"
 is_paused = coreutil.is_paused
 
 

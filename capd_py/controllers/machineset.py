@@ -6,13 +6,13 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract, features
-from capd_py.api.gvk import CLUSTER, KUBEADM_CONTROL_PLANE, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
+from capd_py.api.gvk import KUBEADM_CONTROL_PLANE, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
 from capd_py.api.labels import CLUSTER_NAME, DEPLOYMENT_NAME, FINALIZER_MACHINE_SET, TEMPLATE_HASH
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of, read_ref
 from capd_py.controllers.manager import Controller, owner_mapper, referrers_mapper
-from capd_py.controllers.queue import Result
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import KubeError
@@ -116,42 +116,42 @@ async def _preflight(ctx: Ctx, ms: dict[str, Any], cluster: dict[str, Any], acti
     return preflight.run(cluster, cp, ms, skip, enabled, action)
 
 
-async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
-    kube = ctx.kube
-    ms = await kube.get(MACHINE_SET, namespace, name)
-    if ms is None:
-        return None
+async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+    ms = sub.obj
+    owned = await _machines(ctx, ms)
+    for m in owned:
+        await delete_obj(ctx.kube, MACHINE, m)
+    return Outcome(status=rms.compute_status(ms, owned), done=not owned,
+                   requeue_after=ctx.settings.poll_seconds if owned else None)
+
+
+async def _machines(ctx: Ctx, ms: dict[str, Any]) -> list[dict[str, Any]]:
     cn = contract.dig(ms, "spec", "clusterName") or ""
-    cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
+    return rms.machines_of(ms, await ctx.kube.list(MACHINE, ms["metadata"]["namespace"], labels={CLUSTER_NAME: cn})
+                           if cn else [])
 
-    if await lifecycle.pause_if_needed(kube, MACHINE_SET, ms, cluster):
-        return None
 
-    machines = await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cn}) if cn else []
-    owned = rms.machines_of(ms, machines)
-
-    if coreutil.is_deleting(ms):
-        for m in owned:
-            await delete_obj(kube, MACHINE, m)
-        ms2 = await lifecycle.write_status(kube, MACHINE_SET, ms, rms.compute_status(ms, owned))
-        if owned:
-            return Result(requeue_after=ctx.settings.poll_seconds)
-        await ensure_metadata(kube, MACHINE_SET, ms2 or ms, remove_finalizer=FINALIZER_MACHINE_SET)
-        return None
-
+def _metadata(ms: dict[str, Any], cluster: dict[str, Any] | None) -> dict[str, Any]:
+    """The Cluster as owner (unless something controls the MachineSet), its label, and the selector defaults in
+    the finalizer's patch (a MachineSet made by hand needs all of them)."""
+    cn = contract.dig(ms, "spec", "clusterName") or ""
     owner = None
     if cluster is not None and contract.controller_owner(ms) is None:
         owner = contract.owner_ref(cluster, controller=False)
-    # metadata and the selector defaults in one patch (a MachineSet made by hand needs both)
-    ms = await ensure_metadata(kube, MACHINE_SET, ms, also=rms.spec_defaults_patch(ms), finalizer=FINALIZER_MACHINE_SET,
-                               owner=owner, labels={CLUSTER_NAME: cn} if cn else None)
+    return {"also": rms.spec_defaults_patch(ms), "owner": owner, "labels": {CLUSTER_NAME: cn} if cn else None}
 
+
+async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+    kube, ms, cluster = ctx.kube, sub.obj, sub.cluster
+    namespace, name = sub.namespace, sub.name
+    cn = contract.dig(ms, "spec", "clusterName") or ""
+    machines = await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cn}) if cn else []
+    owned = rms.machines_of(ms, machines)
     for m in rms.orphans_to_adopt(ms, machines):
         owned.append(await ensure_metadata(kube, MACHINE, m, owner=contract.owner_ref(ms, controller=True)))
 
     if cluster is None:
-        await lifecycle.write_status(kube, MACHINE_SET, ms, rms.compute_status(ms, owned))
-        return Result(requeue_after=ctx.settings.poll_seconds)
+        return Outcome(status=rms.compute_status(ms, owned), requeue_after=ctx.settings.poll_seconds)
     if not coreutil.is_deleting(cluster):
         # as upstream's reconcileExternalTemplateReference: the Cluster owns the templates (any kind, found through
         # the contract), so they go with it; reading them also starts the watch of their kind
@@ -220,8 +220,13 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
                                               observed_generation=ms["metadata"].get("generation"))
         if prev.get("message") != msg:  # one Event per distinct failure, not one per retry
             await events.record(kube, ms, "FailedCreate", error_msg)
-    await lifecycle.write_status(kube, MACHINE_SET, ms, st)
-    return Result(requeue_after=requeue) if requeue else None
+    return Outcome(status=st, requeue_after=requeue)
+
+
+
+
+KIND = Kind(MACHINE_SET, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_MACHINE_SET, metadata=_metadata)
+reconcile = reconciler(KIND)
 
 
 def _held_by_control_plane(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:

@@ -329,6 +329,5 @@ def compute_status(ms: dict[str, Any], owned: list[dict[str, Any]], p: Plan | No
         setc(cond.DELETING, True, "Deleting", f"Deleting {len(owned)} Machine(s)")
     else:
         setc(cond.DELETING, False, "NotDeleting")
-    setc(cond.PAUSED, False, "NotPaused")
     st["conditions"] = conds
     return st

@@ -1,0 +1,137 @@
+"""The one reconcile skeleton every kind runs: get -> cluster -> pause -> delete or reconcile -> status.
+
+Upstream's reconcilers all have this shape (fetch, `paused.EnsurePausedCondition` before the deletion check,
+`reconcileDelete` / `reconcileNormal`, the patch helper in a defer); here it is written once, and a kind supplies
+only what differs (`Kind`): where its cluster is, its finalizer and the metadata it wants with it, and the two
+functions that do its work. Finalizers and the `Paused` condition are handled here and nowhere else; the status a
+kind returns is written through the one status writer (`lifecycle.write_status`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from capd_py.api import conditions as cond
+from capd_py.api import contract
+from capd_py.api.gvk import CLUSTER, GVK
+from capd_py.api.labels import CLUSTER_NAME
+from capd_py.controllers import lifecycle
+from capd_py.controllers.context import Ctx
+from capd_py.controllers.queue import Result
+from capd_py.reconcile import coreutil
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class Subject:
+    """What a kind's functions get: the object (newest copy: after the skeleton's metadata patch) and its
+    Cluster (None when it names none or the Cluster does not exist)."""
+
+    obj: Obj
+    cluster: Obj | None
+
+    @property
+    def namespace(self) -> str:
+        return str(self.obj["metadata"].get("namespace") or "")
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+
+@dataclass
+class Outcome:
+    """What a kind's reconcile or delete decided to leave behind.
+    - status: the status it wants (None: it has nothing to say about status this time);
+    - obj: the newest copy it holds, when it wrote the object itself (the status diff is taken against it);
+    - done: for a delete, whether cleanup is finished (the finalizer goes);
+    - requeue_after: when to look again although nothing happens."""
+
+    status: Obj | None = None
+    obj: Obj | None = None
+    done: bool = True
+    requeue_after: float | None = None
+    owned_conditions: Iterable[str] | None = None
+
+    @property
+    def result(self) -> Result | None:
+        return Result(requeue_after=self.requeue_after) if self.requeue_after else None
+
+
+KindFn = Callable[[Ctx, Subject], Awaitable[Outcome]]
+
+
+def cluster_name_of(obj: Obj) -> str:
+    """`spec.clusterName` (core kinds) or the `cluster.x-k8s.io/cluster-name` label (providers' kinds)."""
+    return str(contract.dig(obj, "spec", "clusterName") or
+               ((obj.get("metadata") or {}).get("labels") or {}).get(CLUSTER_NAME) or "")
+
+
+@dataclass(frozen=True)
+class Kind:
+    gvk: GVK
+    reconcile: KindFn
+    delete: KindFn
+    finalizer: str | None = None
+    # the name of the object's Cluster; None for kinds that belong to no one Cluster (ClusterClass, ...)
+    cluster_name: Callable[[Obj], str] | None = cluster_name_of
+    # more metadata the object should carry (ensure_metadata's keywords: owner, labels, annotations, also=spec
+    # defaults): sent in the same patch as the finalizer, one write where there would be two
+    metadata: Callable[[Obj, Obj | None], dict[str, Any]] | None = None
+
+
+def not_paused(obj: Obj, status: Obj) -> Obj:
+    """`status` with `Paused=False` (the side of the condition every running reconcile reports)."""
+    out = dict(status)
+    out["conditions"] = cond.set_condition(out.get("conditions"), cond.PAUSED, False, lifecycle.R_NOT_PAUSED,
+                                           observed_generation=(obj.get("metadata") or {}).get("generation"))
+    return out
+
+
+async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
+    kube = ctx.kube
+    obj = await kube.get(kind.gvk, namespace or None, name)
+    if obj is None:
+        return None
+    cluster = None
+    if kind.cluster_name is not None:
+        cn = kind.cluster_name(obj)
+        cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
+    if await lifecycle.pause_if_needed(kube, kind.gvk, obj, cluster):
+        return None
+
+    if coreutil.is_deleting(obj):
+        if kind.finalizer and not lifecycle.has_finalizer(obj, kind.finalizer):
+            return None  # our cleanup is done; someone else's finalizer holds the object
+        out = await kind.delete(ctx, Subject(obj, cluster))
+        latest = out.obj or obj
+        if out.done:
+            if kind.finalizer:
+                await lifecycle.remove_finalizer(kube, kind.gvk, latest, kind.finalizer)
+            return None
+        await _write(ctx, kind, latest, out)
+        return out.result
+
+    extra = kind.metadata(obj, cluster) if kind.metadata else {}
+    if kind.finalizer or extra:
+        obj = await lifecycle.ensure_metadata(kube, kind.gvk, obj, finalizer=kind.finalizer, **extra)
+    out = await kind.reconcile(ctx, Subject(obj, cluster))
+    await _write(ctx, kind, out.obj or obj, out)
+    return out.result
+
+
+async def _write(ctx: Ctx, kind: Kind, obj: Obj, out: Outcome) -> None:
+    status = out.status if out.status is not None else dict(obj.get("status") or {})
+    owned = None if out.owned_conditions is None else {*out.owned_conditions, cond.PAUSED}
+    await lifecycle.write_status(ctx.kube, kind.gvk, obj, not_paused(obj, status), owned)
+
+
+def reconciler(kind: Kind) -> Callable[[Ctx, str, str], Awaitable[Result | None]]:
+    """The Manager's reconcile function for `kind`."""
+    async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
+        return await run(ctx, kind, namespace, name)
+    reconcile.__qualname__ = f"reconcile[{kind.gvk.kind}]"
+    return reconcile
