@@ -22,7 +22,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 from capd_py.api import statuspatch
 from capd_py.api.gvk import GVK
 from capd_py.api.labels import FIELD_MANAGER
-from capd_py.kube.transport import AioTransport, StreamError
+from capd_py.kube.transport import AioTransport, StreamError, Unreachable
 
 LIST_PAGE = 500  # objects per LIST page, as client-go's pager
 # a status write whose conditions met a newer copy re-reads and retries this often before the reconcile requeues
@@ -45,6 +45,13 @@ class KubeError(Exception):
     @property
     def invalid(self) -> bool:
         return self.status == 422
+
+
+# what talking to a workload cluster's API server can raise: it did not answer, or it answered with an error.
+# Controllers catch these where "the workload cluster is not reachable (yet)" is a state to report, never Exception.
+WorkloadError = (Unreachable, KubeError)
+
+__all__ = ["LIST_PAGE", "Kube", "KubeError", "Unreachable", "WorkloadError"]
 
 
 def _error(status: int, reason: str, data: bytes) -> KubeError:

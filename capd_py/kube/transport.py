@@ -25,6 +25,18 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_
 RETRY_429_SECONDS = 30.0
 
 
+class Unreachable(OSError):
+    """The API server did not answer: connection refused or reset, DNS, TLS handshake, timeout. One type for
+    "cannot reach it" (an OSError, as the socket errors it stands for), so callers catch it, not Exception."""
+
+    def __init__(self, host: str, cause: BaseException):
+        super().__init__(f"{host}: {cause.__class__.__name__}: {cause or 'no answer'}")
+        self.host, self.cause = host, cause
+
+
+CONNECTION_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError, ssl.SSLError)
+
+
 class StreamError(Exception):
     """A streamed request's non-2xx answer (the client turns it into its KubeError)."""
 
@@ -84,7 +96,7 @@ class AioTransport:
 
     async def request(self, method: str, path: str, body: Any = None, query: Iterable[tuple[str, Any]] = (),
                       content_type: str | None = None, timeout: float = 30) -> tuple[int, str, bytes]:
-        """(status, reason, body bytes) of one request; connection errors propagate (OSError family).
+        """(status, reason, body bytes) of one request; connection errors raise `Unreachable`.
         A 429 (the API server's "storage is (re)initializing", priority-and-fairness throttling) is retried
         after the Retry-After it names, as client-go does, up to RETRY_429_SECONDS in all."""
         params = [(k, _param(v)) for k, v in query]
@@ -92,9 +104,14 @@ class AioTransport:
         headers = self._headers(content_type, data is not None)
 
         async def once() -> tuple[int, str, bytes, float]:
-            async with self._session().request(method, self._host + path, params=params or None, data=data,
-                                               headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
-                return r.status, r.reason or "", await r.read(), _retry_after(r)
+            try:
+                async with self._session().request(method, self._host + path, params=params or None, data=data,
+                                                   headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+                    return r.status, r.reason or "", await r.read(), _retry_after(r)
+            except Unreachable:
+                raise
+            except CONNECTION_ERRORS as e:
+                raise Unreachable(self._host, e) from e
         answer: tuple[int, str, bytes, float] = await AsyncRetrying(
             retry=retry_if_result(lambda a: a[0] == 429), wait=_wait_retry_after,
             stop=stop_after_delay(RETRY_429_SECONDS), retry_error_callback=_last)(once)
@@ -106,14 +123,19 @@ class AioTransport:
         `StreamError` with its status and body. `timeout` bounds the whole stream (the caller asks the API
         server to end it sooner with timeoutSeconds)."""
         params = [(k, _param(v)) for k, v in query]
-        async with self._session().get(self._host + path, params=params or None,
-                                       headers=self._headers(None, False),
-                                       timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=5)) as r:
-            if not 200 <= r.status <= 299:
-                raise StreamError(r.status, r.reason or "", await r.read())
-            async for line in r.content:
-                if line.strip():
-                    yield line
+        try:
+            async with self._session().get(self._host + path, params=params or None,
+                                           headers=self._headers(None, False),
+                                           timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=5)) as r:
+                if not 200 <= r.status <= 299:
+                    raise StreamError(r.status, r.reason or "", await r.read())
+                async for line in r.content:
+                    if line.strip():
+                        yield line
+        except (Unreachable, StreamError):
+            raise
+        except CONNECTION_ERRORS as e:
+            raise Unreachable(self._host, e) from e
 
     def close(self) -> None:
         """Close every loop's connections, from synchronous code (WorkloadClients dropping a stale client,
