@@ -17,13 +17,12 @@ from capd_py.api.gvk import (
     MACHINE_SET,
 )
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_CLUSTER
-from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata, gvk_of, list_cluster, owner_for, read_ref
 from capd_py.controllers.manager import Controller, Mapper, any_owner_mapper, cluster_label_mapper
-from capd_py.controllers.queue import Result
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube.cache import Reader
-from capd_py.reconcile import certs, coreutil
+from capd_py.reconcile import certs
 from capd_py.reconcile import cluster as rc
 
 PROBE_SECONDS = 30.0
@@ -68,20 +67,14 @@ async def _observe(ctx: Ctx, c: dict[str, Any]) -> rc.Observed:
 
 
 
-async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
-    kube = ctx.kube
-    c = await kube.get(CLUSTER, namespace, name)
-    if c is None:
-        return None
-    if await lifecycle.pause_if_needed(kube, CLUSTER, c, c):
-        return None
+def _self(c: dict[str, Any]) -> str:
+    return str(c["metadata"]["name"])
 
+
+async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+    kube, c = ctx.kube, sub.obj
+    namespace, name = sub.namespace, sub.name
     obs = await _observe(ctx, c)
-    if coreutil.is_deleting(c):
-        return await _reconcile_delete(ctx, obs)
-
-    c = await ensure_metadata(kube, CLUSTER, c, finalizer=FINALIZER_CLUSTER)
-    obs.cluster = c
     for attr in ("infra", "control_plane"):
         obj = getattr(obs, attr)
         g = await gvk_of(ctx, obj)
@@ -105,14 +98,13 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         c = await kube.merge_patch(CLUSTER, namespace, name, sp)
         obs.cluster = c
     await _kubeconfig_without_control_plane(ctx, c)
-    status = rc.compute_status(obs)
-    await lifecycle.write_status(kube, CLUSTER, c, status)
+    out = Outcome(status=rc.compute_status(obs), obj=c)
     if obs.infra is None or obs.control_plane is None and rc.cp_ref(c) is not None:
-        return Result(requeue_after=ctx.settings.poll_seconds)  # a referenced object does not exist yet
-    if obs.remote_probe is not None:
+        out.requeue_after = ctx.settings.poll_seconds  # a referenced object does not exist yet
+    elif obs.remote_probe is not None:
         # keep RemoteConnectionProbe current; a failing one is retried as often as upstream's probe runs
-        return Result(requeue_after=PROBE_SECONDS if obs.remote_probe else PROBE_RETRY_SECONDS)
-    return None
+        out.requeue_after = PROBE_SECONDS if obs.remote_probe else PROBE_RETRY_SECONDS
+    return out
 
 
 async def _kubeconfig_without_control_plane(ctx: Ctx, c: dict[str, Any]) -> None:
@@ -129,28 +121,29 @@ async def _kubeconfig_without_control_plane(ctx: Ctx, c: dict[str, Any]) -> None
                                                  found[certs.CLUSTER_CA], endpoint)
 
 
-async def _reconcile_delete(ctx: Ctx, obs: rc.Observed) -> Result | None:
-    kube = ctx.kube
-    c = obs.cluster
+async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+    c = sub.obj
     md = c["metadata"]
-    if FINALIZER_CLUSTER not in (md.get("finalizers") or []):
-        return None
+    obs = await _observe(ctx, c)
     plan = rc.deletion_plan(obs)
     for obj in plan.delete:
         g = await gvk_of(ctx, obj)
         if g is not None:
             ctx.log.info("cluster %s/%s: deleting %s %s", md["namespace"], md["name"], obj["kind"],
                          obj["metadata"]["name"])
-            await delete_obj(kube, g, obj)
+            await delete_obj(ctx.kube, g, obj)
+    if plan.step == "done":
+        ctx.workload.forget(md["namespace"], md["name"])
+        return Outcome(done=True)
     status = rc.compute_status(obs)
     status["conditions"] = cond.set_condition(status["conditions"], cond.DELETING, True, plan.reason, plan.message,
                                               observed_generation=md.get("generation"))
-    c2 = await lifecycle.write_status(kube, CLUSTER, c, status)
-    if plan.step != "done":
-        return Result(requeue_after=ctx.settings.poll_seconds)
-    ctx.workload.forget(md["namespace"], md["name"])
-    await ensure_metadata(kube, CLUSTER, c2 or c, remove_finalizer=FINALIZER_CLUSTER)
-    return None
+    return Outcome(status=status, done=False, requeue_after=ctx.settings.poll_seconds)
+
+
+# a Cluster is its own cluster: its spec.paused pauses it
+KIND = Kind(CLUSTER, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_CLUSTER, cluster_name=_self)
+reconcile = reconciler(KIND)
 
 
 def controller() -> Controller:

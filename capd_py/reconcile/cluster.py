@@ -250,14 +250,12 @@ def compute_status(obs: Observed) -> dict[str, Any]:
     if obs.remote_probe is not None:
         setc(REMOTE_CONNECTION_PROBE, *remote_connection(obs))
 
-    # Deleting / paused (the controller sets the deleting reason)
+    # Deleting (the controller sets the deleting reason; Paused is the reconcile skeleton's)
     cur_del = next((x for x in conds if x.get("type") == cond.DELETING), None)
     if not deleting:
         setc(cond.DELETING, False, R_NOT_DELETING)
     elif not cur_del or cur_del.get("status") != cond.TRUE:
         setc(cond.DELETING, True, R_DELETING, "Cluster deletion in progress")
-    paused = coreutil.is_paused(c, c)
-    setc(cond.PAUSED, paused, "Paused" if paused else "NotPaused")
 
     # Available summary
     view = {"status": {"conditions": conds}}

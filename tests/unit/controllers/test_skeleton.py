@@ -1,0 +1,118 @@
+"""capd_py.controllers.skeleton: the one reconcile order every kind runs (pause before deletion, finalizer and
+Paused only there, one status write), on an in-memory API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from capd_py.api import conditions as cond
+from capd_py.api.gvk import CLUSTER, MACHINE_SET
+from capd_py.api.labels import PAUSED_ANNOTATION
+from capd_py.controllers.context import Ctx, Settings
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, run
+from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.fake_workload import FakeWorkloadKube
+
+pytestmark = pytest.mark.unit
+
+FIN = "test.cluster.x-k8s.io/finalizer"
+
+
+class Recorder:
+    def __init__(self, reconciled: Outcome | None = None, deleted: Outcome | None = None):
+        self.calls: list[tuple[str, Any]] = []
+        self._reconciled, self._deleted = reconciled or Outcome(), deleted or Outcome()
+
+    async def reconcile(self, ctx: Ctx, sub: Subject) -> Outcome:
+        self.calls.append(("reconcile", sub))
+        return self._reconciled
+
+    async def delete(self, ctx: Ctx, sub: Subject) -> Outcome:
+        self.calls.append(("delete", sub))
+        return self._deleted
+
+
+def setup(rec: Recorder, paused_cluster: bool = False, annotations: dict[str, str] | None = None,
+          finalizers: list[str] | None = None) -> tuple[Ctx, Kind, FakeWorkloadKube]:
+    kube = FakeWorkloadKube(FakeRuntime(), "ns", "c1")
+    kube.put_object("clusters", {"apiVersion": CLUSTER.api_version, "kind": "Cluster",
+                                 "metadata": {"name": "c1", "namespace": "ns"}, "spec": {"paused": paused_cluster}})
+    kube.put_object("machinesets", {"apiVersion": MACHINE_SET.api_version, "kind": "MachineSet",
+                                    "metadata": {"name": "ms", "namespace": "ns", "generation": 2,
+                                                 "annotations": annotations or {}, "finalizers": finalizers or []},
+                                    "spec": {"clusterName": "c1"}})
+    ctx = Ctx(kube=kube, runtime=FakeRuntime(), settings=Settings(), workload=None)  # type: ignore[arg-type]
+    return ctx, Kind(MACHINE_SET, reconcile=rec.reconcile, delete=rec.delete, finalizer=FIN), kube
+
+
+def ms(kube: FakeWorkloadKube) -> dict[str, Any]:
+    obj = kube.object("machinesets", "ns", "ms")
+    assert obj is not None
+    return obj
+
+
+async def test_reconcile_gets_the_finalizer_and_its_cluster_then_status_says_not_paused() -> None:
+    rec = Recorder(Outcome(status={"replicas": 1}, requeue_after=5))
+    ctx, kind, kube = setup(rec)
+    res = await run(ctx, kind, "ns", "ms")
+    assert res is not None and res.requeue_after == 5
+    [(what, sub)] = rec.calls
+    assert what == "reconcile" and sub.cluster is not None and sub.cluster["metadata"]["name"] == "c1"
+    assert FIN in sub.obj["metadata"]["finalizers"]  # before the kind's work: nothing it makes is orphaned
+    got = ms(kube)
+    assert got["metadata"]["finalizers"] == [FIN] and got["status"]["replicas"] == 1
+    p = cond.get(got, cond.PAUSED)
+    assert p is not None and (p["status"], p["reason"], p["observedGeneration"]) == ("False", "NotPaused", 2)
+
+
+async def test_a_stripped_finalizer_is_put_back_and_a_stable_object_is_not_written() -> None:
+    rec = Recorder(Outcome(status={"replicas": 1}))
+    ctx, kind, kube = setup(rec)
+    await run(ctx, kind, "ns", "ms")
+    rv = ms(kube)["metadata"]["resourceVersion"]
+    await run(ctx, kind, "ns", "ms")
+    assert ms(kube)["metadata"]["resourceVersion"] == rv  # nothing changed: no write
+    await kube.merge_patch(MACHINE_SET, "ns", "ms", {"metadata": {"finalizers": None}})
+    await run(ctx, kind, "ns", "ms")
+    assert ms(kube)["metadata"]["finalizers"] == [FIN]
+
+
+@pytest.mark.parametrize(("cluster_paused", "annotations"), [(True, {}), (False, {PAUSED_ANNOTATION: ""})])
+async def test_paused_objects_are_left_alone_even_while_deleting(cluster_paused: bool,
+                                                                 annotations: dict[str, str]) -> None:
+    rec = Recorder()
+    ctx, kind, kube = setup(rec, paused_cluster=cluster_paused, annotations=annotations, finalizers=[FIN])
+    assert await run(ctx, kind, "ns", "ms") is None
+    p = cond.get(ms(kube), cond.PAUSED)
+    assert p is not None and (p["status"], p["reason"]) == ("True", "Paused")
+    kube.objects[("machinesets", "ns", "ms")]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    await run(ctx, kind, "ns", "ms")
+    assert rec.calls == [] and ms(kube)["metadata"]["finalizers"] == [FIN]  # as upstream: pause before deletion
+
+
+async def test_deletion_waits_for_cleanup_then_drops_the_finalizer() -> None:
+    rec = Recorder(deleted=Outcome(status={"replicas": 0}, done=False, requeue_after=3))
+    ctx, kind, kube = setup(rec, finalizers=[FIN, "other/finalizer"])
+    kube.objects[("machinesets", "ns", "ms")]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    res = await run(ctx, kind, "ns", "ms")
+    assert res is not None and res.requeue_after == 3 and [c[0] for c in rec.calls] == ["delete"]
+    assert ms(kube)["status"]["replicas"] == 0 and FIN in ms(kube)["metadata"]["finalizers"]
+    rec._deleted = Outcome(done=True)
+    assert await run(ctx, kind, "ns", "ms") is None
+    assert ms(kube)["metadata"]["finalizers"] == ["other/finalizer"]
+    await run(ctx, kind, "ns", "ms")  # our finalizer is gone: our cleanup is not run again
+    assert [c[0] for c in rec.calls] == ["delete", "delete"]
+
+
+async def test_owned_conditions_leave_the_others_alone() -> None:
+    def c(t: str, s: str) -> dict[str, Any]:
+        return {"type": t, "status": s, "reason": t, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    rec = Recorder(Outcome(status={"conditions": [c("Mine", "True"), c("Theirs", "False")]},
+                           owned_conditions=["Mine"]))
+    ctx, kind, kube = setup(rec)
+    kube.objects[("machinesets", "ns", "ms")]["status"] = {"conditions": [c("Theirs", "True")]}
+    await run(ctx, kind, "ns", "ms")
+    got = {x["type"]: x["status"] for x in ms(kube)["status"]["conditions"]}
+    assert got == {"Theirs": "True", "Mine": "True", "Paused": "False"}
