@@ -9,14 +9,13 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract
-from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_HEALTH_CHECK, NODE
+from capd_py.api.gvk import MACHINE, MACHINE_HEALTH_CHECK, NODE
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.coreio import ensure_metadata
 from capd_py.controllers.manager import Controller
-from capd_py.controllers.queue import Result
-from capd_py.reconcile import coreutil
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
+from capd_py.kube.client import WorkloadError
 from capd_py.reconcile import machinehealthcheck as rmhc
 
 POLL = 10.0
@@ -28,24 +27,26 @@ async def _nodes(ctx: Ctx, ns: str, cluster: str) -> dict[str, dict[str, Any]] |
         if wl is None:
             return None
         return {n["metadata"]["name"]: n for n in await wl.list(NODE)}
-    except Exception as e:  # noqa: BLE001 - an unreachable workload cluster means "cannot tell"
+    except WorkloadError as e:  # an unreachable workload cluster means "cannot tell"
         ctx.log.debug("mhc: workload %s/%s unreachable: %s", ns, cluster, e)
         return None
 
 
-async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
-    kube = ctx.kube
-    mhc = await kube.get(MACHINE_HEALTH_CHECK, namespace, name)
-    if mhc is None or coreutil.is_deleting(mhc):
-        return None
-    cn = contract.dig(mhc, "spec", "clusterName") or ""
-    cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
-    if await lifecycle.pause_if_needed(kube, MACHINE_HEALTH_CHECK, mhc, cluster):
-        return None
-    if cluster is not None:
-        mhc = await ensure_metadata(kube, MACHINE_HEALTH_CHECK, mhc, labels={CLUSTER_NAME: cn},
-                                    owner=contract.owner_ref(cluster, controller=False))
+def _metadata(mhc: dict[str, Any], cluster: dict[str, Any] | None) -> dict[str, Any]:
+    if cluster is None:
+        return {}
+    return {"labels": {CLUSTER_NAME: cluster["metadata"]["name"]},
+            "owner": contract.owner_ref(cluster, controller=False)}
 
+
+async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+    return Outcome()  # nothing of ours to clean up
+
+
+async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+    kube, mhc, cluster = ctx.kube, sub.obj, sub.cluster
+    namespace, name = sub.namespace, sub.name
+    cn = contract.dig(mhc, "spec", "clusterName") or ""
     machines = await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cn}) if cn else []
     tmachines = rmhc.targets(mhc, machines)
     nodes: dict[str, dict[str, Any]] = {}
@@ -53,7 +54,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         got = await _nodes(ctx, namespace, cn)
         if got is None:  # cannot see the workload cluster: do not judge Nodes blindly
             ctx.log.debug("mhc %s/%s: workload cluster not reachable yet", namespace, name)
-            return Result(requeue_after=POLL)
+            return Outcome(status=None, requeue_after=POLL)
         nodes = got
     tgts: list[rmhc.Target] = []
     for m in tmachines:
@@ -73,11 +74,14 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
             st = dict(m.get("status") or {})
             st["conditions"] = new
             await lifecycle.write_status(kube, MACHINE, m, st)
-    await lifecycle.write_status(kube, MACHINE_HEALTH_CHECK, mhc, rmhc.compute_status(mhc, out))
-    if not tmachines:
-        return Result(requeue_after=ctx.settings.resync_seconds)
     nxt = out.next_check if out.next_check is not None else POLL
-    return Result(requeue_after=max(1.0, min(nxt, POLL)))
+    return Outcome(status=rmhc.compute_status(mhc, out),
+                   requeue_after=max(1.0, min(nxt, POLL)) if tmachines else ctx.settings.resync_seconds)
+
+
+
+KIND = Kind(MACHINE_HEALTH_CHECK, reconcile=_reconcile, delete=_delete, metadata=_metadata)
+reconcile = reconciler(KIND)
 
 
 def controller() -> Controller:

@@ -225,6 +225,5 @@ def compute_status(mhc: dict[str, Any], out: Outcome) -> dict[str, Any]:
     else:
         conds = cond.set_condition(conds, REMEDIATION_ALLOWED, False, R_TOO_MANY_UNHEALTHY, out.message,
                                    observed_generation=gen)
-    conds = cond.set_condition(conds, cond.PAUSED, False, "NotPaused", observed_generation=gen)
     st["conditions"] = conds
     return st
