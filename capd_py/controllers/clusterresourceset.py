@@ -29,16 +29,16 @@ from capd_py.api.gvk import (
 )
 from capd_py.api.labels import FIELD_MANAGER, FINALIZER_CLUSTER_RESOURCE_SET
 from capd_py.api.selectors import selector_string
-from capd_py.controllers import lifecycle
+from capd_py.controllers import lifecycle, skeleton
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.manager import Controller
-from capd_py.controllers.queue import Result
+from capd_py.controllers.skeleton import Subject
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
-from capd_py.kube.client import Kube, KubeError
+from capd_py.kube.client import Kube, KubeError, WorkloadError
 from capd_py.kube.discovery import Discovery
+from capd_py.kube.transport import Unreachable
 from capd_py.reconcile import clusterresourceset as rcrs
-from capd_py.reconcile import coreutil
 
 RETRY = 10.0  # seconds before trying a failed apply / an unreachable workload cluster again
 _GVK_OF_KIND = {"ConfigMap": CONFIG_MAP, "Secret": SECRET}
@@ -62,19 +62,9 @@ def resource_to_crs(kind: str) -> Any:
 
 # --- ClusterResourceSet ----------------------------------------------------------------------------------
 
-async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
-    kube = ctx.kube
-    crs = await kube.get(CLUSTER_RESOURCE_SET, namespace, name)
-    if crs is None:
-        return None
-    # paused first, before a deletion too, as upstream: a paused set is left alone whatever happens to it (`move`
-    # strips a paused set's finalizer before deleting it at the source; nothing may clean up its bindings there)
-    if await lifecycle.pause_if_needed(kube, CLUSTER_RESOURCE_SET, crs, None):
-        return None
-    if coreutil.is_deleting(crs):
-        await _reconcile_delete(ctx, crs)
-        return None
-    crs = await lifecycle.ensure_finalizer(kube, CLUSTER_RESOURCE_SET, crs, FINALIZER_CLUSTER_RESOURCE_SET)
+async def _reconcile(ctx: Ctx, sub: Subject) -> skeleton.Outcome:
+    kube, crs = ctx.kube, sub.obj
+    namespace, name = sub.namespace, sub.name
 
     found: dict[tuple[str, str], dict[str, Any] | None] = {}
     for kind, rname in rcrs.refs(crs):
@@ -113,8 +103,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     new = next(c for c in status["conditions"] if c["type"] == rcrs.RESOURCES_APPLIED)
     if new["status"] == cond.FALSE and (bad or out.failed) and (old or {}).get("message") != new["message"]:
         await events.record(kube, crs, new["reason"], new["message"])
-    await lifecycle.write_status(kube, CLUSTER_RESOURCE_SET, crs, status)
-    return Result(requeue_after=requeue) if requeue else None
+    return skeleton.Outcome(status=status, requeue_after=requeue)
 
 
 async def _apply_to_cluster(ctx: Ctx, crs: dict[str, Any], cluster: dict[str, Any],
@@ -129,8 +118,8 @@ async def _apply_to_cluster(ctx: Ctx, crs: dict[str, Any], cluster: dict[str, An
     if due:
         try:
             wl = await ctx.workload.get(ns, cname)
-        except Exception as e:  # noqa: BLE001 - a broken kubeconfig: report, retry
-            wl, why = None, f"cannot build a client: {e}"
+        except WorkloadError as e:  # a broken kubeconfig: report, retry
+            wl, why = None, f"cannot build a client: {e.cause if isinstance(e, Unreachable) else e}"
         else:
             why = "its kubeconfig Secret does not exist yet"
         if wl is None:
@@ -143,7 +132,7 @@ async def _apply_to_cluster(ctx: Ctx, crs: dict[str, Any], cluster: dict[str, An
                 err = await _apply_resource(wl, disc, strat, r)
             except KubeError as e:
                 err = f"{e.status} {e.reason}: {e.message}"
-            except Exception as e:  # noqa: BLE001 - connection refused / reset: the API server is not reachable
+            except Unreachable as e:  # connection refused / reset: the API server is not reachable
                 out.unreachable[cname] = rcrs.one_line(str(e))
                 ok = False
                 break
@@ -225,13 +214,11 @@ async def _send(wl: Kube, g: GVK, o: dict[str, Any], strat: str, dry_run: bool) 
     return ""
 
 
-async def _reconcile_delete(ctx: Ctx, crs: dict[str, Any]) -> None:
+async def _delete(ctx: Ctx, sub: Subject) -> skeleton.Outcome:
     """Remove the ClusterResourceSet from every binding (deleting bindings left empty), never the objects it
     applied; then let it go."""
     kube = ctx.kube
-    md = crs["metadata"]
-    if not lifecycle.has_finalizer(crs, FINALIZER_CLUSTER_RESOURCE_SET):
-        return
+    md = sub.obj["metadata"]
     for b in await kube.list(CLUSTER_RESOURCE_SET_BINDING, md["namespace"]):
         if rcrs.binding_entry(b, md["name"]) is None and not any(
                 o.get("kind") == "ClusterResourceSet" and o.get("name") == md["name"]
@@ -244,7 +231,15 @@ async def _reconcile_delete(ctx: Ctx, crs: dict[str, Any]) -> None:
         else:
             rest["metadata"]["resourceVersion"] = b["metadata"]["resourceVersion"]
             await kube.merge_patch(CLUSTER_RESOURCE_SET_BINDING, md["namespace"], b["metadata"]["name"], rest)
-    await lifecycle.remove_finalizer(kube, CLUSTER_RESOURCE_SET, crs, FINALIZER_CLUSTER_RESOURCE_SET)
+    return skeleton.Outcome(done=True)
+
+
+# paused first, before a deletion too, as upstream: a paused set is left alone whatever happens to it (`move`
+# strips a paused set's finalizer before deleting it at the source; nothing may clean up its bindings there).
+# It belongs to no one Cluster (it selects them).
+KIND = skeleton.Kind(CLUSTER_RESOURCE_SET, reconcile=_reconcile, delete=_delete,
+                     finalizer=FINALIZER_CLUSTER_RESOURCE_SET, cluster_name=None)
+reconcile = skeleton.reconciler(KIND)
 
 
 def controller() -> Controller:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from capd_py.api.gvk import SECRET
-from capd_py.kube.client import Kube
+from capd_py.kube.client import Kube, WorkloadError
 from capd_py.kube.nodewatch import Listener, NodeWatch
+from capd_py.kube.transport import Unreachable
 
 PROBE_TIMEOUT = 5.0
 PROBE_MAX_AGE = 10.0   # upstream's ClusterCache probes every 10 s
@@ -34,6 +35,8 @@ class Probe:
 
 def unreachable(server: str, e: BaseException, timeout: float = PROBE_TIMEOUT) -> str:
     """`server` and what went wrong, with nothing that changes between two identical failures."""
+    if isinstance(e, Unreachable):
+        e = e.cause
     if isinstance(e, TimeoutError):
         what = f"no answer within {timeout:g}s"
     else:
@@ -86,7 +89,8 @@ class WorkloadClients:
             return True
 
     async def get(self, namespace: str, cluster: str) -> Kube | None:
-        """None while the kubeconfig secret does not exist yet (waiting is not an error)."""
+        """None while the kubeconfig secret does not exist yet (waiting is not an error); a kubeconfig no client
+        can be made of raises `Unreachable` (the cluster cannot be reached through it)."""
         sec = await self._mgmt.get(SECRET, namespace, f"{cluster}-kubeconfig")
         if not sec or "value" not in (sec.get("data") or {}):
             return None
@@ -97,7 +101,10 @@ class WorkloadClients:
             return hit[1]
         if hit:
             hit[1].close()
-        client = Kube.from_kubeconfig_text(base64.b64decode(sec["data"]["value"]))
+        try:
+            client = Kube.from_kubeconfig_text(base64.b64decode(sec["data"]["value"]))
+        except Exception as e:  # noqa: BLE001 - base64, YAML, kubeconfig loader: each its own error types
+            raise Unreachable(f"kubeconfig secret {namespace}/{cluster}-kubeconfig", e) from e
         self._cache[(namespace, cluster)] = (rv, client)
         self._probes.pop((namespace, cluster), None)  # a new kubeconfig (another address) is probed anew
         self._ensure_watch((namespace, cluster), client)
@@ -109,9 +116,8 @@ class WorkloadClients:
         `max_age` seconds is reused."""
         try:
             wl = await self.get(namespace, cluster)
-        except Exception as e:  # noqa: BLE001 - a broken kubeconfig is a failed probe
-            return Probe(False, f"kubeconfig secret {namespace}/{cluster}-kubeconfig: {e.__class__.__name__}: {e}",
-                         time.monotonic())
+        except WorkloadError as e:  # a broken kubeconfig is a failed probe
+            return Probe(False, str(e), time.monotonic())
         if wl is None:
             return None
         key = (namespace, cluster)
@@ -121,7 +127,7 @@ class WorkloadClients:
         try:
             await wl.acall("GET", "/version", timeout=timeout)
             res = Probe(True, "", time.monotonic(), time.time(), 0)
-        except Exception as e:  # noqa: BLE001 - an unreachable API server is a state to report
+        except WorkloadError as e:  # an unreachable API server is a state to report
             res = Probe(False, unreachable(_server(wl), e, timeout), time.monotonic(),
                         hit.last_success if hit else 0.0, (hit.failures if hit else 0) + 1)
             self._restart_watch(key, wl)

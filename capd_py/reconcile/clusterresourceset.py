@@ -45,7 +45,7 @@ R_APPLIED = "Applied"
 R_NOT_APPLIED = "NotApplied"
 R_WRONG_SECRET_TYPE = "WrongSecretType"
 R_INTERNAL_ERROR = "InternalError"
-R_PAUSED, R_NOT_PAUSED = "Paused", "NotPaused"
+
 
 SECRET_TYPE = "addons.cluster.x-k8s.io/resource-set"
 APPLY_ONCE = "ApplyOnce"
@@ -407,5 +407,4 @@ def compute_status(crs: dict[str, Any], out: Outcome) -> dict[str, Any]:
     b = cond.StatusBuilder(crs)
     ok, reason, msg = resources_applied(out)
     b.set(RESOURCES_APPLIED, ok, reason, msg)
-    b.set(cond.PAUSED, False, R_NOT_PAUSED)
     return b.final()
