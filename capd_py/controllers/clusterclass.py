@@ -14,11 +14,10 @@ from capd_py.api.gvk import (
     KUBEADM_CONFIG_TEMPLATE,
     KUBEADM_CONTROL_PLANE_TEMPLATE,
 )
-from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import ensure_metadata, resolve
 from capd_py.controllers.manager import Controller, Mapper
-from capd_py.controllers.queue import Result
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube.cache import Reader
 from capd_py.kube.contracts import Unresolved
 from capd_py.reconcile import clusterclass as rcc
@@ -38,13 +37,8 @@ def _classes_referencing() -> Mapper:
     return m
 
 
-async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
-    kube = ctx.kube
-    cc = await kube.get(CLUSTER_CLASS, namespace, name)
-    if cc is None or coreutil.is_deleting(cc):
-        return None
-    if await lifecycle.pause_if_needed(kube, CLUSTER_CLASS, cc, None):
-        return None
+async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+    kube, cc, namespace = ctx.kube, sub.obj, sub.namespace
     missing: list[rcc.TemplateRef] = []
     unknown: list[rcc.TemplateRef] = []
     for ref in rcc.template_refs(cc):
@@ -58,8 +52,15 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
             missing.append(ref)
         elif not coreutil.is_deleting(tpl):
             await ensure_metadata(kube, g, tpl, owner=contract.owner_ref(cc, controller=False))
-    await lifecycle.write_status(kube, CLUSTER_CLASS, cc, rcc.compute_status(cc, missing, unknown))
-    return None
+    return Outcome(status=rcc.compute_status(cc, missing, unknown))
+
+
+async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+    return Outcome()  # the templates go with their owner references
+
+
+KIND = Kind(CLUSTER_CLASS, reconcile=_reconcile, delete=_delete, cluster_name=None)
+reconcile = reconciler(KIND)
 
 
 def controller() -> Controller:

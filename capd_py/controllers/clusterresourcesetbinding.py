@@ -10,10 +10,9 @@ from capd_py.api import contract
 from capd_py.api.gvk import CLUSTER, CLUSTER_RESOURCE_SET_BINDING
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.manager import Controller
-from capd_py.controllers.queue import Result
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube.cache import Reader
 from capd_py.reconcile import clusterresourceset as rcrs
-from capd_py.reconcile import coreutil
 
 
 def cluster_to_binding(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
@@ -23,18 +22,26 @@ def cluster_to_binding(obj: dict[str, Any], cache: Reader) -> list[tuple[str, st
     return [(ns, md["name"])] if cache.get(CLUSTER_RESOURCE_SET_BINDING, ns, md["name"]) is not None else []
 
 
-async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
-    kube = ctx.kube
-    b = await kube.get(CLUSTER_RESOURCE_SET_BINDING, namespace, name)
-    if b is None or coreutil.is_deleting(b):
-        return None
-    cname = contract.dig(b, "spec", "clusterName") or name
-    cluster = await kube.get(CLUSTER, namespace, cname)
-    if rcrs.binding_obsolete(b, cluster):
-        ctx.log.info("clusterresourcesetbinding %s/%s: deleting, Cluster %s is %s", namespace, name, cname,
-                     "gone" if cluster is None else "being deleted")
-        await kube.delete(CLUSTER_RESOURCE_SET_BINDING, namespace, name, uid=b["metadata"].get("uid"))
-    return None
+def _cluster_name(b: dict[str, Any]) -> str:
+    return str(contract.dig(b, "spec", "clusterName") or b["metadata"]["name"])
+
+
+async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+    if rcrs.binding_obsolete(sub.obj, sub.cluster):
+        ctx.log.info("clusterresourcesetbinding %s/%s: deleting, Cluster %s is %s", sub.namespace, sub.name,
+                     _cluster_name(sub.obj), "gone" if sub.cluster is None else "being deleted")
+        await ctx.kube.delete(CLUSTER_RESOURCE_SET_BINDING, sub.namespace, sub.name,
+                              uid=sub.obj["metadata"].get("uid"))
+    return Outcome()
+
+
+async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+    return Outcome()  # nothing of ours to clean up
+
+
+KIND = Kind(CLUSTER_RESOURCE_SET_BINDING, reconcile=_reconcile, delete=_delete, cluster_name=_cluster_name,
+            status=False)
+reconcile = reconciler(KIND)
 
 
 def controller() -> Controller:

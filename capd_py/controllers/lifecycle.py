@@ -37,16 +37,13 @@ async def write_status(kube: Kube, gvk: GVK, obj: dict[str, Any], status: dict[s
     return new or obj
 
 
-async def pause_if_needed(kube: Kube, gvk: GVK, obj: dict[str, Any], cluster: dict[str, Any] | None) -> bool:
-    """True when `obj` is paused; then its `Paused` condition is True and the caller touches nothing else.
-    The not-paused side of the condition is part of each kind's own status computation."""
-    if not is_paused(obj, cluster):
-        return False
+async def pause(kube: Kube, gvk: GVK, obj: dict[str, Any]) -> dict[str, Any]:
+    """Report a paused object: its `Paused` condition True (the reconcile skeleton calls this and then touches
+    nothing else; its not-paused side is the skeleton's too)."""
     st = dict(obj.get("status") or {})
     st["conditions"] = cond.set_condition(st.get("conditions"), cond.PAUSED, True, R_PAUSED,
                                           observed_generation=(obj.get("metadata") or {}).get("generation"))
-    await write_status(kube, gvk, obj, st)
-    return True
+    return await write_status(kube, gvk, obj, st, owned_conditions=[cond.PAUSED])
 
 
 async def ensure_metadata(kube: Kube, gvk: GVK, obj: dict[str, Any], also: dict[str, Any] | None = None,
@@ -78,3 +75,11 @@ async def remove_finalizer(kube: Kube, gvk: GVK, obj: dict[str, Any], finalizer:
     except KubeError as e:
         if not e.not_found:
             raise
+
+
+async def pause_if_needed(kube: Kube, gvk: GVK, obj: dict[str, Any], cluster: dict[str, Any] | None) -> bool:
+    """Transitional: for controllers not yet on the reconcile skeleton (removed once every kind runs on it)."""
+    if not is_paused(obj, cluster):
+        return False
+    await pause(kube, gvk, obj)
+    return True

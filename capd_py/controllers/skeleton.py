@@ -81,6 +81,13 @@ class Kind:
     # more metadata the object should carry (ensure_metadata's keywords: owner, labels, annotations, also=spec
     # defaults): sent in the same patch as the finalizer, one write where there would be two
     metadata: Callable[[Obj, Obj | None], dict[str, Any]] | None = None
+    # False for a kind without status (ClusterResourceSetBinding): no Paused condition to report, no status write,
+    # and no paused handling (upstream's reconciler of such a kind has none either)
+    status: bool = True
+    # False for a second controller of a kind (the topology controller of Clusters): the first one reports Paused
+    reports_paused: bool = True
+    # what a paused object's status says besides Paused=True (the topology controller's TopologyReconciled=False)
+    when_paused: Callable[[Subject], Outcome] | None = None
 
 
 def not_paused(obj: Obj, status: Obj) -> Obj:
@@ -100,7 +107,11 @@ async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
     if kind.cluster_name is not None:
         cn = kind.cluster_name(obj)
         cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
-    if await lifecycle.pause_if_needed(kube, kind.gvk, obj, cluster):
+    if kind.status and coreutil.is_paused(obj, cluster):
+        if kind.reports_paused:
+            obj = await lifecycle.pause(kube, kind.gvk, obj)
+        if kind.when_paused:
+            await _write(ctx, kind, obj, kind.when_paused(Subject(obj, cluster)), paused=True)
         return None
 
     if coreutil.is_deleting(obj):
@@ -123,10 +134,15 @@ async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
     return out.result
 
 
-async def _write(ctx: Ctx, kind: Kind, obj: Obj, out: Outcome) -> None:
+async def _write(ctx: Ctx, kind: Kind, obj: Obj, out: Outcome, paused: bool = False) -> None:
+    if not kind.status:
+        return
     status = out.status if out.status is not None else dict(obj.get("status") or {})
-    owned = None if out.owned_conditions is None else {*out.owned_conditions, cond.PAUSED}
-    await lifecycle.write_status(ctx.kube, kind.gvk, obj, not_paused(obj, status), owned)
+    owned = out.owned_conditions
+    if kind.reports_paused and not paused:
+        status = not_paused(obj, status)
+        owned = None if owned is None else {*owned, cond.PAUSED}
+    await lifecycle.write_status(ctx.kube, kind.gvk, obj, status, owned)
 
 
 def reconciler(kind: Kind) -> Callable[[Ctx, str, str], Awaitable[Result | None]]:

@@ -25,11 +25,10 @@ from capd_py.api.gvk import (
     MACHINE_SET,
 )
 from capd_py.api.labels import CLUSTER_NAME, TOPOLOGY_DEPLOYMENT_NAME, TOPOLOGY_OWNED, TOPOLOGY_POOL_NAME
-from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, get_ref, gvk_of, resolve
 from capd_py.controllers.manager import Controller, Mapper, cluster_label_mapper
-from capd_py.controllers.queue import Result
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import KubeError
 from capd_py.kube.contracts import Unresolved
@@ -144,11 +143,18 @@ async def _current(ctx: Ctx, cluster: dict[str, Any], bp: D.Blueprint) -> D.Curr
     return cur
 
 
-async def _set_condition(ctx: Ctx, cluster: dict[str, Any], ok: bool, reason: str, message: str = "") -> None:
+def _topology_reconciled(cluster: dict[str, Any], ok: bool, reason: str, message: str = "") -> dict[str, Any]:
+    """The Cluster's status with this controller's one condition set (the only one it owns)."""
     st = dict(cluster.get("status") or {})
     st["conditions"] = cond.set_condition(st.get("conditions"), TOPOLOGY_RECONCILED, ok, reason, message,
                                           observed_generation=cluster["metadata"].get("generation"))
-    await lifecycle.write_status(ctx.kube, CLUSTER, cluster, st)
+    return st
+
+
+def _outcome(cluster: dict[str, Any], ok: bool, reason: str, message: str = "",
+             requeue_after: float | None = None) -> Outcome:
+    return Outcome(status=_topology_reconciled(cluster, ok, reason, message), obj=cluster,
+                   requeue_after=requeue_after, owned_conditions=(TOPOLOGY_RECONCILED,))
 
 
 async def _write(ctx: Ctx, w: D.Write) -> None:
@@ -164,25 +170,19 @@ async def _write(ctx: Ctx, w: D.Write) -> None:
         await ctx.kube.apply(g, w.obj, manager=D.FIELD_MANAGER)
 
 
-async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
-    kube = ctx.kube
-    cluster = await kube.get(CLUSTER, namespace, name)
-    if cluster is None or not D.topology_of(cluster):
-        return None
-    if coreutil.is_deleting(cluster):
-        return None  # the Cluster controller deletes what the Cluster has
-    if coreutil.is_paused(cluster, cluster):
-        await _set_condition(ctx, cluster, False, D.R_PAUSED, "Cluster is paused")
-        return None
+async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+    kube, cluster = ctx.kube, sub.obj
+    namespace, name = sub.namespace, sub.name
+    if not D.topology_of(cluster):
+        return Outcome(owned_conditions=())
+    poll = ctx.settings.poll_seconds
     cns, cname = D.class_ref(cluster)
     cc = await kube.get(CLUSTER_CLASS, cns, cname)
     if cc is None:
-        await _set_condition(ctx, cluster, False, D.R_FAILED, f"ClusterClass {cns}/{cname} not found")
-        return Result(requeue_after=ctx.settings.poll_seconds)
+        return _outcome(cluster, False, D.R_FAILED, f"ClusterClass {cns}/{cname} not found", poll)
     why = rcc.ready_for_topology(cc)
     if why:
-        await _set_condition(ctx, cluster, False, D.R_CLASS_NOT_RECONCILED, why)
-        return Result(requeue_after=ctx.settings.poll_seconds)
+        return _outcome(cluster, False, D.R_CLASS_NOT_RECONCILED, why, poll)
     try:
         bp = await _blueprint(ctx, cc)
         cur = await _current(ctx, cluster, bp)
@@ -197,16 +197,30 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
                 ctx.log.info("topology %s/%s: deleting %s %s", namespace, name, obj["kind"], obj["metadata"]["name"])
                 await delete_obj(kube, g, obj)
     except D.TopologyError as e:
-        await _set_condition(ctx, cluster, False, D.R_FAILED, str(e))
-        return Result(requeue_after=ctx.settings.poll_seconds)
+        return _outcome(cluster, False, D.R_FAILED, str(e), poll)
     except KubeError as e:
         if e.conflict:
             raise
         # the API server refused what we computed (e.g. a patch made the spec invalid): that is the user's to fix
-        await _set_condition(ctx, cluster, False, D.R_FAILED, f"{e.reason}: {e}")
-        return Result(requeue_after=ctx.settings.poll_seconds)
-    await _set_condition(ctx, cluster, plan.reconciled, plan.reason, plan.message)
-    return None if plan.reconciled else Result(requeue_after=ctx.settings.poll_seconds)
+        return _outcome(cluster, False, D.R_FAILED, f"{e.reason}: {e}", poll)
+    return _outcome(cluster, plan.reconciled, plan.reason, plan.message, None if plan.reconciled else poll)
+
+
+async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+    return Outcome()  # the Cluster controller deletes what the Cluster has
+
+
+def _paused(sub: Subject) -> Outcome:
+    if not D.topology_of(sub.obj):
+        return Outcome(owned_conditions=())
+    return _outcome(sub.obj, False, D.R_PAUSED, "Cluster is paused")
+
+
+# the second controller of Clusters: the Cluster controller reports Paused and owns the finalizer
+KIND = Kind(CLUSTER, reconcile=_reconcile, delete=_delete, cluster_name=lambda c: str(c["metadata"]["name"]),
+            reports_paused=False, when_paused=_paused)
+reconcile = reconciler(KIND)
+
 
 
 def controller() -> Controller:

@@ -23,7 +23,6 @@ R_VARIABLE_DISCOVERY_FAILED = "VariableDiscoveryFailed"
 R_REFS_UP_TO_DATE = "RefVersionsUpToDate"
 R_REFS_NOT_UP_TO_DATE = "RefVersionsNotUpToDate"
 R_INTERNAL_ERROR = "InternalError"
-R_NOT_PAUSED = "NotPaused"
 
 
 @dataclass(frozen=True)
@@ -111,7 +110,6 @@ def compute_status(cc: dict[str, Any], missing: list[TemplateRef], unknown_kinds
     else:
         conds = cond.set_condition(conds, REF_VERSIONS_UP_TO_DATE, True, R_REFS_UP_TO_DATE,
                                    observed_generation=gen)
-    conds = cond.set_condition(conds, cond.PAUSED, False, R_NOT_PAUSED, observed_generation=gen)
     st: dict[str, Any] = {k: v for k, v in old.items() if k not in ("conditions", "variables", "observedGeneration")}
     st["conditions"] = conds
     if not errs:

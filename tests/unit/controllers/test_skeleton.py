@@ -116,3 +116,22 @@ async def test_owned_conditions_leave_the_others_alone() -> None:
     await run(ctx, kind, "ns", "ms")
     got = {x["type"]: x["status"] for x in ms(kube)["status"]["conditions"]}
     assert got == {"Theirs": "True", "Mine": "True", "Paused": "False"}
+
+
+async def test_a_second_controller_of_a_kind_reports_its_own_condition_when_paused() -> None:
+    """The topology controller of Clusters: Paused is the first controller's; it says TopologyReconciled=False."""
+    rec = Recorder()
+    ctx, kind, kube = setup(rec, paused_cluster=True)
+
+    def when_paused(sub: Subject) -> Outcome:
+        st = {"conditions": cond.set_condition(None, "TopologyReconciled", False, "ReconcilePaused")}
+        return Outcome(status=st, owned_conditions=["TopologyReconciled"])
+    second = Kind(MACHINE_SET, reconcile=rec.reconcile, delete=rec.delete, reports_paused=False,
+                  when_paused=when_paused)
+    await run(ctx, second, "ns", "ms")
+    got = {x["type"]: (x["status"], x["reason"]) for x in ms(kube)["status"]["conditions"]}
+    assert got == {"TopologyReconciled": ("False", "ReconcilePaused")} and rec.calls == []
+    kube.objects[("clusters", "ns", "c1")]["spec"]["paused"] = False
+    rec._reconciled = Outcome(owned_conditions=())
+    await run(ctx, second, "ns", "ms")
+    assert "Paused" not in {x["type"] for x in ms(kube)["status"]["conditions"]}
