@@ -411,10 +411,6 @@ def _go_syntax(v: Any, top: bool = True) -> str:
 
 
 def _fmt_arg(arg: Any, verb: str, flags: str, width: int | None, prec: int | None) -> str:
-    if verb == "v" and "#" in flags:  # Go's sharpV: Go syntax
-        return _pad(_go_syntax(arg), width, flags.replace("#", ""))
-    if verb == "v" and "+" in flags:  # Go's plusV only adds struct field names: no sign
-        flags = flags.replace("+", "")
     if verb == "T":
         return _pad(go_type_name(arg), width, flags)
     if arg is None or arg is NO_VALUE:
@@ -526,7 +522,10 @@ def _sprintf(fmt: str, args: Sequence[Any]) -> str:
         if argi >= len(args):
             out.append(f"%!{verb}(MISSING)")
             continue
-        out.append(_fmt_arg(args[argi], verb, flags, width, prec))
+        if verb == "v" and "#" in flags:  # Go's sharpV: Go syntax
+            out.append(_pad(_go_syntax(args[argi]), width, flags.replace("#", "")))
+        else:  # Go's plusV only adds struct field names: no sign
+            out.append(_fmt_arg(args[argi], verb, flags.replace("+", "") if verb == "v" else flags, width, prec))
         argi += 1
     if argi < len(args) and not reordered:
         extra = ", ".join("<nil>" if a is None or a is NO_VALUE else f"{go_type_name(a)}={_fmt_v(a)}"
