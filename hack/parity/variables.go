@@ -334,7 +334,12 @@ func clusterVariables(values []any) []clusterv1.ClusterVariable {
 	var out []clusterv1.ClusterVariable
 	for _, v := range values {
 		m := v.(map[string]any)
-		out = append(out, clusterv1.ClusterVariable{Name: m["name"].(string), Value: apiextensionsv1.JSON{Raw: rawJSON(m["value"])}})
+		// As apiextensionsv1.JSON.UnmarshalJSON: a JSON null leaves Raw nil.
+		var raw []byte
+		if m["value"] != nil {
+			raw = rawJSON(m["value"])
+		}
+		out = append(out, clusterv1.ClusterVariable{Name: m["name"].(string), Value: apiextensionsv1.JSON{Raw: raw}})
 	}
 	return out
 }

@@ -59,7 +59,8 @@ def _classify(case: dict[str, Any], got: str | None, err: str | None) -> str:
 
 def test_templates_match_go_byte_for_byte() -> None:
     data = {"values": _data("values"), "naming": _data("naming")}
-    cases = [json.loads(line) for line in gzip.open(CORPUS, "rt", encoding="utf-8")]
+    with gzip.open(CORPUS, "rt", encoding="utf-8") as f:
+        cases = [json.loads(line) for line in f]
     assert len(cases) > 5000
     mismatches: dict[str, list[str]] = collections.defaultdict(list)
     for case in cases:
