@@ -1496,7 +1496,7 @@ def values_map(defs: Sequence[Mapping[str, Any]], values: Sequence[Mapping[str, 
 
 def cel_rules(defs: Sequence[Mapping[str, Any]], path: str = "spec.variables") -> list[str]:
     """The x-kubernetes-validations rules in the variable schemas, as
-    `spec.variables[v].schema.openAPIV3Schema....x-kubernetes-validations[i]`: rules capd-py does not evaluate."""
+    `spec.variables[v].schema.openAPIV3Schema....x-kubernetes-validations[i]` (evaluated on values: cel.py)."""
     out: list[str] = []
     for node, p in _variable_schema_nodes(defs, path):
         rules = node.get("x-kubernetes-validations")
