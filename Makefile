@@ -18,7 +18,7 @@ export CAPD_PY_CACHE ?= $(HOME)/.cache/capd-py
 # This sandbox refuses --privileged; real machines can use CAPD_PY_PRIVILEGED_MODE=privileged.
 export CAPD_PY_PRIVILEGED_MODE ?= $(shell bash hack/privilege-mode.sh 2>/dev/null || echo privileged)
 
-.PHONY: venv docker images images-check binaries clusterctl cluster-autoscaler test-autoscaler test test-unit test-integration test-e2e lint quickstart clean-clusters
+.PHONY: venv docker images images-check binaries clusterctl parity-corpus cluster-autoscaler test-autoscaler test test-unit test-integration test-e2e lint quickstart clean-clusters
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -48,6 +48,12 @@ images-check:
 # `describe cluster` / `get kubeconfig` against the capd-py management cluster.
 clusterctl:
 	nice -n 10 bash hack/build-clusterctl.sh $(CLUSTERCTL_VERSION)
+
+# The template + variable conformance corpus (tests/fixtures/parity/, committed: the tests need no Go): a Go program
+# runs upstream's text/template + sprig and cluster-api's internal/topology/variables on thousands of seeded
+# cases (hack/parity/README.md). Build cached in $CAPD_PY_CACHE/parity/ (~1 min cold), generation ~20 s.
+parity-corpus:
+	nice -n 10 bash hack/parity/run.sh
 
 # Upstream cluster-autoscaler (clusterapi provider only, ~3.7 min cold, cached) for tests/e2e/test_autoscaler.py. The
 # Go module proxy does not serve k8s.io/autoscaler/cluster-autoscaler: give a checkout of kubernetes/autoscaler at

@@ -394,6 +394,22 @@ def _fmt_str(s: str, verb: str, flags: str, width: int | None, prec: int | None)
     return _bad_verb(verb, s, flags, width, prec)
 
 
+def _go_syntax(v: Any, top: bool = True) -> str:
+    """fmt's %#v of a JSON-like value (`[]interface {}{3, "a"}`, `map[string]interface {}{"k":1}`)."""
+    if _invalid(v):
+        return "<nil>" if top else "interface {}(nil)"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return go_quote(v)
+    if isinstance(v, list):
+        return go_type_name(v) + "{" + ", ".join(_go_syntax(e, False) for e in v) + "}"
+    if isinstance(v, dict):
+        return go_type_name(v) + "{" + ", ".join(f"{go_quote(str(k))}:{_go_syntax(v[k], False)}"
+                                                 for k in sorted(v)) + "}"
+    return _fmt_v(v)
+
+
 def _fmt_arg(arg: Any, verb: str, flags: str, width: int | None, prec: int | None) -> str:
     if verb == "T":
         return _pad(go_type_name(arg), width, flags)
@@ -506,7 +522,10 @@ def _sprintf(fmt: str, args: Sequence[Any]) -> str:
         if argi >= len(args):
             out.append(f"%!{verb}(MISSING)")
             continue
-        out.append(_fmt_arg(args[argi], verb, flags, width, prec))
+        if verb == "v" and "#" in flags:  # Go's sharpV: Go syntax
+            out.append(_pad(_go_syntax(args[argi]), width, flags.replace("#", "")))
+        else:  # Go's plusV only adds struct field names: no sign
+            out.append(_fmt_arg(args[argi], verb, flags.replace("+", "") if verb == "v" else flags, width, prec))
         argi += 1
     if argi < len(args) and not reordered:
         extra = ", ".join("<nil>" if a is None or a is NO_VALUE else f"{go_type_name(a)}={_fmt_v(a)}"
@@ -2044,8 +2063,43 @@ _BUILTINS: Final[dict[str, _Func]] = {
     "le": _Func(_b_le, (_VALUE, _VALUE)),
     "gt": _Func(_b_gt, (_VALUE, _VALUE)),
     "ge": _Func(_b_ge, (_VALUE, _VALUE)),
+    # With sprig's map, sprig's `slice` replaces this one (Funcs() take precedence over builtins).
+    "slice": _Func(lambda item, *ix: _b_slice(item, *ix), (_VALUE,), _VALUE),
 }
-# Go's builtin `slice` is shadowed by sprig's (Funcs() take precedence over builtins), so it is not listed.
+
+
+def _b_slice(item: Any, *indexes: Any) -> Any:
+    """text/template's builtin slice (upstream's naming templates have no sprig). A []interface{} decoded from
+    JSON may have a capacity above its length in Go: this uses the length."""
+    if _invalid(item):
+        raise _CallError("slice of untyped nil")
+    if len(indexes) > 3:
+        raise _CallError(f"too many slice indexes: {len(indexes)}")
+    if isinstance(item, str):
+        if len(indexes) == 3:
+            raise _CallError("cannot 3-index slice a string")
+        size = len(item.encode())
+    elif isinstance(item, list):
+        size = len(item)
+    else:
+        raise _CallError(f"can't slice item of type {go_type_name(item)}")
+    idx = [0, size, 0]
+    for i, index in enumerate(indexes):
+        if _invalid(index):
+            raise _CallError("cannot index slice/array with nil")
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise _CallError(f"cannot index slice/array with type {go_type_name(index)}")
+        if index < 0 or index > size:
+            raise _CallError(f"index out of range: {int(index)}")
+        idx[i] = int(index)
+    if idx[0] > idx[1]:
+        raise _CallError(f"invalid slice index: {idx[0]} > {idx[1]}")
+    if len(indexes) == 3 and idx[1] > idx[2]:
+        raise _CallError(f"invalid slice index: {idx[1]} > {idx[2]}")
+    if isinstance(item, str):
+        return item.encode()[idx[0]:idx[1]].decode(errors="replace")
+    return type(item)(item[idx[0]:idx[1]]) if not isinstance(item, list) or type(item) is list else \
+        type(item)(item[idx[0]:idx[1]])
 
 
 # --- sprig v3.3.0 ---------------------------------------------------------------------------------------------
@@ -2076,18 +2130,18 @@ def _empty(v: Any) -> bool:
     return False
 
 
-def _trim_zero_decimal(s: str) -> str:
-    found_zero = False
-    for i in range(len(s), 0, -1):
-        c = s[i - 1]
-        if c == ".":
-            if found_zero:
-                return s[:i - 1]
-        elif c == "0":
-            found_zero = True
-        else:
-            return s
-    return s
+_STRING_NUMBER: Final = re.compile(r"([-+]?[0-9]*)(\.[0-9]*)?")
+
+
+def _trim_decimal(s: str) -> str:
+    """spf13/cast v1.10 (what upstream links): "2.5" parses as 2, "-.5" as -0, "." as 0."""
+    if "." not in s:
+        return s
+    m = _STRING_NUMBER.fullmatch(s)
+    if m is None:
+        return s
+    head = m.group(1)
+    return head + "0" if head in ("-", "+") else head or "0"
 
 
 def _wrap64(x: int) -> int:
@@ -2109,7 +2163,7 @@ def _cast_int(v: Any) -> int:
             return -(1 << 63)
         return int(v)
     if isinstance(v, str):
-        return _parse_go_int(_trim_zero_decimal(v)) or 0
+        return _parse_go_int(_trim_decimal(v)) or 0
     return 0
 
 
@@ -2915,9 +2969,24 @@ def _s_pluck(key: str, *dicts: Any) -> list[Any]:
 
 def _s_chunk(size: int, lst: Any) -> list[Any]:
     items = _list_of(lst, "chunk")
-    if size <= 0:
-        raise _CallError("runtime error: integer divide by zero")
+    if size <= 0:  # sprig's chunk count (float division) or a chunk length comes out negative: make panics
+        raise _CallError("runtime error: makeslice: len out of range")
     return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _s_untitle(s: str) -> str:
+    """goutils.Uncapitalize: the first letter of every whitespace-separated word lowercased."""
+    out = []
+    nxt = True
+    for c in s:
+        if c in _GO_SPACE:
+            nxt = True
+        elif nxt:
+            out.append(c.lower() if len(c.lower()) == 1 else c)
+            nxt = False
+            continue
+        out.append(c)
+    return "".join(out)
 
 
 def _s_max(a: Any, *rest: Any) -> Int64:
@@ -2936,11 +3005,11 @@ def _fdiv(a: float, b: float) -> float:
 
 
 def _ceil(f: float) -> float:
-    return float(math.ceil(f)) if math.isfinite(f) else f
+    return math.copysign(float(math.ceil(f)), f) if math.isfinite(f) else f  # Go keeps the sign: Ceil(-0.5) = -0
 
 
 def _floor(f: float) -> float:
-    return float(math.floor(f)) if math.isfinite(f) else f
+    return math.copysign(float(math.floor(f)), f) if math.isfinite(f) else f
 
 
 def _s_round(a: Any, p: int, *r_opt: float) -> float:
@@ -2963,7 +3032,7 @@ _SPRIG: Final[dict[str, _Func]] = {
     "upper": _Func(_go_upper, (_STR,)),
     "lower": _Func(_go_lower, (_STR,)),
     "title": _Func(_go_title, (_STR,)),
-    "untitle": _Func(lambda s: (s[:1].lower() + s[1:]) if s else s, (_STR,)),
+    "untitle": _Func(_s_untitle, (_STR,)),
     "substr": _Func(_s_substr, (_INT, _INT, _STR)),
     "repeat": _Func(_s_repeat, (_INT, _STR)),
     "trimall": _Func(lambda a, b: b.strip(a), (_STR, _STR)),
@@ -3320,8 +3389,9 @@ class _State:
                     if len(decl) > 1:
                         self.errorf(f"can't use {_fmt_v(val)} to iterate over more than one variable")
                     if val > 0:
+                        kind = type(val) if isinstance(val, Int64) else int  # range over int64 gives int64s
                         for i in range(int(val)):
-                            one(i, i, False)
+                            one(i, kind(i), False)
                         return
                 elif not (isinstance(val, list | dict) or _invalid(val)):
                     self.errorf(f"range can't iterate over {_fmt_v(val)}")

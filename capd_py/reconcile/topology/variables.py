@@ -20,9 +20,12 @@ x-kubernetes-preserve-unknown-fields, x-kubernetes-int-or-string, x-kubernetes-v
 
 Deliberate limits, all visible to callers:
 
-- CEL (`x-kubernetes-validations` rules) is not evaluated: values pass whatever the rules say. `cel_rules(defs)`
-  lists every rule's path so a caller can tell the user they were not checked. The static checks upstream does on
-  the rules themselves (empty rule, message rules, reason, fieldPath) are done.
+- CEL (`x-kubernetes-validations` rules) is evaluated on values (`cel.py`, cel-python plus the Kubernetes library
+  functions ClusterClass rules use), with upstream's messages, reasons, field paths and transition rules. On the
+  ClusterClass side the static checks upstream does on the rules themselves (empty rule, message rules, reason,
+  fieldPath) are done, but rules are not compiled (type-checked) nor their cost estimated, as the apiserver does:
+  a rule upstream refuses to compile is reported when a value is validated. Measured against upstream:
+  tests/unit/reconcile/topology/test_variables_parity.py.
 - Upstream's JSONSchemaProps has no `multipleOf`, `nullable`, `title`, `patternProperties`, `$ref`, ...: Cluster API
   drops them when it decodes a ClusterClass, so they have no effect here either (honouring them would refuse
   Clusters upstream accepts). `unsupported_keywords(defs)` lists where they appear so a caller can warn.
@@ -32,9 +35,8 @@ Deliberate limits, all visible to callers:
   duration, byte, k8s-short-name, ...; others, int32 and double included, are ignored as upstream strips them).
   `uri`, `email` and `hostname` are close approximations of Go's parsers, not ports.
 - Error messages keep upstream's wording (`Invalid value: "{\\"a\\":1}": ...` quotes the whole variable value, as
-  upstream does, in canonical JSON since the original bytes are gone). Two cosmetic differences: the leading
-  " in body " kube-openapi leaves in some schema-default messages is trimmed (upstream trims it for values only),
-  and an unknown field under a top-level array reads `[1].x`, not upstream's internal `variableValue[1].x`.
+  upstream does, in canonical JSON since the original bytes are gone). One cosmetic difference: an unknown field
+  under a top-level array reads `[1].x`, not upstream's internal `variableValue[1].x`.
 
 Nothing here mutates its inputs.
 """
@@ -50,6 +52,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from capd_py.reconcile.topology import cel
 from capd_py.reconcile.topology.gotemplate import go_json, go_quote, go_regexp, go_sprint
 
 BUILTIN: Final = "builtin"
@@ -67,6 +70,7 @@ _FORBIDDEN = "Forbidden"
 _TOO_LONG = "Too long"
 _TOO_MANY = "Too many"
 _INTERNAL = "Internal error"
+_DUPLICATE = "Duplicate value"
 
 
 class _Omit:
@@ -896,7 +900,8 @@ def _check_object(s: Mapping[str, Any], data: Mapping[str, Any], path: str, stri
 
 def _to_field_errors(fld: str, errs: Sequence[_OAErr], raw: str | None = None) -> list[_FieldError]:
     """apiextensions' kubeOpenAPIResultToFieldErrors; with `raw` (a variable's value), upstream's ClusterClass
-    variable fix-ups: the bad value is the whole variable's JSON and the detail loses its " in body " prefix."""
+    variable fix-ups: the bad value is the whole variable's JSON and the detail loses its " in body " prefix
+    (defaults, examples and enums of the ClusterClass keep it, as upstream's)."""
     out: list[_FieldError] = []
     for e in errs:
         if e.code == "composite":
@@ -914,7 +919,7 @@ def _to_field_errors(fld: str, errs: Sequence[_OAErr], raw: str | None = None) -
                 err = _too_many(path, e.value, e.valid if isinstance(e.valid, int) else -1)
             else:
                 err = _FieldError(_INVALID, path, value, e.message)
-        detail = err.detail.removeprefix(" in body ")
+        detail = err.detail.removeprefix(" in body ") if raw is not None else err.detail  # as upstream: values only
         out.append(_FieldError(err.kind, err.field, raw if raw is not None else err.bad_value, detail))
     return out
 
@@ -1339,12 +1344,15 @@ def default_values(defs: Sequence[Mapping[str, Any]], values: Sequence[Mapping[s
 
 
 def validate_values(defs: Sequence[Mapping[str, Any]], values: Sequence[Mapping[str, Any]],
-                    path: str = "spec.topology.variables", overrides: bool = False) -> list[str]:
+                    path: str = "spec.topology.variables", overrides: bool = False,
+                    old_values: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
     """Problems with a Cluster's variable values (or, with `overrides`, a MachineDeployment / MachinePool /
     control plane's `variables.overrides`, where nothing is required), as upstream's messages under `path`.
 
-    CEL rules are not evaluated (see `cel_rules`). Validate defaulted values (`default_values`), as upstream's
-    webhook does."""
+    The schemas' CEL rules (`x-kubernetes-validations`) are evaluated (`cel.py`); transition rules (those using
+    `oldSelf`) only against `old_values`, the values before an update. Validate defaulted values
+    (`default_values`), as upstream's webhook does."""
+    old_index = {v.get("name"): v.get("value") for v in old_values or [] if isinstance(v, Mapping)}
     errs: list[_FieldError] = []
     seen: set[str] = set()
     for v in values:
@@ -1373,12 +1381,13 @@ def validate_values(defs: Sequence[Mapping[str, Any]], values: Sequence[Mapping[
         if definition is None:
             errs.append(_FieldError(_INVALID, fld, _raw(value), "variable is not defined"))
             continue
-        errs += _value_errors(name, value, _schema_of(definition), fld)
+        errs += _value_errors(name, value, _schema_of(definition), fld, old_index.get(name, _OMIT))
     return [str(e) for e in errs]
 
 
-def _value_errors(name: str, value: Any, schema: Any, fld: str) -> list[_FieldError]:
-    """ValidateClusterVariable: the value against its schema, then fields the schema does not declare."""
+def _value_errors(name: str, value: Any, schema: Any, fld: str, old: Any = _OMIT) -> list[_FieldError]:
+    """ValidateClusterVariable: the value against its schema, then fields the schema does not declare, then the
+    CEL rules (`old`: the value before an update, for transition rules)."""
     raw = _raw(value)
     problem = _json_problem(value)
     if problem:
@@ -1399,7 +1408,78 @@ def _value_errors(name: str, value: Any, schema: Any, fld: str) -> list[_FieldEr
         fields = ",".join(sorted(unknown))
         return [_FieldError(_INVALID, fld, raw, f"failed validation: {go_quote(fields)} field(s) are not specified "
                                                 f"in the variable schema of variable {go_quote(name)}")]
-    return []
+    return _cel_errors(schema, value, old, _child(fld, "value"), raw)
+
+
+def _cel_errors(s: Mapping[str, Any], value: Any, old: Any, path: str, raw: str) -> list[_FieldError]:
+    """apiextensions' CEL validator: this node's rules, then properties, map entries, items (null skipped)."""
+    if value is None:
+        return []
+    errs: list[_FieldError] = []
+    rules = s.get("x-kubernetes-validations")
+    if isinstance(rules, list) and rules:
+        has_old = not isinstance(old, _Omit) and old is not None
+        self_v = cel.to_cel(value, s)
+        old_v = cel.to_cel(old, s) if has_old else None
+        for rule in rules:
+            if isinstance(rule, Mapping):
+                errs += _rule_outcome(rule, s, self_v, old_v, has_old, path, raw)
+    props = _props(s)
+    if isinstance(value, Mapping):
+        old_map = old if isinstance(old, Mapping) else {}
+        extra = _sub(s, "additionalProperties")
+        for k in sorted(value):
+            if k in props:
+                errs += _cel_errors(props[k], value[k], old_map.get(k, _OMIT), _child(path, k), raw)
+            elif extra is not None:
+                errs += _cel_errors(extra, value[k], old_map.get(k, _OMIT), _key(path, k), raw)
+    items = _sub(s, "items")
+    if isinstance(value, list) and items is not None:
+        for i, v in enumerate(value):  # atomic lists: items have no old value to correlate with
+            errs += _cel_errors(items, v, _OMIT, _key(path, i), raw)
+    return errs
+
+
+def _rule_outcome(rule: Mapping[str, Any], s: Mapping[str, Any], self_v: Any, old_v: Any, has_old: bool,
+                  path: str, raw: str) -> list[_FieldError]:
+    text = str(rule.get("rule") or "").strip()
+    if not text:
+        return []
+    message = str(rule.get("message") or "").strip()
+    rule_str = message or text
+    if cel.uses_old_self(text) and not has_old:
+        return []  # a transition rule runs only on updates
+    try:
+        ok = cel.evaluate(text, self_v, old_v, has_old)
+    except cel.CELError as e:
+        detail = str(e)
+        if detail == "no such overload":
+            return [_FieldError(_INVALID, path, raw, f"'{detail}': call arguments did not match a supported "
+                                                     f"operator, function or macro signature for rule: {rule_str}")]
+        return [_FieldError(_INVALID, path, raw, f"{detail} evaluating rule: {rule_str}")]
+    if ok is True or (not isinstance(ok, bool) and bool(ok) and type(ok).__name__ == "BoolType"):
+        return []
+    fp = str(rule.get("fieldPath") or "")
+    here = _child(path, fp.lstrip(".")) if fp else path
+    detail = ""
+    expr = str(rule.get("messageExpression") or "")
+    if expr:
+        try:
+            got = cel.evaluate(expr, self_v, old_v, has_old)
+            if isinstance(got, str) and got.strip() and "\n" not in got.strip():
+                detail = got.strip()
+        except cel.CELError:
+            detail = ""
+    if not detail:
+        detail = message or f"failed rule: {text}"
+    reason = rule.get("reason")
+    if reason == "FieldValueForbidden":
+        return [_FieldError(_FORBIDDEN, here, _OMIT, detail)]
+    if reason == "FieldValueRequired":
+        return [_FieldError(_REQUIRED, here, _OMIT, detail)]
+    if reason == "FieldValueDuplicate":
+        return [_FieldError(_DUPLICATE, here, raw)]
+    return [_FieldError(_INVALID, here, raw, detail)]
 
 
 def values_map(defs: Sequence[Mapping[str, Any]], values: Sequence[Mapping[str, Any]],
@@ -1416,7 +1496,7 @@ def values_map(defs: Sequence[Mapping[str, Any]], values: Sequence[Mapping[str, 
 
 def cel_rules(defs: Sequence[Mapping[str, Any]], path: str = "spec.variables") -> list[str]:
     """The x-kubernetes-validations rules in the variable schemas, as
-    `spec.variables[v].schema.openAPIV3Schema....x-kubernetes-validations[i]`: rules capd-py does not evaluate."""
+    `spec.variables[v].schema.openAPIV3Schema....x-kubernetes-validations[i]` (evaluated on values: cel.py)."""
     out: list[str] = []
     for node, p in _variable_schema_nodes(defs, path):
         rules = node.get("x-kubernetes-validations")

@@ -261,10 +261,16 @@ def test_formats(fmt: str, good: str, bad: str) -> None:
     assert check_value({"type": "string", "format": "kubernetes-version"}, "anything") == []
 
 
-def test_cel_rules_are_listed_not_evaluated() -> None:
+def test_cel_rules_are_evaluated_and_listed() -> None:
     defs = var({"type": "object", "properties": {"n": {"type": "integer", "x-kubernetes-validations": [
         {"rule": "self <= 1"}]}}, "x-kubernetes-validations": [{"rule": "has(self.n)"}]})
-    assert V.validate_values(defs, [{"name": "cpu", "value": {"n": 99}}]) == []  # upstream would refuse 99
+    assert V.validate_values(defs, [{"name": "cpu", "value": {"n": 99}}]) == [
+        'spec.topology.variables[cpu].value.n: Invalid value: "{\\"n\\":99}": failed rule: self <= 1']
+    transition = var({"type": "integer", "x-kubernetes-validations": [
+        {"rule": "self >= oldSelf", "message": "cannot shrink", "reason": "FieldValueForbidden"}]})
+    assert V.validate_values(transition, [{"name": "cpu", "value": 1}]) == []  # no old value: not run
+    assert V.validate_values(transition, [{"name": "cpu", "value": 1}], old_values=[{"name": "cpu", "value": 2}]) == [
+        "spec.topology.variables[cpu].value: Forbidden: cannot shrink"]
     assert V.cel_rules(defs) == [
         "spec.variables[cpu].schema.openAPIV3Schema.x-kubernetes-validations[0]",
         "spec.variables[cpu].schema.openAPIV3Schema.properties[n].x-kubernetes-validations[0]"]
@@ -325,7 +331,8 @@ CLASS_CASES: list[tuple[dict[str, Any], list[str]]] = [
      [f"{P}.default: Too long: may not be more than 6 bytes"]),
     ({"type": "object", "properties": {"spec": {"type": "object", "properties": {
         "replicas": {"type": "integer", "default": -100, "minimum": 1}}}}},
-     [f"{P}.properties[spec].properties[replicas].default: Invalid value: -100: should be greater than or equal to 1"]),
+     [f"{P}.properties[spec].properties[replicas].default: Invalid value: -100:  in body should be greater than or "
+      "equal to 1"]),
     ({"type": "object", "default": {"spec": {"replicas": -100}},
       "properties": {"spec": {"type": "object", "properties": {"replicas": {"type": "integer", "minimum": 1}}}}},
      [f"{P}.default.spec.replicas: Invalid value: -100: spec.replicas in body should be greater than or equal to 1"]),
@@ -338,9 +345,9 @@ CLASS_CASES: list[tuple[dict[str, Any], list[str]]] = [
     ({"type": "string", "maxLength": 6, "example": "veryLongValueIsInvalid"},
      [f"{P}.example: Too long: may not be more than 6 bytes"]),
     ({"type": "integer", "minimum": 0, "enum": [1, -1]},
-     [f"{P}.enum[1]: Invalid value: -1: should be greater than or equal to 0"]),
+     [f"{P}.enum[1]: Invalid value: -1:  in body should be greater than or equal to 0"]),
     ({"type": "boolean", "default": "yes"},
-     [f'{P}.default: Invalid value: "string": must be of type boolean: "string"']),
+     [f'{P}.default: Invalid value: "string":  in body must be of type boolean: "string"']),
     ({"type": "object", "allOf": [{"type": "object", "default": {}, "description": "dropped upstream, so allowed",
                                    "x-kubernetes-validations": [{"rule": "true"}],
                                    "properties": {"metadata": {"type": "string"}}}]},
@@ -428,8 +435,8 @@ def test_kube_openapi_quirks_upstream_has() -> None:
         'spec.topology.variables[cpu].value: Unsupported value: "3.5": supported values: "2", "5"']
     # schema defaults are validated with their format kept (values and examples see it stripped)
     assert check_class({"type": "string", "format": "bogus", "default": 2.5}) == [
-        'spec.variables[var].schema.openAPIV3Schema.default: Invalid value: "float64": must be of type bogus: '
+        'spec.variables[var].schema.openAPIV3Schema.default: Invalid value: "float64":  in body must be of type bogus: '
         '"float64"']
     assert check_class({"type": "string", "format": "bogus", "example": 2.5}) == [
-        'spec.variables[var].schema.openAPIV3Schema.example: Invalid value: "number": must be of type string: '
+        'spec.variables[var].schema.openAPIV3Schema.example: Invalid value: "number":  in body must be of type string: '
         '"number"']

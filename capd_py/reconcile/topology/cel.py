@@ -1,0 +1,231 @@
+"""CEL `x-kubernetes-validations` of ClusterClass variable schemas, evaluated as upstream's variable validation does.
+
+Upstream (internal/topology/variables, ValidateClusterVariable) runs k8s.io/apiextensions-apiserver's CEL
+validator over the value wrapped as `variableValue` and rewrites the paths: every schema node with rules
+evaluates them with `self` (the value at that node, typed by the schema) and, for transition rules, `oldSelf`
+(the old value, when there is one: a rule using `oldSelf` is skipped without it). Nodes are visited as the
+apiserver does: the node's rules, then properties, additionalProperties (by key) and items (by index); null
+values are not validated.
+
+The evaluator is cel-python (`celpy`, pure Python, in-process: reconcile/ stays free of I/O), with the
+Kubernetes CEL library functions ClusterClass rules use added here (strings: lowerAscii, upperAscii, split,
+join, replace, substring, trim, indexOf, lastIndexOf, charAt, reverse; lists: isSorted, sum, min, max,
+indexOf, lastIndexOf, distinct; regex: find, findAll). Failures read as upstream's: `failed rule: <rule>`,
+the rule's message, or its messageExpression's result; the rule's reason picks the error type; fieldPath
+moves the error; an evaluation error reads `<error> evaluating rule: <rule>`. What differs from upstream is
+listed in tests/unit/reconcile/topology/test_variables_parity.py (the corpus made by upstream's own code).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import celpy
+from celpy import celtypes
+
+_OLD_SELF = re.compile(r"\boldSelf\b")
+_ENV = celpy.Environment()
+
+
+class CELError(Exception):
+    """An evaluation error, worded as cel-go's (`no such key: x`, `division by zero`, ...)."""
+
+
+def _s(v: Any) -> celtypes.StringType:
+    return celtypes.StringType(v)
+
+
+def _lower_ascii(s: str) -> Any:
+    return _s("".join(c.lower() if c.isascii() else c for c in s))
+
+
+def _upper_ascii(s: str) -> Any:
+    return _s("".join(c.upper() if c.isascii() else c for c in s))
+
+
+def _split(s: str, sep: str, n: int | None = None) -> Any:
+    if n is None or n < 0:
+        parts = s.split(sep) if sep else list(s)
+    elif n == 0:
+        parts = []
+    else:
+        parts = s.split(sep, n - 1) if sep else [*list(s)[:n - 1], s[n - 1:]] if len(s) >= n else list(s)
+    return celtypes.ListType([_s(p) for p in parts])
+
+
+def _join(lst: list[Any], sep: str = "") -> Any:
+    return _s(sep.join(str(x) for x in lst))
+
+
+def _replace(s: str, old: str, new: str, n: int | None = None) -> Any:
+    return _s(s.replace(old, new) if n is None or n < 0 else s.replace(old, new, n))
+
+
+def _substring(s: str, start: int, end: int | None = None) -> Any:
+    end = len(s) if end is None else end
+    if start < 0 or start > len(s):
+        raise CELError(f"index out of range: {start}")
+    if end < start or end > len(s):
+        raise CELError(f"index out of range: {end}")
+    return _s(s[start:end])
+
+
+def _char_at(s: str, i: int) -> Any:
+    if i < 0 or i > len(s):
+        raise CELError(f"index out of range: {i}")
+    return _s(s[i:i + 1])
+
+
+def _index_of(target: Any, x: Any, start: int = 0) -> Any:
+    if isinstance(target, str):
+        return celtypes.IntType(target.find(x, start))
+    for i, e in enumerate(target):
+        if e == x:
+            return celtypes.IntType(i)
+    return celtypes.IntType(-1)
+
+
+def _last_index_of(target: Any, x: Any) -> Any:
+    if isinstance(target, str):
+        return celtypes.IntType(target.rfind(x))
+    for i in range(len(target) - 1, -1, -1):
+        if target[i] == x:
+            return celtypes.IntType(i)
+    return celtypes.IntType(-1)
+
+
+def _trim(s: str) -> Any:
+    return _s(s.strip())
+
+
+def _reverse(s: Any) -> Any:
+    return _s(s[::-1]) if isinstance(s, str) else celtypes.ListType(list(s)[::-1])
+
+
+def _is_sorted(lst: list[Any]) -> Any:
+    return celtypes.BoolType(all(lst[i] <= lst[i + 1] for i in range(len(lst) - 1)))
+
+
+def _sum(lst: list[Any]) -> Any:
+    total: Any = celtypes.IntType(0)
+    for x in lst:
+        total = total + x
+    return total
+
+
+def _min(lst: list[Any]) -> Any:
+    if not lst:
+        raise CELError("min(list) argument must not be empty")
+    return min(lst)
+
+
+def _max(lst: list[Any]) -> Any:
+    if not lst:
+        raise CELError("max(list) argument must not be empty")
+    return max(lst)
+
+
+def _distinct(lst: list[Any]) -> Any:
+    out: list[Any] = []
+    for x in lst:
+        if x not in out:
+            out.append(x)
+    return celtypes.ListType(out)
+
+
+def _find(s: str, pattern: str) -> Any:
+    m = re.search(pattern, s)
+    return _s(m.group(0) if m else "")
+
+
+def _find_all(s: str, pattern: str, n: int = -1) -> Any:
+    found = [m.group(0) for m in re.finditer(pattern, s)]
+    return celtypes.ListType([_s(x) for x in (found if n < 0 else found[:n])])
+
+
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "lowerAscii": _lower_ascii, "upperAscii": _upper_ascii, "split": _split, "join": _join, "replace": _replace,
+    "substring": _substring, "charAt": _char_at, "indexOf": _index_of, "lastIndexOf": _last_index_of,
+    "trim": _trim, "reverse": _reverse, "isSorted": _is_sorted, "sum": _sum, "min": _min, "max": _max,
+    "distinct": _distinct, "find": _find, "findAll": _find_all,
+}
+
+
+@functools.lru_cache(maxsize=1024)
+def _program(expr: str) -> Any:
+    return _ENV.program(_ENV.compile(expr), functions=_FUNCTIONS)
+
+
+def to_cel(value: Any, schema: Mapping[str, Any] | None) -> Any:
+    """A JSON value as CEL sees it under `schema`: integers are int, numbers double, objects maps."""
+    typ = schema.get("type") if isinstance(schema, Mapping) else None
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return celtypes.BoolType(value)
+    if isinstance(value, int | float) and typ == "number":
+        return celtypes.DoubleType(float(value))
+    if isinstance(value, int):
+        return celtypes.IntType(value)
+    if isinstance(value, float):
+        return celtypes.IntType(int(value)) if typ == "integer" and value.is_integer() else celtypes.DoubleType(value)
+    if isinstance(value, str):
+        return celtypes.StringType(value)
+    if isinstance(value, list):
+        items = schema.get("items") if isinstance(schema, Mapping) else None
+        return celtypes.ListType([to_cel(v, items) for v in value])
+    if isinstance(value, Mapping):
+        props = schema.get("properties") if isinstance(schema, Mapping) else None
+        extra = schema.get("additionalProperties") if isinstance(schema, Mapping) else None
+        return celtypes.MapType({celtypes.StringType(k): to_cel(v, (props or {}).get(k) if props else extra)
+                                 for k, v in value.items()})
+    return value
+
+
+_ERRORS: tuple[tuple[str, str], ...] = (
+    ("ZeroDivisionError", "division by zero"),
+    ("overflow", "integer overflow"),
+    ("list index out of range", "index out of bounds"),
+)
+
+
+def _cel_error_text(e: BaseException) -> str:
+    """cel-go's wording for a celpy evaluation error, as near as cel-python tells."""
+    if isinstance(e, CELError):
+        return str(e)
+    args = getattr(e, "args", ())
+    text = str(args[0]) if args else str(e)
+    m = re.match(r"no such member in mapping: '(.*)'", text)
+    if m:
+        return f"no such key: {m.group(1)}"
+    if "no matching overload" in text or "no such overload" in text:
+        return "no such overload"
+    detail = " ".join(str(a) for a in args)
+    for needle, go in _ERRORS:
+        if needle in detail:
+            return go
+    return text
+
+
+def evaluate(rule: str, self_value: Any, old_value: Any = None, has_old: bool = False) -> Any:
+    """Evaluate one rule; raises CELError (cel-go's wording) when evaluation fails."""
+    activation: dict[str, Any] = {"self": self_value}
+    if has_old:
+        activation["oldSelf"] = old_value
+    try:
+        result = _program(rule).evaluate(activation)
+    except CELError:
+        raise
+    except (celpy.CELEvalError, celpy.CELParseError, TypeError, ValueError, KeyError, IndexError,
+            ZeroDivisionError) as e:
+        raise CELError(_cel_error_text(e)) from e
+    if isinstance(result, celpy.CELEvalError):
+        raise CELError(_cel_error_text(result))
+    return result
+
+
+def uses_old_self(rule: str) -> bool:
+    return bool(_OLD_SELF.search(rule))
