@@ -111,7 +111,7 @@ async def _decide_deletion(ctx: Ctx, wl: Kube | None, cluster: Obj | None, obs: 
     m = obs.machine
     for _ in range(10):
         a = rdel.decide_deletion(obs)
-        if wl is None or isinstance(a, rdel.TERMINAL) and not isinstance(a, rdel.DeleteNode):
+        if wl is None or (isinstance(a, rdel.TERMINAL) and not isinstance(a, rdel.DeleteNode)):
             return a
         if isinstance(a, rdel.DeleteNode):
             if obs.node_delete_failed:
