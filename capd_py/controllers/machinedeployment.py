@@ -1,11 +1,11 @@
-"""MachineDeployment controller (thin I/O around capd_py.reconcile.machinedeployment)."""
+"""MachineDeployment controller on the reconcile skeleton (thin I/O around capd_py.reconcile.machinedeployment)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from capd_py.api import contract, selectors
-from capd_py.api.gvk import CLUSTER, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
+from capd_py.api.gvk import MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
 from capd_py.api.labels import (
     CLUSTER_NAME,
     DEPLOYMENT_NAME,
@@ -13,11 +13,10 @@ from capd_py.api.labels import (
     REVISION_ANNOTATION,
     TEMPLATE_HASH,
 )
-from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata, read_ref
 from capd_py.controllers.manager import Controller, Mapper, owner_mapper, referrers_mapper
-from capd_py.controllers.queue import Result
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import KubeError
 from capd_py.reconcile import coreutil
@@ -31,38 +30,40 @@ def _deployment_label_mapper() -> Mapper:
     return m
 
 
-async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
-    kube = ctx.kube
-    md = await kube.get(MACHINE_DEPLOYMENT, namespace, name)
-    if md is None:
-        return None
+async def _read(ctx: Ctx, md: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                                       list[dict[str, Any]]]:
+    """(the cluster's MachineSets, those this MachineDeployment owns, its Machines)."""
+    namespace, name = md["metadata"]["namespace"], md["metadata"]["name"]
     cn = contract.dig(md, "spec", "clusterName") or ""
-    cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
+    if not cn:
+        return [], [], []
+    all_ms = await ctx.kube.list(MACHINE_SET, namespace, labels={CLUSTER_NAME: cn})
+    machines = await ctx.kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cn, DEPLOYMENT_NAME: name[:63]})
+    return all_ms, [ms for ms in all_ms if rmd.owns(md, ms)], machines
 
-    if await lifecycle.pause_if_needed(kube, MACHINE_DEPLOYMENT, md, cluster):
-        return None
 
-    all_ms = await kube.list(MACHINE_SET, namespace, labels={CLUSTER_NAME: cn}) if cn else []
-    owned = [ms for ms in all_ms if rmd.owns(md, ms)]
-    machines = await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cn, DEPLOYMENT_NAME: name[:63]}) \
-        if cn else []
+async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+    md = sub.obj
+    _, owned, machines = await _read(ctx, md)
+    for ms in owned:
+        await delete_obj(ctx.kube, MACHINE_SET, ms)
+    return Outcome(status=rmd.compute_status(md, owned, None, machines), done=not owned,
+                   requeue_after=ctx.settings.poll_seconds if owned else None)
 
-    if coreutil.is_deleting(md):
-        for ms in owned:
-            await delete_obj(kube, MACHINE_SET, ms)
-        md2 = await lifecycle.write_status(kube, MACHINE_DEPLOYMENT, md, rmd.compute_status(md, owned, None, machines))
-        if owned:
-            return Result(requeue_after=ctx.settings.poll_seconds)
-        await ensure_metadata(kube, MACHINE_DEPLOYMENT, md2 or md, remove_finalizer=FINALIZER_MACHINE_DEPLOYMENT)
-        return None
 
+def _metadata(md: dict[str, Any], cluster: dict[str, Any] | None) -> dict[str, Any]:
+    """The Cluster as owner (unless something controls the MachineDeployment), its label, and the selector
+    defaults in the finalizer's patch (a new MachineDeployment needs both)."""
+    cn = contract.dig(md, "spec", "clusterName") or ""
     owner = None
     if cluster is not None and contract.controller_owner(md) is None:
         owner = contract.owner_ref(cluster, controller=False)
-    # metadata and the selector defaults in one patch (a new MachineDeployment needs both)
-    md = await ensure_metadata(kube, MACHINE_DEPLOYMENT, md, also=rmd.spec_defaults_patch(md),
-                               finalizer=FINALIZER_MACHINE_DEPLOYMENT, owner=owner,
-                               labels={CLUSTER_NAME: cn} if cn else None)
+    return {"also": rmd.spec_defaults_patch(md), "owner": owner, "labels": {CLUSTER_NAME: cn} if cn else None}
+
+
+async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+    kube, md, cluster, namespace, name = ctx.kube, sub.obj, sub.cluster, sub.namespace, sub.name
+    all_ms, owned, machines = await _read(ctx, md)
     if cluster is not None and not coreutil.is_deleting(cluster):
         # the Cluster owns the templates (as upstream), so they go with it; a missing one is the MachineSet's concern
         for ref in rmd.template_refs(md):
@@ -88,9 +89,7 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     max_rev = max([rmd.revision(ms) for ms in owned] or [0])
 
     if contract.dig(md, "spec", "paused"):
-        await lifecycle.write_status(kube, MACHINE_DEPLOYMENT, md,
-                                 rmd.compute_status(md, owned, new["metadata"]["name"] if new else None, machines))
-        return None
+        return Outcome(status=rmd.compute_status(md, owned, new["metadata"]["name"] if new else None, machines))
 
     if new is None:
         old_states = [rmd.MS.of(ms) for ms in olds]
@@ -105,7 +104,8 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         except KubeError as e:
             if not e.conflict:
                 raise
-            return Result(requeue_after=0.5)  # a MachineSet of that name exists (being deleted or not ours yet)
+            # a MachineSet of that name exists (being deleted or not ours yet)
+            return Outcome(status=None, requeue_after=0.5)
         owned.append(new)
         ctx.log.info("machinedeployment %s/%s: created MachineSet %s (revision %d)", namespace, name,
                      new["metadata"]["name"], max_rev + 1)
@@ -139,9 +139,12 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         ctx.log.info("machinedeployment %s/%s: deleting old MachineSet %s", namespace, name, ms["metadata"]["name"])
         await delete_obj(kube, MACHINE_SET, ms)
 
-    await lifecycle.write_status(kube, MACHINE_DEPLOYMENT, md,
-                                 rmd.compute_status(md, owned, new["metadata"]["name"], machines))
-    return None
+    return Outcome(status=rmd.compute_status(md, owned, new["metadata"]["name"], machines), obj=md)
+
+
+KIND = Kind(MACHINE_DEPLOYMENT, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_MACHINE_DEPLOYMENT,
+            metadata=_metadata)
+reconcile = reconciler(KIND)
 
 
 def controller() -> Controller:

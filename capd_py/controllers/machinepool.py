@@ -20,14 +20,14 @@ from capd_py.api.gvk import (
     NODE,
 )
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_MACHINE_POOL, MACHINE_POOL_NAME
-from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import RefRead, delete_obj, ensure_metadata, get_ref, gvk_of, owner_for, read_ref
 from capd_py.controllers.manager import Controller, owner_mapper
-from capd_py.controllers.queue import Result
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
-from capd_py.kube.client import Kube, KubeError
+from capd_py.kube.client import Kube, KubeError, WorkloadError
+from capd_py.kube.workload import UNREACHABLE
 from capd_py.reconcile import coreutil
 from capd_py.reconcile import machinepool as rmp
 
@@ -57,7 +57,7 @@ async def _workload_nodes(ctx: Ctx, ns: str, cluster: dict[str, Any] | None) -> 
         if watched is not None:  # the cluster's Node watch is in sync: its copies, no request
             return wl, copy.deepcopy(list(watched.values()))
         return wl, await wl.list(NODE)
-    except Exception as e:  # noqa: BLE001 - an unreachable workload cluster only delays nodeRefs
+    except UNREACHABLE as e:  # an unreachable workload cluster (or an unreadable kubeconfig) only delays nodeRefs
         ctx.log.debug("machinepool: workload nodes of %s/%s: %s", ns, cluster["metadata"]["name"], e)
         return None, None
 
@@ -79,21 +79,15 @@ async def _list_machines(ctx: Ctx, mp: dict[str, Any]) -> list[dict[str, Any]]:
     return rmp.machines_of(mp, await ctx.kube.list(MACHINE, mp["metadata"]["namespace"], labels=rmp.pool_labels(mp)))
 
 
-async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
-    kube = ctx.kube
-    mp = await kube.get(MACHINE_POOL, namespace, name)
-    if mp is None:
-        return None
+def _metadata(mp: dict[str, Any], cluster: dict[str, Any] | None) -> dict[str, Any]:
+    """The Cluster as owner and its label."""
     cn = contract.dig(mp, "spec", "clusterName") or ""
-    cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
-    if await lifecycle.pause_if_needed(kube, MACHINE_POOL, mp, cluster):
-        return None
-    if coreutil.is_deleting(mp):
-        return await _reconcile_delete(ctx, mp, cluster)
+    return {"owner": contract.owner_ref(cluster, controller=False) if cluster is not None else None,
+            "labels": {CLUSTER_NAME: cn} if cn else None}
 
-    owner = contract.owner_ref(cluster, controller=False) if cluster is not None else None
-    mp = await ensure_metadata(kube, MACHINE_POOL, mp, finalizer=FINALIZER_MACHINE_POOL, owner=owner,
-                               labels={CLUSTER_NAME: cn} if cn else None)
+
+async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+    kube, mp, cluster, namespace, name = ctx.kube, sub.obj, sub.cluster, sub.namespace, sub.name
     b_read = await read_ref(ctx, namespace, rmp.bootstrap_ref(mp), watcher="MachinePool")
     bootstrap = await _adopt(ctx, mp, b_read.obj)
     infra_error = rmp.infra_ref_problem(mp)
@@ -135,29 +129,24 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
             try:
                 await wl.delete(NODE, None, node)
                 ctx.log.info("machinepool %s/%s: deleted retired node %s", namespace, name, node)
-            except Exception as e:  # noqa: BLE001 - retried on the next pass
+            except WorkloadError as e:  # retried on the next pass
                 ctx.log.info("machinepool %s/%s: deleting retired node %s: %s", namespace, name, node, e)
 
     status = rmp.compute_status(obs)
     old_refs = len(contract.dig(mp, "status", "nodeRefs", default=[]) or [])
-    await lifecycle.write_status(kube, MACHINE_POOL, mp, status)
     if len(status.get("nodeRefs") or []) != old_refs and status.get("nodeRefs"):
         await events.record(kube, mp, "SuccessfulSetNodeRefs",
                             ", ".join(r["name"] for r in status["nodeRefs"]), type_="Normal")
-    if infra is None or cluster is None:
-        return Result(requeue_after=ctx.settings.poll_seconds)  # a referenced object does not exist (yet)
+    if infra is None or cluster is None:  # a referenced object does not exist (yet)
+        return Outcome(status=status, obj=mp, requeue_after=ctx.settings.poll_seconds)
     steady = status.get("phase") == rmp.PHASE_RUNNING and \
         len(status.get("nodeRefs") or []) == coreutil.replicas_of(mp) and \
         status.get("upToDateReplicas") == coreutil.replicas_of(mp)
-    return None if steady else Result(requeue_after=ctx.settings.poll_seconds)
+    return Outcome(status=status, obj=mp, requeue_after=None if steady else ctx.settings.poll_seconds)
 
 
-async def _reconcile_delete(ctx: Ctx, mp: dict[str, Any], cluster: dict[str, Any] | None) -> Result | None:
-    kube = ctx.kube
-    md = mp["metadata"]
-    ns = md["namespace"]
-    if not lifecycle.has_finalizer(mp, FINALIZER_MACHINE_POOL):
-        return None
+async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+    mp, cluster, ns = sub.obj, sub.cluster, sub.namespace
     bootstrap = await get_ref(ctx, ns, rmp.bootstrap_ref(mp), watcher="MachinePool")
     infra = await get_ref(ctx, ns, rmp.infra_ref(mp), watcher="MachinePool")
     machines = await _list_machines(ctx, mp)
@@ -165,18 +154,19 @@ async def _reconcile_delete(ctx: Ctx, mp: dict[str, Any], cluster: dict[str, Any
     for obj in plan.delete:
         g = await gvk_of(ctx, obj)
         if g is not None:
-            await delete_obj(kube, g, obj)
-    obs = rmp.Observed(mp=mp, cluster=cluster, bootstrap=bootstrap, infra=infra, machines=machines)
-    status = rmp.compute_status(obs)
-    if not plan.done:
-        status["conditions"] = cond.set_condition(status["conditions"], cond.DELETING, True, "Deleting",
-                                                  "Waiting for " + ", ".join(plan.waiting[:5]) + " to be deleted",
-                                                  observed_generation=md.get("generation"))
-    mp2 = await lifecycle.write_status(kube, MACHINE_POOL, mp, status)
-    if not plan.done:
-        return Result(requeue_after=ctx.settings.poll_seconds)
-    await lifecycle.remove_finalizer(kube, MACHINE_POOL, mp2, FINALIZER_MACHINE_POOL)
-    return None
+            await delete_obj(ctx.kube, g, obj)
+    if plan.done:
+        return Outcome(done=True)
+    status = rmp.compute_status(rmp.Observed(mp=mp, cluster=cluster, bootstrap=bootstrap, infra=infra,
+                                             machines=machines))
+    status["conditions"] = cond.set_condition(status["conditions"], cond.DELETING, True, "Deleting",
+                                              "Waiting for " + ", ".join(plan.waiting[:5]) + " to be deleted",
+                                              observed_generation=mp["metadata"].get("generation"))
+    return Outcome(status=status, done=False, requeue_after=ctx.settings.poll_seconds)
+
+
+KIND = Kind(MACHINE_POOL, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_MACHINE_POOL, metadata=_metadata)
+reconcile = reconciler(KIND)
 
 
 # --- wiring ---------------------------------------------------------------------------------------

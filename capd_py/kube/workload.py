@@ -12,10 +12,18 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+from kubernetes.config.config_exception import ConfigException
+
 from capd_py.api.gvk import SECRET
 from capd_py.kube.client import Kube, WorkloadError
 from capd_py.kube.nodewatch import Listener, NodeWatch
 from capd_py.kube.transport import Unreachable
+
+# what `WorkloadClients.get` raises for a kubeconfig Secret that holds no usable kubeconfig (not YAML, not base64,
+# not a kubeconfig), and with it what a controller catches for "the workload cluster cannot be reached"
+KUBECONFIG_ERRORS: tuple[type[Exception], ...] = (ValueError, yaml.YAMLError, ConfigException)
+UNREACHABLE: tuple[type[Exception], ...] = (*WorkloadError, *KUBECONFIG_ERRORS)
 
 PROBE_TIMEOUT = 5.0
 PROBE_MAX_AGE = 10.0   # upstream's ClusterCache probes every 10 s

@@ -1,5 +1,6 @@
-"""Machine decisions (pure): spec fields copied from providers, status/conditions/phase, node drain
-planning and the deletion sequence. The controller does the I/O around these functions.
+"""Machine decisions (pure): spec fields copied from providers, status/conditions/phase. The deletion sequence
+is reconcile/machine_deletion.py, the drain's and the volume wait's rules reconcile/drain.py. The controller does the
+I/O around these functions.
 
 Follows upstream Cluster API v1beta2: status.initialization.{bootstrapDataSecretCreated,
 infrastructureProvisioned}, status.nodeRef {name}, conditions BootstrapConfigReady,
@@ -15,8 +16,8 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract
-from capd_py.api.labels import CONTROL_PLANE, EXCLUDE_NODE_DRAINING_ANNOTATION, TEMPLATE_HASH
-from capd_py.reconcile import coreutil, drain, machinepool
+from capd_py.api.labels import CONTROL_PLANE, TEMPLATE_HASH
+from capd_py.reconcile import coreutil, machinepool
 from capd_py.reconcile.machinedeployment import template_hash
 
 # Condition types / reasons (upstream names).
@@ -49,13 +50,11 @@ R_WAITING_INFRA_DELETION = "WaitingForInfrastructureDeletion"
 R_WAITING_BOOTSTRAP_DELETION = "WaitingForBootstrapDeletion"
 R_DELETING_NODE = "DeletingNode"
 R_DELETION_COMPLETED = "DeletionCompleted"
-R_PAUSED, R_NOT_PAUSED = "Paused", "NotPaused"
 
 PHASE_PENDING, PHASE_PROVISIONING, PHASE_PROVISIONED = "Pending", "Provisioning", "Provisioned"
 PHASE_RUNNING, PHASE_DELETING, PHASE_DELETED, PHASE_FAILED = "Running", "Deleting", "Deleted", "Failed"
 
 NODE_PRESSURE_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure")
-DEFAULT_NODE_DELETION_TIMEOUT = 10  # seconds, upstream default for nodeDeletionTimeoutSeconds
 
 
 @dataclass
@@ -373,10 +372,6 @@ def compute_status(obs: Observed) -> dict[str, Any]:
     elif not cur_del or cur_del.get("status") != cond.TRUE:
         setc(cond.DELETING, True, R_DELETING, "Machine deletion in progress")
 
-    # Paused
-    paused = coreutil.is_paused(m, obs.cluster)
-    setc(cond.PAUSED, paused, R_PAUSED if paused else R_NOT_PAUSED)
-
     # Ready summary
     view = {"status": {"conditions": conds}}
     not_ready = [c for c in (BOOTSTRAP_CONFIG_READY, INFRASTRUCTURE_READY, NODE_HEALTHY) if not cond.is_true(view, c)]
@@ -436,90 +431,3 @@ def phase(machine: dict[str, Any], status: dict[str, Any], bootstrap_ref: bool =
     if (spec.get("bootstrap") or {}).get("dataSecretName"):
         return PHASE_PROVISIONING
     return PHASE_PENDING
-
-
-# --- deletion ------------------------------------------------------------------------------------
-
-
-@dataclass
-class DeleteStep:
-    action: str  # "wait_hook" | "drain" | "wait_volumes" | "delete_providers" | "delete_node" | "remove_finalizer"
-    reason: str
-    message: str = ""
-
-
-def node_drain_timeout_passed(machine: dict[str, Any], now: _dt.datetime) -> bool:
-    timeout = contract.dig(machine, "spec", "deletion", "nodeDrainTimeoutSeconds")
-    start = coreutil.parse_time(contract.dig(machine, "status", "deletion", "nodeDrainStartTime"))
-    if not timeout or not start:
-        return False
-    return (now - start).total_seconds() > int(timeout)
-
-
-def node_deletion_timeout_passed(machine: dict[str, Any], now: _dt.datetime) -> bool:
-    timeout = contract.dig(machine, "spec", "deletion", "nodeDeletionTimeoutSeconds")
-    timeout = DEFAULT_NODE_DELETION_TIMEOUT if timeout is None else int(timeout)
-    if timeout == 0:  # 0 means wait forever
-        return False
-    since = coreutil.parse_time(machine.get("metadata", {}).get("deletionTimestamp"))
-    return bool(since) and (now - since).total_seconds() > timeout  # type: ignore[operator]
-
-
-def is_drain_allowed(machine: dict[str, Any], now: _dt.datetime) -> bool:
-    ann = machine.get("metadata", {}).get("annotations") or {}
-    if EXCLUDE_NODE_DRAINING_ANNOTATION in ann:
-        return False
-    return not node_drain_timeout_passed(machine, now)
-
-
-def is_delete_node_allowed(machine: dict[str, Any], cluster: dict[str, Any] | None,
-                           other_cp_machines: int) -> tuple[bool, str]:
-    """Upstream rules: no node -> nothing to do; the Cluster is going away -> skip (the whole
-    workload cluster goes); the last control-plane Machine keeps its node."""
-    if not (contract.dig(machine, "status", "nodeRef", "name")):
-        return False, "Machine has no nodeRef"
-    if cluster is None or coreutil.is_deleting(cluster):
-        return False, "Cluster is being deleted"
-    if is_control_plane(machine) and other_cp_machines == 0:
-        return False, "last control plane Machine"
-    return True, ""
-
-
-def deletion_step(machine: dict[str, Any], *, node_delete_allowed: bool, drain_done: bool,
-                  infra_exists: bool, bootstrap_exists: bool, node_exists: bool,
-                  now: _dt.datetime, node_delete_failed: bool = False, volumes_done: bool = False) -> DeleteStep:
-    """Next step of the Machine deletion sequence: pre-drain hooks → drain → wait for the Node's volumes to
-    detach → pre-terminate hooks → delete infra+bootstrap and wait → delete the Node and wait (bounded by
-    nodeDeletionTimeoutSeconds) → drop the finalizer. The drain's and the volume wait's messages while they last
-    are the controller's (reconcile/drain.py); these are the ones they start with."""
-    ann = machine.get("metadata", {}).get("annotations") or {}
-    if node_delete_allowed:
-        hooks = sorted(k for k in ann if k.startswith(PRE_DRAIN_HOOK_PREFIX))
-        if hooks:
-            return DeleteStep("wait_hook", R_WAITING_PRE_DRAIN_HOOK, "Waiting for pre-drain hooks to succeed "
-                              f"(hooks: {', '.join(hooks)})")
-    if node_delete_allowed and node_exists and not drain_done and is_drain_allowed(machine, now):
-        start = contract.dig(machine, "status", "deletion", "nodeDrainStartTime") or coreutil.iso(now)
-        return DeleteStep("drain", R_DRAINING_NODE, f"Drain not completed yet (started at {start}):")
-    if node_delete_allowed and node_exists and not volumes_done and drain.is_volume_detach_wait_allowed(machine, now):
-        start = contract.dig(machine, "status", "deletion", "waitForNodeVolumeDetachStartTime") or coreutil.iso(now)
-        return DeleteStep("wait_volumes", R_WAITING_VOLUME_DETACH,
-                          f"Waiting for Node volumes to be detached (started at {start})")
-    hooks = sorted(k for k in ann if k.startswith(PRE_TERMINATE_HOOK_PREFIX))
-    if hooks and (infra_exists or bootstrap_exists):
-        return DeleteStep("wait_hook", R_WAITING_PRE_TERMINATE_HOOK, "Waiting for pre-terminate hooks to succeed "
-                          f"(hooks: {', '.join(hooks)})")
-    if infra_exists or bootstrap_exists:
-        if infra_exists:
-            ref = contract.ref(machine, "spec", "infrastructureRef")
-            return DeleteStep("delete_providers", R_WAITING_INFRA_DELETION,
-                              f"Waiting for {coreutil.ref_str(ref)} to be deleted")
-        ref = contract.ref(machine, "spec", "bootstrap", "configRef")
-        return DeleteStep("delete_providers", R_WAITING_BOOTSTRAP_DELETION,
-                          f"Waiting for {coreutil.ref_str(ref)} to be deleted")
-    # The Node is always deleted at least once; nodeDeletionTimeoutSeconds (counted from the Machine's
-    # deletionTimestamp) only bounds the retries after a failed attempt, as upstream does.
-    if node_delete_allowed and node_exists and not (node_delete_failed and node_deletion_timeout_passed(machine, now)):
-        node = contract.dig(machine, "status", "nodeRef", "name")
-        return DeleteStep("delete_node", R_DELETING_NODE, f"Deleting Node {node}")
-    return DeleteStep("remove_finalizer", R_DELETION_COMPLETED)

@@ -336,6 +336,5 @@ def compute_status(md: dict[str, Any], mss: list[dict[str, Any]], new_name: str 
         setc(cond.DELETING, True, "Deleting", f"Deleting {len(mss)} MachineSet(s)")
     else:
         setc(cond.DELETING, False, "NotDeleting")
-    setc(cond.PAUSED, False, "NotPaused")
     st["conditions"] = conds
     return st

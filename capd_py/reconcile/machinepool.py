@@ -12,7 +12,8 @@
   `spec.version` is the pool's version when the Machine is created (upstream takes the Node's kubelet version).
 - status: replicas counts as upstream (ready/available/upToDate from the Machines), phase as upstream, and the
   v1beta2 conditions upstream's CRD lists (BootstrapConfigReady, InfrastructureReady, MachinesReady,
-  MachinesUpToDate, ScalingUp, ScalingDown, Available, Deleting, Paused), which upstream v1.13 leaves unset.
+  MachinesUpToDate, ScalingUp, ScalingDown, Available, Deleting; Paused is the reconcile skeleton's), which upstream
+  v1.13 leaves unset.
 """
 
 from __future__ import annotations
@@ -427,7 +428,6 @@ def compute_status(obs: Observed) -> dict[str, Any]:
         setc(cond.DELETING, True, "Deleting", "Deleting the pool's infrastructure, bootstrap config and Machines")
     else:
         setc(cond.DELETING, False, "NotDeleting")
-    setc(cond.PAUSED, False, "NotPaused")
     st["conditions"] = conds
     if gen is not None:
         st["observedGeneration"] = gen

@@ -154,6 +154,7 @@ async def test_machine_pool_scale_rollout_missing_template_and_deletion(
     assert mp["spec"]["template"]["spec"]["bootstrap"]["dataSecretName"] == f"{POOL}-config"
     assert mp["spec"]["providerIDList"] == [dm["spec"]["providerID"]]
     assert mp["status"]["initialization"] == {"bootstrapDataSecretCreated": True, "infrastructureProvisioned": True}
+    assert (cond.get(mp, "Paused") or {}).get("status") == cond.FALSE  # the reconcile skeleton's
     cfg = await kube.get(KUBEADM_CONFIG, namespace, f"{POOL}-config")
     assert cfg is not None and cfg["metadata"]["ownerReferences"][0]["kind"] == "MachinePool"
     assert cfg["spec"]["joinConfiguration"]["discovery"]["bootstrapToken"]["token"]  # a worker join, not init

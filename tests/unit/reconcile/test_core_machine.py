@@ -179,104 +179,6 @@ def test_deleting_phase_and_condition() -> None:
     assert conds_of(st)["Ready"]["status"] == "False"
 
 
-# --- deletion sequence -------------------------------------------------------------------------
-
-def dm(**kw: object) -> dict:
-    m = full_machine(deleting=True, node="c1-m1", **kw)  # type: ignore[arg-type]
-    return m
-
-
-def step(m: dict, **kw: object) -> str:
-    args = dict(node_delete_allowed=True, drain_done=False, infra_exists=True, bootstrap_exists=True,
-                node_exists=True, now=NOW, volumes_done=True)
-    args.update(kw)
-    return rm.deletion_step(m, **args).action  # type: ignore[arg-type]
-
-
-def test_deletion_order() -> None:
-    m = dm()
-    assert step(m) == "drain"
-    assert step(m, drain_done=True, volumes_done=False) == "wait_volumes"
-    assert step(m, drain_done=True) == "delete_providers"
-    assert rm.deletion_step(m, node_delete_allowed=True, drain_done=True, infra_exists=False, volumes_done=True,
-                            bootstrap_exists=True, node_exists=True, now=NOW).reason == "WaitingForBootstrapDeletion"
-
-
-def test_volume_wait_comes_after_the_drain_and_before_the_infrastructure() -> None:
-    m = dm()
-    m["status"]["deletion"] = {"nodeDrainStartTime": ts(30)}
-    st = rm.deletion_step(m, node_delete_allowed=True, drain_done=False, infra_exists=True, bootstrap_exists=True,
-                          node_exists=True, now=NOW)
-    assert (st.action, st.reason, st.message) == ("drain", "DrainingNode",
-                                                  f"Drain not completed yet (started at {ts(30)}):")
-    st = rm.deletion_step(m, node_delete_allowed=True, drain_done=True, infra_exists=True, bootstrap_exists=True,
-                          node_exists=True, now=NOW)
-    assert (st.action, st.reason) == ("wait_volumes", "WaitingForVolumeDetach")
-    assert st.message == f"Waiting for Node volumes to be detached (started at {rm.coreutil.iso(NOW)})"
-    assert step(m, drain_done=True, volumes_done=False, node_exists=False) == "delete_providers"
-    assert step(m, drain_done=True, volumes_done=False, node_delete_allowed=False) == "delete_providers"
-    excluded = dm(annotations={"machine.cluster.x-k8s.io/exclude-wait-for-node-volume-detach": ""})
-    assert step(excluded, drain_done=True, volumes_done=False) == "delete_providers"
-    timed = dm()
-    timed["spec"]["deletion"] = {"nodeVolumeDetachTimeoutSeconds": 30}
-    timed["status"]["deletion"] = {"waitForNodeVolumeDetachStartTime": ts(29)}
-    assert step(timed, drain_done=True, volumes_done=False) == "wait_volumes"
-    timed["status"]["deletion"] = {"waitForNodeVolumeDetachStartTime": ts(30)}
-    assert step(timed, drain_done=True, volumes_done=False) == "delete_providers"   # >= the timeout, as upstream
-    timed["spec"]["deletion"] = {"nodeVolumeDetachTimeoutSeconds": 0}                # 0: wait forever
-    assert step(timed, drain_done=True, volumes_done=False) == "wait_volumes"
-    assert step(m, drain_done=True, infra_exists=False, bootstrap_exists=False) == "delete_node"
-    assert step(m, drain_done=True, infra_exists=False, bootstrap_exists=False, node_exists=False) == \
-        "remove_finalizer"
-
-
-def test_exclude_drain_annotation() -> None:
-    m = dm(annotations={"machine.cluster.x-k8s.io/exclude-node-draining": ""})
-    assert step(m) == "delete_providers"
-
-
-def test_drain_timeout() -> None:
-    m = dm()
-    m["spec"]["deletion"] = {"nodeDrainTimeoutSeconds": 60}
-    m["status"]["deletion"] = {"nodeDrainStartTime": ts(30)}
-    assert step(m) == "drain"
-    m["status"]["deletion"] = {"nodeDrainStartTime": ts(120)}
-    assert step(m) == "delete_providers"
-
-
-def test_node_deletion_timeout_bounds_retries_only() -> None:
-    m = dm()
-    m["metadata"]["deletionTimestamp"] = ts(5)
-    kw = dict(drain_done=True, infra_exists=False, bootstrap_exists=False)
-    assert step(m, **kw) == "delete_node"  # default timeout 10s
-    assert step(m, node_delete_failed=True, **kw) == "delete_node"  # within the timeout: retry
-    # a long drain must not cost the Node its deletion: the first attempt always happens
-    m["metadata"]["deletionTimestamp"] = ts(30)
-    assert step(m, **kw) == "delete_node"
-    assert step(m, node_delete_failed=True, **kw) == "remove_finalizer"  # failed and out of time: give up
-    m["spec"]["deletion"] = {"nodeDeletionTimeoutSeconds": 0}  # 0: wait forever
-    assert step(m, node_delete_failed=True, **kw) == "delete_node"
-
-
-def test_node_delete_not_allowed_skips_node_steps() -> None:
-    m = dm()
-    assert step(m, node_delete_allowed=False) == "delete_providers"
-    assert step(m, node_delete_allowed=False, infra_exists=False, bootstrap_exists=False) == "remove_finalizer"
-
-
-def test_is_delete_node_allowed() -> None:
-    cluster = {"metadata": {"name": "c1"}}
-    m = dm()
-    assert rm.is_delete_node_allowed(m, cluster, 0)[0]
-    assert not rm.is_delete_node_allowed(m, {"metadata": {"deletionTimestamp": ts(1)}}, 0)[0]
-    assert not rm.is_delete_node_allowed(m, None, 0)[0]
-    cp = dm(labels={"cluster.x-k8s.io/control-plane": ""})
-    assert not rm.is_delete_node_allowed(cp, cluster, 0)[0]
-    assert rm.is_delete_node_allowed(cp, cluster, 2)[0]
-    no_node = full_machine(deleting=True)
-    assert not rm.is_delete_node_allowed(no_node, cluster, 0)[0]
-
-
 def test_node_metadata_patch() -> None:
     m = machine("m1", labels={"node-role.kubernetes.io/worker": "", "node.cluster.x-k8s.io/pool": "a",
                               "other": "x"}, owner={"kind": "MachineSet", "name": "ms1", "uid": "u",
@@ -306,19 +208,6 @@ def test_external_owner_refs() -> None:
     kcp = {"metadata": {"ownerReferences": [{"kind": "KubeadmControlPlane", "name": "k", "uid": "ku",
                                              "controller": True}]}}
     assert [r["uid"] for r in rm.external_owner_refs(kcp, m) or []] == ["mu"]
-
-
-def test_delete_hooks() -> None:
-    m = dm(annotations={"pre-drain.delete.hook.machine.cluster.x-k8s.io/etcd": "kcp"})
-    st = rm.deletion_step(m, node_delete_allowed=True, drain_done=False, infra_exists=True, bootstrap_exists=True,
-                          node_exists=True, now=NOW)
-    assert (st.action, st.reason) == ("wait_hook", "WaitingForPreDrainHook")
-    assert step(m, node_delete_allowed=False) == "delete_providers"  # pre-drain only gates the node steps
-    m = dm(annotations={"pre-terminate.delete.hook.machine.cluster.x-k8s.io/x": ""})
-    assert step(m) == "drain"
-    st = rm.deletion_step(m, node_delete_allowed=True, drain_done=True, infra_exists=True, bootstrap_exists=True,
-                          node_exists=True, now=NOW, volumes_done=True)
-    assert (st.action, st.reason) == ("wait_hook", "WaitingForPreTerminateHook")
 
 
 def test_unreachable_before_node_is_waiting_not_connection_down() -> None:
