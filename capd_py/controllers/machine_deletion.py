@@ -25,7 +25,6 @@ from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, read_ref
 from capd_py.controllers.skeleton import Outcome, Subject
 from capd_py.kube.client import Kube, KubeError, WorkloadError
-from capd_py.kube.workload import UNREACHABLE
 from capd_py.reconcile import coreutil
 from capd_py.reconcile import drain as rd
 from capd_py.reconcile import machine as rm
@@ -40,7 +39,7 @@ async def workload(ctx: Ctx, ns: str, cluster: Obj | None) -> Kube | None:
         return None
     try:
         return await ctx.workload.get(ns, cluster["metadata"]["name"])
-    except UNREACHABLE as e:  # an unreadable kubeconfig is "not reachable" too
+    except WorkloadError as e:  # an unreadable kubeconfig is "not reachable" too
         ctx.log.debug("workload client for %s/%s: %s", ns, cluster["metadata"]["name"], e)
         return None
 

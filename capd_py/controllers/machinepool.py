@@ -27,7 +27,6 @@ from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import Kube, KubeError, WorkloadError
-from capd_py.kube.workload import UNREACHABLE
 from capd_py.reconcile import coreutil
 from capd_py.reconcile import machinepool as rmp
 
@@ -57,7 +56,7 @@ async def _workload_nodes(ctx: Ctx, ns: str, cluster: dict[str, Any] | None) -> 
         if watched is not None:  # the cluster's Node watch is in sync: its copies, no request
             return wl, copy.deepcopy(list(watched.values()))
         return wl, await wl.list(NODE)
-    except UNREACHABLE as e:  # an unreachable workload cluster (or an unreadable kubeconfig) only delays nodeRefs
+    except WorkloadError as e:  # an unreachable workload cluster (or an unreadable kubeconfig) only delays nodeRefs
         ctx.log.debug("machinepool: workload nodes of %s/%s: %s", ns, cluster["metadata"]["name"], e)
         return None, None
 

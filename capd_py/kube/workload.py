@@ -20,10 +20,9 @@ from capd_py.kube.client import Kube, WorkloadError
 from capd_py.kube.nodewatch import Listener, NodeWatch
 from capd_py.kube.transport import Unreachable
 
-# what `WorkloadClients.get` raises for a kubeconfig Secret that holds no usable kubeconfig (not YAML, not base64,
-# not a kubeconfig), and with it what a controller catches for "the workload cluster cannot be reached"
+# what making a client of a kubeconfig Secret that holds no usable kubeconfig raises (not base64, not YAML, not a
+# kubeconfig); `WorkloadClients.get` turns them into Unreachable, so controllers catch WorkloadError only
 KUBECONFIG_ERRORS: tuple[type[Exception], ...] = (ValueError, yaml.YAMLError, ConfigException)
-UNREACHABLE: tuple[type[Exception], ...] = (*WorkloadError, *KUBECONFIG_ERRORS)
 
 PROBE_TIMEOUT = 5.0
 PROBE_MAX_AGE = 10.0   # upstream's ClusterCache probes every 10 s
@@ -111,7 +110,7 @@ class WorkloadClients:
             hit[1].close()
         try:
             client = Kube.from_kubeconfig_text(base64.b64decode(sec["data"]["value"]))
-        except Exception as e:  # noqa: BLE001 - base64, YAML, kubeconfig loader: each its own error types
+        except KUBECONFIG_ERRORS as e:
             raise Unreachable(f"kubeconfig secret {namespace}/{cluster}-kubeconfig", e) from e
         self._cache[(namespace, cluster)] = (rv, client)
         self._probes.pop((namespace, cluster), None)  # a new kubeconfig (another address) is probed anew
