@@ -43,7 +43,7 @@ from capd_py.controllers.manager import Manager  # noqa: E402
 from capd_py.controllers.operator import run  # noqa: E402
 from capd_py.controllers.queue import Key, Result  # noqa: E402
 from capd_py.kube.cache import Store  # noqa: E402
-from capd_py.kube.client import Kube, KubeError  # noqa: E402
+from capd_py.kube.client import Kube, KubeError, WriteCounter  # noqa: E402
 from capd_py.kube.crds import install_crds  # noqa: E402
 from capd_py.runtime.fake import FakeRuntime  # noqa: E402
 from capd_py.testing.envtest import EnvTest  # noqa: E402
@@ -55,32 +55,63 @@ STABLE_WINDOW = 60.0
 
 
 class Meter:
-    """Counts the controllers' API writes (by kind) and times the Manager's handler calls."""
+    """The controllers' API writes (the Manager's WriteCounter, by kind), the Manager's handler calls timed, and
+    with --trace-writes / --write-paths every write looked at (the Kube's write methods wrapped)."""
 
     def __init__(self) -> None:
-        self.writes: Counter[str] = Counter()
-        self.total = 0
+        self.counter = WriteCounter()  # the Manager's, once it exists (`attach`)
+        self.mgr: Manager | None = None
         self.timing = False
         self.durations: list[float] = []
         self.timed_keys: set[Key] = set()
         self.trace: str | None = None  # a cluster name: print every write to its objects (stderr)
-        self.creates: Counter[str] = Counter()  # by kind, for the replayed floor
-        self.gvks: dict[str, GVK] = {}
         # --write-paths: writes by (kind, verb, calling function, field paths the write changes)
         self.paths: Counter[tuple[str, str, str, str]] | None = None
         self.store: Store | None = None
+
+    def attach(self, mgr: Manager) -> None:
+        self.mgr, self.counter, self.store = mgr, mgr.writes, mgr.store
+        self.wrap_handler(mgr)
+        if self.trace or self.paths is not None:
+            self.wrap_kube(mgr.ctx.kube)
+
+    def _kinds(self) -> dict[str, GVK]:
+        """plural -> GVK of every kind the Manager watches (dynamic watches included)."""
+        if self.mgr is None:
+            return {}
+        return {g.plural: g for g in [*self.mgr.watched(), *(i.gvk for i in self.mgr.informers.values())]}
+
+    @property
+    def total(self) -> int:
+        return self.counter.total
+
+    @property
+    def writes(self) -> Counter[str]:
+        """Writes by kind (a resource no watched kind names: its plural)."""
+        kinds = self._kinds()
+        out: Counter[str] = Counter()
+        for (_, res), n in self.counter.by_resource.items():
+            out[kinds[res].kind if res in kinds else res] += n
+        return out
+
+    @property
+    def creates(self) -> Counter[str]:
+        kinds = self._kinds()
+        return Counter({kinds[res].kind if res in kinds else res: n
+                        for (verb, res), n in self.counter.by_resource.items() if verb == "POST"})
+
+    @property
+    def gvks(self) -> dict[str, GVK]:
+        """The GVK of every watched kind written."""
+        kinds = self._kinds()
+        return {kinds[res].kind: kinds[res] for _, res in self.counter.by_resource if res in kinds}
 
     def wrap_kube(self, kube: Kube) -> None:
         for name in WRITES:
             orig = getattr(kube, name)
 
             def make(orig: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-                async def counted(gvk: GVK, *a: Any, **kw: Any) -> Any:
-                    self.writes[gvk.kind] += 1
-                    self.total += 1
-                    self.gvks[gvk.kind] = gvk
-                    if orig.__name__ == "create":
-                        self.creates[gvk.kind] += 1
+                async def looked_at(gvk: GVK, *a: Any, **kw: Any) -> Any:
                     if self.trace:
                         self._trace(orig.__name__, gvk, a, kw)
                     if self.paths is not None:
@@ -96,7 +127,7 @@ class Meter:
                             self.paths[(*where[:3], f"REFUSED {e.status}")] += 1
                             raise
                     return await orig(gvk, *a, **kw)
-                return counted
+                return looked_at
             setattr(kube, name, make(orig))
 
     def _trace(self, verb: str, gvk: GVK, a: tuple[Any, ...], kw: dict[str, Any]) -> None:
@@ -296,9 +327,7 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
             workloads = FakeWorkloads(m.ctx.kube, runtime)
             m.ctx.workload = workloads
             m.ctx.etcd = FakeWorkloadEtcd(workloads)
-            meter.wrap_kube(m.ctx.kube)
-            meter.wrap_handler(m)
-            meter.store = m.store
+            meter.attach(m)
             holder["m"] = m
 
         stop = asyncio.Event()

@@ -8,9 +8,12 @@ maps to. Nothing kopf-specific is ever written to a watched object.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -21,10 +24,14 @@ from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.queue import Key, Result, WorkQueue
 from capd_py.kube.cache import Reader, Store
-from capd_py.kube.client import KubeError
+from capd_py.kube.client import Kube, KubeError, WriteCounter
 from capd_py.kube.informer import Informer
 
 log = logging.getLogger("capd_py.manager")
+
+# A file the controllers process keeps `Manager.activity()` in (JSON, rewritten when it changed): how a test
+# outside the process (the e2e tier's management plane) sees its writes and reconciles.
+ACTIVITY_FILE_ENV = "CAPD_PY_ACTIVITY_FILE"
 
 ReconcileFn = Callable[[Ctx, str, str], Awaitable[Result | None]]
 # A mapper turns an event on a watched object into (namespace, name) keys of the controller's kind.
@@ -124,6 +131,33 @@ class Manager:
             ctx.workload.watch_nodes(self.dispatch_node)
         self._resync_task: asyncio.Task[None] | None = None
         self._resyncs = 0
+        # what the controllers did: API writes through ctx.kube (Kube.counter) and reconciles (`reconciles`);
+        # tests wait on it for quiet (capd_py/testing/quiet.py), bench/scale_fake.py reports it
+        self.writes = WriteCounter()
+        if isinstance(ctx.kube, Kube):
+            ctx.kube.counter = self.writes
+        self.activity_file: Path | None = Path(p) if (p := os.environ.get(ACTIVITY_FILE_ENV)) else None
+        self._report_task: asyncio.Task[None] | None = None
+
+    @property
+    def reconciles(self) -> int:
+        return self.queue.processed
+
+    def activity(self) -> dict[str, Any]:
+        """Writes and reconciles so far, and the newest writes (method and path)."""
+        return {"writes": self.writes.total, "reconciles": self.reconciles, "recent": list(self.writes.recent)}
+
+    async def report_forever(self, path: Path, every: float = 1.0) -> None:
+        """Keep `activity()` in `path` (replaced atomically whenever it changed)."""
+        last: dict[str, Any] | None = None
+        while True:
+            now = self.activity()
+            if now != last:
+                tmp = path.with_name(path.name + ".tmp")
+                tmp.write_text(json.dumps(now))
+                tmp.replace(path)
+                last = now
+            await asyncio.sleep(every)
 
     async def _handle(self, key: Key) -> Result | None:
         kind, ns, name = key
@@ -284,10 +318,13 @@ class Manager:
             inf.start()
         self.queue.start()
         self._resync_task = asyncio.create_task(self.resync_forever(), name="capd-py-resync")
+        if self.activity_file is not None:
+            self._report_task = asyncio.create_task(self.report_forever(self.activity_file), name="capd-py-activity")
 
     async def stop(self) -> None:
-        if self._resync_task:
-            self._resync_task.cancel()
+        for t in (self._resync_task, self._report_task):
+            if t is not None:
+                t.cancel()
         self.ctx.workload.stop_watches()
         for inf in self.informers.values():
             inf.stop()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import builtins
 import json
 import tempfile
+import time
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -66,8 +68,37 @@ def _error(status: int, reason: str, data: bytes) -> KubeError:
     return KubeError(status, body.get("reason") or reason, message, body)
 
 
+class WriteCounter:
+    """Counts the writes (every request but a GET) a Kube sends, each once its answer is in: set `Kube.counter`.
+    The Manager counts its controllers' writes so (`Manager.writes`); tests wait on it for quiet
+    (capd_py/testing/quiet.py), bench/scale_fake.py reports it."""
+
+    def __init__(self, keep: int = 20):
+        self.total = 0
+        self.last = 0.0  # time.monotonic() of the newest
+        self.recent: deque[str] = deque(maxlen=keep)  # "PUT /apis/.../status", newest last
+        self.by_resource: Counter[tuple[str, str]] = Counter()  # (method, resource: the plural of the kind)
+
+    def record(self, method: str, path: str) -> None:
+        self.total += 1
+        self.last = time.monotonic()
+        self.recent.append(f"{method} {path}")
+        self.by_resource[(method, resource_of(path))] += 1
+
+
+def resource_of(path: str) -> str:
+    """The resource (plural) a REST path names: /apis/G/V/namespaces/NS/machines/M/status -> machines."""
+    parts = path.split("?")[0].strip("/").split("/")
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    return rest[0] if rest else path
+
+
 class Kube:
     """Unstructured CRUD against one API server."""
+
+    counter: WriteCounter | None = None  # set: every write is counted there (acall)
 
     def __init__(self, api: kubernetes.client.ApiClient, transport: AioTransport | None = None):
         self.api = api
@@ -114,6 +145,15 @@ class Kube:
 
     async def acall(self, method: str, path: str, body: Any = None, query: Iterable[tuple[str, Any]] = (),
                     content_type: str | None = None, timeout: float = 30) -> Any:
+        if self.counter is not None and method != "GET":
+            try:
+                return await self._acall(method, path, body, query, content_type, timeout)
+            finally:  # once answered (or failed): what a reader sees next includes it
+                self.counter.record(method, path)
+        return await self._acall(method, path, body, query, content_type, timeout)
+
+    async def _acall(self, method: str, path: str, body: Any, query: Iterable[tuple[str, Any]],
+                     content_type: str | None, timeout: float) -> Any:
         if self._transport is None:  # an in-memory fake: its synchronous `call` is the API
             return self.call(method, path, body, list(query), content_type, timeout)
         status, reason, data = await self._transport.request(method, path, body, query, content_type, timeout)

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from capd_py.controllers.manager import ACTIVITY_FILE_ENV
 from capd_py.kube.crds import install_crds
 from capd_py.testing.envtest import EnvTest, cache_dir
 
@@ -74,6 +75,9 @@ class Mgmt:
     env: EnvTest
     kubeconfig: str
     log: Path
+    # where its `capd-py controllers` keeps its writes and reconciles (CAPD_PY_ACTIVITY_FILE): wait for quiet on it
+    # with capd_py.testing.quiet (None: started without one)
+    activity: Path | None = None
 
     def capd(self, *args: str, input_: str | None = None, check: bool = True, timeout: float = 900
              ) -> subprocess.CompletedProcess[str]:
@@ -99,7 +103,9 @@ class Mgmt:
 def management_plane(log: Path, env: dict[str, str] | None = None) -> Iterator[Mgmt]:
     """A management plane for e2e tests: a real kube-apiserver + etcd (+ kube-controller-manager, for the garbage
     collector) with capd-py's CRDs, and `capd-py controllers` on it in a process group of its own (`env` added to its
-    environment: feature gates, say), stopped with its whole group at the end."""
+    environment: feature gates, say), stopped with its whole group at the end. The controllers keep their
+    writes and reconciles in `activity.json` beside the log (`Mgmt.activity`)."""
+    activity = log.with_name("activity.json")
     et = EnvTest(controller_manager=True).start()
     k = et.kube()
     try:
@@ -108,8 +114,9 @@ def management_plane(log: Path, env: dict[str, str] | None = None) -> Iterator[M
         k.close()
     with open(log, "wb") as out:
         proc = subprocess.Popen([*CAPD, "controllers", "--kubeconfig", str(et.kubeconfig_path)], stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **(env or {})})
-    m = Mgmt(et, str(et.kubeconfig_path), log)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, ACTIVITY_FILE_ENV: str(activity), **(env or {})})
+    m = Mgmt(et, str(et.kubeconfig_path), log, activity)
     try:
         yield m
     finally:

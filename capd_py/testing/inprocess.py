@@ -13,15 +13,18 @@ import time
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.manager import Manager
 from capd_py.controllers.operator import run
 from capd_py.controllers.queue import awaiting
 from capd_py.kube.client import Kube
+from capd_py.kube.crds import install_crds
 from capd_py.kube.workload import WorkloadClients
 from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.envtest import EnvTest
 from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads
 
 
@@ -96,18 +99,65 @@ async def operator_in_thread(kubeconfig: str, runtime: Any, workload: WorkloadCl
         assert "error" not in holder, holder.get("error")
 
 
-@asynccontextmanager
-async def operator_with_fakes(kubeconfig: str) -> AsyncIterator[tuple[Manager, FakeRuntime]]:
-    """`operator_in_thread` with a fresh FakeRuntime and fake workload clusters (and their etcd) over it: a Node
-    appears for every bootstrapped node container. Yields the Manager and the runtime."""
-    runtime = FakeRuntime()
+class NoWorkloads(WorkloadClients):
+    """Workload clusters with no API server behind them (fake containers, a pretend provider's machines)."""
 
-    def on_manager(m: Manager) -> None:
-        workloads = FakeWorkloads(m.ctx.kube, runtime)
-        m.ctx.workload = workloads
-        m.ctx.etcd = FakeWorkloadEtcd(workloads)
-    async with operator_in_thread(kubeconfig, runtime, on_manager=on_manager) as m:
-        yield m, runtime
+    async def get(self, namespace: str, cluster: str) -> Kube | None:
+        return None
+
+
+class SameAPIWorkloads(WorkloadClients):
+    """Every Cluster's workload API server is `workload` (the envtest API server itself)."""
+
+    def __init__(self, management: Kube, workload: Kube):
+        super().__init__(management)
+        self.wl = workload
+
+    async def get(self, namespace: str, cluster: str) -> Kube | None:
+        return self.wl
+
+
+Workloads = Literal["fake", "none", "envtest"]
+
+
+@dataclass
+class Operator:
+    """A running in-process controllers process: its Manager (`manager.writes`, `manager.activity()`: what
+    capd_py/testing/quiet.py waits on) and its fake container runtime."""
+
+    manager: Manager
+    runtime: FakeRuntime
+
+
+@asynccontextmanager
+async def in_process_operator(envtest: EnvTest, workloads: Workloads = "fake",
+                              crds: list[dict[str, Any]] | None = None) -> AsyncIterator[Operator]:
+    """The operator fixture of the integration tier: every controller in-process (`operator_in_thread`) against
+    `envtest`, over a fresh FakeRuntime, once its cache is primed; stopped after. `crds` (a provider's) are
+    installed first. The workload clusters:
+    - "fake": fake workload clusters and their etcd over the runtime (a Node for every bootstrapped node
+      container, capd_py/testing/fake_workload.py);
+    - "none": no API server behind any Cluster (`NoWorkloads`);
+    - "envtest": the envtest API server is every Cluster's workload cluster (`SameAPIWorkloads`)."""
+    runtime = FakeRuntime()
+    kube, wl = envtest.kube(), envtest.kube()
+    try:
+        if crds:
+            await install_crds(kube, crds=crds)
+        workload: WorkloadClients | None = {"none": NoWorkloads(kube), "envtest": SameAPIWorkloads(kube, wl),
+                                            "fake": None}[workloads]
+
+        def on_manager(m: Manager) -> None:
+            if workloads == "fake":
+                fakes = FakeWorkloads(m.ctx.kube, runtime)
+                m.ctx.workload = fakes
+                m.ctx.etcd = FakeWorkloadEtcd(fakes)
+        async with operator_in_thread(str(envtest.kubeconfig_path), runtime, workload=workload,
+                                      on_manager=on_manager) as m:
+            yield Operator(m, runtime)
+    finally:
+        wl.close()
+        kube.close()
 
 
 def direct_ctx(kube: Kube) -> Ctx:

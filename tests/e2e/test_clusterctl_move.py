@@ -19,6 +19,7 @@ import pytest
 
 from capd_py.api.versions import CLUSTER_API_VERSION
 from capd_py.cli import management
+from capd_py.controllers.manager import ACTIVITY_FILE_ENV
 from capd_py.kube import inventory
 from capd_py.kube.client import Kube
 from capd_py.testing import clusterctl as ctl
@@ -33,6 +34,7 @@ from capd_py.testing.e2e import (
     wait_for,
 )
 from capd_py.testing.envtest import EnvTest
+from capd_py.testing.quiet import wait_quiet_sync
 
 pytestmark = pytest.mark.e2e
 
@@ -62,7 +64,8 @@ def test_upstream_clusterctl_move(clusterctl: str, mgmt: Mgmt, own_namespace: st
     suffix = secrets.token_hex(3)
     name, ctrl = f"e2e-ccmv-{suffix}", f"e2e-ccmv-{suffix}"
     env2 = EnvTest(controller_manager=True).start()
-    target = Mgmt(env2, str(env2.kubeconfig_path), management.log_path(ctrl))
+    # the target's controllers keep their writes and reconciles here (`capd-py init` passes its environment on)
+    target = Mgmt(env2, str(env2.kubeconfig_path), management.log_path(ctrl), tmp_path / "target-activity.json")
     config = ctl.local_repository(tmp_path / "repository")
 
     def cc(*args: str) -> str:
@@ -72,7 +75,8 @@ def test_upstream_clusterctl_move(clusterctl: str, mgmt: Mgmt, own_namespace: st
 
     created = False
     try:
-        run([*CAPD, "init", "--kubeconfig", target.kubeconfig, "--name", ctrl])
+        run([*CAPD, "init", "--kubeconfig", target.kubeconfig, "--name", ctrl],
+            env={ACTIVITY_FILE_ENV: str(target.activity)})
         assert target.kubectl("get", "providers.clusterctl.cluster.x-k8s.io", "-A", "-o", "name").split() != []
         k = Kube.from_kubeconfig(mgmt.kubeconfig)  # the session's management cluster: the same inventory
         try:
@@ -95,8 +99,10 @@ def test_upstream_clusterctl_move(clusterctl: str, mgmt: Mgmt, own_namespace: st
         wait_for(lambda: reconciled(target, name, ns), 120, "the target's controllers to reconcile the cluster", 1)
         wait_for(lambda: target.condition("cluster", name, "Available", ns), 300, "Available at the target", 2)
         available_after = time.monotonic() - t1
-        # a while later: still the same containers and Machines (none replaced), still Available
-        time.sleep(30)
+        # settled (the target's controllers wrote nothing for 20 s): still the same containers and Machines (none
+        # replaced), still Available
+        assert target.activity is not None
+        wait_quiet_sync(target.activity, window=20, timeout=300, what="the target's controllers settled")
         assert containers(name) == before
         assert machine_names(target, name, ns) == machines_before
         assert target.condition("cluster", name, "Available", ns)

@@ -35,6 +35,7 @@ from capd_py.testing.e2e import (
     wait_for,
     workload_kubectl,
 )
+from capd_py.testing.quiet import quiet_versions_sync
 
 pytestmark = pytest.mark.e2e
 
@@ -155,12 +156,11 @@ def test_upstream_quick_start_class_and_development_cluster(clusterctl: str, mgm
     print(f"topology upgrade {K8S_VERSION} -> {UPGRADE_TO_VERSION} (1 CP + 2 workers) in "
           f"{time.monotonic() - t3:.0f}s; API probes ok={api.ok} failed=0")
 
-    # stable: nothing written for 30 s
+    # stable: once the controllers wrote nothing for 20 s (their write counter), nothing of it changed in those 20 s
     wait_for(lambda: mgmt.condition("cluster", NAME, "TopologyReconciled"), 60, "TopologyReconciled")
-    time.sleep(10)
-    before = _versions(mgmt)
-    time.sleep(30)
-    after = _versions(mgmt)
+    assert mgmt.activity is not None
+    before, after = quiet_versions_sync(mgmt.activity, lambda: _versions(mgmt), window=20, timeout=300,
+                                        what="the topology cluster converged")
     changed = {k: (before.get(k), v) for k, v in after.items() if before.get(k) != v}
     assert not changed, f"a stable topology cluster wrote: {changed}"
 

@@ -25,6 +25,7 @@ from capd_py.testing.e2e import (
     wait_for,
     workload_kubectl,
 )
+from capd_py.testing.quiet import activity, quiet_versions_sync
 
 pytestmark = pytest.mark.e2e
 
@@ -72,6 +73,13 @@ def pods_talk_across_nodes(kc: Path, pods: list[dict[str, Any]]) -> None:
 
 def test_default_template_cluster_serves_traffic_and_deletes_cleanly(
         mgmt: Mgmt, quick_cluster: WorkloadCluster) -> None:
+    """The quick cluster: CNI through a ClusterResourceSet, pod and service traffic, stability, deletion.
+
+    Stability: convergence is the controllers' own write counter going quiet (`Mgmt.activity`, 20 s without a
+    write), not a blind sleep. The resourceVersion window that follows lasts 2 minutes because the project brief
+    asks for it ("a stable cluster writes nothing: the e2e tier checks 2 minutes of no resourceVersion change",
+    like upstream's quick-start): two resync periods (Settings.resync_seconds, 60 s), so every object is
+    reconciled at least twice, level-triggered, in it. The 20 quiet seconds are its start."""
     name, kc = quick_cluster.name, quick_cluster.kubeconfig
     # The CNI came only through the ClusterResourceSet: the template has no postKubeadmCommands, the set's
     # binding records the ConfigMap as applied, and the DaemonSet runs on both nodes.
@@ -120,11 +128,18 @@ def test_default_template_cluster_serves_traffic_and_deletes_cleanly(
              ["status"].get("readyReplicas") == 2, 120, "CoreDNS Ready")
     print(f"\n1 CP + 1 worker: Available {quick_cluster.available_seconds:.0f}s after apply")
 
-    # Stable means quiet: like upstream's quick-start, no object of the cluster changes for 2 minutes
-    # (two resync periods of level-triggered reconciles must write nothing).
-    before = resource_versions(mgmt, name)
-    time.sleep(float(os.environ.get("CAPD_PY_E2E_QUIET_SECONDS", "130")))
+    # Stable means quiet: converged once the controllers wrote nothing for 20 s; then no object of the cluster
+    # changes for 2 minutes in all (two resync periods of level-triggered reconciles; see the docstring).
+    window = float(os.environ.get("CAPD_PY_E2E_QUIET_SECONDS", "120"))
+    assert mgmt.activity is not None
+    t_q = time.monotonic()
+    before, _ = quiet_versions_sync(mgmt.activity, lambda: resource_versions(mgmt, name), window=min(20.0, window),
+                                    timeout=300, what=f"{name} converged (no controller write for 20 s)")
+    converged, writes0 = time.monotonic() - t_q, activity(mgmt.activity)["writes"]
+    time.sleep(max(0.0, window - 20))  # the rest of the window; its first 20 s were the quiet ones
     after = resource_versions(mgmt, name)
+    print(f"20 quiet seconds reached after {converged:.0f} s; controller writes in the {window:.0f} s window's last "
+          f"{max(0.0, window - 20):.0f} s: {activity(mgmt.activity)['writes'] - writes0}")
     changed = {k: (before.get(k), v) for k, v in after.items() if before.get(k) != v}
     assert not changed, f"objects written while the cluster was stable: {changed}"
 

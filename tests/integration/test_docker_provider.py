@@ -38,7 +38,7 @@ from capd_py.controllers import dockermachine as dmc
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.queue import Result
 from capd_py.controllers.services.docker_infra import DockerInfra, create_or_adopt
-from capd_py.kube.client import Kube
+from capd_py.kube.client import Kube, WriteCounter
 from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile import addresses, cloudinit, haproxy, subnets
 from capd_py.reconcile import dockercluster as dcr
@@ -785,13 +785,21 @@ def test_runtime_volumes_images_and_label_keys(runtime: DockerRuntime, namespace
 
 
 async def _no_writes(ctx: Ctx, ns: str, objs: list[tuple[Any, Reconcile, dict[str, Any]]]) -> None:
-    for gvk, fn, obj in objs:
-        before = await ctx.kube.get(gvk, ns, obj["metadata"]["name"])
-        assert before is not None
-        await fn(ctx, ns, obj["metadata"]["name"])
-        after = await ctx.kube.get(gvk, ns, obj["metadata"]["name"])
-        assert after is not None and after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"], \
-            f"{gvk.kind} {obj['metadata']['name']} was written: {after.get('status')}"
+    """Each reconcile writes nothing: no API write at all (the Kube's WriteCounter), its object unchanged."""
+    ctx.kube.counter = writes = WriteCounter()
+    try:
+        for gvk, fn, obj in objs:
+            name = obj["metadata"]["name"]
+            before = await ctx.kube.get(gvk, ns, name)
+            assert before is not None
+            await fn(ctx, ns, name)
+            after = await ctx.kube.get(gvk, ns, name)
+            rv = before["metadata"]["resourceVersion"]
+            assert after is not None and after["metadata"]["resourceVersion"] == rv, \
+                f"{gvk.kind} {name} was written: {after.get('status')}"
+            assert writes.total == 0, f"{gvk.kind} {name}'s reconcile wrote: {list(writes.recent)}"
+    finally:
+        ctx.kube.counter = None
 
 
 async def test_addresses_and_host_port_survive_restarts_and_lost_containers(ctx: Ctx, namespace: str,

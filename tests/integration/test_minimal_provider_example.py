@@ -28,11 +28,8 @@ from capd_py.api.gvk import CLUSTER, GVK, MACHINE, MACHINE_DEPLOYMENT, MACHINE_S
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers.manager import Manager
 from capd_py.kube.client import Kube
-from capd_py.kube.crds import install_crds
-from capd_py.kube.workload import WorkloadClients
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
-from capd_py.testing.inprocess import eventually, operator_in_thread
+from capd_py.testing.inprocess import eventually, in_process_operator
 
 pytestmark = pytest.mark.integration
 
@@ -49,13 +46,6 @@ DEPROVISION_SECONDS = 1.0
 Obj = dict[str, Any]
 
 
-class NoWorkloads(WorkloadClients):
-    """A pretend provider's machines have no API server behind them."""
-
-    async def get(self, namespace: str, cluster: str) -> Kube | None:
-        return None
-
-
 def _docs(name: str) -> list[Obj]:
     return [d for d in yaml.safe_load_all((EXAMPLE / "config" / name).read_text()) if d]
 
@@ -65,12 +55,12 @@ def _cond(obj: Obj | None, ctype: str) -> Obj:
 
 
 @pytest.fixture
-async def operator(envtest: EnvTest, kube: Kube) -> AsyncIterator[Manager]:
+async def operator(envtest: EnvTest) -> AsyncIterator[Manager]:
+    """A pretend provider's machines have no API server behind them."""
     crds = _docs("crds.yaml")
     assert all(c["metadata"]["labels"] == {"cluster.x-k8s.io/v1beta2": "v1alpha1"} for c in crds)
-    await install_crds(kube, crds=crds)
-    async with operator_in_thread(str(envtest.kubeconfig_path), FakeRuntime(), workload=NoWorkloads(kube)) as m:
-        yield m
+    async with in_process_operator(envtest, workloads="none", crds=crds) as op:
+        yield op.manager
 
 
 @pytest.fixture

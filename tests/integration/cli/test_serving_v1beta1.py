@@ -28,12 +28,14 @@ from capd_py.cli import management
 from capd_py.cli.existing import init_existing
 from capd_py.cli.move import move
 from capd_py.cli.steps import Steps
+from capd_py.controllers.manager import ACTIVITY_FILE_ENV
 from capd_py.kube import admission_webhook
 from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.crds import load_crds
 from capd_py.reconcile import servingcert
 from capd_py.testing.conversion import KINDS, at, contains, create_and_read_back, of, upstream_v1beta1
 from capd_py.testing.envtest import EnvTest, free_port
+from capd_py.testing.quiet import quiet_versions
 
 pytestmark = pytest.mark.integration
 
@@ -57,13 +59,14 @@ class Controllers:
 
     def __init__(self, env: EnvTest, log: Path):
         self.env, self.log = env, log
+        self.activity = log.with_name("activity.json")  # its writes and reconciles (capd_py/testing/quiet.py)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen([sys.executable, "-c", CONTROLLERS, str(self.env.kubeconfig_path),
                                           str(REFRESH_SECONDS)], stdout=out, stderr=subprocess.STDOUT,
-                                         env={**os.environ})
+                                         env={**os.environ, ACTIVITY_FILE_ENV: str(self.activity)})
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -354,6 +357,6 @@ async def test_upstream_v1_10_clusterclass_patches_apply_to_its_v1beta1_template
             for o in await kube.list(g, ns):
                 out[f"{g.kind}/{o['metadata']['name']}"] = o["metadata"]["generation"]
         return out
-    before = await generations()
-    await asyncio.sleep(5)
-    assert await generations() == before
+    before, after = await quiet_versions(controllers.activity, generations, window=3, timeout=60, interval=0.5,
+                                         what="the topology converged")
+    assert after == before

@@ -6,7 +6,6 @@ leaving nothing half-created, and deleting a ClusterResourceSet keeping what it 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import secrets
 from collections.abc import AsyncIterator
@@ -20,11 +19,10 @@ from capd_py.api.gvk import CLUSTER, CLUSTER_RESOURCE_SET, CLUSTER_RESOURCE_SET_
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_CLUSTER_RESOURCE_SET
 from capd_py.controllers.manager import Manager
 from capd_py.kube.client import Kube
-from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile import clusterresourceset as rcrs
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
-from capd_py.testing.inprocess import eventually, operator_in_thread
+from capd_py.testing.inprocess import eventually, in_process_operator
+from capd_py.testing.quiet import wait_quiet
 
 pytestmark = pytest.mark.integration
 
@@ -32,26 +30,11 @@ NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)
 SERVICE = GVK("", "v1", "Service", "services")
 
 
-class EnvtestWorkloads(WorkloadClients):
-    """Every Cluster's workload API server is the envtest API server itself."""
-
-    def __init__(self, management: Kube, workload: Kube):
-        super().__init__(management)
-        self.wl = workload
-
-    async def get(self, namespace: str, cluster: str) -> Kube | None:
-        return self.wl
-
-
 @pytest.fixture
-async def operator(envtest: EnvTest, kube: Kube) -> AsyncIterator[Manager]:
-    wl = envtest.kube()
-    try:
-        async with operator_in_thread(str(envtest.kubeconfig_path), FakeRuntime(),
-                                      workload=EnvtestWorkloads(kube, wl)) as m:
-            yield m
-    finally:
-        wl.close()
+async def operator(envtest: EnvTest) -> AsyncIterator[Manager]:
+    """The envtest API server is every Cluster's workload cluster."""
+    async with in_process_operator(envtest, workloads="envtest") as op:
+        yield op.manager
 
 
 @pytest.fixture
@@ -166,11 +149,17 @@ async def test_clusterresourcesets_apply_record_and_survive_deletion(operator: M
     assert any(o["kind"] == "ClusterResourceSet" and o["name"] == "once" for o in src["metadata"]["ownerReferences"])
 
     # stable: an event that changes nothing the sets care about brings no writes
+    await wait_quiet(operator, window=1, timeout=30, what="converged before the poke")
     before = {n: (await kube.get(CLUSTER_RESOURCE_SET, ns, n))["metadata"]["resourceVersion"]  # type: ignore[index]
               for n in ("once", "reconcile")}
     before["binding"] = b["metadata"]["resourceVersion"]
+    reconciles = operator.reconciles
     await kube.merge_patch(CLUSTER, ns, "c1", {"metadata": {"annotations": {"poke": "1"}}})
-    await asyncio.sleep(3)
+
+    async def poke_handled() -> bool:
+        return operator.reconciles > reconciles
+    await eventually(poke_handled, 10, "the poke reconciled")
+    await wait_quiet(operator, window=1.5, timeout=30, what="after the poke")
     after = {n: (await kube.get(CLUSTER_RESOURCE_SET, ns, n))["metadata"]["resourceVersion"]  # type: ignore[index]
              for n in ("once", "reconcile")}
     after["binding"] = (await kube.get(CLUSTER_RESOURCE_SET_BINDING, ns, "c1"))["metadata"]["resourceVersion"]  # type: ignore[index]
@@ -187,7 +176,8 @@ async def test_clusterresourcesets_apply_record_and_survive_deletion(operator: M
         r = e.get(("ConfigMap", "rec")) or {}
         return await wl_value(kube, wl_ns, "from-rec") == "2" and r.get("hash") not in (None, rec_hash)
     await eventually(reapplied, 30, "the Reconcile strategy re-applied the changed ConfigMap")
-    await asyncio.sleep(2)  # both changes were seen together; give ApplyOnce every chance to (wrongly) act
+    # both changes were seen together; once the controllers are quiet ApplyOnce had every chance to (wrongly) act
+    await wait_quiet(operator, window=1.5, timeout=30, what="after the ConfigMap changes")
     assert await wl_value(kube, wl_ns, "from-cm") == "1"
     once = entry(await kube.get(CLUSTER_RESOURCE_SET_BINDING, ns, "c1"), "once")
     assert once is not None and once[("ConfigMap", "addons")]["hash"] == once_hash
@@ -195,7 +185,7 @@ async def test_clusterresourcesets_apply_record_and_survive_deletion(operator: M
     # a Cluster that starts matching later gets them too
     await kube.create(CLUSTER, cluster_obj("c2", ns, {}))
     await initialize(kube, ns, "c2")
-    await asyncio.sleep(2)
+    await wait_quiet(operator, window=1.5, timeout=30, what="after c2 was initialized")
     assert await kube.get(CLUSTER_RESOURCE_SET_BINDING, ns, "c2") is None
     await kube.delete(CONFIG_MAP, wl_ns, "from-cm")  # so that c2's ApplyOnce visibly creates it again
     await kube.merge_patch(CLUSTER, ns, "c2", {"metadata": {"labels": {"addons": "on"}}})
@@ -257,7 +247,7 @@ async def test_bad_input_gets_a_clear_condition_and_leaves_nothing_half_created(
     await eventually(missing_reported, 30, "ResourcesApplied=False naming the missing ConfigMap")
     c = applied_condition(await kube.get(CLUSTER_RESOURCE_SET, ns, "missing"))
     assert c["reason"] == rcrs.R_NOT_APPLIED
-    await asyncio.sleep(1)
+    await wait_quiet(operator, window=1, timeout=30, what="after ResourcesApplied=False")
     assert entry(await kube.get(CLUSTER_RESOURCE_SET_BINDING, ns, "c1"), "missing") is None
     assert await wl_value(kube, wl_ns, "from-present") is None
 

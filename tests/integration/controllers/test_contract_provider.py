@@ -21,10 +21,9 @@ from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers.manager import Manager
 from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.crds import install_crds
-from capd_py.kube.workload import WorkloadClients
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
-from capd_py.testing.inprocess import eventually, operator_in_thread
+from capd_py.testing.inprocess import eventually, in_process_operator
+from capd_py.testing.quiet import quiet_versions
 
 pytestmark = pytest.mark.integration
 
@@ -55,19 +54,12 @@ def provider_crd(g: GVK) -> Obj:
     }
 
 
-class NoWorkloads(WorkloadClients):
-    """The provider's machines have no API server behind them."""
-
-    async def get(self, namespace: str, cluster: str) -> Kube | None:
-        return None
-
-
 @pytest.fixture
-async def operator(envtest: EnvTest, kube: Kube) -> AsyncIterator[Manager]:
-    await install_crds(kube, crds=[provider_crd(g) for g in
-                                   (MINIMAL_CLUSTER, MINIMAL_MACHINE, MINIMAL_MACHINE_TEMPLATE, MINIMAL_CONTROL_PLANE)])
-    async with operator_in_thread(str(envtest.kubeconfig_path), FakeRuntime(), workload=NoWorkloads(kube)) as m:
-        yield m
+async def operator(envtest: EnvTest) -> AsyncIterator[Manager]:
+    """The provider's machines have no API server behind them."""
+    async with in_process_operator(envtest, workloads="none", crds=[provider_crd(g) for g in (
+            MINIMAL_CLUSTER, MINIMAL_MACHINE, MINIMAL_MACHINE_TEMPLATE, MINIMAL_CONTROL_PLANE)]) as op:
+        yield op.manager
 
 
 def _obj(g: GVK, ns: str, name: str, spec: Obj | None = None) -> Obj:
@@ -259,10 +251,8 @@ async def test_minimal_provider_through_the_contract(operator: Manager, kube: Ku
             for o in await kube.list(g, ns):
                 out[f"{g.kind}/{o['metadata']['name']}"] = o["metadata"]["resourceVersion"]
         return out
-    await asyncio.sleep(2.0)
-    before = await versions()
-    await asyncio.sleep(3.0)
-    assert await versions() == before, "objects were written although nothing changed"
+    before, after = await quiet_versions(operator, versions, window=3, timeout=60, what="the cluster converged")
+    assert after == before, "objects were written although nothing changed"
 
     # Deletion: the provider holds its own finalizers; workers go first, then the control plane, then the
     # infrastructure, each waited for; nothing is left.

@@ -19,19 +19,13 @@ from capd_py.controllers.manager import Manager
 from capd_py.controllers.operator import LeadershipLost, run
 from capd_py.kube.client import Kube
 from capd_py.kube.leader import Config
-from capd_py.kube.workload import WorkloadClients
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
-from capd_py.testing.inprocess import eventually
+from capd_py.testing.inprocess import NoWorkloads, eventually
 
 pytestmark = pytest.mark.integration
 
 FAST = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.4}
-
-
-class NoWorkloads(WorkloadClients):
-    async def get(self, namespace: str, cluster: str) -> Kube | None:
-        return None
 
 
 class Replica:

@@ -38,7 +38,8 @@ from capd_py.reconcile.dockercluster import ROLE_WORKER
 from capd_py.reconcile.kubeadmconfig import token_secret_name
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
-from capd_py.testing.inprocess import eventually, operator_with_fakes
+from capd_py.testing.inprocess import eventually, in_process_operator
+from capd_py.testing.quiet import quiet_versions
 
 pytestmark = pytest.mark.integration
 
@@ -78,8 +79,8 @@ def docker_machine_pool(namespace: str, name: str) -> dict[str, Any]:
 @pytest.fixture
 async def operator(envtest: EnvTest, kube: Kube) -> AsyncIterator[tuple[Manager, FakeRuntime]]:
     """The operator in-process, with fake workload clusters."""
-    async with operator_with_fakes(str(envtest.kubeconfig_path)) as (m, runtime):
-        yield m, runtime
+    async with in_process_operator(envtest) as op:
+        yield op.manager, op.runtime
 
 
 def pool_containers(runtime: FakeRuntime) -> list[Any]:
@@ -184,9 +185,8 @@ async def test_machine_pool_scale_rollout_missing_template_and_deletion(
             for o in await kube.list(g, namespace):
                 out[f"{g.kind}/{o['metadata']['name']}"] = o["metadata"]["resourceVersion"]
         return out
-    v1 = await versions()
-    await asyncio.sleep(4)
-    assert await versions() == v1
+    v1, v2 = await quiet_versions(operator[0], versions, window=4, timeout=60, what="the pools converged")
+    assert v2 == v1
 
     # the pool whose DockerMachinePool is missing: a clear condition, nothing created
     missing = await kube.get(MACHINE_POOL, namespace, f"{CLUSTER_NAME_}-mp-missing")

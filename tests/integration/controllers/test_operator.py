@@ -17,27 +17,19 @@ from capd_py.cli.generate import generate_cluster, parse_documents
 from capd_py.controllers.manager import Manager
 from capd_py.kube.cached import CachedKube
 from capd_py.kube.client import Kube
-from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile.dockercluster import ROLE_LB
 from capd_py.runtime.fake import LAUNCH_TAG, FakeRuntime
 from capd_py.testing.envtest import EnvTest
-from capd_py.testing.inprocess import eventually, operator_in_thread
+from capd_py.testing.inprocess import eventually, in_process_operator
 
 pytestmark = pytest.mark.integration
 
 
-class NoWorkloads(WorkloadClients):
-    """Fake containers have no API server behind them."""
-
-    async def get(self, namespace: str, cluster: str) -> Kube | None:
-        return None
-
-
 @pytest.fixture
-async def operator(envtest: EnvTest, kube: Kube) -> AsyncIterator[tuple[Manager, FakeRuntime]]:
-    runtime = FakeRuntime()
-    async with operator_in_thread(str(envtest.kubeconfig_path), runtime, workload=NoWorkloads(kube)) as m:
-        yield m, runtime
+async def operator(envtest: EnvTest) -> AsyncIterator[tuple[Manager, FakeRuntime]]:
+    """Fake containers have no API server behind them."""
+    async with in_process_operator(envtest, workloads="none") as op:
+        yield op.manager, op.runtime
 
 
 async def test_cluster_objects_out_of_events_in(operator: tuple[Manager, FakeRuntime], kube: Kube,

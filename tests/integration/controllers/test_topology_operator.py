@@ -7,7 +7,6 @@ order is tested end to end); a bad variable is a TopologyReconciled=False condit
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -32,7 +31,8 @@ from capd_py.controllers.manager import Manager
 from capd_py.kube.client import Kube
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
-from capd_py.testing.inprocess import eventually, operator_with_fakes
+from capd_py.testing.inprocess import eventually, in_process_operator
+from capd_py.testing.quiet import quiet_versions
 
 pytestmark = pytest.mark.integration
 
@@ -42,8 +42,8 @@ NEW = "v1.35.0"
 
 @pytest.fixture
 async def operator(envtest: EnvTest) -> AsyncIterator[tuple[Manager, FakeRuntime]]:
-    async with operator_with_fakes(str(envtest.kubeconfig_path)) as (m, runtime):
-        yield m, runtime
+    async with in_process_operator(envtest) as op:
+        yield op.manager, op.runtime
 
 
 async def _refs(kube: Kube, ns: str) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
@@ -89,11 +89,9 @@ async def test_development_flavor_upgrade_order_and_bad_variable(
     assert kcp["metadata"]["name"].startswith(f"{NAME}-") and md["metadata"]["name"].startswith(f"{NAME}-md-0-")
     assert 'enforce: "baseline"' in kcp["spec"]["kubeadmConfigSpec"]["files"][0]["content"]
 
-    # stable: no object changes (the controllers' resync included)
-    await asyncio.sleep(3)
-    before = await _versions(kube, namespace)
-    await asyncio.sleep(6)
-    after = await _versions(kube, namespace)
+    # stable: once the controllers wrote nothing for 6 s, no object changed over those 6 s
+    before, after = await quiet_versions(operator[0], lambda: _versions(kube, namespace), window=6, timeout=60,
+                                         what="the topology cluster converged")
     assert before == after, {k: (before.get(k), v) for k, v in after.items() if before.get(k) != v}
 
     # upgrade: sample the order while it happens

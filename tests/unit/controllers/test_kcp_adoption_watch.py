@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from capd_py.api import gvk
-from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE
 from capd_py.controllers import kubeadmcontrolplane as kcp
 from capd_py.kube.cache import Store
+from capd_py.testing import builders
 
 pytestmark = pytest.mark.unit
 
@@ -21,9 +21,7 @@ CLUSTER = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
 
 
 def machine(cp: bool = True, owners: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    labels = {CLUSTER_NAME: "c1", **({CONTROL_PLANE: ""} if cp else {})}
-    return {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-            "metadata": {"name": "m", "namespace": "ns", "labels": labels, "ownerReferences": owners or []}}
+    return builders.machine("m", control_plane=cp, owners=owners or [])
 
 
 def keys(obj: dict[str, Any], store: Store) -> set[tuple[str, str]]:

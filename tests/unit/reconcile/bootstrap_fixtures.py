@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 from capd_py.reconcile import certs
+from capd_py.testing import builders
 
 CLUSTER: dict[str, Any] = {
     "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
@@ -40,14 +41,9 @@ def cluster(**status: Any) -> dict[str, Any]:
 
 
 def machine(name: str = "m1", control_plane: bool = True, version: str = "v1.34.4") -> dict[str, Any]:
-    labels = {"cluster.x-k8s.io/cluster-name": "c1"}
-    if control_plane:
-        labels["cluster.x-k8s.io/control-plane"] = ""
-    return {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-            "metadata": {"name": name, "namespace": "ns", "uid": f"{name}-uid", "labels": labels},
-            "spec": {"clusterName": "c1", "version": version,
-                     "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig",
-                                                 "name": name}}}}
+    return builders.machine(name, control_plane=control_plane, uid=f"{name}-uid", spec={
+        "version": version,
+        "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": name}}})
 
 
 def config(spec: dict[str, Any] | None = None, **status: Any) -> dict[str, Any]:

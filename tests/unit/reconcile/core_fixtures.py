@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
+from capd_py.testing import builders
+
 NOW = _dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=_dt.UTC)
 
 
@@ -20,16 +22,10 @@ def machine(name: str, *, cluster: str = "c1", labels: dict[str, str] | None = N
             conds: list[dict[str, Any]] | None = None, node: str | None = None, owner: dict[str, Any] | None = None,
             annotations: dict[str, str] | None = None, deleting: bool = False, version: str | None = None,
             uid: str | None = None) -> dict[str, Any]:
-    md: dict[str, Any] = {"name": name, "namespace": "ns", "uid": uid or f"uid-{name}", "generation": 1,
-                          "creationTimestamp": ts(age), "labels": {"cluster.x-k8s.io/cluster-name": cluster,
-                                                                   **(labels or {})},
-                          "annotations": dict(annotations or {}), "resourceVersion": "1"}
-    if owner:
-        md["ownerReferences"] = [owner]
-    if deleting:
-        md["deletionTimestamp"] = ts(1)
-    m: dict[str, Any] = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": md,
-                         "spec": {"clusterName": cluster}, "status": {"conditions": list(conds or [])}}
+    m = builders.machine(name, cluster=cluster, labels=labels, uid=uid or f"uid-{name}", generation=1,
+                         created=ts(age), annotations=dict(annotations or {}), resource_version="1",
+                         owners=[owner] if owner else None, deleted_at=ts(1) if deleting else None,
+                         spec={}, status={"conditions": list(conds or [])})
     if version:
         m["spec"]["version"] = version
     if node:

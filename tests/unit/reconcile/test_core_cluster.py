@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from capd_py.reconcile import cluster as rc
+from capd_py.testing import builders
 
 try:
     from core_fixtures import condition, healthy_machine, machine, owner_ref, ts
@@ -13,17 +14,7 @@ pytestmark = pytest.mark.unit
 
 
 def cluster(deleting: bool = False, endpoint: dict | None = None) -> dict:
-    c: dict = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-               "metadata": {"name": "c1", "namespace": "ns", "uid": "uid-c1", "generation": 1},
-               "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerCluster",
-                                              "name": "c1"},
-                        "controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io",
-                                            "kind": "KubeadmControlPlane", "name": "c1-cp"}}}
-    if deleting:
-        c["metadata"]["deletionTimestamp"] = ts(1)
-    if endpoint:
-        c["spec"]["controlPlaneEndpoint"] = endpoint
-    return c
+    return builders.cluster(uid="uid-c1", generation=1, endpoint=endpoint, deleted_at=ts(1) if deleting else None)
 
 
 def infra(provisioned: bool = True) -> dict:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from capd_py.reconcile import cluster as rc
+from capd_py.testing import builders
 
 pytestmark = pytest.mark.unit
 
@@ -16,17 +17,9 @@ EP = {"host": "10.0.0.1", "port": 6443}
 
 
 def cluster(endpoint: dict | None = None, status: dict | None = None) -> dict[str, Any]:
-    c: dict[str, Any] = {
-        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-        "metadata": {"name": "c1", "namespace": "ns", "uid": "u", "generation": 1},
-        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.example.com", "kind": "MinimalCluster",
-                                       "name": "c1"},
-                 "controlPlaneRef": {"apiGroup": "controlplane.example.com", "kind": "MinimalControlPlane",
-                                     "name": "c1-cp"}},
-        "status": status or {}}
-    if endpoint:
-        c["spec"]["controlPlaneEndpoint"] = endpoint
-    return c
+    return builders.cluster(uid="u", generation=1, infra=("infrastructure.example.com", "MinimalCluster"),
+                            control_plane=("controlplane.example.com", "MinimalControlPlane"), endpoint=endpoint,
+                            status=status or {})
 
 
 def infra(provisioned: bool | None = None, ready: bool | None = None, endpoint: dict | None = None,

@@ -7,6 +7,7 @@ import datetime as dt
 from typing import Any
 
 from capd_py.reconcile import kcp as rk
+from capd_py.testing import builders
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 ALL_PODS = {p: True for p in rk.STATIC_PODS}
@@ -40,11 +41,9 @@ def view(name: str, minutes: int = 0, fd: str = "", healthy: bool = True, outdat
 
 def machine(name: str, *, owner_uid: str = "kcp-uid", labels: dict[str, str] | None = None,
             deleting: bool = False, **status: Any) -> dict[str, Any]:
-    md: dict[str, Any] = {"name": name, "namespace": "ns", "creationTimestamp": "2026-01-01T10:00:00Z",
-                          "labels": labels if labels is not None else {
-                              "cluster.x-k8s.io/cluster-name": "c1", "cluster.x-k8s.io/control-plane": ""},
-                          "ownerReferences": [{"kind": "KubeadmControlPlane", "name": "c1-cp", "uid": owner_uid}]}
-    if deleting:
-        md["deletionTimestamp"] = "2026-01-01T11:00:00Z"
-    return {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": md,
-            "spec": {"clusterName": "c1", "version": "v1.34.4"}, "status": status}
+    m = builders.machine(name, cluster=None if labels is not None else "c1", control_plane=True, labels=labels,
+                         created="2026-01-01T10:00:00Z",
+                         owners=[{"kind": "KubeadmControlPlane", "name": "c1-cp", "uid": owner_uid}],
+                         deleted_at="2026-01-01T11:00:00Z" if deleting else None, status=status)
+    m["spec"] = {"clusterName": "c1", "version": "v1.34.4"}
+    return m

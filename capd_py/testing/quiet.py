@@ -1,0 +1,114 @@
+"""Waiting for "nothing changes" without fixed sleeps: the controllers count their API writes and reconciles
+(`Manager.writes`, `Manager.activity()`; `capd-py controllers` keeps them in the file `CAPD_PY_ACTIVITY_FILE`
+names), and a test waits until no write happened for a window of seconds.
+
+- `wait_quiet(source, window, timeout)` (async) / `wait_quiet_sync` (blocking, the e2e tier): returns once the
+  source saw no write for `window` seconds; past `timeout` fails with the writes seen meanwhile.
+- `quiet_versions(source, versions, window, timeout)` (async) / `quiet_versions_sync`: the same, and the
+  snapshot `versions()` (resourceVersions, generations, ...) taken at the start of the quiet window and again
+  at its end, for the test to compare: writes no counter sees (another client's) still show.
+
+A source is a Manager (in-process), a `WriteCounter`, the path of an activity file, or a callable returning
+an activity dict (`{"writes": n, "reconciles": n, "recent": [...]}`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from capd_py.controllers.manager import Manager
+from capd_py.kube.client import WriteCounter
+
+Source = Manager | WriteCounter | Path | Callable[[], dict[str, Any]]
+T = TypeVar("T")
+
+
+def activity(source: Source) -> dict[str, Any]:
+    """What `source` counted so far: writes, reconciles (when known) and the newest writes."""
+    if isinstance(source, Manager):
+        return source.activity()
+    if isinstance(source, WriteCounter):
+        return {"writes": source.total, "recent": list(source.recent)}
+    if isinstance(source, Path):
+        try:
+            return dict(json.loads(source.read_text()))
+        except FileNotFoundError:  # the process has not reported yet: nothing counted
+            return {"writes": 0, "recent": []}
+    return source()
+
+
+class _Watch:
+    """The state of one wait: when the write count last moved, and how many writes were seen."""
+
+    def __init__(self, source: Source, window: float, timeout: float, what: str):
+        self.source, self.window, self.timeout, self.what = source, window, timeout, what
+        self.t0 = self.changed = time.monotonic()
+        first = activity(source)
+        self.start = self.count = int(first["writes"])
+        self.recent: list[str] = []
+
+    def poll(self) -> bool:
+        """True once quiet for the window (a write seen restarts it); raises past the timeout."""
+        a = activity(self.source)
+        now = time.monotonic()
+        if int(a["writes"]) != self.count:
+            self.count, self.changed = int(a["writes"]), now
+            self.recent = list(a.get("recent") or [])
+        if now - self.changed >= self.window:
+            return True
+        if now - self.t0 > self.timeout:
+            raise AssertionError(
+                f"not quiet for {self.window:.0f}s within {self.timeout:.0f}s{': ' + self.what if self.what else ''}; "
+                f"{self.count - self.start} writes meanwhile, the newest: {self.recent[-10:]}")
+        return False
+
+    def restarted(self, mark: int) -> bool:
+        return self.count != mark
+
+
+async def wait_quiet(source: Source, window: float = 20.0, timeout: float = 120.0, what: str = "",
+                     interval: float = 0.2) -> int:
+    """Return (the writes seen meanwhile) once `source` saw no write for `window` seconds."""
+    w = _Watch(source, window, timeout, what)
+    while not w.poll():
+        await asyncio.sleep(interval)
+    return w.count - w.start
+
+
+def wait_quiet_sync(source: Source, window: float = 20.0, timeout: float = 300.0, what: str = "",
+                    interval: float = 1.0) -> int:
+    """`wait_quiet` for blocking code (the e2e tier)."""
+    w = _Watch(source, window, timeout, what)
+    while not w.poll():
+        time.sleep(interval)
+    return w.count - w.start
+
+
+async def quiet_versions(source: Source, versions: Callable[[], Awaitable[T]], window: float = 20.0,
+                         timeout: float = 120.0, what: str = "", interval: float = 0.2) -> tuple[T, T]:
+    """(`versions()` at the start of a window of `window` seconds without writes, `versions()` at its end).
+    A write restarts the window and the snapshot is taken again (after it: writes count once answered)."""
+    w = _Watch(source, window, timeout, what)
+    mark, before = w.count, await versions()
+    while not w.poll():
+        if w.restarted(mark):
+            mark, before = w.count, await versions()
+        await asyncio.sleep(interval)
+    return before, await versions()
+
+
+def quiet_versions_sync(source: Source, versions: Callable[[], T], window: float = 20.0, timeout: float = 300.0,
+                        what: str = "", interval: float = 1.0) -> tuple[T, T]:
+    """`quiet_versions` for blocking code (the e2e tier)."""
+    w = _Watch(source, window, timeout, what)
+    mark, before = w.count, versions()
+    while not w.poll():
+        if w.restarted(mark):
+            mark, before = w.count, versions()
+        time.sleep(interval)
+    return before, versions()
