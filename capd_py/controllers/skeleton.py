@@ -81,6 +81,8 @@ class Kind:
     # more metadata the object should carry (ensure_metadata's keywords: owner, labels, annotations, also=spec
     # defaults): sent in the same patch as the finalizer, one write where there would be two
     metadata: Callable[[Obj, Obj | None], dict[str, Any]] | None = None
+    # False for a kind that has no Paused condition and is never paused (upstream's DockerMachineTemplate)
+    pausable: bool = True
 
 
 def not_paused(obj: Obj, status: Obj) -> Obj:
@@ -100,7 +102,7 @@ async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
     if kind.cluster_name is not None:
         cn = kind.cluster_name(obj)
         cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
-    if await lifecycle.pause_if_needed(kube, kind.gvk, obj, cluster):
+    if kind.pausable and await lifecycle.pause_if_needed(kube, kind.gvk, obj, cluster):
         return None
 
     if coreutil.is_deleting(obj):
@@ -125,6 +127,9 @@ async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
 
 async def _write(ctx: Ctx, kind: Kind, obj: Obj, out: Outcome) -> None:
     status = out.status if out.status is not None else dict(obj.get("status") or {})
+    if not kind.pausable:
+        await lifecycle.write_status(ctx.kube, kind.gvk, obj, status, out.owned_conditions)
+        return
     owned = None if out.owned_conditions is None else {*out.owned_conditions, cond.PAUSED}
     await lifecycle.write_status(ctx.kube, kind.gvk, obj, not_paused(obj, status), owned)
 
