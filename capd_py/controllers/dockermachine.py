@@ -37,6 +37,7 @@ from capd_py.reconcile import cloudinit
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import dockermachine as dmr
 from capd_py.reconcile import dockermachine_decide as dd
+from capd_py.reconcile.coreutil import utcnow
 from capd_py.reconcile.dockermachine import Phase
 from capd_py.runtime.protocol import RuntimeError_
 
@@ -63,7 +64,7 @@ async def _observe(ctx: Ctx, sub: Subject) -> dd.Observed:
     dm, cluster, ns = sub.obj, sub.cluster, sub.namespace
     owner = contract.controller_owner(dm, "Machine")
     machine = await ctx.kube.get(MACHINE, ns, owner["name"]) if owner else None
-    obs = dd.Observed(dm, machine, cluster, node_image_repository=ctx.settings.node_image_repository,
+    obs = dd.Observed(dm, machine, cluster, now=utcnow(), node_image_repository=ctx.settings.node_image_repository,
                       privileged_mode=ctx.settings.privileged_mode, poll_seconds=ctx.settings.poll_seconds)
     if machine is None or cluster is None or not obs.cluster_name:
         return obs
