@@ -40,7 +40,7 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
 
 
 KIND = Kind(CLUSTER_RESOURCE_SET_BINDING, reconcile=_reconcile, delete=_delete, cluster_name=_cluster_name,
-            status=False)
+            pausable=False)
 reconcile = reconciler(KIND)
 
 

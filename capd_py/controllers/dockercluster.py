@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from capd_py.api import contract
+from capd_py.api.containers import ContainerInfo, NetworkInfo
 from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, INFRA_GROUP, MACHINE
 from capd_py.api.labels import (
     CLUSTER_NAME,
@@ -20,17 +21,14 @@ from capd_py.api.labels import (
     CONTROL_PLANE,
     FINALIZER_DOCKER_CLUSTER,
 )
-from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.lifecycle import ensure_finalizer, remove_finalizer, write_status
 from capd_py.controllers.manager import Controller
-from capd_py.controllers.queue import Result
 from capd_py.controllers.services.docker_infra import deleting_machines
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import ipfamily, subnets
-from capd_py.reconcile.coreutil import is_deleting
 from capd_py.runtime.networks import NoFreeSubnet
 from capd_py.runtime.protocol import RuntimeError_
 
@@ -52,31 +50,20 @@ async def _sync_lb(ctx: Ctx, namespace: str, cluster: str, network: str, family:
 
 # --- reconcile ------------------------------------------------------------------------------------
 
-async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
-    dc = await ctx.kube.get(DOCKER_CLUSTER, namespace, name)
-    if dc is None:
-        return None
+async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+    dc, cluster, namespace, name = sub.obj, sub.cluster, sub.namespace, sub.name
     cluster_name = cluster_name_of(dc)
-    cluster = await ctx.kube.get(CLUSTER, namespace, cluster_name) if cluster_name else None
-    # paused first, a deletion included (as upstream): clusterctl move deletes a paused cluster's objects at the
-    # source, and the load balancer and network must stay for the target's controllers
-    if await lifecycle.pause_if_needed(ctx.kube, DOCKER_CLUSTER, dc, cluster):
-        return None
-    if is_deleting(dc):
-        return await _delete(ctx, dc, cluster_name)
     if not cluster_name:
         log.debug("%s/%s: waiting for the Cluster owner reference", namespace, name)
-        return None
+        return Outcome()
     if cluster is None:
         log.debug("%s/%s: waiting for Cluster %s", namespace, name, cluster_name)
-        return Result(requeue_after=ctx.settings.poll_seconds)
-    dc = await ensure_finalizer(ctx.kube, DOCKER_CLUSTER, dc, FINALIZER_DOCKER_CLUSTER)
+        return Outcome(requeue_after=ctx.settings.poll_seconds)
 
     network = dcr.network_name(namespace, cluster_name, dc)
     bad_family = dcr.family_error(cluster)
     if bad_family:  # the Cluster's change brings us back
-        await _fail(ctx, dc, dcr.LBState(False, dcr.R_INVALID_IP_FAMILY, bad_family))
-        return None
+        return await _fail(ctx, dc, dcr.LBState(False, dcr.R_INVALID_IP_FAMILY, bad_family))
     family = dcr.cluster_family(cluster)
     labels = ({dcr.CONTAINER_MANAGED: "true"} if dcr.network_is_shared(dc)
               else dcr.cluster_labels(namespace, cluster_name))
@@ -89,53 +76,20 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
             await ctx.infra.connect_controllers(network)  # in-cluster controllers must reach the cluster's API
         overlap = subnets.cluster_overlap(cluster, await ctx.infra.outside_ranges(ctx.settings.management_network))
     except NoFreeSubnet as e:
-        await _fail(ctx, dc, dcr.LBState(False, dcr.R_NETWORK_OVERLAP, str(e)))
-        return Result(requeue_after=30)
+        return await _fail(ctx, dc, dcr.LBState(False, dcr.R_NETWORK_OVERLAP, str(e)), requeue_after=30)
     except RuntimeError_ as e:
-        await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, f"docker network {network}: {e}"))
-        return Result(requeue_after=10)
+        return await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, f"docker network {network}: {e}"),
+                           requeue_after=10)
     if clash:
-        await _fail(ctx, dc, dcr.LBState(False, dcr.R_NETWORK_OVERLAP, clash), overlap=overlap)
-        return Result(requeue_after=30)
+        return await _fail(ctx, dc, dcr.LBState(False, dcr.R_NETWORK_OVERLAP, clash), overlap=overlap,
+                           requeue_after=30)
     news = dcr.overlap_news(dc, overlap)
     if news:
         await events.record(ctx.kube, dc, dcr.CLUSTER_NETWORK_OVERLAP, news)
 
-    image = dcr.lb_image(dc, ctx.settings.haproxy_image)
-    lb_name = dcr.lb_container_name(cluster_name)
-    lb = await ctx.infra.get_container(lb_name)
-    if lb is not None and not dcr.ours(lb, namespace, cluster_name):
-        await _fail(ctx, dc, dcr.LBState(False, dcr.R_NAME_CONFLICT,
-                                         f"a container named {lb_name} exists that capd-py did not create for "
-                                         f"{namespace}/{cluster_name}; remove or rename it"))
-        return Result(requeue_after=30)
-    try:
-        drift = dcr.lb_drift(lb, network, dc, net, family)
-        if drift:
-            if not dcr.lb_repairable(net, dc):
-                await _fail(ctx, dc, dcr.LBState(False, dcr.R_ENDPOINT_CHANGED, (
-                    f"{drift}; network {network} has no static addresses (made by an older capd-py or by someone "
-                    "else), so this cannot be repaired in place: recreate the cluster")))
-                return Result(requeue_after=30)
-            log.warning("%s/%s: %s; re-creating the load balancer", namespace, name, drift)
-            await events.record(ctx.kube, dc, "LoadBalancerRecreated", f"{drift}; re-created")
-            await ctx.infra.remove_container(lb_name)
-            lb = None
-        if lb is None:
-            if not await ctx.infra.image_exists(image):
-                await _fail(ctx, dc, dcr.LBState(
-                    False, dcr.R_IMAGE_NOT_FOUND,
-                    f"load balancer image {image} is not present locally; build it with `make images` "
-                    "(capd-py never pulls images)"), event=False)
-                return Result(requeue_after=15)
-            await ctx.infra.create_container(dcr.lb_spec(namespace, cluster_name, image, network, dc, net))
-            log.info("%s/%s: created load balancer container %s", namespace, name, lb_name)
-        elif not lb.running:
-            await ctx.infra.start_container(lb_name)
-        lb = await ctx.infra.get_container(lb_name)
-    except RuntimeError_ as e:
-        await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, f"load balancer container {lb_name}: {e}"))
-        return Result(requeue_after=10)
+    lb, failed = await _ensure_lb(ctx, dc, cluster_name, network, net, family)
+    if failed is not None:
+        return failed
 
     state = await _sync_lb(ctx, namespace, cluster_name, network, family)
     ep = dcr.endpoint(lb, network, family)
@@ -147,28 +101,65 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
         patch.setdefault("metadata", {})["resourceVersion"] = dc["metadata"]["resourceVersion"]
         dc = await ctx.kube.merge_patch(DOCKER_CLUSTER, namespace, name, patch)
     has_ep = contract.control_plane_endpoint(dc) is not None
-    await write_status(ctx.kube, DOCKER_CLUSTER, dc, dcr.status(dc, state, has_ep, overlap=overlap))
-    if not state.ok or not has_ep:
-        return Result(requeue_after=2)
-    return None
+    return Outcome(status=dcr.status(dc, state, has_ep, overlap=overlap), obj=dc,
+                   requeue_after=None if state.ok and has_ep else 2)
+
+
+async def _ensure_lb(ctx: Ctx, dc: dict[str, Any], cluster_name: str, network: str, net: NetworkInfo,
+                     family: str) -> tuple[ContainerInfo | None, Outcome | None]:
+    """The load balancer container, created (re-created after drift) and running; or the Outcome that says why
+    it cannot be."""
+    namespace, name = dc["metadata"].get("namespace") or "", dc["metadata"]["name"]
+    image = dcr.lb_image(dc, ctx.settings.haproxy_image)
+    lb_name = dcr.lb_container_name(cluster_name)
+    lb = await ctx.infra.get_container(lb_name)
+    if lb is not None and not dcr.ours(lb, namespace, cluster_name):
+        return None, await _fail(ctx, dc, dcr.LBState(False, dcr.R_NAME_CONFLICT,
+                                                      f"a container named {lb_name} exists that capd-py did not "
+                                                      f"create for {namespace}/{cluster_name}; remove or rename it"),
+                                 requeue_after=30)
+    try:
+        drift = dcr.lb_drift(lb, network, dc, net, family)
+        if drift:
+            if not dcr.lb_repairable(net, dc):
+                return None, await _fail(ctx, dc, dcr.LBState(False, dcr.R_ENDPOINT_CHANGED, (
+                    f"{drift}; network {network} has no static addresses (made by an older capd-py or by someone "
+                    "else), so this cannot be repaired in place: recreate the cluster")), requeue_after=30)
+            log.warning("%s/%s: %s; re-creating the load balancer", namespace, name, drift)
+            await events.record(ctx.kube, dc, "LoadBalancerRecreated", f"{drift}; re-created")
+            await ctx.infra.remove_container(lb_name)
+            lb = None
+        if lb is None:
+            if not await ctx.infra.image_exists(image):
+                return None, await _fail(ctx, dc, dcr.LBState(
+                    False, dcr.R_IMAGE_NOT_FOUND,
+                    f"load balancer image {image} is not present locally; build it with `make images` "
+                    "(capd-py never pulls images)"), event=False, requeue_after=15)
+            await ctx.infra.create_container(dcr.lb_spec(namespace, cluster_name, image, network, dc, net))
+            log.info("%s/%s: created load balancer container %s", namespace, name, lb_name)
+        elif not lb.running:
+            await ctx.infra.start_container(lb_name)
+        return await ctx.infra.get_container(lb_name), None
+    except RuntimeError_ as e:
+        msg = f"load balancer container {lb_name}: {e}"
+        return None, await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, msg), requeue_after=10)
 
 
 async def _fail(ctx: Ctx, dc: dict[str, Any], state: dcr.LBState, event: bool = True,
-                overlap: subnets.Overlap | None = None) -> None:
+                overlap: subnets.Overlap | None = None, requeue_after: float | None = None) -> Outcome:
+    """A failure: one Event when the reason first appears, and the status that reports it."""
     prev = next((c for c in (dc.get("status") or {}).get("conditions") or []
                  if c.get("type") == dcr.LOAD_BALANCER_AVAILABLE), None)
     if event and (prev is None or prev.get("reason") != state.reason):
         await events.record(ctx.kube, dc, state.reason, state.message)
     log.warning("%s/%s: %s", dc["metadata"].get("namespace"), dc["metadata"]["name"], state.message)
-    await write_status(ctx.kube, DOCKER_CLUSTER, dc,
-                       dcr.status(dc, state, contract.control_plane_endpoint(dc) is not None, overlap=overlap))
+    return Outcome(status=dcr.status(dc, state, contract.control_plane_endpoint(dc) is not None, overlap=overlap),
+                   requeue_after=requeue_after)
 
 
-async def _delete(ctx: Ctx, dc: dict[str, Any], cluster_name: str | None) -> Result | None:
-    md = dc["metadata"]
-    ns = md.get("namespace") or ""
-    if FINALIZER_DOCKER_CLUSTER not in (md.get("finalizers") or []):
-        return None
+async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+    dc = sub.obj
+    ns, cluster_name = sub.namespace, cluster_name_of(dc)
     if cluster_name:
         # node containers still backed by a live Machine must go first (their controller removes them)
         nodes = [c for c in await ctx.infra.list_containers(dcr.cluster_labels(ns, cluster_name))
@@ -182,8 +173,7 @@ async def _delete(ctx: Ctx, dc: dict[str, Any], cluster_name: str | None) -> Res
                 await ctx.infra.remove_container(c.name)
         if waiting:
             msg = f"waiting for machine containers to be deleted: {', '.join(sorted(waiting))}"
-            await write_status(ctx.kube, DOCKER_CLUSTER, dc, dcr.deleting_status(dc, msg))
-            return Result(requeue_after=2)
+            return Outcome(status=dcr.deleting_status(dc, msg), done=False, requeue_after=2)
         await ctx.infra.remove_volumes(dcr.cluster_labels(ns, cluster_name))  # left by `docker rm -f`
         lb_name = dcr.lb_container_name(cluster_name)
         await ctx.infra.settle(lb_name)
@@ -196,12 +186,15 @@ async def _delete(ctx: Ctx, dc: dict[str, Any], cluster_name: str | None) -> Res
                 await ctx.infra.remove_network_if_ours(network, dcr.cluster_labels(ns, cluster_name))
             except RuntimeError_ as e:
                 msg = f"removing docker network {network}: {e}"
-                await write_status(ctx.kube, DOCKER_CLUSTER, dc, dcr.deleting_status(dc, msg))
-                return Result(requeue_after=5)
+                return Outcome(status=dcr.deleting_status(dc, msg), done=False, requeue_after=5)
         ctx.infra.forget_cluster(ns, cluster_name)
-    await remove_finalizer(ctx.kube, DOCKER_CLUSTER, dc, FINALIZER_DOCKER_CLUSTER)
-    log.info("%s/%s: load balancer and network removed", ns, md["name"])
-    return None
+    log.info("%s/%s: load balancer and network removed", ns, sub.name)
+    return Outcome()
+
+
+KIND = Kind(gvk=DOCKER_CLUSTER, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_DOCKER_CLUSTER,
+            cluster_name=lambda dc: cluster_name_of(dc) or "")
+reconcile = reconciler(KIND)
 
 
 # --- wiring ---------------------------------------------------------------------------------------

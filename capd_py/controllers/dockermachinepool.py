@@ -11,11 +11,10 @@ from typing import Any
 from capd_py.api import contract
 from capd_py.api.gvk import CLUSTER, DOCKER_MACHINE, DOCKER_MACHINE_POOL, INFRA_GROUP, MACHINE, MACHINE_POOL
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_DOCKER_MACHINE_POOL, MACHINE_POOL_NAME
-from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj
 from capd_py.controllers.manager import Controller, any_owner_mapper
-from capd_py.controllers.queue import Result
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, cluster_name_of, reconciler
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import KubeError
 from capd_py.reconcile import coreutil
@@ -62,28 +61,16 @@ async def _delete_instance(ctx: Ctx, inst: rdmp.Instance) -> None:
         await delete_obj(ctx.kube, DOCKER_MACHINE, inst.dm)
 
 
-async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
-    kube = ctx.kube
-    dmp = await kube.get(DOCKER_MACHINE_POOL, namespace, name)
-    if dmp is None:
-        return None
+async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+    kube, dmp, cluster = ctx.kube, sub.obj, sub.cluster
+    namespace, name = sub.namespace, sub.name
     mp = await _machine_pool(ctx, dmp)
-    cn = contract.dig(mp, "spec", "clusterName") if mp else (dmp["metadata"].get("labels") or {}).get(CLUSTER_NAME)
-    cn = str(cn or "")
-    cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
-    # paused first, a deletion included (as upstream): clusterctl move deletes a paused cluster's objects at the
-    # source, and the containers must stay for the target's controllers
-    if await lifecycle.pause_if_needed(kube, DOCKER_MACHINE_POOL, dmp, cluster):
-        return None
-    if coreutil.is_deleting(dmp):
-        return await _delete(ctx, dmp)
     if mp is None:
         log.debug("%s/%s: waiting for the MachinePool owner reference", namespace, name)
-        return None  # the MachinePool controller sets it; that event brings us back
+        return Outcome()  # the MachinePool controller sets it; that event brings us back
     if cluster is None:
-        return Result(requeue_after=ctx.settings.poll_seconds)
-    dmp = await lifecycle.ensure_metadata(kube, DOCKER_MACHINE_POOL, dmp, finalizer=FINALIZER_DOCKER_MACHINE_POOL,
-                                          labels={CLUSTER_NAME: cn})
+        return Outcome(requeue_after=ctx.settings.poll_seconds)
+    cn = str(contract.dig(mp, "spec", "clusterName") or cluster["metadata"]["name"])
 
     insts = await _instances(ctx, dmp, mp)
     p = rdmp.plan(mp, insts)
@@ -102,29 +89,29 @@ async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
     if sp:
         sp["metadata"] = {"resourceVersion": dmp["metadata"]["resourceVersion"]}
         dmp = await kube.merge_patch(DOCKER_MACHINE_POOL, namespace, name, sp)
-    status = rdmp.compute_status(dmp, mp, insts)
-    await lifecycle.write_status(kube, DOCKER_MACHINE_POOL, dmp, status)
     converged = not p.create and not p.delete and not p.rolling and len(insts) == coreutil.replicas_of(mp) \
         and all(i.provisioned and not i.deleting for i in insts)
-    return None if converged else Result(requeue_after=ctx.settings.poll_seconds)
+    return Outcome(status=rdmp.compute_status(dmp, mp, insts), obj=dmp,
+                   requeue_after=None if converged else ctx.settings.poll_seconds)
 
 
-async def _delete(ctx: Ctx, dmp: dict[str, Any]) -> Result | None:
-    kube = ctx.kube
-    md = dmp["metadata"]
-    ns = md["namespace"]
-    if not lifecycle.has_finalizer(dmp, FINALIZER_DOCKER_MACHINE_POOL):
-        return None
+async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+    kube, dmp = ctx.kube, sub.obj
+    ns = sub.namespace
     dms = [d for d in await kube.list(DOCKER_MACHINE, ns) if contract.has_owner(d, dmp)]
     machines = await kube.list(MACHINE, ns)
     for d in dms:
         if not coreutil.is_deleting(d):
             await _delete_instance(ctx, rdmp.Instance(d, rdmp.machine_of(d, machines), True))
     if dms:
-        log.debug("%s/%s: waiting for %d instance(s) to be deleted", ns, md["name"], len(dms))
-        return Result(requeue_after=ctx.settings.poll_seconds)
-    await lifecycle.remove_finalizer(kube, DOCKER_MACHINE_POOL, dmp, FINALIZER_DOCKER_MACHINE_POOL)
-    return None
+        log.debug("%s/%s: waiting for %d instance(s) to be deleted", ns, sub.name, len(dms))
+        return Outcome(done=False, requeue_after=ctx.settings.poll_seconds)
+    return Outcome()
+
+
+KIND = Kind(gvk=DOCKER_MACHINE_POOL, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_DOCKER_MACHINE_POOL,
+            cluster_name=cluster_name_of)  # its cluster-name label, set by the MachinePool with its owner ref
+reconcile = reconciler(KIND)
 
 
 # --- wiring ---------------------------------------------------------------------------------------

@@ -1,29 +1,34 @@
 """DockerMachineTemplate controller (thin I/O around capd_py.reconcile.dockermachinetemplate): writes
 `status.capacity` (the docker host's CPUs and memory) so the cluster autoscaler can scale a MachineDeployment or
 MachineSet using the template from zero, as upstream CAPD's DockerMachineTemplate controller. Written once and
-again only when the host's capacity changed (the status write compares first)."""
+again only when the host's capacity changed (the status write compares first).
+
+It runs on the reconcile skeleton as a kind without finalizer, Cluster or Paused condition: upstream's controller
+checks no pause and its status has no conditions (the CRD's status schema is `capacity` only)."""
 
 from __future__ import annotations
 
 from capd_py.api.gvk import DOCKER_MACHINE_TEMPLATE
-from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.manager import Controller
-from capd_py.controllers.queue import Result
-from capd_py.reconcile import coreutil
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.reconcile import dockermachinetemplate as rdmt
 
 
-async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
-    template = await ctx.kube.get(DOCKER_MACHINE_TEMPLATE, namespace, name)
-    if template is None or coreutil.is_deleting(template):
-        return None
+async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     host = await ctx.infra.host_capacity()
-    status = rdmt.desired_status(template, host)
-    if status != (template.get("status") or {}):
-        ctx.log.info("dockermachinetemplate %s/%s: capacity %s", namespace, name, status["capacity"])
-        await lifecycle.write_status(ctx.kube, DOCKER_MACHINE_TEMPLATE, template, status)
-    return None
+    status = rdmt.desired_status(sub.obj, host)
+    if status != (sub.obj.get("status") or {}):
+        ctx.log.info("dockermachinetemplate %s/%s: capacity %s", sub.namespace, sub.name, status["capacity"])
+    return Outcome(status=status)
+
+
+async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+    return Outcome()  # nothing to clean up
+
+
+KIND = Kind(gvk=DOCKER_MACHINE_TEMPLATE, reconcile=_reconcile, delete=_delete, cluster_name=None, pausable=False)
+reconcile = reconciler(KIND)
 
 
 def controller() -> Controller:

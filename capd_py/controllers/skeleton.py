@@ -81,9 +81,9 @@ class Kind:
     # more metadata the object should carry (ensure_metadata's keywords: owner, labels, annotations, also=spec
     # defaults): sent in the same patch as the finalizer, one write where there would be two
     metadata: Callable[[Obj, Obj | None], dict[str, Any]] | None = None
-    # False for a kind without status (ClusterResourceSetBinding): no Paused condition to report, no status write,
-    # and no paused handling (upstream's reconciler of such a kind has none either)
-    status: bool = True
+    # False for a kind that is never paused and has no Paused condition (upstream's DockerMachineTemplate and
+    # ClusterResourceSetBinding reconcilers have no paused handling)
+    pausable: bool = True
     # False for a second controller of a kind (the topology controller of Clusters): the first one reports Paused
     reports_paused: bool = True
     # what a paused object's status says besides Paused=True (the topology controller's TopologyReconciled=False)
@@ -107,7 +107,7 @@ async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
     if kind.cluster_name is not None:
         cn = kind.cluster_name(obj)
         cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
-    if kind.status and coreutil.is_paused(obj, cluster):
+    if kind.pausable and coreutil.is_paused(obj, cluster):
         if kind.reports_paused:
             obj = await lifecycle.pause(kube, kind.gvk, obj)
         if kind.when_paused:
@@ -135,11 +135,9 @@ async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
 
 
 async def _write(ctx: Ctx, kind: Kind, obj: Obj, out: Outcome, paused: bool = False) -> None:
-    if not kind.status:
-        return
     status = out.status if out.status is not None else dict(obj.get("status") or {})
     owned = out.owned_conditions
-    if kind.reports_paused and not paused:
+    if kind.pausable and kind.reports_paused and not paused:
         status = not_paused(obj, status)
         owned = None if owned is None else {*owned, cond.PAUSED}
     await lifecycle.write_status(ctx.kube, kind.gvk, obj, status, owned)

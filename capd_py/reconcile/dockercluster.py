@@ -44,7 +44,6 @@ R_IMAGE_NOT_FOUND = "ImageNotFound"
 R_NAME_CONFLICT = "ContainerNameConflict"
 R_RUNTIME_ERROR = "ContainerRuntimeError"
 R_READY, R_NOT_READY = "Ready", "NotReady"
-R_PAUSED, R_NOT_PAUSED = "Paused", "NotPaused"
 R_WAITING_MACHINES = "WaitingForMachineContainersDeletion"
 R_ENDPOINT_CHANGED = "EndpointChanged"
 R_NETWORK_OVERLAP = "NetworkOverlap"    # the cluster's docker network overlaps (or would) its own CIDRs
@@ -260,10 +259,11 @@ class LBState:
     message: str = ""
 
 
-def status(dc: dict[str, Any], lb: LBState, has_endpoint: bool, paused: bool = False,
+def status(dc: dict[str, Any], lb: LBState, has_endpoint: bool,
            overlap: subnets.Overlap | None = None) -> dict[str, Any]:
-    """The whole status to write. provisioned never flips back once true (contract). `overlap` None: the
-    ClusterNetworkOverlap condition is left as it is (not looked at in this pass)."""
+    """The whole status to write (the `Paused` condition is the reconcile skeleton's). provisioned never flips
+    back once true (contract). `overlap` None: the ClusterNetworkOverlap condition is left as it is (not looked at
+    in this pass)."""
     st = dict(dc.get("status") or {})
     gen = (dc.get("metadata") or {}).get("generation")
     conds = st.get("conditions")
@@ -271,8 +271,6 @@ def status(dc: dict[str, Any], lb: LBState, has_endpoint: bool, paused: bool = F
         conds = cond.set_condition(conds, CLUSTER_NETWORK_OVERLAP, overlap.any,
                                    R_OVERLAP if overlap.any else R_NO_OVERLAP, overlap.message(),
                                    observed_generation=gen)
-    conds = cond.set_condition(conds, cond.PAUSED, paused, R_PAUSED if paused else R_NOT_PAUSED,
-                               observed_generation=gen)
     conds = cond.set_condition(conds, LOAD_BALANCER_AVAILABLE, lb.ok, lb.reason, lb.message, observed_generation=gen)
     ready = lb.ok and has_endpoint
     msg = "" if ready else (lb.message or ("waiting for the load balancer endpoint" if lb.ok else lb.reason))

@@ -255,13 +255,13 @@ class Observed:
     family: str = ipfamily.IPV4
 
 
-def status(dm: dict[str, Any], obs: Observed, paused: bool = False) -> dict[str, Any]:
-    """The whole status for a phase. provisioned and addresses, once set, survive transient phases."""
+def status(dm: dict[str, Any], obs: Observed) -> dict[str, Any]:
+    """The whole status for a phase (the `Paused` condition is the reconcile skeleton's). provisioned and addresses,
+    once set, survive transient phases."""
     st = dict(dm.get("status") or {})
     gen = (dm.get("metadata") or {}).get("generation")
     p = obs.phase
-    conds = cond.set_condition(st.get("conditions"), cond.PAUSED, paused, "Paused" if paused else "NotPaused",
-                               observed_generation=gen)
+    conds = st.get("conditions")
     # waiting for bootstrap data with the node container already booting counts as a provisioned container
     early = p in _WAITING_FOR_DATA and obs.container is not None
     if p == Phase.DELETING:

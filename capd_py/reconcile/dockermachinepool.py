@@ -191,8 +191,9 @@ def spec_patch(dmp: dict[str, Any], cluster_name: str, insts: list[Instance]) ->
     return {"spec": patch} if patch else None
 
 
-def compute_status(dmp: dict[str, Any], mp: dict[str, Any], insts: list[Instance], paused: bool = False,
+def compute_status(dmp: dict[str, Any], mp: dict[str, Any], insts: list[Instance],
                    now: _dt.datetime | None = None) -> dict[str, Any]:
+    """The whole status (the `Paused` condition is the reconcile skeleton's)."""
     st = dict(dmp.get("status") or {})
     gen = dmp["metadata"].get("generation")
     ts = coreutil.iso(now) if now else None
@@ -214,8 +215,7 @@ def compute_status(dmp: dict[str, Any], mp: dict[str, Any], insts: list[Instance
     }.items() if v is not None} for i in insts]
     if not st["instances"]:
         st.pop("instances")
-    conds = cond.set_condition(st.get("conditions"), cond.PAUSED, paused, "Paused" if paused else "NotPaused",
-                               observed_generation=gen, now=ts)
+    conds = st.get("conditions")
     if all_ready:
         conds = cond.set_condition(conds, REPLICAS_READY, True, R_REPLICAS_READY, observed_generation=gen, now=ts)
         conds = cond.set_condition(conds, cond.READY, True, R_READY, observed_generation=gen, now=ts)
