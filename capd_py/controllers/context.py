@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from capd_py.api import features
 from capd_py.api.gvk import GVK
+from capd_py.controllers.services.bootstrap_templates import BootstrapTemplates
 from capd_py.controllers.services.certificates import ClusterCertificates
 from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.kube.client import Kube
@@ -78,6 +79,8 @@ class Ctx:
     etcd: EtcdClients = field(default_factory=ExecEtcdClients)
     # the cluster CA / etcd / sa / front-proxy and kubeconfig secrets (KCP and KubeadmConfig)
     certificates: ClusterCertificates = field(default_factory=ClusterCertificates)
+    # the kubeadm bootstrap's cloud-config templates (templates/bootstrap), read on first use
+    bootstrap_templates: BootstrapTemplates = field(default_factory=BootstrapTemplates)
     # TLS probes (API server certificate expiry for spec.rollout.before.certificatesExpiryDays)
     probe: CertProbe = field(default_factory=TLSProbe)
     # the Docker infrastructure service over `runtime`, made on first use (see `infra`)

@@ -1,12 +1,10 @@
-"""KubeadmConfig bootstrap decisions and cloud-init rendering (pure: no I/O).
+"""KubeadmConfig bootstrap decisions (pure: no I/O); the rendering lives in kubeadm_render (names re-exported).
 
 What is decided here, following upstream CABPK semantics:
-- which phase a KubeadmConfig is in (waiting for its owner Machine / the Cluster infrastructure / the
-  control-plane endpoint / control-plane initialisation; init; control-plane join; worker join; done),
-- the kubeadm v1beta4 documents rendered from a v1beta2 KubeadmConfigSpec plus the Cluster
-  (controlPlaneEndpoint, clusterName, kubernetesVersion, networking),
-- the cloud-config (write_files / bootcmd / runcmd / users), rendered with jinja2 from
-  `templates/bootstrap/*.yaml.j2`,
+- the next step for a KubeadmConfig, `decide(Observed) -> Action` (waiting for its owner Machine / the Cluster /
+  its infrastructure / the control-plane endpoint / control-plane initialisation; the init lock; init;
+  control-plane join; worker join; ready, keeping a join token fresh), and the status with Ready derived,
+- the data secret holding the cloud-config, and the user's files / passwords taken from Secrets,
 - bootstrap tokens: format, the kube-system Secret, refresh maths (upstream: refresh once the token
   expires within TTL*5/6, check every TTL/3).
 """
@@ -18,31 +16,30 @@ import datetime as _dt
 import hashlib
 import hmac
 import json
-import os
 import re
 import secrets
 import string
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import jinja2
-import yaml
-
-from capd_py.api import contract
+from capd_py.api import conditions, contract
 from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE
 from capd_py.reconcile import certs as certs_mod
-from capd_py.reconcile import coreutil
-
-KUBEADM_API = "kubeadm.k8s.io/v1beta4"
-INIT_CONFIG_PATH = "/run/kubeadm/kubeadm.yaml"
-JOIN_CONFIG_PATH = "/run/kubeadm/kubeadm-join-config.yaml"
-SENTINEL_PATH = "/run/cluster-api/bootstrap-success.complete"
-# Checks that fail inside a container node; kind ignores the same ones (NumCPU/Mem: small hosts).
-IGNORE_PREFLIGHT_ERRORS: tuple[str, ...] = (
-    "SystemVerification", "Swap", "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables", "NumCPU", "Mem",
+from capd_py.reconcile.kubeadm_render import (  # noqa: F401 - re-exported: the names callers know
+    INIT_CONFIG_PATH,
+    JOIN_CONFIG_PATH,
+    KUBEADM_API,
+    SENTINEL_PATH,
+    CloudConfigTemplates,
+    cluster_configuration,
+    dump_documents,
+    endpoint_string,
+    init_configuration,
+    join_configuration,
+    render_init,
+    render_join,
 )
+
 SECRET_FORMAT_CLOUD_CONFIG = "cloud-config"
 
 # --- conditions (v1beta2 names and reasons) -----------------------------------------------------
@@ -80,27 +77,127 @@ def lock_name(cluster: str) -> str:
 
 
 # ================================================================================================
-# phase decision
+# what to do next: decide(Observed) -> Action (upstream KubeadmConfigReconciler.reconcile's switch)
 # ================================================================================================
 
+# DataSecretAvailable reasons while waiting (upstream v1beta2 says NotAvailable with the same message)
 WAIT_OWNER = "WaitingForOwner"
 WAIT_CLUSTER = "WaitingForCluster"
-PAUSED = "Paused"
 WAIT_INFRA = "WaitingForClusterInfrastructure"
 WAIT_ENDPOINT = "WaitingForControlPlaneEndpoint"
 WAIT_CP_INIT = "WaitingForControlPlaneInitialized"
-NOT_SUPPORTED = "NotSupported"
-ADOPT = "AdoptDataSecret"          # owner already points at a data secret; restore our status
-DONE = "Done"                      # data secret exists; maybe keep a join token fresh
-INIT = "Init"
-JOIN_CONTROL_PLANE = "JoinControlPlane"
-JOIN_WORKER = "JoinWorker"
 
 
 @dataclass(frozen=True)
-class Phase:
-    action: str
-    message: str = ""
+class Observed:
+    """What the controller read for one KubeadmConfig: the config, its owner (Machine or MachinePool), its Cluster,
+    and the cluster's init lock (the `<cluster>-lock` ConfigMap) with whether the Machine it names still exists."""
+
+    config: dict[str, Any]
+    owner: dict[str, Any] | None
+    cluster: dict[str, Any] | None
+    init_lock: dict[str, Any] | None = None
+    lock_holder_exists: bool = False
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Nothing to generate yet: DataSecretAvailable=False with `reason` and `message` (only when the condition is
+    not there yet, if `keep_existing`); look again after `requeue_after` seconds (None: an event brings us back)."""
+
+    reason: str
+    message: str
+    requeue_after: float | None = None
+    keep_existing: bool = False
+
+
+class WaitForOwner(Wait):
+    """The Machine controller has not made a Machine / MachinePool the owner yet."""
+
+
+class WaitForCluster(Wait):
+    """The Cluster does not exist (yet)."""
+
+
+class FormatNotSupported(Wait):
+    """spec.format is not cloud-config (capd-py renders no Ignition)."""
+
+
+class WaitForInfrastructure(Wait):
+    """The Cluster's infrastructure is not provisioned."""
+
+
+class WaitForEndpoint(Wait):
+    """The Cluster has no spec.controlPlaneEndpoint."""
+
+
+class WaitForControlPlaneInit(Wait):
+    """A worker (or MachinePool) waits until the first control-plane machine initialised the cluster."""
+
+
+class WaitForInitLock(Wait):
+    """Another control-plane Machine holds the init lock: it runs `kubeadm init`."""
+
+
+@dataclass(frozen=True)
+class AdoptDataSecret:
+    """The owner already names a data secret but our status does not (a move or a backup restore lost it)."""
+
+    secret_name: str
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The data secret exists; nothing to do."""
+
+    secret_name: str
+
+
+@dataclass(frozen=True)
+class RefreshToken:
+    """The data secret exists and its join token is not consumed yet (or serves a MachinePool): keep it fresh."""
+
+    secret_name: str
+    token: str
+    pool: bool
+
+
+@dataclass(frozen=True)
+class ReleaseStaleLock:
+    """The init lock names a Machine that is gone: delete the lock (`uid` as precondition) and try again."""
+
+    uid: str | None
+
+
+@dataclass(frozen=True)
+class AcquireInitLock:
+    """No init lock: take it (create the ConfigMap), then render `kubeadm init` as RenderInit."""
+
+
+@dataclass(frozen=True)
+class RenderInit:
+    """This Machine holds the init lock: generate the `kubeadm init` cloud-config."""
+
+
+@dataclass(frozen=True)
+class InvalidJoin:
+    """A worker whose joinConfiguration.controlPlane is set (the init lock is released as for any join)."""
+
+    message: str
+    release_lock: bool
+
+
+@dataclass(frozen=True)
+class RenderJoin:
+    """Generate the `kubeadm join` cloud-config; the init lock goes first (the cluster is initialised)."""
+
+    control_plane: bool
+    release_lock: bool
+
+
+Action = (WaitForOwner | WaitForCluster | FormatNotSupported | WaitForInfrastructure | WaitForEndpoint
+          | WaitForControlPlaneInit | WaitForInitLock | AdoptDataSecret | Ready | RefreshToken | ReleaseStaleLock
+          | AcquireInitLock | RenderInit | InvalidJoin | RenderJoin)
 
 
 def is_control_plane_machine(machine: dict[str, Any] | None) -> bool:
@@ -137,36 +234,69 @@ def machine_has_node(machine: dict[str, Any] | None) -> bool:
     return bool(contract.dig(machine, "status", "nodeRef", "name"))
 
 
-def decide(config: dict[str, Any], owner: dict[str, Any] | None, cluster: dict[str, Any] | None) -> Phase:
-    """Where this KubeadmConfig stands; the controller does the I/O for the returned action."""
+def join_token(config: dict[str, Any]) -> str:
+    return str(contract.dig(config, "spec", "joinConfiguration", "discovery", "bootstrapToken", "token") or "")
+
+
+def decide(o: Observed) -> Action:
+    """The next step for a (not paused, not deleting) KubeadmConfig, in upstream's order: owner and Cluster, the
+    format, infrastructure, a data secret already there (adopted or ours: maybe keep its join token fresh), the
+    endpoint, then init (behind the init lock) before the control plane is initialised and joins after."""
+    config, owner, cluster = o.config, o.owner, o.cluster
     spec = config.get("spec") or {}
     if owner is None:
-        return Phase(WAIT_OWNER, "Waiting for the Machine controller to set the owner reference")
+        return WaitForOwner(WAIT_OWNER, "Waiting for the Machine controller to set the owner reference",
+                            keep_existing=True)
     if cluster is None:
-        return Phase(WAIT_CLUSTER, "Waiting for the Cluster to exist")
-    if coreutil.is_paused(config, cluster):
-        return Phase(PAUSED, "Reconciliation is paused")
+        return WaitForCluster(WAIT_CLUSTER, "Waiting for the Cluster to exist", keep_existing=True)
     if (spec.get("format") or SECRET_FORMAT_CLOUD_CONFIG) != SECRET_FORMAT_CLOUD_CONFIG:
-        return Phase(NOT_SUPPORTED, f"format {spec.get('format')!r} is not supported by capd-py; use cloud-config")
+        return FormatNotSupported(REASON_FORMAT_NOT_SUPPORTED,
+                                  f"format {spec.get('format')!r} is not supported by capd-py; use cloud-config")
     if not cluster_infrastructure_provisioned(cluster):
-        return Phase(WAIT_INFRA, "Waiting for Cluster status.initialization.infrastructureProvisioned to be true")
+        return WaitForInfrastructure(
+            WAIT_INFRA, "Waiting for Cluster status.initialization.infrastructureProvisioned to be true")
     owner_secret = contract.dig(owner, "spec", "bootstrap", "dataSecretName")
     status = config.get("status") or {}
-    if owner_secret and (not contract.dig(status, "initialization", "dataSecretCreated")
-                         or not status.get("dataSecretName")):
-        return Phase(ADOPT)
-    if contract.dig(status, "initialization", "dataSecretCreated") and status.get("dataSecretName"):
-        return Phase(DONE)
+    created = bool(contract.dig(status, "initialization", "dataSecretCreated")) and bool(status.get("dataSecretName"))
+    if owner_secret and not created:
+        return AdoptDataSecret(str(owner_secret))
+    if created:
+        token, pool = join_token(config), is_machine_pool(owner)
+        # a MachinePool's token stays fresh while the pool exists: a scale up joins new nodes with it any time
+        if token and token_id(token) and (pool or not machine_has_node(owner)):
+            return RefreshToken(str(status["dataSecretName"]), token, pool)
+        return Ready(str(status["dataSecretName"]))
     if contract.control_plane_endpoint(cluster) is None:
-        return Phase(WAIT_ENDPOINT, "Waiting for Cluster spec.controlPlaneEndpoint to be set")
+        return WaitForEndpoint(WAIT_ENDPOINT, "Waiting for Cluster spec.controlPlaneEndpoint to be set")
     if not cluster_initialized(cluster):
         if not is_control_plane_machine(owner):
-            return Phase(WAIT_CP_INIT, "Waiting for Cluster control plane to be initialized")
-        # Upstream: any control-plane machine is an init candidate; the init lock picks one.
-        return Phase(INIT)
+            return WaitForControlPlaneInit(WAIT_CP_INIT, "Waiting for Cluster control plane to be initialized",
+                                           requeue_after=30.0)
+        # upstream: any control-plane machine is an init candidate; the init lock picks one
+        return _init_lock_step(o, cluster, owner)
+    release = o.init_lock is not None
     if is_control_plane_machine(owner):
-        return Phase(JOIN_CONTROL_PLANE)
-    return Phase(JOIN_WORKER)
+        return RenderJoin(control_plane=True, release_lock=release)
+    if contract.dig(spec, "joinConfiguration", "controlPlane") is not None:
+        return InvalidJoin("Machine is a worker, but joinConfiguration.controlPlane is set", release_lock=release)
+    return RenderJoin(control_plane=False, release_lock=release)
+
+
+WAIT_LOCK_SECONDS = 10.0
+
+
+def _init_lock_step(o: Observed, cluster: dict[str, Any], machine: dict[str, Any]) -> Action:
+    d = lock_decision(o.init_lock, machine["metadata"]["name"], o.lock_holder_exists)
+    if d == "acquire":
+        return AcquireInitLock()
+    if d == "held":
+        return RenderInit()
+    if d == "release-stale":
+        return ReleaseStaleLock(((o.init_lock or {}).get("metadata") or {}).get("uid"))
+    name = lock_name(cluster["metadata"]["name"])
+    return WaitForInitLock(REASON_WAITING_FOR_INIT_LOCK,
+                           f"Waiting for Machine {lock_holder(o.init_lock)} to initialize the control plane "
+                           f"(init lock {name})", requeue_after=WAIT_LOCK_SECONDS)
 
 
 def lock_decision(lock: dict[str, Any] | None, machine_name: str, holder_exists: bool) -> str:
@@ -198,6 +328,54 @@ def lock_configmap(cluster: dict[str, Any], machine_name: str) -> dict[str, Any]
                          "labels": {CLUSTER_NAME: md["name"]},
                          "ownerReferences": [contract.owner_ref(cluster, controller=False)]},
             "data": {LOCK_INFO_KEY: json.dumps({"machineName": machine_name})}}
+
+
+# ================================================================================================
+# status: Ready derived from DataSecretAvailable and CertificatesAvailable
+# ================================================================================================
+
+class BootstrapStatus(conditions.StatusBuilder):
+    """The v1beta2 status a pass builds; `final()` derives Ready (upstream's summary of DataSecretAvailable and
+    CertificatesAvailable). `config` is the newest copy (a spec patch during the pass bumps its generation)."""
+
+    def __init__(self, config: dict[str, Any]):
+        super().__init__(config)
+        self.config = config
+
+    def has(self, ctype: str) -> bool:
+        return any(c.get("type") == ctype for c in self.conds)
+
+    def wait(self, w: Wait) -> None:
+        if not (w.keep_existing and self.has(DATA_SECRET_AVAILABLE)):
+            self.set(DATA_SECRET_AVAILABLE, False, w.reason, w.message)
+
+    def created(self, secret_name: str) -> None:
+        self.status["dataSecretName"] = secret_name
+        init = dict(self.status.get("initialization") or {})
+        init["dataSecretCreated"] = True
+        self.status["initialization"] = init
+        self.set(DATA_SECRET_AVAILABLE, True, REASON_AVAILABLE)
+        self.set(CERTIFICATES_AVAILABLE, True, REASON_AVAILABLE)
+
+    def final(self) -> dict[str, Any]:
+        self.gen = self.config["metadata"].get("generation", self.gen)
+        if self.gen is not None:
+            self.conds = [{**c, "observedGeneration": self.gen} for c in self.conds]
+        ok, reason, message = ready(self.conds)
+        self.set(conditions.READY, ok, reason, message)
+        return super().final()
+
+
+def ready(conds: list[dict[str, Any]]) -> tuple[bool, str, str]:
+    """(status, reason, message) of Ready: True when the data secret is available and the certificates are not
+    known to be missing; else the first unavailable of the two says why."""
+    by = {c.get("type"): c for c in conds}
+    ds, ca = by.get(DATA_SECRET_AVAILABLE), by.get(CERTIFICATES_AVAILABLE)
+    if ds and ds.get("status") == "True" and (ca is None or ca.get("status") == "True"):
+        return True, REASON_READY, ""
+    bad = next((c for c in (ca, ds) if c and c.get("status") != "True"), ds)
+    msg = f"{bad['type']}: {bad['message']}" if bad and bad.get("message") else "Waiting for bootstrap data"
+    return False, REASON_NOT_READY, msg
 
 
 # ================================================================================================
@@ -292,263 +470,49 @@ def token_needs_refresh(expiration: _dt.datetime | None, now: _dt.datetime,
     return not expiration > now + skip_refresh_if_expiring_after(ttl)
 
 
-# ================================================================================================
-# kubeadm v1beta4 documents from a v1beta2 KubeadmConfigSpec
-# ================================================================================================
+@dataclass(frozen=True)
+class TokenStep:
+    """What to do with a join token's Secret in the workload cluster: "fresh" (nothing), "extend" (write
+    `expiration`), "recreate" (a MachinePool's token is gone: a new token and new join data) or "gone" (a
+    Machine's token is gone: it cannot join with it, nothing to be done)."""
 
-_SECONDS_TIMEOUTS = {
-    "controlPlaneComponentHealthCheckSeconds": "controlPlaneComponentHealthCheck",
-    "kubeletHealthCheckSeconds": "kubeletHealthCheck",
-    "kubernetesAPICallSeconds": "kubernetesAPICall",
-    "etcdAPICallSeconds": "etcdAPICall",
-    "tlsBootstrapSeconds": "tlsBootstrap",
-    "discoverySeconds": "discovery",
-}
-_NODE_REG_KEYS = ("name", "criSocket", "taints", "kubeletExtraArgs", "ignorePreflightErrors",
-                  "imagePullPolicy", "imagePullSerial")
-_CLUSTER_PASS = ("etcd", "apiServer", "controllerManager", "scheduler", "dns", "certificatesDir",
-                 "imageRepository", "featureGates", "encryptionAlgorithm")
+    kind: str
+    expiration: str = ""
 
 
-def _copy(v: Any) -> Any:
-    return json.loads(json.dumps(v))
+def token_step(secret: dict[str, Any] | None, pool: bool, now: _dt.datetime,
+               ttl: _dt.timedelta = DEFAULT_TOKEN_TTL) -> TokenStep:
+    """upstream refreshBootstrapTokenIfNeeded: extend the token unless it lives beyond now + TTL*5/6."""
+    if secret is None:
+        return TokenStep("recreate" if pool else "gone")
+    if not token_needs_refresh(parse_expiration(secret), now, ttl):
+        return TokenStep("fresh")
+    return TokenStep("extend", base64.b64encode(token_expiration(now, ttl).encode()).decode())
 
 
-def _timeouts(t: dict[str, Any] | None) -> dict[str, str]:
-    return {dst: f"{int(t[src])}s" for src, dst in _SECONDS_TIMEOUTS.items() if t and t.get(src) is not None}
-
-
-def _node_registration(nr: dict[str, Any] | None) -> dict[str, Any]:
-    return {k: _copy(nr[k]) for k in _NODE_REG_KEYS if nr and k in nr}
-
-
-def endpoint_string(endpoint: dict[str, Any]) -> str:
-    host = str(endpoint["host"])
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    return f"{host}:{int(endpoint['port'])}"
-
-
-def cluster_configuration(spec: dict[str, Any], cluster: dict[str, Any], version: str) -> dict[str, Any]:
-    cc = spec.get("clusterConfiguration") or {}
-    doc: dict[str, Any] = {"apiVersion": KUBEADM_API, "kind": "ClusterConfiguration"}
-    for k in _CLUSTER_PASS:
-        if cc.get(k) not in (None, {}, [], ""):
-            doc[k] = _copy(cc[k])
-    for src, dst in (("certificateValidityPeriodDays", "certificateValidityPeriod"),
-                     ("caCertificateValidityPeriodDays", "caCertificateValidityPeriod")):
-        if cc.get(src):
-            doc[dst] = f"{int(cc[src]) * 24}h0m0s"
-    ep = contract.control_plane_endpoint(cluster)
-    cpe = cc.get("controlPlaneEndpoint") or (endpoint_string(ep) if ep else "")
-    if cpe:
-        doc["controlPlaneEndpoint"] = cpe
-    doc["clusterName"] = cluster["metadata"]["name"]
-    if version:
-        doc["kubernetesVersion"] = version
-    net = contract.dig(cluster, "spec", "clusterNetwork", default={}) or {}
-    networking: dict[str, str] = {}
-    if net.get("serviceDomain"):
-        networking["dnsDomain"] = net["serviceDomain"]
-    pods = contract.dig(net, "pods", "cidrBlocks", default=[]) or []
-    svcs = contract.dig(net, "services", "cidrBlocks", default=[]) or []
-    if pods:
-        networking["podSubnet"] = ",".join(pods)
-    if svcs:
-        networking["serviceSubnet"] = ",".join(svcs)
-    if networking:
-        doc["networking"] = networking
-    return doc
-
-
-def _bootstrap_token(bt: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k in ("token", "description", "expires", "usages", "groups"):
-        if bt.get(k):
-            out[k] = _copy(bt[k])
-    if bt.get("ttlSeconds") is not None:
-        out["ttl"] = f"{int(bt['ttlSeconds'])}s"
-    return out
-
-
-def init_configuration(spec: dict[str, Any]) -> dict[str, Any]:
-    ic = spec.get("initConfiguration") or {}
-    doc: dict[str, Any] = {"apiVersion": KUBEADM_API, "kind": "InitConfiguration"}
-    if ic.get("bootstrapTokens"):
-        doc["bootstrapTokens"] = [_bootstrap_token(t) for t in ic["bootstrapTokens"]]
-    nr = _node_registration(ic.get("nodeRegistration"))
-    if nr:
-        doc["nodeRegistration"] = nr
-    for k in ("localAPIEndpoint", "skipPhases", "patches"):
-        if ic.get(k):
-            doc[k] = _copy(ic[k])
-    t = _timeouts(ic.get("timeouts"))
-    if t:
-        doc["timeouts"] = t
-    return doc
-
-
-def join_configuration(spec: dict[str, Any], *, control_plane: bool, endpoint: dict[str, Any] | None,
-                       token: str | None, ca_cert: bytes | None) -> dict[str, Any]:
-    """The JoinConfiguration; discovery gets the token, the endpoint and the real CA's hash when unset."""
-    jc = spec.get("joinConfiguration") or {}
-    doc: dict[str, Any] = {"apiVersion": KUBEADM_API, "kind": "JoinConfiguration"}
-    nr = _node_registration(jc.get("nodeRegistration"))
-    if nr:
-        doc["nodeRegistration"] = nr
-    if jc.get("caCertPath"):
-        doc["caCertPath"] = jc["caCertPath"]
-    disc = jc.get("discovery") or {}
-    d: dict[str, Any] = {}
+def discovery_fill(spec: dict[str, Any], cluster: dict[str, Any], ca_cert: bytes) -> tuple[dict[str, Any], bool]:
+    """Like upstream, the join's token discovery is written into the spec (so the refresh finds the token): the
+    bootstrapToken fields to fill in (apiServerEndpoint from the Cluster, the CA's hash) and whether a token must
+    be created. ({}, False) for file discovery or when everything is there."""
+    disc = contract.dig(spec, "joinConfiguration", "discovery", default={}) or {}
     if contract.dig(disc, "file", "kubeConfigPath"):
-        d["file"] = {"kubeConfigPath": disc["file"]["kubeConfigPath"]}
-    else:
-        bt = dict(disc.get("bootstrapToken") or {})
-        out: dict[str, Any] = {"token": bt.get("token") or token or "",
-                               "apiServerEndpoint": bt.get("apiServerEndpoint")
-                               or (endpoint_string(endpoint) if endpoint else "")}
-        hashes = list(bt.get("caCertHashes") or [])
-        if not hashes and ca_cert:
-            hashes = [certs_mod.ca_cert_hash(ca_cert)]
-        if hashes:
-            out["caCertHashes"] = hashes
-        if bt.get("unsafeSkipCAVerification") or not hashes:
-            out["unsafeSkipCAVerification"] = True
-        d["bootstrapToken"] = out
-    if disc.get("tlsBootstrapToken"):
-        d["tlsBootstrapToken"] = disc["tlsBootstrapToken"]
-    doc["discovery"] = d
-    if control_plane:
-        doc["controlPlane"] = _copy(jc.get("controlPlane") or {})
-    for k in ("skipPhases", "patches"):
-        if jc.get(k):
-            doc[k] = _copy(jc[k])
-    t = _timeouts(jc.get("timeouts"))
-    if t:
-        doc["timeouts"] = t
-    return doc
+        return {}, False
+    bt = disc.get("bootstrapToken") or {}
+    fill: dict[str, Any] = {}
+    if not bt.get("apiServerEndpoint"):
+        ep = contract.control_plane_endpoint(cluster)
+        if ep is not None:
+            fill["apiServerEndpoint"] = endpoint_string(ep)
+    if not bt.get("caCertHashes"):
+        fill["caCertHashes"] = [certs_mod.ca_cert_hash(ca_cert)]
+    return fill, not bt.get("token")
 
 
-def dump_documents(*docs: dict[str, Any]) -> str:
-    return "".join("---\n" + yaml.safe_dump(d, sort_keys=False, default_flow_style=False) for d in docs)
-
-
-# ================================================================================================
-# cloud-config rendering
-# ================================================================================================
-
-def _template_dirs() -> list[Path]:
-    """Source tree first (repo/templates/bootstrap), then the installed data-files location."""
-    dirs: list[Path] = []
-    env = os.environ.get("CAPD_PY_BOOTSTRAP_TEMPLATES")
-    if env:
-        dirs.append(Path(env))
-    dirs.append(Path(__file__).resolve().parents[2] / "templates" / "bootstrap")
-    for prefix in {sys.prefix, sys.base_prefix}:
-        dirs.append(Path(prefix) / "share" / "capd-py" / "templates" / "bootstrap")
-    return [d for d in dirs if d.is_dir()]
-
-
-def _quote(v: Any) -> str:
-    return json.dumps(v, ensure_ascii=False)
-
-
-def _block(s: Any, indent: int) -> str:
-    """A literal block scalar when that round-trips exactly, else a double-quoted scalar."""
-    text = "" if s is None else str(s)
-    lines = text.split("\n")
-    body = lines[:-1] if text.endswith("\n") else lines
-    safe = (text != "" and "\r" not in text and not text.startswith((" ", "\t", "\n"))
-            and not text.endswith("\n\n") and all(ln == "" or ln.strip() for ln in body)
-            and all(c == "\t" or c == "\n" or c.isprintable() for c in text))
-    if not safe:
-        return _quote(text)
-    head = "|" if text.endswith("\n") else "|-"
-    pad = " " * indent
-    return head + "".join("\n" + (pad + ln if ln else "") for ln in body)
-
-
-_ENV: jinja2.Environment | None = None
-
-
-def environment() -> jinja2.Environment:
-    global _ENV
-    if _ENV is None:
-        dirs = _template_dirs()
-        if not dirs:
-            raise RuntimeError("bootstrap templates not found (templates/bootstrap)")
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader([str(d) for d in dirs]),
-                                 undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
-        env.filters["q"] = _quote
-        env.filters["block"] = _block
-        _ENV = env
-    return _ENV
-
-
-def _user(u: dict[str, Any]) -> dict[str, Any]:
-    keys = {"name": "name", "gecos": "gecos", "groups": "groups", "homeDir": "homedir", "inactive": "inactive",
-            "shell": "shell", "passwd": "passwd", "primaryGroup": "primary_group", "lockPassword": "lock_passwd",
-            "sudo": "sudo", "sshAuthorizedKeys": "ssh_authorized_keys"}
-    return {dst: u[src] for src, dst in keys.items() if u.get(src) not in (None, "", [])}
-
-
-def _file(f: dict[str, Any]) -> dict[str, Any]:
-    return {"path": f["path"], "owner": f.get("owner") or "", "permissions": f.get("permissions") or "",
-            "encoding": f.get("encoding") or "", "append": bool(f.get("append")), "content": f.get("content") or ""}
-
-
-def _verbosity(spec: dict[str, Any]) -> str:
-    v = spec.get("verbosity")
-    return f" --v {int(v)}" if v is not None else ""
-
-
-def _sentinel() -> str:
-    return f"mkdir -p {SENTINEL_PATH.rpartition('/')[0]} && echo success > {SENTINEL_PATH}"
-
-
-def _ignore_flag() -> str:
-    return "--ignore-preflight-errors=" + ",".join(IGNORE_PREFLIGHT_ERRORS)
-
-
-def _render(template: str, spec: dict[str, Any], files: list[dict[str, Any]], kubeadm_command: str,
-            users: list[dict[str, Any]] | None) -> str:
-    tpl = environment().get_template(template)
-    return tpl.render(
-        files=[_file(f) for f in files],
-        boot_commands=list(spec.get("bootCommands") or []),
-        pre_commands=list(spec.get("preKubeadmCommands") or []),
-        post_commands=list(spec.get("postKubeadmCommands") or []),
-        kubeadm_command=kubeadm_command,
-        users=[_user(u) for u in (users if users is not None else spec.get("users") or [])],
-    )
-
-
-def render_init(spec: dict[str, Any], cluster: dict[str, Any], version: str, certs: dict[str, certs_mod.KeyPair],
-                files: list[dict[str, Any]] | None = None, users: list[dict[str, Any]] | None = None) -> str:
-    """cloud-config for the first control-plane machine: CAs + kubeadm config + `kubeadm init`."""
-    cdir = contract.dig(spec, "clusterConfiguration", "certificatesDir") or certs_mod.DEFAULT_CERTIFICATES_DIR
-    kubeadm_yaml = dump_documents(cluster_configuration(spec, cluster, version), init_configuration(spec))
-    all_files = [*certs_mod.cert_files(certs, cdir), *(files if files is not None else spec.get("files") or []),
-                 {"path": INIT_CONFIG_PATH, "owner": "root:root", "permissions": "0640", "content": kubeadm_yaml}]
-    cmd = f"kubeadm init --config {INIT_CONFIG_PATH} {_ignore_flag()}{_verbosity(spec)} && {_sentinel()}"
-    return _render("cloud-init-init.yaml.j2", spec, all_files, cmd, users)
-
-
-def render_join(spec: dict[str, Any], cluster: dict[str, Any], *, control_plane: bool, token: str | None,
-                ca_cert: bytes, certs: dict[str, certs_mod.KeyPair] | None = None,
-                files: list[dict[str, Any]] | None = None, users: list[dict[str, Any]] | None = None) -> str:
-    """cloud-config for a joining machine; a control-plane join also carries the shared CAs/keys."""
-    ep = contract.control_plane_endpoint(cluster)
-    join = join_configuration(spec, control_plane=control_plane, endpoint=ep, token=token, ca_cert=ca_cert)
-    cert_entries: list[dict[str, Any]] = []
-    if control_plane:
-        cdir = contract.dig(spec, "clusterConfiguration", "certificatesDir") or certs_mod.DEFAULT_CERTIFICATES_DIR
-        cert_entries = list(certs_mod.cert_files(certs or {}, cdir))
-    all_files = [*cert_entries, *(files if files is not None else spec.get("files") or []),
-                 {"path": JOIN_CONFIG_PATH, "owner": "root:root", "permissions": "0640",
-                  "content": dump_documents(join)}]
-    cmd = f"kubeadm join --config {JOIN_CONFIG_PATH} {_ignore_flag()}{_verbosity(spec)} && {_sentinel()}"
-    return _render("cloud-init-join.yaml.j2", spec, all_files, cmd, users)
+def discovery_patch(config: dict[str, Any], fill: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch writing `fill` into the config's join discovery (resourceVersion as precondition)."""
+    bt = {**(contract.dig(config, "spec", "joinConfiguration", "discovery", "bootstrapToken") or {}), **fill}
+    return {"metadata": {"resourceVersion": config["metadata"]["resourceVersion"]},
+            "spec": {"joinConfiguration": {"discovery": {"bootstrapToken": bt}}}}
 
 
 def data_secret(config: dict[str, Any], cluster_name: str, value: str) -> dict[str, Any]:

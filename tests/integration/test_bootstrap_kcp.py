@@ -347,6 +347,38 @@ async def test_kcp_even_replicas_and_deletion(ctx: Ctx, kube: Kube, namespace: s
     assert await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp") is None
 
 
+async def test_paused_cluster_stops_kcp_deletion_and_bootstrap(ctx: Ctx, kube: Kube, namespace: str) -> None:
+    """Pause before deletion, as upstream (paused.EnsurePausedCondition comes before the deletionTimestamp check in
+    the KCP and KubeadmConfig reconcilers): clusterctl move deletes a paused cluster's objects from the source, and
+    nothing may be cleaned up then. A paused KubeadmConfig gets no data secret either."""
+    ns = namespace
+    cluster = await make_cluster(kube, ns, cp_ref=True)
+    await make_kcp(kube, ns, cluster, replicas=1)
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    [m] = await kube.list(MACHINE, ns)
+    name = m["metadata"]["name"]
+    await kube.merge_patch(CLUSTER, ns, "c1", {"spec": {"paused": True}})
+
+    await c_kc.reconcile(ctx, ns, name)
+    cfg = await kube.get(KUBEADM_CONFIG, ns, name)
+    assert cfg is not None and await kube.get(SECRET, ns, name) is None
+    assert {c["type"]: c["status"] for c in cfg["status"]["conditions"]} == {"Paused": "True"}
+
+    await kube.delete(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    kcp = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
+    assert kcp is not None and FINALIZER_KCP in kcp["metadata"]["finalizers"]
+    assert next(c for c in kcp["status"]["conditions"] if c["type"] == "Paused")["status"] == "True"
+    assert [x["metadata"]["name"] for x in await kube.list(MACHINE, ns)] == [name]
+
+    # unpaused: the deletion goes on
+    await kube.merge_patch(CLUSTER, ns, "c1", {"spec": {"paused": False}})
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    assert await kube.list(MACHINE, ns) == []
+    await c_kcp.reconcile(ctx, ns, "c1-cp")
+    assert await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp") is None
+
+
 class _EnvtestAsWorkload(WorkloadClients):
     """The envtest API server plays every workload cluster (nodes and static pods written by hand)."""
 

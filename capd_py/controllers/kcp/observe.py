@@ -14,7 +14,7 @@ from capd_py.api.gvk import KUBEADM_CONFIG, MACHINE, NODE, POD
 from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import get_ref
-from capd_py.kube.client import Kube
+from capd_py.kube.client import Kube, Unreachable, WorkloadError
 from capd_py.kube.workload import unreachable
 from capd_py.reconcile import kcp as rk
 from capd_py.reconcile.kcp import rollout
@@ -61,8 +61,9 @@ async def workload(ctx: Ctx, cluster: dict[str, Any]) -> Workload:
                                   query=[("labelSelector", CONTROL_PLANE_POD_SELECTOR)], timeout=WORKLOAD_TIMEOUT)
         w.pods = {p["metadata"]["name"]: p for p in pods.get("items") or []}
         w.reachable = True
-    except Exception as e:  # noqa: BLE001 - an unreachable workload API is a state to report, not a crash
-        w.error = unreachable(w.kube.host, e, WORKLOAD_TIMEOUT)  # the address tried and the error
+    except WorkloadError as e:  # an unreachable workload API is a state to report, not a crash
+        # the address tried and the error (what did not answer, for Unreachable)
+        w.error = unreachable(w.kube.host, e.cause if isinstance(e, Unreachable) else e, WORKLOAD_TIMEOUT)
     return w
 
 

@@ -16,11 +16,15 @@ from capd_py.api.gvk import CONFIG_MAP, KUBEADM_CONFIG, MACHINE
 from capd_py.api.labels import KCP_CLEANUP_HOOK
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import gvk_of, read_ref
-from capd_py.kube.client import Kube, KubeError
+from capd_py.kube.client import Kube, KubeError, Unreachable, WorkloadError
 from capd_py.kube.etcd import EtcdClient, EtcdError
 from capd_py.reconcile import kcp as rk
 from capd_py.reconcile.machine import R_WAITING_PRE_TERMINATE_HOOK
 from capd_py.reconcile.machineset import instance_kind, random_suffix
+
+# what removing an etcd member through the workload fails with: etcdctl's answer (EtcdError), the workload API
+# (WorkloadError), the exec stream's socket (OSError)
+ETCD_FAILURES = (EtcdError, *WorkloadError, OSError)
 
 
 async def create_machine(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any], *, init: bool,
@@ -48,12 +52,12 @@ async def create_machine(ctx: Ctx, kcp: dict[str, Any], cluster: dict[str, Any],
     created_infra = await kube.create(want.infra_gvk, want.infra)
     try:
         created_cfg = await kube.create(KUBEADM_CONFIG, want.config)
-    except Exception:
+    except (KubeError, Unreachable):  # what a create fails with: undo the half-made Machine, then report
         await kube.delete(want.infra_gvk, ns, name)
         raise
     try:
         created_m = await kube.create(MACHINE, want.machine)
-    except Exception:
+    except (KubeError, Unreachable):
         await kube.delete(want.infra_gvk, ns, name)
         await kube.delete(KUBEADM_CONFIG, ns, name)
         raise
@@ -131,7 +135,7 @@ async def run_cleanup_hooks(ctx: Ctx, kcp: dict[str, Any], machines: list[dict[s
                 try:
                     done = await remove_etcd_member(ctx.etcd.for_node(workload, via), via, target.node_name, log)
                     log.info("KCP %s/%s: %s", ns, kcp["metadata"]["name"], done)
-                except Exception as e:  # noqa: BLE001 - reported on the condition, retried
+                except ETCD_FAILURES as e:  # reported on the condition, retried
                     return f"Cannot remove the etcd member of Machine {md['name']}: {e}"
         await kube.merge_patch(MACHINE, ns, md["name"], {"metadata": {
             "resourceVersion": md["resourceVersion"], "annotations": {KCP_CLEANUP_HOOK: None}}})
@@ -151,6 +155,6 @@ async def sync_kubeadm_config(ctx: Ctx, wl: Kube, kcp: dict[str, Any], cluster: 
                                          cluster["metadata"]["namespace"], cluster["metadata"]["name"])
     except KubeError as e:
         return str(e)
-    except Exception as e:  # noqa: BLE001 - workload API unreachable: retried
+    except Unreachable as e:  # workload API unreachable: retried
         return f"{e.__class__.__name__}: {e}"
     return None

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from capd_py.api import contract, gvk
+from capd_py.api import contract, gvk, versions
 from capd_py.api.gvk import GVK, KUBEADM_CONFIG, MACHINE
 from capd_py.api.labels import (
     CLUSTER_NAME,
@@ -50,8 +50,31 @@ def machine_labels(kcp: dict[str, Any], cluster_name: str) -> dict[str, str]:
     return labels
 
 
+# kubeadm's ControlPlaneKubeletLocalMode gate (kubelets talk to their own API server): upstream's KCP turns it on
+# for 1.31 <= version < 1.36 (desiredstate.DefaultFeatureGates); from 1.36 the gate no longer exists
+KUBELET_LOCAL_MODE = "ControlPlaneKubeletLocalMode"
+
+
+def default_feature_gates(spec: dict[str, Any], version: str) -> dict[str, Any]:
+    """`spec` with upstream KCP's default kubeadm feature gate for `version`, unless the spec sets it itself."""
+    try:
+        v = versions.parse(version)
+    except ValueError:
+        return spec
+    if not (1, 31) <= (v.major, v.minor) < (1, 36):
+        return spec
+    cc = dict(spec.get("clusterConfiguration") or {})
+    gates = dict(cc.get("featureGates") or {})
+    gates.setdefault(KUBELET_LOCAL_MODE, True)
+    cc["featureGates"] = gates
+    return {**spec, "clusterConfiguration": cc}
+
+
 def _kubeadm_spec(kcp: dict[str, Any]) -> dict[str, Any]:
-    return dict(json.loads(json.dumps(contract.dig(kcp, "spec", "kubeadmConfigSpec", default={}) or {})))
+    """A copy of spec.kubeadmConfigSpec with upstream's default feature gates for spec.version (as upstream's
+    ComputeDesiredKubeadmConfig writes into every KubeadmConfig it makes)."""
+    spec = dict(json.loads(json.dumps(contract.dig(kcp, "spec", "kubeadmConfigSpec", default={}) or {})))
+    return default_feature_gates(spec, str(contract.dig(kcp, "spec", "version") or ""))
 
 
 def init_config_spec(kcp: dict[str, Any]) -> dict[str, Any]:

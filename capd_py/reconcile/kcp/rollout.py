@@ -12,9 +12,10 @@ from typing import Any
 
 import yaml
 
-from capd_py.api import contract, versions
+from capd_py.api import contract
 from capd_py.api.labels import CLONED_FROM_NAME
 from capd_py.reconcile.kcp.common import CERTIFICATES_EXPIRY_ANNOTATION, infra_template_ref, parse_time
+from capd_py.reconcile.kcp.desiredstate import default_feature_gates
 from capd_py.reconcile.kubeadmconfig import cluster_configuration
 
 KUBEADM_CONFIG_MAP = "kubeadm-config"
@@ -36,26 +37,6 @@ def _without(d: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in d.items() if k not in keys}
 
 
-# kubeadm's ControlPlaneKubeletLocalMode gate: upstream's KCP turns it on for 1.31 <= version < 1.36
-# (desiredstate.DefaultFeatureGates); a gate that does not exist in 1.36 is not set there
-KUBELET_LOCAL_MODE = "ControlPlaneKubeletLocalMode"
-
-
-def _default_feature_gates(spec: dict[str, Any], version: str) -> dict[str, Any]:
-    """`spec` with upstream KCP's default feature gate for `version` when it does not set it itself."""
-    try:
-        v = versions.parse(version)
-    except ValueError:
-        return spec
-    if not (1, 31) <= (v.major, v.minor) < (1, 36):
-        return spec
-    cc = dict(spec.get("clusterConfiguration") or {})
-    gates = dict(cc.get("featureGates") or {})
-    gates.setdefault(KUBELET_LOCAL_MODE, True)
-    cc["featureGates"] = gates
-    return {**spec, "clusterConfiguration": cc}
-
-
 def kubeadm_spec_differs(kcp: dict[str, Any], config_spec: dict[str, Any] | None) -> bool:
     """Compare a machine's KubeadmConfig spec with the KCP's, ignoring what the bootstrap controller
     fills in (discovery) and which of init/join the machine used. Both sides get upstream KCP's default
@@ -64,8 +45,8 @@ def kubeadm_spec_differs(kcp: dict[str, Any], config_spec: dict[str, Any] | None
     if config_spec is None:
         return False  # config gone (e.g. machine being created/deleted): do not roll on missing data
     version = str(contract.dig(kcp, "spec", "version") or "")
-    want = _prune(_default_feature_gates(contract.dig(kcp, "spec", "kubeadmConfigSpec", default={}) or {}, version))
-    have = _prune(_default_feature_gates(config_spec, version))
+    want = _prune(default_feature_gates(contract.dig(kcp, "spec", "kubeadmConfigSpec", default={}) or {}, version))
+    have = _prune(default_feature_gates(config_spec, version))
     want.setdefault("format", "cloud-config")
     have.setdefault("format", "cloud-config")
     if _without(want, "initConfiguration", "joinConfiguration") != _without(have, "initConfiguration",

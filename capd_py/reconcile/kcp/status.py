@@ -29,7 +29,7 @@ from capd_py.reconcile.kcp.common import (
     replicas,
     selector,
 )
-from capd_py.reconcile.kcp.remediation import remediating_message
+from capd_py.reconcile.kcp.remediation import last_remediation, remediating_message
 from capd_py.reconcile.machine import UP_TO_DATE
 
 Status = conditions.StatusBuilder
@@ -185,3 +185,18 @@ def machine_up_to_date_status(machine: dict[str, Any], view: MachineView) -> dic
                                               machine["metadata"].get("generation"))
     return status
 
+
+
+def apply_pass(st: Status, kcp: dict[str, Any], views: list[MachineView], machines: list[dict[str, Any]],
+               initialized: bool, workload_reachable: bool, workload_error: str,
+               pending_annotations: dict[str, str | None]) -> None:
+    """`apply` for one pass, plus status.lastRemediation as the KCP's annotations will be once the pass has
+    written the ones it changes (`pending_annotations`, None: removed)."""
+    apply(st, kcp, views, [str((m.get("spec") or {}).get("version") or "") for m in machines], initialized,
+          workload_reachable, workload_error)
+    ann = {k: v for k, v in {**(kcp["metadata"].get("annotations") or {}), **pending_annotations}.items()
+           if v is not None}
+    last = last_remediation({"metadata": {"annotations": ann}},
+                            [m["metadata"].get("annotations") or {} for m in machines])
+    if last is not None:
+        st.status["lastRemediation"] = last

@@ -11,7 +11,7 @@ import yaml
 
 from capd_py.api.gvk import CONFIG_MAP
 from capd_py.controllers.context import Ctx, Settings
-from capd_py.controllers.kcp.controller import _update_workload_addons as update_addons
+from capd_py.controllers.kcp.addons import update_workload_addons as update_addons
 from capd_py.reconcile.cloudinit import BOOTSTRAP_SENTINEL
 from capd_py.reconcile.dockermachine import node_spec
 from capd_py.reconcile.kcp import workload_upgrade as wu

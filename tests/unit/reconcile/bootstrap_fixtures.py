@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from capd_py.controllers.services.bootstrap_templates import BootstrapTemplates
 from capd_py.reconcile import certs
 from capd_py.testing import builders
 
@@ -32,6 +33,10 @@ SPEC: dict[str, Any] = {
     "postKubeadmCommands": [
         "kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f /kind/manifests/default-cni.yaml"],
 }
+
+
+# the cloud-config templates as the controllers read them (templates/bootstrap)
+TEMPLATES = BootstrapTemplates().get()
 
 
 def cluster(**status: Any) -> dict[str, Any]:

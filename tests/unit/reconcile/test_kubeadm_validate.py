@@ -13,9 +13,9 @@ import yaml
 from capd_py.reconcile import kubeadmconfig as kc
 
 try:
-    from bootstrap_fixtures import CLUSTER, SPEC, cluster_certs
+    from bootstrap_fixtures import CLUSTER, SPEC, TEMPLATES, cluster_certs
 except ImportError:  # pragma: no cover - when tests/unit/reconcile becomes a package
-    from .bootstrap_fixtures import CLUSTER, SPEC, cluster_certs  # type: ignore[no-redef]
+    from .bootstrap_fixtures import CLUSTER, SPEC, TEMPLATES, cluster_certs  # type: ignore[no-redef]
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +46,7 @@ def _spec() -> dict[str, Any]:
 
 
 def test_init_config_validates(tmp_path: Path) -> None:
-    out = kc.render_init(_spec(), CLUSTER, "v1.34.4", cluster_certs())
+    out = kc.render_init(_spec(), CLUSTER, "v1.34.4", cluster_certs(), templates=TEMPLATES)
     _validate(tmp_path, _kubeadm_yaml(out, kc.INIT_CONFIG_PATH))
 
 
@@ -54,7 +54,7 @@ def test_init_config_validates(tmp_path: Path) -> None:
 def test_join_config_validates(tmp_path: Path, control_plane: bool) -> None:
     cs = cluster_certs()
     out = kc.render_join(_spec(), CLUSTER, control_plane=control_plane, token=kc.new_token(), ca_cert=cs["ca"].cert,
-                         certs=cs if control_plane else None)
+                         certs=cs if control_plane else None, templates=TEMPLATES)
     _validate(tmp_path, _kubeadm_yaml(out, kc.JOIN_CONFIG_PATH))
 
 
@@ -67,7 +67,7 @@ def test_kubeadm_uses_our_cas_and_service_account_key(tmp_path: Path) -> None:
     spec = {"clusterConfiguration": {"certificatesDir": str(pki), "apiServer": {"certSANs": ["localhost"]}},
             "initConfiguration": {"localAPIEndpoint": {"advertiseAddress": "172.18.0.5"}}}
     cs = cluster_certs()
-    cloud = yaml.safe_load(kc.render_init(spec, CLUSTER, "v1.34.4", cs))
+    cloud = yaml.safe_load(kc.render_init(spec, CLUSTER, "v1.34.4", cs, templates=TEMPLATES))
     for f in cloud["write_files"]:
         p = Path(str(tmp_path) + f["path"]) if f["path"].startswith("/run/") else Path(f["path"])
         if not str(p).startswith(str(tmp_path)):

@@ -12,9 +12,9 @@ from capd_py.reconcile import certs
 from capd_py.reconcile import kubeadmconfig as kc
 
 try:
-    from bootstrap_fixtures import CLUSTER, SPEC, cluster_certs
+    from bootstrap_fixtures import CLUSTER, SPEC, TEMPLATES, cluster_certs
 except ImportError:  # pragma: no cover - when tests/unit/reconcile becomes a package
-    from .bootstrap_fixtures import CLUSTER, SPEC, cluster_certs  # type: ignore[no-redef]
+    from .bootstrap_fixtures import CLUSTER, SPEC, TEMPLATES, cluster_certs  # type: ignore[no-redef]
 
 pytestmark = pytest.mark.unit
 
@@ -28,7 +28,7 @@ def _docs(text: str) -> dict[str, dict[str, Any]]:
 
 
 def render_init(spec: dict[str, Any] = SPEC) -> dict[str, Any]:
-    out = kc.render_init(copy.deepcopy(spec), CLUSTER, "v1.34.4", cluster_certs())
+    out = kc.render_init(copy.deepcopy(spec), CLUSTER, "v1.34.4", cluster_certs(), templates=TEMPLATES)
     assert out.startswith("#cloud-config\n")
     return dict(yaml.safe_load(out))
 
@@ -67,7 +67,8 @@ def test_init_cloud_config() -> None:
 def test_worker_join_has_real_ca_hash_and_no_keys() -> None:
     cs = cluster_certs()
     token = kc.new_token()
-    out = kc.render_join(SPEC, CLUSTER, control_plane=False, token=token, ca_cert=cs["ca"].cert)
+    out = kc.render_join(SPEC, CLUSTER, control_plane=False, token=token, ca_cert=cs["ca"].cert,
+                         templates=TEMPLATES)
     cloud = yaml.safe_load(out)
     files = _files(cloud)
     assert not any(p.startswith("/etc/kubernetes/pki") for p in files)
@@ -84,7 +85,8 @@ def test_worker_join_has_real_ca_hash_and_no_keys() -> None:
 
 def test_control_plane_join_carries_certs() -> None:
     cs = cluster_certs()
-    out = kc.render_join(SPEC, CLUSTER, control_plane=True, token=kc.new_token(), ca_cert=cs["ca"].cert, certs=cs)
+    out = kc.render_join(SPEC, CLUSTER, control_plane=True, token=kc.new_token(), ca_cert=cs["ca"].cert, certs=cs,
+                         templates=TEMPLATES)
     files = _files(yaml.safe_load(out))
     assert files["/etc/kubernetes/pki/etcd/ca.key"]["content"] == cs["etcd"].key.decode()
     assert files["/etc/kubernetes/pki/front-proxy-ca.key"]["permissions"] == "0600"
@@ -136,13 +138,13 @@ def test_resolve_files_from_secret() -> None:
 def test_any_file_content_round_trips(content: str) -> None:
     spec = {"files": [{"path": "/f", "content": content}]}
     cloud = yaml.safe_load(kc.render_join(spec, CLUSTER, control_plane=False, token="abcdef.0123456789abcdef",
-                                          ca_cert=cluster_certs()["ca"].cert))
+                                          ca_cert=cluster_certs()["ca"].cert, templates=TEMPLATES))
     assert _files(cloud)["/f"]["content"] == content
 
 
 def test_docker_provider_parses_the_output() -> None:
     cloudinit = pytest.importorskip("capd_py.reconcile.cloudinit")
-    out = kc.render_init(SPEC, CLUSTER, "v1.34.4", cluster_certs())
+    out = kc.render_init(SPEC, CLUSTER, "v1.34.4", cluster_certs(), templates=TEMPLATES)
     parsed = cloudinit.parse(out)
     paths = [f.path for f in parsed.write_files]
     assert kc.INIT_CONFIG_PATH in paths and "/etc/kubernetes/pki/ca.key" in paths

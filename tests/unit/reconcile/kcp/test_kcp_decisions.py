@@ -152,9 +152,31 @@ def test_init_and_join_config_specs() -> None:
     join = rk.join_config_spec(kcp())
     assert "initConfiguration" not in join and join["joinConfiguration"]["controlPlane"] == {}
     # the CRD rejects an empty spec: format keeps it non-empty, and does not count as a change
-    bare = kcp(kubeadmConfigSpec={})
+    # (v1.36: no default feature gate either, see below)
+    bare = kcp(kubeadmConfigSpec={}, version="v1.36.0")
     assert rk.init_config_spec(bare) == {"format": "cloud-config"}
     assert not rk.kubeadm_spec_differs(bare, rk.init_config_spec(bare))
+    bare = kcp(kubeadmConfigSpec={})
+    assert not rk.kubeadm_spec_differs(bare, rk.init_config_spec(bare))
+
+
+GATE = "ControlPlaneKubeletLocalMode"
+
+
+@pytest.mark.parametrize(("version", "gates", "want"), [
+    ("v1.30.9", None, None),                       # the gate does not exist before 1.31
+    ("v1.31.0", None, {GATE: True}),               # upstream's KCP turns it on (desiredstate.DefaultFeatureGates)
+    ("v1.34.4", {"Other": True}, {"Other": True, GATE: True}),
+    ("v1.34.4", {GATE: False}, {GATE: False}),     # set by the user: kept
+    ("v1.36.0", None, None),                       # GA in 1.36: the gate is gone
+])
+def test_new_kubeadm_configs_get_the_kubelet_local_mode_gate(version: str, gates: dict[str, bool] | None,
+                                                              want: dict[str, bool] | None) -> None:
+    cc = {"featureGates": gates} if gates else {}
+    k = kcp(version=version, kubeadmConfigSpec={"clusterConfiguration": cc})
+    for spec in (rk.init_config_spec(k), rk.join_config_spec(k)):
+        assert (spec.get("clusterConfiguration") or {}).get("featureGates") == want
+        assert not rk.kubeadm_spec_differs(k, spec)
 
 
 def test_status_helpers() -> None:
