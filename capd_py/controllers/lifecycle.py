@@ -76,10 +76,3 @@ async def remove_finalizer(kube: Kube, gvk: GVK, obj: dict[str, Any], finalizer:
         if not e.not_found:
             raise
 
-
-async def pause_if_needed(kube: Kube, gvk: GVK, obj: dict[str, Any], cluster: dict[str, Any] | None) -> bool:
-    """Transitional: for controllers not yet on the reconcile skeleton (removed once every kind runs on it)."""
-    if not is_paused(obj, cluster):
-        return False
-    await pause(kube, gvk, obj)
-    return True
