@@ -19,7 +19,7 @@ from capd_py.api.gvk import (
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_CLUSTER
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata, gvk_of, list_cluster, owner_for, read_ref
-from capd_py.controllers.manager import Controller, Mapper, any_owner_mapper, cluster_label_mapper
+from capd_py.controllers.mappers import Controller, Mapper, any_owner_mapper, cluster_label_mapper
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube.cache import Reader
 from capd_py.reconcile import certs

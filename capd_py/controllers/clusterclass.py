@@ -16,7 +16,7 @@ from capd_py.api.gvk import (
 )
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import ensure_metadata, resolve
-from capd_py.controllers.manager import Controller, Mapper
+from capd_py.controllers.mappers import Controller, Mapper
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube.cache import Reader
 from capd_py.kube.contracts import Unresolved

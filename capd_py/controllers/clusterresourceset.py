@@ -31,7 +31,7 @@ from capd_py.api.labels import FIELD_MANAGER, FINALIZER_CLUSTER_RESOURCE_SET
 from capd_py.api.selectors import selector_string
 from capd_py.controllers import lifecycle, skeleton
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.manager import Controller
+from capd_py.controllers.mappers import Controller
 from capd_py.controllers.skeleton import Subject
 from capd_py.kube import events
 from capd_py.kube.cache import Reader

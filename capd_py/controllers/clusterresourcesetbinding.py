@@ -9,7 +9,7 @@ from typing import Any
 from capd_py.api import contract
 from capd_py.api.gvk import CLUSTER, CLUSTER_RESOURCE_SET_BINDING
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.manager import Controller
+from capd_py.controllers.mappers import Controller
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube.cache import Reader
 from capd_py.reconcile import clusterresourceset as rcrs

@@ -22,7 +22,7 @@ from capd_py.api.labels import (
     FINALIZER_DOCKER_CLUSTER,
 )
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.manager import Controller
+from capd_py.controllers.mappers import Controller
 from capd_py.controllers.services.docker_infra import deleting_machines
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube import events

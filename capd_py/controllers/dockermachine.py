@@ -27,7 +27,7 @@ from capd_py.api.labels import (
 )
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.lifecycle import write_status
-from capd_py.controllers.manager import Controller
+from capd_py.controllers.mappers import Controller
 from capd_py.controllers.services.docker_infra import deleting_machines
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube import events

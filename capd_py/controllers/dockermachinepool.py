@@ -13,7 +13,7 @@ from capd_py.api.gvk import CLUSTER, DOCKER_MACHINE, DOCKER_MACHINE_POOL, INFRA_
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_DOCKER_MACHINE_POOL, MACHINE_POOL_NAME
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj
-from capd_py.controllers.manager import Controller, any_owner_mapper
+from capd_py.controllers.mappers import Controller, any_owner_mapper
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, cluster_name_of, reconciler
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import KubeError

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from capd_py.api.gvk import DOCKER_MACHINE_TEMPLATE
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.manager import Controller
+from capd_py.controllers.mappers import Controller
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.reconcile import dockermachinetemplate as rdmt
 

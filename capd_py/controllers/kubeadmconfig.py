@@ -19,7 +19,7 @@ from capd_py.controllers import bootstrap_data as data
 from capd_py.controllers import bootstrap_tokens as tokens
 from capd_py.controllers import init_lock
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.manager import Controller, Mapper
+from capd_py.controllers.mappers import Controller, Mapper
 from capd_py.controllers.queue import Result
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, run
 from capd_py.kube import events

@@ -22,7 +22,7 @@ from capd_py.api.labels import CLUSTER_NAME, FINALIZER_MACHINE
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import ensure_metadata, gvk_of, read_ref
 from capd_py.controllers.machine_deletion import delete, workload
-from capd_py.controllers.manager import Controller, owner_mapper
+from capd_py.controllers.mappers import Controller, owner_mapper
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import Kube, WorkloadError

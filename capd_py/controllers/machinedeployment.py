@@ -15,7 +15,7 @@ from capd_py.api.labels import (
 )
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata, read_ref
-from capd_py.controllers.manager import Controller, Mapper, owner_mapper, referrers_mapper
+from capd_py.controllers.mappers import Controller, Mapper, owner_mapper, referrers_mapper
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import KubeError

@@ -13,7 +13,7 @@ from capd_py.api.gvk import MACHINE, MACHINE_HEALTH_CHECK, NODE
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.manager import Controller
+from capd_py.controllers.mappers import Controller
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube.client import WorkloadError
 from capd_py.reconcile import machinehealthcheck as rmhc

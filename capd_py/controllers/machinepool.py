@@ -22,7 +22,7 @@ from capd_py.api.gvk import (
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_MACHINE_POOL, MACHINE_POOL_NAME
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import RefRead, delete_obj, ensure_metadata, get_ref, gvk_of, owner_for, read_ref
-from capd_py.controllers.manager import Controller, owner_mapper
+from capd_py.controllers.mappers import Controller, owner_mapper
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube import events
 from capd_py.kube.cache import Reader

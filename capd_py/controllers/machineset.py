@@ -11,7 +11,7 @@ from capd_py.api.labels import CLUSTER_NAME, DEPLOYMENT_NAME, FINALIZER_MACHINE_
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of, read_ref
-from capd_py.controllers.manager import Controller, owner_mapper, referrers_mapper
+from capd_py.controllers.mappers import Controller, owner_mapper, referrers_mapper
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube import events
 from capd_py.kube.cache import Reader

@@ -31,7 +31,7 @@ from capd_py.controllers import (
     machineset,
     topology,
 )
-from capd_py.controllers.manager import Controller
+from capd_py.controllers.mappers import Controller
 
 MODULES = (
     cluster,

@@ -27,7 +27,7 @@ from capd_py.api.gvk import (
 from capd_py.api.labels import CLUSTER_NAME, TOPOLOGY_DEPLOYMENT_NAME, TOPOLOGY_OWNED, TOPOLOGY_POOL_NAME
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, get_ref, gvk_of, resolve
-from capd_py.controllers.manager import Controller, Mapper, cluster_label_mapper
+from capd_py.controllers.mappers import Controller, Mapper, cluster_label_mapper
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import KubeError

@@ -23,7 +23,7 @@ from capd_py.api.labels import CLUSTER_NAME, FINALIZER_KCP, KCP_REMEDIATION_IN_P
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.kcp import addons, adopt, machines, observe, scale
 from capd_py.controllers.kcp.observe import Workload
-from capd_py.controllers.manager import Controller, Mapper, owner_mapper, referrers_mapper
+from capd_py.controllers.mappers import Controller, Mapper, owner_mapper, referrers_mapper
 from capd_py.controllers.queue import Result
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, run
 from capd_py.kube import events

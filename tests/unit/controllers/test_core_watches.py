@@ -6,7 +6,7 @@ import pytest
 
 from capd_py.api import gvk
 from capd_py.controllers import cluster, machine, machinedeployment, machinehealthcheck, machineset
-from capd_py.controllers.manager import Controller
+from capd_py.controllers.mappers import Controller
 from capd_py.kube.cache import Store
 
 pytestmark = pytest.mark.unit

@@ -10,7 +10,7 @@ import pytest
 from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, GVK, INFRA_GROUP, MACHINE
 from capd_py.controllers import dockercluster as dcc
 from capd_py.controllers import dockermachine as dmc
-from capd_py.controllers.manager import Controller, Mapper
+from capd_py.controllers.mappers import Controller, Mapper
 from capd_py.kube.cache import Store
 
 pytestmark = pytest.mark.unit

@@ -9,7 +9,7 @@ import pytest
 from capd_py.api import gvk
 from capd_py.api.labels import CLUSTER_NAME, MACHINE_POOL_NAME
 from capd_py.controllers import dockermachinepool, kubeadmconfig, machine, machinepool
-from capd_py.controllers.manager import Controller
+from capd_py.controllers.mappers import Controller
 from capd_py.kube.cache import Store
 
 pytestmark = pytest.mark.unit

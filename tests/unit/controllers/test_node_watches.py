@@ -13,7 +13,8 @@ from capd_py.api.labels import CLUSTER_NAME, NODE_ROLE_CONTROL_PLANE
 from capd_py.controllers import dockermachine, machine, machinepool
 from capd_py.controllers import kubeadmcontrolplane as kcp
 from capd_py.controllers.context import Ctx, Settings
-from capd_py.controllers.manager import Controller, Manager
+from capd_py.controllers.manager import Manager
+from capd_py.controllers.mappers import Controller
 from capd_py.kube.cache import Store
 from capd_py.kube.workload import WorkloadClients
 

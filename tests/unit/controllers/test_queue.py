@@ -10,7 +10,8 @@ import pytest
 
 from capd_py.api.gvk import MACHINE, MACHINE_SET
 from capd_py.controllers.context import Ctx, Settings
-from capd_py.controllers.manager import Controller, Manager, ReconcileFn, owner_mapper
+from capd_py.controllers.manager import Manager
+from capd_py.controllers.mappers import Controller, ReconcileFn, owner_mapper
 from capd_py.controllers.queue import Key, Result, WorkQueue
 from capd_py.kube.cache import Store
 from capd_py.kube.workload import WorkloadClients

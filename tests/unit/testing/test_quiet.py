@@ -9,7 +9,8 @@ import pytest
 
 from capd_py.api.gvk import MACHINE
 from capd_py.controllers.context import Ctx, Settings
-from capd_py.controllers.manager import Controller, Manager
+from capd_py.controllers.manager import Manager
+from capd_py.controllers.mappers import Controller
 from capd_py.kube.client import Kube, WriteCounter
 from capd_py.kube.workload import WorkloadClients
 from capd_py.testing.quiet import activity, quiet_versions, wait_quiet, wait_quiet_sync
