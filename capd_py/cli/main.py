@@ -661,8 +661,20 @@ def controllers_cmd(
         "--machineset-preflight-checks", envvar="CAPD_PY_MACHINESET_PREFLIGHT_CHECKS",
         help="MachineSet preflight checks to run, comma-separated (All, ControlPlaneIsStable, KubernetesVersionSkew, "
              "KubeadmVersionSkew, ControlPlaneVersionSkew; empty: none). Default All, as upstream.")] = None,
+    controllers: Annotated[str | None, typer.Option(
+        "--controllers", envvar="CAPD_PY_CONTROLLERS",
+        help="Which controllers to run, comma-separated: all (default), upstream's managers (core, bootstrap, "
+             "controlplane, infrastructure) or kinds (DockerMachine, ClusterTopology, ...). Runs a part of capd-py "
+             "beside upstream's managers.")] = None,
 ) -> None:
     """Run every controller in this process (foreground), and the conversion webhook the CRDs name."""
+    from capd_py.api import controllerset
+    try:
+        controllerset.parse(controllers)
+    except ValueError as e:
+        fail(str(e), 2)
+    if controllers is not None:  # the Settings read it from the environment
+        os.environ["CAPD_PY_CONTROLLERS"] = controllers
     if feature_gates is not None:  # the Settings read it from the environment
         os.environ["CAPD_PY_FEATURE_GATES"] = feature_gates
     if machineset_preflight_checks is not None:  # the Settings read it from the environment

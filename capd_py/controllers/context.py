@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from capd_py.api import features
+from capd_py.api import controllerset, features
 from capd_py.api.gvk import GVK
 from capd_py.controllers.services.bootstrap_templates import BootstrapTemplates
 from capd_py.controllers.services.certificates import ClusterCertificates
@@ -61,6 +61,10 @@ class Settings:
         os.environ.get("CAPD_PY_FEATURE_GATES", "")))
     machineset_preflight_checks: frozenset[str] = field(default_factory=lambda: preflight.parse_checks(
         os.environ.get("CAPD_PY_MACHINESET_PREFLIGHT_CHECKS", preflight.ALL)))
+    # which controllers this process runs (`--controllers`, CAPD_PY_CONTROLLERS: upstream's manager names core,
+    # bootstrap, controlplane, infrastructure, or kinds; None: all), to run a part beside upstream's managers
+    controllers: frozenset[str] | None = field(default_factory=lambda: controllerset.parse(
+        os.environ.get("CAPD_PY_CONTROLLERS")))
 
 
     def enabled(self, gate: str) -> bool:

@@ -145,7 +145,7 @@ async def run(kubeconfig: str | None, runtime: Any = None, threads: int = 64,
                                                                     thread_name_prefix="capd-py-io"))
     kube = management_client(kubeconfig)
     ctx = make_ctx(kube, runtime, workload=workload)
-    manager = Manager(ctx, all_controllers(ctx.settings.feature_gates), cached=CACHED_KINDS)
+    manager = Manager(ctx, all_controllers(ctx.settings.feature_gates, ctx.settings.controllers), cached=CACHED_KINDS)
     if on_manager:
         on_manager(manager)
     registry = build_registry(manager, kube)

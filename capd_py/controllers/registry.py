@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from capd_py.api import features
+from capd_py.api import controllerset, features
 from capd_py.api.gvk import (
     CONFIG_MAP,
     GVK,
@@ -58,9 +58,13 @@ GATED = {clusterclass: features.CLUSTER_TOPOLOGY, topology: features.CLUSTER_TOP
          machinepool: features.MACHINE_POOL, dockermachinepool: features.MACHINE_POOL}
 
 
-def all_controllers(gates: Mapping[str, bool] | None = None) -> list[Controller]:
+def all_controllers(gates: Mapping[str, bool] | None = None, only: frozenset[str] | None = None) -> list[Controller]:
+    """The controllers to run: those whose feature gate is on, and of them the selection `only` (queue keys,
+    `capd_py/api/controllerset.py`; None: all)."""
     on = {**features.DEFAULTS, **(gates or {})}
     out = [m.controller() for m in MODULES if m not in GATED or on[GATED[m]]]
+    keep = set(controllerset.selected([c.key for c in out], only))
+    out = [c for c in out if c.key in keep]
     kinds = [c.key for c in out]
     dup = {k for k in kinds if kinds.count(k) > 1}
     if dup:

@@ -14,3 +14,13 @@ def test_gated_controllers() -> None:
     assert {"ClusterClass", "ClusterTopology", "MachinePool", "DockerMachinePool"} <= everything
     assert _keys({"ClusterTopology": False}) == everything - {"ClusterClass", "ClusterTopology"}
     assert _keys({"MachinePool": False}) == everything - {"MachinePool", "DockerMachinePool"}
+
+
+def test_a_subset_runs_beside_upstreams_managers() -> None:
+    """`--controllers infrastructure`: only the Docker provider (upstream's core, bootstrap and KCP run the rest)."""
+    from capd_py.api import controllerset
+    assert _keys() == controllerset.KNOWN  # every controller is nameable
+    infra = {c.key for c in all_controllers(None, controllerset.parse("infrastructure"))}
+    assert infra == {"DockerCluster", "DockerMachine", "DockerMachinePool", "DockerMachineTemplate"}
+    assert {c.key for c in all_controllers({"MachinePool": False}, controllerset.parse("infrastructure"))} == \
+        infra - {"DockerMachinePool"}
