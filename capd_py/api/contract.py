@@ -132,6 +132,15 @@ def has_owner(obj: dict[str, Any], owner: dict[str, Any]) -> bool:
     return any(o.get("uid") == uid for o in obj.get("metadata", {}).get("ownerReferences") or [])
 
 
+def core_owner_name(obj: dict[str, Any], kind: str) -> str:
+    """The name of the Cluster API core object of `kind` (Cluster, Machine, ...) among `obj`'s owners, "" when none:
+    upstream's GetOwnerCluster / GetOwnerMachine match the kind and the cluster.x-k8s.io group, any version."""
+    for o in obj.get("metadata", {}).get("ownerReferences") or []:
+        if o.get("kind") == kind and str(o.get("apiVersion", "")).startswith("cluster.x-k8s.io/"):
+            return str(o.get("name") or "")
+    return ""
+
+
 def controller_owner(obj: dict[str, Any], kind: str | None = None) -> dict[str, Any] | None:
     for o in obj.get("metadata", {}).get("ownerReferences") or []:
         if o.get("controller") and (kind is None or o.get("kind") == kind):

@@ -27,8 +27,8 @@ from capd_py.controllers.services.docker_infra import deleting_machines
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
+from capd_py.reconcile import coreutil, ipfamily, subnets
 from capd_py.reconcile import dockercluster as dcr
-from capd_py.reconcile import ipfamily, subnets
 from capd_py.runtime.networks import NoFreeSubnet
 from capd_py.runtime.protocol import RuntimeError_
 
@@ -192,8 +192,13 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
     return Outcome()
 
 
+def _has_owner_cluster(sub: Subject) -> bool:
+    """As upstream CAPD (util.GetOwnerCluster): nothing until the Cluster controller has made its Cluster the owner."""
+    return coreutil.is_deleting(sub.obj) or bool(contract.core_owner_name(sub.obj, "Cluster"))
+
+
 KIND = Kind(gvk=DOCKER_CLUSTER, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_DOCKER_CLUSTER,
-            cluster_name=lambda dc: cluster_name_of(dc) or "")
+            cluster_name=lambda dc: cluster_name_of(dc) or "", ready=_has_owner_cluster)
 reconcile = reconciler(KIND)
 
 

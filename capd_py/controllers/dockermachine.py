@@ -33,7 +33,7 @@ from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import WorkloadError
-from capd_py.reconcile import cloudinit
+from capd_py.reconcile import cloudinit, coreutil
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import dockermachine as dmr
 from capd_py.reconcile import dockermachine_decide as dd
@@ -252,7 +252,13 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
     return Outcome(obj=dm)
 
 
-KIND = Kind(gvk=DOCKER_MACHINE, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_DOCKER_MACHINE)
+def _has_owner_machine(sub: Subject) -> bool:
+    """As upstream CAPD: nothing until the Machine controller has made its Machine the owner."""
+    return coreutil.is_deleting(sub.obj) or bool(contract.core_owner_name(sub.obj, "Machine"))
+
+
+KIND = Kind(gvk=DOCKER_MACHINE, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_DOCKER_MACHINE,
+            ready=_has_owner_machine)
 reconcile = reconciler(KIND)
 
 

@@ -20,8 +20,7 @@ from capd_py.controllers import bootstrap_tokens as tokens
 from capd_py.controllers import init_lock
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.mappers import Controller, Mapper
-from capd_py.controllers.queue import Result
-from capd_py.controllers.skeleton import Kind, Outcome, Subject, run
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import Unreachable
@@ -198,16 +197,16 @@ async def _deleted(ctx: Ctx, sub: Subject) -> Outcome:
     return Outcome(done=True)  # as upstream: a deleted KubeadmConfig is ignored (its Secret goes with it)
 
 
-KIND = Kind(KUBEADM_CONFIG, reconcile=_reconcile, delete=_deleted)
+def _has_owner(sub: Subject) -> bool:
+    """As upstream: nothing to say (and nothing written) until the Machine (or MachinePool) controller sets the
+    owner; its patch brings us back (one status write fewer per Machine)."""
+    return bool(contract.core_owner_name(sub.obj, "Machine") or contract.core_owner_name(sub.obj, "MachinePool"))
 
 
-async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
-    """As upstream: nothing to say (and nothing written) until the Machine controller sets the owner; its patch
-    brings us back (one status write fewer per Machine). Then the skeleton."""
-    cfg = await ctx.kube.get(KUBEADM_CONFIG, namespace, name)
-    if cfg is None or await data.owner_of(ctx.kube, cfg) is None:
-        return None
-    return await run(ctx, KIND, namespace, name)
+KIND = Kind(KUBEADM_CONFIG, reconcile=_reconcile, delete=_deleted, ready=_has_owner)
+
+
+reconcile = reconciler(KIND)
 
 
 # --- wiring -------------------------------------------------------------------------------------

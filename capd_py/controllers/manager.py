@@ -74,7 +74,8 @@ class Manager:
 
     def activity(self) -> dict[str, Any]:
         """Writes and reconciles so far, and the newest writes (method and path)."""
-        return {"writes": self.writes.total, "reconciles": self.reconciles, "recent": list(self.writes.recent)}
+        return {"writes": self.writes.total, "reconciles": self.reconciles, "recent": list(self.writes.recent),
+                "by_namespace": dict(self.writes.by_namespace)}
 
     async def report_forever(self, path: Path, every: float = 1.0) -> None:
         """Keep `activity()` in `path` (replaced atomically whenever it changed)."""

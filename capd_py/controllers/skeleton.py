@@ -88,6 +88,10 @@ class Kind:
     reports_paused: bool = True
     # what a paused object's status says besides Paused=True (the topology controller's TopologyReconciled=False)
     when_paused: Callable[[Subject], Outcome] | None = None
+    # False while upstream's reconciler of the kind would stop at its owner lookup ("waiting for the Machine
+    # controller to set the OwnerRef"): nothing is done or written, not even the finalizer (the owner's patch
+    # brings the object back); a finalizer added meanwhile would race the owner's adoption patch
+    ready: Callable[[Subject], bool] | None = None
 
 
 def not_paused(obj: Obj, status: Obj) -> Obj:
@@ -107,6 +111,8 @@ async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
     if kind.cluster_name is not None:
         cn = kind.cluster_name(obj)
         cluster = await kube.get(CLUSTER, namespace, cn) if cn else None
+    if kind.ready is not None and not kind.ready(Subject(obj, cluster)):
+        return None
     if kind.pausable and coreutil.is_paused(obj, cluster):
         if kind.reports_paused:
             obj = await lifecycle.pause(kube, kind.gvk, obj)
@@ -135,12 +141,20 @@ async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
 
 
 async def _write(ctx: Ctx, kind: Kind, obj: Obj, out: Outcome, paused: bool = False) -> None:
+    if out.status is None and not _was_paused(obj):
+        return  # the kind has nothing to say yet: no write for Paused=False alone (it comes with the first status)
     status = out.status if out.status is not None else dict(obj.get("status") or {})
     owned = out.owned_conditions
     if kind.pausable and kind.reports_paused and not paused:
         status = not_paused(obj, status)
         owned = None if owned is None else {*owned, cond.PAUSED}
     await lifecycle.write_status(ctx.kube, kind.gvk, obj, status, owned)
+
+
+def _was_paused(obj: Obj) -> bool:
+    """The object says Paused=True: unpaused now, that must be written even when the kind says nothing else."""
+    c = cond.get(obj, cond.PAUSED)
+    return bool(c and c.get("status") != cond.FALSE)
 
 
 def reconciler(kind: Kind) -> Callable[[Ctx, str, str], Awaitable[Result | None]]:

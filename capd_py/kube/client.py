@@ -78,12 +78,20 @@ class WriteCounter:
         self.last = 0.0  # time.monotonic() of the newest
         self.recent: deque[str] = deque(maxlen=keep)  # "PUT /apis/.../status", newest last
         self.by_resource: Counter[tuple[str, str]] = Counter()  # (method, resource: the plural of the kind)
+        self.by_namespace: Counter[str] = Counter()  # "" for cluster-scoped objects
 
     def record(self, method: str, path: str) -> None:
         self.total += 1
         self.last = time.monotonic()
         self.recent.append(f"{method} {path}")
         self.by_resource[(method, resource_of(path))] += 1
+        self.by_namespace[namespace_of(path)] += 1
+
+
+def namespace_of(path: str) -> str:
+    """The namespace a REST path names ("" for none): /apis/G/V/namespaces/NS/machines/M -> NS."""
+    parts = path.split("?")[0].strip("/").split("/")
+    return parts[parts.index("namespaces") + 1] if "namespaces" in parts[:-1] else ""
 
 
 def resource_of(path: str) -> str:

@@ -9,7 +9,9 @@ names), and a test waits until no write happened for a window of seconds.
   at its end, for the test to compare: writes no counter sees (another client's) still show.
 
 A source is a Manager (in-process), a `WriteCounter`, the path of an activity file, or a callable returning
-an activity dict (`{"writes": n, "reconciles": n, "recent": [...]}`).
+an activity dict (`{"writes": n, "reconciles": n, "recent": [...], "by_namespace": {ns: n}}`). With
+`namespace=`, only writes to objects of that namespace count: a test's own objects, not what earlier tests left
+behind in the same API server (their namespaces terminating, say) and this process's controllers still handle.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def activity(source: Source) -> dict[str, Any]:
     if isinstance(source, Manager):
         return source.activity()
     if isinstance(source, WriteCounter):
-        return {"writes": source.total, "recent": list(source.recent)}
+        return {"writes": source.total, "recent": list(source.recent), "by_namespace": dict(source.by_namespace)}
     if isinstance(source, Path):
         try:
             return dict(json.loads(source.read_text()))
@@ -45,20 +47,27 @@ def activity(source: Source) -> dict[str, Any]:
 class _Watch:
     """The state of one wait: when the write count last moved, and how many writes were seen."""
 
-    def __init__(self, source: Source, window: float, timeout: float, what: str):
+    def __init__(self, source: Source, window: float, timeout: float, what: str, namespace: str | None = None):
         self.source, self.window, self.timeout, self.what = source, window, timeout, what
+        self.namespace = namespace
         self.t0 = self.changed = time.monotonic()
-        first = activity(source)
-        self.start = self.count = int(first["writes"])
+        self.start = self.count = self._writes(activity(source))
         self.recent: list[str] = []
+
+    def _writes(self, a: dict[str, Any]) -> int:
+        if self.namespace is None:
+            return int(a["writes"])
+        return int((a.get("by_namespace") or {}).get(self.namespace, 0))
 
     def poll(self) -> bool:
         """True once quiet for the window (a write seen restarts it); raises past the timeout."""
         a = activity(self.source)
         now = time.monotonic()
-        if int(a["writes"]) != self.count:
-            self.count, self.changed = int(a["writes"]), now
-            self.recent = list(a.get("recent") or [])
+        n = self._writes(a)
+        if n != self.count:
+            self.count, self.changed = n, now
+            mine = f"/namespaces/{self.namespace}/"
+            self.recent = [w for w in a.get("recent") or [] if self.namespace is None or mine in w]
         if now - self.changed >= self.window:
             return True
         if now - self.t0 > self.timeout:
@@ -72,28 +81,29 @@ class _Watch:
 
 
 async def wait_quiet(source: Source, window: float = 20.0, timeout: float = 120.0, what: str = "",
-                     interval: float = 0.2) -> int:
+                     interval: float = 0.2, namespace: str | None = None) -> int:
     """Return (the writes seen meanwhile) once `source` saw no write for `window` seconds."""
-    w = _Watch(source, window, timeout, what)
+    w = _Watch(source, window, timeout, what, namespace)
     while not w.poll():
         await asyncio.sleep(interval)
     return w.count - w.start
 
 
 def wait_quiet_sync(source: Source, window: float = 20.0, timeout: float = 300.0, what: str = "",
-                    interval: float = 1.0) -> int:
+                    interval: float = 1.0, namespace: str | None = None) -> int:
     """`wait_quiet` for blocking code (the e2e tier)."""
-    w = _Watch(source, window, timeout, what)
+    w = _Watch(source, window, timeout, what, namespace)
     while not w.poll():
         time.sleep(interval)
     return w.count - w.start
 
 
 async def quiet_versions(source: Source, versions: Callable[[], Awaitable[T]], window: float = 20.0,
-                         timeout: float = 120.0, what: str = "", interval: float = 0.2) -> tuple[T, T]:
+                         timeout: float = 120.0, what: str = "", interval: float = 0.2,
+                         namespace: str | None = None) -> tuple[T, T]:
     """(`versions()` at the start of a window of `window` seconds without writes, `versions()` at its end).
     A write restarts the window and the snapshot is taken again (after it: writes count once answered)."""
-    w = _Watch(source, window, timeout, what)
+    w = _Watch(source, window, timeout, what, namespace)
     mark, before = w.count, await versions()
     while not w.poll():
         if w.restarted(mark):
@@ -103,9 +113,9 @@ async def quiet_versions(source: Source, versions: Callable[[], Awaitable[T]], w
 
 
 def quiet_versions_sync(source: Source, versions: Callable[[], T], window: float = 20.0, timeout: float = 300.0,
-                        what: str = "", interval: float = 1.0) -> tuple[T, T]:
+                        what: str = "", interval: float = 1.0, namespace: str | None = None) -> tuple[T, T]:
     """`quiet_versions` for blocking code (the e2e tier)."""
-    w = _Watch(source, window, timeout, what)
+    w = _Watch(source, window, timeout, what, namespace)
     mark, before = w.count, versions()
     while not w.poll():
         if w.restarted(mark):

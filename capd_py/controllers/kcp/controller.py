@@ -24,12 +24,12 @@ from capd_py.controllers.context import Ctx
 from capd_py.controllers.kcp import addons, adopt, machines, observe, scale
 from capd_py.controllers.kcp.observe import Workload
 from capd_py.controllers.mappers import Controller, Mapper, owner_mapper, referrers_mapper
-from capd_py.controllers.queue import Result
-from capd_py.controllers.skeleton import Kind, Outcome, Subject, run
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import KubeError
 from capd_py.reconcile import certs as certs_mod
+from capd_py.reconcile import coreutil
 from capd_py.reconcile import kcp as rk
 from capd_py.reconcile.kcp import adoption
 from capd_py.reconcile.kcp import observe as rk_observe
@@ -45,10 +45,13 @@ def _now() -> _dt.datetime:
 
 def _owner_cluster_name(kcp: Obj) -> str:
     """As upstream's GetOwnerCluster: the Cluster is the one the KCP's owner references name."""
-    for o in kcp["metadata"].get("ownerReferences") or []:
-        if o.get("kind") == "Cluster" and str(o.get("apiVersion", "")).startswith("cluster.x-k8s.io/"):
-            return str(o["name"])
-    return ""
+    return contract.core_owner_name(kcp, "Cluster")
+
+
+def _has_its_cluster(sub: Subject) -> bool:
+    """As upstream: a KCP whose Cluster has not made itself its owner (or does not exist) waits, untouched (no
+    finalizer, no status); one being deleted goes on without it."""
+    return coreutil.is_deleting(sub.obj) or sub.cluster is not None
 
 
 @dataclass
@@ -220,22 +223,10 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
 
 
 KIND = Kind(KUBEADM_CONTROL_PLANE, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_KCP,
-            cluster_name=_owner_cluster_name)
+            cluster_name=_owner_cluster_name, ready=_has_its_cluster)
 
 
-async def reconcile(ctx: Ctx, namespace: str, name: str) -> Result | None:
-    """As upstream: a KCP whose Cluster has not made itself its owner (or does not exist) waits, untouched (no
-    finalizer, no status); one being deleted goes on without it. Then the skeleton."""
-    kcp = await ctx.kube.get(KUBEADM_CONTROL_PLANE, namespace, name)
-    if kcp is None:
-        return None
-    if not kcp["metadata"].get("deletionTimestamp"):
-        cn = _owner_cluster_name(kcp)
-        if not cn or await ctx.kube.get(CLUSTER, namespace, cn) is None:
-            ctx.log.getChild("kcp").debug("KCP %s/%s: waiting for the Cluster controller to set the owner reference",
-                                          namespace, name)
-            return None
-    return await run(ctx, KIND, namespace, name)
+reconcile = reconciler(KIND)
 
 
 # --- wiring -------------------------------------------------------------------------------------

@@ -149,7 +149,7 @@ async def test_clusterresourcesets_apply_record_and_survive_deletion(operator: M
     assert any(o["kind"] == "ClusterResourceSet" and o["name"] == "once" for o in src["metadata"]["ownerReferences"])
 
     # stable: an event that changes nothing the sets care about brings no writes
-    await wait_quiet(operator, window=1, timeout=30, what="converged before the poke")
+    await wait_quiet(operator, window=1, timeout=30, what="converged before the poke", namespace=ns)
     before = {n: (await kube.get(CLUSTER_RESOURCE_SET, ns, n))["metadata"]["resourceVersion"]  # type: ignore[index]
               for n in ("once", "reconcile")}
     before["binding"] = b["metadata"]["resourceVersion"]
@@ -159,7 +159,7 @@ async def test_clusterresourcesets_apply_record_and_survive_deletion(operator: M
     async def poke_handled() -> bool:
         return operator.reconciles > reconciles
     await eventually(poke_handled, 10, "the poke reconciled")
-    await wait_quiet(operator, window=1.5, timeout=30, what="after the poke")
+    await wait_quiet(operator, window=1.5, timeout=30, what="after the poke", namespace=ns)
     after = {n: (await kube.get(CLUSTER_RESOURCE_SET, ns, n))["metadata"]["resourceVersion"]  # type: ignore[index]
              for n in ("once", "reconcile")}
     after["binding"] = (await kube.get(CLUSTER_RESOURCE_SET_BINDING, ns, "c1"))["metadata"]["resourceVersion"]  # type: ignore[index]
@@ -177,7 +177,7 @@ async def test_clusterresourcesets_apply_record_and_survive_deletion(operator: M
         return await wl_value(kube, wl_ns, "from-rec") == "2" and r.get("hash") not in (None, rec_hash)
     await eventually(reapplied, 30, "the Reconcile strategy re-applied the changed ConfigMap")
     # both changes were seen together; once the controllers are quiet ApplyOnce had every chance to (wrongly) act
-    await wait_quiet(operator, window=1.5, timeout=30, what="after the ConfigMap changes")
+    await wait_quiet(operator, window=1.5, timeout=30, what="after the ConfigMap changes", namespace=ns)
     assert await wl_value(kube, wl_ns, "from-cm") == "1"
     once = entry(await kube.get(CLUSTER_RESOURCE_SET_BINDING, ns, "c1"), "once")
     assert once is not None and once[("ConfigMap", "addons")]["hash"] == once_hash
@@ -185,7 +185,7 @@ async def test_clusterresourcesets_apply_record_and_survive_deletion(operator: M
     # a Cluster that starts matching later gets them too
     await kube.create(CLUSTER, cluster_obj("c2", ns, {}))
     await initialize(kube, ns, "c2")
-    await wait_quiet(operator, window=1.5, timeout=30, what="after c2 was initialized")
+    await wait_quiet(operator, window=1.5, timeout=30, what="after c2 was initialized", namespace=ns)
     assert await kube.get(CLUSTER_RESOURCE_SET_BINDING, ns, "c2") is None
     await kube.delete(CONFIG_MAP, wl_ns, "from-cm")  # so that c2's ApplyOnce visibly creates it again
     await kube.merge_patch(CLUSTER, ns, "c2", {"metadata": {"labels": {"addons": "on"}}})
@@ -247,7 +247,7 @@ async def test_bad_input_gets_a_clear_condition_and_leaves_nothing_half_created(
     await eventually(missing_reported, 30, "ResourcesApplied=False naming the missing ConfigMap")
     c = applied_condition(await kube.get(CLUSTER_RESOURCE_SET, ns, "missing"))
     assert c["reason"] == rcrs.R_NOT_APPLIED
-    await wait_quiet(operator, window=1, timeout=30, what="after ResourcesApplied=False")
+    await wait_quiet(operator, window=1, timeout=30, what="after ResourcesApplied=False", namespace=ns)
     assert entry(await kube.get(CLUSTER_RESOURCE_SET_BINDING, ns, "c1"), "missing") is None
     assert await wl_value(kube, wl_ns, "from-present") is None
 

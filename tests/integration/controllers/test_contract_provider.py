@@ -251,7 +251,8 @@ async def test_minimal_provider_through_the_contract(operator: Manager, kube: Ku
             for o in await kube.list(g, ns):
                 out[f"{g.kind}/{o['metadata']['name']}"] = o["metadata"]["resourceVersion"]
         return out
-    before, after = await quiet_versions(operator, versions, window=3, timeout=60, what="the cluster converged")
+    before, after = await quiet_versions(operator, versions, window=3, timeout=60, what="the cluster converged",
+                                         namespace=ns)
     assert after == before, "objects were written although nothing changed"
 
     # Deletion: the provider holds its own finalizers; workers go first, then the control plane, then the

@@ -185,7 +185,8 @@ async def test_machine_pool_scale_rollout_missing_template_and_deletion(
             for o in await kube.list(g, namespace):
                 out[f"{g.kind}/{o['metadata']['name']}"] = o["metadata"]["resourceVersion"]
         return out
-    v1, v2 = await quiet_versions(operator[0], versions, window=4, timeout=60, what="the pools converged")
+    v1, v2 = await quiet_versions(operator[0], versions, window=4, timeout=60, what="the pools converged",
+                                  namespace=namespace)
     assert v2 == v1
 
     # the pool whose DockerMachinePool is missing: a clear condition, nothing created

@@ -91,7 +91,7 @@ async def test_development_flavor_upgrade_order_and_bad_variable(
 
     # stable: once the controllers wrote nothing for 6 s, no object changed over those 6 s
     before, after = await quiet_versions(operator[0], lambda: _versions(kube, namespace), window=6, timeout=60,
-                                         what="the topology cluster converged")
+                                         what="the topology cluster converged", namespace=namespace)
     assert before == after, {k: (before.get(k), v) for k, v in after.items() if before.get(k) != v}
 
     # upgrade: sample the order while it happens

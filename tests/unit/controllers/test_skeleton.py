@@ -135,3 +135,33 @@ async def test_a_second_controller_of_a_kind_reports_its_own_condition_when_paus
     rec._reconciled = Outcome(owned_conditions=())
     await run(ctx, second, "ns", "ms")
     assert "Paused" not in {x["type"] for x in ms(kube)["status"]["conditions"]}
+
+
+async def test_nothing_is_done_or_written_until_the_kind_is_ready() -> None:
+    """As upstream's "waiting for the Machine controller to set the OwnerRef": no finalizer (it would race the
+    owner's adoption patch), no Paused condition, no call."""
+    rec = Recorder(Outcome(status={"replicas": 1}))
+    ctx, kind, kube = setup(rec)
+    owned = {"yes": False}
+    waiting = Kind(MACHINE_SET, reconcile=rec.reconcile, delete=rec.delete, finalizer=FIN,
+                   ready=lambda sub: owned["yes"])
+    rv = ms(kube)["metadata"]["resourceVersion"]
+    assert await run(ctx, waiting, "ns", "ms") is None
+    assert rec.calls == [] and ms(kube)["metadata"]["resourceVersion"] == rv
+    owned["yes"] = True
+    await run(ctx, waiting, "ns", "ms")
+    assert [c[0] for c in rec.calls] == ["reconcile"] and ms(kube)["metadata"]["finalizers"] == [FIN]
+
+
+async def test_no_write_for_not_paused_alone_but_unpausing_is_written() -> None:
+    rec = Recorder(Outcome())  # the kind has nothing to say about status yet
+    ctx, kind, kube = setup(rec)
+    await run(ctx, kind, "ns", "ms")
+    assert "status" not in ms(kube) or cond.get(ms(kube), cond.PAUSED) is None
+    kube.objects[("clusters", "ns", "c1")]["spec"]["paused"] = True
+    await run(ctx, kind, "ns", "ms")
+    assert cond.is_true(ms(kube), cond.PAUSED)
+    kube.objects[("clusters", "ns", "c1")]["spec"]["paused"] = False
+    await run(ctx, kind, "ns", "ms")
+    p = cond.get(ms(kube), cond.PAUSED)
+    assert p is not None and p["status"] == "False"

@@ -101,3 +101,22 @@ def test_a_missing_activity_file_counts_as_nothing_yet(tmp_path: Any) -> None:
     assert wait_quiet_sync(path, window=0, timeout=1) == 0
     path.write_text('{"writes": 3, "reconciles": 7, "recent": ["PUT /x"]}')
     assert activity(path)["writes"] == 3
+
+
+async def test_a_namespace_scoped_wait_ignores_other_namespaces() -> None:
+    """What earlier tests left behind (and the controllers still handle) does not keep a test from being quiet."""
+    from capd_py.kube.client import namespace_of
+    assert namespace_of("/apis/cluster.x-k8s.io/v1beta2/namespaces/t-1/machines/m/status") == "t-1"
+    assert namespace_of("/api/v1/namespaces/t-1") == "t-1"  # the Namespace itself counts as its own
+    assert namespace_of("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x") == ""
+    c = WriteCounter()
+
+    async def elsewhere() -> None:
+        for _ in range(10):
+            c.record("PATCH", "/apis/cluster.x-k8s.io/v1beta2/namespaces/old/machines/m/status")
+            await asyncio.sleep(0.05)
+    busy = asyncio.create_task(elsewhere())
+    assert await wait_quiet(c, window=0.2, timeout=2, namespace="mine") == 0
+    await busy
+    with pytest.raises(AssertionError, match="not quiet"):
+        await wait_quiet(c, window=0.3, timeout=0.2)  # unscoped it would have waited for them
