@@ -20,8 +20,9 @@ What they need, read from each v1.13 main.go:
   (`--webhook-cert-dir`); the API server only calls it if webhook configurations name it (`webhook_url`, `ca_bundle`);
 - the CRDs of every kind its controllers watch, Established, else its caches never sync (the process exits after
   upstream's 5-minute CacheSyncTimeout). capd-py's CRDs serve the v1beta2 upstream stores (upstream also serves
-  v1beta1); CAPD's manager also watches DevCluster/DevMachine/DevMachineTemplate/DevMachinePool, which capd-py does
-  not define: `extra_crds(...)` gives upstream's (copied into the cache by the build);
+  v1beta1). Kinds capd-py does not define are watched too: ExtensionConfig (the core's ClusterClass controller, with
+  ClusterTopology on, RuntimeSDK or not) and CAPD's DevCluster/DevMachine/DevMachineTemplate/DevMachinePool:
+  `extra_crds(...)` gives upstream's (copied into the cache by the build);
 - the same `--feature-gates` as capd-py's controllers (capd_py.api.features.DEFAULTS: ClusterTopology on);
 - for CAPD: a docker daemon (`DOCKER_HOST` or /var/run/docker.sock), and the in-memory provider's fixed debug port
   19000 (and 20000-30000 for its workload API servers): one CAPD manager per host.
@@ -81,7 +82,8 @@ _DEV = tuple(f"docker/infrastructure.cluster.x-k8s.io_{k}.yaml" for k in (
     "devmachinepooltemplates"))
 
 ROLES: Mapping[str, Role] = {r.name: r for r in (
-    Role("core", "cluster-api-manager",
+    # its ClusterClass controller (ClusterTopology) watches ExtensionConfigs whatever RuntimeSDK says
+    Role("core", "cluster-api-manager", extra_crds=("core/runtime.cluster.x-k8s.io_extensionconfigs.yaml",),
          controllers=("Cluster", "Machine", "MachineSet", "MachineDeployment", "MachinePool", "MachineHealthCheck",
                       "ClusterResourceSet", "ClusterResourceSetBinding", "ClusterClass")),
     Role("kubeadm-bootstrap", "kubeadm-bootstrap-manager", controllers=("KubeadmConfig",)),
