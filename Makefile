@@ -18,7 +18,7 @@ export CAPD_PY_CACHE ?= $(HOME)/.cache/capd-py
 # This sandbox refuses --privileged; real machines can use CAPD_PY_PRIVILEGED_MODE=privileged.
 export CAPD_PY_PRIVILEGED_MODE ?= $(shell bash hack/privilege-mode.sh 2>/dev/null || echo privileged)
 
-.PHONY: venv docker images images-check binaries clusterctl parity-corpus cluster-autoscaler test-autoscaler test test-unit test-integration test-e2e lint quickstart clean-clusters
+.PHONY: venv docker images images-check binaries clusterctl upstream test-upstream parity-corpus cluster-autoscaler test-autoscaler test test-unit test-integration test-e2e lint quickstart clean-clusters
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -49,6 +49,15 @@ images-check:
 clusterctl:
 	nice -n 10 bash hack/build-clusterctl.sh $(CLUSTERCTL_VERSION)
 
+# Upstream Cluster API's managers (core, kubeadm bootstrap, kubeadm control plane, CAPD = Docker + in-memory provider)
+# from the Go module proxy, cached in $(CAPD_PY_CACHE)/upstream/<version>/ (hack/build-upstream.sh; docs/upstream.md).
+# Run as host processes by capd_py/testing/upstream_managers.py. Not a prerequisite of `test` yet.
+upstream:
+	nice -n 10 bash hack/build-upstream.sh $(CLUSTERCTL_VERSION)
+
+test-upstream: venv binaries upstream
+	$(VENV)/bin/pytest -m upstream -q -s tests/integration/test_upstream_managers.py
+
 # The template + variable conformance corpus (tests/fixtures/parity/, committed: the tests need no Go): a Go program
 # runs upstream's text/template + sprig and cluster-api's internal/topology/variables on thousands of seeded
 # cases (hack/parity/README.md). Build cached in $CAPD_PY_CACHE/parity/ (~1 min cold), generation ~20 s.
@@ -75,7 +84,7 @@ test-unit: venv
 	$(VENV)/bin/pytest -m unit -q
 
 test-integration: venv images
-	$(VENV)/bin/pytest -m integration -q
+	$(VENV)/bin/pytest -m "integration and not upstream" -q
 
 test-e2e: venv images clusterctl
 	$(VENV)/bin/pytest -m "e2e and not autoscaler" -q

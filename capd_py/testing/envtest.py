@@ -124,6 +124,18 @@ class _CA:
         return _pem_cert(cert), _pem_key(key)
 
 
+def write_serving_cert(directory: Path, cert_name: str = "tls.crt", key_name: str = "tls.key") -> bytes:
+    """A serving certificate for localhost / 127.0.0.1 signed by a new CA, written as `directory`/tls.crt and tls.key
+    (controller-runtime's webhook server's names); returns the CA's PEM (a webhook configuration's caBundle)."""
+    ca = _CA.create("capd-py-local-serving-ca")
+    crt, key = ca.issue("localhost", server=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / cert_name).write_bytes(crt)
+    (directory / key_name).write_bytes(key)
+    (directory / key_name).chmod(0o600)
+    return _pem_cert(ca.cert)
+
+
 # --- the environment ---------------------------------------------------------------------------------------
 
 @dataclass
