@@ -28,6 +28,7 @@ async def write_status(kube: Kube, gvk: GVK, obj: dict[str, Any], status: dict[s
                        owned_conditions: Iterable[str] | None = None) -> dict[str, Any]:
     """The one status writer: a patch of what differs between `obj`'s status and `status` (Kube.patch_status;
     nothing when they are equal); an object deleted meanwhile is not an error. Returns the newest copy we have."""
+    status = _keeping_paused(obj, status)
     try:
         new = await kube.patch_status(gvk, obj, status, owned_conditions)
     except KubeError as e:
@@ -35,6 +36,15 @@ async def write_status(kube: Kube, gvk: GVK, obj: dict[str, Any], status: dict[s
             return obj
         raise
     return new or obj
+
+
+def _keeping_paused(obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """`Paused` is the reconcile skeleton's alone: a status that does not mention it (a kind's own mid-reconcile
+    write) keeps the object's, rather than removing it for the skeleton to put back (two writes for nothing)."""
+    mine = cond.get(obj, cond.PAUSED)
+    if mine is None or any(c.get("type") == cond.PAUSED for c in status.get("conditions") or []):
+        return status
+    return {**status, "conditions": [*(status.get("conditions") or []), mine]}
 
 
 async def pause(kube: Kube, gvk: GVK, obj: dict[str, Any]) -> dict[str, Any]:

@@ -165,3 +165,22 @@ async def test_no_write_for_not_paused_alone_but_unpausing_is_written() -> None:
     await run(ctx, kind, "ns", "ms")
     p = cond.get(ms(kube), cond.PAUSED)
     assert p is not None and p["status"] == "False"
+
+
+async def test_a_kinds_own_status_write_keeps_paused_and_costs_one_write() -> None:
+    """A kind writing status mid-reconcile (DockerMachine before it patches the Node) does not drop Paused for the
+    skeleton to put back: one write, not two."""
+    from capd_py.controllers import lifecycle
+    rec = Recorder(Outcome(status={"replicas": 1}))
+    ctx, kind, kube = setup(rec)
+    await run(ctx, kind, "ns", "ms")  # first pass: status and Paused=False
+
+    async def writes_itself(c: Ctx, sub: Subject) -> Outcome:
+        obj = await lifecycle.write_status(c.kube, MACHINE_SET, sub.obj, {"replicas": 2})
+        return Outcome(status={"replicas": 2}, obj=obj)
+    own = Kind(MACHINE_SET, reconcile=writes_itself, delete=rec.delete, finalizer=FIN)
+    before = int(ms(kube)["metadata"]["resourceVersion"])
+    await run(ctx, own, "ns", "ms")
+    got = ms(kube)
+    assert int(got["metadata"]["resourceVersion"]) == before + 1
+    assert got["status"]["replicas"] == 2 and cond.get(got, cond.PAUSED) is not None
