@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from capd_py.api import contract
-from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, INFRA_GROUP, MACHINE, NODE, SECRET
+from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, MACHINE, NODE, SECRET
 from capd_py.api.labels import (
     CLUSTER_NAME,
     CONTAINER_MACHINE,
@@ -25,13 +25,13 @@ from capd_py.api.labels import (
     CONTROL_PLANE,
     FINALIZER_DOCKER_MACHINE,
 )
+from capd_py.controllers import dockermachine_watches as w
+from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.lifecycle import write_status
 from capd_py.controllers.mappers import Controller
 from capd_py.controllers.services.docker_infra import deleting_machines
-from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, not_paused, reconciler
 from capd_py.kube import events
-from capd_py.kube.cache import Reader
 from capd_py.kube.client import WorkloadError
 from capd_py.reconcile import cloudinit, coreutil
 from capd_py.reconcile import dockercluster as dcr
@@ -141,12 +141,18 @@ async def _preload(ctx: Ctx, o: dd.Observed, a: dd.PreloadImages) -> dd.Observed
         return replace(o, preloaded=())
     # a load takes a while: say so first
     loading = f"pre-loading {len(a.load)} image(s) into the node: {', '.join(a.load)}"
-    dm = await write_status(ctx.kube, DOCKER_MACHINE, dm, dd.status(o, Phase.PRELOADING_IMAGES, loading, o.container))
+    dm = await _write_status(ctx, dm, dd.status(o, Phase.PRELOADING_IMAGES, loading, o.container))
     outcomes = await ctx.infra.load_images(o.container_name, dict(a.load))
     if all(x.ok for x in outcomes):
         log.info("%s/%s: images in %s: %s", o.namespace, name, o.container_name,
                  ", ".join(f"{x.ref} {x.result}" for x in outcomes))
     return replace(o, dm=dm, preloaded=tuple(outcomes))
+
+
+async def _write_status(ctx: Ctx, dm: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """A status written mid-pass (before a long step, or before the Node is patched): with the skeleton's
+    Paused=False, so the skeleton's own write at the end of the pass finds nothing left to change."""
+    return await lifecycle.write_status(ctx.kube, DOCKER_MACHINE, dm, not_paused(dm, status))
 
 
 async def _end(ctx: Ctx, o: dd.Observed, a: dd.End) -> Outcome:
@@ -169,7 +175,7 @@ async def _provisioned(ctx: Ctx, o: dd.Observed, a: dd.SetProviderID) -> Outcome
             "metadata": {"resourceVersion": md["resourceVersion"]}, "spec": {"providerID": a.provider_id}})
     # the addresses are the DockerMachine's before the Node gets its providerID (the Machine takes both)
     status = dd.status(replace(o, dm=dm), Phase.PROVISIONED, container=a.container)
-    dm = await write_status(ctx.kube, DOCKER_MACHINE, dm, status)
+    dm = await _write_status(ctx, dm, status)
     requeue = await _patch_node(ctx, o.namespace, o.cluster_name, o.container_name, a.provider_id,
                                 dd.cp_initialized(o.cluster), contract.addresses(dm) or [])
     return Outcome(status=status, obj=dm, requeue_after=requeue)
@@ -229,7 +235,7 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
     if not (machine_name and cluster_name):
         return Outcome()
     cname = dmr.container_name(cluster_name, machine_name)
-    dm = await write_status(ctx.kube, DOCKER_MACHINE, dm,
+    dm = await _write_status(ctx, dm,
                             dmr.status(dm, dmr.Observed(Phase.DELETING, "deleting the node container")))
     cluster = await ctx.kube.get(CLUSTER, ns, cluster_name)
     dc = await _docker_cluster(ctx, ns, cluster) if cluster else None
@@ -264,41 +270,8 @@ reconcile = reconciler(KIND)
 
 # --- wiring ---------------------------------------------------------------------------------------
 
-def _map_machine(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
-    r = contract.ref(obj, "spec", "infrastructureRef")
-    if r and r["kind"] == DOCKER_MACHINE.kind and r["apiGroup"] in (INFRA_GROUP, ""):
-        return [(obj["metadata"].get("namespace") or "", r["name"])]
-    return []
-
-
-def _map_cluster_obj(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
-    """A Cluster / DockerCluster event reaches the cluster's DockerMachines: those labelled with the
-    cluster name, and the infrastructureRefs of the cluster's Machines (a DockerMachine not labelled yet)."""
-    md = obj.get("metadata") or {}
-    ns = md.get("namespace") or ""
-    cname = md["name"] if obj.get("kind") == CLUSTER.kind else (md.get("labels") or {}).get(CLUSTER_NAME)
-    if not cname and obj.get("kind") == DOCKER_CLUSTER.kind:
-        o = contract.controller_owner(obj, "Cluster")
-        cname = o["name"] if o else None
-    if not cname:
-        return []
-    out = {(ns, dm["metadata"]["name"]) for dm in cache.list(DOCKER_MACHINE, ns, labels={CLUSTER_NAME: cname})}
-    for m in cache.list(MACHINE, ns, labels={CLUSTER_NAME: cname}):
-        out.update(_map_machine(m, cache))
-    return sorted(out)
-
-
-def _map_node(namespace: str, cluster: str, node: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
-    """A workload Node without its providerID brings back the DockerMachine whose container registered it."""
-    machines = {m["metadata"]["name"]: m for m in cache.list(MACHINE, namespace, labels={CLUSTER_NAME: cluster})}
-    out: list[tuple[str, str]] = []
-    for n in dmr.machines_awaiting_provider_id(cluster, list(machines.values()), node):
-        out.extend(_map_machine(machines[n], cache))
-    return out
-
-
 def controller() -> Controller:
     return Controller(gvk=DOCKER_MACHINE, reconcile=reconcile,
-                      watches=[(MACHINE, _map_machine), (CLUSTER, _map_cluster_obj),
-                               (DOCKER_CLUSTER, _map_cluster_obj)],
-                      node_watches=[_map_node])
+                      watches=[(MACHINE, w.machine_to_docker_machine), (CLUSTER, w.cluster_to_docker_machines),
+                               (DOCKER_CLUSTER, w.cluster_to_docker_machines)],
+                      node_watches=[w.node_to_docker_machine])
