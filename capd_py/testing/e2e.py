@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import secrets
-import signal
 import ssl
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay
 
 from capd_py.controllers.manager import ACTIVITY_FILE_ENV
 from capd_py.kube.crds import install_crds
-from capd_py.testing.envtest import EnvTest, cache_dir
+from capd_py.testing.envtest import EnvTest, cache_dir, stop_process_group
 
 CAPD = [sys.executable, "-m", "capd_py.cli"]
 K8S_VERSION = os.environ.get("CAPD_PY_K8S_VERSION", "v1.34.4")
@@ -120,12 +119,7 @@ def management_plane(log: Path, env: dict[str, str] | None = None) -> Iterator[M
     try:
         yield m
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_process_group(proc, 20)
         print(f"\n--- controllers log tail ---\n{m.log_tail(60)}")
         et.stop()
 

@@ -202,7 +202,7 @@ class EnvTest:
         for name in ("kube-controller-manager", "kube-apiserver", "etcd"):  # clients before servers
             p = self._procs.pop(name, None)
             if p is not None:
-                _kill_group(p)
+                stop_process_group(p)
         for f in self._logs:
             with contextlib.suppress(Exception):
                 f.close()
@@ -358,7 +358,9 @@ def _http_ok(url: str, ctx: ssl.SSLContext | None = None) -> bool:
         return False
 
 
-def _kill_group(p: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+def stop_process_group(p: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+    """Stop a process started in a session of its own and everything it started: SIGTERM to its group, SIGKILL
+    after `grace` seconds. A controllers process left running keeps re-creating what a test deleted."""
     if p.poll() is not None:
         return
     try:

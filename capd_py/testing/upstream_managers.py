@@ -40,11 +40,9 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import contextlib
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -60,7 +58,7 @@ import yaml
 
 from capd_py.api import features
 from capd_py.api.versions import CLUSTER_API_VERSION
-from capd_py.testing.envtest import cache_dir, free_port, write_serving_cert
+from capd_py.testing.envtest import cache_dir, free_port, stop_process_group, write_serving_cert
 
 MAKE_HINT = "build them with `make upstream` (hack/build-upstream.sh)"
 CAPD_DEBUG_PORT = 19000  # test/infrastructure/inmemory/pkg/server/mux.go DefaultDebugPort, always bound by CAPD
@@ -200,15 +198,8 @@ class UpstreamManager:
 
     def stop(self, grace: float = 10.0) -> None:
         p, self.proc = self.proc, None
-        if p is not None and p.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)  # start_new_session: the pid is the group's id
-            try:
-                p.wait(grace)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)
-                p.wait(grace)
+        if p is not None:
+            stop_process_group(p, grace)
         if self._log is not None:
             self._log.close()
             self._log = None

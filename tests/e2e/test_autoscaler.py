@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -34,7 +33,7 @@ from capd_py.testing.e2e import (
     wait_for,
     workload_kubectl,
 )
-from capd_py.testing.envtest import cache_dir, free_port
+from capd_py.testing.envtest import cache_dir, free_port, stop_process_group
 
 pytestmark = [pytest.mark.e2e, pytest.mark.autoscaler, pytest.mark.timeout(1200)]
 
@@ -107,13 +106,7 @@ def _start_autoscaler(mgmt: Mgmt, qc: WorkloadCluster, log: Path) -> subprocess.
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(20)
+    stop_process_group(proc, 20)
 
 
 def _remove_node_group(mgmt: Mgmt, qc: WorkloadCluster, md: str, pod: str) -> None:

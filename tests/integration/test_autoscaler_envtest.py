@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from capd_py.api.gvk import DOCKER_MACHINE_TEMPLATE, GVK, MACHINE_DEPLOYMENT
 from capd_py.controllers import dockermachinetemplate as c_dmt
 from capd_py.kube.client import Kube
 from capd_py.runtime.fake import FakeRuntime
-from capd_py.testing.envtest import EnvTest, cache_dir, free_port
+from capd_py.testing.envtest import EnvTest, cache_dir, free_port, stop_process_group
 from capd_py.testing.inprocess import direct_ctx
 
 pytestmark = [pytest.mark.integration, pytest.mark.autoscaler]
@@ -117,10 +116,5 @@ async def test_autoscaler_scales_from_zero_from_the_template_capacity(envtest: E
                         + "\n".join(log.read_text(errors="replace").splitlines()[-60:]), pytrace=False)
         print(f"\nunschedulable Pod -> MachineDeployment scaled 0 -> 1: {time.monotonic() - t0:.1f}s")
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(20)
+        stop_process_group(proc, 20)
         await kube.delete(NODE, None, f"cp-{namespace}")

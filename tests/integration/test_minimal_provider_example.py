@@ -12,7 +12,6 @@ import asyncio
 import ipaddress
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -28,7 +27,7 @@ from capd_py.api.gvk import CLUSTER, GVK, MACHINE, MACHINE_DEPLOYMENT, MACHINE_S
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers.manager import Manager
 from capd_py.kube.client import Kube
-from capd_py.testing.envtest import EnvTest
+from capd_py.testing.envtest import EnvTest, stop_process_group
 from capd_py.testing.inprocess import eventually, in_process_operator
 
 pytestmark = pytest.mark.integration
@@ -85,13 +84,7 @@ def provider(envtest: EnvTest, namespace: str, provider_log: Path, tmp_path: Pat
     try:
         yield p
     finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(10)
+        stop_process_group(p, 10)
         print("--- provider log\n" + provider_log.read_text(errors="replace"))  # shown when the test fails
 
 
