@@ -29,14 +29,29 @@ declare -A PKG=(
   [kubeadm-control-plane-manager]=sigs.k8s.io/cluster-api/controlplane/kubeadm
   [capd-manager]=sigs.k8s.io/cluster-api/test/infrastructure/docker
 )
+command -v go >/dev/null || PATH="/usr/local/go/bin:$PATH"
+# upstream's webhook configurations (config/webhook/manifests.yaml of each manager, service clientConfig; the
+# runner points them at the manager's local webhook server: upstream_managers.UpstreamManager.webhook_configurations)
+copy_webhooks() {  # core_dir test_dir
+  local d
+  for d in core:"$1/config/webhook" bootstrap:"$1/bootstrap/kubeadm/config/webhook" \
+           controlplane:"$1/controlplane/kubeadm/config/webhook" docker:"$2/infrastructure/docker/config/webhook"; do
+    mkdir -p "$ROOT/webhooks"
+    install -m 0644 "${d#*:}/manifests.yaml" "$ROOT/webhooks/${d%%:*}.yaml"
+  done
+}
 if [[ -f "$ROOT/.complete" ]]; then
+  if [[ ! -d "$ROOT/webhooks" ]]; then  # a build made before the webhook manifests were kept
+    read -r _ test_version < <(grep '^sigs.k8s.io/cluster-api/test ' "$ROOT/VERSIONS")
+    copy_webhooks "$(go mod download -json "sigs.k8s.io/cluster-api@$VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')" \
+                  "$(go mod download -json "sigs.k8s.io/cluster-api/test@$test_version" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+  fi
   echo " ✓ upstream Cluster API $VERSION managers cached in $OUT" >&2
   exit 0
 fi
-command -v go >/dev/null || PATH="/usr/local/go/bin:$PATH"
 start=$(date +%s)
 SRC="$ROOT/src"
-rm -rf "$SRC" "$OUT" "$ROOT/crds"
+rm -rf "$SRC" "$OUT" "$ROOT/crds" "$ROOT/webhooks"
 mkdir -p "$SRC" "$OUT"
 cd "$SRC"
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod"
@@ -107,6 +122,7 @@ for d in core:"$core_dir/config/crd/bases" bootstrap:"$core_dir/bootstrap/kubead
   cp "${d#*:}"/*.yaml "$ROOT/crds/${d%%:*}/"
   chmod 0644 "$ROOT/crds/${d%%:*}"/*.yaml
 done
+copy_webhooks "$core_dir" "$test_dir"
 {
   echo "sigs.k8s.io/cluster-api $VERSION"
   echo "sigs.k8s.io/cluster-api/test $TEST_VERSION"

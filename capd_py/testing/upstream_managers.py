@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import base64
 import os
 import re
 import shutil
@@ -73,6 +74,8 @@ class Role:
     # controller kinds whose workers start once their watches sync (controller-runtime's "Starting workers")
     controllers: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    # its webhook configurations: webhooks/<this>.yaml in the build (upstream's config/webhook/manifests.yaml)
+    webhooks: str = ""
 
 
 _DEV = tuple(f"docker/infrastructure.cluster.x-k8s.io_{k}.yaml" for k in (
@@ -81,14 +84,16 @@ _DEV = tuple(f"docker/infrastructure.cluster.x-k8s.io_{k}.yaml" for k in (
 
 ROLES: Mapping[str, Role] = {r.name: r for r in (
     # its ClusterClass controller (ClusterTopology) watches ExtensionConfigs whatever RuntimeSDK says
-    Role("core", "cluster-api-manager", extra_crds=("core/runtime.cluster.x-k8s.io_extensionconfigs.yaml",),
+    Role("core", "cluster-api-manager", webhooks="core",
+         extra_crds=("core/runtime.cluster.x-k8s.io_extensionconfigs.yaml",),
          controllers=("Cluster", "Machine", "MachineSet", "MachineDeployment", "MachinePool", "MachineHealthCheck",
                       "ClusterResourceSet", "ClusterResourceSetBinding", "ClusterClass")),
-    Role("kubeadm-bootstrap", "kubeadm-bootstrap-manager", controllers=("KubeadmConfig",)),
-    Role("kubeadm-control-plane", "kubeadm-control-plane-manager", controllers=("KubeadmControlPlane",)),
-    Role("docker", "capd-manager", extra_crds=_DEV,
+    Role("kubeadm-bootstrap", "kubeadm-bootstrap-manager", webhooks="bootstrap", controllers=("KubeadmConfig",)),
+    Role("kubeadm-control-plane", "kubeadm-control-plane-manager", webhooks="controlplane",
+         controllers=("KubeadmControlPlane",)),
+    Role("docker", "capd-manager", webhooks="docker", extra_crds=_DEV,
          controllers=("DockerCluster", "DockerMachine", "DockerMachineTemplate", "DockerMachinePool")),
-    Role("in-memory", "capd-manager", extra_crds=_DEV,
+    Role("in-memory", "capd-manager", webhooks="docker", extra_crds=_DEV,
          controllers=("DevCluster", "DevMachine", "DevMachineTemplate", "DevMachinePool"),
          env=(("POD_IP", "127.0.0.1"),)),
 )}
@@ -163,6 +168,26 @@ class UpstreamManager:
     @property
     def log_path(self) -> Path:
         return self._d / "manager.log"
+
+    def webhook_configurations(self) -> list[dict[str, Any]]:
+        """Upstream's Mutating/ValidatingWebhookConfigurations of this manager (its config/webhook/manifests.yaml,
+        kept by the build), pointed at its local webhook server (URL clientConfig + `ca_bundle`) and renamed
+        `upstream-<role>-...` so several managers' sit side by side. Apply them once the manager is healthy: with
+        failurePolicy Fail, a write of a covered kind fails while the server is down."""
+        path = root(self.version) / "webhooks" / f"{ROLES[self.role].webhooks}.yaml"
+        if not ROLES[self.role].webhooks or not path.exists():
+            raise UpstreamManagerError(f"{path} is missing; {MAKE_HINT}")
+        ca = base64.b64encode(self.ca_bundle).decode()
+        out = []
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc:
+                continue
+            doc["metadata"] = {"name": f"upstream-{self.role}-{doc['metadata']['name']}"}
+            for w in doc.get("webhooks") or []:
+                svc = w["clientConfig"].pop("service")
+                w["clientConfig"] = {"url": f"{self.webhook_url}{svc['path']}", "caBundle": ca}
+            out.append(doc)
+        return out
 
     def argv(self) -> list[str]:
         return [str(binary(self.role, self.version)),
