@@ -21,7 +21,6 @@ from capd_py.kube.client import Kube, KubeError
 from capd_py.reconcile import coreutil
 
 R_PAUSED, R_NOT_PAUSED = "Paused", "NotPaused"
-is_paused = coreutil.is_paused
 
 
 async def write_status(kube: Kube, gvk: GVK, obj: dict[str, Any], status: dict[str, Any],
@@ -68,10 +67,6 @@ async def ensure_metadata(kube: Kube, gvk: GVK, obj: dict[str, Any], also: dict[
         return obj
     md = obj["metadata"]
     return await kube.merge_patch(gvk, md.get("namespace"), md["name"], patch)
-
-
-async def ensure_finalizer(kube: Kube, gvk: GVK, obj: dict[str, Any], finalizer: str) -> dict[str, Any]:
-    return await ensure_metadata(kube, gvk, obj, finalizer=finalizer)
 
 
 def has_finalizer(obj: dict[str, Any], finalizer: str) -> bool:

@@ -84,23 +84,19 @@ class WriteCounter:
         self.total += 1
         self.last = time.monotonic()
         self.recent.append(f"{method} {path}")
-        self.by_resource[(method, resource_of(path))] += 1
-        self.by_namespace[namespace_of(path)] += 1
+        ns, resource = namespace_and_resource(path)
+        self.by_resource[(method, resource)] += 1
+        self.by_namespace[ns] += 1
 
 
-def namespace_of(path: str) -> str:
-    """The namespace a REST path names ("" for none): /apis/G/V/namespaces/NS/machines/M -> NS."""
-    parts = path.split("?")[0].strip("/").split("/")
-    return parts[parts.index("namespaces") + 1] if "namespaces" in parts[:-1] else ""
-
-
-def resource_of(path: str) -> str:
-    """The resource (plural) a REST path names: /apis/G/V/namespaces/NS/machines/M/status -> machines."""
+def namespace_and_resource(path: str) -> tuple[str, str]:
+    """(namespace or "", resource plural) a REST path names: /apis/G/V/namespaces/NS/machines/M/status ->
+    (NS, machines); /api/v1/namespaces/NS -> (NS, namespaces): a Namespace counts as its own."""
     parts = path.split("?")[0].strip("/").split("/")
     rest = parts[2:] if parts[0] == "api" else parts[3:]
-    if len(rest) >= 3 and rest[0] == "namespaces":
-        rest = rest[2:]
-    return rest[0] if rest else path
+    if len(rest) >= 2 and rest[0] == "namespaces":
+        return rest[1], rest[2] if len(rest) >= 3 else rest[0]
+    return "", rest[0] if rest else path
 
 
 class Kube:

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -87,12 +87,27 @@ def plane(tmp: Path, controllers: str, roles: tuple[str, ...]) -> Iterator[tuple
                     print(f"\n--- upstream {u.role} manager log tail ---\n{u.log_tail(40)}")
 
 
-def _delete_and_check_clean(m: Mgmt, name: str) -> float:
-    t0 = time.monotonic()
-    m.capd("delete", "cluster", name, "--wait", "--timeout", "300")
-    wait_for(lambda: not cluster_objects_left(m, name), 120, f"{name}'s objects gone")
-    wait_for(lambda: not docker_leftovers(name), 60, f"{name}'s containers and networks gone")
-    return time.monotonic() - t0
+@contextlib.contextmanager
+def _cleaned_up(m: Mgmt, name: str) -> Iterator[Callable[[], float]]:
+    """Yields the test's deletion (`capd-py delete cluster`, then nothing left: objects, containers, networks;
+    returns its seconds); whatever happens, the cluster's objects and its CNI ClusterResourceSet go afterwards."""
+    deleted = False
+
+    def delete_and_check_clean() -> float:
+        nonlocal deleted
+        t0 = time.monotonic()
+        m.capd("delete", "cluster", name, "--wait", "--timeout", "300")
+        wait_for(lambda: not cluster_objects_left(m, name), 120, f"{name}'s objects gone")
+        wait_for(lambda: not docker_leftovers(name), 60, f"{name}'s containers and networks gone")
+        deleted = True
+        return time.monotonic() - t0
+    try:
+        yield delete_and_check_clean
+    finally:
+        if not deleted:
+            delete_cluster_objects(m, name)
+        m.kubectl("delete", "clusterresourceset", f"{name}-crs-0", "--ignore-not-found", check=False)
+        m.kubectl("delete", "configmap", f"cni-{name}-crs-0", "--ignore-not-found", check=False)
 
 
 def test_upstream_core_bootstrap_kcp_with_capd_py_docker_provider(tmp_path: Path) -> None:
@@ -100,26 +115,19 @@ def test_upstream_core_bootstrap_kcp_with_capd_py_docker_provider(tmp_path: Path
     bootstrap and KCP."""
     name = "e2e-upa"
     t_start = time.monotonic()
-    with plane(tmp_path, "infrastructure", ("core", "kubeadm-bootstrap", "kubeadm-control-plane")) as (m, _):
-        deleted = False
-        try:
-            c = create_cluster(m, name, 1, 1, tmp_path, timeout=600)
-            # kubectl hides managedFields unless asked
-            cl = json.loads(m.kubectl("get", "cluster", name, "-o", "json", "--show-managed-fields"))
-            assert m.condition("cluster", name, "Available"), json.dumps(cl.get("status"), indent=1)
-            # upstream's controllers did the work: the objects carry their field managers
-            managers = {f.get("manager") for f in cl["metadata"].get("managedFields") or []}
-            print(f"\nCluster {name} field managers: {sorted(map(str, managers))}")
-            assert any(str(x).startswith(("cluster-api-manager", "capi-")) for x in managers), managers
-            took = _delete_and_check_clean(m, name)
-            deleted = True
-            print(f"\n(a) upstream core+bootstrap+KCP, capd-py Docker provider: Available after "
-                  f"{c.available_seconds:.0f}s, deleted cleanly in {took:.0f}s, test {time.monotonic() - t_start:.0f}s")
-        finally:
-            if not deleted:
-                delete_cluster_objects(m, name)
-            m.kubectl("delete", "clusterresourceset", f"{name}-crs-0", "--ignore-not-found", check=False)
-            m.kubectl("delete", "configmap", f"cni-{name}-crs-0", "--ignore-not-found", check=False)
+    with plane(tmp_path, "infrastructure", ("core", "kubeadm-bootstrap", "kubeadm-control-plane")) as (m, _), \
+            _cleaned_up(m, name) as delete:
+        c = create_cluster(m, name, 1, 1, tmp_path, timeout=600)
+        # kubectl hides managedFields unless asked
+        cl = json.loads(m.kubectl("get", "cluster", name, "-o", "json", "--show-managed-fields"))
+        assert m.condition("cluster", name, "Available"), json.dumps(cl.get("status"), indent=1)
+        # upstream's controllers did the work: the objects carry their field managers
+        managers = {f.get("manager") for f in cl["metadata"].get("managedFields") or []}
+        print(f"\nCluster {name} field managers: {sorted(map(str, managers))}")
+        assert any(str(x).startswith(("cluster-api-manager", "capi-")) for x in managers), managers
+        took = delete()
+        print(f"\n(a) upstream core+bootstrap+KCP, capd-py Docker provider: Available after "
+              f"{c.available_seconds:.0f}s, deleted cleanly in {took:.0f}s, test {time.monotonic() - t_start:.0f}s")
 
 
 KIND_NETWORK = "kind"  # CAPD's docker.DefaultNetwork: a kind management cluster made it; here the test does
@@ -151,45 +159,37 @@ def test_capd_py_core_bootstrap_kcp_with_upstream_capd(tmp_path: Path) -> None:
                                             "check an Available cluster and deletion, as (a)")
         refusal = "operation not permitted"
         assert refusal in privileged.stderr, privileged.stderr
-        with plane(tmp_path, "core,bootstrap,controlplane", ("docker",)) as (m, _):
-            deleted = False
-            try:
-                manifest = m.capd("generate", "cluster", name, "--control-plane-machine-count", "1",
-                                  "--worker-machine-count", "1").stdout
-                m.capd("apply", "-f", "-", input_=manifest)
+        with plane(tmp_path, "core,bootstrap,controlplane", ("docker",)) as (m, _), _cleaned_up(m, name) as delete:
+            manifest = m.capd("generate", "cluster", name, "--control-plane-machine-count", "1",
+                              "--worker-machine-count", "1").stdout
+            m.capd("apply", "-f", "-", input_=manifest)
 
-                def refused() -> dict[str, str] | None:
-                    c = _condition(m.get("cluster", name), "InfrastructureReady")
-                    return c if c.get("status") == "False" and refusal in c.get("message", "") else None
+            def refused() -> dict[str, str] | None:
+                c = _condition(m.get("cluster", name), "InfrastructureReady")
+                return c if c.get("status") == "False" and refusal in c.get("message", "") else None
 
-                cond = wait_for(refused, 180, "the runtime's refusal in the Cluster's InfrastructureReady")
-                print(f"\nCluster {name} InfrastructureReady: {cond}")
-                dc = m.get("dockercluster", name)
-                lb = _condition(dc, "LoadBalancerAvailable")
-                assert lb.get("status") == "False" and refusal in lb.get("message", ""), dc.get("status")
-                # capd-py's core took CAPD's DockerCluster as the Cluster's infrastructure (owner + label)
-                assert dc["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"] == name
-                assert any(o["kind"] == "Cluster" and o["name"] == name for o in dc["metadata"]["ownerReferences"])
-                # the MachineDeployment's MachineSet is made, its CAPD DockerMachineTemplate owned by the Cluster
-                # (the core's template reference handling); no Machine, hence no DockerMachine, until the control
-                # plane exists (the MachineSet's preflight checks, as upstream), and the KCP makes none before the
-                # infrastructure is provisioned: nothing reaches a node container
-                wait_for(lambda: m.kubectl("get", "machinesets", "-l", f"cluster.x-k8s.io/cluster-name={name}",
-                                           "-o", "name").split(), 60, "the worker MachineSet")
-                dmt = m.get("dockermachinetemplate", f"{name}-md-0")
-                assert any(o["kind"] == "Cluster" and o["name"] == name
-                           for o in dmt["metadata"].get("ownerReferences") or []), dmt["metadata"]
-                assert not m.kubectl("get", "dockermachines", "-l", f"cluster.x-k8s.io/cluster-name={name}",
-                                     "-o", "name").split()
-                took = _delete_and_check_clean(m, name)
-                deleted = True
-                print(f"(b) capd-py core+bootstrap+KCP, upstream CAPD: refused at the runtime as expected, deleted "
-                      f"cleanly in {took:.0f}s, test {time.monotonic() - t_start:.0f}s")
-            finally:
-                if not deleted:
-                    delete_cluster_objects(m, name)
-                m.kubectl("delete", "clusterresourceset", f"{name}-crs-0", "--ignore-not-found", check=False)
-                m.kubectl("delete", "configmap", f"cni-{name}-crs-0", "--ignore-not-found", check=False)
+            cond = wait_for(refused, 180, "the runtime's refusal in the Cluster's InfrastructureReady")
+            print(f"\nCluster {name} InfrastructureReady: {cond}")
+            dc = m.get("dockercluster", name)
+            lb = _condition(dc, "LoadBalancerAvailable")
+            assert lb.get("status") == "False" and refusal in lb.get("message", ""), dc.get("status")
+            # capd-py's core took CAPD's DockerCluster as the Cluster's infrastructure (owner + label)
+            assert dc["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"] == name
+            assert any(o["kind"] == "Cluster" and o["name"] == name for o in dc["metadata"]["ownerReferences"])
+            # the MachineDeployment's MachineSet is made, its CAPD DockerMachineTemplate owned by the Cluster
+            # (the core's template reference handling); no Machine, hence no DockerMachine, until the control
+            # plane exists (the MachineSet's preflight checks, as upstream), and the KCP makes none before the
+            # infrastructure is provisioned: nothing reaches a node container
+            wait_for(lambda: m.kubectl("get", "machinesets", "-l", f"cluster.x-k8s.io/cluster-name={name}",
+                                       "-o", "name").split(), 60, "the worker MachineSet")
+            dmt = m.get("dockermachinetemplate", f"{name}-md-0")
+            assert any(o["kind"] == "Cluster" and o["name"] == name
+                       for o in dmt["metadata"].get("ownerReferences") or []), dmt["metadata"]
+            assert not m.kubectl("get", "dockermachines", "-l", f"cluster.x-k8s.io/cluster-name={name}",
+                                 "-o", "name").split()
+            took = delete()
+            print(f"(b) capd-py core+bootstrap+KCP, upstream CAPD: refused at the runtime as expected, deleted "
+                  f"cleanly in {took:.0f}s, test {time.monotonic() - t_start:.0f}s")
     finally:
         # CAPD names containers <cluster>-lb, <machine>; none may stay (created or not)
         for c in run(["docker", "ps", "-a", "--format", "{{.Names}}"]).stdout.split():

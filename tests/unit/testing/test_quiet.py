@@ -105,10 +105,11 @@ def test_a_missing_activity_file_counts_as_nothing_yet(tmp_path: Any) -> None:
 
 async def test_a_namespace_scoped_wait_ignores_other_namespaces() -> None:
     """What earlier tests left behind (and the controllers still handle) does not keep a test from being quiet."""
-    from capd_py.kube.client import namespace_of
-    assert namespace_of("/apis/cluster.x-k8s.io/v1beta2/namespaces/t-1/machines/m/status") == "t-1"
-    assert namespace_of("/api/v1/namespaces/t-1") == "t-1"  # the Namespace itself counts as its own
-    assert namespace_of("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x") == ""
+    from capd_py.kube.client import namespace_and_resource as where
+    assert where("/apis/cluster.x-k8s.io/v1beta2/namespaces/t-1/machines/m/status") == ("t-1", "machines")
+    assert where("/api/v1/namespaces/t-1") == ("t-1", "namespaces")  # the Namespace itself counts as its own
+    assert where("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x") == ("", "customresourcedefinitions")
+    assert where("/api/v1/nodes/n?dryRun=All") == ("", "nodes")
     c = WriteCounter()
 
     async def elsewhere() -> None:
