@@ -84,14 +84,14 @@ lint: venv
 test-unit: venv
 	$(VENV)/bin/pytest -m unit -q
 
-test-integration: venv images
-	$(VENV)/bin/pytest -m "integration and not upstream" -q
+test-integration: venv images upstream
+	$(VENV)/bin/pytest -m "integration" -q
 
-test-e2e: venv images clusterctl
-	$(VENV)/bin/pytest -m "e2e and not autoscaler and not upstream" -q
+test-e2e: venv images clusterctl upstream
+	$(VENV)/bin/pytest -m "e2e and not autoscaler" -q
 
 # The one test command: lint, then every tier.
-test: lint images clusterctl
+test: lint images clusterctl upstream
 	$(VENV)/bin/pytest -q -rs
 
 quickstart: venv

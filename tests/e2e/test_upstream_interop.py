@@ -10,8 +10,8 @@ b. capd-py's core + bootstrap + control plane (`--controllers core,bootstrap,con
    docs/upstream.md "Interop"); the test asserts what works: capd-py's core drives CAPD's DockerCluster through the
    contract until the container runtime refuses, and the refusal is visible in the Cluster's conditions.
 
-Marked `upstream` (and `e2e`): not in the default run; `make test-upstream` builds the managers and runs it. A
-missing binary or image fails, naming what builds it."""
+Marked `upstream` (and `e2e`): in `make test`, which builds the managers first; `make test-upstream` runs only
+these. A missing binary or image fails, naming what builds it."""
 
 from __future__ import annotations
 

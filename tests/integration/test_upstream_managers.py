@@ -1,7 +1,8 @@
 """Upstream Cluster API v1.13's managers (`make upstream`) start as host processes against an envtest API server
 that holds capd-py's CRDs (+ upstream's Dev* CRDs, which CAPD's manager watches and capd-py does not define): each
 answers /healthz and /readyz, and each of its controllers starts its workers (their watches synced: the CRDs were
-accepted). Marked `upstream`: left out of the default run (`make test-upstream` builds the managers and runs it)."""
+accepted). Marked `upstream`: `make test` builds the managers first (`make upstream`, cached); `make test-upstream`
+runs only these."""
 
 from __future__ import annotations
 
