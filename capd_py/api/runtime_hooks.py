@@ -89,7 +89,8 @@ def split_registered_name(name: str) -> tuple[str, str]:
     (upstream's ExtensionNameFromHandlerName)."""
     parts = name.split(".")
     if len(parts) != 2 or not all(parts):
-        raise ValueError(f"registered handler name {name!r} was not in the expected format (HANDLER_NAME.EXTENSION_NAME)")
+        raise ValueError(f"registered handler name {name!r} was not in the expected format "
+                         "(HANDLER_NAME.EXTENSION_NAME)")
     return parts[0], parts[1]
 
 
