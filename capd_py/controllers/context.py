@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from capd_py.api import controllerset, features
 from capd_py.api.gvk import GVK
+from capd_py.api.runtime_sdk import NoRuntimeSDK, RuntimeSDK
 from capd_py.controllers.services.bootstrap_templates import BootstrapTemplates
 from capd_py.controllers.services.certificates import ClusterCertificates
 from capd_py.controllers.services.docker_infra import DockerInfra
@@ -87,6 +88,8 @@ class Ctx:
     bootstrap_templates: BootstrapTemplates = field(default_factory=BootstrapTemplates)
     # TLS probes (API server certificate expiry for spec.rollout.before.certificatesExpiryDays)
     probe: CertProbe = field(default_factory=TLSProbe)
+    # Runtime SDK extensions (ExtensionConfig discovery, hook calls): capd_py/api/runtime_sdk.py
+    runtime_sdk: RuntimeSDK = field(default_factory=NoRuntimeSDK)
     # the Docker infrastructure service over `runtime`, made on first use (see `infra`)
     _infra: DockerInfra | None = field(default=None, init=False, repr=False, compare=False)
     # contract discovery (references -> GVK + contract, from the providers' CRDs), made on first use
