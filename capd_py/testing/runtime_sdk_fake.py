@@ -25,7 +25,10 @@ class FakeRuntimeSDK:
     def register(self, name: str, hook: Hook, responder: Responder | None = None) -> None:
         """`responder` answers each request; None: a Success (retryAfterSeconds 0 on blocking hooks)."""
         split_registered_name(name)
-        self.handlers[name] = (hook.name, responder or (lambda _req, h=hook: response(h)))
+
+        def success(_req: Mapping[str, Any]) -> Mapping[str, Any]:
+            return response(hook)
+        self.handlers[name] = (hook.name, responder or success)
 
     def enabled(self) -> bool:
         return self.gate
