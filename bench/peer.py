@@ -57,6 +57,7 @@ from capd_py.kube import admission_webhook  # noqa: E402
 from capd_py.kube.client import Kube, KubeError  # noqa: E402
 from capd_py.kube.conversion_webhook import crds_serving_v1beta1, webhook_conversion  # noqa: E402
 from capd_py.kube.crds import install_crds  # noqa: E402
+from capd_py.kube.transport import Unreachable  # noqa: E402
 from capd_py.reconcile.servingcert import host_mode_url, new_webhook_ca  # noqa: E402
 from capd_py.testing import upstream_managers as um  # noqa: E402
 from capd_py.testing.envtest import EnvTest, free_port, stop_process_group  # noqa: E402
@@ -253,12 +254,17 @@ async def _measure(env: EnvTest, side: str, pids: list[int], objects: Any, clust
         t_running = t_available = None
         api_peak = 0.0
         n_run = n_av = 0
+        poll_errors: list[str] = []
         while time.monotonic() - t0 < duration:
             await asyncio.sleep(2)
             api_peak = max(api_peak, rss_mib(api_pid))
-            n_run = sum(1 for m in await kube.list(MACHINE, NAMESPACE)
-                        if (m.get("status") or {}).get("phase") == "Running")
-            n_av = sum(1 for c in await kube.list(CLUSTER, NAMESPACE) if cond.is_true(c, cond.AVAILABLE))
+            try:
+                n_run = sum(1 for m in await kube.list(MACHINE, NAMESPACE)
+                            if (m.get("status") or {}).get("phase") == "Running")
+                n_av = sum(1 for c in await kube.list(CLUSTER, NAMESPACE) if cond.is_true(c, cond.AVAILABLE))
+            except (Unreachable, KubeError) as e:  # a saturated API server times out a list: count it, go on
+                poll_errors.append(f"{time.monotonic() - t0:.0f}s: {e}"[:200])
+                continue
             now = time.monotonic() - t0
             if t_running is None and n_run >= want:
                 t_running = now
@@ -293,7 +299,7 @@ async def _measure(env: EnvTest, side: str, pids: list[int], objects: Any, clust
         "apiserver_cpu_ms_per_write": 1000 * cpu[n_ctrl] / max(all_writes, 1),
         "controllers_peak_rss_mib": sum(rss), "controllers_peak_rss_each": rss, "apiserver_peak_rss_mib": api_peak,
         "stable_window_s": stable if t_available is not None else 0, "stable_writes": stable_writes,
-        "stable_events": stable_events,
+        "stable_events": stable_events, "poll_errors": poll_errors,
     }
 
 
