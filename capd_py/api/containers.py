@@ -5,6 +5,7 @@ the I/O."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -94,3 +95,53 @@ class HostCapacity:
     """What the container host offers a machine: `docker info`'s NCPU and MemTotal (bytes)."""
     cpus: int
     memory_bytes: int
+
+
+# The "restricted" privilege mode (hosts that refuse --privileged: no CAP_SYS_RESOURCE to hand out): every
+# capability but SYS_RESOURCE, no seccomp/apparmor profile, no masked or read-only /proc and /sys paths, every
+# device allowed in the device cgroup. One definition for capd-py's runtime, the test helpers' `docker run` flags
+# and the Docker API shim that lets upstream CAPD's hard-coded --privileged containers start here.
+RESTRICTED_CAP_ADD = ("ALL",)
+RESTRICTED_CAP_DROP = ("SYS_RESOURCE",)
+RESTRICTED_SECURITY_OPT = ("seccomp=unconfined", "apparmor=unconfined")
+RESTRICTED_DEVICE_CGROUP_RULES = ("a *:* rwm",)
+# the host cgroup tree, bound read-write: what the node entrypoint needs to give each node its own cgroup root on
+# cgroup v1 (with --privileged docker mounts it read-write itself)
+CGROUP_MOUNT = "/sys/fs/cgroup"
+
+
+def restricted_flags() -> list[str]:
+    """The restricted mode as `docker run` flags."""
+    out: list[str] = []
+    for c in RESTRICTED_CAP_ADD:
+        out += ["--cap-add", c]
+    for c in RESTRICTED_CAP_DROP:
+        out += ["--cap-drop", c]
+    for o in (*RESTRICTED_SECURITY_OPT, "systempaths=unconfined"):
+        out += ["--security-opt", o]
+    for r in RESTRICTED_DEVICE_CGROUP_RULES:
+        out += ["--device-cgroup-rule", r]
+    return out
+
+
+def restricted_host_config(host_config: dict[str, Any]) -> dict[str, Any]:
+    """A Docker Engine API HostConfig asking for `Privileged: true`, turned into the restricted mode (anything else
+    unchanged); the host cgroup tree is bound unless the config mounts something there already."""
+    if not host_config.get("Privileged"):
+        return host_config
+    hc = dict(host_config)
+    hc["Privileged"] = False
+    hc["CapAdd"] = list(RESTRICTED_CAP_ADD)
+    hc["CapDrop"] = list(RESTRICTED_CAP_DROP)
+    kept = [o for o in hc.get("SecurityOpt") or [] if isinstance(o, str)
+            and not o.startswith(("seccomp=", "apparmor=", "seccomp:", "apparmor:"))]
+    hc["SecurityOpt"] = [*kept, *RESTRICTED_SECURITY_OPT]
+    hc["DeviceCgroupRules"] = list(RESTRICTED_DEVICE_CGROUP_RULES)
+    hc["MaskedPaths"] = []
+    hc["ReadonlyPaths"] = []
+    mounts = [m for m in hc.get("Mounts") or [] if isinstance(m, dict)]
+    binds = [b for b in hc.get("Binds") or [] if isinstance(b, str)]
+    if not any(m.get("Target") == CGROUP_MOUNT for m in mounts) and not any(
+            b.split(":")[1:2] == [CGROUP_MOUNT] for b in binds):
+        hc["Mounts"] = [*mounts, {"Type": "bind", "Source": CGROUP_MOUNT, "Target": CGROUP_MOUNT}]
+    return hc

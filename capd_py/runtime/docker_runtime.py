@@ -31,6 +31,13 @@ from docker.types import IPAMConfig, IPAMPool
 from docker.types import Mount as DockerMount
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from capd_py.api.containers import (
+    CGROUP_MOUNT,
+    RESTRICTED_CAP_ADD,
+    RESTRICTED_CAP_DROP,
+    RESTRICTED_DEVICE_CGROUP_RULES,
+    RESTRICTED_SECURITY_OPT,
+)
 from capd_py.reconcile import addresses
 from capd_py.runtime import hostroutes
 from capd_py.runtime.protocol import (
@@ -164,7 +171,7 @@ class DockerRuntime:
             mounts.append(DockerMount(target="/var", source=None, type="volume", labels=dict(spec.labels)))
             if os.path.isdir("/lib/modules"):
                 mounts.append(DockerMount(target="/lib/modules", source="/lib/modules", type="bind", read_only=True))
-            mounts.append(DockerMount(target="/sys/fs/cgroup", source="/sys/fs/cgroup", type="bind"))
+            mounts.append(DockerMount(target=CGROUP_MOUNT, source=CGROUP_MOUNT, type="bind"))
         for m in spec.mounts:
             if m.kind == "tmpfs":
                 kw.setdefault("tmpfs", {})[m.target] = ""
@@ -184,10 +191,10 @@ class DockerRuntime:
             if spec.privileged_mode == "privileged":
                 kw["privileged"] = True
             else:
-                kw["cap_add"] = ["ALL"]
-                kw["cap_drop"] = ["SYS_RESOURCE"]
-                kw["security_opt"] = ["seccomp=unconfined", "apparmor=unconfined"]
-                kw["device_cgroup_rules"] = ["a *:* rwm"]
+                kw["cap_add"] = list(RESTRICTED_CAP_ADD)
+                kw["cap_drop"] = list(RESTRICTED_CAP_DROP)
+                kw["security_opt"] = list(RESTRICTED_SECURITY_OPT)
+                kw["device_cgroup_rules"] = list(RESTRICTED_DEVICE_CGROUP_RULES)
         if spec.network:
             kw["network_mode"] = spec.network
         if spec.sysctls:

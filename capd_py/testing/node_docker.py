@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from capd_py.api.containers import restricted_flags
+
 T = TypeVar("T")
 TEST_LABEL = "io.x-k8s.capd-py.test=node-image"
 
@@ -24,9 +26,7 @@ def privilege_flags() -> list[str]:
     mode = os.environ.get("CAPD_PY_PRIVILEGED_MODE") or sh("bash", "hack/privilege-mode.sh").strip()
     if mode == "privileged":
         return ["--privileged"]
-    return ["--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--security-opt", "seccomp=unconfined",
-            "--security-opt", "apparmor=unconfined", "--security-opt", "systempaths=unconfined",
-            "--device-cgroup-rule", "a *:* rwm"]
+    return restricted_flags()
 
 
 def wait_for(fn: Callable[[], T], timeout: float, what: str, interval: float = 1.0) -> T:
