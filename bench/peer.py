@@ -23,8 +23,16 @@ the bench's own creates subtracted) per Machine and per worker Machine, Events a
 write; CPU seconds of the controllers, kube-apiserver and etcd until Available; peak RSS (VmHWM) of the
 controllers' processes; writes during a stable window after Available.
 
-The 1 CP + 1 W / 3 CP + 2 W / MD +3 pairs with real node containers need upstream CAPD's Docker backend, which
-cannot run here (it starts every node container with --privileged: docs/upstream.md, test_upstream_interop 2(b)).
+    .venv/bin/python bench/peer.py clusters [--rounds 2]
+
+`clusters` -- real workload clusters from capd-py's default template (1 CP + 1 W, then 3 CP + 2 W and its
+MachineDeployment scaled by +3), apply -> Cluster Available (MD +3: scale -> 5 available replicas), each side on a
+fresh management plane (envtest + kube-controller-manager):
+- capd-py: `capd-py controllers` (every controller, its webhooks), as the e2e tier runs it;
+- upstream: upstream's CRD bases + webhook configurations, its core, kubeadm bootstrap and kubeadm control-plane
+  managers and CAPD's manager (Docker backend). CAPD creates every container `--privileged`, which this host refuses;
+  it reaches docker through capd_py/testing/docker_shim.py (the restricted mode instead, as capd-py's own runtime
+  uses here). Node image: capd-py's, tagged kindest/node:<version>; load balancer kindest/haproxy.
 """
 
 from __future__ import annotations
@@ -303,6 +311,144 @@ async def _measure(env: EnvTest, side: str, pids: list[int], objects: Any, clust
     }
 
 
+# -- real clusters --------------------------------------------------------------------------------------------
+CLUSTER_SCENARIOS = (("1cp1w", 1, 1, 0), ("3cp2w", 3, 2, 3))  # name, control planes, workers, MD scale-up after
+
+
+def _kubectl(kubeconfig: str, *args: str, input_: str | None = None, check: bool = True) -> str:
+    from capd_py.testing.e2e import kubectl_bin, run
+    return run([kubectl_bin(), "--kubeconfig", kubeconfig, *args], input_=input_, check=check).stdout
+
+
+def _until(what: str, probe: Any, timeout: float) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        try:
+            if probe():
+                return time.monotonic() - t0
+        except (subprocess.SubprocessError, AssertionError, ValueError, KeyError):
+            pass
+        time.sleep(1)
+    raise RuntimeError(f"{what}: not reached in {timeout:.0f} s")
+
+
+def _cond(obj: Obj, ctype: str) -> bool:
+    return any(c.get("type") == ctype and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def _get(kubeconfig: str, kind: str, name: str) -> Obj:
+    return dict(json.loads(_kubectl(kubeconfig, "get", kind, name, "-o", "json")))
+
+
+@asynccontextmanager
+async def _upstream_plane(tmp: Path) -> AsyncIterator[tuple[str, list[int]]]:
+    """envtest (+ kube-controller-manager) with upstream's CRDs, webhooks and four managers, CAPD through the shim."""
+    from capd_py.testing import docker_shim
+    from capd_py.testing.e2e import run
+    env = EnvTest(controller_manager=True).start()
+    made_net = run(["docker", "network", "inspect", "kind"], check=False).returncode != 0
+    if made_net:  # CAPD's default network (a kind management cluster would have made it)
+        run(["docker", "network", "create", "--label", "io.x-k8s.capd-py.test=peer-bench", "kind"])
+    try:
+        crds = [_with_contract_labels(c) for p in sorted((um.root() / "crds").glob("*/*.yaml")) for c in _yaml_docs(p)]
+        kube = env.kube()
+        try:
+            await install_crds(kube, wait=True, crds=crds)
+            with docker_shim.running(tmp / "docker-shim.sock") as shim, ExitStack() as stack:
+                managers = [stack.enter_context(um.UpstreamManager(
+                    r, env.kubeconfig_path, env={"DOCKER_HOST": f"unix://{shim.listen}"} if r == "docker" else {}))
+                    for r in ("core", "kubeadm-bootstrap", "kubeadm-control-plane", "docker")]
+                for m in managers:
+                    m.wait_healthy(60)
+                    m.wait_started(timeout=120)
+                await admission_webhook.install(kube, [c for m in managers for c in m.webhook_configurations()])
+                yield str(env.kubeconfig_path), [m.proc.pid for m in managers if m.proc is not None]
+        finally:
+            kube.close()
+    finally:
+        env.stop()
+        if made_net:
+            run(["docker", "network", "rm", "kind"], check=False)
+
+
+@asynccontextmanager
+async def _capd_py_plane(tmp: Path) -> AsyncIterator[tuple[str, list[int]]]:
+    from capd_py.testing.e2e import management_plane
+    with management_plane(tmp / "controllers.log") as m:
+        yield m.kubeconfig, []
+
+
+def _manifest(name: str, cp: int, workers: int) -> str:
+    from capd_py.testing.e2e import CAPD, run
+    return run([*CAPD, "generate", "cluster", name, "--control-plane-machine-count", str(cp),
+                "--worker-machine-count", str(workers)]).stdout
+
+
+def _delete(kubeconfig: str, name: str) -> float:
+    from capd_py.testing.e2e import docker_leftovers, run
+    t0 = time.monotonic()
+    _kubectl(kubeconfig, "delete", "cluster", name, "--wait=false")
+    _until(f"{name} deleted", lambda: not _kubectl(kubeconfig, "get", "clusters", "-o", "name").split(), 600)
+    took = time.monotonic() - t0
+    _kubectl(kubeconfig, "delete", "clusterresourceset", f"{name}-crs-0", "--ignore-not-found", check=False)
+    _kubectl(kubeconfig, "delete", "configmap", f"cni-{name}-crs-0", "--ignore-not-found", check=False)
+    left = docker_leftovers(name)
+    for c in run(["docker", "ps", "-a", "--format", "{{.Names}}"]).stdout.split():
+        if c.startswith(name):  # CAPD's containers carry no capd-py label
+            run(["docker", "rm", "-f", "-v", c], check=False)
+    if any(left.values()):
+        sys.stderr.write(f"   leftovers after deleting {name}: {left}\n")
+    return took
+
+
+async def measure_clusters(side: str, rnd: int, tmp: Path) -> list[dict[str, Any]]:
+    plane = _capd_py_plane if side == "capd-py" else _upstream_plane
+    out: list[dict[str, Any]] = []
+    async with plane(tmp) as (kubeconfig, _pids):
+        for scenario, cp, workers, scale in CLUSTER_SCENARIOS:
+            name = f"peer-{'c' if side == 'capd-py' else 'u'}{rnd}-{scenario}"
+            manifest = _manifest(name, cp, workers)
+            t0 = time.monotonic()
+            _kubectl(kubeconfig, "apply", "-f", "-", input_=manifest)
+            try:
+                _until(f"{side} {name} Available", lambda n=name: _cond(_get(kubeconfig, "cluster", n), "Available"),
+                       900)
+                available = time.monotonic() - t0
+                sys.stderr.write(f"   {side} {scenario}: Available after {available:.1f} s\n")
+                out.append({"side": side, "round": rnd, "scenario": scenario, "seconds": available})
+                if scale:
+                    md = f"{name}-md-0"
+                    want = workers + scale
+                    t1 = time.monotonic()
+                    _kubectl(kubeconfig, "scale", "machinedeployment", md, f"--replicas={want}")
+                    _until(f"{md} {want} available", lambda md=md, want=want: int(
+                        (_get(kubeconfig, "machinedeployment", md).get("status") or {}).get("availableReplicas")
+                        or 0) >= want, 900)
+                    took = time.monotonic() - t1
+                    sys.stderr.write(f"   {side} MD +{scale}: {want} available after {took:.1f} s\n")
+                    out.append({"side": side, "round": rnd, "scenario": f"md+{scale}", "seconds": took})
+            finally:
+                deleted = _delete(kubeconfig, name)
+                out.append({"side": side, "round": rnd, "scenario": f"delete {scenario}", "seconds": deleted})
+    return out
+
+
+def report_clusters(results: list[dict[str, Any]]) -> str:
+    scenarios = list(dict.fromkeys(r["scenario"] for r in results))
+    lines = ["scenario | capd-py median (s) | upstream median (s) | capd-py / upstream | rounds",
+             "--- | --- | --- | --- | ---"]
+    for sc in scenarios:
+        a = [r["seconds"] for r in results if r["scenario"] == sc and r["side"] == "capd-py"]
+        b = [r["seconds"] for r in results if r["scenario"] == sc and r["side"] == "upstream"]
+        ma = statistics.median(a) if a else None
+        mb = statistics.median(b) if b else None
+        ratio = f"{ma / mb:.2f}" if ma is not None and mb else "-"
+        lines.append(f"{sc} | {ma and f'{ma:.1f}'} | {mb and f'{mb:.1f}'} | {ratio} | "
+                     f"{' '.join(f'{x:.0f}' for x in a)} / {' '.join(f'{x:.0f}' for x in b)}")
+    return "\n".join(lines)
+
+
 # -- the capd-py controllers child ---------------------------------------------------------------------------
 def capd_py_controllers(kubeconfig: str) -> int:
     """Every capd-py controller and its webhooks, with the in-memory FakeRuntime and fake workload clusters."""
@@ -371,12 +517,18 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--stable", type=float, default=30, help="seconds of writes counted after Available")
     s.add_argument("--sides", default="capd-py,upstream")
     s.add_argument("--json", type=Path, help="write every round's figures here")
+    k = sub.add_parser("clusters", help="real clusters: 1 CP + 1 W, 3 CP + 2 W, MD +3, both sides alternately")
+    k.add_argument("--rounds", type=int, default=2)
+    k.add_argument("--sides", default="capd-py,upstream")
+    k.add_argument("--json", type=Path)
     c = sub.add_parser("capd-py-controllers", help=argparse.SUPPRESS)
     c.add_argument("kubeconfig")
     a = p.parse_args(argv)
     if a.cmd == "capd-py-controllers":
         return capd_py_controllers(a.kubeconfig)
     sides = a.sides.split(",")
+    if a.cmd == "clusters":
+        return clusters_main(a.rounds, sides, a.json)
     if "upstream" in sides and um.missing():
         sys.stderr.write(f"{um.missing()}\n")
         return 2
@@ -394,6 +546,24 @@ def main(argv: list[str] | None = None) -> int:
                 a.json.write_text(json.dumps(results, indent=1))
     print(f"peer scale: {a.clusters} clusters x {a.machines} machines, {a.rounds} rounds; {machine()}")
     print(report(results, sides))
+    return 0
+
+
+def clusters_main(rounds: int, sides: list[str], out: Path | None) -> int:
+    if "upstream" in sides and um.missing():
+        sys.stderr.write(f"{um.missing()}\n")
+        return 2
+    sys.stderr.write(f"machine: {machine()}\nload average at start: {os.getloadavg()}\n")
+    results: list[dict[str, Any]] = []
+    for rnd in range(rounds):
+        for side in sides if rnd % 2 == 0 else list(reversed(sides)):
+            sys.stderr.write(f" • round {rnd + 1}/{rounds}: {side}\n")
+            with tempfile.TemporaryDirectory(prefix="peer-clusters-") as tmp:
+                results += asyncio.run(measure_clusters(side, rnd + 1, Path(tmp)))
+            if out:
+                out.write_text(json.dumps(results, indent=1))
+    print(f"peer clusters: {rounds} rounds; {machine()}")
+    print(report_clusters(results))
     return 0
 
 
