@@ -7,10 +7,11 @@ caps: operation not permitted"). capd-py falls back to its restricted mode there
 this shim, upstream CAPD's containers get the same treatment and start.
 
 How: each client connection gets its own connection to dockerd. The first request on it is read; a
-`POST [/vX.Y]/containers/create` has its JSON body rewritten; every request but a protocol upgrade (exec/attach
-hijack the connection) is sent with `Connection: close`, so dockerd ends the connection after answering and the
-client opens a new one for its next request: every request passes through here head first, and the rest of a
-connection is piped both ways untouched (streams, hijacked exec sessions).
+`POST [/vX.Y]/containers/create` has its JSON body rewritten, and a `POST .../containers/<id>/exec` loses
+`Privileged` (CAPD runs every command in a node with a privileged exec, refused here too). Every request but a
+protocol upgrade (exec/attach hijack the connection) is sent with `Connection: close`, so dockerd ends the
+connection after answering and the client opens a new one for its next request: every request passes through here
+head first, and the rest of a connection is piped both ways untouched (streams, hijacked exec sessions).
 
     python -m capd_py.testing.docker_shim /tmp/shim.sock [--docker /var/run/docker.sock]
 """
@@ -34,6 +35,7 @@ from capd_py.api.containers import restricted_host_config
 log = logging.getLogger(__name__)
 DOCKER_SOCKET = "/var/run/docker.sock"
 _CREATE = re.compile(r"^(/v[0-9.]+)?/containers/create(\?|$)")
+_EXEC = re.compile(r"^(/v[0-9.]+)?/containers/[^/?]+/exec(\?|$)")
 MAX_HEAD = 64 * 1024
 
 
@@ -47,6 +49,19 @@ def rewrite_create(body: bytes) -> tuple[bytes, bool]:
     if not isinstance(hc, dict) or not hc.get("Privileged"):
         return body, False
     spec["HostConfig"] = restricted_host_config(hc)
+    return json.dumps(spec).encode(), True
+
+
+def rewrite_exec(body: bytes) -> tuple[bytes, bool]:
+    """An exec creation's body without `Privileged` (refused here like a privileged container; the exec gets the
+    container's own capabilities: the restricted mode's); (body, changed)."""
+    try:
+        spec = json.loads(body)
+    except ValueError:
+        return body, False
+    if not isinstance(spec, dict) or not spec.get("Privileged"):
+        return body, False
+    spec["Privileged"] = False
     return json.dumps(spec).encode(), True
 
 
@@ -87,6 +102,7 @@ class DockerShim:
     def __init__(self, listen: str, docker: str = DOCKER_SOCKET):
         self.listen, self.docker = listen, docker
         self.rewritten = 0  # creations made restricted (tests read it)
+        self.exec_rewritten = 0  # privileged execs made plain
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
@@ -113,11 +129,14 @@ class DockerShim:
             method, target = (line.split(" ") + ["", ""])[:2]
             upgrade = any(k.lower() == "connection" and "upgrade" in v.lower() for k, v in headers)
             body: bytes | None = None
-            if method == "POST" and _CREATE.match(target):
-                body, changed = rewrite_create(await _read_body(reader, headers))
-                if changed:
+            rewrite = rewrite_create if _CREATE.match(target) else rewrite_exec if _EXEC.match(target) else None
+            if method == "POST" and rewrite is not None:
+                body, changed = rewrite(await _read_body(reader, headers))
+                if changed and rewrite is rewrite_create:
                     self.rewritten += 1
                     log.info("restricted a privileged container creation (%s)", target)
+                elif changed:
+                    self.exec_rewritten += 1
                 headers = [(k, v) for k, v in headers if k.lower() not in ("content-length", "transfer-encoding")]
                 headers.append(("Content-Length", str(len(body))))
             if not upgrade:

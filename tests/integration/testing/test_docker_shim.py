@@ -1,6 +1,7 @@
 """capd_py/testing/docker_shim.py against the real dockerd, driven by the docker CLI (a Go Docker client, as upstream
 CAPD's): a `--privileged` container starts through the shim in the restricted mode (on this host --privileged alone
-is refused), `docker exec` with stdin (a hijacked connection) works, and other calls pass through unchanged."""
+is refused), a `--privileged` `docker exec` with stdin (a
+hijacked connection) works, and other calls pass through unchanged."""
 
 from __future__ import annotations
 
@@ -35,10 +36,11 @@ def test_privileged_containers_start_restricted_and_exec_works(tmp_path: Path) -
             hc = json.loads(_docker(sock, "inspect", name).stdout)[0]["HostConfig"]
             assert not hc["Privileged"] and hc["CapAdd"] == ["ALL"] and hc["CapDrop"] == ["SYS_RESOURCE"]
             assert any(m.get("Target") == "/sys/fs/cgroup" for m in hc.get("Mounts") or [])
-            out = _docker(sock, "exec", "-i", name, "sh", "-c", "cat; echo; grep CapEff /proc/self/status",
-                          input_="through the hijacked connection")
+            out = _docker(sock, "exec", "--privileged", "-i", name, "sh", "-c",
+                          "cat; echo; grep CapEff /proc/self/status", input_="through the hijacked connection")
             assert out.returncode == 0, out.stderr
             assert out.stdout.startswith("through the hijacked connection\nCapEff:"), out.stdout
+            assert shim.exec_rewritten == 1
             # an unprivileged creation passes unchanged
             plain = _docker(sock, "create", "--name", name + "-plain", IMAGE)
             assert plain.returncode == 0 and shim.rewritten == 1, plain.stderr
