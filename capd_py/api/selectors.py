@@ -43,20 +43,6 @@ def selector_string(selector: dict[str, Any] | None) -> str:
     return ",".join(parts)
 
 
-def selector_error(selector: dict[str, Any] | None) -> str | None:
-    """Why metav1.LabelSelectorAsSelector would refuse `selector` (None: it is valid), in its words."""
-    for e in (selector or {}).get("matchExpressions") or []:
-        op, vals = e.get("operator"), e.get("values") or []
-        if op in ("In", "NotIn") and not vals:
-            return "values: Invalid value: []string{}: for 'in', 'notin' operators, values set can't be empty"
-        if op in ("Exists", "DoesNotExist") and vals:
-            return ("values: Invalid value: " + "[]string{" + ", ".join(f'"{v}"' for v in vals) + "}"
-                    + ": values set must be empty for exists and does not exist")
-        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            return f'"{op}" is not a valid label selector operator'
-    return None
-
-
 def selector_is_empty(selector: dict[str, Any] | None) -> bool:
     sel = selector or {}
     return not sel.get("matchLabels") and not sel.get("matchExpressions")

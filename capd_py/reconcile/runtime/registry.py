@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capd_py.api import runtime_hooks, selectors
+from capd_py.api.admission.checks import selector_error
 from capd_py.api.runtime_hooks import DEFAULT_TIMEOUT_SECONDS
 
 
@@ -68,7 +69,7 @@ def registrations(ec: Mapping[str, Any]) -> list[Registration]:
     name = str(md.get("name") or "")
     spec = ec.get("spec") or {}
     selector = spec.get("namespaceSelector") or {}
-    problem = selectors.selector_error(selector)
+    problem = selector_error(selector)
     if problem:
         raise RegistryError(f"failed to add ExtensionConfig {_q(name)} to registry: failed to create "
                             f"namespaceSelector: {problem}")
