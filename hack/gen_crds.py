@@ -1403,7 +1403,13 @@ def extension_config_schema() -> tuple[S, S]:
         "caBundle": string("PEM CA bundle (base64 in JSON) that verifies the extension server's certificate.", 1,
                            51200, fmt="byte"),
     }, desc="How to reach the extension server.", min_props=1)
-    selector = label_selector("Which namespaces' objects the extension's hooks are called for; empty: all.")
+    # upstream's metav1.LabelSelector as controller-gen writes it (no bounds of label_selector's: not stricter than
+    # upstream's CRD; the webhook checks that it parses)
+    selector = obj({
+        "matchLabels": str_map(),
+        "matchExpressions": arr(obj({"key": string(), "operator": string(), "values": arr(string())},
+                                    ["key", "operator"])),
+    }, desc="Which namespaces' objects the extension's hooks are called for; empty: all.")
     selector["x-kubernetes-map-type"] = "atomic"
     spec = obj({
         "clientConfig": client,
