@@ -69,7 +69,7 @@ def build_registry(manager: Manager, kube: Kube) -> kopf.OperatorRegistry:
         # Watch handlers only run after startup: the listing here is older than any event they bring.
         await manager.prime()
         manager.start()
-        if isinstance(manager.ctx.runtime_sdk, RuntimeSDKService):
+        if isinstance(manager.ctx.runtime_sdk, RuntimeSDKService) and "ExtensionConfig" in manager.controllers:
             # upstream's warm-up runnable: every ExtensionConfig discovered before hook calls are answered
             tasks.append(asyncio.create_task(extensionconfig.warm_up(manager.ctx), name="capd-py-runtime-warmup"))
         log.info("capd-py controllers started: %s", ", ".join(sorted(manager.controllers)))
