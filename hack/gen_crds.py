@@ -1383,6 +1383,57 @@ def machine_drain_rule_spec() -> S:
     }, ["drain"], "Which Pods of which Machines are drained how.")
 
 
+# --- ExtensionConfig (runtime.cluster.x-k8s.io, the Runtime SDK) -------------------------------------------
+
+def extension_config_schema() -> tuple[S, S]:
+    """Upstream v1beta2 ExtensionConfig: spec.clientConfig {url | service {namespace, name, path, port}, caBundle},
+    spec.namespaceSelector, spec.settings; status.handlers (what discovery found) and conditions. Upstream's
+    webhook rules (url xor service, https only, port 443 by default, the RuntimeSDK gate) are the admission webhook's
+    (capd_py/api/admission/runtime.py); the schema keeps upstream's bounds."""
+    service = obj({
+        "namespace": string("The namespace of the Service.", 1, 63),
+        "name": string("The name of the Service.", 1, 63),
+        "path": string("A URL path prefixed to every hook's path.", 1, 512),
+        "port": integer("The Service port of the extension server (1-65535); default 443."),
+    }, ["name", "namespace"], "The Kubernetes Service of the extension server (exactly one of url and service).")
+    client = obj({
+        "url": string("https://host:port/path of the extension server (exactly one of url and service); a path "
+                      "is a prefix of every hook's path.", 1, 512),
+        "service": service,
+        "caBundle": string("PEM CA bundle (base64 in JSON) that verifies the extension server's certificate.", 1,
+                           51200, fmt="byte"),
+    }, desc="How to reach the extension server.", min_props=1)
+    # upstream's metav1.LabelSelector as controller-gen writes it (no bounds of label_selector's: not stricter than
+    # upstream's CRD; the webhook checks that it parses)
+    selector = obj({
+        "matchLabels": str_map(),
+        "matchExpressions": arr(obj({"key": string(), "operator": string(), "values": arr(string())},
+                                    ["key", "operator"])),
+    }, desc="Which namespaces' objects the extension's hooks are called for; empty: all.")
+    selector["x-kubernetes-map-type"] = "atomic"
+    spec = obj({
+        "clientConfig": client,
+        "namespaceSelector": selector,
+        "settings": str_map("Key value pairs passed in every call to the extension's handlers."),
+    }, ["clientConfig"], "The extension server and which namespaces it serves.")
+    handler = obj({
+        "name": string("The registered name of the handler: <handler>.<ExtensionConfig name>.", 1, 512),
+        "requestHook": obj({
+            "apiVersion": string("Group and version of the hook.", 1, 512),
+            "hook": string("The hook's name.", 1, 256),
+        }, ["apiVersion", "hook"], "The hook the handler serves."),
+        "timeoutSeconds": integer("Timeout of a call to the handler; 10 when unset.", minimum=1),
+        "failurePolicy": string("Ignore or Fail (default): whether an error reaching the handler fails the call.",
+                                enum=["Ignore", "Fail"]),
+    }, ["name", "requestHook"], "One handler the extension server announced in discovery.")
+    status = obj({
+        "conditions": conditions(),
+        "handlers": arr(handler, "The handlers discovered.", max_items=512, map_keys=["name"]),
+        "deprecated": deprecated(),
+    }, min_props=1)
+    return spec, status
+
+
 # --- CRD assembly ----------------------------------------------------------------------------------------
 
 def col(name: str, jsonpath: str, typ: str = "string", priority: int = 0, desc: str = "") -> S:
@@ -1412,7 +1463,8 @@ def cond(t: str) -> str:
 
 
 def crd(g: gvk.GVK, spec: S, status: S | None, columns: list[S], short: list[str] | None = None,
-        scale: bool | S = False, root_rules: list[S] | None = None, spec_required: bool = True) -> S:
+        scale: bool | S = False, root_rules: list[S] | None = None, spec_required: bool = True,
+        contract_label: bool = True) -> S:
     props: S = {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
                 "spec": spec}
     if status is not None:
@@ -1436,23 +1488,25 @@ def crd(g: gvk.GVK, spec: S, status: S | None, columns: list[S], short: list[str
                 "categories": ["cluster-api"]}
     if short:
         names["shortNames"] = short
+    labels: S = {"cluster.x-k8s.io/provider": _provider(g.group), "app.kubernetes.io/part-of": "capd-py"}
+    if contract_label:
+        labels[f"cluster.x-k8s.io/{g.version}"] = g.version
+    # what upstream clusterctl puts on every provider component; its `move` finds the kinds to move by this label
+    # (docs/clusterctl.md)
+    labels["clusterctl.cluster.x-k8s.io"] = ""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{g.plural}.{g.group}",
-                     "labels": {"cluster.x-k8s.io/provider": _provider(g.group), "app.kubernetes.io/part-of": "capd-py",
-                                f"cluster.x-k8s.io/{g.version}": g.version,
-                                # what upstream clusterctl puts on every provider component; its `move` finds the
-                                # kinds to move by this label (docs/clusterctl.md)
-                                "clusterctl.cluster.x-k8s.io": ""}},
-        "spec": {"group": g.group, "names": names, "scope": "Namespaced", "versions": [version]},
+        "metadata": {"name": f"{g.plural}.{g.group}", "labels": labels},
+        "spec": {"group": g.group, "names": names, "scope": "Namespaced" if g.namespaced else "Cluster",
+                 "versions": [version]},
     }
 
 
 def _provider(group: str) -> str:
     return {gvk.CLUSTER_GROUP: "cluster-api", gvk.BOOTSTRAP_GROUP: "bootstrap-kubeadm",
             gvk.CONTROLPLANE_GROUP: "control-plane-kubeadm", gvk.INFRA_GROUP: "infrastructure-docker",
-            gvk.ADDONS_GROUP: "cluster-api"}[group]
+            gvk.ADDONS_GROUP: "cluster-api", gvk.RUNTIME_GROUP: "cluster-api"}[group]
 
 
 # upstream's Cluster webhook: the name is used as a label value (validation.IsValidLabelValue), so at most 63
@@ -1571,6 +1625,14 @@ def all_crds() -> list[S]:
     ], root_rules=None))
     out.append(crd(gvk.CLUSTER_RESOURCE_SET_BINDING, crs_binding_spec(), None, [
         col("Cluster", ".spec.clusterName", desc="Cluster"), AGE]))
+    spec, status = extension_config_schema()
+    # no contract label: upstream's ExtensionConfig CRD carries none (no contract references it; the core's own
+    # CRDs carry the label only for capd-py's contract discovery of its own kinds)
+    out.append(crd(gvk.EXTENSION_CONFIG, spec, status, [
+        col("Paused", cond("Paused"), priority=10, desc="Reconciliation paused"),
+        col("Discovered", cond("Discovered"), desc="ExtensionConfig discovered"),
+        col("Age", ".metadata.creationTimestamp", "date", desc="Time duration since creation of ExtensionConfig"),
+    ], ["ext"], contract_label=False))
     return out
 
 

@@ -14,7 +14,8 @@ ALL = "all"
 # upstream's managers, by the controllers each one runs
 GROUPS: dict[str, frozenset[str]] = {
     "core": frozenset({"Cluster", "ClusterTopology", "ClusterClass", "Machine", "MachineSet", "MachineDeployment",
-                       "MachineHealthCheck", "MachinePool", "ClusterResourceSet", "ClusterResourceSetBinding"}),
+                       "MachineHealthCheck", "MachinePool", "ClusterResourceSet", "ClusterResourceSetBinding",
+                       "ExtensionConfig"}),
     "bootstrap": frozenset({"KubeadmConfig"}),
     "controlplane": frozenset({"KubeadmControlPlane"}),
     "infrastructure": frozenset({"DockerCluster", "DockerMachine", "DockerMachinePool", "DockerMachineTemplate"}),

@@ -36,8 +36,7 @@ DEFAULTS: Mapping[str, bool] = {
 
 # gates whose feature capd-py does not have: only false is accepted (where the work is tracked)
 NOT_IMPLEMENTED: Mapping[str, str] = {
-    RUNTIME_SDK: "the Runtime SDK is issue 29",
-    IN_PLACE_UPDATES: "in-place updates need the Runtime SDK (issue 29)",
+    IN_PLACE_UPDATES: "in-place updates are not implemented yet (issue 29)",
     KUBEADM_BOOTSTRAP_FORMAT_IGNITION: "capd-py's node images boot cloud-init data only",
 }
 # gates of upstream behaviour capd-py always has (GA upstream): only true is accepted

@@ -10,6 +10,7 @@ BOOTSTRAP_GROUP = "bootstrap.cluster.x-k8s.io"
 CONTROLPLANE_GROUP = "controlplane.cluster.x-k8s.io"
 INFRA_GROUP = "infrastructure.cluster.x-k8s.io"
 ADDONS_GROUP = "addons.cluster.x-k8s.io"
+RUNTIME_GROUP = "runtime.cluster.x-k8s.io"  # the Runtime SDK's ExtensionConfig (RuntimeSDK feature gate)
 CLUSTERCTL_GROUP = "clusterctl.cluster.x-k8s.io"  # upstream clusterctl's provider inventory
 VERSION = "v1beta2"
 
@@ -61,6 +62,8 @@ DOCKER_MACHINE_POOL = GVK(INFRA_GROUP, VERSION, "DockerMachinePool", "dockermach
 DOCKER_MACHINE_POOL_TEMPLATE = GVK(INFRA_GROUP, VERSION, "DockerMachinePoolTemplate", "dockermachinepooltemplates")
 CLUSTER_RESOURCE_SET = GVK(ADDONS_GROUP, VERSION, "ClusterResourceSet", "clusterresourcesets")
 CLUSTER_RESOURCE_SET_BINDING = GVK(ADDONS_GROUP, VERSION, "ClusterResourceSetBinding", "clusterresourcesetbindings")
+# cluster-scoped as upstream's; not in ALL_CAPI: it belongs to no Cluster (move, describe and export leave it be)
+EXTENSION_CONFIG = GVK(RUNTIME_GROUP, VERSION, "ExtensionConfig", "extensionconfigs", namespaced=False)
 
 SECRET = GVK("", "v1", "Secret", "secrets")
 NODE = GVK("", "v1", "Node", "nodes", namespaced=False)
@@ -84,7 +87,8 @@ ALL_CAPI: tuple[GVK, ...] = (
     CLUSTER_CLASS,
 )
 
-_BY_GROUP_KIND = {(g.group, g.kind): g for g in (*ALL_CAPI, MACHINE_DRAIN_RULE, SECRET, NODE, POD, CONFIG_MAP)}
+_BY_GROUP_KIND = {(g.group, g.kind): g
+                  for g in (*ALL_CAPI, MACHINE_DRAIN_RULE, EXTENSION_CONFIG, SECRET, NODE, POD, CONFIG_MAP)}
 
 
 def by_group_kind(group: str, kind: str) -> GVK | None:

@@ -23,7 +23,7 @@ PENDING_HOOKS_ANNOTATION = "runtime.cluster.x-k8s.io/pending-hooks"
 # on a Cluster: BeforeClusterDelete answered non-blocking; deletion may go on (upstream OkToDeleteAnnotation)
 OK_TO_DELETE_ANNOTATION = "runtime.cluster.x-k8s.io/ok-to-delete"
 # on an ExtensionConfig: "<namespace>/<name>" of a Secret whose ca.crt becomes spec.clientConfig.caBundle
-INJECT_CA_FROM_SECRET_ANNOTATION = "runtime.cluster.x-k8s.io/inject-ca-from-secret-name"
+INJECT_CA_FROM_SECRET_ANNOTATION = "runtime.cluster.x-k8s.io/inject-ca-from-secret"
 
 SUCCESS = "Success"
 FAILURE = "Failure"

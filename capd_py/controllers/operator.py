@@ -18,9 +18,12 @@ from typing import Any
 
 import kopf
 
+from capd_py.api import features
+from capd_py.controllers import extensionconfig
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.manager import Manager
 from capd_py.controllers.registry import CACHED_KINDS, all_controllers
+from capd_py.controllers.services.runtime_sdk import RuntimeSDKService
 from capd_py.kube import conversion_webhook, leader
 from capd_py.kube.cache import Store
 from capd_py.kube.cached import CachedKube
@@ -58,17 +61,27 @@ def build_registry(manager: Manager, kube: Kube) -> kopf.OperatorRegistry:
     def _login(**_: Any) -> kopf.ConnectionInfo:
         return connection_info(kube)
 
+    tasks: list[asyncio.Task[None]] = []
+
     @kopf.on.startup(registry=registry)
     async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure(settings)
         # Watch handlers only run after startup: the listing here is older than any event they bring.
         await manager.prime()
         manager.start()
+        if isinstance(manager.ctx.runtime_sdk, RuntimeSDKService) and "ExtensionConfig" in manager.controllers:
+            # upstream's warm-up runnable: every ExtensionConfig discovered before hook calls are answered
+            tasks.append(asyncio.create_task(extensionconfig.warm_up(manager.ctx), name="capd-py-runtime-warmup"))
         log.info("capd-py controllers started: %s", ", ".join(sorted(manager.controllers)))
 
     @kopf.on.cleanup(registry=registry)
     async def _cleanup(**_: Any) -> None:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await manager.stop()
+        if isinstance(manager.ctx.runtime_sdk, RuntimeSDKService):
+            await manager.ctx.runtime_sdk.close()
 
     return registry
 
@@ -117,8 +130,12 @@ def make_ctx(kube: Kube, runtime: Any = None, settings: Settings | None = None,
         from capd_py.runtime.docker_runtime import DockerRuntime
         runtime = DockerRuntime()
     cached = CachedKube(kube, Store())
-    return Ctx(kube=cached, runtime=runtime, settings=settings or Settings(),
-               workload=workload if workload is not None else WorkloadClients(cached))
+    ctx = Ctx(kube=cached, runtime=runtime, settings=settings or Settings(),
+              workload=workload if workload is not None else WorkloadClients(cached))
+    if ctx.settings.enabled(features.RUNTIME_SDK):
+        # the registry the ExtensionConfig controller fills; Namespaces read from the same cache
+        ctx.runtime_sdk = RuntimeSDKService(cached)
+    return ctx
 
 
 class LeadershipLost(Exception):

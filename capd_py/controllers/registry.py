@@ -22,6 +22,7 @@ from capd_py.controllers import (
     dockermachine,
     dockermachinepool,
     dockermachinetemplate,
+    extensionconfig,
     kubeadmconfig,
     kubeadmcontrolplane,
     machine,
@@ -50,12 +51,14 @@ MODULES = (
     dockermachinetemplate,
     clusterresourceset,
     clusterresourcesetbinding,
+    extensionconfig,
 )
 
 
 # controllers that run only while their feature gate is on (as upstream starts them)
 GATED = {clusterclass: features.CLUSTER_TOPOLOGY, topology: features.CLUSTER_TOPOLOGY,
-         machinepool: features.MACHINE_POOL, dockermachinepool: features.MACHINE_POOL}
+         machinepool: features.MACHINE_POOL, dockermachinepool: features.MACHINE_POOL,
+         extensionconfig: features.RUNTIME_SDK}
 
 
 def all_controllers(gates: Mapping[str, bool] | None = None, only: frozenset[str] | None = None) -> list[Controller]:

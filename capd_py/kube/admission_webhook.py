@@ -106,11 +106,11 @@ def _client(ca_pem: bytes, path: str, url: str | None, service: dict[str, Any] |
 
 
 def _webhook(name: str, client: dict[str, Any], group: str, resources: list[str], operations: list[str],
-             mutating: bool) -> dict[str, Any]:
+             mutating: bool, scope: str = "Namespaced") -> dict[str, Any]:
     hook: dict[str, Any] = {
         "name": name, "clientConfig": copy.deepcopy(client),
         "rules": [{"apiGroups": [group], "apiVersions": [VERSION], "operations": operations,
-                   "resources": resources, "scope": "Namespaced"}],
+                   "resources": resources, "scope": scope}],
         "failurePolicy": "Fail", "matchPolicy": "Equivalent", "sideEffects": "None",
         "admissionReviewVersions": ["v1"], "timeoutSeconds": TIMEOUT_SECONDS,
     }
@@ -127,9 +127,9 @@ def configurations(ca_pem: bytes, *, url: str | None = None, service: dict[str, 
         raise ValueError("exactly one of url and service")
     mutate, validate = _client(ca_pem, MUTATE_PATH, url, service), _client(ca_pem, VALIDATE_PATH, url, service)
     ops = ["CREATE", "UPDATE"]
-    mutating = [_webhook(webhook_name("default", k), mutate, k.group, [k.resource], ops, True)
+    mutating = [_webhook(webhook_name("default", k), mutate, k.group, [k.resource], ops, True, k.scope)
                 for k in KINDS if k.default is not None]
-    validating = [_webhook(webhook_name("validation", k), validate, k.group, [k.resource], ops, False)
+    validating = [_webhook(webhook_name("validation", k), validate, k.group, [k.resource], ops, False, k.scope)
                   for k in KINDS if k.validate is not None]
     group, resource, sub = SCALE
     validating.append(_webhook(SCALE_WEBHOOK, validate, group, [f"{resource}/{sub}"], ["UPDATE"], False))

@@ -22,7 +22,7 @@ import yaml
 from aiohttp import web
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
-from capd_py.api.conversion import ConversionError
+from capd_py.api.conversion import ConversionError, spoke_version
 from capd_py.api.conversion.review import review
 from capd_py.api.gvk import CRD, GVK, SECRET
 from capd_py.kube import admission_webhook
@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 
 CONVERT_PATH = "/convert"
 HEALTH_PATH = "/healthz"
-# Upstream release-1.13's v1beta1 schemas, one file per CRD file name (hack/vendor_upstream_v1beta1.py).
+# Upstream release-1.13's v1beta1 schemas (ExtensionConfig: v1alpha1), one file per CRD file name
+# (hack/vendor_upstream_v1beta1.py).
 V1BETA1_SCHEMAS = Path(__file__).resolve().parent / "crds_v1beta1"
 # A ConversionReview of a large LIST can be big; the API server sends up to 3 MiB objects each.
 MAX_REQUEST_BYTES = 64 * 1024 * 1024
@@ -144,17 +145,19 @@ def webhook_conversion(ca_pem: bytes, *, url: str | None = None, service: dict[s
 def with_v1beta1(crd: dict[str, Any], v1beta1_schema: dict[str, Any], conversion: dict[str, Any]
                  ) -> dict[str, Any]:
     """The CRD serving v1beta1 too (not stored; v1beta2 stays the storage version), converted by the webhook.
-    The v1beta1 version copies the v1beta2 one's subresources and printer columns."""
+    The v1beta1 version copies the v1beta2 one's subresources and printer columns. (ExtensionConfig: v1alpha1,
+    upstream's older version of the runtime group, `spoke_version`.)"""
     out = copy.deepcopy(crd)
-    versions = [v for v in out["spec"]["versions"] if v["name"] != "v1beta1"]
+    name = spoke_version(out["spec"]["group"], out["spec"]["names"]["kind"])
+    versions = [v for v in out["spec"]["versions"] if v["name"] != name]
     hub = next(v for v in versions if v["name"] == "v1beta2")
-    spoke: dict[str, Any] = {"name": "v1beta1", "served": True, "storage": False,
+    spoke: dict[str, Any] = {"name": name, "served": True, "storage": False,
                              "schema": {"openAPIV3Schema": copy.deepcopy(v1beta1_schema)}}
     for key in ("subresources", "additionalPrinterColumns"):
         if key in hub:
             spoke[key] = copy.deepcopy(hub[key])
     spoke["deprecated"] = True
-    spoke["deprecationWarning"] = (f"{out['spec']['group']}/v1beta1 {out['spec']['names']['kind']} is deprecated; "
+    spoke["deprecationWarning"] = (f"{out['spec']['group']}/{name} {out['spec']['names']['kind']} is deprecated; "
                                    "use v1beta2")
     out["spec"]["versions"] = [*versions, spoke]
     out["spec"]["conversion"] = conversion

@@ -119,8 +119,9 @@ def test_committed_crds_match_the_generator() -> None:
 
 async def test_every_crd_is_established(kube: Kube) -> None:
     want = load_crds()
-    assert len(want) == 20
-    assert {c["spec"]["names"]["kind"] for c in want} == {g.kind for g in (*gvk.ALL_CAPI, gvk.MACHINE_DRAIN_RULE)}
+    assert len(want) == 21
+    assert {c["spec"]["names"]["kind"] for c in want} == {g.kind for g in (*gvk.ALL_CAPI, gvk.MACHINE_DRAIN_RULE,
+                                                                           gvk.EXTENSION_CONFIG)}
     for c in want:
         got = await kube.get(CRD, None, c["metadata"]["name"])
         assert got is not None and is_established(got), c["metadata"]["name"]
@@ -136,6 +137,10 @@ async def test_every_crd_is_established(kube: Kube) -> None:
     assert short["Cluster"] == ["cl"] and short["KubeadmControlPlane"] == ["kcp"]
     assert short["MachineDeployment"] == ["md"] and short["MachineHealthCheck"] == ["mhc", "mhcs"]
     assert short["ClusterClass"] == ["cc"]
+    # ExtensionConfig: cluster-scoped as upstream's, no contract label (upstream's CRD carries none)
+    ext = next(c for c in want if c["spec"]["names"]["kind"] == "ExtensionConfig")
+    assert ext["spec"]["scope"] == "Cluster" and short["ExtensionConfig"] == ["ext"]
+    assert "cluster.x-k8s.io/v1beta2" not in ext["metadata"]["labels"]
 
 
 # --- good input ------------------------------------------------------------------------------------------

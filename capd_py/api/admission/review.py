@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from capd_py.api.admission import core, docker, kubeadm
+from capd_py.api.admission import core, docker, kubeadm, runtime
 from capd_py.api.admission.fielderrors import FieldError, denied_status, invalid_status
 
 Defaulter = Callable[[dict[str, Any], dict[str, Any] | None], dict[str, Any]]
@@ -20,6 +20,7 @@ CORE = "cluster.x-k8s.io"
 CONTROLPLANE = "controlplane.cluster.x-k8s.io"
 BOOTSTRAP = "bootstrap.cluster.x-k8s.io"
 INFRASTRUCTURE = "infrastructure.cluster.x-k8s.io"
+RUNTIME = "runtime.cluster.x-k8s.io"
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,9 @@ class Kind:
     resource: str
     default: Defaulter | None = None
     validate: Validator | None = None
+    scope: str = "Namespaced"  # the webhook rule's scope: "Cluster" for cluster-scoped kinds
+    # upstream's defaulting webhook name when it is not default.<kind>.<group> (ExtensionConfig's says "addons")
+    default_name: str = ""
 
 
 KINDS: tuple[Kind, ...] = (
@@ -50,6 +54,9 @@ KINDS: tuple[Kind, ...] = (
          docker.validate_dockercluster),
     Kind(INFRASTRUCTURE, "DockerClusterTemplate", "dockerclustertemplates", docker.default_dockerclustertemplate,
          docker.validate_dockerclustertemplate),
+    Kind(RUNTIME, "ExtensionConfig", "extensionconfigs", runtime.default_extensionconfig,
+         runtime.validate_extensionconfig, scope="Cluster",
+         default_name="default.extensionconfig.runtime.addons.cluster.x-k8s.io"),
 )
 _BY_RESOURCE = {(k.group, k.resource): k for k in KINDS}
 VERSION = "v1beta2"
@@ -60,6 +67,8 @@ SCALE = (CONTROLPLANE, "kubeadmcontrolplanes", "scale")
 
 def webhook_name(prefix: str, kind: Kind) -> str:
     """upstream's webhook names: default.machinedeployment.cluster.x-k8s.io, validation.kubeadmconfig.bootstrap..."""
+    if prefix == "default" and kind.default_name:
+        return kind.default_name
     return f"{prefix}.{kind.kind.lower()}.{kind.group}"
 
 

@@ -6,7 +6,7 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from capd_py.api.conversion import addons, clusterclass, core, docker, kubeadm, preserve
+from capd_py.api.conversion import addons, clusterclass, core, docker, kubeadm, preserve, runtime
 from capd_py.api.conversion.fields import (
     ConversionError,
     Obj,
@@ -29,6 +29,8 @@ class KindConversion:
     preserve: bool = True
     # Required objects kept when empty (see fields.drop_empty).
     keep_empty: frozenset[str] = frozenset()
+    # the older version served beside the hub (upstream's runtime group has v1alpha1, not v1beta1)
+    spoke: str = SPOKE_VERSION
 
 
 # Upstream's Docker templates marshal `spec.template.spec` even when empty (no omitzero there).
@@ -71,21 +73,33 @@ _KINDS: dict[tuple[str, str], KindConversion] = {
         docker.dockermachinepool_up, docker.dockermachinepool_down),
     ("infrastructure.cluster.x-k8s.io", "DockerMachinePoolTemplate"): KindConversion(
         docker.identity_up, docker.identity_down, preserve=False, keep_empty=_TEMPLATE),
+    # an empty namespaceSelector (what the webhook defaults) is a set pointer upstream, kept in both versions
+    ("runtime.cluster.x-k8s.io", "ExtensionConfig"): KindConversion(
+        runtime.extensionconfig_up, runtime.extensionconfig_down, preserve=False,
+        keep_empty=frozenset({"spec.namespaceSelector"}), spoke="v1alpha1"),
 }
 
 CONVERTIBLE_KINDS: frozenset[tuple[str, str]] = frozenset(_KINDS)
-"""(group, kind) of every kind served in v1beta1 and v1beta2."""
+"""(group, kind) of every kind served in an older version (v1beta1, or spoke_version's) and v1beta2."""
 
 
-def _lookup(obj: Obj, expected_version: str) -> tuple[str, KindConversion]:
+def spoke_version(group: str, kind: str) -> str:
+    """The older version a kind is served in beside v1beta2 (v1beta1 but for ExtensionConfig's v1alpha1)."""
+    conversion = _KINDS.get((group, kind))
+    return conversion.spoke if conversion is not None else SPOKE_VERSION
+
+
+def _lookup(obj: Obj, expected_version: str | None) -> tuple[str, KindConversion]:
+    """`expected_version` None: the kind's spoke version."""
     api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
     if not isinstance(api_version, str) or not isinstance(kind, str):
         raise ConversionError("apiVersion and kind must be strings")
     group = group_of(api_version)
     version = api_version.rsplit("/", 1)[-1]
-    if version != expected_version:
-        raise ConversionError(f"{kind} {api_version}: expected version {expected_version}")
     conversion = _KINDS.get((group, kind))
+    expected = expected_version or (conversion.spoke if conversion is not None else SPOKE_VERSION)
+    if version != expected:
+        raise ConversionError(f"{kind} {api_version}: expected version {expected}")
     if conversion is None:
         raise ConversionError(f"no conversion for {kind} in group {group!r}")
     return group, conversion
@@ -111,14 +125,14 @@ def _down(obj: Obj, group: str, conversion: KindConversion, resolve: VersionReso
     out = copy.deepcopy(obj)
     conversion.down(out, resolve)
     _tidy(out, conversion)
-    out["apiVersion"] = f"{group}/{SPOKE_VERSION}"
+    out["apiVersion"] = f"{group}/{conversion.spoke}"
     return out
 
 
 def to_hub(obj: Obj, resolve: VersionResolver = default_resolver) -> Obj:
     """v1beta1 -> v1beta2. The conversion-data annotation, if any, is consumed: fields the v1beta1 client
     left as they were come back exactly as stored (see preserve.py)."""
-    group, conversion = _lookup(obj, SPOKE_VERSION)
+    group, conversion = _lookup(obj, None)
     spoke = copy.deepcopy(obj)
     stored = preserve.take(spoke)
     converted = _up(spoke, group, conversion)
@@ -149,6 +163,6 @@ def convert(obj: Obj, to_api_version: str, resolve: VersionResolver = default_re
     target = to_api_version.rsplit("/", 1)[-1]
     if target == HUB_VERSION:
         return to_hub(obj, resolve)
-    if target == SPOKE_VERSION:
+    if target == spoke_version(group_of(to_api_version), str(obj.get("kind", ""))):
         return from_hub(obj, resolve)
     raise ConversionError(f"unsupported target version {to_api_version!r}")

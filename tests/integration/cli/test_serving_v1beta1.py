@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from capd_py.api import gvk
-from capd_py.api.conversion import to_hub
+from capd_py.api.conversion import spoke_version, to_hub
 from capd_py.api.gvk import CRD, SECRET
 from capd_py.cli import management
 from capd_py.cli.existing import init_existing
@@ -66,7 +66,9 @@ class Controllers:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen([sys.executable, "-c", CONTROLLERS, str(self.env.kubeconfig_path),
                                           str(REFRESH_SECONDS)], stdout=out, stderr=subprocess.STDOUT,
-                                         env={**os.environ, ACTIVITY_FILE_ENV: str(self.activity)})
+                                         # EXP_RUNTIME_SDK=true at init: ExtensionConfigs admitted and reconciled
+                                         env={**os.environ, ACTIVITY_FILE_ENV: str(self.activity),
+                                              "CAPD_PY_FEATURE_GATES": "RuntimeSDK=true"})
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -152,7 +154,8 @@ async def test_init_installs_the_certificate_and_crds_serving_v1beta1(installed:
         assert crd is not None
         versions = {v["name"]: v for v in crd["spec"]["versions"]}
         assert crd["spec"]["versions"][0]["name"] == "v1beta2" and versions["v1beta2"]["storage"] is True
-        assert versions["v1beta1"]["served"] is True and versions["v1beta1"]["storage"] is False
+        older = spoke_version(crd["spec"]["group"], crd["spec"]["names"]["kind"])  # ExtensionConfig: v1alpha1
+        assert versions[older]["served"] is True and versions[older]["storage"] is False
         client = crd["spec"]["conversion"]["webhook"]["clientConfig"]
         assert client["url"] == f"https://127.0.0.1:{port}/convert"
         assert base64.b64decode(client["caBundle"]) == cert.ca.cert
@@ -167,6 +170,33 @@ async def test_init_installs_the_certificate_and_crds_serving_v1beta1(installed:
     crd = await kube.get(CRD, None, "machines.cluster.x-k8s.io")
     assert crd is not None and [v["name"] for v in crd["spec"]["versions"]] == ["v1beta2", "v1beta1"]
     assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["url"] == url
+
+
+async def test_extension_config_v1alpha1_is_served_beside_v1beta2(kube: Kube, controllers: Controllers) -> None:
+    """Upstream's runtime group serves v1alpha1 (not v1beta1): a v1alpha1 write is converted, defaulted and
+    validated as v1beta2, read back in both versions; the controller's status reads back in v1alpha1's layout."""
+    await serving(kube, await new_namespace(kube), controllers)
+    old = at(gvk.EXTENSION_CONFIG, "v1alpha1")
+    await kube.create(old, {"apiVersion": old.api_version, "kind": "ExtensionConfig", "metadata": {"name": "old-ext"},
+                            "spec": {"clientConfig": {"service": {"name": "ext", "namespace": "nowhere"}}}})
+    hub = await kube.get(gvk.EXTENSION_CONFIG, None, "old-ext")
+    assert hub is not None and hub["apiVersion"].endswith("/v1beta2")
+    # the webhook's defaults, applied after conversion
+    assert hub["spec"]["namespaceSelector"] == {} and hub["spec"]["clientConfig"]["service"]["port"] == 443
+    with pytest.raises(KubeError) as refused:
+        await kube.create(old, {"apiVersion": old.api_version, "kind": "ExtensionConfig", "metadata": {"name": "bad"},
+                                "spec": {"clientConfig": {"url": "http://insecure"}}})
+    assert "'https' is the only allowed URL scheme" in str(refused.value)
+
+    async def not_discovered() -> dict[str, Any] | None:
+        got = await kube.get(old, None, "old-ext")
+        conds = ((got or {}).get("status") or {}).get("v1beta2", {}).get("conditions") or []
+        return got if any(c["type"] == "Discovered" and c["status"] == "False" for c in conds) else None
+    async with asyncio.timeout(60):
+        while (got := await not_discovered()) is None:
+            await asyncio.sleep(0.3)
+    assert got["apiVersion"].endswith("/v1alpha1") and "conditions" not in got["status"]  # no v1beta1 conditions
+    await kube.delete(gvk.EXTENSION_CONFIG, None, "old-ext")
 
 
 @pytest.mark.parametrize(("file", "count"), [("e2e-bases.yaml", 11), ("development.yaml", 8)])

@@ -24,7 +24,8 @@ def test_parse_overrides_and_render_only_differences() -> None:
     ("Nope=true", "unrecognized feature gate: Nope"),
     ("MachinePool", "missing bool value for MachinePool"),
     ("MachinePool=yes", "invalid value of MachinePool: 'yes'"),
-    ("RuntimeSDK=true", "RuntimeSDK=true is not supported by capd-py: the Runtime SDK is issue 29"),
+    ("InPlaceUpdates=true", "InPlaceUpdates=true is not supported by capd-py: in-place updates are not "
+                            "implemented yet (issue 29)"),
     ("PriorityQueue=false", "PriorityQueue is GA upstream and cannot be turned off"),
 ])
 def test_bad_values_are_named(text: str, says: str) -> None:

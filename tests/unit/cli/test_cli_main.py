@@ -134,7 +134,7 @@ def test_completion_scripts() -> None:
 
 
 def test_init_refuses_a_bad_feature_gate_variable_before_creating_anything(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EXP_RUNTIME_SDK", "true")
+    monkeypatch.setenv("EXP_IN_PLACE_UPDATES", "true")
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")  # nothing may be created anyway
     r = runner.invoke(app, ["init", "--name", "never-made"])
-    assert r.exit_code == 2 and "feature gate RuntimeSDK=true is not supported by capd-py" in r.output, r.output
+    assert r.exit_code == 2 and "feature gate InPlaceUpdates=true is not supported by capd-py" in r.output, r.output

@@ -105,8 +105,11 @@ def test_feature_gates_from_clusterctl_variables_reach_the_controllers() -> None
     assert feature_gates({"EXP_MACHINE_TAINT_PROPAGATION": "true"}) == "MachineTaintPropagation=true"
     # CAPD_PY_FEATURE_GATES first, the variables after (clusterctl's variables win, as its manifest substitutes them)
     assert feature_gates({"CAPD_PY_FEATURE_GATES": "MachinePool=false", "EXP_MACHINE_POOL": "true"}) == ""
-    with pytest.raises(ManagementError, match="feature gates: feature gate RuntimeSDK=true is not supported"):
-        feature_gates({"EXP_RUNTIME_SDK": "true"})
+    # EXP_RUNTIME_SDK=true turns the RuntimeSDK gate on (off by default, as upstream)
+    assert feature_gates({"EXP_RUNTIME_SDK": "true"}) == "RuntimeSDK=true"
+    assert feature_gates({"EXP_RUNTIME_SDK": "false"}) == ""  # the default: nothing to say
+    with pytest.raises(ManagementError, match="feature gates: feature gate InPlaceUpdates=true is not supported"):
+        feature_gates({"EXP_IN_PLACE_UPDATES": "true"})
     docs = [d for d in yaml.safe_load_all(in_cluster_manifest("img", "restricted", gates="MachinePool=false")) if d]
     dep = next(d for d in docs if d["kind"] == "Deployment")
     env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}

@@ -14,12 +14,15 @@ def test_gated_controllers() -> None:
     assert {"ClusterClass", "ClusterTopology", "MachinePool", "DockerMachinePool"} <= everything
     assert _keys({"ClusterTopology": False}) == everything - {"ClusterClass", "ClusterTopology"}
     assert _keys({"MachinePool": False}) == everything - {"MachinePool", "DockerMachinePool"}
+    # RuntimeSDK: off by default, as upstream; on, the ExtensionConfig controller runs
+    assert "ExtensionConfig" not in everything
+    assert _keys({"RuntimeSDK": True}) == everything | {"ExtensionConfig"}
 
 
 def test_a_subset_runs_beside_upstreams_managers() -> None:
     """`--controllers infrastructure`: only the Docker provider (upstream's core, bootstrap and KCP run the rest)."""
     from capd_py.api import controllerset
-    assert _keys() == controllerset.KNOWN  # every controller is nameable
+    assert _keys({"RuntimeSDK": True}) == controllerset.KNOWN  # every controller is nameable
     infra = {c.key for c in all_controllers(None, controllerset.parse("infrastructure"))}
     assert infra == {"DockerCluster", "DockerMachine", "DockerMachinePool", "DockerMachineTemplate"}
     assert {c.key for c in all_controllers({"MachinePool": False}, controllerset.parse("infrastructure"))} == \

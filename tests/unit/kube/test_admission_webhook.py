@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from capd_py.api.admission import KINDS
+from capd_py.api.admission import KINDS, webhook_name
 from capd_py.kube import admission_webhook as aw
 from capd_py.kube.conversion_webhook import app
 
@@ -26,8 +26,7 @@ def test_configurations_by_url() -> None:
             assert hook["admissionReviewVersions"] == ["v1"] and hook["matchPolicy"] == "Equivalent"
             assert hook["rules"][0]["apiVersions"] == ["v1beta2"]  # v1beta1 writes arrive converted
     assert all(h["reinvocationPolicy"] == "Never" for h in mutating["webhooks"])
-    assert {h["name"] for h in mutating["webhooks"]} == {f"default.{k.kind.lower()}.{k.group}" for k in KINDS
-                                                         if k.default}
+    assert {h["name"] for h in mutating["webhooks"]} == {webhook_name("default", k) for k in KINDS if k.default}
     names = {h["name"]: h for h in validating["webhooks"]}
     assert len(names) == len([k for k in KINDS if k.validate]) + 1
     scale = names["validation-scale.kubeadmcontrolplane.controlplane.cluster.x-k8s.io"]

@@ -8,7 +8,8 @@ from capd_py.api import gvk
 from capd_py.kube import crds
 
 pytestmark = pytest.mark.unit
-SERVED = (*gvk.ALL_CAPI, gvk.MACHINE_DRAIN_RULE)  # MachineDrainRule: served, read by the drain, not moved (yet)
+# MachineDrainRule: served, read by the drain, not moved (yet); ExtensionConfig: cluster-scoped, no Cluster's
+SERVED = (*gvk.ALL_CAPI, gvk.MACHINE_DRAIN_RULE, gvk.EXTENSION_CONFIG)
 
 
 def test_loads_one_crd_per_kind() -> None:

@@ -151,4 +151,7 @@ def test_webhook_names_are_upstreams() -> None:
         "default.machinedeployment.cluster.x-k8s.io", "default.machinepool.cluster.x-k8s.io",
         "default.machinehealthcheck.cluster.x-k8s.io", "default.kubeadmcontrolplane.controlplane.cluster.x-k8s.io",
         "default.dockercluster.infrastructure.cluster.x-k8s.io",
-        "default.dockerclustertemplate.infrastructure.cluster.x-k8s.io"}
+        "default.dockerclustertemplate.infrastructure.cluster.x-k8s.io",
+        # upstream's name, "addons" and all (internal/webhooks/extensionconfig.go)
+        "default.extensionconfig.runtime.addons.cluster.x-k8s.io"}
+    assert "validation.extensionconfig.runtime.cluster.x-k8s.io" in names

@@ -31,7 +31,9 @@ def _schemas() -> dict[tuple[str, str, str], dict[str, Any]]:
     for path in UPSTREAM_V1BETA1.glob("*.yaml"):
         ours = yaml.safe_load((CRDS / path.name).read_text())
         group, kind = ours["spec"]["group"], ours["spec"]["names"]["kind"]
-        out[(group, "v1beta1", kind)] = yaml.safe_load(path.read_text())["openAPIV3Schema"]
+        # the older version served (v1beta1; ExtensionConfig's v1alpha1), named in the file's header
+        version = "v1alpha1" if "version v1alpha1:" in path.read_text().split("\n", 1)[0] else "v1beta1"
+        out[(group, version, kind)] = yaml.safe_load(path.read_text())["openAPIV3Schema"]
     return out
 
 
