@@ -1,5 +1,6 @@
 """ClusterClass controller (thin I/O around capd_py.reconcile.clusterclass): resolves the class's template
-references, owns them (as upstream, so `clusterctl move` and deletion see the graph) and writes status."""
+references, owns them (as upstream, so `clusterctl move` and deletion see the graph), asks each external patch's
+DiscoverVariables extension for its variables (through `ctx.runtime_sdk`, RuntimeSDK gate on) and writes status."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from capd_py.api.gvk import (
     KUBEADM_CONFIG_TEMPLATE,
     KUBEADM_CONTROL_PLANE_TEMPLATE,
 )
+from capd_py.api.runtime_hooks import DISCOVER_VARIABLES
+from capd_py.api.runtime_sdk import RuntimeSDKError
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import ensure_metadata, resolve
 from capd_py.controllers.mappers import Controller, Mapper
@@ -52,7 +55,17 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
             missing.append(ref)
         elif not coreutil.is_deleting(tpl):
             await ensure_metadata(kube, g, tpl, owner=contract.owner_ref(cc, controller=False))
-    return Outcome(status=rcc.compute_status(cc, missing, unknown))
+    discovered: list[rcc.Discovered] = []
+    for call in rcc.discovery_calls(cc, ctx.runtime_sdk.enabled()):
+        try:
+            response = await ctx.runtime_sdk.call(call.extension, DISCOVER_VARIABLES, call.request, namespace)
+            discovered.append(rcc.Discovered(call.patch, response=response))
+        except RuntimeSDKError as e:
+            discovered.append(rcc.Discovered(call.patch, error=str(e)))
+    status = rcc.compute_status(cc, missing, unknown, discovered)
+    # an extension not answering (or not registered yet) is asked again, as upstream requeues on the error
+    failed = any(d.response is None for d in discovered)
+    return Outcome(status=status, requeue_after=ctx.settings.poll_seconds if failed else None)
 
 
 async def _delete(ctx: Ctx, sub: Subject) -> Outcome:

@@ -25,6 +25,7 @@ from capd_py.api.gvk import (
     MACHINE_SET,
 )
 from capd_py.api.labels import CLUSTER_NAME, TOPOLOGY_DEPLOYMENT_NAME, TOPOLOGY_OWNED, TOPOLOGY_POOL_NAME
+from capd_py.controllers import topology_external
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, get_ref, gvk_of, resolve
 from capd_py.controllers.mappers import Controller, Mapper, cluster_label_mapper
@@ -186,7 +187,7 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     try:
         bp = await _blueprint(ctx, cc)
         cur = await _current(ctx, cluster, bp)
-        plan = D.compute(cluster, bp, cur, _rand)
+        plan = await topology_external.compute(ctx, cluster, bp, cur, _rand)  # external patches' calls too
         for w in plan.writes:
             await _write(ctx, w)
         if plan.cluster_refs:

@@ -5,16 +5,25 @@ Upstream's ClusterClass controller reports `VariablesReady` (the variable defini
 apiVersion of its kind). The topology controller reconciles a Cluster only against a ClusterClass whose status
 is current (`observedGeneration`), whose variables are ready and whose templates exist (a ref in an older
 apiVersion, e.g. v1beta1, is reported as upstream does and holds nothing).
+
+Variables come from `spec.variables` (`from: inline`) and, with the RuntimeSDK gate on, from each external patch's
+`discoverVariablesExtension` (`from: <patch name>`; the controller makes the calls `discovery_calls` lists and
+hands back what each returned). Definitions of one name from several sources are merged; if they differ
+(required, schema, deprecated metadata) the variable is marked `definitionsConflict` and VariablesReady is False,
+as upstream's reconcileVariables.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract, conversion
+from capd_py.api import runtime_hooks as hooks
 from capd_py.reconcile.topology import variables as V
+from capd_py.reconcile.topology.gotemplate import go_quote
 
 VARIABLES_READY = "VariablesReady"
 REF_VERSIONS_UP_TO_DATE = "RefVersionsUpToDate"
@@ -70,28 +79,147 @@ def outdated_refs(cc: dict[str, Any]) -> list[TemplateRef]:
 OUTDATED_HEADER = "The following templateRefs are not using the latest apiVersion:"
 
 
-def status_variables(cc: dict[str, Any]) -> list[dict[str, Any]]:
-    """status.variables: each inline definition, as upstream lists them (from: inline)."""
+INLINE = "inline"
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """A DiscoverVariables call for external patch `patch`: handler `extension`, `request` (its settings)."""
+
+    patch: str
+    extension: str
+    request: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Discovered:
+    """What a DiscoverVariables call gave: the response, or why the call failed."""
+
+    patch: str
+    response: Mapping[str, Any] | None = None
+    error: str = ""
+
+
+def discovery_calls(cc: dict[str, Any], runtime_sdk: bool) -> list[Discovery]:
+    """The DiscoverVariables calls to make, in patch order (none with the RuntimeSDK gate off, as upstream)."""
+    if not runtime_sdk:
+        return []
     out = []
-    for d in contract.dig(cc, "spec", "variables") or []:
-        definition: dict[str, Any] = {"from": "inline", "required": bool(d.get("required", False)),
-                                      "schema": d.get("schema") or {}}
-        if d.get("deprecatedV1Beta1Metadata"):
-            definition["deprecatedV1Beta1Metadata"] = d["deprecatedV1Beta1Metadata"]
-        out.append({"name": d.get("name", ""), "definitions": [definition]})
+    for p in contract.dig(cc, "spec", "patches") or []:
+        ext = p.get("external") or {}
+        if ext.get("discoverVariablesExtension"):
+            body: dict[str, object] = {"settings": dict(ext["settings"])} if ext.get("settings") else {}
+            out.append(Discovery(p.get("name", ""), ext["discoverVariablesExtension"],
+                                 hooks.request(hooks.DISCOVER_VARIABLES, body)))
     return out
 
 
-def compute_status(cc: dict[str, Any], missing: list[TemplateRef], unknown_kinds: list[TemplateRef]) -> dict[str, Any]:
+def _new_status_variable(v: Mapping[str, Any], origin: str) -> dict[str, Any]:
+    definition: dict[str, Any] = {"from": origin, "required": bool(v.get("required", False)),
+                                  "schema": v.get("schema") or {}}
+    if v.get("deprecatedV1Beta1Metadata"):
+        definition["deprecatedV1Beta1Metadata"] = v["deprecatedV1Beta1Metadata"]
+    return {"name": v.get("name", ""), "definitionsConflict": False, "definitions": [definition]}
+
+
+_FALSE_DROPPED = ("uniqueItems", "exclusiveMaximum", "exclusiveMinimum", "x-kubernetes-preserve-unknown-fields",
+                  "x-kubernetes-int-or-string")
+
+
+def _drop_false(s: Any) -> Any:
+    """A schema without the boolean fields that are false (false and unset are the same: upstream's
+    dropFalsePtrBool), through every nested schema."""
+    if not isinstance(s, dict):
+        return s
+    out = {k: v for k, v in s.items() if not (k in _FALSE_DROPPED and v is False)}
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {k: _drop_false(v) for k, v in out["properties"].items()}
+    for k in ("additionalProperties", "items", "not"):
+        if k in out:
+            out[k] = _drop_false(out[k])
+    for k in ("allOf", "oneOf", "anyOf"):
+        if isinstance(out.get(k), list):
+            out[k] = [_drop_false(x) for x in out[k]]
+    return out
+
+
+def _add_definition(existing: dict[str, Any], v: Mapping[str, Any], origin: str) -> dict[str, Any]:
+    new = _new_status_variable(v, origin)["definitions"][0]
+    out = {**existing, "definitions": [*existing["definitions"], new]}
+    if not out.get("definitionsConflict"):
+        first = out["definitions"][0]
+        if first.get("required", False) != new.get("required", False) \
+                or _drop_false((first.get("schema") or {}).get("openAPIV3Schema")) \
+                != _drop_false((new.get("schema") or {}).get("openAPIV3Schema")) \
+                or first.get("deprecatedV1Beta1Metadata") != new.get("deprecatedV1Beta1Metadata"):
+            out["definitionsConflict"] = True
+    return out
+
+
+def aggregate(messages: Sequence[str]) -> str:
+    """Several errors in one message, as Kubernetes' utilerrors.NewAggregate prints them."""
+    msgs = list(dict.fromkeys(messages))
+    return msgs[0] if len(msgs) == 1 else "[" + ", ".join(msgs) + "]"
+
+
+def merge_variables(cc: dict[str, Any], discovered: Sequence[Discovered]) -> tuple[list[dict[str, Any]], list[str]]:
+    """status.variables (sorted by name) from the inline definitions and the discovered ones, and the discovery
+    errors (upstream's messages; with any, status.variables must stay as it was)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for v in contract.dig(cc, "spec", "variables") or []:
+        merged[v.get("name", "")] = _new_status_variable(v, INLINE)
+    errs: list[str] = []
+    for d in discovered:
+        if d.response is None:
+            errs.append(f"failed to call DiscoverVariables for patch {d.patch}: {d.error}")
+            continue
+        status = d.response.get("status")
+        if status != hooks.SUCCESS:
+            errs.append(f"patch {d.patch} returned status {go_quote(str(status or ''))} with message "
+                        f"{go_quote(str(d.response.get('message') or ''))}")
+            continue
+        found = [v for v in d.response.get("variables") or [] if isinstance(v, dict)]
+        if found and not errs:
+            problems = V.validate_class_variables(found, f"{d.patch}.variables")
+            if problems:
+                errs.append(aggregate(problems))
+                continue
+            for v in found:
+                name = v.get("name", "")
+                merged[name] = _add_definition(merged[name], v, d.patch) if name in merged \
+                    else _new_status_variable(v, d.patch)
+    return [merged[k] for k in sorted(merged)], errs
+
+
+def status_variables(cc: dict[str, Any]) -> list[dict[str, Any]]:
+    """status.variables of the inline definitions alone (from: inline), as upstream lists them."""
+    return merge_variables(cc, [])[0]
+
+
+DISCOVERY_FAILED_PREFIX = "VariableDiscovery failed: "
+
+
+def compute_status(cc: dict[str, Any], missing: list[TemplateRef], unknown_kinds: list[TemplateRef],
+                   discovered: Sequence[Discovered] = ()) -> dict[str, Any]:
     """The whole status. `missing`: references whose object does not exist; `unknown_kinds`: references to a
-    group/kind capd-py does not serve (no provider would ever reconcile them)."""
+    group/kind capd-py does not serve (no provider would ever reconcile them); `discovered`: the answers of
+    `discovery_calls`."""
     old = cc.get("status") or {}
     gen = (cc.get("metadata") or {}).get("generation")
     conds = list(old.get("conditions") or [])
     errs = V.validate_class_variables(list(contract.dig(cc, "spec", "variables") or []))
+    variables, discovery_errs = merge_variables(cc, discovered)
+    conflicts = [v["name"] for v in variables if v.get("definitionsConflict")]
     if errs:
         conds = cond.set_condition(conds, VARIABLES_READY, False, R_VARIABLE_DISCOVERY_FAILED,
                                    "; ".join(errs), observed_generation=gen)
+    elif discovery_errs:
+        conds = cond.set_condition(conds, VARIABLES_READY, False, R_VARIABLE_DISCOVERY_FAILED,
+                                   DISCOVERY_FAILED_PREFIX + aggregate(discovery_errs), observed_generation=gen)
+    elif conflicts:
+        conds = cond.set_condition(conds, VARIABLES_READY, False, R_VARIABLE_DISCOVERY_FAILED,
+                                   DISCOVERY_FAILED_PREFIX + "the following variables have conflicting schemas: "
+                                   + ",".join(conflicts), observed_generation=gen)
     else:
         conds = cond.set_condition(conds, VARIABLES_READY, True, R_VARIABLES_READY, observed_generation=gen)
     if unknown_kinds or missing:
@@ -112,8 +240,9 @@ def compute_status(cc: dict[str, Any], missing: list[TemplateRef], unknown_kinds
                                    observed_generation=gen)
     st: dict[str, Any] = {k: v for k, v in old.items() if k not in ("conditions", "variables", "observedGeneration")}
     st["conditions"] = conds
-    if not errs:
-        st["variables"] = status_variables(cc)
+    # a conflict is still listed (upstream writes it); a failed discovery keeps what was there
+    if not errs and not discovery_errs:
+        st["variables"] = variables
     elif old.get("variables"):
         st["variables"] = old["variables"]
     if gen is not None:

@@ -467,3 +467,35 @@ def validate_cluster(
     if old is not None and _get(old, "spec", "topology") and not spec.get("topology"):
         errs.append(forbidden("spec.topology", "cannot be removed from an existing Cluster"))
     return errs
+
+
+def _patch_errors(p: dict[str, Any], path: str, gates: Gates | None) -> list[FieldError]:
+    """upstream validatePatchDefinitions: exactly one of definitions/external; an external patch needs the
+    RuntimeSDK gate and a generate or validate extension."""
+    errs: list[FieldError] = []
+    has_definitions, external = p.get("definitions") is not None, p.get("external")
+    if not has_definitions and external is None:
+        errs.append(required(path, "one of definitions or external must be defined"))
+    if has_definitions and external is not None:
+        errs.append(invalid(path, p, "only one of definitions or external can be defined"))
+    if external is not None:
+        if not enabled(gates, features.RUNTIME_SDK):
+            errs.append(forbidden(f"{path}.external",
+                                  "patch.external can be used only if the RuntimeSDK feature flag is enabled"))
+        if not isinstance(external, dict) or not (external.get("validateTopologyExtension")
+                                                  or external.get("generatePatchesExtension")):
+            errs.append(invalid(f"{path}.external", external,
+                                "one of validateTopologyExtension and generatePatchesExtension must be defined"))
+    return errs
+
+
+def validate_clusterclass(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
+    """upstream's ClusterClass webhook, the rules on patches' kind (inline or external). The others (variables,
+    selectors, templates, compatibility with the old class and its Clusters) are the CRD's CEL or the
+    controllers' (docs/validation.md)."""
+    errs: list[FieldError] = []
+    for i, p in enumerate(_get(new, "spec", "patches") or []):
+        if isinstance(p, dict):
+            errs += _patch_errors(p, f"spec.patches[{i}]", gates)
+    return errs

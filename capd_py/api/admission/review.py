@@ -37,6 +37,7 @@ class Kind:
 
 KINDS: tuple[Kind, ...] = (
     Kind(CORE, "Cluster", "clusters", core.default_cluster, core.validate_cluster),
+    Kind(CORE, "ClusterClass", "clusterclasses", None, core.validate_clusterclass),
     Kind(CORE, "Machine", "machines", core.default_machine, core.validate_machine),
     Kind(CORE, "MachineSet", "machinesets", core.default_machineset, core.validate_machineset),
     Kind(CORE, "MachineDeployment", "machinedeployments", core.default_machinedeployment,

@@ -16,17 +16,23 @@ Upstream's topology controller computes the same thing in `exp/topology/desireds
   (`topology.cluster.x-k8s.io/upgrade-concurrency`) once the control plane runs that version everywhere.
 
 Everything here is pure: templates and current objects in, a `Plan` out. The random suffix comes from the
-caller, so tests are deterministic.
+caller, so tests are deterministic. External patches (Runtime Extensions) are calls the caller makes:
+`compute_steps` yields them (patches.ExternalCall) and is sent the responses; `compute` is the same with no
+extension to call.
+
+Variables are defined by the ClusterClass's `status.variables` (inline definitions and those its external patches'
+DiscoverVariables returned; the ClusterClass controller writes them), or by `spec.variables` before it has any.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from capd_py.api import contract
+from capd_py.api import gvk as G
 from capd_py.api.labels import (
     CLONED_FROM_GROUP_KIND,
     CLONED_FROM_NAME,
@@ -306,13 +312,49 @@ def _ref_version(obj: dict[str, Any], *path: str) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
+def class_variables(cc: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, set[str]]]:
+    """The variable definitions a Cluster of this class is checked and defaulted against, and for each variable
+    where its definitions come from (`inline`, or an external patch's name). From `status.variables` (upstream
+    reads them there: they include the discovered ones), or `spec.variables` until the class has a status. A
+    variable whose definitions conflict holds the topology earlier (VariablesReady False); its first is used."""
+    status_vars = contract.dig(cc, "status", "variables")
+    if not isinstance(status_vars, list):
+        spec_vars = list(contract.dig(cc, "spec", "variables") or [])
+        return spec_vars, {str(d.get("name")): {P.INLINE} for d in spec_vars if isinstance(d, dict)}
+    defs: list[dict[str, Any]] = []
+    sources: dict[str, set[str]] = {}
+    for v in status_vars:
+        ds = [d for d in (v.get("definitions") or []) if isinstance(d, dict)] if isinstance(v, dict) else []
+        if not ds:
+            continue
+        d = {"name": v.get("name", ""), "required": bool(ds[0].get("required", False)),
+             "schema": ds[0].get("schema") or {}}
+        if ds[0].get("deprecatedV1Beta1Metadata"):
+            d["deprecatedV1Beta1Metadata"] = ds[0]["deprecatedV1Beta1Metadata"]
+        defs.append(d)
+        sources[str(d["name"])] = {str(x.get("from", "")) for x in ds}
+    return defs, sources
+
+
+ComputeSteps = Generator[P.ExternalCall, Mapping[str, Any], Plan]
+
+
 def compute(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable[[], str]) -> Plan:
-    """Everything a topology Cluster should have. Raises TopologyError for input the user must fix."""
+    """Everything a topology Cluster should have, with no Runtime Extension to call (an external patch fails,
+    naming the RuntimeSDK gate). Raises TopologyError for input the user must fix."""
+    return P.drive(compute_steps(cluster, bp, cur, rand))
+
+
+def compute_steps(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable[[], str],
+                  runtime_sdk: bool = False) -> ComputeSteps:
+    """`compute`, yielding the external patches' calls (patches.ExternalCall; send each one's response, throw
+    patches.ExtensionCallError into it when a call fails); returns the Plan. `runtime_sdk`: the RuntimeSDK gate."""
     topo = topology_of(cluster)
     cc = bp.clusterclass
     cname = cluster["metadata"]["name"]
+    cns = cluster["metadata"].get("namespace") or ""
     version = topo.get("version") or ""
-    defs = list(contract.dig(cc, "spec", "variables") or [])
+    defs, sources = class_variables(cc)
     values = V.default_values(defs, list(topo.get("variables") or []))
     errs = V.validate_values(defs, values, "spec.topology.variables")
     workers = topo.get("workers") or {}
@@ -408,8 +450,10 @@ def compute(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable
     # desired ControlPlane machine infrastructure template
     items: list[P.Item] = []
     ic_tpl_copy = copy.deepcopy(ic_tpl)
+    cluster_holder = {"holder_api_version": G.CLUSTER.api_version, "holder_namespace": cns,
+                      "holder_name": cname}
     items.append(P.Item("Cluster", P.INFRA_CLUSTER, ic_tpl_copy,
-                        ref_api_version=_ref_version(cc, "spec", "infrastructure", "templateRef")))
+                        ref_api_version=_ref_version(cc, "spec", "infrastructure", "templateRef"), **cluster_holder))
     cp_tpl_copy = copy.deepcopy(bp.cp_template)
     cp_builtins: dict[str, Any] = {"controlPlane": {"name": cp_name, "version": cp_version}}
     if cp_topo.get("replicas") is not None:
@@ -429,9 +473,12 @@ def compute(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable
         items.append(P.Item(_object_kind(bp.cp_template["kind"]), P.CP_MACHINE_INFRA, cpi_copy,
                             builtins=cp_builtins, overrides=cp_overrides,
                             ref_api_version=_ref_version(cc, "spec", "controlPlane", "machineInfrastructure",
-                                                         "templateRef")))
+                                                         "templateRef"),
+                            holder_api_version=str(bp.cp_template.get("apiVersion", "")), holder_namespace=cns,
+                            holder_name=cp_name))
     items.insert(1, P.Item("Cluster", P.CONTROL_PLANE, cp_tpl_copy, builtins=cp_builtins, overrides=cp_overrides,
-                           ref_api_version=_ref_version(cc, "spec", "controlPlane", "templateRef")))
+                           ref_api_version=_ref_version(cc, "spec", "controlPlane", "templateRef"),
+                           **cluster_holder))
 
     md_items: dict[str, tuple[P.Item, P.Item, str]] = {}
     for t in mds_topo:
@@ -454,10 +501,12 @@ def compute(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable
             b["machineDeployment"]["infrastructureRef"] = {"name": c.infra_template["metadata"]["name"]}
         ov_list = list((t.get("variables") or {}).get("overrides") or [])
         ov = {k: v for k, v in V.values_map(defs, [], ov_list).items() if k in {o["name"] for o in ov_list}}
+        holder = {"holder_api_version": G.MACHINE_DEPLOYMENT.api_version, "holder_namespace": cns,
+                  "holder_name": md_name}
         bi = P.Item("MachineDeployment", P.BOOTSTRAP, copy.deepcopy(wc.bootstrap_template), b, ov,
-                    _ref_version(wc.spec, "bootstrap", "templateRef"))
+                    _ref_version(wc.spec, "bootstrap", "templateRef"), **holder)
         ii = P.Item("MachineDeployment", P.INFRA, copy.deepcopy(wc.infra_template), b, ov,
-                    _ref_version(wc.spec, "infrastructure", "templateRef"))
+                    _ref_version(wc.spec, "infrastructure", "templateRef"), **holder)
         md_items[name] = (bi, ii, md_name)
         items += [bi, ii]
 
@@ -488,15 +537,18 @@ def compute(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable
             b["machinePool"]["replicas"] = t["replicas"]
         ov_list = list((t.get("variables") or {}).get("overrides") or [])
         ov = {k: v for k, v in V.values_map(defs, [], ov_list).items() if k in {o["name"] for o in ov_list}}
+        holder = {"holder_api_version": G.MACHINE_POOL.api_version, "holder_namespace": cns,
+                  "holder_name": mp_name}
         bi = P.Item("MachinePool", P.BOOTSTRAP, copy.deepcopy(wc.bootstrap_template), b, ov,
-                    _ref_version(wc.spec, "bootstrap", "templateRef"))
+                    _ref_version(wc.spec, "bootstrap", "templateRef"), **holder)
         ii = P.Item("MachinePool", P.INFRA, copy.deepcopy(wc.infra_template), b, ov,
-                    _ref_version(wc.spec, "infrastructure", "templateRef"))
+                    _ref_version(wc.spec, "infrastructure", "templateRef"), **holder)
         mp_items[name] = (bi, ii, mp_name)
         items += [bi, ii]
 
     try:
-        P.apply_patches(list(contract.dig(cc, "spec", "patches") or []), items, global_vars)
+        yield from P.patch_steps(list(contract.dig(cc, "spec", "patches") or []), items, global_vars,
+                                 runtime_sdk=runtime_sdk, sources=sources)
     except P.PatchError as e:
         raise TopologyError(str(e)) from e
 

@@ -41,8 +41,9 @@ def test_v1beta1_refs_are_reported_as_upstream_and_do_not_hold_the_topology() ->
         "latest: v1beta2",
     ]
     assert cond.is_true(cc, rcc.VARIABLES_READY)
+    # sorted by name, as upstream's reconcileVariables lists them
     assert [v["name"] for v in cc["status"]["variables"]] == [
-        "imageRepository", "etcdImageTag", "coreDNSImageTag", "podSecurityStandard"]
+        "coreDNSImageTag", "etcdImageTag", "imageRepository", "podSecurityStandard"]
     assert rcc.ready_for_topology(cc) is None
 
 
