@@ -134,7 +134,7 @@ def manifest_cmd(
     host = urlsplit(url).hostname
     if not url.startswith("https://") or not host:
         raise _fail(f"--url {url!r}: expected https://HOST[:PORT]", 2)
-    settings = dict(ext.settings)
+    settings = ext.manifest_settings(config_name)
     for kv in setting or []:
         key, sep, value = kv.partition("=")
         if not sep or not key:

@@ -72,7 +72,9 @@ def _hook(hook: str | Hook) -> Hook:
 @dataclass
 class Extension:
     """A set of handlers served together by one HTTPS server. `name` is the default name of its ExtensionConfig and
-    `settings` the default spec.settings of that manifest (`capd-py extension manifest` overrides both)."""
+    `settings` the default spec.settings of that manifest (`capd-py extension manifest` overrides both); `{name}` in
+    a setting's value stands for the ExtensionConfig's name (an extension that must know under which name it is
+    registered, as the test extension, gets it that way)."""
 
     name: str = ""
     settings: dict[str, str] = field(default_factory=dict)
@@ -108,6 +110,9 @@ class Extension:
             self.add(hook, name, func, timeout_seconds=timeout_seconds, failure_policy=failure_policy)
             return func
         return register
+
+    def manifest_settings(self, config_name: str) -> dict[str, str]:
+        return {k: v.replace("{name}", config_name) for k, v in self.settings.items()}
 
     @property
     def registrations(self) -> list[Registration]:

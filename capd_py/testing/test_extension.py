@@ -124,7 +124,8 @@ class HookResponses:
 
     def __init__(self, kube: KubeSource | None = None):
         self._source: KubeSource = kube if kube is not None else _kube_from_env
-        self._kube: Kube | None = kube if isinstance(kube, Kube) else None
+        # a factory is any callable that is not a client itself (tests pass in-memory stand-ins)
+        self._kube: Kube | None = None if callable(self._source) and not isinstance(self._source, Kube) else kube
 
     @property
     def kube(self) -> Kube:
@@ -485,7 +486,9 @@ def _lifecycle_handler(responses: HookResponses, hook: Hook, fields: tuple[str, 
 
 def new_extension(kube: KubeSource | None = None, name: str = DEFAULT_EXTENSION_CONFIG_NAME) -> Extension:
     """The test extension; `kube` (or a factory) reaches the management cluster holding the hook ConfigMaps."""
-    ext = Extension(name=name, settings={EXTENSION_CONFIG_NAME_KEY: name})
+    # the manifest's settings are upstream e2e's (its ExtensionConfig), under whatever name it is registered
+    ext = Extension(name=name, settings={EXTENSION_CONFIG_NAME_KEY: "{name}", "disableInPlaceUpdates": "true",
+                                         DEFAULT_ALL_HANDLERS_TO_BLOCKING_KEY: "true"})
     responses = HookResponses(kube)
     ext.add(runtime_hooks.GENERATE_PATCHES, "generate-patches", generate_patches)
     ext.add(runtime_hooks.VALIDATE_TOPOLOGY, "validate-topology", validate_topology)
