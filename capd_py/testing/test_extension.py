@@ -125,7 +125,9 @@ class HookResponses:
     def __init__(self, kube: KubeSource | None = None):
         self._source: KubeSource = kube if kube is not None else _kube_from_env
         # a factory is any callable that is not a client itself (tests pass in-memory stand-ins)
-        self._kube: Kube | None = None if callable(self._source) and not isinstance(self._source, Kube) else kube
+        self._kube: Kube | None = None
+        if not callable(self._source) or isinstance(self._source, Kube):
+            self._kube = self._source  # type: ignore[assignment]
 
     @property
     def kube(self) -> Kube:
