@@ -165,13 +165,13 @@ class HookResponses:
         try:
             cm = await self.kube.get(CONFIG_MAP, namespace, name)
         except KubeError as exc:
-            raise HookError(f"failed to read the ConfigMap {namespace}/{name}: {exc}") from exc
+            raise HookError(f"failed to read the ConfigMap {namespace}/{name}: {_api_message(exc)}") from exc
         if cm is None:
             try:
                 cm = await self.kube.create(CONFIG_MAP, {"apiVersion": "v1", "kind": "ConfigMap",
                                                          "metadata": {"name": name, "namespace": namespace}})
             except KubeError as exc:
-                raise HookError(f"failed to create the ConfigMap {namespace}/{name}: {exc}") from exc
+                raise HookError(f"failed to create the ConfigMap {namespace}/{name}: {_api_message(exc)}") from exc
         data = (cm.get("data") or {}).get(f"{key}-preloadedResponse")
         if data is None:
             data = default_preloaded_response(hook, settings)
@@ -191,14 +191,19 @@ class HookResponses:
         try:
             cm = await self.kube.get(CONFIG_MAP, namespace, name)
         except KubeError as exc:
-            raise HookError(f"failed to read the ConfigMap {namespace}/{name}: {exc}") from exc
+            raise HookError(f"failed to read the ConfigMap {namespace}/{name}: {_api_message(exc)}") from exc
         if cm is None:
             raise HookError(f'failed to read the ConfigMap {namespace}/{name}: configmaps "{name}" not found')
         try:
             await self.kube.merge_patch(CONFIG_MAP, namespace, name, {"data": {
                 f"{key}-actualResponseStatus": recorded_status(hook, response)}})
         except KubeError as exc:
-            raise HookError(f"failed to update the ConfigMap {namespace}/{name}: {exc}") from exc
+            raise HookError(f"failed to update the ConfigMap {namespace}/{name}: {_api_message(exc)}") from exc
+
+
+def _api_message(exc: KubeError) -> str:
+    # the API server's own message, as a Go client's error prints it (`configmaps "x" is forbidden: ...`)
+    return exc.message or str(exc)
 
 
 def _kube_from_env() -> Kube:
