@@ -16,7 +16,7 @@ Topology-mutation handlers (upstream handlers/topologymutation) for the Docker* 
 v1beta2): GeneratePatches sets the load balancer's imageRepository, the kubeadm `v=2` extra args and the
 `kubernetesVersion=` node label, KCP maxSurge, extra files, and the node image by version; ValidateTopology
 accepts; DiscoverVariables returns upstream's three variable definitions. GenerateUpgradePlan answers the plan
-upstream's test extension computes for the versions capd-py knows (see generate_upgrade_plan).
+upstream's test extension computes, over the versions capd-py builds images for instead of kind's (upgrade_plan).
 
 One difference from upstream: the node image upstream's kind mapper names carries a digest when kind published
 an image for exactly that version; capd-py never pulls and tags its own images `kindest/node:<version>`, so the
@@ -466,6 +466,81 @@ def discover_variables(_: Mapping[str, Any]) -> dict[str, Any]:
     ]}
 
 
+# -- upgrade plan --------------------------------------------------------------------------------------------
+
+# upstream's test extension plans with the versions kind publishes images for; capd-py's are the ones it builds
+# node images for (the Makefile's K8S_VERSIONS), overridable for other builds
+VERSIONS_ENV = "CAPD_PY_TEST_EXTENSION_VERSIONS"
+DEFAULT_VERSIONS = ("v1.34.4", "v1.35.4")
+
+
+def _semver_key(version: str) -> tuple[Any, ...]:
+    """Order of semantic versions (a release after its pre-releases; build metadata ignored)."""
+    core, _, _ = parse_tolerant(version).partition("+")
+    main, _, pre = core.partition("-")
+    nums = tuple(int(p) for p in main.split("."))
+    ids = tuple((0, int(i), "") if i.isdigit() else (1, 0, i) for i in pre.split(".")) if pre else ()
+    return (*nums, 0 if pre else 1, ids)
+
+
+def upgrade_plan(versions: list[str] | tuple[str, ...], to_version: str, from_control_plane: str
+                 ) -> list[str]:
+    """The control plane's upgrade plan (upstream's GetUpgradePlanFromClusterClassVersions): from the versions
+    after the current one up to the desired one, the newest of each minor; [] when already there. The workers'
+    plan is left to the core (upstream leaves it empty too)."""
+    try:
+        desired = _semver_key(to_version)
+    except ValueError as exc:
+        raise ValueError(f"failed to parse desired version: {exc}") from exc
+    try:
+        current = _semver_key(from_control_plane)
+    except ValueError as exc:
+        raise ValueError(f"failed to parse current ControlPlane version: {exc}") from exc
+    if current == desired:
+        return []
+    candidates = []
+    for v in sorted(versions, key=_semver_key):
+        key = _semver_key(v)
+        if key <= current:
+            continue
+        if key > desired:
+            break
+        candidates.append(v)
+        if key == desired:
+            break
+    plan: list[str] = []
+    minor = current[1]
+    if minor == desired[1] and candidates:  # a patch upgrade: the minor loop below would not add it
+        plan.append(candidates[0])
+    for v in candidates:
+        v_minor = _semver_key(v)[1]
+        if v_minor > minor:
+            plan.append(v)
+        elif v_minor == minor and plan:
+            plan[-1] = v
+        minor = v_minor
+    return plan
+
+
+def generate_upgrade_plan(request: Mapping[str, Any]) -> dict[str, Any]:
+    """GenerateUpgradePlan (upstream handlers/upgradeplan): the plan over the known versions plus the target. The
+    target joins the list in version order (upstream appends it last, after versions newer than it, where the walk
+    stops before reaching it)."""
+    to_version = str(request.get("toKubernetesVersion") or "")
+    configured = os.environ.get(VERSIONS_ENV)
+    versions = [v.strip() for v in configured.split(",") if v.strip()] if configured else list(DEFAULT_VERSIONS)
+    if to_version not in versions:
+        versions.append(to_version)
+    try:
+        plan = upgrade_plan(versions, to_version, str(request.get("fromControlPlaneKubernetesVersion") or ""))
+    except ValueError as exc:
+        return {"status": FAILURE, "message": str(exc)}
+    out: dict[str, Any] = {"status": SUCCESS}
+    if plan:  # upstream's empty lists are omitted on the wire (omitempty)
+        out["controlPlaneUpgrades"] = [{"version": v} for v in plan]
+    return out
+
+
 # -- the extension -------------------------------------------------------------------------------------------
 
 # (handler name, hook, the request fields whose values make the ConfigMap key) as upstream's main.go registers them
@@ -500,6 +575,7 @@ def new_extension(kube: KubeSource | None = None, name: str = DEFAULT_EXTENSION_
     ext.add(runtime_hooks.GENERATE_PATCHES, "generate-patches", generate_patches)
     ext.add(runtime_hooks.VALIDATE_TOPOLOGY, "validate-topology", validate_topology)
     ext.add(runtime_hooks.DISCOVER_VARIABLES, "discover-variables", discover_variables)
+    ext.add(runtime_hooks.GENERATE_UPGRADE_PLAN, "generate-upgrade-plan", generate_upgrade_plan)
     for handler_name, hook, fields in LIFECYCLE:
         ext.add(hook, handler_name, _lifecycle_handler(responses, hook, fields))
     return ext

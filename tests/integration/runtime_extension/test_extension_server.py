@@ -108,7 +108,7 @@ async def test_capd_py_extension_serve_runs_the_test_extension_until_sigterm(tmp
         assert url, "no serving line on stderr"
         ca = (tmp_path / "certs" / "ca.crt").read_bytes()
         status, discovery = await post(url + runtime_hooks.path("Discovery"), ca, {})
-        assert status == 200 and len(discovery["handlers"]) == 12
+        assert status == 200 and len(discovery["handlers"]) == 13
         status, patches = await post(url + runtime_hooks.path("GeneratePatches", "generate-patches"), ca, {
             "items": [{"uid": "u", "holderReference": {"apiVersion": "cluster.x-k8s.io/v1beta2"},
                        "object": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",

@@ -170,7 +170,8 @@ def test_the_extension_serves_upstreams_handler_names() -> None:
     ext = te.new_extension(MemKube())  # type: ignore[arg-type]
     assert {(r.name, r.hook.name) for r in ext.registrations} == {
         ("generate-patches", "GeneratePatches"), ("validate-topology", "ValidateTopology"),
-        ("discover-variables", "DiscoverVariables"), ("before-cluster-create", "BeforeClusterCreate"),
+        ("discover-variables", "DiscoverVariables"), ("generate-upgrade-plan", "GenerateUpgradePlan"),
+        ("before-cluster-create", "BeforeClusterCreate"),
         ("after-control-plane-initialized", "AfterControlPlaneInitialized"),
         ("before-cluster-upgrade", "BeforeClusterUpgrade"),
         ("before-control-plane-upgrade", "BeforeControlPlaneUpgrade"),
@@ -366,3 +367,29 @@ def test_validate_topology_and_discover_variables() -> None:
     (" v1.36.0-rc.1+build.2 ", "kindest/node:v1.36.0-rc.1_build.2")])
 def test_node_image_by_version(version: str, image: str) -> None:
     assert te.kind_node_image(version) == image
+
+
+@pytest.mark.parametrize(("versions", "to", "current", "plan"), [
+    (["v1.34.4", "v1.35.4"], "v1.35.4", "v1.34.4", ["v1.35.4"]),
+    (["v1.33.1", "v1.34.0", "v1.34.4", "v1.35.0", "v1.35.4", "v1.36.1"], "v1.36.1", "v1.33.1",
+     ["v1.34.4", "v1.35.4", "v1.36.1"]),
+    (["v1.34.0", "v1.34.2", "v1.34.4"], "v1.34.4", "v1.34.0", ["v1.34.4"]),
+    (["v1.34.4", "v1.35.5", "v1.35.4"], "v1.35.4", "v1.34.4", ["v1.35.4"]),  # target placed in order
+    (["v1.34.4"], "v1.34.4", "v1.34.4", []),
+])
+def test_upgrade_plan_takes_the_newest_patch_of_each_minor(versions: list[str], to: str, current: str,
+                                                           plan: list[str]) -> None:
+    assert te.upgrade_plan(versions, to, current) == plan
+
+
+def test_generate_upgrade_plan_answers_with_the_versions_capd_py_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(te.VERSIONS_ENV, raising=False)
+    assert te.generate_upgrade_plan({"fromControlPlaneKubernetesVersion": "v1.34.4",
+                                     "toKubernetesVersion": "v1.35.4"}) == {
+        "status": "Success", "controlPlaneUpgrades": [{"version": "v1.35.4"}]}
+    monkeypatch.setenv(te.VERSIONS_ENV, "v1.33.0,v1.34.1")
+    assert te.generate_upgrade_plan({"fromControlPlaneKubernetesVersion": "v1.33.0",
+                                     "toKubernetesVersion": "v1.35.2"})["controlPlaneUpgrades"] == [
+        {"version": "v1.34.1"}, {"version": "v1.35.2"}]
+    bad = te.generate_upgrade_plan({"fromControlPlaneKubernetesVersion": "nope", "toKubernetesVersion": "v1.35.4"})
+    assert bad["status"] == "Failure" and bad["message"].startswith("failed to parse current ControlPlane version")
