@@ -101,7 +101,7 @@ async def test_capd_py_extension_serve_runs_the_test_extension_until_sigterm(tmp
             line = proc.stderr.readline()
             if not line:
                 break
-            m = re.search(r"serving \d+ handler\(s\) on (https://\S+):", line)
+            m = re.search(r"serving \d+ handler\(s\) on (https://[^\s:/]+:\d+)", line)
             if m:
                 url = m.group(1)
                 break
