@@ -28,6 +28,7 @@ import copy
 import os
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -36,7 +37,7 @@ from capd_py.api import runtime_hooks
 from capd_py.api.gvk import CONFIG_MAP
 from capd_py.api.runtime_hooks import FAILURE, SUCCESS, Hook
 from capd_py.kube.client import Kube, KubeError
-from capd_py.runtime_extension import Extension
+from capd_py.runtime_extension import Extension, ExtensionServer, serve
 from capd_py.runtime_extension import manifest as manifests
 from capd_py.runtime_extension.patches import (
     VariableError,
@@ -589,6 +590,18 @@ def extension_config(name: str, ca_pem: bytes, url: str, namespaces: tuple[str, 
         name, ca_pem, url=url, namespace_selector=manifests.for_namespaces(*namespaces) if namespaces else None,
         settings={EXTENSION_CONFIG_NAME_KEY: name, "disableInPlaceUpdates": "true",
                   DEFAULT_ALL_HANDLERS_TO_BLOCKING_KEY: str(default_all_handlers_to_blocking).lower()})
+
+
+async def serve_test_extension(kube: KubeSource | None, address: str, port: int = 0, *, cert_dir: str | Path,
+                               name: str = DEFAULT_EXTENSION_CONFIG_NAME, namespaces: tuple[str, ...] = (),
+                               default_all_handlers_to_blocking: bool = True
+                               ) -> tuple[ExtensionServer, dict[str, Any]]:
+    """For e2e tests: the test extension served on address:port (the address the management cluster's API server
+    and controllers reach, e.g. the host on the management cluster's docker network) and the ExtensionConfig that
+    registers it there, as upstream's e2e builds it; stop the server with `await server.stop()`."""
+    server = await serve(new_extension(kube, name), address, port, cert_dir=cert_dir)
+    return server, extension_config(name, server.certs.ca_pem, server.url, namespaces,
+                                    default_all_handlers_to_blocking)
 
 
 # `capd-py extension serve capd_py.testing.test_extension:extension`

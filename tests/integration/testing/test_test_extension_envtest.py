@@ -96,3 +96,23 @@ async def test_a_namespace_that_does_not_exist_is_the_api_servers_message(server
     assert out["status"] == "Failure"
     assert out["message"] == (f"failed to create the ConfigMap no-such-namespace/{te.config_map_name('c1', 'ext')}: "
                               'namespaces "no-such-namespace" not found')
+
+
+async def test_serve_test_extension_gives_the_server_and_its_extension_config(kube: Kube, namespace: str,
+                                                                              tmp_path: Path) -> None:
+    server, config = await te.serve_test_extension(kube, "127.0.0.1", cert_dir=tmp_path, name="e2e-ext",
+                                                   namespaces=(namespace,))
+    try:
+        assert config["metadata"]["name"] == "e2e-ext"
+        assert config["spec"]["clientConfig"]["url"] == server.url
+        assert config["spec"]["settings"] == {"extensionConfigName": "e2e-ext", "disableInPlaceUpdates": "true",
+                                              "defaultAllHandlersToBlocking": "true"}
+        assert config["spec"]["namespaceSelector"]["matchExpressions"][0]["values"] == [namespace]
+        out = await call(server, "BeforeClusterDelete", "before-cluster-delete", namespace,
+                         config["spec"]["settings"])
+        assert (out["status"], out["retryAfterSeconds"]) == ("Success", 5)
+        cm = await kube.get(CONFIG_MAP, namespace, te.config_map_name("c1", "e2e-ext"))
+        assert cm is not None and cm["data"] == {
+            "BeforeClusterDelete-actualResponseStatus": "Status: Success, RetryAfterSeconds: 5"}
+    finally:
+        await server.stop()
