@@ -24,6 +24,7 @@ from capd_py.api.gvk import (
 )
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.cli import management as mgmt
+from capd_py.cli.extension import extension_app
 from capd_py.cli.steps import Steps
 from capd_py.cli.waiting import apoll
 
@@ -735,6 +736,7 @@ load_app = typer.Typer(no_args_is_help=True, help="Load local images into a work
 export_app = typer.Typer(no_args_is_help=True, help="Export data about clusters.")
 app.add_typer(load_app, name="load")
 app.add_typer(export_app, name="export")
+app.add_typer(extension_app, name="extension")
 
 
 @load_app.command("image")
