@@ -124,12 +124,17 @@ def restricted_flags() -> list[str]:
     return out
 
 
-def restricted_host_config(host_config: dict[str, Any]) -> dict[str, Any]:
+def restricted_host_config(host_config: dict[str, Any], cgroup_v1: bool = True) -> dict[str, Any]:
     """A Docker Engine API HostConfig asking for `Privileged: true`, turned into the restricted mode (anything else
-    unchanged); the host cgroup tree is bound unless the config mounts something there already."""
+    unchanged). On a cgroup v1 host the node gets capd-py's cgroup layout: the host's cgroup namespace and the host
+    cgroup tree bound read-write (unless the config mounts something there already), from which the node entrypoint
+    gives the node its own root; a private cgroup namespace (kind's and CAPD's choice for privileged nodes) would
+    leave the restricted node read-only cgroup mounts."""
     if not host_config.get("Privileged"):
         return host_config
     hc = dict(host_config)
+    if cgroup_v1 and hc.get("CgroupnsMode") == "private":
+        hc["CgroupnsMode"] = "host"
     hc["Privileged"] = False
     hc["CapAdd"] = list(RESTRICTED_CAP_ADD)
     hc["CapDrop"] = list(RESTRICTED_CAP_DROP)
@@ -141,7 +146,7 @@ def restricted_host_config(host_config: dict[str, Any]) -> dict[str, Any]:
     hc["ReadonlyPaths"] = []
     mounts = [m for m in hc.get("Mounts") or [] if isinstance(m, dict)]
     binds = [b for b in hc.get("Binds") or [] if isinstance(b, str)]
-    if not any(m.get("Target") == CGROUP_MOUNT for m in mounts) and not any(
+    if cgroup_v1 and not any(m.get("Target") == CGROUP_MOUNT for m in mounts) and not any(
             b.split(":")[1:2] == [CGROUP_MOUNT] for b in binds):
         hc["Mounts"] = [*mounts, {"Type": "bind", "Source": CGROUP_MOUNT, "Target": CGROUP_MOUNT}]
     return hc

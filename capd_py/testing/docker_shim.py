@@ -39,7 +39,7 @@ _EXEC = re.compile(r"^(/v[0-9.]+)?/containers/[^/?]+/exec(\?|$)")
 MAX_HEAD = 64 * 1024
 
 
-def rewrite_create(body: bytes) -> tuple[bytes, bool]:
+def rewrite_create(body: bytes, cgroup_v1: bool = True) -> tuple[bytes, bool]:
     """The create request's body with a privileged HostConfig made restricted; (body, changed)."""
     try:
         spec = json.loads(body)
@@ -48,7 +48,7 @@ def rewrite_create(body: bytes) -> tuple[bytes, bool]:
     hc = spec.get("HostConfig") if isinstance(spec, dict) else None
     if not isinstance(hc, dict) or not hc.get("Privileged"):
         return body, False
-    spec["HostConfig"] = restricted_host_config(hc)
+    spec["HostConfig"] = restricted_host_config(hc, cgroup_v1)
     return json.dumps(spec).encode(), True
 
 
@@ -103,6 +103,7 @@ class DockerShim:
         self.listen, self.docker = listen, docker
         self.rewritten = 0  # creations made restricted (tests read it)
         self.exec_rewritten = 0  # privileged execs made plain
+        self.cgroup_v1 = not os.path.exists("/sys/fs/cgroup/cgroup.controllers")
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
@@ -129,10 +130,11 @@ class DockerShim:
             method, target = (line.split(" ") + ["", ""])[:2]
             upgrade = any(k.lower() == "connection" and "upgrade" in v.lower() for k, v in headers)
             body: bytes | None = None
-            rewrite = rewrite_create if _CREATE.match(target) else rewrite_exec if _EXEC.match(target) else None
-            if method == "POST" and rewrite is not None:
-                body, changed = rewrite(await _read_body(reader, headers))
-                if changed and rewrite is rewrite_create:
+            create, exec_ = bool(_CREATE.match(target)), bool(_EXEC.match(target))
+            if method == "POST" and (create or exec_):
+                raw = await _read_body(reader, headers)
+                body, changed = rewrite_create(raw, self.cgroup_v1) if create else rewrite_exec(raw)
+                if changed and create:
                     self.rewritten += 1
                     log.info("restricted a privileged container creation (%s)", target)
                 elif changed:

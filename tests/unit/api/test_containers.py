@@ -22,6 +22,12 @@ def test_a_privileged_host_config_becomes_restricted() -> None:
     assert hc["Tmpfs"] == {"/run": ""}
 
 
+def test_cgroup_v1_nodes_get_the_host_cgroup_namespace_v2_nodes_keep_theirs() -> None:
+    assert c.restricted_host_config({"Privileged": True, "CgroupnsMode": "private"})["CgroupnsMode"] == "host"
+    v2 = c.restricted_host_config({"Privileged": True, "CgroupnsMode": "private"}, cgroup_v1=False)
+    assert v2["CgroupnsMode"] == "private" and "Mounts" not in v2
+
+
 @pytest.mark.parametrize("hc", [
     {"Mounts": [{"Type": "bind", "Source": "/sys/fs/cgroup", "Target": "/sys/fs/cgroup", "ReadOnly": True}]},
     {"Binds": ["/sys/fs/cgroup:/sys/fs/cgroup:ro"]},
