@@ -68,7 +68,7 @@ def pending_patch(cluster: Mapping[str, Any], hooks: Iterable[str]) -> dict[str,
     """The metadata merge patch making the annotation list exactly `hooks` (removed when empty); None: no change."""
     want = annotation_value(hooks)
     have = ((cluster.get("metadata") or {}).get("annotations") or {}).get(PENDING_HOOKS)
-    if (have or "") == want and (have is not None or not want):
+    if (have == want) if want else (have is None):
         return None
     return {"metadata": {"annotations": {PENDING_HOOKS: want or None}}}
 
