@@ -67,7 +67,8 @@ async def test_before_cluster_delete_blocks_then_marks_ok_to_delete() -> None:
     assert res is not None and res.requeue_after == 30
     tc = cond.get(cluster(kube), "TopologyReconciled")
     assert tc is not None and (tc["status"], tc["reason"], tc["message"]) == (
-        "False", "Deleting", "Cluster is deleting. Following hooks are blocking delete: BeforeClusterDelete: cleaning up")
+        "False", "Deleting",
+        "Cluster is deleting. Following hooks are blocking delete: BeforeClusterDelete: cleaning up")
     assert RH.OK_TO_DELETE_ANNOTATION not in cluster(kube)["metadata"]["annotations"]
     assert sdk.hook_calls() == ["BeforeClusterDelete"]
     assert sdk.calls[0][2]["kind"] == "BeforeClusterDeleteRequest" and sdk.calls[0][2]["cluster"]["metadata"][
