@@ -258,14 +258,19 @@ def _registered(ctx: Ctx) -> frozenset[str]:
     return frozenset(h.name for h in LIFECYCLE_HOOKS if ctx.runtime_sdk.registered(h.name))
 
 
+def _stale(obj: dict[str, Any]) -> bool:
+    return int(contract.dig(obj, "status", "observedGeneration") or 0) < int(obj["metadata"].get("generation") or 0)
+
+
 def _hook_view(ctx: Ctx, cluster: dict[str, Any], cur: D.Current) -> H.View:
     version = D.topology_of(cluster).get("version") or ""
     mds = [c.md for c in cur.machine_deployments.values()]
     workers = mds + [c.mp for c in cur.machine_pools.values()]
     wversions = [str(contract.dig(w, "spec", "template", "spec", "version") or "") for w in workers]
-    upgrading = any(D.md_rolling(md) and not D.never_scaled(md) for md in mds)
+    # a status not yet written for the newest spec says nothing: the version just moved, its rollout is ahead
+    upgrading = any(_stale(md) or D.md_rolling(md) and not D.never_scaled(md) for md in mds)
     settled = (D.cp_stable_at(cur.control_plane, version) and all(v == version for v in wversions)
-               and not any(D.md_rolling(md) for md in mds))
+               and not any(_stale(w) for w in workers) and not any(D.md_rolling(md) for md in mds))
     ns, name = cluster["metadata"].get("namespace") or "default", cluster["metadata"]["name"]
     return H.View(cluster=cluster, version=version, control_plane=cur.control_plane, worker_versions=wversions,
                   workers_upgrading=upgrading, settled=settled, registered=_registered(ctx),
