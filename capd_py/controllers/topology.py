@@ -235,16 +235,22 @@ def _holds(hk: H.Decision | None) -> dict[str, bool]:
 
 
 async def _ask(ctx: Ctx, cluster: dict[str, Any],
-               decide: Callable[[Mapping[str, HookResult]], H.Call | H.Decision]) -> H.Decision:
+               decide: Callable[[Mapping[str, HookResult], str | None], H.Call | H.Decision]
+               ) -> tuple[H.Decision, RuntimeSDKError | None]:
     """Make the calls `decide` asks for, one at a time, until it decides; blocking answers go into the hook cache
-    so that the hook is not asked again before its retryAfterSeconds. RuntimeSDKError passes through."""
+    so that the hook is not asked again before its retryAfterSeconds. A failed call ends the walk there: the
+    decision so far (its pending-hooks edits are still written) and the error."""
     ns, name = cluster["metadata"].get("namespace") or "default", cluster["metadata"]["name"]
     answers: dict[str, HookResult] = {}
     while True:
-        step = decide(answers)
+        step = decide(answers, None)
         if isinstance(step, H.Decision):
-            return step
-        r = await ctx.runtime_sdk.call_all(step.hook, step.request, ns)
+            return step, None
+        try:
+            r = await ctx.runtime_sdk.call_all(step.hook, step.request, ns)
+        except RuntimeSDKError as e:
+            d = decide(answers, step.hook.name)  # every hook before the failed one is answered: a Decision
+            return (d if isinstance(d, H.Decision) else H.Decision(create=False, failed=step.hook.name)), e
         answers[step.hook.name] = r
         if step.hook.blocking and r.blocking:
             ctx.hook_cache.add(ns, name, step.hook.name, r.retry_after_seconds, r.message, time.monotonic())
@@ -281,11 +287,13 @@ async def _lifecycle_hooks(ctx: Ctx, cluster: dict[str, Any], cur: D.Current) ->
     """The hooks due in this pass, called; the pending-hooks annotation written as they leave it (before the
     objects move, as upstream marks the After* hooks before the control plane takes a version)."""
     view = _hook_view(ctx, cluster, cur)
-    d = await _ask(ctx, cluster, lambda answers: H.decide(view, answers))
+    d, err = await _ask(ctx, cluster, lambda answers, failed: H.decide(view, answers, failed))
     patch = H.pending_patch(cluster, d.pending)
     if patch is not None:
         md = cluster["metadata"]
         cluster = await ctx.kube.merge_patch(CLUSTER, md.get("namespace") or "default", md["name"], patch)
+    if err is not None:
+        raise err
     return d, cluster
 
 
@@ -314,10 +322,10 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
         return Outcome()
     registered, ns, name = _registered(ctx), sub.namespace, sub.name
     cached = ctx.hook_cache.blocking(ns, name, time.monotonic())
-    try:
-        d = await _ask(ctx, cluster, lambda answers: H.before_delete(cluster, registered, cached, answers))
-    except RuntimeSDKError as e:
-        out = _outcome(cluster, False, D.R_FAILED, str(e), ctx.settings.poll_seconds)
+    d, err = await _ask(ctx, cluster,
+                        lambda answers, failed: H.before_delete(cluster, registered, cached, answers, failed))
+    if err is not None:
+        out = _outcome(cluster, False, D.R_FAILED, str(err), ctx.settings.poll_seconds)
         out.done = False
         return out
     if d.create and not H.is_ok_to_delete(cluster):

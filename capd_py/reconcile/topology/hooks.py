@@ -138,6 +138,9 @@ class Decision:
     hold_workers: bool = False  # workers neither take a new version nor get created
     pending: frozenset[str] = frozenset()  # the pending-hooks annotation after this pass
     blocking: list[Blocked] = field(default_factory=list)  # in call order
+    # the hook whose call failed: the walk stopped there; what was answered before it still counts (upstream writes
+    # each pending-hooks change as it happens), the pass fails with the call's error
+    failed: str = ""
 
     @property
     def retry_after_seconds(self) -> int:
@@ -157,13 +160,20 @@ class _Need(Exception):
         self.call = call
 
 
+class _Failed(Exception):
+    pass
+
+
 class _Walk:
-    def __init__(self, view: View, answers: Mapping[str, HookResult]) -> None:
+    def __init__(self, view: View, answers: Mapping[str, HookResult], failed: str | None) -> None:
         self.view, self.answers = view, answers
-        self.d = Decision(pending=pending(view.cluster))
+        self.d = Decision(pending=pending(view.cluster), failed=failed or "")
 
     def ask(self, hook: RH.Hook, body: dict[str, Any]) -> bool:
-        """True when `hook` lets things proceed; False when it blocks (recorded). Raises _Need for a call to make."""
+        """True when `hook` lets things proceed; False when it blocks (recorded). Raises _Need for a call to make,
+        _Failed at the hook whose call failed."""
+        if hook.name == self.d.failed:
+            raise _Failed
         if hook.name in self.answers:
             r = self.answers[hook.name]
         elif hook.name in self.view.cached:
@@ -262,9 +272,11 @@ def _upgrade_hooks(w: _Walk) -> None:
         w.add(RH.BEFORE_WORKERS_UPGRADE, RH.AFTER_WORKERS_UPGRADE)
 
 
-def decide(view: View, answers: Mapping[str, HookResult] | None = None) -> Call | Decision:
-    """The next hook call to make, or (all due hooks answered) what this pass may do. See the module docstring."""
-    w = _Walk(view, answers or {})
+def decide(view: View, answers: Mapping[str, HookResult] | None = None, failed: str | None = None
+           ) -> Call | Decision:
+    """The next hook call to make, or (all due hooks answered) what this pass may do. See the module docstring.
+    `failed`: the hook whose call just failed (the Decision then stops there, `failed` set)."""
+    w = _Walk(view, answers or {}, failed)
     try:
         creating = not _refs_set(view.cluster)
         if creating:
@@ -283,20 +295,24 @@ def decide(view: View, answers: Mapping[str, HookResult] | None = None) -> Call 
             w.done(RH.AFTER_CLUSTER_UPGRADE)
     except _Need as need:
         return need.call
+    except _Failed:
+        pass
     return w.d
 
 
 def before_delete(cluster: dict[str, Any], registered: frozenset[str], cached: Mapping[str, tuple[int, str]],
-                  answers: Mapping[str, HookResult] | None = None) -> Call | Decision:
+                  answers: Mapping[str, HookResult] | None = None, failed: str | None = None) -> Call | Decision:
     """Upstream's topology reconcileDelete: BeforeClusterDelete until it lets go, then the ok-to-delete annotation
-    (the Cluster controller waits for it). `Decision.create` False: still blocked."""
-    w = _Walk(View(cluster=cluster, version="", registered=registered, cached=cached), answers or {})
+    (the Cluster controller waits for it). `Decision.create` False: still blocked (or its call failed)."""
+    w = _Walk(View(cluster=cluster, version="", registered=registered, cached=cached), answers or {}, failed)
     if is_ok_to_delete(cluster):
         return w.d
     try:
         w.d.create = w.ask(RH.BEFORE_CLUSTER_DELETE, {})
     except _Need as need:
         return need.call
+    except _Failed:
+        w.d.create = False
     return w.d
 
 

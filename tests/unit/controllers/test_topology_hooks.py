@@ -14,6 +14,7 @@ import pytest
 from capd_py.api import conditions as cond
 from capd_py.api import runtime_hooks as RH
 from capd_py.api.gvk import CLUSTER
+from capd_py.api.runtime_sdk import RuntimeSDKError
 from capd_py.controllers import topology
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.skeleton import run
@@ -120,3 +121,26 @@ async def test_pending_hooks_written_as_a_metadata_patch() -> None:
     assert sdk.hook_calls() == ["AfterControlPlaneInitialized"] and d.pending == frozenset()
     assert RH.PENDING_HOOKS_ANNOTATION not in (cluster(kube)["metadata"].get("annotations") or {})
     assert RH.PENDING_HOOKS_ANNOTATION not in (out["metadata"].get("annotations") or {})
+
+
+async def test_a_failing_hook_fails_the_pass_but_keeps_earlier_answers() -> None:
+    sdk = FakeRuntimeSDK()
+    sdk.register("awu.ext", RH.AFTER_WORKERS_UPGRADE)
+    sdk.register("acu.ext", RH.AFTER_CLUSTER_UPGRADE,
+                 lambda _req: RH.response(RH.AFTER_CLUSTER_UPGRADE, status=RH.FAILURE, message="boom"))
+    ctx, kube = setup(deleting=False, sdk=sdk,
+                      annotations={RH.PENDING_HOOKS_ANNOTATION: "AfterClusterUpgrade,AfterWorkersUpgrade"})
+    c = cluster(kube)
+    c["spec"]["controlPlaneRef"] = {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane",
+                                    "name": "cp"}
+    kube.put_object("clusters", c)
+    up = {"replicas": 1, "upToDateReplicas": 1, "observedGeneration": 1}
+    cp = {"kind": "KubeadmControlPlane", "metadata": {"name": "cp", "generation": 1},
+          "spec": {"version": "v1.35.0", "replicas": 1}, "status": {"version": "v1.35.0", **up}}
+    md = {"kind": "MachineDeployment", "metadata": {"name": "md", "generation": 1},
+          "spec": {"replicas": 1, "template": {"spec": {"version": "v1.35.0"}}}, "status": up}
+    cur = D.Current(control_plane=cp, machine_deployments={"md-0": D.CurrentMD(md, None, None)})
+    with pytest.raises(RuntimeSDKError, match="boom"):
+        await topology._lifecycle_hooks(ctx, cluster(kube), cur)
+    assert sdk.hook_calls() == ["AfterWorkersUpgrade", "AfterClusterUpgrade"]
+    assert cluster(kube)["metadata"]["annotations"][RH.PENDING_HOOKS_ANNOTATION] == "AfterClusterUpgrade"

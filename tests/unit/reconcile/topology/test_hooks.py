@@ -329,3 +329,12 @@ def test_hold_workers_keeps_their_version_and_defers_new_ones() -> None:
     assert not plan.reconciled
     _compute(w, c)
     assert sorted(md["spec"]["template"]["spec"]["version"] for md in w.of("MachineDeployment")) == [V2, V2]
+
+
+def test_a_failed_call_keeps_what_was_answered_before_it() -> None:
+    view = _view(pending="AfterClusterUpgrade,AfterWorkersUpgrade", cp=(V2, V2), workers=(V2,), settled=True)
+    d = H.decide(view, {"AfterWorkersUpgrade": HookResult()}, failed="AfterClusterUpgrade")
+    assert isinstance(d, H.Decision) and d.failed == "AfterClusterUpgrade"
+    assert d.pending == {"AfterClusterUpgrade"}  # AfterWorkersUpgrade was answered: done; the failed one stays
+    d = H.before_delete(_cluster(), LIFECYCLE, {}, {}, failed="BeforeClusterDelete")
+    assert isinstance(d, H.Decision) and not d.create
