@@ -95,8 +95,13 @@ def request_cluster(cluster: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _steps(plan: list[str]) -> dict[str, Any]:
-    return {"controlPlaneUpgrades": [{"version": v} for v in plan]} if plan else {}
+def _plans(control_plane: list[str], workers: list[str]) -> dict[str, Any]:
+    """controlPlaneUpgrades / workersUpgrades of a request (upstream toUpgradeStep; omitted when empty)."""
+    out: dict[str, Any] = {}
+    for key, plan in (("controlPlaneUpgrades", control_plane), ("workersUpgrades", workers)):
+        if plan:
+            out[key] = [{"version": v} for v in plan]
+    return out
 
 
 # --- the walk --------------------------------------------------------------------------------------------------------
@@ -225,8 +230,7 @@ def _upgrade_hooks(w: _Walk) -> None:
     min_workers = _min_version(workers)
     workers_plan = [v.version] if workers and any(x != v.version for x in workers) else []
     cp_plan = [v.version] if cp_version != v.version else []
-    plans = {**_steps(cp_plan), **({"workersUpgrades": [{"version": x} for x in workers_plan]}
-                                   if workers_plan else {})}
+    plans = _plans(cp_plan, workers_plan)
 
     if w.is_pending(RH.AFTER_CONTROL_PLANE_UPGRADE):
         if not w.ask(RH.AFTER_CONTROL_PLANE_UPGRADE, {"kubernetesVersion": cp_version, **plans}):
