@@ -320,10 +320,16 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
     cluster = sub.obj
     if not ctx.runtime_sdk.enabled() or not D.topology_of(cluster):
         return Outcome()
-    registered, ns, name = _registered(ctx), sub.namespace, sub.name
+    ns, name = sub.namespace, sub.name
     cached = ctx.hook_cache.blocking(ns, name, time.monotonic())
-    d, err = await _ask(ctx, cluster,
-                        lambda answers, failed: H.before_delete(cluster, registered, cached, answers, failed))
+    err: RuntimeSDKError | None
+    try:
+        registered = _registered(ctx)  # fails while the registry is not warmed up: "none" could be wrong
+    except RuntimeSDKError as e:
+        err = e
+    else:
+        d, err = await _ask(ctx, cluster,
+                            lambda answers, failed: H.before_delete(cluster, registered, cached, answers, failed))
     if err is not None:
         out = _outcome(cluster, False, D.R_FAILED, str(err), ctx.settings.poll_seconds)
         out.done = False

@@ -144,3 +144,19 @@ async def test_a_failing_hook_fails_the_pass_but_keeps_earlier_answers() -> None
         await topology._lifecycle_hooks(ctx, cluster(kube), cur)
     assert sdk.hook_calls() == ["AfterWorkersUpgrade", "AfterClusterUpgrade"]
     assert cluster(kube)["metadata"]["annotations"][RH.PENDING_HOOKS_ANNOTATION] == "AfterClusterUpgrade"
+
+
+class ColdRuntimeSDK(FakeRuntimeSDK):
+    """The real service before its registry is warmed up: registered() fails rather than say "none"."""
+
+    def registered(self, hook: str) -> list[str]:
+        raise RuntimeSDKError(f"failed to get extension handlers for hook {hook}: not been warmed up")
+
+
+async def test_deletion_waits_for_the_registry() -> None:
+    ctx, kube = setup(sdk=ColdRuntimeSDK())
+    res = await run(ctx, topology.KIND, "ns", "c1")
+    assert res is not None and res.requeue_after == ctx.settings.poll_seconds
+    tc = cond.get(cluster(kube), "TopologyReconciled")
+    assert tc is not None and tc["reason"] == D.R_FAILED and "warmed up" in tc["message"]
+    assert RH.OK_TO_DELETE_ANNOTATION not in cluster(kube)["metadata"]["annotations"]
