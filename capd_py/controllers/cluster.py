@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from capd_py.api import conditions as cond
-from capd_py.api import contract, gvk
+from capd_py.api import contract, features, gvk
 from capd_py.api.gvk import (
     CLUSTER,
     DOCKER_CLUSTER,
@@ -125,7 +125,8 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
     c = sub.obj
     md = c["metadata"]
     obs = await _observe(ctx, c)
-    plan = rc.deletion_plan(obs)
+    plan = rc.deletion_plan(obs, rc.waits_for_before_delete_hook(
+        c, ctx.runtime_sdk.enabled(), ctx.settings.enabled(features.CLUSTER_TOPOLOGY)))
     for obj in plan.delete:
         g = await gvk_of(ctx, obj)
         if g is not None:

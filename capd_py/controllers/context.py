@@ -19,6 +19,7 @@ from capd_py.kube.etcd import EtcdClients, ExecEtcdClients
 from capd_py.kube.probe import CertProbe, TLSProbe
 from capd_py.reconcile import preflight, subnets
 from capd_py.reconcile.dockercluster import DEFAULT_LB_IMAGE
+from capd_py.reconcile.topology.hooks import HookCache
 from capd_py.runtime.protocol import ContainerRuntime
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ class Ctx:
     probe: CertProbe = field(default_factory=TLSProbe)
     # Runtime SDK extensions (ExtensionConfig discovery, hook calls): capd_py/api/runtime_sdk.py
     runtime_sdk: RuntimeSDK = field(default_factory=NoRuntimeSDK)
+    # lifecycle hooks that answered "not yet": not asked again before their retryAfterSeconds (topology controller)
+    hook_cache: HookCache = field(default_factory=HookCache)
     # the Docker infrastructure service over `runtime`, made on first use (see `infra`)
     _infra: DockerInfra | None = field(default=None, init=False, repr=False, compare=False)
     # contract discovery (references -> GVK + contract, from the providers' CRDs), made on first use

@@ -19,11 +19,12 @@ from capd_py.reconcile.topology import patches as P
 
 
 async def compute(ctx: Ctx, cluster: dict[str, Any], bp: D.Blueprint, cur: D.Current,
-                  rand: Callable[[], str]) -> D.Plan:
-    """desired.compute with the external patches' calls made. Raises TopologyError as compute does."""
+                  rand: Callable[[], str], **holds: bool) -> D.Plan:
+    """desired.compute with the external patches' calls made. Raises TopologyError as compute does. `holds`:
+    compute_steps' hold_control_plane / hold_workers (lifecycle hooks)."""
     sdk = ctx.runtime_sdk
     namespace = cluster["metadata"].get("namespace") or "default"
-    steps = D.compute_steps(cluster, bp, cur, rand, runtime_sdk=sdk.enabled())
+    steps = D.compute_steps(cluster, bp, cur, rand, runtime_sdk=sdk.enabled(), **holds)
     try:
         call = next(steps)
         while True:

@@ -12,6 +12,7 @@ from typing import Any
 from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.labels import CONTROL_PLANE
+from capd_py.api.runtime_hooks import OK_TO_DELETE_ANNOTATION
 from capd_py.reconcile import coreutil
 from capd_py.reconcile.machineset import aggregate
 
@@ -39,6 +40,7 @@ R_WAITING_WORKERS = "WaitingForWorkersDeletion"
 R_WAITING_CP = "WaitingForControlPlaneDeletion"
 R_WAITING_INFRA = "WaitingForInfrastructureDeletion"
 R_DELETION_COMPLETED = "DeletionCompleted"
+R_WAITING_BEFORE_DELETE_HOOK = "WaitingForBeforeDeleteHook"
 
 PHASE_PENDING, PHASE_PROVISIONING, PHASE_PROVISIONED = "Pending", "Provisioning", "Provisioned"
 PHASE_DELETING, PHASE_FAILED = "Deleting", "Failed"
@@ -323,7 +325,7 @@ def phase(cluster: dict[str, Any], status: dict[str, Any]) -> str:
 
 @dataclass
 class DeletionPlan:
-    step: str                      # "workers" | "control_plane" | "infrastructure" | "done"
+    step: str                      # "hook" | "workers" | "control_plane" | "infrastructure" | "done"
     reason: str
     message: str
     delete: list[dict[str, Any]] = field(default_factory=list)  # objects to delete now (any kind)
@@ -348,10 +350,20 @@ def _top_level_workers(obs: Observed) -> tuple[list[dict[str, Any]], list[dict[s
     return [o for o in to_delete if not coreutil.is_deleting(o)], waiting
 
 
-def deletion_plan(obs: Observed) -> DeletionPlan:
+def waits_for_before_delete_hook(cluster: dict[str, Any], runtime_sdk: bool, cluster_topology: bool) -> bool:
+    """Upstream's reconcileDelete with the RuntimeSDK and ClusterTopology gates on: a Cluster with a managed topology
+    is not torn down before the topology controller marked it ok-to-delete (its BeforeClusterDelete hook let go)."""
+    annotations = (cluster.get("metadata") or {}).get("annotations") or {}
+    return runtime_sdk and cluster_topology and bool(contract.dig(cluster, "spec", "topology")) \
+        and OK_TO_DELETE_ANNOTATION not in annotations
+
+
+def deletion_plan(obs: Observed, wait_for_hook: bool = False) -> DeletionPlan:
     """Upstream order: MachineDeployments, MachinePools, MachineSets and worker Machines first, waiting until they
     are all gone; then the control plane object; then the infrastructure cluster; then (no Machines
-    left at all) the finalizer goes."""
+    left at all) the finalizer goes. `wait_for_hook` (waits_for_before_delete_hook): nothing is deleted yet."""
+    if wait_for_hook:
+        return DeletionPlan("hook", R_WAITING_BEFORE_DELETE_HOOK, "Waiting for BeforeClusterDelete hook")
     to_delete, waiting = _top_level_workers(obs)
     if waiting:
         names = ", ".join(sorted(f"{o['kind']} {o['metadata']['name']}" for o in waiting)[:5])

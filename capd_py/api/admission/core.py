@@ -15,6 +15,7 @@ from capd_py.api import features
 from capd_py.api import labels as L
 from capd_py.api.admission import checks
 from capd_py.api.admission.fielderrors import FieldError, forbidden, invalid, required
+from capd_py.api.runtime_hooks import AFTER_CLUSTER_UPGRADE, PENDING_HOOKS_ANNOTATION
 from capd_py.api.selectors import selector_matches
 
 NODE_DELETION_TIMEOUT_SECONDS = 10  # upstream defaultNodeDeletionTimeoutSeconds
@@ -442,6 +443,19 @@ def validate_machinehealthcheck(
     return errs
 
 
+def _upgrade_while_hook_pending(old: dict[str, Any] | None, new: dict[str, Any]) -> list[FieldError]:
+    """Upstream's validateTopologyVersionUpdate: no new version while the previous upgrade's AfterClusterUpgrade hook
+    is still pending (the pending-hooks annotation lists it)."""
+    version = _get(new, "spec", "topology", "version")
+    if old is None or not _get(old, "spec", "topology") or _get(old, "spec", "topology", "version") == version:
+        return []
+    pending = ((new.get("metadata") or {}).get("annotations") or {}).get(PENDING_HOOKS_ANNOTATION) or ""
+    if AFTER_CLUSTER_UPGRADE.name not in pending.split(","):
+        return []
+    return [invalid("spec.topology.version", version,
+                    f'version cannot be changed when the "{AFTER_CLUSTER_UPGRADE.name}" hook is still blocking')]
+
+
 def validate_cluster(
         old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
     """The checks of upstream's Cluster webhook that need no other object. Those on the ClusterClass (variables,
@@ -462,6 +476,7 @@ def validate_cluster(
                 errs.append(invalid(f"spec.clusterNetwork.{part}.cidrBlocks[{i}]", cidr, err))
     if spec.get("topology"):
         errs += _version(_get(spec, "topology", "version"), "spec.topology.version")
+        errs += _upgrade_while_hook_pending(old, new)
         if not _get(spec, "topology", "classRef", "name"):
             errs.append(required("spec.topology.classRef.name", "cannot be empty"))
     if old is not None and _get(old, "spec", "topology") and not spec.get("topology"):

@@ -339,16 +339,22 @@ def class_variables(cc: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str,
 ComputeSteps = Generator[P.ExternalCall, Mapping[str, Any], Plan]
 
 
-def compute(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable[[], str]) -> Plan:
+def compute(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable[[], str],
+            hold_control_plane: bool = False, hold_workers: bool = False) -> Plan:
     """Everything a topology Cluster should have, with no Runtime Extension to call (an external patch fails,
     naming the RuntimeSDK gate). Raises TopologyError for input the user must fix."""
-    return P.drive(compute_steps(cluster, bp, cur, rand))
+    return P.drive(compute_steps(cluster, bp, cur, rand, hold_control_plane=hold_control_plane,
+                                 hold_workers=hold_workers))
 
 
 def compute_steps(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Callable[[], str],
-                  runtime_sdk: bool = False) -> ComputeSteps:
+                  runtime_sdk: bool = False, hold_control_plane: bool = False,
+                  hold_workers: bool = False) -> ComputeSteps:
     """`compute`, yielding the external patches' calls (patches.ExternalCall; send each one's response, throw
-    patches.ExtensionCallError into it when a call fails); returns the Plan. `runtime_sdk`: the RuntimeSDK gate."""
+    patches.ExtensionCallError into it when a call fails); returns the Plan. `runtime_sdk`: the RuntimeSDK gate.
+    `hold_control_plane` / `hold_workers`: a lifecycle hook blocks (hooks.py): the control plane keeps its version;
+    workers neither take a new version nor get created (upstream's computeControlPlaneVersion returning the current
+    version, computeMachineDeploymentVersion's IsBlocking checks)."""
     topo = topology_of(cluster)
     cc = bp.clusterclass
     cname = cluster["metadata"]["name"]
@@ -418,7 +424,7 @@ def compute_steps(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Ca
         name = t["name"]
         c = cur.machine_deployments.get(name)
         if c is None:
-            if cp_upgrading:
+            if cp_upgrading or hold_workers:
                 md_create_pending.append(name)
                 continue
             md_versions[name] = version
@@ -431,7 +437,7 @@ def compute_steps(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Ca
         if TOPOLOGY_DEFER_UPGRADE in ann or TOPOLOGY_HOLD_UPGRADE_SEQUENCE in ann:
             md_deferred.append(name)
             md_versions[name] = have
-        elif cp_stable and budget > 0:
+        elif cp_stable and budget > 0 and not hold_workers:
             budget -= 1
             md_versions[name] = version
         else:
@@ -442,6 +448,8 @@ def compute_steps(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Ca
     # the control plane waits for workers still rolling to an older version (never more than one minor skew)
     cp_version = version
     cp_pending = False
+    if hold_control_plane and cp_current_version:
+        cp_version = cp_current_version
     if cp_current_version and cp_current_version != version and any(
             md_rolling(c.md) and contract.dig(c.md, "spec", "template", "spec", "version") == cp_current_version
             for c in cur.machine_deployments.values()):
@@ -517,11 +525,11 @@ def compute_steps(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Ca
     for t in mps_topo:
         name = t["name"]
         c2 = cur.machine_pools.get(name)
-        if c2 is None and cp_upgrading:
+        if c2 is None and (cp_upgrading or hold_workers):
             mp_create_pending.append(name)
             continue
         have = contract.dig(c2.mp, "spec", "template", "spec", "version") if c2 else None
-        if have and have != version and not cp_stable:
+        if have and have != version and (not cp_stable or hold_workers):
             mp_upgrade_pending.append(name)
             mp_versions[name] = have
         else:

@@ -207,3 +207,26 @@ def test_remote_connection_probe_has_upstreams_grace_period() -> None:
                                           "at 2027-01-15T07:59:09Z: 10.0.0.2:6443: TimeoutError: no answer")
     never = rc.Observed(cluster(), remote_probe=False, remote_probe_error="x: refused", now=now)
     assert rc.remote_connection(never) == (False, "ProbeFailed", "Remote connection probe failed: x: refused")
+
+
+@pytest.mark.parametrize(("topology", "annotations", "gates", "waits"), [
+    (True, {}, (True, True), True),
+    (True, {"runtime.cluster.x-k8s.io/ok-to-delete": ""}, (True, True), False),
+    (True, {}, (False, True), False),  # RuntimeSDK off: today's deletion
+    (True, {}, (True, False), False),  # ClusterTopology off
+    (False, {}, (True, True), False),  # no managed topology: nobody would mark it
+])
+def test_deletion_waits_for_before_cluster_delete(topology: bool, annotations: dict[str, str],
+                                                  gates: tuple[bool, bool], waits: bool) -> None:
+    cl = cluster(deleting=True)
+    cl["metadata"]["annotations"] = annotations
+    if topology:
+        cl["spec"]["topology"] = {"version": "v1.35.0", "classRef": {"name": "cc"}}
+    assert rc.waits_for_before_delete_hook(cl, *gates) is waits
+    p = rc.deletion_plan(rc.Observed(cl, infra=infra(), control_plane=kcp(), machine_deployments=[md("md1")]),
+                         rc.waits_for_before_delete_hook(cl, *gates))
+    if waits:  # upstream's ClusterDeletingWaitingForBeforeDeleteHookReason: nothing is deleted yet
+        assert (p.step, p.reason, p.message, p.delete) == ("hook", "WaitingForBeforeDeleteHook",
+                                                           "Waiting for BeforeClusterDelete hook", [])
+    else:
+        assert p.step == "workers"
