@@ -8,42 +8,15 @@ starting with "/", its port 1-65535; a namespaceSelector that parses."""
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from capd_py.api import features
-from capd_py.api.admission.checks import selector_error
+from capd_py.api.admission.checks import dns1035_label_errors, dns1123_label_errors, selector_error
 from capd_py.api.admission.fielderrors import FieldError, forbidden, invalid, required
 
 Gates = Mapping[str, bool]
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-
-
-def _dns1123_label(value: str) -> list[str]:
-    """validation.IsDNS1123Label."""
-    out = []
-    if len(value) > 63:
-        out.append("must be no more than 63 characters")
-    if not _DNS1123_LABEL.match(value):
-        out.append("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-                   "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-                   "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
-    return out
-
-
-def _dns1035_label(value: str) -> list[str]:
-    """validation.IsDNS1035Label."""
-    out = []
-    if len(value) > 63:
-        out.append("must be no more than 63 characters")
-    if not _DNS1035_LABEL.match(value):
-        out.append("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
-                   "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
-                   "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
-    return out
 
 
 def _request_uri_error(value: str) -> str | None:
@@ -84,7 +57,7 @@ def validate_extensionconfig(old: dict[str, Any] | None, new: dict[str, Any],
         return [forbidden("spec", "can be set only if the RuntimeSDK feature flag is enabled")]
     errs: list[FieldError] = []
     name = str((new.get("metadata") or {}).get("name") or "")
-    label = _dns1123_label(name)
+    label = dns1123_label_errors(name)
     if label:
         errs.append(invalid("metadata.name", name, "ExtensionConfig name should be a valid DNS1123 label name: "
                                                    "[" + " ".join(label) + "]"))
@@ -108,10 +81,10 @@ def validate_extensionconfig(old: dict[str, Any] | None, new: dict[str, Any],
         sname, sns = str(service.get("name") or ""), str(service.get("namespace") or "")
         if not sname:
             errs.append(required("spec.clientConfig.service.name", "must not be empty"))
-        errs += [invalid("spec.clientConfig.service.name", sname, m) for m in _dns1035_label(sname)]
+        errs += [invalid("spec.clientConfig.service.name", sname, m) for m in dns1035_label_errors(sname)]
         if not sns:
             errs.append(required("spec.clientConfig.service.namespace", "must not be empty"))
-        errs += [invalid("spec.clientConfig.service.namespace", sns, m) for m in _dns1123_label(sns)]
+        errs += [invalid("spec.clientConfig.service.namespace", sns, m) for m in dns1123_label_errors(sns)]
         path = str(service.get("path") or "")
         if path:
             problem = _request_uri_error(path)

@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from capd_py.api import runtime_hooks
+from capd_py.api.admission.checks import dns1123_label_errors
 from capd_py.api.runtime_hooks import DEFAULT_TIMEOUT_SECONDS, FAIL, IGNORE
 from capd_py.reconcile.runtime.registry import aggregate_message, parse_group_version
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 MAX_TIMEOUT_SECONDS = 30
 
 
@@ -19,16 +18,6 @@ class DiscoveryError(Exception):
     pass
 
 
-def dns1123_label_errors(value: str) -> list[str]:
-    """apimachinery's IsDNS1123Label messages."""
-    out = []
-    if len(value) > 63:
-        out.append("must be no more than 63 characters")
-    if not _DNS1123_LABEL.match(value):
-        out.append("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-                   "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-                   "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
-    return out
 
 
 def _go_strings(items: list[str]) -> str:
