@@ -232,9 +232,10 @@ def _index(container: list[Any], tok: str, path: str, for_add: bool) -> int:
     return i
 
 
-def _parent(doc: Any, toks: list[str], path: str) -> Any:
+def _walk(doc: Any, toks: list[str], path: str) -> Any:
+    """The value `toks` leads to in `doc` (JSON pointer tokens of `path`, for messages)."""
     cur = doc
-    for t in toks[:-1]:
+    for t in toks:
         if isinstance(cur, dict):
             if t not in cur:
                 raise PatchError(f"path {path!r}: {t!r} does not exist")
@@ -244,20 +245,14 @@ def _parent(doc: Any, toks: list[str], path: str) -> Any:
         else:
             raise PatchError(f"path {path!r}: {t!r} is not an object or array")
     return cur
+
+
+def _parent(doc: Any, toks: list[str], path: str) -> Any:
+    return _walk(doc, toks[:-1], path)
 
 
 def _get_at(doc: Any, path: str) -> Any:
-    cur = doc
-    for t in _tokens(path):
-        if isinstance(cur, dict):
-            if t not in cur:
-                raise PatchError(f"path {path!r}: {t!r} does not exist")
-            cur = cur[t]
-        elif isinstance(cur, list):
-            cur = cur[_index(cur, t, path, False)]
-        else:
-            raise PatchError(f"path {path!r}: {t!r} is not an object or array")
-    return cur
+    return _walk(doc, _tokens(path), path)
 
 
 def _add(doc: Any, path: str, value: Any) -> None:
