@@ -109,21 +109,27 @@ class WebhookServer:
             _load_chain(self.context, cert_pem, key_pem)
 
 
-async def serve(host: str, port: int, cert_pem: bytes, key_pem: bytes, reuse_port: bool = False,
-                kube: Kube | None = None) -> WebhookServer:
-    """Listen on host:port. `reuse_port` (SO_REUSEPORT) lets several processes on one network namespace share the
-    port, e.g. two hostNetwork controller replicas on the single management node; the kernel spreads
-    connections between them, and either answers (conversion is stateless)."""
-    runner = web.AppRunner(app(kube), access_log=None)
+async def start_https(application: web.Application, host: str | None, port: int, context: ssl.SSLContext,
+                      reuse_port: bool = False) -> tuple[web.AppRunner, int]:
+    """`application` served over HTTPS on host:port (0: a free port); (its runner, the port bound)."""
+    runner = web.AppRunner(application, access_log=None)
     await runner.setup()
-    context = server_ssl_context(cert_pem, key_pem)
     site = web.TCPSite(runner, host, port, ssl_context=context, reuse_port=reuse_port)
     try:
         await site.start()
     except BaseException:
         await runner.cleanup()
         raise
-    bound = int(runner.addresses[0][1]) if runner.addresses else port
+    return runner, int(runner.addresses[0][1]) if runner.addresses else port
+
+
+async def serve(host: str, port: int, cert_pem: bytes, key_pem: bytes, reuse_port: bool = False,
+                kube: Kube | None = None) -> WebhookServer:
+    """Listen on host:port. `reuse_port` (SO_REUSEPORT) lets several processes on one network namespace share the
+    port, e.g. two hostNetwork controller replicas on the single management node; the kernel spreads
+    connections between them, and either answers (conversion is stateless)."""
+    context = server_ssl_context(cert_pem, key_pem)
+    runner, bound = await start_https(app(kube), host, port, context, reuse_port)
     log.info("conversion webhook listening on https://%s:%d%s", host, bound, CONVERT_PATH)
     return WebhookServer(runner, host, bound, context, reuse_port)
 

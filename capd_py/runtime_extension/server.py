@@ -13,7 +13,7 @@ from aiohttp import web
 
 from capd_py.api import runtime_hooks
 from capd_py.api.runtime_hooks import DISCOVERY
-from capd_py.kube.conversion_webhook import server_ssl_context
+from capd_py.kube.conversion_webhook import server_ssl_context, start_https
 from capd_py.runtime_extension.certs import ServingCerts, default_cert_dir, ensure_certs
 from capd_py.runtime_extension.extension import Extension
 
@@ -82,15 +82,8 @@ async def serve(extension: Extension, address: str = "0.0.0.0", port: int = DEFA
     `cert_dir` (default ~/.capd-py/runtime-extension-certs) made or completed for `hosts`."""
     if certs is None:
         certs = ensure_certs(cert_dir or default_cert_dir(), certificate_hosts(address, hosts))
-    runner = web.AppRunner(app(extension), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, address or None, port, ssl_context=server_ssl_context(certs.cert_pem, certs.key_pem))
-    try:
-        await site.start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    bound = int(runner.addresses[0][1]) if runner.addresses else port
+    runner, bound = await start_https(app(extension), address or None, port,
+                                      server_ssl_context(certs.cert_pem, certs.key_pem))
     server = ExtensionServer(runner, address, bound, certs)
     log.info("runtime extension %s serving %d handler(s) on %s", extension.name or "(unnamed)",
              len(extension.registrations), server.url)
