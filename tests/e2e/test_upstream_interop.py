@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -87,7 +88,12 @@ def plane(tmp: Path, controllers: str, roles: tuple[str, ...], env: dict[str, st
                 yield m, ms
             finally:
                 for u in ms:
-                    print(f"\n--- upstream {u.role} manager log tail ---\n{u.log_tail(40)}")
+                    # the whole log stays in the test's tmp dir (the manager's own goes with it): a failure's
+                    # first cause is rarely in the tail
+                    kept = tmp / f"upstream-{u.role}.log"
+                    with contextlib.suppress(OSError):
+                        shutil.copyfile(u.log_path, kept)
+                    print(f"\n--- upstream {u.role} manager log tail (all of it: {kept}) ---\n{u.log_tail(40)}")
 
 
 @contextlib.contextmanager
