@@ -300,15 +300,16 @@ async def test_a_new_ca_reaches_every_crds_ca_bundle(kube: Kube, controllers: Co
 
 async def test_move_carries_objects_applied_through_v1beta1_and_never_the_webhook_secret(
         kube: Kube, controllers: Controllers, envtest: EnvTest) -> None:
-    """`capd-py move` reads and writes v1beta2 only: it works with the source's webhook down, into a management
-    cluster serving v1beta2 only (the shared envtest), and leaves the per-cluster Secret where it is."""
+    """`capd-py move` writes v1beta2 only: objects applied through v1beta1 move into a management cluster serving
+    v1beta2 only (the shared envtest), and the per-cluster Secret stays where it is. The source's webhook server stays
+    up: move pauses the ClusterClass at the source, an update the ClusterClass validating webhook must admit (as
+    upstream's clusterctl needs upstream's webhooks)."""
     ns = await new_namespace(kube)
     await serving(kube, ns, controllers)
     await kube.delete(DOCKER_CLUSTER, ns, "probe")
     objs = [o for o in upstream_v1beta1(ns, "development.yaml") if o["kind"] != "Cluster"]  # a ClusterClass + templates
     for obj in objs:
         await kube.create(of(obj), copy.deepcopy(obj))
-    controllers.kill()
     target = envtest.kube()
     try:
         out = await move(kube, target, ns, Steps())
@@ -322,7 +323,6 @@ async def test_move_carries_objects_applied_through_v1beta1_and_never_the_webhoo
         assert await kube.get(SECRET, "capd-py-system", "capd-py-webhook-cert") is not None
     finally:
         target.close()
-        controllers.start()
 
 
 async def test_upstream_v1_10_clusterclass_patches_apply_to_its_v1beta1_templates(kube: Kube,
