@@ -83,9 +83,9 @@ _DEV = tuple(f"docker/infrastructure.cluster.x-k8s.io_{k}.yaml" for k in (
     "devmachinepooltemplates"))
 
 ROLES: Mapping[str, Role] = {r.name: r for r in (
-    # its ClusterClass controller (ClusterTopology) watches ExtensionConfigs whatever RuntimeSDK says
+    # its ClusterClass controller (ClusterTopology) watches ExtensionConfigs whatever RuntimeSDK says: capd-py
+    # defines that kind now (issue 29), so nothing extra
     Role("core", "cluster-api-manager", webhooks="core",
-         extra_crds=("core/runtime.cluster.x-k8s.io_extensionconfigs.yaml",),
          controllers=("Cluster", "Machine", "MachineSet", "MachineDeployment", "MachinePool", "MachineHealthCheck",
                       "ClusterResourceSet", "ClusterResourceSetBinding", "ClusterClass")),
     Role("kubeadm-bootstrap", "kubeadm-bootstrap-manager", webhooks="bootstrap", controllers=("KubeadmConfig",)),
