@@ -18,8 +18,8 @@ def test_five_roles_four_binaries() -> None:
     # CAPD's manager watches the Dev* kinds whichever provider it plays
     assert um.ROLES["docker"].extra_crds == um.ROLES["in-memory"].extra_crds
     assert len(um.ROLES["docker"].extra_crds) == 6
-    # the ClusterClass controller watches ExtensionConfigs (capd-py has no Runtime SDK yet)
-    assert um.ROLES["core"].extra_crds == ("core/runtime.cluster.x-k8s.io_extensionconfigs.yaml",)
+    # the ClusterClass controller watches ExtensionConfigs: capd-py's own CRD serves them (issue 29)
+    assert um.ROLES["core"].extra_crds == ()
 
 
 def test_argv_has_what_a_host_process_needs(tmp_path: Path) -> None:
