@@ -51,33 +51,33 @@ def dns1123_subdomain_errors(value: str) -> list[str]:
     return errs
 
 
-_DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1035_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_LABEL_RE = re.compile(f"^{_DNS1123_LABEL_FMT}$")
+_DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
+_DNS1035_LABEL_RE = re.compile(f"^{_DNS1035_LABEL_FMT}$")
 DNS_LABEL_MAX = 63
+
+
+def _label_errors(value: str, pattern: re.Pattern[str], message: str) -> list[str]:
+    out = []
+    if len(value) > DNS_LABEL_MAX:
+        out.append(f"must be no more than {DNS_LABEL_MAX} characters")
+    if not pattern.match(value):
+        out.append(message)
+    return out
 
 
 def dns1123_label_errors(value: str) -> list[str]:
     """validation.IsDNS1123Label."""
-    out = []
-    if len(value) > DNS_LABEL_MAX:
-        out.append(f"must be no more than {DNS_LABEL_MAX} characters")
-    if not _DNS1123_LABEL_RE.match(value):
-        out.append("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-                   "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-                   "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
-    return out
+    return _label_errors(value, _DNS1123_LABEL_RE, _regex_error(
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
+        "end with an alphanumeric character", _DNS1123_LABEL_FMT, "my-name", "123-abc"))
 
 
 def dns1035_label_errors(value: str) -> list[str]:
     """validation.IsDNS1035Label."""
-    out = []
-    if len(value) > DNS_LABEL_MAX:
-        out.append(f"must be no more than {DNS_LABEL_MAX} characters")
-    if not _DNS1035_LABEL_RE.match(value):
-        out.append("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
-                   "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
-                   "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
-    return out
+    return _label_errors(value, _DNS1035_LABEL_RE, _regex_error(
+        "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
+        "character, and end with an alphanumeric character", _DNS1035_LABEL_FMT, "my-name", "abc-123"))
 
 
 def qualified_name_errors(value: str) -> list[str]:

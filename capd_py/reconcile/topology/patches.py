@@ -247,8 +247,12 @@ def _walk(doc: Any, toks: list[str], path: str) -> Any:
     return cur
 
 
-def _parent(doc: Any, toks: list[str], path: str) -> Any:
-    return _walk(doc, toks[:-1], path)
+def _target(doc: Any, path: str) -> tuple[Any, str]:
+    """(the container `path` ends in, its last token): where add, remove and replace act."""
+    toks = _tokens(path)
+    if not toks:
+        raise PatchError(f"path {path!r}: the whole document cannot be patched")
+    return _walk(doc, toks[:-1], path), toks[-1]
 
 
 def _get_at(doc: Any, path: str) -> Any:
@@ -256,10 +260,7 @@ def _get_at(doc: Any, path: str) -> Any:
 
 
 def _add(doc: Any, path: str, value: Any) -> None:
-    toks = _tokens(path)
-    if not toks:
-        raise PatchError(f"path {path!r}: the whole document cannot be patched")
-    parent, last = _parent(doc, toks, path), toks[-1]
+    parent, last = _target(doc, path)
     if isinstance(parent, dict):
         parent[last] = copy.deepcopy(value)
     elif isinstance(parent, list):
@@ -269,10 +270,7 @@ def _add(doc: Any, path: str, value: Any) -> None:
 
 
 def _remove(doc: Any, path: str, kind: str = "remove") -> Any:
-    toks = _tokens(path)
-    if not toks:
-        raise PatchError(f"path {path!r}: the whole document cannot be patched")
-    parent, last = _parent(doc, toks, path), toks[-1]
+    parent, last = _target(doc, path)
     if isinstance(parent, dict):
         if last not in parent:
             raise PatchError(f"{kind} {path!r}: {last!r} does not exist")
@@ -283,10 +281,7 @@ def _remove(doc: Any, path: str, kind: str = "remove") -> Any:
 
 
 def _replace(doc: Any, path: str, value: Any) -> None:
-    toks = _tokens(path)
-    if not toks:
-        raise PatchError(f"path {path!r}: the whole document cannot be patched")
-    parent, last = _parent(doc, toks, path), toks[-1]
+    parent, last = _target(doc, path)
     if isinstance(parent, dict):
         if last not in parent:
             raise PatchError(f"replace {path!r}: {last!r} does not exist")
