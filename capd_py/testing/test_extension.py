@@ -28,6 +28,7 @@ import copy
 import os
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -119,11 +120,21 @@ def recorded_status(hook: Hook, response: Mapping[str, Any]) -> str:
 KubeSource = Kube | Callable[[], Kube]
 
 
+@dataclass(frozen=True)
+class HookCall:
+    """One lifecycle call as answered: its ConfigMap key and the `-actualResponseStatus` value it recorded."""
+    key: str
+    status: str
+
+
 class HookResponses:
     """The lifecycle handlers' ConfigMap, through a management-cluster Kube (made on first use when given a
-    factory, so the module-level extension needs no cluster until a hook is called)."""
+    factory, so the module-level extension needs no cluster until a hook is called). `calls` lists every call
+    answered, in order: the ConfigMap keeps only each key's last answer, so an e2e test proving the order of the
+    hooks (and that a blocked hook was asked again) reads this list."""
 
-    def __init__(self, kube: KubeSource | None = None):
+    def __init__(self, kube: KubeSource | None = None, calls: list[HookCall] | None = None):
+        self.calls: list[HookCall] = calls if calls is not None else []
         self._source: KubeSource = kube if kube is not None else _kube_from_env
         # a factory is any callable that is not a client itself (tests pass in-memory stand-ins)
         self._kube: Kube | None = None
@@ -150,6 +161,7 @@ class HookResponses:
             await self._record(cluster, hook, key, settings, response)
         except HookError as exc:
             return {**response, "status": FAILURE, "message": str(exc)}
+        self.calls.append(HookCall(key, recorded_status(hook, response)))
         return response
 
     def _where(self, cluster: Mapping[str, Any], settings: Mapping[str, str], what: str) -> tuple[str, str]:
@@ -567,12 +579,14 @@ def _lifecycle_handler(responses: HookResponses, hook: Hook, fields: tuple[str, 
     return handle
 
 
-def new_extension(kube: KubeSource | None = None, name: str = DEFAULT_EXTENSION_CONFIG_NAME) -> Extension:
-    """The test extension; `kube` (or a factory) reaches the management cluster holding the hook ConfigMaps."""
+def new_extension(kube: KubeSource | None = None, name: str = DEFAULT_EXTENSION_CONFIG_NAME,
+                  calls: list[HookCall] | None = None) -> Extension:
+    """The test extension; `kube` (or a factory) reaches the management cluster holding the hook ConfigMaps; the
+    lifecycle calls it answers (and records) are appended to `calls` in order."""
     # the manifest's settings are upstream e2e's (its ExtensionConfig), under whatever name it is registered
     ext = Extension(name=name, settings={EXTENSION_CONFIG_NAME_KEY: "{name}", "disableInPlaceUpdates": "true",
                                          DEFAULT_ALL_HANDLERS_TO_BLOCKING_KEY: "true"})
-    responses = HookResponses(kube)
+    responses = HookResponses(kube, calls)
     ext.add(runtime_hooks.GENERATE_PATCHES, "generate-patches", generate_patches)
     ext.add(runtime_hooks.VALIDATE_TOPOLOGY, "validate-topology", validate_topology)
     ext.add(runtime_hooks.DISCOVER_VARIABLES, "discover-variables", discover_variables)
@@ -594,12 +608,13 @@ def extension_config(name: str, ca_pem: bytes, url: str, namespaces: tuple[str, 
 
 async def serve_test_extension(kube: KubeSource | None, address: str, port: int = 0, *, cert_dir: str | Path,
                                name: str = DEFAULT_EXTENSION_CONFIG_NAME, namespaces: tuple[str, ...] = (),
-                               default_all_handlers_to_blocking: bool = True
-                               ) -> tuple[ExtensionServer, dict[str, Any]]:
+                               default_all_handlers_to_blocking: bool = True,
+                               calls: list[HookCall] | None = None) -> tuple[ExtensionServer, dict[str, Any]]:
     """For e2e tests: the test extension served on address:port (the address the management cluster's API server
     and controllers reach, e.g. the host on the management cluster's docker network) and the ExtensionConfig that
-    registers it there, as upstream's e2e builds it; stop the server with `await server.stop()`."""
-    server = await serve(new_extension(kube, name), address, port, cert_dir=cert_dir)
+    registers it there, as upstream's e2e builds it; stop the server with `await server.stop()`. The lifecycle
+    calls answered are appended to `calls`, in order."""
+    server = await serve(new_extension(kube, name, calls), address, port, cert_dir=cert_dir)
     return server, extension_config(name, server.certs.ca_pem, server.url, namespaces,
                                     default_all_handlers_to_blocking)
 

@@ -149,6 +149,33 @@ async def test_the_e2e_unblocking_patch_turns_a_blocking_hook_into_a_success() -
     assert kube.data()["BeforeClusterDelete-actualResponseStatus"] == "Status: Success, RetryAfterSeconds: 0"
 
 
+async def test_every_answered_call_is_listed_in_order_with_what_it_recorded() -> None:
+    kube = MemKube()
+    calls: list[te.HookCall] = []
+    ext = te.new_extension(kube, calls=calls)  # type: ignore[arg-type]
+    settings = {"extensionConfigName": "ext", "defaultAllHandlersToBlocking": "true"}
+
+    async def ask(hook: str, handler: str, **fields: Any) -> None:
+        await ext.call(runtime_hooks.path(hook, handler), json.dumps(request(hook, settings, **fields)).encode())
+
+    await ask("BeforeClusterCreate", "before-cluster-create")
+    await ask("BeforeClusterCreate", "before-cluster-create")
+    kube.objects[("ns", CM)]["data"]["BeforeClusterCreate-preloadedResponse"] = '{"Status": "Success"}'
+    await ask("BeforeClusterCreate", "before-cluster-create")
+    await ask("AfterControlPlaneInitialized", "after-control-plane-initialized")
+    await ask("AfterWorkersUpgrade", "after-workers-upgrade", kubernetesVersion="v1.35.4")
+    # the ConfigMap keeps each key's last answer only; the list keeps every call, in order
+    assert calls == [te.HookCall("BeforeClusterCreate", "Status: Success, RetryAfterSeconds: 5"),
+                     te.HookCall("BeforeClusterCreate", "Status: Success, RetryAfterSeconds: 5"),
+                     te.HookCall("BeforeClusterCreate", "Status: Success, RetryAfterSeconds: 0"),
+                     te.HookCall("AfterControlPlaneInitialized", "Success"),
+                     te.HookCall("AfterWorkersUpgrade-v1.35.4", "Status: Success, RetryAfterSeconds: 5")]
+    # a call that could not be answered from the ConfigMap is not listed
+    await ext.call(runtime_hooks.path("BeforeClusterDelete", "before-cluster-delete"),
+                   json.dumps(request("BeforeClusterDelete", {})).encode())
+    assert len(calls) == 5
+
+
 async def test_failures_to_read_are_failures_and_nothing_is_recorded() -> None:
     kube = MemKube()
     out = await call(kube, "BeforeClusterCreate", "before-cluster-create", request("BeforeClusterCreate", {}))
