@@ -239,6 +239,23 @@ class Spec:
             and all(x["spec"]["template"]["spec"]["version"] == version for x in [*mds, *mps]) \
             and all(x["spec"]["version"] == version and self.node_healthy(x) for x in workers)
 
+    def diagnostics(self) -> str:
+        """Where the Cluster stands, for a failure's message."""
+        c = self.m.kubectl("get", "cluster", self.name, "-n", self.ns, "-o", "json", "--ignore-not-found")
+        out = [f"hook calls: {self.ext.record()}", f"responses: {self.responses()}"]
+        if c.strip():
+            cl = json.loads(c)
+            out += [f"annotations: {cl['metadata'].get('annotations')}",
+                    f"conditions: {(cl.get('status') or {}).get('conditions')}"]
+            ref = cl["spec"].get("controlPlaneRef") or {}
+            if ref.get("name"):
+                cp = self.m.get("kubeadmcontrolplanes", ref["name"], self.ns)
+                out.append(f"control plane spec.version {cp['spec'].get('version')} status.version "
+                           f"{(cp.get('status') or {}).get('version')} conditions "
+                           f"{(cp.get('status') or {}).get('conditions')}")
+        out.append(self.m.log_tail(40))
+        return "\n".join(out)
+
     def calls_of(self, key: str) -> int:
         return sum(1 for c in self.ext.record() if c.key == key)
 
@@ -272,10 +289,13 @@ def runtime_hook(spec: Spec, hook: str, attributes: list[str], blocking: Callabl
     if before_unblocking is not None:
         before_unblocking()
     spec.unblock(key)
-    if hook == "BeforeClusterDelete":
-        wait_for(lambda: not blocking(), PROCEEDS, f"{key} released")
-    else:
-        wait_for(lambda: not (shows() or blocking()), PROCEEDS, f"{key} released")
+    try:
+        if hook == "BeforeClusterDelete":
+            wait_for(lambda: not blocking(), PROCEEDS, f"{key} released")
+        else:
+            wait_for(lambda: not (shows() or blocking()), PROCEEDS, f"{key} released")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{spec.diagnostics()}") from None
     print(f"{key}: blocked {time.monotonic() - first:.0f}s (asked {spec.calls_of(key)} times), released")
     return time.monotonic() - first
 
