@@ -171,9 +171,11 @@ async def _write(ctx: Ctx, w: D.Write) -> None:
     if w.create:
         ctx.log.info("topology %s/%s: creating %s %s", md["namespace"], md["labels"].get(CLUSTER_NAME, ""),
                      w.obj["kind"], md["name"])
-        await ctx.kube.create(g, w.obj)
-    else:
-        await ctx.kube.apply(g, w.obj, manager=D.FIELD_MANAGER)
+    # created by server-side apply too, as upstream's topology controller creates: a POST made another manager
+    # (an Update one) co-owner of every field, so a later apply could never drop a list-map entry or a field the
+    # class no longer wants (a version-dependent kubeletExtraArgs entry stayed beside its successor, and the
+    # KubeadmControlPlane's upgrade was refused: "kubeletExtraArgs names must be unique")
+    await ctx.kube.apply(g, w.obj, manager=D.FIELD_MANAGER)
 
 
 async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
