@@ -605,7 +605,8 @@ def compute_steps(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Ca
         refs["controlPlaneRef"] = ref_to(cp)
     plan.cluster_refs = refs or None
 
-    # MachineDeployments
+    # MachineDeployments (upstream's UpgradeTracker counts a deferred upgrade as pending too)
+    md_pending = set(md_upgrade_pending) | set(md_deferred)
     keep_md: set[str] = set()
     for t in mds_topo:
         name = t["name"]
@@ -613,19 +614,27 @@ def compute_steps(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Ca
             continue
         bi, ii, md_name = md_items[name]
         c = cur.machine_deployments.get(name)
-        labels = {TOPOLOGY_DEPLOYMENT_NAME: name}
-        boot_ref = _rotate(plan, bi.obj, c.bootstrap_template if c else None, cluster, f"{cname}-{name}-", rand,
-                           labels)
-        infra_ref = _rotate(plan, ii.obj, c.infra_template if c else None, cluster, f"{cname}-{name}-", rand, labels)
-        template_refs += [boot_ref, infra_ref]
-        md = _machine_deployment(cluster, bp.md_classes[t["class"]].spec, t, md_name, md_versions[name],
-                                 boot_ref, infra_ref)
-        keep_md.add(md["metadata"]["name"])
-        _add(plan, md, c.md if c else None)
+        if c is not None and name in md_pending:
+            # upstream's reconcileMachineDeployment returns early for a MachineDeployment pending an upgrade: no
+            # write at all (not even replicas, so a scale by hand stays while a hook holds the workers), no
+            # template rotation (no double rollout); its templates stay in use
+            keep_md.add(md_name)
+            template_refs += [ref_to(x) for x in (c.bootstrap_template, c.infra_template) if x is not None]
+        else:
+            labels = {TOPOLOGY_DEPLOYMENT_NAME: name}
+            boot_ref = _rotate(plan, bi.obj, c.bootstrap_template if c else None, cluster, f"{cname}-{name}-", rand,
+                               labels)
+            infra_ref = _rotate(plan, ii.obj, c.infra_template if c else None, cluster, f"{cname}-{name}-", rand,
+                                labels)
+            template_refs += [boot_ref, infra_ref]
+            md = _machine_deployment(cluster, bp.md_classes[t["class"]].spec, t, md_name, md_versions[name],
+                                     boot_ref, infra_ref)
+            keep_md.add(md_name)
+            _add(plan, md, c.md if c else None)
         hc = t.get("healthCheck") or bp.md_classes[t["class"]].spec.get("healthCheck")
         if hc and (t.get("healthCheck") or {}).get("enabled", True) is not False and _has_checks(hc):
-            _add(plan, _mhc(cluster, md["metadata"]["name"], {TOPOLOGY_OWNED: "", TOPOLOGY_DEPLOYMENT_NAME: name},
-                            hc), cur.mhcs.get(md["metadata"]["name"]))
+            _add(plan, _mhc(cluster, md_name, {TOPOLOGY_OWNED: "", TOPOLOGY_DEPLOYMENT_NAME: name}, hc),
+                 cur.mhcs.get(md_name))
     for name, c in cur.machine_deployments.items():
         if c.md["metadata"]["name"] not in keep_md and name not in md_create_pending:
             plan.deletes.append(c.md)
@@ -645,13 +654,15 @@ def compute_steps(cluster: dict[str, Any], bp: Blueprint, cur: Current, rand: Ca
                                      if c2 and c2.bootstrap_config else _truncate(f"{cname}-{name}-", rand()), labels)
         infra = _object_from_template(ii.obj, cluster, c2.infra_pool["metadata"]["name"]
                                       if c2 and c2.infra_pool else _truncate(f"{cname}-{name}-", rand()), labels)
+        keep_mp.add(mp_name)
+        if c2 is not None and name in mp_upgrade_pending:
+            continue  # upstream's reconcileMachinePool returns early for a MachinePool pending an upgrade: no write
         _owned_by_cluster(boot, cluster)
         _owned_by_cluster(infra, cluster)
         _add(plan, boot, c2.bootstrap_config if c2 else None)
         _add(plan, infra, c2.infra_pool if c2 else None)
         mp = _machine_pool(cluster, bp.mp_classes[t["class"]].spec, t, mp_name, mp_versions[name],
                            ref_to(boot), ref_to(infra))
-        keep_mp.add(mp_name)
         _add(plan, mp, c2.mp if c2 else None)
     for name, c2 in cur.machine_pools.items():
         if c2.mp["metadata"]["name"] not in keep_mp and name not in mp_create_pending:

@@ -215,6 +215,36 @@ def test_upgrade_goes_control_plane_first_then_workers_with_template_rotation() 
     assert plan.reconciled and plan.writes == []
 
 
+def test_a_machine_deployment_pending_an_upgrade_gets_no_write() -> None:
+    """upstream's reconcileMachineDeployment returns early while the MD is pending an upgrade: a replica count set by
+    hand stays (upstream's runtime-SDK e2e scales it while AfterControlPlaneUpgrade holds the workers), no template
+    rotates, and its templates are not deleted; once the MD may upgrade, the topology's spec comes back."""
+    w = World()
+    w.step(cluster())
+    kcp = w.of("KubeadmControlPlane")[0]
+    kcp["spec"]["version"] = "v1.35.0"
+    kcp["status"] = {"version": "v1.35.0", "replicas": 1, "upToDateReplicas": 1}
+    md = w.of("MachineDeployment")[0]
+    md["status"] = {"replicas": 1, "upToDateReplicas": 1}
+    md["spec"]["replicas"] = 2   # by hand
+    md_tpl = md["spec"]["template"]["spec"]["infrastructureRef"]["name"]
+    c = cluster(version="v1.35.0")
+    c["spec"].update(w.cluster_refs)
+    plan = D.compute(c, blueprint(), w.current(), w.rand, hold_workers=True)
+    def of_md(obj: dict[str, Any]) -> bool:   # the MD and its template copies
+        return obj["kind"] == "MachineDeployment" or \
+            "topology.cluster.x-k8s.io/deployment-name" in obj["metadata"].get("labels", {})
+    assert not [x for x in plan.writes if of_md(x.obj)], plan.writes
+    assert not [x for x in plan.deletes if of_md(x)], plan.deletes
+    assert plan.reason == D.R_MD_UPGRADE_PENDING
+    # released: the MD takes the version (on a new template) and the topology's replicas
+    plan = D.compute(c, blueprint(), w.current(), w.rand)
+    mds = [x.obj for x in plan.writes if x.obj["kind"] == "MachineDeployment"]
+    assert len(mds) == 1 and mds[0]["spec"]["template"]["spec"]["version"] == "v1.35.0"
+    assert mds[0]["spec"]["replicas"] == 1
+    assert mds[0]["spec"]["template"]["spec"]["infrastructureRef"]["name"] != md_tpl
+
+
 def test_old_template_kept_while_a_machineset_still_uses_it() -> None:
     w = World()
     w.step(cluster())
