@@ -354,6 +354,30 @@ def test_machine_pool_topology_gets_its_bootstrap_config_and_infrastructure_pool
     assert [d["kind"] for d in plan.deletes] == ["MachinePool"]
 
 
+def test_a_machine_pool_pending_an_upgrade_gets_no_write() -> None:
+    """As a MachineDeployment: held, a MachinePool (and its KubeadmConfig / DockerMachinePool) is not written; a
+    replica count set by hand stays until it may upgrade."""
+    c = cluster()
+    c["spec"]["topology"]["workers"]["machinePools"] = [{"class": "default-worker", "name": "mp-0", "replicas": 1}]
+    w = World()
+    w.step(c)
+    kcp = w.of("KubeadmControlPlane")[0]
+    kcp["spec"]["version"] = "v1.35.0"
+    kcp["status"] = {"version": "v1.35.0", "replicas": 1, "upToDateReplicas": 1}
+    [mp] = w.of("MachinePool")
+    mp["spec"]["replicas"] = 2   # by hand
+    c = cluster(version="v1.35.0")
+    c["spec"]["topology"]["workers"]["machinePools"] = [{"class": "default-worker", "name": "mp-0", "replicas": 1}]
+    c["spec"].update(w.cluster_refs)
+    plan = D.compute(c, blueprint(), w.current(), w.rand, hold_workers=True)
+    pool_kinds = ("MachinePool", "KubeadmConfig", "DockerMachinePool")
+    assert not [x for x in plan.writes if x.obj["kind"] in pool_kinds], plan.writes
+    assert not [x for x in plan.deletes if x["kind"] in pool_kinds], plan.deletes
+    plan = D.compute(c, blueprint(), w.current(), w.rand)
+    [mp] = [x.obj for x in plan.writes if x.obj["kind"] == "MachinePool"]
+    assert mp["spec"]["template"]["spec"]["version"] == "v1.35.0" and mp["spec"]["replicas"] == 1
+
+
 def test_an_autoscaled_machine_deployment_is_left_its_replicas() -> None:
     """Upstream's topology: a MachineDeployment topology without replicas (the autoscaler's min/max annotations
     on it) gives a desired object without replicas, so what the autoscaler wrote is never reset."""
