@@ -157,9 +157,16 @@ def plan(mp: dict[str, Any], insts: list[Instance]) -> Plan:
         if old and unready_new and excess == 1:
             p.message = f"rollout: waiting for instance(s) {', '.join(i.name for i in unready_new)} to be provisioned"
             return p
-        p.delete = delete_order(active)[:excess]
+        chosen = delete_order(active)[:excess]
+        # upstream CAPD's deleteMachinePoolMachine: an instance whose Machine the MachinePool controller has not
+        # made yet is left until it has one (deleting the DockerMachine then raced that creation and left a
+        # Machine without infrastructure for good: "Waiting for spec.providerID"); it goes through its Machine
+        p.delete = [i for i in chosen if i.machine is not None]
         p.message = f"scaling down from {len(active)} to {want} instances" if not old or \
-            all(i.current for i in p.delete) else f"rollout: deleting outdated instance(s), {len(old)} left"
+            all(i.current for i in chosen) else f"rollout: deleting outdated instance(s), {len(old)} left"
+        waiting = [i.name for i in chosen if i.machine is None]
+        if waiting:
+            p.message += f"; waiting for the Machine of {', '.join(waiting)}"
         return p
     if old:
         if in_flight or unready_new or any(not i.provisioned for i in active):

@@ -172,6 +172,20 @@ def test_scale_down_during_a_rollout_removes_outdated_first() -> None:
     assert sorted(i.name for i in p.delete) == ["a", "b"]
 
 
+def test_an_instance_is_deleted_only_through_its_machine() -> None:
+    """The rollout's surge instance, made from a template that changed again at once (the DockerMachinePool and
+    then the MachinePool's version written by the topology), is outdated before the MachinePool controller made
+    its Machine: it waits for that Machine (upstream CAPD's deleteMachinePoolMachine), never deleted bare."""
+    pool, pool_mp = dmp(), mp(replicas=1, version="v1.35.0")
+    old = instance(pool, pool_mp, "a", current=False)
+    surge = instance(pool, pool_mp, "b", current=False, provisioned=False, machine=False)
+    p = rdmp.plan(pool_mp, insts(pool, pool_mp, [old, surge]))
+    assert p.delete == [] and p.create == 0 and p.rolling and "waiting for the Machine of b" in p.message
+    surge = instance(pool, pool_mp, "b", current=False, provisioned=False)   # its Machine exists now
+    p = rdmp.plan(pool_mp, insts(pool, pool_mp, [old, surge]))
+    assert [(i.name, i.machine is not None) for i in p.delete] == [("b", True)]
+
+
 def test_status_and_provider_ids() -> None:
     pool, pool_mp = dmp(), mp(replicas=2)
     dms = [instance(pool, pool_mp, "b"), instance(pool, pool_mp, "a")]
