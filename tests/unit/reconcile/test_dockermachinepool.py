@@ -57,7 +57,9 @@ def machines_for(dms: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for o in d["metadata"]["ownerReferences"]:
             if o["kind"] == "Machine":
                 out.append({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-                            "metadata": {"name": o["name"], "namespace": "ns", "uid": o["uid"]},
+                            "metadata": {"name": o["name"], "namespace": "ns", "uid": o["uid"],
+                                         "finalizers": [] if d["metadata"].get("annotations", {}).get("test/new")
+                                         else ["machine.cluster.x-k8s.io"]},
                             "spec": {"version": "v1.34.4",
                                      "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
                                                            "kind": "DockerMachine", "name": d["metadata"]["name"]}}})
@@ -181,7 +183,13 @@ def test_an_instance_is_deleted_only_through_its_machine() -> None:
     surge = instance(pool, pool_mp, "b", current=False, provisioned=False, machine=False)
     p = rdmp.plan(pool_mp, insts(pool, pool_mp, [old, surge]))
     assert p.delete == [] and p.create == 0 and p.rolling and "waiting for the Machine of b" in p.message
-    surge = instance(pool, pool_mp, "b", current=False, provisioned=False)   # its Machine exists now
+    # its Machine exists, not yet taken by the Machine controller (no finalizer): deleting it would drop it at once
+    # and leave the DockerMachine for the MachinePool controller to make another Machine for
+    surge = instance(pool, pool_mp, "b", current=False, provisioned=False)
+    surge["metadata"]["annotations"] = {"test/new": "1"}
+    p = rdmp.plan(pool_mp, insts(pool, pool_mp, [old, surge]))
+    assert p.delete == [] and "waiting for the Machine of b" in p.message
+    surge["metadata"]["annotations"] = {}   # the Machine controller added its finalizer
     p = rdmp.plan(pool_mp, insts(pool, pool_mp, [old, surge]))
     assert [(i.name, i.machine is not None) for i in p.delete] == [("b", True)]
 
