@@ -277,10 +277,13 @@ def _hook_view(ctx: Ctx, cluster: dict[str, Any], cur: D.Current) -> H.View:
     mds = [c.md for c in cur.machine_deployments.values()]
     workers = mds + [c.mp for c in cur.machine_pools.values()]
     wversions = [str(contract.dig(w, "spec", "template", "spec", "version") or "") for w in workers]
-    # a status not yet written for the newest spec says nothing: the version just moved, its rollout is ahead
-    upgrading = any(_stale(md) or D.md_rolling(md) and not D.never_scaled(md) for md in mds)
+    # a status not yet written for the newest spec says nothing: the version just moved, its rollout is ahead.
+    # MachinePools count as MachineDeployments do (upstream: AfterWorkersUpgrade waits for neither MachineDeployments
+    # nor MachinePools upgrading; their status has the same replicas / upToDateReplicas): the runtime-SDK e2e saw
+    # AfterWorkersUpgrade asked while the MachinePool still replaced its instance
+    upgrading = any(_stale(w) or D.md_rolling(w) and not D.never_scaled(w) for w in workers)
     settled = (D.cp_stable_at(cur.control_plane, version) and all(v == version for v in wversions)
-               and not any(_stale(w) for w in workers) and not any(D.md_rolling(md) for md in mds))
+               and not any(_stale(w) for w in workers) and not any(D.md_rolling(w) for w in workers))
     ns, name = cluster["metadata"].get("namespace") or "default", cluster["metadata"]["name"]
     return H.View(cluster=cluster, version=version, control_plane=cur.control_plane, worker_versions=wversions,
                   workers_upgrading=upgrading, settled=settled, registered=_registered(ctx),

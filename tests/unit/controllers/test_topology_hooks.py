@@ -160,3 +160,25 @@ async def test_deletion_waits_for_the_registry() -> None:
     tc = cond.get(cluster(kube), "TopologyReconciled")
     assert tc is not None and tc["reason"] == D.R_FAILED and "warmed up" in tc["message"]
     assert RH.OK_TO_DELETE_ANNOTATION not in cluster(kube)["metadata"]["annotations"]
+
+
+def test_a_rolling_machine_pool_counts_as_workers_upgrading() -> None:
+    """AfterWorkersUpgrade / AfterClusterUpgrade wait for MachinePools as for MachineDeployments (upstream: no
+    MachineDeployment and no MachinePool upgrading): one still replacing an instance is upgrading, not settled."""
+    ctx, kube = setup(deleting=False)
+    cp = {"metadata": {"name": "cp", "generation": 2},
+          "spec": {"version": "v1.35.0", "replicas": 1},
+          "status": {"version": "v1.35.0", "replicas": 1, "upToDateReplicas": 1, "observedGeneration": 2}}
+
+    def pool(replicas: int, up_to_date: int) -> D.CurrentMP:
+        return D.CurrentMP(mp={"metadata": {"name": "mp", "generation": 3}, "spec": {
+            "replicas": 1, "template": {"spec": {"version": "v1.35.0"}}}, "status": {
+            "replicas": replicas, "upToDateReplicas": up_to_date, "observedGeneration": 3}},
+            bootstrap_config=None, infra_pool=None)
+
+    rolling = D.Current(control_plane=cp, machine_pools={"mp-0": pool(2, 1)})
+    view = topology._hook_view(ctx, cluster(kube), rolling)
+    assert view.workers_upgrading and not view.settled
+    done = D.Current(control_plane=cp, machine_pools={"mp-0": pool(1, 1)})
+    view = topology._hook_view(ctx, cluster(kube), done)
+    assert not view.workers_upgrading and view.settled
