@@ -458,7 +458,19 @@ def _spec(spec: Spec, clusterctl: str, tmp: Path, times: dict[str, float]) -> No
     runtime_hook(spec, "BeforeWorkersUpgrade", [from_v, to_v],
                  lambda: spec.control_plane_version() == to_v and spec.versions(to_v, from_v))
     t = time.monotonic()
-    wait_for(lambda: spec.workers_at(to_v), 600, f"the workers at {to_v}", 5)
+    after_workers = te.hook_key("AfterWorkersUpgrade", [to_v])
+    early: list[str] = []
+
+    def workers_upgraded() -> bool:
+        # AfterWorkersUpgrade is due only once no worker is upgrading (upstream: neither a MachineDeployment nor a
+        # MachinePool): never while a Machine of the old version is still there
+        old = [x["metadata"]["name"] for x in m.items("machines", ns, spec.selector)
+               if x["spec"].get("version") != to_v]
+        if old and spec.recorded(after_workers):
+            early.append(f"{after_workers} called while {old} still run {from_v}")
+        return spec.workers_at(to_v)
+    wait_for(workers_upgraded, 600, f"the workers at {to_v}", 3)
+    assert not early, early
     times["workers upgraded"] = time.monotonic() - t
     runtime_hook(spec, "AfterWorkersUpgrade", [to_v],
                  lambda: spec.control_plane_version() == to_v and spec.versions(to_v, to_v)
