@@ -217,7 +217,7 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
         return _outcome(cluster, False, D.R_FAILED, str(e), poll)
     except KubeError as e:
         if e.conflict:
-            ctx.log.warning("topology %s/%s: write conflict (%s), reconciling again", namespace, name, e)
+            ctx.log.debug("topology %s/%s: write conflict (%s), reconciling again", namespace, name, e)
             raise
         # the API server refused what we computed (e.g. a patch made the spec invalid): that is the user's to fix
         ctx.log.warning("topology %s/%s: the API server refused a write: %s", namespace, name, e)
