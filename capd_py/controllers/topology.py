@@ -12,12 +12,10 @@ from __future__ import annotations
 import secrets
 import string
 import time
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract, gvk
-from capd_py.api import runtime_hooks as RH
 from capd_py.api.gvk import (
     CLUSTER,
     CLUSTER_CLASS,
@@ -28,8 +26,9 @@ from capd_py.api.gvk import (
     MACHINE_SET,
 )
 from capd_py.api.labels import CLUSTER_NAME, TOPOLOGY_DEPLOYMENT_NAME, TOPOLOGY_OWNED, TOPOLOGY_POOL_NAME
-from capd_py.api.runtime_sdk import HookResult, RuntimeSDKError
+from capd_py.api.runtime_sdk import RuntimeSDKError
 from capd_py.controllers import topology_external
+from capd_py.controllers import topology_hooks as TH
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, get_ref, gvk_of, resolve
 from capd_py.controllers.mappers import Controller, Mapper, cluster_label_mapper
@@ -196,12 +195,12 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
         bp = await _blueprint(ctx, cc)
         cur = await _current(ctx, cluster, bp)
         if ctx.runtime_sdk.enabled():
-            hk, cluster = await _lifecycle_hooks(ctx, cluster, cur)
+            hk, cluster = await TH.lifecycle_hooks(ctx, cluster, cur)
             if not hk.create:
                 return _outcome(cluster, False, H.R_CLUSTER_CREATING, hk.message("Cluster topology creation"),
                                 hk.retry_after_seconds)
         plan = await topology_external.compute(ctx, cluster, bp, cur, _rand,  # external patches' calls too
-                                               **_holds(hk))
+                                               **TH.holds(hk))
         for w in plan.writes:
             await _write(ctx, w)
         if plan.cluster_refs:
@@ -224,99 +223,9 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
         return _outcome(cluster, False, D.R_FAILED, f"{e.reason}: {e}", poll)
     if hk is not None and hk.blocking:
         # upstream: a blocking hook is the first detail of the upgrade's condition; look again when it said to
-        return _outcome(cluster, False, H.R_CLUSTER_UPGRADING, _upgrade_message(hk, cluster, cur),
+        return _outcome(cluster, False, H.R_CLUSTER_UPGRADING, TH.upgrade_message(hk, cluster, cur),
                         min(hk.retry_after_seconds, poll) if not plan.reconciled else hk.retry_after_seconds)
     return _outcome(cluster, plan.reconciled, plan.reason, plan.message, None if plan.reconciled else poll)
-
-
-# --- lifecycle hooks (RuntimeSDK gate on): the decisions are reconcile/topology/hooks.py ----------------------------
-
-LIFECYCLE_HOOKS = tuple(h for h in RH.HOOKS.values() if h.family == "lifecycle")
-
-
-def _holds(hk: H.Decision | None) -> dict[str, bool]:
-    return {} if hk is None else {"hold_control_plane": hk.hold_control_plane, "hold_workers": hk.hold_workers}
-
-
-async def _ask(ctx: Ctx, cluster: dict[str, Any],
-               decide: Callable[[Mapping[str, HookResult], str | None], H.Call | H.Decision]
-               ) -> tuple[H.Decision, RuntimeSDKError | None]:
-    """Make the calls `decide` asks for, one at a time, until it decides; blocking answers go into the hook cache
-    so that the hook is not asked again before its retryAfterSeconds. A failed call ends the walk there: the
-    decision so far (its pending-hooks edits are still written) and the error."""
-    ns, name = cluster["metadata"].get("namespace") or "default", cluster["metadata"]["name"]
-    answers: dict[str, HookResult] = {}
-    while True:
-        step = decide(answers, None)
-        if isinstance(step, H.Decision):
-            return step, None
-        try:
-            r = await ctx.runtime_sdk.call_all(step.hook, step.request, ns)
-        except RuntimeSDKError as e:
-            d = decide(answers, step.hook.name)  # every hook before the failed one is answered: a Decision
-            return (d if isinstance(d, H.Decision) else H.Decision(create=False, failed=step.hook.name)), e
-        answers[step.hook.name] = r
-        if step.hook.blocking and r.blocking:
-            ctx.hook_cache.add(ns, name, step.hook.name, r.retry_after_seconds, r.message, time.monotonic())
-            ctx.log.info("topology %s/%s: %s hook blocks, retry after %ds", ns, name, step.hook.name,
-                         r.retry_after_seconds)
-        else:
-            ctx.log.info("topology %s/%s: %s hook called", ns, name, step.hook.name)
-
-
-def _registered(ctx: Ctx) -> frozenset[str]:
-    return frozenset(h.name for h in LIFECYCLE_HOOKS if ctx.runtime_sdk.registered(h.name))
-
-
-def _stale(obj: dict[str, Any]) -> bool:
-    return int(contract.dig(obj, "status", "observedGeneration") or 0) < int(obj["metadata"].get("generation") or 0)
-
-
-def _hook_view(ctx: Ctx, cluster: dict[str, Any], cur: D.Current) -> H.View:
-    version = D.topology_of(cluster).get("version") or ""
-    mds = [c.md for c in cur.machine_deployments.values()]
-    workers = mds + [c.mp for c in cur.machine_pools.values()]
-    wversions = [str(contract.dig(w, "spec", "template", "spec", "version") or "") for w in workers]
-    # a status not yet written for the newest spec says nothing: the version just moved, its rollout is ahead.
-    # MachinePools count as MachineDeployments do (upstream: AfterWorkersUpgrade waits for neither MachineDeployments
-    # nor MachinePools upgrading; their status has the same replicas / upToDateReplicas): the runtime-SDK e2e saw
-    # AfterWorkersUpgrade asked while the MachinePool still replaced its instance
-    upgrading = any(_stale(w) or D.md_rolling(w) and not D.never_scaled(w) for w in workers)
-    settled = (D.cp_stable_at(cur.control_plane, version) and all(v == version for v in wversions)
-               and not any(_stale(w) for w in workers) and not any(D.md_rolling(w) for w in workers))
-    ns, name = cluster["metadata"].get("namespace") or "default", cluster["metadata"]["name"]
-    return H.View(cluster=cluster, version=version, control_plane=cur.control_plane, worker_versions=wversions,
-                  workers_upgrading=upgrading, settled=settled, registered=_registered(ctx),
-                  cached=ctx.hook_cache.blocking(ns, name, time.monotonic()))
-
-
-async def _lifecycle_hooks(ctx: Ctx, cluster: dict[str, Any], cur: D.Current) -> tuple[H.Decision, dict[str, Any]]:
-    """The hooks due in this pass, called; the pending-hooks annotation written as they leave it (before the
-    objects move, as upstream marks the After* hooks before the control plane takes a version)."""
-    view = _hook_view(ctx, cluster, cur)
-    d, err = await _ask(ctx, cluster, lambda answers, failed: H.decide(view, answers, failed))
-    patch = H.pending_patch(cluster, d.pending)
-    if patch is not None:
-        md = cluster["metadata"]
-        cluster = await ctx.kube.merge_patch(CLUSTER, md.get("namespace") or "default", md["name"], patch)
-    if err is not None:
-        raise err
-    return d, cluster
-
-
-def _upgrade_message(hk: H.Decision, cluster: dict[str, Any], cur: D.Current) -> str:
-    version = D.topology_of(cluster).get("version") or ""
-    cp = cur.control_plane or {}
-    mds = [c.md for c in cur.machine_deployments.values()]
-    def v(o: dict[str, Any]) -> Any:
-        return contract.dig(o, "spec", "template", "spec", "version")
-    return H.upgrade_message(
-        hk, version, str(cp.get("kind") or "ControlPlane"), str(contract.dig(cp, "spec", "version") or ""),
-        contract.dig(cp, "status", "version"),
-        pending_mds=[md["metadata"]["name"] for md in mds if v(md) != version],
-        upgrading_mds=[md["metadata"]["name"] for md in mds if v(md) == version and D.md_rolling(md)
-                       and not D.never_scaled(md)],
-        pending_mps=[c.mp["metadata"]["name"] for c in cur.machine_pools.values() if v(c.mp) != version])
 
 
 async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
@@ -331,11 +240,11 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
     cached = ctx.hook_cache.blocking(ns, name, time.monotonic())
     err: RuntimeSDKError | None
     try:
-        registered = _registered(ctx)  # fails while the registry is not warmed up: "none" could be wrong
+        registered = TH.registered(ctx)  # fails while the registry is not warmed up: "none" could be wrong
     except RuntimeSDKError as e:
         err = e
     else:
-        d, err = await _ask(ctx, cluster,
+        d, err = await TH.ask(ctx, cluster,
                             lambda answers, failed: H.before_delete(cluster, registered, cached, answers, failed))
     if err is not None:
         out = _outcome(cluster, False, D.R_FAILED, str(err), ctx.settings.poll_seconds)

@@ -15,7 +15,7 @@ from capd_py.api import conditions as cond
 from capd_py.api import runtime_hooks as RH
 from capd_py.api.gvk import CLUSTER
 from capd_py.api.runtime_sdk import RuntimeSDKError
-from capd_py.controllers import topology
+from capd_py.controllers import topology, topology_hooks
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.skeleton import run
 from capd_py.reconcile.topology import desired as D
@@ -117,7 +117,7 @@ async def test_pending_hooks_written_as_a_metadata_patch() -> None:
     c["status"] = {"conditions": [{"type": "ControlPlaneInitialized", "status": "True", "reason": "Initialized"}]}
     kube.put_object("clusters", c)
     sdk.register("acpi.ext", RH.AFTER_CONTROL_PLANE_INITIALIZED)
-    d, out = await topology._lifecycle_hooks(ctx, cluster(kube), D.Current())
+    d, out = await topology_hooks.lifecycle_hooks(ctx, cluster(kube), D.Current())
     assert sdk.hook_calls() == ["AfterControlPlaneInitialized"] and d.pending == frozenset()
     assert RH.PENDING_HOOKS_ANNOTATION not in (cluster(kube)["metadata"].get("annotations") or {})
     assert RH.PENDING_HOOKS_ANNOTATION not in (out["metadata"].get("annotations") or {})
@@ -141,7 +141,7 @@ async def test_a_failing_hook_fails_the_pass_but_keeps_earlier_answers() -> None
           "spec": {"replicas": 1, "template": {"spec": {"version": "v1.35.0"}}}, "status": up}
     cur = D.Current(control_plane=cp, machine_deployments={"md-0": D.CurrentMD(md, None, None)})
     with pytest.raises(RuntimeSDKError, match="boom"):
-        await topology._lifecycle_hooks(ctx, cluster(kube), cur)
+        await topology_hooks.lifecycle_hooks(ctx, cluster(kube), cur)
     assert sdk.hook_calls() == ["AfterWorkersUpgrade", "AfterClusterUpgrade"]
     assert cluster(kube)["metadata"]["annotations"][RH.PENDING_HOOKS_ANNOTATION] == "AfterClusterUpgrade"
 
@@ -177,8 +177,8 @@ def test_a_rolling_machine_pool_counts_as_workers_upgrading() -> None:
             bootstrap_config=None, infra_pool=None)
 
     rolling = D.Current(control_plane=cp, machine_pools={"mp-0": pool(2, 1)})
-    view = topology._hook_view(ctx, cluster(kube), rolling)
+    view = topology_hooks.hook_view(ctx, cluster(kube), rolling)
     assert view.workers_upgrading and not view.settled
     done = D.Current(control_plane=cp, machine_pools={"mp-0": pool(1, 1)})
-    view = topology._hook_view(ctx, cluster(kube), done)
+    view = topology_hooks.hook_view(ctx, cluster(kube), done)
     assert not view.workers_upgrading and view.settled
