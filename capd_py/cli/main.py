@@ -532,6 +532,85 @@ def delete_all(
                f"{counts['volumes']} volume(s)")
 
 
+# -- stop / start / pause / resume (capd_py/cli/power.py, decisions in capd_py/reconcile/powerstate.py) -------------
+
+stop_app = typer.Typer(no_args_is_help=True, help="Stop a workload cluster's containers (paused for the controllers).")
+start_app = typer.Typer(no_args_is_help=True, help="Start a stopped workload cluster again.")
+pause_app = typer.Typer(no_args_is_help=True, help="Freeze a workload cluster's containers (docker pause: no CPU).")
+resume_app = typer.Typer(no_args_is_help=True, help="Thaw a paused workload cluster.")
+app.add_typer(stop_app, name="stop")
+app.add_typer(start_app, name="start")
+app.add_typer(pause_app, name="pause")
+app.add_typer(resume_app, name="resume")
+
+_POWER_TITLES = {"stop": "Stopping", "start": "Starting", "pause": "Pausing", "resume": "Resuming"}
+
+
+def _power(verb: str, name: str, namespace: str, wait: str, kubeconfig: str | None, stop_timeout: float = 10.0) -> None:
+    from capd_py.cli.power import PowerError, command
+    seconds = duration(wait)
+    steps = Steps()
+    kube = connect(kubeconfig)
+    steps.info(f"{_POWER_TITLES[verb]} cluster {namespace}/{name} ...")
+    try:
+        message = run_async(lambda: command(kube, mgmt.default_runtime(), verb, namespace, name, steps,
+                                            seconds if seconds > 0 else 3600.0, stop_timeout))
+    except PowerError as e:
+        fail(f"{verb} cluster {namespace}/{name}: {e} (run the command again to continue)")
+    typer.echo(f"cluster {namespace}/{name}: {message}")
+
+
+PowerWaitOpt = Annotated[str, typer.Option("--wait", help="How long the whole command may take (a duration).")]
+
+
+@stop_app.command("cluster")
+def stop_cluster(
+    name: Annotated[str, typer.Argument(help="Cluster name.")],
+    namespace: NamespaceOpt = "default",
+    wait: PowerWaitOpt = "5m",
+    stop_timeout: Annotated[float, typer.Option(
+        "--stop-timeout", min=0, help="Seconds each container gets to shut down before it is killed.")] = 10.0,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Pause the cluster's objects for the controllers, then stop its containers (workers, control planes, load
+    balancer last). Run it again after an interruption: it continues."""
+    _power("stop", name, namespace, wait, kubeconfig, stop_timeout)
+
+
+@start_app.command("cluster")
+def start_cluster(
+    name: Annotated[str, typer.Argument(help="Cluster name.")],
+    namespace: NamespaceOpt = "default",
+    wait: PowerWaitOpt = "5m",
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Start a stopped cluster's containers (load balancer first), wait for Ready nodes, unpause, wait for
+    Available."""
+    _power("start", name, namespace, wait, kubeconfig)
+
+
+@pause_app.command("cluster")
+def pause_cluster(
+    name: Annotated[str, typer.Argument(help="Cluster name.")],
+    namespace: NamespaceOpt = "default",
+    wait: PowerWaitOpt = "5m",
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Pause the cluster's objects for the controllers, then freeze its containers (cgroup freezer)."""
+    _power("pause", name, namespace, wait, kubeconfig)
+
+
+@resume_app.command("cluster")
+def resume_cluster(
+    name: Annotated[str, typer.Argument(help="Cluster name.")],
+    namespace: NamespaceOpt = "default",
+    wait: PowerWaitOpt = "5m",
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Thaw a paused cluster's containers, wait for Ready nodes, unpause, wait for Available."""
+    _power("resume", name, namespace, wait, kubeconfig)
+
+
 # -- init / controllers / quickstart -------------------------------------------------------------------
 
 def do_init(name: str, image: str, port: int, in_cluster: bool, controllers: bool, steps: Steps,

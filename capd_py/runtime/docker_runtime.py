@@ -288,6 +288,31 @@ class DockerRuntime:
         except docker.errors.APIError as e:
             raise RuntimeError_(f"start container {name}: {e.explanation or e}") from e
 
+    def stop_container(self, name: str, timeout: float = 10.0) -> None:
+        try:
+            # the HTTP call lasts up to `timeout` + the shutdown: the client's own timeout must exceed it
+            self.api.stop(name, timeout=max(0, round(timeout)))
+        except docker.errors.APIError as e:
+            if e.status_code == 304:  # already stopped
+                return
+            raise RuntimeError_(f"stop container {name}: {e.explanation or e}") from e
+
+    def pause_container(self, name: str) -> None:
+        try:
+            self.api.pause(name)
+        except docker.errors.APIError as e:
+            if e.status_code == 409 and "already paused" in str(e):
+                return
+            raise RuntimeError_(f"pause container {name}: {e.explanation or e}") from e
+
+    def unpause_container(self, name: str) -> None:
+        try:
+            self.api.unpause(name)
+        except docker.errors.APIError as e:
+            if e.status_code == 409 and "not paused" in str(e):
+                return
+            raise RuntimeError_(f"unpause container {name}: {e.explanation or e}") from e
+
     def remove_container(self, name: str) -> None:
         try:
             self.api.remove_container(name, v=True, force=True)

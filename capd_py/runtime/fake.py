@@ -162,6 +162,27 @@ class FakeRuntime:
                 raise RuntimeError_(f"no container {name}")
             self.set_status(name, "running")
 
+    def stop_container(self, name: str, timeout: float = 10.0) -> None:
+        with self._lock:
+            if name not in self.containers:
+                raise RuntimeError_(f"no container {name}")
+            if self.containers[name].info.status != "exited":
+                self.set_status(name, "exited")
+
+    def pause_container(self, name: str) -> None:
+        with self._lock:
+            c = self.containers.get(name)
+            if c is None or c.info.status not in ("running", "paused"):
+                raise RuntimeError_(f"container {name} is not running")
+            self.set_status(name, "paused")
+
+    def unpause_container(self, name: str) -> None:
+        with self._lock:
+            c = self.containers.get(name)
+            if c is None or c.info.status not in ("running", "paused"):
+                raise RuntimeError_(f"container {name} is not running")
+            self.set_status(name, "running")
+
     def remove_container(self, name: str) -> None:
         with self._lock:
             c = self.containers.pop(name, None)
