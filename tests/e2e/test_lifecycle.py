@@ -1,0 +1,241 @@
+"""Issue 31: a workload cluster's lifecycle on a laptop: stop / start and pause (freeze) / resume.
+
+One 1 CP + 1 worker cluster for every verb, run in sequence on it, each timed:
+1. a workload (Deployment) and a MachineHealthCheck that would replace a NotReady worker after 10 s;
+2. `stop cluster` SIGKILLed right after its pause step -> the intent is recorded and the cluster paused; run again,
+   it finishes: every container stopped, `get clusters` says Stopped; 25 s later nothing was started, replaced or
+   remediated (the controllers honour the pause);
+3. `start cluster` -> Available with Ready nodes (Lease renewed after the start), the same Machines, the workload's
+   pods running, unpaused, the power state gone; target <= 15 s;
+4. `pause cluster` -> every container frozen, 0 CPU over 10 s (cpuacct of each container's cgroup), `get clusters`
+   says Paused;
+5. `resume cluster` -> the workload API answers <= 2 s after the thaw, then Ready nodes, unpaused, Available.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import ssl
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capd_py.testing.e2e import CAPD, Mgmt, WorkloadCluster, create_cluster, run, wait_for, workload_kubectl
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
+
+NAME = "e2e-life"
+POWER = "infrastructure.cluster.x-k8s.io/capd-py-power-state"
+START_TARGET = 15.0       # issue 31: start -> Available
+RESUME_API_TARGET = 2.0   # issue 31: resume -> API answering
+
+WORKLOAD = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: keep}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: keep}}
+  template:
+    metadata: {labels: {app: keep}}
+    spec:
+      tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
+      containers:
+      - {name: pause, image: "registry.k8s.io/pause:3.10.1", imagePullPolicy: Never}
+"""
+
+MHC = f"""
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineHealthCheck
+metadata: {{name: {NAME}-md-0, namespace: default}}
+spec:
+  clusterName: {NAME}
+  selector: {{matchLabels: {{cluster.x-k8s.io/deployment-name: {NAME}-md-0}}}}
+  checks:
+    unhealthyNodeConditions:
+    - {{type: Ready, status: Unknown, timeoutSeconds: 10}}
+    - {{type: Ready, status: "False", timeoutSeconds: 10}}
+"""
+
+
+@pytest.fixture
+def life(mgmt: Mgmt, cluster_cleanup: list[str], tmp_path: Path) -> Iterator[WorkloadCluster]:
+    cluster_cleanup.append(NAME)
+    c = create_cluster(mgmt, NAME, 1, 1, tmp_path, 600)
+    print(f"\n{NAME}: 1 CP + 1 worker Available after {c.available_seconds:.0f}s")
+    yield c
+    # the cleanup deletes through the controllers: they must not find it paused or frozen
+    run([*CAPD, "resume", "cluster", NAME], check=False, env={"CAPD_PY_KUBECONFIG": mgmt.kubeconfig})
+    run([*CAPD, "start", "cluster", NAME], check=False, env={"CAPD_PY_KUBECONFIG": mgmt.kubeconfig})
+
+
+def containers() -> dict[str, dict[str, Any]]:
+    ids = run(["docker", "ps", "-a", "-q", "--filter", f"label=io.x-k8s.capd-py.cluster={NAME}"]).stdout.split()
+    return {c["Name"].lstrip("/"): c for c in json.loads(run(["docker", "inspect", *ids]).stdout)}
+
+
+def states() -> dict[str, str]:
+    return {n: c["State"]["Status"] for n, c in containers().items()}
+
+
+def machines(mgmt: Mgmt) -> dict[str, Any]:
+    items = json.loads(mgmt.kubectl("get", "machines", "-l", f"cluster.x-k8s.io/cluster-name={NAME}",
+                                    "-o", "json"))["items"]
+    return {m["metadata"]["name"]: m["metadata"].get("deletionTimestamp") for m in items}
+
+
+def cluster_phase(mgmt: Mgmt) -> str:
+    lines = mgmt.capd("get", "clusters").stdout.splitlines()
+    row = next(line for line in lines if line.split()[:1] == [NAME])
+    a, b = lines[0].index("PHASE"), lines[0].index("AGE")  # columns by the header's offsets (some are empty)
+    return row[a:b].strip()
+
+
+def capd_timed(mgmt: Mgmt, *args: str) -> tuple[float, str, list[tuple[float, str]]]:
+    """Run `capd-py ARGS`; (seconds, stdout, [(time, stderr line)])."""
+    t0 = time.monotonic()
+    p = subprocess.Popen([*CAPD, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "CAPD_PY_KUBECONFIG": mgmt.kubeconfig, "CAPD_PY_PLAIN": "1"})
+    lines: list[tuple[float, str]] = []
+    assert p.stderr is not None
+    for line in p.stderr:
+        lines.append((time.monotonic(), line.rstrip("\n")))
+    out = p.stdout.read() if p.stdout else ""
+    rc = p.wait()
+    took = time.monotonic() - t0
+    text = "\n".join(x for _, x in lines)
+    assert rc == 0, f"capd-py {' '.join(args)} exited {rc}\n{out}\n{text}"
+    print(f"\n$ capd-py {' '.join(args)}  ({took:.1f}s)\n{text}\n{out}")
+    return took, out, lines
+
+
+def cpu_usage(ids: list[str]) -> dict[str, int]:
+    """cpuacct.usage (ns) of each container's cgroup (cgroup v1, cgroupfs driver: /docker/<id>), which holds
+    the node's systemd, kubelet, containerd and every pod (the node's cgroups are nested under it)."""
+    return {i: int(Path(f"/sys/fs/cgroup/cpuacct/docker/{i}/cpuacct.usage").read_text()) for i in ids}
+
+
+class ApiPoller:
+    """Polls https://127.0.0.1:<LB port>/readyz (anonymous: allowed by default) every 50 ms; records the first
+    answer after start()."""
+
+    def __init__(self, server: str):
+        self.url = server.rstrip("/") + "/readyz"
+        self.ctx = ssl.create_default_context()
+        self.ctx.check_hostname = False
+        self.ctx.verify_mode = ssl.CERT_NONE
+        self.first: float | None = None
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set() and self.first is None:
+            try:
+                with urllib.request.urlopen(self.url, timeout=0.5, context=self.ctx) as r:
+                    if r.status == 200:
+                        self.first = time.monotonic()
+            except OSError:
+                pass
+            time.sleep(0.05)
+
+    def start(self) -> None:
+        self._t.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join(5)
+
+
+def test_stop_start_pause_resume(mgmt: Mgmt, life: WorkloadCluster) -> None:
+    kc = life.kubeconfig
+    workload_kubectl(kc, "apply", "-f", "-", input_=WORKLOAD)
+    mgmt.kubectl("apply", "-f", "-", input_=MHC)
+    wait_for(lambda: json.loads(workload_kubectl(kc, "get", "deploy", "keep", "-o", "json"))["status"]
+             .get("readyReplicas") == 2, 120, "the workload's 2 pods Ready")
+    before = machines(mgmt)
+    assert len(before) == 2 and not any(before.values()), before
+    all_names = set(states())
+    assert len(all_names) == 3, all_names  # LB, control plane, worker
+    times: dict[str, float] = {}
+
+    # -- stop, killed right after its pause step, then run again ------------------------------------------
+    p = subprocess.Popen([*CAPD, "stop", "cluster", NAME], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, env={**os.environ, "CAPD_PY_KUBECONFIG": mgmt.kubeconfig, "CAPD_PY_PLAIN": "1"})
+    assert p.stderr is not None
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if line.startswith(" ✓ Pausing the cluster's objects"):
+            p.send_signal(signal.SIGKILL)
+            break
+    p.wait()
+    assert p.returncode == -signal.SIGKILL, f"stop ended before its pause step was seen: {''.join(seen)}"
+    c = mgmt.get("cluster", NAME)
+    assert c["spec"].get("paused") is True
+    assert c["metadata"]["annotations"][POWER] == "stopping"
+    assert "running" in states().values(), states()  # killed before it stopped everything
+    times["stop (re-run)"], out, _ = capd_timed(mgmt, "stop", "cluster", NAME)
+    assert "stopped" in out
+    assert set(states().values()) == {"exited"}, states()
+    assert mgmt.get("cluster", NAME)["metadata"]["annotations"][POWER] == "stopped"
+    assert cluster_phase(mgmt) == "Stopped"
+    # while stopped: no container started again (DockerMachine / DockerCluster), no Machine remediated or replaced
+    time.sleep(25)
+    assert set(states().values()) == {"exited"}, states()
+    assert machines(mgmt) == before
+
+    # -- start --------------------------------------------------------------------------------------------
+    times["start"], out, _ = capd_timed(mgmt, "start", "cluster", NAME)
+    assert "start done" in out
+    assert set(states().values()) == {"running"}, states()
+    c = mgmt.get("cluster", NAME)
+    assert not c["spec"].get("paused") and POWER not in (c["metadata"].get("annotations") or {})
+    assert mgmt.condition("cluster", NAME, "Available")
+    assert machines(mgmt) == before
+    nodes = json.loads(workload_kubectl(kc, "get", "nodes", "-o", "json"))["items"]
+    ready = [n for n in nodes if any(x["type"] == "Ready" and x["status"] == "True" for x in n["status"]["conditions"])]
+    assert len(nodes) == len(ready) == 2, nodes
+    wait_for(lambda: json.loads(workload_kubectl(kc, "get", "deploy", "keep", "-o", "json"))["status"]
+             .get("readyReplicas") == 2, 120, "the workload's 2 pods Ready after the start")
+
+    # -- pause (freeze) -----------------------------------------------------------------------------------
+    times["pause"], out, _ = capd_timed(mgmt, "pause", "cluster", NAME)
+    assert set(states().values()) == {"paused"}, states()
+    assert cluster_phase(mgmt) == "Paused"
+    ids = [x["Id"] for x in containers().values()]
+    u0 = cpu_usage(ids)
+    time.sleep(10)
+    u1 = cpu_usage(ids)
+    used = {i[:12]: u1[i] - u0[i] for i in ids}
+    print(f"CPU used by the frozen containers over 10 s (ns): {used}")
+    assert all(v == 0 for v in used.values()), used
+
+    # -- resume -------------------------------------------------------------------------------------------
+    server = next(line.split()[-1] for line in kc.read_text().splitlines() if line.strip().startswith("server:"))
+    poller = ApiPoller(server)
+    poller.start()
+    try:
+        times["resume"], out, lines = capd_timed(mgmt, "resume", "cluster", NAME)
+    finally:
+        poller.stop()
+    thawed = next(t for t, line in lines if line.startswith(" ✓ Thawing"))
+    assert poller.first is not None, "the workload API never answered during resume"
+    api_after_thaw = poller.first - thawed
+    times["resume: API after the thaw"] = api_after_thaw
+    assert set(states().values()) == {"running"}, states()
+    c = mgmt.get("cluster", NAME)
+    assert not c["spec"].get("paused") and POWER not in (c["metadata"].get("annotations") or {})
+    assert mgmt.condition("cluster", NAME, "Available")
+    assert machines(mgmt) == before
+
+    print("\nlifecycle times: " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
+    assert api_after_thaw <= RESUME_API_TARGET, times
+    assert times["start"] <= START_TARGET, times
