@@ -611,6 +611,38 @@ def resume_cluster(
     _power("resume", name, namespace, wait, kubeconfig)
 
 
+@stop_app.command("management")
+def stop_management(
+    name: Annotated[str, typer.Option("--name", help="Management cluster name.")] = mgmt.DEFAULT_NAME,
+    stop_timeout: Annotated[float, typer.Option("--stop-timeout", min=0)] = 10.0,
+) -> None:
+    """Stop the management cluster made by `capd-py init`: its host controllers, then its node container
+    (workload clusters keep running, unmanaged). `start management` brings both back."""
+    from capd_py.runtime.protocol import RuntimeError_
+    steps = Steps()
+    try:
+        mgmt.ManagementCluster(name=name, steps=steps).stop(stop_timeout)
+    except (mgmt.ManagementError, RuntimeError_) as e:
+        fail(str(e))
+    typer.echo(f"management cluster {name}: stopped")
+
+
+@start_app.command("management")
+def start_management(
+    name: Annotated[str, typer.Option("--name", help="Management cluster name.")] = mgmt.DEFAULT_NAME,
+    wait: PowerWaitOpt = "5m",
+) -> None:
+    """Start a stopped management cluster: its node container, then (when they ran at the stop) its host
+    controllers."""
+    from capd_py.runtime.protocol import RuntimeError_
+    steps = Steps()
+    try:
+        mgmt.ManagementCluster(name=name, steps=steps, ready_timeout=duration(wait)).start()
+    except (mgmt.ManagementError, RuntimeError_) as e:
+        fail(str(e))
+    typer.echo(f"management cluster {name}: running")
+
+
 # -- init / controllers / quickstart -------------------------------------------------------------------
 
 def do_init(name: str, image: str, port: int, in_cluster: bool, controllers: bool, steps: Steps,
