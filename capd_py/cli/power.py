@@ -13,10 +13,7 @@ from capd_py.api.gvk import (
     CLUSTER,
     DOCKER_CLUSTER,
     DOCKER_MACHINE,
-    KUBEADM_CONTROL_PLANE,
     LEASE,
-    MACHINE,
-    MACHINE_HEALTH_CHECK,
     NODE,
 )
 from capd_py.api.labels import (
@@ -62,12 +59,15 @@ class Run:
 
 
 async def _cluster_objects(run: Run) -> list[dict[str, Any]]:
+    """The objects whose Paused report is waited for besides the Cluster's: the Docker kinds, which act on the
+    containers (and watch Clusters, so they report at once). The Cluster controller's report already proves the
+    controllers' shared cache holds the paused Cluster, so every reconcile of any kind that starts afterwards sees
+    it; Machines, MachineHealthChecks and KubeadmControlPlanes do not watch Clusters and would only report at the
+    next resync (up to a minute) while having nothing left to do."""
     ns, sel = run.namespace, {CLUSTER_NAME: run.name}
     out: list[dict[str, Any]] = []
-    for gvk in (MACHINE, DOCKER_MACHINE, DOCKER_CLUSTER, KUBEADM_CONTROL_PLANE):
+    for gvk in (DOCKER_MACHINE, DOCKER_CLUSTER):
         out += await run.kube.list(gvk, ns, labels=sel)
-    out += [m for m in await run.kube.list(MACHINE_HEALTH_CHECK, ns)
-            if (m.get("spec") or {}).get("clusterName") == run.name]
     return out
 
 
