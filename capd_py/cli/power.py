@@ -28,7 +28,7 @@ from capd_py.cli.kubeconfig import KubeconfigError, workload_kubeconfig
 from capd_py.cli.steps import Steps
 from capd_py.kube.client import Kube
 from capd_py.reconcile import powerstate as ps
-from capd_py.runtime.protocol import ContainerRuntime
+from capd_py.runtime.protocol import ContainerRuntime, RuntimeError_
 
 # how long the controllers get to report Paused before the command goes on without them (they may be down: then
 # nothing acts on the cluster anyway), and the poll interval of every wait
@@ -202,8 +202,7 @@ async def drive(run: Run, verb: str) -> str:
         o, waiting = await observe(run, need_workload=verb in (ps.START, ps.RESUME))
         step = ps.decide(verb, o)
         if isinstance(step, ps.Done):
-            if shown is not None:
-                run.steps.end(True)
+            _end(run, shown)
             return step.message
         if isinstance(step, ps.Fail):
             if shown is not None:
@@ -213,15 +212,30 @@ async def drive(run: Run, verb: str) -> str:
             if shown is not None:
                 run.steps.end(False)
             raise PowerError(f"timed out at: {_title(step)}" + (f" ({'; '.join(waiting[:4])})" if waiting else ""))
-        # the waits repeat: one step line for consecutive identical steps
+        # a wait repeats (one step line for all its rounds); an action's line ends as soon as it is done
         if step != shown:
-            if shown is not None:
-                run.steps.end(True)
-                if isinstance(shown, ps.WaitWorkload) and run.api_answered is not None:
-                    run.steps.info(f"   workload API answered {run.api_answered:.1f}s after the containers were back")
+            _end(run, shown)
             run.steps.start(_title(step))
             shown = step
-        await _do(run, step, o, waiting)
+        try:
+            await _do(run, step, o, waiting)
+        except RuntimeError_ as e:  # docker refused (a container removed meanwhile, dockerd down): say which step
+            run.steps.end(False)
+            raise PowerError(f"{_title(step)}: {e}") from e
+        if not isinstance(step, _WAITS):
+            _end(run, shown)
+            shown = None
+
+
+_WAITS = (ps.WaitPaused, ps.WaitWorkload, ps.WaitAvailable)
+
+
+def _end(run: Run, shown: ps.Step | None) -> None:
+    if shown is None:
+        return
+    run.steps.end(True)
+    if isinstance(shown, ps.WaitWorkload) and run.api_answered is not None:
+        run.steps.info(f"   workload API answered {run.api_answered:.1f}s after the containers were back")
 
 
 async def command(kube: Kube, rt: ContainerRuntime, verb: str, namespace: str, name: str, steps: Steps,

@@ -226,7 +226,8 @@ def test_stop_start_pause_resume(mgmt: Mgmt, life: WorkloadCluster) -> None:
         times["resume"], out, lines = capd_timed(mgmt, "resume", "cluster", NAME)
     finally:
         poller.stop()
-    thawed = next(t for t, line in lines if line.startswith(" ✓ Thawing"))
+    # from the moment the command starts thawing (its step line, printed before the first `docker unpause`)
+    thawed = next(t for t, line in lines if line.startswith(" • Thawing"))
     assert poller.first is not None, "the workload API never answered during resume"
     api_after_thaw = poller.first - thawed
     times["resume: API after the thaw"] = api_after_thaw
