@@ -120,12 +120,17 @@ async def _each(rt_call: Callable[[str], None], names: list[str]) -> None:
     await asyncio.gather(*(asyncio.to_thread(rt_call, n) for n in names))
 
 
-async def _by_role(run: Run, names: tuple[str, ...], o: ps.Observed, call: Callable[[str], None]) -> None:
-    """`names` in decide's order, one role at a time (the containers of one role at once)."""
+def _tier(role: str) -> str:
+    return "lb" if role == ps.LB else "node"
+
+
+async def _by_tier(names: tuple[str, ...], o: ps.Observed, call: Callable[[str], None]) -> None:
+    """`names` in decide's order, the load balancer apart from the nodes, which go all at once (a node's
+    shutdown is mostly waiting for systemd: one at a time they would add up)."""
     role = {b.name: b.role for b in o.containers}
     group: list[str] = []
     for n in names:
-        if group and role.get(group[0]) != role.get(n):
+        if group and _tier(role.get(group[0], "")) != _tier(role.get(n, "")):
             await _each(call, group)
             group = []
         group.append(n)
@@ -181,9 +186,9 @@ async def _do(run: Run, step: ps.Step, o: ps.Observed, waiting: list[str]) -> No
             run.steps.info(f"WARNING: the controllers did not report Paused within {PAUSE_REPORT_SECONDS:.0f}s "
                            "(not running?); going on")
         case ps.StopContainers(names=n):
-            await _by_role(run, n, o, lambda c: run.rt.stop_container(c, run.stop_timeout))
+            await _by_tier(n, o, lambda c: run.rt.stop_container(c, run.stop_timeout))
         case ps.StartContainers(names=n):
-            await _by_role(run, n, o, run.rt.start_container)
+            await _by_tier(n, o, run.rt.start_container)
             run.back_since = time.time()
         case ps.Freeze(names=n):
             await _each(run.rt.pause_container, list(n))

@@ -10,9 +10,9 @@ Order, and why:
   MachineHealthCheck remediation of NotReady nodes, no DockerMachine "container stopped -> start it" or
   "container gone", no load balancer re-creation) and the command waits until the controllers report Paused
   before it touches a container.
-- Stop: workers, then control planes, then the load balancer last (the workers' kubelets keep reaching the API
-  through it until they are down; etcd is written to disk by its own fsync, so stopping control planes in any
-  order keeps it consistent; a single etcd member needs no quorum dance).
+- Stop: the nodes (workers listed first, then control planes; the CLI stops all nodes at once), then the load
+  balancer last (the workers' kubelets keep reaching the API through it until they are down). etcd fsyncs its WAL
+  on every commit, so control planes stopped together or in any order stay consistent.
 - Start / resume: the load balancer first (the workers' kubelets reach the API servers through it), then
   control planes, then workers; started at once, they are ordered only by how fast they come up.
 - The cluster stays paused until every Node's kubelet has renewed its Lease after the containers came back and
@@ -184,7 +184,7 @@ def _stop(o: Observed, v: _View) -> Step:
     return Done(f"stopped ({len(v.boxes)} containers)")
 
 
-def _come_back(o: Observed, v: _View, state: str, verb: str) -> Step:
+def _come_back(o: Observed, v: _View) -> Step:
     """The second half of start and resume: containers up, workload ready, unpaused, Available, state cleared."""
     frozen = v.with_status("paused")
     down = v.with_status(*_NOT_RUNNING)
@@ -203,7 +203,11 @@ def _come_back(o: Observed, v: _View, state: str, verb: str) -> Step:
         return WaitAvailable()
     if o.state is not None:
         return SetState(None)
-    return Done(f"{verb} done: {len(v.boxes)} containers running"
+    return _running(o, v)
+
+
+def _running(o: Observed, v: _View) -> Done:
+    return Done(f"running ({len(v.boxes)} containers)"
                 + (" (the cluster stays paused: spec.paused was set before)" if o.spec_paused else ""))
 
 
@@ -211,10 +215,10 @@ def _start(o: Observed, v: _View) -> Step:
     if o.state in (PAUSING, PAUSED, RESUMING):
         return Fail(f"the cluster is {o.state} (frozen): `capd-py resume cluster` brings it back")
     if o.state is None and not v.with_status(*_NOT_RUNNING, "paused"):
-        return Done("already running")
+        return _running(o, v)
     if o.state != STARTING:
         return _enter(o, STARTING)
-    return _come_back(o, v, STARTING, "start")
+    return _come_back(o, v)
 
 
 def _pause(o: Observed, v: _View) -> Step:
@@ -242,10 +246,10 @@ def _resume(o: Observed, v: _View) -> Step:
     if o.state in (STOPPING, STOPPED, STARTING):
         return Fail(f"the cluster is {o.state}, not paused: `capd-py start cluster` brings it back")
     if o.state is None and not v.with_status("paused"):
-        return Done("not paused")
+        return _running(o, v)
     if o.state != RESUMING:
         return _enter(o, RESUMING)
-    return _come_back(o, v, RESUMING, "resume")
+    return _come_back(o, v)
 
 
 def phase(state: str | None) -> str | None:

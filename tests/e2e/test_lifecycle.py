@@ -194,7 +194,7 @@ def test_stop_start_pause_resume(mgmt: Mgmt, life: WorkloadCluster) -> None:
 
     # -- start --------------------------------------------------------------------------------------------
     times["start"], out, _ = capd_timed(mgmt, "start", "cluster", NAME)
-    assert "start done" in out
+    assert "running (3 containers)" in out
     assert set(states().values()) == {"running"}, states()
     c = mgmt.get("cluster", NAME)
     assert not c["spec"].get("paused") and POWER not in (c["metadata"].get("annotations") or {})

@@ -51,7 +51,7 @@ ROWS: list[tuple[str, str, Observed, ps.Step]] = [
     ("stop: no containers", ps.STOP, Observed(), ps.Fail("the cluster has no containers (not provisioned yet, or "
                                                          "deleted)")),
     # -- start ------------------------------------------------------------------------------------------------
-    ("start: running, nothing recorded -> done", ps.START, Observed(containers=UP), ps.Done("already running")),
+    ("start: running, nothing recorded -> done", ps.START, Observed(containers=UP), ps.Done("running (3 containers)")),
     ("start: stopped -> intent", ps.START, Observed(ps.STOPPED, containers=DOWN, **PAUSED_OK),
      ps.SetState(ps.STARTING)),
     ("start: a user-paused stopped cluster keeps that", ps.START,
@@ -89,7 +89,7 @@ ROWS: list[tuple[str, str, Observed, ps.Step]] = [
     ("pause: a container down", ps.PAUSE, Observed(containers=HALF_DOWN),
      ps.Fail("some containers are not running: c-md-0-x (start the cluster first)")),
     # -- resume -----------------------------------------------------------------------------------------------
-    ("resume: not paused -> done", ps.RESUME, Observed(containers=UP), ps.Done("not paused")),
+    ("resume: not paused -> done", ps.RESUME, Observed(containers=UP), ps.Done("running (3 containers)")),
     ("resume: paused -> intent", ps.RESUME, Observed(ps.PAUSED, containers=FROZEN, **PAUSED_OK),
      ps.SetState(ps.RESUMING)),
     ("resume: thaw, load balancer first", ps.RESUME, Observed(ps.RESUMING, containers=FROZEN, **PAUSED_OK),
@@ -100,7 +100,9 @@ ROWS: list[tuple[str, str, Observed, ps.Step]] = [
     ("resume: ready -> unpause", ps.RESUME,
      Observed(ps.RESUMING, containers=UP, workload_ready=True, **PAUSED_OK), ps.Unpause()),
     ("resume: done", ps.RESUME, Observed(None, containers=UP, workload_ready=True, available=True),
-     ps.Done("not paused")),
+     ps.Done("running (3 containers)")),
+    ("start: done, a user's pause kept", ps.START, Observed(None, spec_paused=True, containers=UP),
+     ps.Done("running (3 containers) (the cluster stays paused: spec.paused was set before)")),
     ("resume: a stopped cluster is start's", ps.RESUME, Observed(ps.STOPPED, containers=DOWN, **PAUSED_OK),
      ps.Fail("the cluster is stopped, not paused: `capd-py start cluster` brings it back")),
 ]
