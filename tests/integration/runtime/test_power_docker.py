@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from capd_py.api.labels import CONTAINER_NAMESPACE
+from capd_py.runtime import networks
 from capd_py.runtime.docker_runtime import DockerRuntime
 from capd_py.runtime.protocol import ContainerSpec, PortMapping
 
@@ -35,8 +36,10 @@ def _cpu(container_id: str) -> int:
 def test_stop_start_pause_unpause(rt: DockerRuntime) -> None:
     name = f"t-power-{secrets.token_hex(3)}"
     try:
+        # a network of its own (docker's default bridge may not exist here), static addresses as capd-py's
+        networks.ensure_network(rt, name, {CONTAINER_NAMESPACE: name})
         # a busy loop: CPU to measure
-        info = rt.run_container(ContainerSpec(name=name, image=IMAGE, labels={CONTAINER_NAMESPACE: name},
+        info = rt.run_container(ContainerSpec(name=name, image=IMAGE, labels={CONTAINER_NAMESPACE: name}, network=name,
                                               entrypoint=("sh", "-c", "while :; do :; done"),
                                               ports=(PortMapping(6443),)))
         port = info.ports[6443]
@@ -63,4 +66,5 @@ def test_stop_start_pause_unpause(rt: DockerRuntime) -> None:
         assert again is not None and again.running and again.ports[6443] == port
     finally:
         rt.remove_container(name)
-    assert rt.get_container(name) is None
+        rt.remove_network(name)
+    assert rt.get_container(name) is None and rt.get_network(name) is None
