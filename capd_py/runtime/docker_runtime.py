@@ -301,7 +301,7 @@ class DockerRuntime:
         try:
             self.api.pause(name)
         except docker.errors.APIError as e:
-            if e.status_code == 409 and "already paused" in str(e):
+            if "already paused" in str(e):  # docker 20.10 answers 409 or 500 depending on the call
                 return
             raise RuntimeError_(f"pause container {name}: {e.explanation or e}") from e
 
@@ -309,7 +309,7 @@ class DockerRuntime:
         try:
             self.api.unpause(name)
         except docker.errors.APIError as e:
-            if e.status_code == 409 and "not paused" in str(e):
+            if "is not paused" in str(e):  # docker 20.10: 500 "Container <id> is not paused"
                 return
             raise RuntimeError_(f"unpause container {name}: {e.explanation or e}") from e
 
