@@ -34,6 +34,9 @@ from capd_py.runtime.protocol import ContainerRuntime, RuntimeError_
 # nothing acts on the cluster anyway), and the poll interval of every wait
 PAUSE_REPORT_SECONDS = 30.0
 POLL = 0.25
+# the load balancer's image stops on SIGUSR1, haproxy's soft stop, which waits for open connections to end (the
+# controllers' watches through it never do): it holds nothing to save, so it gets 1 s before SIGKILL, not 10
+LB_STOP_SECONDS = 1.0
 
 
 class PowerError(Exception):
@@ -186,7 +189,9 @@ async def _do(run: Run, step: ps.Step, o: ps.Observed, waiting: list[str]) -> No
             run.steps.info(f"WARNING: the controllers did not report Paused within {PAUSE_REPORT_SECONDS:.0f}s "
                            "(not running?); going on")
         case ps.StopContainers(names=n):
-            await _by_tier(n, o, lambda c: run.rt.stop_container(c, run.stop_timeout))
+            role = {b.name: b.role for b in o.containers}
+            await _by_tier(n, o, lambda c: run.rt.stop_container(
+                c, min(LB_STOP_SECONDS, run.stop_timeout) if role.get(c) == ps.LB else run.stop_timeout))
         case ps.StartContainers(names=n):
             await _by_tier(n, o, run.rt.start_container)
             run.back_since = time.time()

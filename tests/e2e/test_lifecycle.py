@@ -124,8 +124,21 @@ def capd_timed(mgmt: Mgmt, *args: str) -> tuple[float, str, list[tuple[float, st
     took = time.monotonic() - t0
     text = "\n".join(x for _, x in lines)
     assert rc == 0, f"capd-py {' '.join(args)} exited {rc}\n{out}\n{text}"
-    print(f"\n$ capd-py {' '.join(args)}  ({took:.1f}s)\n{text}\n{out}")
+    print(f"\n$ capd-py {' '.join(args)}  ({took:.1f}s)\n{text}\n{out}\nsteps: {step_times(t0, lines)}")
     return took, out, lines
+
+
+def step_times(t0: float, lines: list[tuple[float, str]]) -> str:
+    """Each step's seconds from its ` • ` line to its ` ✓ ` line (the plain progress), and the process start."""
+    started: dict[str, float] = {}
+    out = []
+    for t, line in lines:
+        if line.startswith(" • "):
+            started[line[3:].removesuffix("  ...")] = t
+        elif line.startswith(" ✓ ") and line[3:] in started:
+            out.append(f"{line[3:].split(':')[0].split(' (')[0]} {t - started[line[3:]]:.1f}s")
+    first = min(started.values(), default=t0)
+    return f"python start + first read {first - t0:.1f}s; " + "; ".join(out)
 
 
 def cpu_usage(ids: list[str]) -> dict[str, int]:
