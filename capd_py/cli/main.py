@@ -643,6 +643,94 @@ def start_management(
     typer.echo(f"management cluster {name}: running")
 
 
+# -- snapshots (capd_py/cli/snapshot.py, capd_py/reconcile/snapshot.py) ---------------------------------------
+
+snapshot_app = typer.Typer(no_args_is_help=True, help="Snapshots of a workload cluster's containers (stopped).")
+app.add_typer(snapshot_app, name="snapshot")
+
+
+def _snapshots_root() -> Path:
+    return mgmt.home() / "snapshots"
+
+
+@snapshot_app.command("create")
+def snapshot_create(
+    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    name: Annotated[str, typer.Option("--name", help="Snapshot name.")],
+    namespace: NamespaceOpt = "default",
+    wait: PowerWaitOpt = "10m",
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Stop the cluster, copy every container's storage (writable layer and volumes: etcd, containerd, kubelet)
+    under the capd-py home, start it again if it was running. Prints the folder and its size."""
+    from capd_py.cli import snapshot as snap
+    from capd_py.reconcile.snapshot import human
+    steps = Steps()
+    kube = connect(kubeconfig)
+    try:
+        dest, size = run_async(lambda: snap.create(kube, mgmt.default_runtime(), _snapshots_root(), namespace,
+                                                   cluster, name, steps, duration(wait)))
+    except snap.SnapshotError as e:
+        fail(f"snapshot create {name}: {e}")
+    finally:
+        kube.close()
+    typer.echo(f"{dest}\t{human(size)}")
+
+
+@snapshot_app.command("restore")
+def snapshot_restore(
+    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    name: Annotated[str, typer.Argument(help="Snapshot name.")],
+    namespace: NamespaceOpt = "default",
+    wait: PowerWaitOpt = "10m",
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Put the cluster back to the snapshot in place: stop it, make its containers' storage the snapshot's again,
+    start it (Available, Ready nodes). Run it again after an interruption."""
+    from capd_py.cli import snapshot as snap
+    steps = Steps()
+    kube = connect(kubeconfig)
+    try:
+        run_async(lambda: snap.restore(kube, mgmt.default_runtime(), _snapshots_root(), namespace, cluster, name,
+                                       steps, duration(wait)))
+    except snap.SnapshotError as e:
+        fail(f"snapshot restore {name}: {e}")
+    finally:
+        kube.close()
+    typer.echo(f"cluster {namespace}/{cluster}: restored to snapshot {name}")
+
+
+@snapshot_app.command("list")
+def snapshot_list(
+    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    namespace: NamespaceOpt = "default",
+) -> None:
+    """The cluster's snapshots: name, creation time, size, complete or not."""
+    from capd_py.cli import snapshot as snap
+    from capd_py.cli.listing import table
+    from capd_py.reconcile.snapshot import human
+    rows: list[tuple[str, ...]] = [(x.name, x.created, human(x.size),
+                                    "yes" if x.complete else "no (interrupted: delete it)")
+            for x in snap.listing(_snapshots_root(), namespace, cluster)]
+    if not rows:
+        sys.stderr.write(f"No snapshots of {namespace}/{cluster}.\n")
+        return
+    sys.stdout.write(table(("NAME", "CREATED", "SIZE", "COMPLETE"), rows))
+
+
+@snapshot_app.command("delete")
+def snapshot_delete(
+    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    name: Annotated[str, typer.Argument(help="Snapshot name.")],
+    namespace: NamespaceOpt = "default",
+) -> None:
+    """Remove a snapshot (complete or not)."""
+    from capd_py.cli import snapshot as snap
+    if not snap.delete(_snapshots_root(), namespace, cluster, name):
+        fail(f"no snapshot {name} of {namespace}/{cluster}")
+    typer.echo(f"deleted snapshot {name} of {namespace}/{cluster}")
+
+
 # -- init / controllers / quickstart -------------------------------------------------------------------
 
 def do_init(name: str, image: str, port: int, in_cluster: bool, controllers: bool, steps: Steps,

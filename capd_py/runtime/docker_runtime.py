@@ -313,6 +313,23 @@ class DockerRuntime:
                 return
             raise RuntimeError_(f"unpause container {name}: {e.explanation or e}") from e
 
+    def storage_paths(self, name: str) -> dict[str, str]:
+        attrs = self._inspect(name)
+        if attrs is None:
+            raise RuntimeError_(f"no container {name}")
+        driver = attrs.get("GraphDriver") or {}
+        upper = (driver.get("Data") or {}).get("UpperDir") or ""
+        if driver.get("Name") != "overlay2" or not upper:
+            raise RuntimeError_(f"{name}: storage driver {driver.get('Name')!r}: snapshots need overlay2")
+        out = {"/": upper}
+        for m in attrs.get("Mounts") or []:
+            if m.get("Type") == "volume" and m.get("Source"):
+                out[str(m["Destination"])] = str(m["Source"])
+        missing = [p for p in out.values() if not os.path.isdir(p)]
+        if missing:
+            raise RuntimeError_(f"{name}: {missing[0]} is not on this host (snapshots need a local docker daemon)")
+        return out
+
     def remove_container(self, name: str) -> None:
         try:
             self.api.remove_container(name, v=True, force=True)

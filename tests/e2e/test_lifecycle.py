@@ -9,7 +9,10 @@ One 1 CP + 1 worker cluster for every verb, run in sequence on it, each timed:
    pods running, unpaused, the power state gone; target <= 15 s;
 4. `pause cluster` -> every container frozen, 0 CPU over 10 s (cpuacct of each container's cgroup), `get clusters`
    says Paused;
-5. `resume cluster` -> the workload API answers <= 2 s after the thaw, then Ready nodes, unpaused, Available.
+5. `resume cluster` -> the workload API answers <= 2 s after the thaw, then Ready nodes, unpaused, Available;
+6. `snapshot create` (a ConfigMap written before), another ConfigMap, `snapshot restore` -> the first is there, the
+   second gone, Available, <= 20 s; clear refusals of an unknown and an interrupted snapshot; list and delete.
+And `stop|start management` on a management cluster of `capd-py init`.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ NAME = "e2e-life"
 POWER = "infrastructure.cluster.x-k8s.io/capd-py-power-state"
 START_TARGET = 15.0       # issue 31: start -> Available
 RESUME_API_TARGET = 2.0   # issue 31: resume -> API answering
+RESTORE_TARGET = 20.0     # issue 31: snapshot restore -> Available
 
 WORKLOAD = """
 apiVersion: apps/v1
@@ -178,7 +182,10 @@ class ApiPoller:
         self._t.join(5)
 
 
-def test_stop_start_pause_resume(mgmt: Mgmt, life: WorkloadCluster) -> None:
+def test_stop_start_pause_resume_snapshot(mgmt: Mgmt, life: WorkloadCluster, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"  # snapshots go under the capd-py home: the test's own
+    monkeypatch.setenv("CAPD_PY_HOME", str(home))
     kc = life.kubeconfig
     workload_kubectl(kc, "apply", "-f", "-", input_=WORKLOAD)
     mgmt.kubectl("apply", "-f", "-", input_=MHC)
@@ -261,9 +268,38 @@ def test_stop_start_pause_resume(mgmt: Mgmt, life: WorkloadCluster) -> None:
     assert mgmt.condition("cluster", NAME, "Available")
     assert machines(mgmt) == before
 
+    # -- snapshot create / restore -----------------------------------------------------------------------
+    workload_kubectl(kc, "create", "configmap", "before", "--from-literal=k=v")
+    times["snapshot create"], out, _ = capd_timed(mgmt, "snapshot", "create", NAME, "--name", "s1")
+    folder, size = out.strip().split("\t")
+    assert Path(folder) == home / "snapshots" / "default" / NAME / "s1" and (Path(folder) / "manifest.json").exists()
+    listed = mgmt.capd("snapshot", "list", NAME).stdout
+    assert listed.splitlines()[1].split()[0] == "s1" and size in listed and "yes" in listed, listed
+    assert set(states().values()) == {"running"}, states()  # it was running: started again
+    assert mgmt.condition("cluster", NAME, "Available")
+    workload_kubectl(kc, "create", "configmap", "after", "--from-literal=k=v")
+    times["snapshot restore"], out, _ = capd_timed(mgmt, "snapshot", "restore", NAME, "s1")
+    cms = workload_kubectl(kc, "get", "configmaps", "-o", "name").split()
+    assert "configmap/before" in cms and "configmap/after" not in cms, cms
+    assert mgmt.condition("cluster", NAME, "Available") and machines(mgmt) == before
+    wait_for(lambda: json.loads(workload_kubectl(kc, "get", "deploy", "keep", "-o", "json"))["status"]
+             .get("readyReplicas") == 2, 120, "the workload's 2 pods Ready after the restore")
+    # clear refusals: an unknown snapshot, an interrupted one
+    r = mgmt.capd("snapshot", "restore", NAME, "nope", check=False)
+    assert r.returncode == 1 and "no snapshot nope of default/e2e-life" in r.stderr, r.stderr
+    (home / "snapshots" / "default" / NAME / "cut.partial").mkdir()
+    r = mgmt.capd("snapshot", "restore", NAME, "cut", check=False)
+    assert r.returncode == 1 and "is incomplete" in r.stderr, r.stderr
+    assert "no (interrupted" in mgmt.capd("snapshot", "list", NAME).stdout
+    mgmt.capd("snapshot", "delete", NAME, "s1")
+    mgmt.capd("snapshot", "delete", NAME, "cut")
+    assert not (home / "snapshots" / "default" / NAME / "s1").exists()
+    print(f"snapshot size {size}")
+
     print("\nlifecycle times: " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
     assert api_after_thaw <= RESUME_API_TARGET, times
     assert times["start"] <= START_TARGET, times
+    assert times["snapshot restore"] <= RESTORE_TARGET, times
 
 
 @pytest.fixture
