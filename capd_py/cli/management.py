@@ -325,6 +325,8 @@ class ManagementCluster:
         if fields.get("controllers") == "host":
             with st.step("Starting the controllers 🎮"):
                 start_controllers(self.kubeconfig, self.name)
+                # as init: writes of capd-py's kinds go through their admission webhook, ready once it listens
+                wait_webhook(installed_webhook_url(self.kubeconfig))
         marker.unlink(missing_ok=True)
 
     # -- delete ----------------------------------------------------------------------------------
