@@ -91,3 +91,22 @@ def test_missing_cluster() -> None:
     r = power.Run(kube, rt, "ns", "nope", Steps(plain=True, quiet=True), time.monotonic() + 5)
     with pytest.raises(power.PowerError, match="cluster ns/nope not found"):
         asyncio.run(power.drive(r, "stop"))
+
+
+def test_controllers_that_never_report_paused_are_waited_for_then_warned_about(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rt, kube = _setup()
+    c = _cluster(kube)
+    c["status"] = {}  # no controller ever wrote a Paused condition (they are not running)
+    kube.put_object("clusters", c)
+    monkeypatch.setattr(power, "PAUSE_REPORT_SECONDS", 0.5)
+    lines: list[str] = []
+
+    class Capture(Steps):
+        def info(self, line: str) -> None:
+            lines.append(line)
+    r = power.Run(kube, rt, "ns", "c1", Capture(plain=True, quiet=True), time.monotonic() + 30)
+    t0 = time.monotonic()
+    assert asyncio.run(power.drive(r, "stop")) == "stopped (3 containers)"
+    assert 0.5 <= time.monotonic() - t0 < 5
+    assert any("did not report Paused within" in x for x in lines), lines
