@@ -479,7 +479,15 @@ def delete_cluster(
     kube = connect(kubeconfig)
 
     async def go() -> tuple[bool, str | None]:
+        from capd_py.api.labels import POWER_STATE_ANNOTATION
+        from capd_py.reconcile.powerstate import delete_refusal
         try:
+            current = await kube.get(CLUSTER, namespace, name)
+            refusal = delete_refusal(name, ((current or {}).get("metadata", {}).get("annotations") or {})
+                                     .get(POWER_STATE_ANNOTATION))
+            if refusal:
+                steps.end(False)
+                fail(refusal)
             # read before the deletion: the controllers remove the Secret with the cluster
             secret = await secret_kubeconfig(kube, namespace, name)
             return bool(await kube.delete(CLUSTER, namespace, name)), secret

@@ -252,6 +252,16 @@ def _resume(o: Observed, v: _View) -> Step:
     return _come_back(o, v)
 
 
+def delete_refusal(name: str, state: str | None) -> str | None:
+    """Why `capd-py delete cluster` refuses (None: it may go on). A stopped or frozen cluster is paused for the
+    controllers, which then do nothing, its deletion included (as upstream): the delete would wait forever."""
+    if state is None:
+        return None
+    verb = "resume" if state in (PAUSING, PAUSED, RESUMING) else "start"
+    return (f"cluster {name} is {state} (its objects are paused for the controllers, so nothing would delete it): "
+            f"`capd-py {verb} cluster {name}` first")
+
+
 def phase(state: str | None) -> str | None:
     """What `capd-py get clusters` shows as the phase while a power state is recorded (None: the Cluster's own)."""
     return {STOPPING: "Stopping", STOPPED: "Stopped", STARTING: "Starting", PAUSING: "Pausing", PAUSED: "Paused",

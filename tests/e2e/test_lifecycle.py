@@ -218,6 +218,9 @@ def test_stop_start_pause_resume_snapshot(mgmt: Mgmt, life: WorkloadCluster, tmp
     assert set(states().values()) == {"exited"}, states()
     assert mgmt.get("cluster", NAME)["metadata"]["annotations"][POWER] == "stopped"
     assert cluster_phase(mgmt) == "Stopped"
+    r = mgmt.capd("delete", "cluster", NAME, check=False)  # paused: nothing would delete it, so it is refused
+    assert r.returncode == 1 and "e2e-life is stopped" in r.stderr, r.stderr
+    assert mgmt.get("cluster", NAME)["metadata"].get("deletionTimestamp") is None
     # while stopped: no container started again (DockerMachine / DockerCluster), no Machine remediated or replaced
     time.sleep(25)
     assert set(states().values()) == {"exited"}, states()

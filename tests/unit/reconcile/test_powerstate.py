@@ -205,3 +205,11 @@ def test_workload_ready_needs_ready_nodes_and_fresh_leases() -> None:
 
 def test_phase_shown_by_get_clusters() -> None:
     assert ps.phase(ps.STOPPED) == "Stopped" and ps.phase(ps.PAUSED) == "Paused" and ps.phase(None) is None
+
+
+def test_delete_refused_while_stopped_or_frozen() -> None:
+    assert ps.delete_refusal("dev", None) is None
+    assert ps.delete_refusal("dev", ps.STOPPED) == (
+        "cluster dev is stopped (its objects are paused for the controllers, so nothing would delete it): "
+        "`capd-py start cluster dev` first")
+    assert "`capd-py resume cluster dev` first" in (ps.delete_refusal("dev", ps.PAUSED) or "")
