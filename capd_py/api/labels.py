@@ -71,6 +71,13 @@ FIELD_MANAGER = "capd-py"
 LB_HOST_PORT_ANNOTATION = "infrastructure.cluster.x-k8s.io/capd-py-lb-host-port"
 # On a DockerCluster: run the cluster on this (shared, pre-existing or created) docker network.
 NETWORK_ANNOTATION = "infrastructure.cluster.x-k8s.io/capd-py-network"
+# On a Cluster, written by `capd-py stop|start|pause|resume cluster` (capd_py/reconcile/powerstate.py): where the
+# cluster's containers are going or are (stopping, stopped, starting, pausing, paused, resuming), so a killed
+# command run again knows what it was doing. Absent: running.
+POWER_STATE_ANNOTATION = "infrastructure.cluster.x-k8s.io/capd-py-power-state"
+# On a Cluster, beside POWER_STATE_ANNOTATION: "true" when `spec.paused` was already set by someone else before
+# the command paused the cluster, so starting / resuming leaves it paused.
+POWER_USER_PAUSED_ANNOTATION = "infrastructure.cluster.x-k8s.io/capd-py-power-user-paused"
 # On a DockerMachine of a DockerMachinePool: the hash of the pool template (Kubernetes version + the pool's
 # spec.template) it was made from; an instance with another hash is replaced by a rollout.
 POOL_TEMPLATE_HASH_LABEL = "infrastructure.cluster.x-k8s.io/capd-py-pool-template-hash"

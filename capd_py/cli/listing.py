@@ -15,8 +15,9 @@ from rich.console import Console
 from rich.table import Table
 
 from capd_py.api import conditions, contract
-from capd_py.api.labels import CONTROL_PLANE
+from capd_py.api.labels import CONTROL_PLANE, POWER_STATE_ANNOTATION
 from capd_py.cli.describe import since
+from capd_py.reconcile.powerstate import phase as power_phase
 
 CLUSTER_HEADER = ("NAME", "CLUSTERCLASS", "AVAILABLE", "CP DESIRED", "CP AVAILABLE", "W DESIRED", "W AVAILABLE",
                   "PHASE", "AGE", "VERSION")
@@ -33,9 +34,12 @@ def cluster_row(c: dict[str, Any], now: _dt.datetime) -> tuple[str, ...]:
     topo = spec.get("topology") or {}
     cp, w = st.get("controlPlane") or {}, st.get("workers") or {}
     avail = conditions.get(c, conditions.AVAILABLE)
+    # a stopped or frozen cluster's status is frozen too (its objects are paused): the power state says what it is
+    power = power_phase((c["metadata"].get("annotations") or {}).get(POWER_STATE_ANNOTATION))
     return (c["metadata"]["name"], _s((topo.get("classRef") or {}).get("name")), _s((avail or {}).get("status")),
             _s(cp.get("desiredReplicas")), _s(cp.get("availableReplicas")), _s(w.get("desiredReplicas")),
-            _s(w.get("availableReplicas")), _s(st.get("phase")), since(c["metadata"].get("creationTimestamp"), now),
+            _s(w.get("availableReplicas")), power or _s(st.get("phase")),
+            since(c["metadata"].get("creationTimestamp"), now),
             _s(topo.get("version")))
 
 

@@ -479,7 +479,15 @@ def delete_cluster(
     kube = connect(kubeconfig)
 
     async def go() -> tuple[bool, str | None]:
+        from capd_py.api.labels import POWER_STATE_ANNOTATION
+        from capd_py.reconcile.powerstate import delete_refusal
         try:
+            current = await kube.get(CLUSTER, namespace, name)
+            refusal = delete_refusal(name, ((current or {}).get("metadata", {}).get("annotations") or {})
+                                     .get(POWER_STATE_ANNOTATION))
+            if refusal:
+                steps.end(False)
+                fail(refusal)
             # read before the deletion: the controllers remove the Secret with the cluster
             secret = await secret_kubeconfig(kube, namespace, name)
             return bool(await kube.delete(CLUSTER, namespace, name)), secret
@@ -530,6 +538,205 @@ def delete_all(
             fail(str(e))
     typer.echo(f"deleted {counts['containers']} container(s), {counts['networks']} network(s), "
                f"{counts['volumes']} volume(s)")
+
+
+# -- stop / start / pause / resume (capd_py/cli/power.py, decisions in capd_py/reconcile/powerstate.py) -------------
+
+stop_app = typer.Typer(no_args_is_help=True, help="Stop a workload cluster's containers (paused for the controllers).")
+start_app = typer.Typer(no_args_is_help=True, help="Start a stopped workload cluster again.")
+pause_app = typer.Typer(no_args_is_help=True, help="Freeze a workload cluster's containers (docker pause: no CPU).")
+resume_app = typer.Typer(no_args_is_help=True, help="Thaw a paused workload cluster.")
+app.add_typer(stop_app, name="stop")
+app.add_typer(start_app, name="start")
+app.add_typer(pause_app, name="pause")
+app.add_typer(resume_app, name="resume")
+
+_POWER_TITLES = {"stop": "Stopping", "start": "Starting", "pause": "Pausing", "resume": "Resuming"}
+
+
+def _power(verb: str, name: str, namespace: str, wait: str, kubeconfig: str | None, stop_timeout: float = 10.0) -> None:
+    from capd_py.cli.power import PowerError, command
+    seconds = duration(wait)
+    steps = Steps()
+    kube = connect(kubeconfig)
+    steps.info(f"{_POWER_TITLES[verb]} cluster {namespace}/{name} ...")
+    try:
+        message = run_async(lambda: command(kube, mgmt.default_runtime(), verb, namespace, name, steps,
+                                            seconds if seconds > 0 else 3600.0, stop_timeout))
+    except PowerError as e:
+        fail(f"{verb} cluster {namespace}/{name}: {e} (run the command again to continue)")
+    typer.echo(f"cluster {namespace}/{name}: {message}")
+
+
+PowerWaitOpt = Annotated[str, typer.Option("--wait", help="How long the whole command may take (a duration).")]
+
+
+@stop_app.command("cluster")
+def stop_cluster(
+    name: Annotated[str, typer.Argument(help="Cluster name.")],
+    namespace: NamespaceOpt = "default",
+    wait: PowerWaitOpt = "5m",
+    stop_timeout: Annotated[float, typer.Option(
+        "--stop-timeout", min=0, help="Seconds each container gets to shut down before it is killed.")] = 10.0,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Pause the cluster's objects for the controllers, then stop its containers (workers, control planes, load
+    balancer last). Run it again after an interruption: it continues."""
+    _power("stop", name, namespace, wait, kubeconfig, stop_timeout)
+
+
+@start_app.command("cluster")
+def start_cluster(
+    name: Annotated[str, typer.Argument(help="Cluster name.")],
+    namespace: NamespaceOpt = "default",
+    wait: PowerWaitOpt = "5m",
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Start a stopped cluster's containers (load balancer first), wait for Ready nodes, unpause, wait for
+    Available."""
+    _power("start", name, namespace, wait, kubeconfig)
+
+
+@pause_app.command("cluster")
+def pause_cluster(
+    name: Annotated[str, typer.Argument(help="Cluster name.")],
+    namespace: NamespaceOpt = "default",
+    wait: PowerWaitOpt = "5m",
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Pause the cluster's objects for the controllers, then freeze its containers (cgroup freezer)."""
+    _power("pause", name, namespace, wait, kubeconfig)
+
+
+@resume_app.command("cluster")
+def resume_cluster(
+    name: Annotated[str, typer.Argument(help="Cluster name.")],
+    namespace: NamespaceOpt = "default",
+    wait: PowerWaitOpt = "5m",
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Thaw a paused cluster's containers, wait for Ready nodes, unpause, wait for Available."""
+    _power("resume", name, namespace, wait, kubeconfig)
+
+
+@stop_app.command("management")
+def stop_management(
+    name: Annotated[str, typer.Option("--name", help="Management cluster name.")] = mgmt.DEFAULT_NAME,
+    stop_timeout: Annotated[float, typer.Option("--stop-timeout", min=0)] = 10.0,
+) -> None:
+    """Stop the management cluster made by `capd-py init`: its host controllers, then its node container
+    (workload clusters keep running, unmanaged). `start management` brings both back."""
+    from capd_py.runtime.protocol import RuntimeError_
+    steps = Steps()
+    try:
+        mgmt.ManagementCluster(name=name, steps=steps).stop(stop_timeout)
+    except (mgmt.ManagementError, RuntimeError_) as e:
+        fail(str(e))
+    typer.echo(f"management cluster {name}: stopped")
+
+
+@start_app.command("management")
+def start_management(
+    name: Annotated[str, typer.Option("--name", help="Management cluster name.")] = mgmt.DEFAULT_NAME,
+    wait: PowerWaitOpt = "5m",
+) -> None:
+    """Start a stopped management cluster: its node container, then (when they ran at the stop) its host
+    controllers."""
+    from capd_py.runtime.protocol import RuntimeError_
+    steps = Steps()
+    try:
+        mgmt.ManagementCluster(name=name, steps=steps, ready_timeout=duration(wait)).start()
+    except (mgmt.ManagementError, RuntimeError_) as e:
+        fail(str(e))
+    typer.echo(f"management cluster {name}: running")
+
+
+# -- snapshots (capd_py/cli/snapshot.py, capd_py/reconcile/snapshot.py) ---------------------------------------
+
+snapshot_app = typer.Typer(no_args_is_help=True, help="Snapshots of a workload cluster's containers (stopped).")
+app.add_typer(snapshot_app, name="snapshot")
+
+
+def _snapshots_root() -> Path:
+    return mgmt.home() / "snapshots"
+
+
+@snapshot_app.command("create")
+def snapshot_create(
+    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    name: Annotated[str, typer.Option("--name", help="Snapshot name.")],
+    namespace: NamespaceOpt = "default",
+    wait: PowerWaitOpt = "10m",
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Stop the cluster, copy every container's storage (writable layer and volumes: etcd, containerd, kubelet)
+    under the capd-py home, start it again if it was running. Prints the folder and its size."""
+    from capd_py.cli import snapshot as snap
+    from capd_py.reconcile.snapshot import human
+    steps = Steps()
+    kube = connect(kubeconfig)
+    try:
+        dest, size = run_async(lambda: snap.create(kube, mgmt.default_runtime(), _snapshots_root(), namespace,
+                                                   cluster, name, steps, duration(wait)))
+    except snap.SnapshotError as e:
+        fail(f"snapshot create {name}: {e}")
+    finally:
+        kube.close()
+    typer.echo(f"{dest}\t{human(size)}")
+
+
+@snapshot_app.command("restore")
+def snapshot_restore(
+    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    name: Annotated[str, typer.Argument(help="Snapshot name.")],
+    namespace: NamespaceOpt = "default",
+    wait: PowerWaitOpt = "10m",
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Put the cluster back to the snapshot in place: stop it, make its containers' storage the snapshot's again,
+    start it (Available, Ready nodes). Run it again after an interruption."""
+    from capd_py.cli import snapshot as snap
+    steps = Steps()
+    kube = connect(kubeconfig)
+    try:
+        run_async(lambda: snap.restore(kube, mgmt.default_runtime(), _snapshots_root(), namespace, cluster, name,
+                                       steps, duration(wait)))
+    except snap.SnapshotError as e:
+        fail(f"snapshot restore {name}: {e}")
+    finally:
+        kube.close()
+    typer.echo(f"cluster {namespace}/{cluster}: restored to snapshot {name}")
+
+
+@snapshot_app.command("list")
+def snapshot_list(
+    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    namespace: NamespaceOpt = "default",
+) -> None:
+    """The cluster's snapshots: name, creation time, size, complete or not."""
+    from capd_py.cli import snapshot as snap
+    from capd_py.cli.listing import table
+    from capd_py.reconcile.snapshot import human
+    rows: list[tuple[str, ...]] = [(x.name, x.created, human(x.size),
+                                    "yes" if x.complete else "no (interrupted: delete it)")
+            for x in snap.listing(_snapshots_root(), namespace, cluster)]
+    if not rows:
+        sys.stderr.write(f"No snapshots of {namespace}/{cluster}.\n")
+        return
+    sys.stdout.write(table(("NAME", "CREATED", "SIZE", "COMPLETE"), rows))
+
+
+@snapshot_app.command("delete")
+def snapshot_delete(
+    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    name: Annotated[str, typer.Argument(help="Snapshot name.")],
+    namespace: NamespaceOpt = "default",
+) -> None:
+    """Remove a snapshot (complete or not)."""
+    from capd_py.cli import snapshot as snap
+    if not snap.delete(_snapshots_root(), namespace, cluster, name):
+        fail(f"no snapshot {name} of {namespace}/{cluster}")
+    typer.echo(f"deleted snapshot {name} of {namespace}/{cluster}")
 
 
 # -- init / controllers / quickstart -------------------------------------------------------------------

@@ -95,6 +95,12 @@ def pid_path(name: str = DEFAULT_NAME) -> Path:
     return home() / ("controllers.pid" if name == DEFAULT_NAME else f"{name}-controllers.pid")
 
 
+def power_path(name: str = DEFAULT_NAME) -> Path:
+    """Written by `capd-py stop management` before it stops anything, removed by `start management` once done: a
+    killed stop or start run again knows whether host controllers were running and must come back."""
+    return home() / f"{name}.power"
+
+
 def log_path(name: str = DEFAULT_NAME) -> Path:
     return home() / ("controllers.log" if name == DEFAULT_NAME else f"{name}-controllers.log")
 
@@ -281,6 +287,48 @@ class ManagementCluster:
         if not poll(self._node_ready, self.ready_timeout, 1):
             raise ManagementError(f"node {self.node} not Ready after {self.ready_timeout:.0f}s")
 
+    # -- stop / start ------------------------------------------------------------------------------
+    # Workload clusters keep running meanwhile (unmanaged, as through a dockerd restart); stop them first with
+    # `capd-py stop cluster` for a whole laptop shutdown. In-cluster controllers stop and start with the node.
+    def stop(self, stop_timeout: float = 10.0) -> None:
+        st, marker = self.steps, power_path(self.name)
+        if self.exists() is None:
+            raise ManagementError(f"management cluster {self.name!r} does not exist ({self.node})")
+        if not marker.exists():  # the intent first: what must come back at start
+            host = controllers_pid(self.name) is not None
+            write_private(marker, f"state=stopped\ncontrollers={'host' if host else 'none'}\n")
+        with st.step("Stopping the controllers ⏹"):
+            stop_controllers(self.name)
+        with st.step(f"Stopping {self.node} ⏹"):
+            self.rt.stop_container(self.node, stop_timeout)
+
+    def _api_ready(self) -> bool | None:
+        r = self.rt.exec(self.node, ["kubectl", "--kubeconfig=/etc/kubernetes/admin.conf", "get", "--raw",
+                                     "/readyz"], timeout=10)
+        return True if r.exit_code == 0 and r.output.strip() == "ok" else None
+
+    def start(self) -> None:
+        st, marker = self.steps, power_path(self.name)
+        info = self.exists()
+        if info is None:
+            raise ManagementError(f"management cluster {self.name!r} does not exist ({self.node})")
+        fields = dict(line.split("=", 1) for line in marker.read_text().splitlines() if "=" in line) \
+            if marker.exists() else {}
+        with st.step(f"Starting {self.node} ▶"):
+            if info.status == "paused":
+                self.rt.unpause_container(self.node)
+            elif not info.running:
+                self.rt.start_container(self.node)
+        with st.step("Waiting for the API server ⏳"):
+            if not poll(self._api_ready, self.ready_timeout, 0.5):
+                raise ManagementError(f"the API server of {self.node} not ready after {self.ready_timeout:.0f}s")
+        if fields.get("controllers") == "host":
+            with st.step("Starting the controllers 🎮"):
+                start_controllers(self.kubeconfig, self.name)
+                # as init: writes of capd-py's kinds go through their admission webhook, ready once it listens
+                wait_webhook(installed_webhook_url(self.kubeconfig))
+        marker.unlink(missing_ok=True)
+
     # -- delete ----------------------------------------------------------------------------------
     def delete(self) -> bool:
         """Remove the controllers process, every container and volume of this management cluster."""
@@ -301,6 +349,7 @@ class ManagementCluster:
         if self.kubeconfig.exists():
             self.kubeconfig.unlink()
             found = True
+        power_path(self.name).unlink(missing_ok=True)
         return found
 
 

@@ -288,6 +288,48 @@ class DockerRuntime:
         except docker.errors.APIError as e:
             raise RuntimeError_(f"start container {name}: {e.explanation or e}") from e
 
+    def stop_container(self, name: str, timeout: float = 10.0) -> None:
+        try:
+            # the HTTP call lasts up to `timeout` + the shutdown: the client's own timeout must exceed it
+            self.api.stop(name, timeout=max(0, round(timeout)))
+        except docker.errors.APIError as e:
+            if e.status_code == 304:  # already stopped
+                return
+            raise RuntimeError_(f"stop container {name}: {e.explanation or e}") from e
+
+    def pause_container(self, name: str) -> None:
+        try:
+            self.api.pause(name)
+        except docker.errors.APIError as e:
+            if "already paused" in str(e):  # docker 20.10 answers 409 or 500 depending on the call
+                return
+            raise RuntimeError_(f"pause container {name}: {e.explanation or e}") from e
+
+    def unpause_container(self, name: str) -> None:
+        try:
+            self.api.unpause(name)
+        except docker.errors.APIError as e:
+            if "is not paused" in str(e):  # docker 20.10: 500 "Container <id> is not paused"
+                return
+            raise RuntimeError_(f"unpause container {name}: {e.explanation or e}") from e
+
+    def storage_paths(self, name: str) -> dict[str, str]:
+        attrs = self._inspect(name)
+        if attrs is None:
+            raise RuntimeError_(f"no container {name}")
+        driver = attrs.get("GraphDriver") or {}
+        upper = (driver.get("Data") or {}).get("UpperDir") or ""
+        if driver.get("Name") != "overlay2" or not upper:
+            raise RuntimeError_(f"{name}: storage driver {driver.get('Name')!r}: snapshots need overlay2")
+        out = {"/": upper}
+        for m in attrs.get("Mounts") or []:
+            if m.get("Type") == "volume" and m.get("Source"):
+                out[str(m["Destination"])] = str(m["Source"])
+        missing = [p for p in out.values() if not os.path.isdir(p)]
+        if missing:
+            raise RuntimeError_(f"{name}: {missing[0]} is not on this host (snapshots need a local docker daemon)")
+        return out
+
     def remove_container(self, name: str) -> None:
         try:
             self.api.remove_container(name, v=True, force=True)

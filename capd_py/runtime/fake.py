@@ -81,6 +81,7 @@ class FakeRuntime:
         self.saves: list[str] = []       # references passed to save_image, in order
         self.ctr_images: dict[str, dict[str, str]] = {}
         self._lock = threading.RLock()
+        self.storage: dict[str, dict[str, str]] = {}   # storage_paths' answers
         self._ids = itertools.count(1)
         self._nets = itertools.count(20)
         self.routes: list[str] = []      # what host_routes() answers
@@ -161,6 +162,37 @@ class FakeRuntime:
             if name not in self.containers:
                 raise RuntimeError_(f"no container {name}")
             self.set_status(name, "running")
+
+    def stop_container(self, name: str, timeout: float = 10.0) -> None:
+        with self._lock:
+            if name not in self.containers:
+                raise RuntimeError_(f"no container {name}")
+            if self.containers[name].info.status != "exited":
+                self.set_status(name, "exited")
+
+    def pause_container(self, name: str) -> None:
+        with self._lock:
+            c = self.containers.get(name)
+            if c is None or c.info.status not in ("running", "paused"):
+                raise RuntimeError_(f"container {name} is not running")
+            self.set_status(name, "paused")
+
+    def unpause_container(self, name: str) -> None:
+        with self._lock:
+            c = self.containers.get(name)
+            if c is None or c.info.status not in ("running", "paused"):
+                raise RuntimeError_(f"container {name} is not running")
+            self.set_status(name, "running")
+
+    def storage_paths(self, name: str) -> dict[str, str]:
+        # a test that snapshots gives each container real folders here (container name -> {mount: path})
+        with self._lock:
+            if name not in self.containers:
+                raise RuntimeError_(f"no container {name}")
+            paths = self.storage.get(name)
+            if paths is None:
+                raise RuntimeError_(f"{name}: the fake runtime has no storage folders for it")
+            return dict(paths)
 
     def remove_container(self, name: str) -> None:
         with self._lock:

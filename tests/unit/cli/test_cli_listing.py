@@ -49,3 +49,11 @@ def test_node_rows_join_machines_nodes_and_containers() -> None:
     # the workload API did not answer: status "?" for every row, the rest from the management side
     assert {r[3] for r in node_rows(machines, None, states)} == {"?"}
     assert table(NODE_HEADER, rows).splitlines()[0].split()[:2] == ["NAME", "ROLE"]
+
+
+def test_cluster_row_shows_the_power_state() -> None:
+    c = {"metadata": {"name": "dev", "annotations": {"infrastructure.cluster.x-k8s.io/capd-py-power-state": "stopped"}},
+         "status": {"phase": "Provisioned"}}
+    assert cluster_row(c, NOW)[7] == "Stopped"
+    c["metadata"]["annotations"] = {}
+    assert cluster_row(c, NOW)[7] == "Provisioned"

@@ -138,3 +138,19 @@ def test_init_refuses_a_bad_feature_gate_variable_before_creating_anything(monke
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")  # nothing may be created anyway
     r = runner.invoke(app, ["init", "--name", "never-made"])
     assert r.exit_code == 2 and "feature gate InPlaceUpdates=true is not supported by capd-py" in r.output, r.output
+
+
+def test_delete_refuses_a_stopped_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    from capd_py.cli import main as cli_main
+    from capd_py.runtime.fake import FakeRuntime
+    from capd_py.testing.fake_workload import FakeWorkloadKube
+
+    kube = FakeWorkloadKube(FakeRuntime(), "mgmt", "mgmt")
+    kube.put_object("clusters", {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {
+        "name": "dev", "namespace": "default",
+        "annotations": {"infrastructure.cluster.x-k8s.io/capd-py-power-state": "stopped"}}})
+    monkeypatch.setattr(cli_main, "connect", lambda _kubeconfig: kube)
+    r = runner.invoke(app, ["delete", "cluster", "dev", "--no-wait"])
+    assert r.exit_code == 1
+    assert "cluster dev is stopped" in r.output and "`capd-py start cluster dev` first" in r.output
+    assert kube.object("clusters", "default", "dev") is not None  # not deleted

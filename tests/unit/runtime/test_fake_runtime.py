@@ -99,3 +99,20 @@ def test_images_list_build_save() -> None:
     assert rt.save_image("capd-py/controllers:dev")
     with pytest.raises(RuntimeError_):
         rt.save_image("absent:1")
+
+
+def test_stop_pause_unpause() -> None:
+    rt = FakeRuntime()
+    _node(rt)
+    rt.pause_container("n1")
+    rt.pause_container("n1")  # already paused: no-op, as docker's adapter
+    assert rt.get_container("n1").status == "paused"  # type: ignore[union-attr]
+    rt.unpause_container("n1")
+    assert rt.get_container("n1").status == "running"  # type: ignore[union-attr]
+    rt.stop_container("n1")
+    rt.stop_container("n1")
+    assert rt.get_container("n1").status == "exited"  # type: ignore[union-attr]
+    with pytest.raises(RuntimeError_):
+        rt.pause_container("n1")  # a stopped container cannot be frozen
+    rt.start_container("n1")
+    assert rt.get_container("n1").running  # type: ignore[union-attr]

@@ -1,0 +1,350 @@
+"""Issue 31: a workload cluster's lifecycle on a laptop: stop / start and pause (freeze) / resume.
+
+One 1 CP + 1 worker cluster for every verb, run in sequence on it, each timed:
+1. a workload (Deployment) and a MachineHealthCheck that would replace a NotReady worker after 10 s;
+2. `stop cluster` SIGKILLed right after its pause step -> the intent is recorded and the cluster paused; run again,
+   it finishes: every container stopped, `get clusters` says Stopped; 25 s later nothing was started, replaced or
+   remediated (the controllers honour the pause);
+3. `start cluster` -> Available with Ready nodes (Lease renewed after the start), the same Machines, the workload's
+   pods running, unpaused, the power state gone; target <= 15 s;
+4. `pause cluster` -> every container frozen, 0 CPU over 10 s (cpuacct of each container's cgroup), `get clusters`
+   says Paused;
+5. `resume cluster` -> the workload API answers <= 2 s after the thaw, then Ready nodes, unpaused, Available;
+6. `snapshot create` (a ConfigMap written before), another ConfigMap, `snapshot restore` -> the first is there, the
+   second gone, Available, <= 20 s; clear refusals of an unknown and an interrupted snapshot; list and delete.
+And `stop|start management` on a management cluster of `capd-py init`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import ssl
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capd_py.cli import management
+from capd_py.testing.e2e import (
+    CAPD,
+    Mgmt,
+    WorkloadCluster,
+    create_cluster,
+    kubectl_bin,
+    run,
+    wait_for,
+    workload_kubectl,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
+
+NAME = "e2e-life"
+POWER = "infrastructure.cluster.x-k8s.io/capd-py-power-state"
+START_TARGET = 15.0       # issue 31: start -> Available
+RESUME_API_TARGET = 2.0   # issue 31: resume -> API answering
+RESTORE_TARGET = 20.0     # issue 31: snapshot restore -> Available
+
+WORKLOAD = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: keep}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: keep}}
+  template:
+    metadata: {labels: {app: keep}}
+    spec:
+      tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
+      containers:
+      - {name: pause, image: "registry.k8s.io/pause:3.10.1", imagePullPolicy: Never}
+"""
+
+MHC = f"""
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineHealthCheck
+metadata: {{name: {NAME}-md-0, namespace: default}}
+spec:
+  clusterName: {NAME}
+  selector: {{matchLabels: {{cluster.x-k8s.io/deployment-name: {NAME}-md-0}}}}
+  checks:
+    unhealthyNodeConditions:
+    - {{type: Ready, status: Unknown, timeoutSeconds: 10}}
+    - {{type: Ready, status: "False", timeoutSeconds: 10}}
+"""
+
+
+@pytest.fixture
+def life(mgmt: Mgmt, cluster_cleanup: list[str], tmp_path: Path) -> Iterator[WorkloadCluster]:
+    cluster_cleanup.append(NAME)
+    c = create_cluster(mgmt, NAME, 1, 1, tmp_path, 600)
+    print(f"\n{NAME}: 1 CP + 1 worker Available after {c.available_seconds:.0f}s")
+    yield c
+    # the cleanup deletes through the controllers: they must not find it paused or frozen
+    run([*CAPD, "resume", "cluster", NAME], check=False, env={"CAPD_PY_KUBECONFIG": mgmt.kubeconfig})
+    run([*CAPD, "start", "cluster", NAME], check=False, env={"CAPD_PY_KUBECONFIG": mgmt.kubeconfig})
+
+
+def containers() -> dict[str, dict[str, Any]]:
+    ids = run(["docker", "ps", "-a", "-q", "--filter", f"label=io.x-k8s.capd-py.cluster={NAME}"]).stdout.split()
+    return {c["Name"].lstrip("/"): c for c in json.loads(run(["docker", "inspect", *ids]).stdout)}
+
+
+def states() -> dict[str, str]:
+    return {n: c["State"]["Status"] for n, c in containers().items()}
+
+
+def machines(mgmt: Mgmt) -> dict[str, Any]:
+    items = json.loads(mgmt.kubectl("get", "machines", "-l", f"cluster.x-k8s.io/cluster-name={NAME}",
+                                    "-o", "json"))["items"]
+    return {m["metadata"]["name"]: m["metadata"].get("deletionTimestamp") for m in items}
+
+
+def cluster_phase(mgmt: Mgmt) -> str:
+    lines = mgmt.capd("get", "clusters").stdout.splitlines()
+    row = next(line for line in lines if line.split()[:1] == [NAME])
+    a, b = lines[0].index("PHASE"), lines[0].index("AGE")  # columns by the header's offsets (some are empty)
+    return row[a:b].strip()
+
+
+def capd_timed(mgmt: Mgmt, *args: str) -> tuple[float, str, list[tuple[float, str]]]:
+    """Run `capd-py ARGS`; (seconds, stdout, [(time, stderr line)])."""
+    t0 = time.monotonic()
+    p = subprocess.Popen([*CAPD, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "CAPD_PY_KUBECONFIG": mgmt.kubeconfig, "CAPD_PY_PLAIN": "1"})
+    lines: list[tuple[float, str]] = []
+    assert p.stderr is not None
+    for line in p.stderr:
+        lines.append((time.monotonic(), line.rstrip("\n")))
+    out = p.stdout.read() if p.stdout else ""
+    rc = p.wait()
+    took = time.monotonic() - t0
+    text = "\n".join(x for _, x in lines)
+    assert rc == 0, f"capd-py {' '.join(args)} exited {rc}\n{out}\n{text}"
+    print(f"\n$ capd-py {' '.join(args)}  ({took:.1f}s)\n{text}\n{out}\nsteps: {step_times(t0, lines)}")
+    return took, out, lines
+
+
+def step_times(t0: float, lines: list[tuple[float, str]]) -> str:
+    """Each step's seconds from its ` • ` line to its ` ✓ ` line (the plain progress), and the process start."""
+    started: dict[str, float] = {}
+    out = []
+    for t, line in lines:
+        if line.startswith(" • "):
+            started[line[3:].removesuffix("  ...")] = t
+        elif line.startswith(" ✓ ") and line[3:] in started:
+            out.append(f"{line[3:].split(':')[0].split(' (')[0]} {t - started[line[3:]]:.1f}s")
+    first = min(started.values(), default=t0)
+    return f"python start + first read {first - t0:.1f}s; " + "; ".join(out)
+
+
+def cpu_usage(ids: list[str]) -> dict[str, int]:
+    """cpuacct.usage (ns) of each container's cgroup (cgroup v1, cgroupfs driver: /docker/<id>), which holds
+    the node's systemd, kubelet, containerd and every pod (the node's cgroups are nested under it)."""
+    return {i: int(Path(f"/sys/fs/cgroup/cpuacct/docker/{i}/cpuacct.usage").read_text()) for i in ids}
+
+
+class ApiPoller:
+    """Polls https://127.0.0.1:<LB port>/readyz (anonymous: allowed by default) every 50 ms; records the first
+    answer after start()."""
+
+    def __init__(self, server: str):
+        self.url = server.rstrip("/") + "/readyz"
+        self.ctx = ssl.create_default_context()
+        self.ctx.check_hostname = False
+        self.ctx.verify_mode = ssl.CERT_NONE
+        self.first: float | None = None
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set() and self.first is None:
+            try:
+                with urllib.request.urlopen(self.url, timeout=0.5, context=self.ctx) as r:
+                    if r.status == 200:
+                        self.first = time.monotonic()
+            except OSError:
+                pass
+            time.sleep(0.05)
+
+    def start(self) -> None:
+        self._t.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join(5)
+
+
+def test_stop_start_pause_resume_snapshot(mgmt: Mgmt, life: WorkloadCluster, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"  # snapshots go under the capd-py home: the test's own
+    monkeypatch.setenv("CAPD_PY_HOME", str(home))
+    kc = life.kubeconfig
+    workload_kubectl(kc, "apply", "-f", "-", input_=WORKLOAD)
+    mgmt.kubectl("apply", "-f", "-", input_=MHC)
+    wait_for(lambda: json.loads(workload_kubectl(kc, "get", "deploy", "keep", "-o", "json"))["status"]
+             .get("readyReplicas") == 2, 120, "the workload's 2 pods Ready")
+    before = machines(mgmt)
+    assert len(before) == 2 and not any(before.values()), before
+    all_names = set(states())
+    assert len(all_names) == 3, all_names  # LB, control plane, worker
+    times: dict[str, float] = {}
+
+    # -- stop, killed right after its pause step, then run again ------------------------------------------
+    p = subprocess.Popen([*CAPD, "stop", "cluster", NAME], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, env={**os.environ, "CAPD_PY_KUBECONFIG": mgmt.kubeconfig, "CAPD_PY_PLAIN": "1"})
+    assert p.stderr is not None
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if line.startswith(" ✓ Pausing the cluster's objects"):
+            p.send_signal(signal.SIGKILL)
+            break
+    p.wait()
+    assert p.returncode == -signal.SIGKILL, f"stop ended before its pause step was seen: {''.join(seen)}"
+    c = mgmt.get("cluster", NAME)
+    assert c["spec"].get("paused") is True
+    assert c["metadata"]["annotations"][POWER] == "stopping"
+    assert "running" in states().values(), states()  # killed before it stopped everything
+    times["stop (re-run)"], out, _ = capd_timed(mgmt, "stop", "cluster", NAME)
+    assert "stopped" in out
+    assert set(states().values()) == {"exited"}, states()
+    assert mgmt.get("cluster", NAME)["metadata"]["annotations"][POWER] == "stopped"
+    assert cluster_phase(mgmt) == "Stopped"
+    r = mgmt.capd("delete", "cluster", NAME, check=False)  # paused: nothing would delete it, so it is refused
+    assert r.returncode == 1 and "e2e-life is stopped" in r.stderr, r.stderr
+    assert mgmt.get("cluster", NAME)["metadata"].get("deletionTimestamp") is None
+    # while stopped: no container started again (DockerMachine / DockerCluster), no Machine remediated or replaced
+    time.sleep(25)
+    assert set(states().values()) == {"exited"}, states()
+    assert machines(mgmt) == before
+
+    # -- start --------------------------------------------------------------------------------------------
+    times["start"], out, _ = capd_timed(mgmt, "start", "cluster", NAME)
+    assert "running (3 containers)" in out
+    assert set(states().values()) == {"running"}, states()
+    c = mgmt.get("cluster", NAME)
+    assert not c["spec"].get("paused") and POWER not in (c["metadata"].get("annotations") or {})
+    assert mgmt.condition("cluster", NAME, "Available")
+    assert machines(mgmt) == before
+    nodes = json.loads(workload_kubectl(kc, "get", "nodes", "-o", "json"))["items"]
+    ready = [n for n in nodes if any(x["type"] == "Ready" and x["status"] == "True" for x in n["status"]["conditions"])]
+    assert len(nodes) == len(ready) == 2, nodes
+    wait_for(lambda: json.loads(workload_kubectl(kc, "get", "deploy", "keep", "-o", "json"))["status"]
+             .get("readyReplicas") == 2, 120, "the workload's 2 pods Ready after the start")
+
+    # -- pause (freeze) -----------------------------------------------------------------------------------
+    times["pause"], out, _ = capd_timed(mgmt, "pause", "cluster", NAME)
+    assert set(states().values()) == {"paused"}, states()
+    assert cluster_phase(mgmt) == "Paused"
+    ids = [x["Id"] for x in containers().values()]
+    u0 = cpu_usage(ids)
+    time.sleep(10)
+    u1 = cpu_usage(ids)
+    used = {i[:12]: u1[i] - u0[i] for i in ids}
+    print(f"CPU used by the frozen containers over 10 s (ns): {used}")
+    assert all(v == 0 for v in used.values()), used
+
+    # -- resume -------------------------------------------------------------------------------------------
+    server = next(line.split()[-1] for line in kc.read_text().splitlines() if line.strip().startswith("server:"))
+    poller = ApiPoller(server)
+    poller.start()
+    try:
+        times["resume"], out, lines = capd_timed(mgmt, "resume", "cluster", NAME)
+    finally:
+        poller.stop()
+    # from the moment the command starts thawing (its step line, printed before the first `docker unpause`)
+    thawed = next(t for t, line in lines if line.startswith(" • Thawing"))
+    assert poller.first is not None, "the workload API never answered during resume"
+    api_after_thaw = poller.first - thawed
+    times["resume: API after the thaw"] = api_after_thaw
+    assert set(states().values()) == {"running"}, states()
+    c = mgmt.get("cluster", NAME)
+    assert not c["spec"].get("paused") and POWER not in (c["metadata"].get("annotations") or {})
+    assert mgmt.condition("cluster", NAME, "Available")
+    assert machines(mgmt) == before
+
+    # -- snapshot create / restore -----------------------------------------------------------------------
+    workload_kubectl(kc, "create", "configmap", "before", "--from-literal=k=v")
+    times["snapshot create"], out, _ = capd_timed(mgmt, "snapshot", "create", NAME, "--name", "s1")
+    folder, size = out.strip().split("\t")
+    assert Path(folder) == home / "snapshots" / "default" / NAME / "s1" and (Path(folder) / "manifest.json").exists()
+    listed = mgmt.capd("snapshot", "list", NAME).stdout
+    assert listed.splitlines()[1].split()[0] == "s1" and size in listed and "yes" in listed, listed
+    assert set(states().values()) == {"running"}, states()  # it was running: started again
+    assert mgmt.condition("cluster", NAME, "Available")
+    workload_kubectl(kc, "create", "configmap", "after", "--from-literal=k=v")
+    times["snapshot restore"], out, _ = capd_timed(mgmt, "snapshot", "restore", NAME, "s1")
+    cms = workload_kubectl(kc, "get", "configmaps", "-o", "name").split()
+    assert "configmap/before" in cms and "configmap/after" not in cms, cms
+    assert mgmt.condition("cluster", NAME, "Available") and machines(mgmt) == before
+    wait_for(lambda: json.loads(workload_kubectl(kc, "get", "deploy", "keep", "-o", "json"))["status"]
+             .get("readyReplicas") == 2, 120, "the workload's 2 pods Ready after the restore")
+    # clear refusals: an unknown snapshot, an interrupted one
+    r = mgmt.capd("snapshot", "restore", NAME, "nope", check=False)
+    assert r.returncode == 1 and "no snapshot nope of default/e2e-life" in r.stderr, r.stderr
+    (home / "snapshots" / "default" / NAME / "cut.partial").mkdir()
+    r = mgmt.capd("snapshot", "restore", NAME, "cut", check=False)
+    assert r.returncode == 1 and "is incomplete" in r.stderr, r.stderr
+    assert "no (interrupted" in mgmt.capd("snapshot", "list", NAME).stdout
+    mgmt.capd("snapshot", "delete", NAME, "s1")
+    mgmt.capd("snapshot", "delete", NAME, "cut")
+    assert not (home / "snapshots" / "default" / NAME / "s1").exists()
+    print(f"snapshot size {size}")
+
+    print("\nlifecycle times: " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
+    assert api_after_thaw <= RESUME_API_TARGET, times
+    assert times["start"] <= START_TARGET, times
+    assert times["snapshot restore"] <= RESTORE_TARGET, times
+
+
+@pytest.fixture
+def own_management(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """A management cluster of `capd-py init` (node container + host controllers) in a home of its own."""
+    name = f"e2e-lifemgmt-{secrets.token_hex(2)}"
+    env = {"CAPD_PY_HOME": str(tmp_path / "home"), "CAPD_PY_PLAIN": "1"}
+    try:
+        yield name, env
+    finally:  # never leave a node behind, whatever failed
+        run([*CAPD, "delete", "management", "--name", name], check=False, env=env, timeout=120)
+        label = f"label={management.MANAGEMENT_LABEL}={name}"
+        for c in run(["docker", "ps", "-a", "-q", "--filter", label]).stdout.split():
+            run(["docker", "rm", "-f", "-v", c], check=False)
+
+
+def test_stop_start_management(own_management: tuple[str, dict[str, str]]) -> None:
+    name, env = own_management
+    home = Path(env["CAPD_PY_HOME"])
+    kc = home / f"{name}.kubeconfig"
+    run([*CAPD, "init", "--name", name], env=env)
+    pid_file = home / f"{name}-controllers.pid"
+    pid0 = int(pid_file.read_text())
+    node = management.node_name(name)
+
+    t0 = time.monotonic()
+    r = run([*CAPD, "stop", "management", "--name", name], env=env)
+    stop_s = time.monotonic() - t0
+    print(f"\n$ capd-py stop management ({stop_s:.1f}s)\n{r.stderr}")
+    assert run(["docker", "inspect", "-f", "{{.State.Status}}", node]).stdout.strip() == "exited"
+    assert not Path(f"/proc/{pid0}").exists() or "capd_py" not in Path(f"/proc/{pid0}/cmdline").read_text()
+    assert (home / f"{name}.power").read_text() == "state=stopped\ncontrollers=host\n"
+
+    t0 = time.monotonic()
+    r = run([*CAPD, "start", "management", "--name", name], env=env)
+    start_s = time.monotonic() - t0
+    print(f"$ capd-py start management ({start_s:.1f}s)\n{r.stderr}")
+    assert not (home / f"{name}.power").exists()
+    assert run([kubectl_bin(), "--kubeconfig", str(kc), "get", "--raw", "/readyz"]).stdout.strip() == "ok"
+    pid1 = int(pid_file.read_text())
+    assert pid1 != pid0 and "controllers" in Path(f"/proc/{pid1}/cmdline").read_text()
+    # the controllers serve again: a CRD write goes through their webhook
+    wait_for(lambda: run([kubectl_bin(), "--kubeconfig", str(kc), "get", "clusters", "-A"], check=False)
+             .returncode == 0, 60, "the management API serving Clusters")
+    print(f"management stop {stop_s:.1f}s, start (API ready, controllers started) {start_s:.1f}s")
