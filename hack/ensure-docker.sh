@@ -12,7 +12,20 @@ if ! command -v dockerd >/dev/null 2>&1; then
 fi
 sysctl -qw fs.inotify.max_user_instances=8192 fs.inotify.max_user_watches=1048576 2>/dev/null \
   || log "could not raise inotify limits (not root?)"
+# The default bridge's link can vanish under a running dockerd (a second dockerd given the same bridge name
+# removes it when it stops; seen here 2026-12-05): every container on the default network, image builds
+# included, then fails with "could not find bridge docker0". Put the link back as the daemon describes it.
+repair_docker0() {
+  ip link show docker0 >/dev/null 2>&1 && return 0
+  local gw
+  gw=$(docker network inspect bridge --format '{{range .IPAM.Config}}{{.Gateway}}/{{.Subnet}}{{end}}' 2>/dev/null) || return 0
+  [ -n "$gw" ] || return 0
+  log "the default bridge docker0 is missing: re-creating it (${gw%%/*}/${gw##*/})"
+  ip link add docker0 type bridge && ip addr add "${gw%%/*}/${gw##*/}" dev docker0 && ip link set docker0 up \
+    || log "could not re-create docker0"
+}
 if docker info >/dev/null 2>&1; then
+  repair_docker0
   echo " ✓ dockerd is running" >&2
   exit 0
 fi
