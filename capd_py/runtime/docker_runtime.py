@@ -22,6 +22,7 @@ import os
 import posixpath
 import socket
 import struct
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -527,6 +528,22 @@ class DockerRuntime:
             raise RuntimeError_(f"image {ref} not found locally") from e
         except docker.errors.APIError as e:
             raise RuntimeError_(f"saving image {ref}: {e.explanation or e}") from e
+
+    def save_image_chunks(self, ref: str) -> Iterator[bytes]:
+        try:
+            yield from self.client.images.get(ref).save(named=True)
+        except docker.errors.ImageNotFound as e:
+            raise RuntimeError_(f"image {ref} not found locally") from e
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"saving image {ref}: {e.explanation or e}") from e
+
+    def load_image(self, chunks: Iterable[bytes]) -> None:
+        try:
+            for msg in self.api.load_image(chunks):  # progress and the final "Loaded image" line
+                if isinstance(msg, dict) and msg.get("error"):
+                    raise RuntimeError_(f"loading image: {msg['error']}")
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"loading image: {e.explanation or e}") from e
 
     def image_id(self, ref: str) -> str | None:
         try:
