@@ -7,7 +7,6 @@ copied from a host that has them (`docker save` | `docker load`), never pulled.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -93,6 +92,7 @@ async def place(ctx: Ctx, dc: dict[str, Any], wanted_images: list[str]) -> tuple
         for name, host in hosts.items():
             try:
                 w = await _infra(ctx, host)
+                await w.infra.call(w.infra.runtime.ping)
                 has[name] = all((await w.infra.local_image_ids(wanted_images)).values())
             except (NotPlaced, RuntimeError_) as e:  # a host that does not answer takes no new cluster
                 log.info("docker host %s not considered for %s: %s", name, dc["metadata"]["name"], e)
@@ -106,9 +106,27 @@ async def place(ctx: Ctx, dc: dict[str, Any], wanted_images: list[str]) -> tuple
                                         {"metadata": {"resourceVersion": dc["metadata"]["resourceVersion"],
                                                       "annotations": {dh.DOCKER_HOST_ANNOTATION: p.host}}})
         log.info("%s/%s: %s", dc["metadata"].get("namespace"), dc["metadata"]["name"], p.message)
-    if p.copy_from:
-        await copy_images(ctx, hosts, p.copy_from, got, wanted_images)
+    await _bring_images(ctx, hosts, got, wanted_images, p.copy_from)
     return got, dc
+
+
+async def _bring_images(ctx: Ctx, hosts: dict[str, dh.DockerHost], target: Where, refs: list[str],
+                        preferred: str) -> None:
+    """Copy the images `target` lacks from a host that has them all (the scheduler's pick first, then `local`, then
+    by name); when none has them, nothing is copied and the load balancer / machines report ImageNotFound."""
+    missing = [r for r, i in (await target.infra.local_image_ids(refs)).items() if i is None]
+    if not missing:
+        return
+    order = [n for n in dict.fromkeys([preferred, dh.LOCAL, *sorted(hosts)]) if n and n in hosts
+             and n != target.host.name]
+    for name in order:
+        try:
+            src = await _infra(ctx, hosts[name])
+            if all((await src.infra.local_image_ids(missing)).values()):
+                await copy_images(ctx, hosts, name, target, missing)
+                return
+        except (NotPlaced, RuntimeError_) as e:  # that host does not answer: try the next
+            log.info("docker host %s cannot provide %s: %s", name, ", ".join(missing), e)
 
 
 async def copy_images(ctx: Ctx, hosts: dict[str, dh.DockerHost], source: str, target: Where,
@@ -120,5 +138,5 @@ async def copy_images(ctx: Ctx, hosts: dict[str, dh.DockerHost], source: str, ta
     todo = [r for r, i in present.items() if i is None]
     for ref in todo:
         log.info("copying image %s from docker host %s to %s", ref, source, target.host.name)
-        await asyncio.to_thread(images.copy_image, src.infra.runtime, target.infra.runtime, ref)
+        await target.infra.call(images.copy_image, src.infra.runtime, target.infra.runtime, ref)
     return todo
