@@ -33,7 +33,7 @@ from capd_py.controllers.services.docker_infra import DockerInfra, deleting_mach
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, not_paused, reconciler
 from capd_py.kube import events
 from capd_py.kube.client import WorkloadError
-from capd_py.reconcile import cloudinit, coreutil
+from capd_py.reconcile import cloudinit, coreutil, placement
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import dockermachine as dmr
 from capd_py.reconcile import dockermachine_decide as dd
@@ -78,9 +78,13 @@ async def _observe(ctx: Ctx, sub: Subject) -> tuple[dd.Observed, DockerInfra]:
 async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     try:
         obs, infra = await _observe(ctx, sub)
-    except dockerhost.NotPlaced as e:  # the DockerCluster's placement comes first
-        log.info("%s/%s: waiting for the docker host: %s", sub.namespace, sub.name, e.message)
-        return Outcome(requeue_after=ctx.settings.poll_seconds)
+    except dockerhost.NotPlaced as e:
+        if e.reason == placement.R_NO_HOST:  # the DockerCluster's placement comes first
+            log.info("%s/%s: waiting for the docker host: %s", sub.namespace, sub.name, e.message)
+            return Outcome(requeue_after=ctx.settings.poll_seconds)
+        return _host_failure(sub, e.message)
+    except RuntimeError_ as e:  # its docker host does not answer: say so (provisioned and addresses are kept)
+        return _host_failure(sub, f"docker host: {e}")
     for _ in range(dd.MAX_STEPS):
         action = dd.decide(obs)
         if isinstance(action, dd.ENDS):
@@ -93,6 +97,12 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
                 raise
             obs = after
     raise AssertionError(f"DockerMachine {sub.namespace}/{sub.name}: no decision after {dd.MAX_STEPS} steps")
+
+
+def _host_failure(sub: Subject, message: str) -> Outcome:
+    log.warning("%s/%s: %s", sub.namespace, sub.name, message)
+    return Outcome(status=dmr.status(sub.obj, dmr.Observed(Phase.CONTAINER_ERROR, message)), obj=sub.obj,
+                   requeue_after=15)
 
 
 async def _apply(ctx: Ctx, infra: DockerInfra, o: dd.Observed, a: dd.Action) -> dd.Observed:
