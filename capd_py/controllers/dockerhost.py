@@ -16,6 +16,7 @@ from capd_py.api import dockerhosts as dh
 from capd_py.api.gvk import DOCKER_CLUSTER
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.services.docker_infra import DockerInfra
+from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import placement
 from capd_py.runtime import images
 from capd_py.runtime.protocol import RuntimeError_
@@ -79,7 +80,9 @@ async def place(ctx: Ctx, dc: dict[str, Any], wanted_images: list[str]) -> tuple
     annotations = dh.annotations_of(dc)
     if _single_local(hosts) and not annotations.get(dh.DOCKER_HOST_ANNOTATION):
         return Where(hosts[dh.LOCAL], ctx.infra), dc  # exactly as before hosts existed: nothing written
-    provisioned = contract.control_plane_endpoint(dc) is not None
+    # made by capd-py before hosts were configured: it has a load balancer (its host port recorded) or was
+    # provisioned; a user-given spec.controlPlaneEndpoint alone does not count (upstream lets users set it)
+    provisioned = bool(dcr.recorded_host_port(dc) or contract.dig(dc, "status", "initialization", "provisioned"))
     counts: dict[str, int] = {}
     uid = dc["metadata"].get("uid")
     for other in await ctx.kube.list(DOCKER_CLUSTER):

@@ -149,3 +149,17 @@ def test_copy_image_between_runtimes() -> None:
     with pytest.raises(RuntimeError_, match="not found locally"):
         copy_image(src, dst, "missing:1")
 
+
+
+async def test_a_cluster_made_before_hosts_is_recorded_on_local_and_a_user_endpoint_does_not_pin() -> None:
+    local, two = FakeRuntime(images={LB}), FakeRuntime(images={LB})
+    old, new = _dc("old", "u1"), _dc("new", "u2")
+    old["metadata"]["annotations"]["infrastructure.cluster.x-k8s.io/capd-py-lb-host-port"] = "40001"
+    new["spec"]["controlPlaneEndpoint"] = {"host": "10.9.9.9", "port": 6443}  # given by the user
+    kube = MemKube(_configmap(two="endpoint: unix:///run/two.sock"), old, new)
+    kube.objs[("DockerCluster", "ns", "busy")] = _dc("busy", "u3", host="local")
+    ctx, _ = _ctx(kube, local, {"two": two})
+    where, dc = await dockerhost.place(ctx, old, [LB])
+    assert where.host.name == "local" and dh.host_of(dc) == "local"
+    where, dc = await dockerhost.place(ctx, new, [LB])
+    assert where.host.name == "two" and dh.host_of(dc) == "two"  # the scheduler: local holds 2 clusters now
