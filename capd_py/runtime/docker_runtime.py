@@ -531,7 +531,10 @@ class DockerRuntime:
 
     def save_image_chunks(self, ref: str) -> Iterator[bytes]:
         try:
-            yield from self.client.images.get(ref).save(named=True)
+            image = self.client.images.get(ref)
+            # named=True would name the tarball after the image's *first* tag: an image tagged both
+            # capd-py/haproxy:2.6 and kindest/haproxy:... copied for the latter arrived under the former only
+            yield from image.save(named=ref if ref in image.tags else True)
         except docker.errors.ImageNotFound as e:
             raise RuntimeError_(f"image {ref} not found locally") from e
         except docker.errors.APIError as e:
