@@ -89,15 +89,30 @@ async def secret_kubeconfig(kube: Kube, namespace: str, cluster: str) -> str | N
     return base64.b64decode(sec["data"]["value"]).decode()
 
 
-async def recorded_host_port(kube: Kube, namespace: str, cluster: str) -> int | None:
-    """The LB host port the Docker provider records on the cluster's DockerCluster (an annotation)."""
+async def _docker_cluster(kube: Kube, namespace: str, cluster: str) -> dict[str, Any] | None:
     c = await kube.get(CLUSTER, namespace, cluster)
     ref = contract.ref(c, "spec", "infrastructureRef")
     if not ref or ref["kind"] != DOCKER_CLUSTER.kind:
         return None
-    dc = await kube.get(DOCKER_CLUSTER, namespace, ref["name"])
+    return await kube.get(DOCKER_CLUSTER, namespace, ref["name"])
+
+
+def _recorded_port(dc: dict[str, Any] | None) -> int | None:
     v = ((dc or {}).get("metadata") or {}).get("annotations", {}).get(LB_HOST_PORT_ANNOTATION)
     return int(v) if v and str(v).isdigit() else None
+
+
+async def recorded_host_port(kube: Kube, namespace: str, cluster: str) -> int | None:
+    """The LB host port the Docker provider records on the cluster's DockerCluster (an annotation)."""
+    return _recorded_port(await _docker_cluster(kube, namespace, cluster))
+
+
+def published_endpoint(dc: dict[str, Any] | None) -> bool:
+    """Whether the cluster's endpoint already is its load balancer's published port (a docker host with an
+    `address`, docs/multihost.md): then the kubeconfig works from anywhere as it is."""
+    ep = contract.control_plane_endpoint(dc) if dc else None
+    port = _recorded_port(dc)
+    return bool(ep and port and int(ep.get("port") or 0) == port)
 
 
 async def workload_kubeconfig(kube: Kube, runtime: ContainerRuntime | Callable[[], ContainerRuntime],
@@ -108,7 +123,10 @@ async def workload_kubeconfig(kube: Kube, runtime: ContainerRuntime | Callable[[
     if text is None:
         raise KubeconfigError(f"secret {namespace}/{cluster}-kubeconfig does not exist yet "
                               "(the control plane is not initialized)")
-    port = await recorded_host_port(kube, namespace, cluster)
+    dc = await _docker_cluster(kube, namespace, cluster)
+    if published_endpoint(dc):
+        return text
+    port = _recorded_port(dc)
     if port is None:
         rt = runtime() if callable(runtime) else runtime
         port = await asyncio.to_thread(lb_host_port, rt, namespace, cluster)

@@ -944,22 +944,160 @@ export_app = typer.Typer(no_args_is_help=True, help="Export data about clusters.
 app.add_typer(load_app, name="load")
 app.add_typer(export_app, name="export")
 app.add_typer(extension_app, name="extension")
+host_app = typer.Typer(no_args_is_help=True, help="Docker hosts workload clusters are placed on (docs/multihost.md).")
+app.add_typer(host_app, name="host")
+
+
+def _read_file(path: str | None, flag: str) -> bytes | None:
+    if not path:
+        return None
+    try:
+        return Path(path).expanduser().read_bytes()
+    except OSError as e:
+        fail(f"{flag}: {e}", 2)
+
+
+@host_app.command("add")
+def host_add(
+    name: Annotated[str, typer.Argument(help="Host name (a lowercase RFC 1123 label).")],
+    endpoint: Annotated[str, typer.Option("--endpoint", help="unix:///path, tcp://HOST:PORT or ssh://[USER@]HOST.")],
+    label: Annotated[list[str] | None, typer.Option("--label", "-l", help="KEY=VALUE (repeatable).")] = None,
+    max_clusters: Annotated[int, typer.Option("--max-clusters", help="Capacity in clusters (0: no limit).")] = 0,
+    address: Annotated[str, typer.Option("--address", help="Where the management cluster reaches its published "
+                                         "ports (default: the endpoint's host; none for unix://).")] = "",
+    tls_ca: Annotated[str | None, typer.Option("--tls-ca", help="tcp://: CA certificate file.")] = None,
+    tls_cert: Annotated[str | None, typer.Option("--tls-cert", help="tcp://: client certificate file.")] = None,
+    tls_key: Annotated[str | None, typer.Option("--tls-key", help="tcp://: client key file.")] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", help="tcp:// without TLS.")] = False,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Add (or replace) a docker host in capd-py-system/capd-py-docker-hosts; TLS files go into a Secret."""
+    from capd_py.api import dockerhosts as dh
+    from capd_py.cli import hosts as hc
+    files = {"ca.pem": _read_file(tls_ca, "--tls-ca"), "cert.pem": _read_file(tls_cert, "--tls-cert"),
+             "key.pem": _read_file(tls_key, "--tls-key")}
+    given = {k: v for k, v in files.items() if v is not None}
+    if given and len(given) != 3:
+        fail("--tls-ca, --tls-cert and --tls-key go together", 2)
+    try:
+        labels = dh.parse_selector(",".join(label or []))
+        host = dh.DockerHost(name, endpoint, hc.tls_secret_name(name) if given else "", labels, max_clusters,
+                             insecure, address or dh.default_address(endpoint))
+        dh.parse_host(name, host.to_data())
+    except dh.HostConfigError as e:
+        fail(str(e), 2)
+    try:
+        replaced = run_async(lambda: _with_kube(kubeconfig, lambda k: hc.add(k, host, given or None)))
+    except hc.HostError as e:
+        fail(str(e))
+    sys.stderr.write(f" ✓ docker host {name} {'replaced' if replaced else 'added'} ({endpoint})\n")
+
+
+@host_app.command("list")
+def host_list(
+    ping: Annotated[bool, typer.Option("--ping", help="Ask each daemon whether it answers.")] = False,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """The configured docker hosts (`local` always), with the clusters placed on each."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from capd_py.cli import hosts as hc
+    try:
+        rows = run_async(lambda: _with_kube(kubeconfig, hc.listing))
+    except hc.HostError as e:
+        fail(str(e))
+    table = Table(box=None, pad_edge=False)
+    for col in ("NAME", "ENDPOINT", "ADDRESS", "LABELS", "CAPACITY", "CLUSTERS", *(["REACHABLE"] if ping else [])):
+        table.add_column(col)
+    for r in rows:
+        h = r.host
+        cells = [h.name, h.endpoint or "(DOCKER_HOST / local socket)", h.address or "-",
+                 ",".join(f"{k}={v}" for k, v in sorted(h.labels.items())) or "-",
+                 str(h.max_clusters or "-"), str(len(r.clusters))]
+        if ping:
+            cells.append(_ping_host(kubeconfig, h.name))
+        table.add_row(*cells)
+    Console(width=200).print(table)
+
+
+def _ping_host(kubeconfig: str | None, name: str) -> str:
+    from capd_py.cli import hosts as hc
+    from capd_py.runtime.protocol import RuntimeError_
+    try:
+        rt = run_async(lambda: _with_kube(kubeconfig, lambda k: hc.runtime_of(k, name)))
+        rt.ping()
+        return "yes"
+    except (hc.HostError, RuntimeError_) as e:
+        return f"no: {e}"
+
+
+def _cluster_host(kubeconfig: str | None, namespace: str, cluster: str) -> str:
+    """The docker host of a cluster; `local` when the management cluster cannot say (loading into a local
+    cluster's nodes works without it, as before docker hosts existed)."""
+    from capd_py.cli import hosts as hc
+    try:
+        return asyncio.run(_with_kube(kubeconfig, lambda k: hc.cluster_host(k, namespace, cluster)))
+    except Exception:  # noqa: BLE001 - no management cluster: the local daemon, as before
+        return "local"
+
+
+@host_app.command("remove")
+def host_remove(
+    name: Annotated[str, typer.Argument(help="Host name.")],
+    force: Annotated[bool, typer.Option("--force", help="Even while clusters are placed on it.")] = False,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Remove a docker host from the configuration (refused while clusters are placed on it)."""
+    from capd_py.cli import hosts as hc
+    try:
+        run_async(lambda: _with_kube(kubeconfig, lambda k: hc.remove(k, name, force)))
+    except hc.HostError as e:
+        fail(str(e))
+    sys.stderr.write(f" ✓ docker host {name} removed\n")
 
 
 @load_app.command("image")
 def load_image(
     images: Annotated[list[str], typer.Argument(help="Local docker image references (nothing is pulled).")],
-    cluster: Annotated[str, typer.Option("--cluster", help="Workload cluster name.")],
+    cluster: Annotated[str | None, typer.Option("--cluster", help="Workload cluster name.")] = None,
     nodes: Annotated[str | None, typer.Option("--nodes", help="Only these node containers (comma-separated); "
                                               "the images are then not recorded for new nodes.")] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Without --cluster: copy the images into this docker "
+                                             "host's daemon (docker save | docker load), for clusters placed "
+                                             "there later.")] = None,
+    source: Annotated[str, typer.Option("--from", help="The docker host that has the images.")] = "local",
     namespace: NamespaceOpt = "default",
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
     """Load images into every node's containerd (like kind load docker-image); nodes with the same image ID are
-    skipped. Recorded on the Cluster, so machines created later get them too. stdout: NODE IMAGE RESULT."""
+    skipped. Recorded on the Cluster, so machines created later get them too. stdout: NODE IMAGE RESULT.
+    A cluster placed on another docker host gets the images copied to that host's daemon first."""
+    from capd_py.cli import hosts as hc
     from capd_py.cli import loadimage as li
-    rt = mgmt.default_runtime()
+    from capd_py.runtime import images as rimages
+    from capd_py.runtime.protocol import RuntimeError_
+    if (cluster is None) == (host is None):
+        fail("give --cluster (load into its nodes) or --host (copy into a docker host's daemon)", 2)
     steps = Steps()
+    try:
+        target = host or _cluster_host(kubeconfig, namespace, cluster or "")
+        src_rt = mgmt.default_runtime() if source == "local" and host is None and target == "local" else \
+            run_async(lambda: _with_kube(kubeconfig, lambda k: hc.runtime_of(k, source)))
+        rt = src_rt if target == source else run_async(lambda: _with_kube(kubeconfig,
+                                                                          lambda k: hc.runtime_of(k, target)))
+        if rt is not src_rt:
+            missing = [r for r, i in rimages.local_ids(rt, images).items() if i is None]
+            li.resolve(src_rt, missing)
+            for ref in missing:
+                with steps.step(f"Copying {ref} from docker host {source} to {target} 🚚"):
+                    rimages.copy_image(src_rt, rt, ref)
+    except (hc.HostError, li.LoadImageError, RuntimeError_) as e:
+        fail(str(e))
+    if cluster is None:
+        for ref in images:
+            sys.stdout.write(f"{target}\t{ref}\tpresent\n")
+        return
     try:
         ids = li.resolve(rt, images)
         targets = li.select_nodes(li.cluster_nodes(rt, namespace, cluster),

@@ -12,6 +12,7 @@ from capd_py.api.gvk import GVK
 from capd_py.api.runtime_sdk import NoRuntimeSDK, RuntimeSDK
 from capd_py.controllers.services.bootstrap_templates import BootstrapTemplates
 from capd_py.controllers.services.certificates import ClusterCertificates
+from capd_py.controllers.services.docker_hosts import DockerHosts
 from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.kube.client import Kube
 from capd_py.kube.contracts import Contracts
@@ -95,6 +96,8 @@ class Ctx:
     hook_cache: HookCache = field(default_factory=HookCache)
     # the Docker infrastructure service over `runtime`, made on first use (see `infra`)
     _infra: DockerInfra | None = field(default=None, init=False, repr=False, compare=False)
+    # one DockerInfra per configured docker host (issue 32), `local` being `infra`; made on first use
+    _hosts: DockerHosts | None = field(default=None, init=False, repr=False, compare=False)
     # contract discovery (references -> GVK + contract, from the providers' CRDs), made on first use
     _contracts: Contracts | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -115,6 +118,17 @@ class Ctx:
     @infra.setter
     def infra(self, value: DockerInfra) -> None:
         self._infra = value
+
+    @property
+    def hosts(self) -> DockerHosts:
+        """The docker hosts service: a DockerInfra per configured host, `local` being `self.infra`."""
+        if self._hosts is None:
+            self._hosts = DockerHosts(self.infra, lambda rt: DockerInfra(rt, "", self.settings.network_pool))
+        return self._hosts
+
+    @hosts.setter
+    def hosts(self, value: DockerHosts) -> None:
+        self._hosts = value
 
     def watch_kind(self, watcher: str, g: GVK) -> None:
         """Wired by the manager: the controller `watcher` (its queue key) hears of every object of kind `g` (which

@@ -13,7 +13,7 @@ from typing import Any
 
 from capd_py.api import contract
 from capd_py.api.containers import ContainerInfo, NetworkInfo
-from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, INFRA_GROUP, MACHINE
+from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, INFRA_GROUP, KUBEADM_CONTROL_PLANE, MACHINE
 from capd_py.api.labels import (
     CLUSTER_NAME,
     CONTAINER_MACHINE,
@@ -21,14 +21,16 @@ from capd_py.api.labels import (
     CONTROL_PLANE,
     FINALIZER_DOCKER_CLUSTER,
 )
+from capd_py.controllers import dockerhost
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.mappers import Controller
-from capd_py.controllers.services.docker_infra import deleting_machines
+from capd_py.controllers.services.docker_infra import DockerInfra, deleting_machines
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
 from capd_py.reconcile import coreutil, ipfamily, subnets
 from capd_py.reconcile import dockercluster as dcr
+from capd_py.reconcile import dockermachine as dmr
 from capd_py.runtime.networks import NoFreeSubnet
 from capd_py.runtime.protocol import RuntimeError_
 
@@ -42,10 +44,24 @@ def cluster_name_of(obj: dict[str, Any]) -> str | None:
     return ((obj.get("metadata") or {}).get("labels") or {}).get(CLUSTER_NAME)
 
 
-async def _sync_lb(ctx: Ctx, namespace: str, cluster: str, network: str, family: str) -> dcr.LBState:
+async def _sync_lb(ctx: Ctx, infra: DockerInfra, namespace: str, cluster: str, network: str,
+                   family: str) -> dcr.LBState:
     machines = await ctx.kube.list(MACHINE, namespace, selector=f"{CLUSTER_NAME}={cluster},{CONTROL_PLANE}")
     dms = await ctx.kube.list(DOCKER_MACHINE, namespace, labels={CLUSTER_NAME: cluster})
-    return await ctx.infra.sync_lb(namespace, cluster, network, deleting_machines(machines, dms), family)
+    return await infra.sync_lb(namespace, cluster, network, deleting_machines(machines, dms), family)
+
+
+async def _wanted_images(ctx: Ctx, dc: dict[str, Any], cluster: dict[str, Any]) -> list[str]:
+    """The images a docker host needs for this cluster: its load balancer's and the node image of its Kubernetes
+    version (the topology's, else a KubeadmControlPlane's), when known."""
+    out = [dcr.lb_image(dc, ctx.settings.haproxy_image)]
+    version = ((cluster.get("spec") or {}).get("topology") or {}).get("version")
+    ref = contract.ref(cluster, "spec", "controlPlaneRef")
+    if not version and ref and ref["kind"] == KUBEADM_CONTROL_PLANE.kind:
+        kcp = await ctx.kube.get(KUBEADM_CONTROL_PLANE, dc["metadata"].get("namespace") or "", ref["name"])
+        version = ((kcp or {}).get("spec") or {}).get("version")
+    image = dmr.node_image({}, {"spec": {"version": version}}, ctx.settings.node_image_repository)
+    return out + ([image] if image else [])
 
 
 # --- reconcile ------------------------------------------------------------------------------------
@@ -60,6 +76,13 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
         log.debug("%s/%s: waiting for Cluster %s", namespace, name, cluster_name)
         return Outcome(requeue_after=ctx.settings.poll_seconds)
 
+    try:
+        where, dc = await dockerhost.place(ctx, dc, await _wanted_images(ctx, dc, cluster))
+    except dockerhost.NotPlaced as e:
+        return await _fail(ctx, dc, dcr.LBState(False, e.reason, e.message), requeue_after=15)
+    except RuntimeError_ as e:  # copying an image to the chosen host failed
+        return await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, f"docker host: {e}"), requeue_after=15)
+    infra, address = where.infra, where.host.address
     network = dcr.network_name(namespace, cluster_name, dc)
     bad_family = dcr.family_error(cluster)
     if bad_family:  # the Cluster's change brings us back
@@ -68,13 +91,13 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     labels = ({dcr.CONTAINER_MANAGED: "true"} if dcr.network_is_shared(dc)
               else dcr.cluster_labels(namespace, cluster_name))
     try:
-        net = await ctx.infra.ensure_network(network, labels,
+        net = await infra.ensure_network(network, labels,
                                              dcr.network_avoid(cluster, ctx.settings.management_cidrs),
                                              ipv6=ipfamily.wants_ipv6(family))
         clash = dcr.network_clash(net, cluster)
         if clash is None:
-            await ctx.infra.connect_controllers(network)  # in-cluster controllers must reach the cluster's API
-        overlap = subnets.cluster_overlap(cluster, await ctx.infra.outside_ranges(ctx.settings.management_network))
+            await infra.connect_controllers(network)  # in-cluster controllers must reach the cluster's API
+        overlap = subnets.cluster_overlap(cluster, await infra.outside_ranges(ctx.settings.management_network))
     except NoFreeSubnet as e:
         return await _fail(ctx, dc, dcr.LBState(False, dcr.R_NETWORK_OVERLAP, str(e)), requeue_after=30)
     except RuntimeError_ as e:
@@ -87,12 +110,13 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     if news:
         await events.record(ctx.kube, dc, dcr.CLUSTER_NETWORK_OVERLAP, news)
 
-    lb, failed = await _ensure_lb(ctx, dc, cluster_name, network, net, family)
+    lb, failed = await _ensure_lb(ctx, infra, address, dc, cluster_name, network, net, family)
     if failed is not None:
         return failed
 
-    state = await _sync_lb(ctx, namespace, cluster_name, network, family)
-    ep = dcr.endpoint(lb, network, family)
+    state = await _sync_lb(ctx, infra, namespace, cluster_name, network, family)
+    # a remote host's bridges are not routable from here: its published port at the host's address is the endpoint
+    ep = dcr.published_endpoint(lb, address) if address else dcr.endpoint(lb, network, family)
     patch: dict[str, Any] = {}
     for p in (dcr.endpoint_patch(dc, ep), dcr.host_port_patch(dc, lb)):
         for k, v in (p or {}).items():
@@ -105,14 +129,14 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
                    requeue_after=None if state.ok and has_ep else 2)
 
 
-async def _ensure_lb(ctx: Ctx, dc: dict[str, Any], cluster_name: str, network: str, net: NetworkInfo,
-                     family: str) -> tuple[ContainerInfo | None, Outcome | None]:
+async def _ensure_lb(ctx: Ctx, infra: DockerInfra, address: str, dc: dict[str, Any], cluster_name: str,
+                     network: str, net: NetworkInfo, family: str) -> tuple[ContainerInfo | None, Outcome | None]:
     """The load balancer container, created (re-created after drift) and running; or the Outcome that says why
     it cannot be."""
     namespace, name = dc["metadata"].get("namespace") or "", dc["metadata"]["name"]
     image = dcr.lb_image(dc, ctx.settings.haproxy_image)
     lb_name = dcr.lb_container_name(cluster_name)
-    lb = await ctx.infra.get_container(lb_name)
+    lb = await infra.get_container(lb_name)
     if lb is not None and not dcr.ours(lb, namespace, cluster_name):
         return None, await _fail(ctx, dc, dcr.LBState(False, dcr.R_NAME_CONFLICT,
                                                       f"a container named {lb_name} exists that capd-py did not "
@@ -127,19 +151,20 @@ async def _ensure_lb(ctx: Ctx, dc: dict[str, Any], cluster_name: str, network: s
                     "else), so this cannot be repaired in place: recreate the cluster")), requeue_after=30)
             log.warning("%s/%s: %s; re-creating the load balancer", namespace, name, drift)
             await events.record(ctx.kube, dc, "LoadBalancerRecreated", f"{drift}; re-created")
-            await ctx.infra.remove_container(lb_name)
+            await infra.remove_container(lb_name)
             lb = None
         if lb is None:
-            if not await ctx.infra.image_exists(image):
+            if not await infra.image_exists(image):
                 return None, await _fail(ctx, dc, dcr.LBState(
                     False, dcr.R_IMAGE_NOT_FOUND,
                     f"load balancer image {image} is not present locally; build it with `make images` "
                     "(capd-py never pulls images)"), event=False, requeue_after=15)
-            await ctx.infra.create_container(dcr.lb_spec(namespace, cluster_name, image, network, dc, net))
+            await infra.create_container(dcr.lb_spec(namespace, cluster_name, image, network, dc, net,
+                                                   publish_ip="0.0.0.0" if address else "127.0.0.1"))
             log.info("%s/%s: created load balancer container %s", namespace, name, lb_name)
         elif not lb.running:
-            await ctx.infra.start_container(lb_name)
-        return await ctx.infra.get_container(lb_name), None
+            await infra.start_container(lb_name)
+        return await infra.get_container(lb_name), None
     except RuntimeError_ as e:
         msg = f"load balancer container {lb_name}: {e}"
         return None, await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, msg), requeue_after=10)
@@ -160,9 +185,14 @@ async def _fail(ctx: Ctx, dc: dict[str, Any], state: dcr.LBState, event: bool = 
 async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
     dc = sub.obj
     ns, cluster_name = sub.namespace, cluster_name_of(dc)
+    try:
+        infra = (await dockerhost.where(ctx, dc, unplaced_local=True)).infra
+    except dockerhost.NotPlaced as e:  # its host left the configuration: its containers cannot be found
+        msg = f"cannot delete the cluster's containers: {e.message}"
+        return Outcome(status=dcr.deleting_status(dc, msg), done=False, requeue_after=15)
     if cluster_name:
         # node containers still backed by a live Machine must go first (their controller removes them)
-        nodes = [c for c in await ctx.infra.list_containers(dcr.cluster_labels(ns, cluster_name))
+        nodes = [c for c in await infra.list_containers(dcr.cluster_labels(ns, cluster_name))
                  if c.labels.get(CONTAINER_ROLE) != dcr.ROLE_LB]
         waiting = []
         for c in nodes:
@@ -170,24 +200,24 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
             if mname and await ctx.kube.get(MACHINE, ns, mname) is not None:
                 waiting.append(c.name)
             else:  # orphan: its Machine is gone, nobody else will remove it
-                await ctx.infra.remove_container(c.name)
+                await infra.remove_container(c.name)
         if waiting:
             msg = f"waiting for machine containers to be deleted: {', '.join(sorted(waiting))}"
             return Outcome(status=dcr.deleting_status(dc, msg), done=False, requeue_after=2)
-        await ctx.infra.remove_volumes(dcr.cluster_labels(ns, cluster_name))  # left by `docker rm -f`
+        await infra.remove_volumes(dcr.cluster_labels(ns, cluster_name))  # left by `docker rm -f`
         lb_name = dcr.lb_container_name(cluster_name)
-        await ctx.infra.settle(lb_name)
-        lb = await ctx.infra.get_container(lb_name)
+        await infra.settle(lb_name)
+        lb = await infra.get_container(lb_name)
         if lb is None or dcr.ours(lb, ns, cluster_name):
-            await ctx.infra.remove_container(lb_name)
+            await infra.remove_container(lb_name)
         if not dcr.network_is_shared(dc):
             network = dcr.network_name(ns, cluster_name, dc)
             try:
-                await ctx.infra.remove_network_if_ours(network, dcr.cluster_labels(ns, cluster_name))
+                await infra.remove_network_if_ours(network, dcr.cluster_labels(ns, cluster_name))
             except RuntimeError_ as e:
                 msg = f"removing docker network {network}: {e}"
                 return Outcome(status=dcr.deleting_status(dc, msg), done=False, requeue_after=5)
-        ctx.infra.forget_cluster(ns, cluster_name)
+        infra.forget_cluster(ns, cluster_name)
     log.info("%s/%s: load balancer and network removed", ns, sub.name)
     return Outcome()
 

@@ -25,15 +25,15 @@ from capd_py.api.labels import (
     CONTROL_PLANE,
     FINALIZER_DOCKER_MACHINE,
 )
+from capd_py.controllers import dockerhost, lifecycle
 from capd_py.controllers import dockermachine_watches as w
-from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.mappers import Controller
-from capd_py.controllers.services.docker_infra import deleting_machines
+from capd_py.controllers.services.docker_infra import DockerInfra, deleting_machines
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, not_paused, reconciler
 from capd_py.kube import events
 from capd_py.kube.client import WorkloadError
-from capd_py.reconcile import cloudinit, coreutil
+from capd_py.reconcile import cloudinit, coreutil, placement
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import dockermachine as dmr
 from capd_py.reconcile import dockermachine_decide as dd
@@ -51,35 +51,46 @@ async def _docker_cluster(ctx: Ctx, namespace: str, cluster: dict[str, Any]) -> 
     return None
 
 
-async def _sync_lb(ctx: Ctx, namespace: str, cluster: str, network: str, extra_deleting: set[str],
-                   family: str) -> None:
+async def _sync_lb(ctx: Ctx, infra: DockerInfra, namespace: str, cluster: str, network: str,
+                   extra_deleting: set[str], family: str) -> None:
     machines = await ctx.kube.list(MACHINE, namespace, selector=f"{CLUSTER_NAME}={cluster},{CONTROL_PLANE}")
     dms = await ctx.kube.list(DOCKER_MACHINE, namespace, labels={CLUSTER_NAME: cluster})
-    await ctx.infra.sync_lb(namespace, cluster, network, deleting_machines(machines, dms) | extra_deleting, family)
+    await infra.sync_lb(namespace, cluster, network, deleting_machines(machines, dms) | extra_deleting, family)
 
 
 # --- reconcile: observe, decide (capd_py.reconcile.dockermachine_decide), apply -----------------------------------
 
-async def _observe(ctx: Ctx, sub: Subject) -> dd.Observed:
+async def _observe(ctx: Ctx, sub: Subject) -> tuple[dd.Observed, DockerInfra]:
+    """What the decision reads, and the DockerInfra of the docker host the machine's DockerCluster is on.
+    dockerhost.NotPlaced while that host is not known."""
     dm, cluster, ns = sub.obj, sub.cluster, sub.namespace
     owner = contract.controller_owner(dm, "Machine")
     machine = await ctx.kube.get(MACHINE, ns, owner["name"]) if owner else None
     obs = dd.Observed(dm, machine, cluster, now=utcnow(), node_image_repository=ctx.settings.node_image_repository,
                       privileged_mode=ctx.settings.privileged_mode, poll_seconds=ctx.settings.poll_seconds)
     if machine is None or cluster is None or not obs.cluster_name:
-        return obs
-    return replace(obs, docker_cluster=await _docker_cluster(ctx, ns, cluster),
-                   container=await ctx.infra.get_container(obs.container_name))
+        return obs, ctx.infra
+    dc = await _docker_cluster(ctx, ns, cluster)
+    infra = (await dockerhost.where(ctx, dc)).infra
+    return replace(obs, docker_cluster=dc, container=await infra.get_container(obs.container_name)), infra
 
 
 async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
-    obs = await _observe(ctx, sub)
+    try:
+        obs, infra = await _observe(ctx, sub)
+    except dockerhost.NotPlaced as e:
+        if e.reason == placement.R_NO_HOST:  # the DockerCluster's placement comes first
+            log.info("%s/%s: waiting for the docker host: %s", sub.namespace, sub.name, e.message)
+            return Outcome(requeue_after=ctx.settings.poll_seconds)
+        return _host_failure(sub, e.message)
+    except RuntimeError_ as e:  # its docker host does not answer: say so (provisioned and addresses are kept)
+        return _host_failure(sub, f"docker host: {e}")
     for _ in range(dd.MAX_STEPS):
         action = dd.decide(obs)
         if isinstance(action, dd.ENDS):
             return await _end(ctx, obs, action)
         try:
-            obs = await _apply(ctx, obs, action)
+            obs = await _apply(ctx, infra, obs, action)
         except RuntimeError_ as e:
             after = dd.after_error(obs, action, str(e))
             if after is None:
@@ -88,9 +99,15 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     raise AssertionError(f"DockerMachine {sub.namespace}/{sub.name}: no decision after {dd.MAX_STEPS} steps")
 
 
-async def _apply(ctx: Ctx, o: dd.Observed, a: dd.Action) -> dd.Observed:
+def _host_failure(sub: Subject, message: str) -> Outcome:
+    log.warning("%s/%s: %s", sub.namespace, sub.name, message)
+    return Outcome(status=dmr.status(sub.obj, dmr.Observed(Phase.CONTAINER_ERROR, message)), obj=sub.obj,
+                   requeue_after=15)
+
+
+async def _apply(ctx: Ctx, infra: DockerInfra, o: dd.Observed, a: dd.Action) -> dd.Observed:
     """Look at what the decision needs, or apply a step; the Observed with what it learnt or changed."""
-    infra, cname, ns = ctx.infra, o.container_name, o.namespace
+    cname, ns = o.container_name, o.namespace
     if isinstance(a, dd.LookImage):
         return replace(o, image_present=await infra.image_exists(a.image))
     if isinstance(a, dd.ProbeSystemd):
@@ -106,7 +123,7 @@ async def _apply(ctx: Ctx, o: dd.Observed, a: dd.Action) -> dd.Observed:
         return replace(o, bootstrap_data=(secret or {}).get("data") or {})
     done = o.done | {type(a)}
     if isinstance(a, dd.SyncLoadBalancer):
-        await _sync_lb(ctx, ns, o.cluster_name, o.network, {a.without}, o.family)
+        await _sync_lb(ctx, infra, ns, o.cluster_name, o.network, {a.without}, o.family)
         return replace(o, done=done)
     if isinstance(a, dd.CreateContainer):
         info = await infra.create_container(a.spec)
@@ -117,7 +134,7 @@ async def _apply(ctx: Ctx, o: dd.Observed, a: dd.Action) -> dd.Observed:
     if isinstance(a, dd.StartContainer):
         return replace(o, container=await infra.start_container(cname) or o.container, done=done)
     if isinstance(a, dd.PreloadImages):
-        return await _preload(ctx, o, a)
+        return await _preload(ctx, infra, o, a)
     if isinstance(a, dd.Bootstrap):
         for path, content in a.files.items():
             await infra.write_file(cname, path, content, 0o700 if path == cloudinit.SCRIPT_PATH else 0o600)
@@ -130,7 +147,7 @@ async def _apply(ctx: Ctx, o: dd.Observed, a: dd.Action) -> dd.Observed:
     raise AssertionError(f"not a look or a step: {a!r}")
 
 
-async def _preload(ctx: Ctx, o: dd.Observed, a: dd.PreloadImages) -> dd.Observed:
+async def _preload(ctx: Ctx, infra: DockerInfra, o: dd.Observed, a: dd.PreloadImages) -> dd.Observed:
     dm, name = o.dm, o.dm["metadata"]["name"]
     if a.skipped:
         msg = (f"not pre-loading {', '.join(a.skipped)} (loaded into this cluster with capd-py load image): "
@@ -142,7 +159,7 @@ async def _preload(ctx: Ctx, o: dd.Observed, a: dd.PreloadImages) -> dd.Observed
     # a load takes a while: say so first
     loading = f"pre-loading {len(a.load)} image(s) into the node: {', '.join(a.load)}"
     dm = await _write_status(ctx, dm, dd.status(o, Phase.PRELOADING_IMAGES, loading, o.container))
-    outcomes = await ctx.infra.load_images(o.container_name, dict(a.load))
+    outcomes = await infra.load_images(o.container_name, dict(a.load))
     if all(x.ok for x in outcomes):
         log.info("%s/%s: images in %s: %s", o.namespace, name, o.container_name,
                  ", ".join(f"{x.ref} {x.result}" for x in outcomes))
@@ -229,31 +246,39 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
     machine_name = owner["name"] if owner else None
     machine = await ctx.kube.get(MACHINE, ns, machine_name) if machine_name else None
     cluster_name = dd.cluster_name_of(dm, machine)
+    cluster = await ctx.kube.get(CLUSTER, ns, cluster_name) if cluster_name else None
+    dc = await _docker_cluster(ctx, ns, cluster) if cluster else None
+    try:
+        infra = (await dockerhost.where(ctx, dc, unplaced_local=True)).infra
+    except dockerhost.NotPlaced as e:  # its host left the configuration: the container cannot be reached
+        dm = await _write_status(ctx, dm, dmr.status(dm, dmr.Observed(
+            Phase.DELETING, f"cannot delete the node container: {e.message}")))
+        return Outcome(obj=dm, done=False, requeue_after=15)
     if machine_name and not cluster_name:  # Machine already gone: find the container by its labels
-        for c in await ctx.infra.list_containers({CONTAINER_MACHINE: machine_name, CONTAINER_NAMESPACE: ns}):
+        for c in await infra.list_containers({CONTAINER_MACHINE: machine_name, CONTAINER_NAMESPACE: ns}):
             cluster_name = c.labels.get(dcr.CONTAINER_CLUSTER) or ""
     if not (machine_name and cluster_name):
         return Outcome()
     cname = dmr.container_name(cluster_name, machine_name)
     dm = await _write_status(ctx, dm,
                             dmr.status(dm, dmr.Observed(Phase.DELETING, "deleting the node container")))
-    cluster = await ctx.kube.get(CLUSTER, ns, cluster_name)
-    dc = await _docker_cluster(ctx, ns, cluster) if cluster else None
+    if cluster is None:
+        cluster = await ctx.kube.get(CLUSTER, ns, cluster_name)
     network, family = dcr.network_name(ns, cluster_name, dc), dcr.cluster_family(cluster)
-    await ctx.infra.settle(cname)
-    info = await ctx.infra.get_container(cname)
+    await infra.settle(cname)
+    info = await infra.get_container(cname)
     cp = (info is not None and info.labels.get(dcr.CONTAINER_ROLE) == dcr.ROLE_CONTROL_PLANE) \
         or dmr.is_control_plane(machine)
     if info is not None and dcr.ours(info, ns, cluster_name):  # not ours: left alone
         if cp:  # drain the LB first: weight 0 for this machine
-            await _sync_lb(ctx, ns, cluster_name, network, {machine_name}, family)
-        if not await ctx.infra.remove_container(cname):
+            await _sync_lb(ctx, infra, ns, cluster_name, network, {machine_name}, family)
+        if not await infra.remove_container(cname):
             return Outcome(obj=dm, done=False, requeue_after=2)
         log.info("%s/%s: removed container %s", ns, sub.name, cname)
     # a container removed behind our back (`docker rm -f`) leaves its /var volume: it goes with the machine
-    await ctx.infra.remove_volumes({**dcr.cluster_labels(ns, cluster_name), CONTAINER_MACHINE: machine_name})
+    await infra.remove_volumes({**dcr.cluster_labels(ns, cluster_name), CONTAINER_MACHINE: machine_name})
     if cp:
-        await _sync_lb(ctx, ns, cluster_name, network, set(), family)
+        await _sync_lb(ctx, infra, ns, cluster_name, network, set(), family)
         _nudge_cluster(ctx, ns, dc)
     return Outcome(obj=dm)
 

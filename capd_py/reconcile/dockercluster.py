@@ -136,16 +136,17 @@ def lb_image(dc: dict[str, Any], default_image: str = DEFAULT_LB_IMAGE) -> str:
 
 
 def lb_spec(namespace: str, cluster: str, image: str, network: str, dc: dict[str, Any] | None = None,
-            net: NetworkInfo | None = None) -> ContainerSpec:
+            net: NetworkInfo | None = None, publish_ip: str = "127.0.0.1") -> ContainerSpec:
     """The load balancer container. Once the DockerCluster has an endpoint and a recorded host port, a
     re-created load balancer takes both again (kubeconfigs and certificates name them; an IPv6 endpoint is the
-    pair of the static IPv4 address asked for)."""
+    pair of the static IPv4 address asked for). `publish_ip`: 0.0.0.0 on a remote docker host, whose published
+    port is the cluster's endpoint (capd_py.api.dockerhosts)."""
     name = lb_container_name(cluster)
     host = str((((dc or {}).get("spec") or {}).get("controlPlaneEndpoint") or {}).get("host") or "")
     ipv4 = addresses.paired_ipv4(net, host) if ":" in host else host
     return ContainerSpec(name=name, image=image, hostname=name, network=network,
                          labels=lb_labels(namespace, cluster),
-                         ports=(PortMapping(API_PORT, recorded_host_port(dc), "127.0.0.1"),),
+                         ports=(PortMapping(API_PORT, recorded_host_port(dc), publish_ip),),
                          node=False, restart_policy="unless-stopped", ipv4=ipv4)
 
 
@@ -231,6 +232,13 @@ def endpoint(lb: ContainerInfo | None, network: str, family: str = ipfamily.IPV4
         return None
     host = address_of(lb, network, family)
     return {"host": host, "port": API_PORT} if host else None
+
+
+def published_endpoint(lb: ContainerInfo | None, address: str) -> dict[str, Any] | None:
+    """The endpoint on a remote docker host: the host's address and the load balancer's published port."""
+    if lb is None or not lb.running or not lb.ports.get(API_PORT):
+        return None
+    return {"host": address, "port": lb.ports[API_PORT]}
 
 
 def endpoint_patch(dc: dict[str, Any], want: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -22,6 +22,7 @@ import os
 import posixpath
 import socket
 import struct
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -569,6 +570,25 @@ class DockerRuntime:
             raise RuntimeError_(f"image {ref} not found locally") from e
         except docker.errors.APIError as e:
             raise RuntimeError_(f"saving image {ref}: {e.explanation or e}") from e
+
+    def save_image_chunks(self, ref: str) -> Iterator[bytes]:
+        try:
+            image = self.client.images.get(ref)
+            # named=True would name the tarball after the image's *first* tag: an image tagged both
+            # capd-py/haproxy:2.6 and kindest/haproxy:... copied for the latter arrived under the former only
+            yield from image.save(named=ref if ref in image.tags else True)
+        except docker.errors.ImageNotFound as e:
+            raise RuntimeError_(f"image {ref} not found locally") from e
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"saving image {ref}: {e.explanation or e}") from e
+
+    def load_image(self, chunks: Iterable[bytes]) -> None:
+        try:
+            for msg in self.api.load_image(chunks):  # progress and the final "Loaded image" line
+                if isinstance(msg, dict) and msg.get("error"):
+                    raise RuntimeError_(f"loading image: {msg['error']}")
+        except docker.errors.APIError as e:
+            raise RuntimeError_(f"loading image: {e.explanation or e}") from e
 
     def image_id(self, ref: str) -> str | None:
         try:

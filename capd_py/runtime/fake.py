@@ -27,7 +27,7 @@ import json
 import re
 import shlex
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -79,6 +79,7 @@ class FakeRuntime:
         self.builds: list[tuple[str, str, dict[str, str]]] = []  # (context dir, tag, build args) per build_image
         self.image_ids: dict[str, str] = {}
         self.saves: list[str] = []       # references passed to save_image, in order
+        self.loads: list[str] = []       # references load_image brought in, in order
         self.ctr_images: dict[str, dict[str, str]] = {}
         self._lock = threading.RLock()
         self.storage: dict[str, dict[str, str]] = {}   # storage_paths' answers
@@ -389,6 +390,22 @@ class FakeRuntime:
         with self._lock:
             self.saves.append(ref)
         return f"fake image tarball of {ref} {iid}".encode()
+
+    def save_image_chunks(self, ref: str) -> Iterator[bytes]:
+        data = self.save_image(ref)
+        yield data[:10]
+        yield data[10:]
+
+    def load_image(self, chunks: Iterable[bytes]) -> None:
+        """Loads a stand-in tarball of `save_image` (of this or another fake): its reference and ID appear."""
+        text = b"".join(chunks).decode()
+        if not text.startswith("fake image tarball of "):
+            raise RuntimeError_("loading image: not a tarball of a FakeRuntime")
+        ref, iid = text.removeprefix("fake image tarball of ").split(" ")
+        with self._lock:
+            self.images.add(ref)
+            self.image_ids[ref] = iid
+            self.loads.append(ref)
 
     def image_id(self, ref: str) -> str | None:
         if not self.image_exists(ref) and ref not in self.image_ids:

@@ -157,3 +157,11 @@ def load_images(runtime: ContainerRuntime, nodes: Sequence[str], images: Mapping
         if not o.ok:
             log.warning("loading %s into %s failed: %s", o.ref, o.node, o.detail)
     return out
+
+
+def copy_image(source: ContainerRuntime, target: ContainerRuntime, ref: str) -> None:
+    """`docker save REF` on one docker host streamed into `docker load` on another (capd-py never pulls); the
+    reference must then be present on the target."""
+    target.load_image(source.save_image_chunks(ref))
+    if target.image_id(ref) is None:
+        raise RuntimeError_(f"image {ref} was loaded but is not present under that reference on the target host")

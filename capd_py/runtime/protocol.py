@@ -3,6 +3,7 @@ them with asyncio.to_thread. Names are docker container/network names."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 from capd_py.api.containers import (
@@ -76,6 +77,9 @@ class ContainerRuntime(Protocol):
     def list_images(self, repository: str) -> list[str]: ...    # local "repo:tag" references of `repository`
     def build_image(self, context_dir: str, tag: str, build_args: dict[str, str] | None = None) -> None: ...
     def save_image(self, ref: str) -> bytes: ...                # `docker save` tarball
+    # the same tarball in chunks, for copying an image to another docker host without holding it in memory
+    def save_image_chunks(self, ref: str) -> Iterator[bytes]: ...
+    def load_image(self, chunks: Iterable[bytes]) -> None: ...   # `docker load` of a `docker save` tarball
     # the local image's ID (`docker image inspect -f {{.Id}}`: the digest of its config), None when absent
     def image_id(self, ref: str) -> str | None: ...
     # `docker inspect` of a container as docker returns it (for bug reports), None when absent

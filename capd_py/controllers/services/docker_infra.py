@@ -69,7 +69,12 @@ class DockerInfra:
 
     # --- plain runtime calls, off the event loop ---------------------------------------------------
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.to_thread(fn, *args)
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except OSError as e:
+            # the daemon does not answer (a docker host gone, its socket removed: requests' connection errors are
+            # OSErrors): a runtime failure the controllers report in conditions, not a crash of the reconcile
+            raise RuntimeError_(f"docker daemon not reachable: {e}") from e
 
     async def get_container(self, name: str) -> ContainerInfo | None:
         return await self.call(self.runtime.get_container, name)

@@ -1,0 +1,53 @@
+"""A container runtime per configured docker host (capd_py.api.dockerhosts): the docker SDK client for its
+endpoint. unix:// and tcp:// (TLS from the host's Secret, written to a private folder because the SDK takes file
+paths) talk to the daemon directly; ssh:// goes through the system `ssh` client (the SDK's `use_ssh_client`, so
+the user's ssh configuration and agent apply, and paramiko is not needed)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+
+import docker
+from docker.tls import TLSConfig
+
+from capd_py.api import dockerhosts as dh
+from capd_py.runtime.docker_runtime import DockerRuntime
+from capd_py.runtime.protocol import RuntimeError_
+
+TIMEOUT = 120
+
+
+def tls_config(host: str, material: Mapping[str, bytes]) -> TLSConfig:
+    """A TLSConfig from the Secret's ca.pem / cert.pem / key.pem (written 0600 into a folder of their own)."""
+    missing = [k for k in dh.TLS_KEYS if not material.get(k)]
+    if missing:
+        raise RuntimeError_(f"docker host {host}: its TLS Secret lacks {', '.join(missing)}")
+    folder = tempfile.mkdtemp(prefix=f"capd-py-tls-{host}-")
+    paths = {}
+    for key in dh.TLS_KEYS:
+        path = os.path.join(folder, key)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(material[key])
+        paths[key] = path
+    return TLSConfig(client_cert=(paths["cert.pem"], paths["key.pem"]), ca_cert=paths["ca.pem"], verify=True)
+
+
+def runtime_for(host: dh.DockerHost, tls_material: Mapping[str, bytes] | None = None) -> DockerRuntime:
+    """The runtime of `host`. The implicit `local` host (no endpoint) is the environment's daemon, as before
+    docker hosts existed (DOCKER_HOST or the default socket)."""
+    if not host.endpoint:
+        return DockerRuntime()
+    try:
+        if host.scheme == "tcp" and host.tls_secret:
+            client = docker.DockerClient(base_url=host.endpoint.replace("tcp://", "https://", 1), timeout=TIMEOUT,
+                                         tls=tls_config(host.name, tls_material or {}))
+        elif host.scheme == "ssh":
+            client = docker.DockerClient(base_url=host.endpoint, timeout=TIMEOUT, use_ssh_client=True)
+        else:
+            client = docker.DockerClient(base_url=host.endpoint, timeout=TIMEOUT)
+    except docker.errors.DockerException as e:
+        raise RuntimeError_(f"docker host {host.name} ({host.endpoint}): {e}") from e
+    return DockerRuntime(client)

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Start / stop a second docker daemon on this machine, as a second "docker host" for capd-py (docs/multihost.md).
+#   hack/second-dockerd.sh start [NAME]   prints the endpoint (unix:///run/capd-py-dockerd-NAME.sock)
+#   hack/second-dockerd.sh stop [NAME]    stops that daemon (its containers die with it) and removes its state
+# It never touches the main dockerd (/var/run/docker.sock) nor its iptables chains: a dockerd started with
+# --iptables=true deletes and re-creates the DOCKER chains at start (libnetwork removeIPChains), which would drop
+# every published port of the main daemon's containers. So this one runs with --iptables=false --ip-masq=false and
+# no default bridge; the only host rules it needs (its bridges' traffic through the host's FORWARD chain, whose
+# policy the main daemon set to DROP while br_netfilter is loaded) are added to DOCKER-USER by `allow-bridge`,
+# matched on its own subnets, and removed by `stop`.
+set -euo pipefail
+cmd=${1:?start|stop|allow}
+name=${2:-2}
+sock=/run/capd-py-dockerd-$name.sock
+data=/var/lib/capd-py-docker-$name
+exec_root=/run/capd-py-docker-$name
+pidfile=/run/capd-py-dockerd-$name.pid
+log=/var/log/capd-py-dockerd-$name.log
+# the comment every host rule of this daemon carries, so `stop` finds them all
+tag=capd-py-dockerd-$name
+case $cmd in
+start)
+  if [ -S "$sock" ] && docker -H "unix://$sock" info >/dev/null 2>&1; then echo "unix://$sock"; exit 0; fi
+  mkdir -p "$data" "$exec_root"
+  echo "--- $(date -u +%FT%TZ) hack/second-dockerd.sh starts dockerd $name" >>"$log"
+  # setsid: a session of its own, so the caller's process group ending does not take it along
+  setsid dockerd --host "unix://$sock" --data-root "$data" --exec-root "$exec_root" --pidfile "$pidfile" \
+    --bridge=none --iptables=false --ip-masq=false >>"$log" 2>&1 </dev/null &
+  for _ in $(seq 1 60); do
+    if docker -H "unix://$sock" info >/dev/null 2>&1; then echo "unix://$sock"; exit 0; fi
+    sleep 0.5
+  done
+  echo "dockerd $name did not start; see $log" >&2; tail -20 "$log" >&2; exit 1 ;;
+allow)
+  # allow forwarding on one subnet of this daemon (a network's traffic between its containers, and to/from
+  # the host's other bridges) ahead of the main daemon's isolation rules
+  subnet=${3:?subnet}
+  for dir in -s -d; do
+    iptables -C DOCKER-USER $dir "$subnet" -m comment --comment "$tag" -j ACCEPT 2>/dev/null \
+      || iptables -I DOCKER-USER 1 $dir "$subnet" -m comment --comment "$tag" -j ACCEPT
+  done ;;
+stop)
+  if [ -f "$pidfile" ]; then
+    pid=$(cat "$pidfile")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  # its rules, found by their comment (deleted by rule text, one at a time)
+  while read -r rule; do
+    eval "iptables ${rule/-A /-D }"
+  done < <(iptables -S DOCKER-USER | grep -- "--comment $tag" || true)
+  # container mounts (shm, overlay) may outlive the daemon: unmount before removing the state
+  grep -E " ($data|$exec_root)/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+  rm -rf "$data" "$exec_root" "$sock" "$pidfile" ;;
+*) echo "usage: $0 start|stop|allow [NAME] [SUBNET]" >&2; exit 2 ;;
+esac

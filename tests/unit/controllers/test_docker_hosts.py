@@ -1,0 +1,165 @@
+"""The docker hosts service and DockerCluster placement over fake runtimes (no I/O): one DockerInfra per host,
+kept while its entry is unchanged; placement written once into the annotation; images copied from a host that has
+them; the single-host default writes nothing."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from capd_py.api import dockerhosts as dh
+from capd_py.api.gvk import GVK
+from capd_py.controllers import dockerhost
+from capd_py.controllers.context import Ctx, Settings
+from capd_py.controllers.services.docker_hosts import DockerHosts
+from capd_py.controllers.services.docker_infra import DockerInfra
+from capd_py.runtime.fake import FakeRuntime
+from capd_py.runtime.images import copy_image
+from capd_py.runtime.protocol import ContainerRuntime, RuntimeError_
+
+pytestmark = pytest.mark.unit
+
+LB, NODE = "capd-py/haproxy:2.6", "capd-py/node:v1.34.4"
+
+
+class MemKube:
+    """get / list / merge_patch over a dict, as CachedKube answers them."""
+
+    def __init__(self, *objs: dict[str, Any]) -> None:
+        self.objs: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.patches: list[tuple[str, str, dict[str, Any]]] = []
+        for o in objs:
+            self.objs[(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])] = o
+
+    async def get(self, g: GVK, ns: str, name: str) -> dict[str, Any] | None:
+        return self.objs.get((g.kind, ns, name))
+
+    async def list(self, g: GVK, ns: str | None = None) -> list[dict[str, Any]]:
+        return [o for (k, n, _), o in self.objs.items() if k == g.kind and ns in (None, n)]
+
+    async def merge_patch(self, g: GVK, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        obj = self.objs[(g.kind, ns, name)]
+        self.patches.append((g.kind, name, patch))
+        ann = patch.get("metadata", {}).get("annotations") or {}
+        obj["metadata"].setdefault("annotations", {}).update(ann)
+        return obj
+
+
+def _configmap(**entries: str) -> dict[str, Any]:
+    return {"kind": "ConfigMap", "metadata": {"namespace": dh.NAMESPACE, "name": dh.CONFIGMAP}, "data": entries}
+
+
+def _dc(name: str, uid: str, host: str = "") -> dict[str, Any]:
+    ann = {dh.DOCKER_HOST_ANNOTATION: host} if host else {}
+    return {"kind": "DockerCluster", "metadata": {"namespace": "ns", "name": name, "uid": uid, "resourceVersion": "1",
+                                                  "annotations": ann}, "spec": {}}
+
+
+class Factory:
+    def __init__(self, runtimes: Mapping[str, ContainerRuntime]) -> None:
+        self.runtimes, self.made = runtimes, []  # type: ignore[var-annotated]
+
+    def __call__(self, host: dh.DockerHost, tls: Mapping[str, bytes] | None) -> ContainerRuntime:
+        self.made.append((host.name, dict(tls or {})))
+        return self.runtimes[host.name]
+
+
+def _ctx(kube: MemKube, local: FakeRuntime, runtimes: Mapping[str, ContainerRuntime]) -> tuple[Ctx, Factory]:
+    ctx = Ctx(kube=kube, runtime=local, settings=Settings(), workload=None)  # type: ignore[arg-type]
+    factory = Factory(runtimes)
+    ctx.hosts = DockerHosts(ctx.infra, lambda rt: DockerInfra(rt), factory)
+    return ctx, factory
+
+
+async def test_no_configmap_means_local_and_no_write() -> None:
+    kube, local = MemKube(_dc("c1", "u1")), FakeRuntime()
+    ctx, factory = _ctx(kube, local, {})
+    where, dc = await dockerhost.place(ctx, kube.objs[("DockerCluster", "ns", "c1")], [LB])
+    assert where.host.name == "local" and where.infra is ctx.infra
+    assert kube.patches == [] and factory.made == [] and dh.host_of(dc) == ""
+    assert (await dockerhost.where(ctx, dc)).infra is ctx.infra
+
+
+async def test_scheduler_places_once_and_copies_missing_images_from_a_host_that_has_them() -> None:
+    local = FakeRuntime(images={LB, NODE})
+    two = FakeRuntime(images=set())
+    # local is full (2 of 2 clusters), so `two` is chosen although it lacks the images: they are copied from local
+    kube = MemKube(_configmap(two="endpoint: unix:///run/capd-py-dockerd-2.sock\naddress: 192.0.2.2",
+                              local="endpoint: unix:///var/run/docker.sock\ncapacity: {clusters: 2}"),
+                   _dc("c1", "u1"), _dc("busy", "u0"), _dc("busy2", "u9"))
+    ctx, _ = _ctx(kube, local, {"two": two, "local": local})
+    where, dc = await dockerhost.place(ctx, kube.objs[("DockerCluster", "ns", "c1")], [LB, NODE])
+    assert where.host.name == "two" and where.infra.runtime is two
+    assert dh.host_of(dc) == "two" and len(kube.patches) == 1
+    assert two.image_id(LB) == local.image_id(LB) and two.image_id(NODE) == local.image_id(NODE)
+    assert two.loads == [LB, NODE] and local.saves == [LB, NODE]
+    # a second pass reads the annotation: no new write, nothing copied, the same infra instance
+    again, _ = await dockerhost.place(ctx, dc, [LB, NODE])
+    assert again.infra is where.infra and len(kube.patches) == 1 and two.loads == [LB, NODE]
+    assert (await dockerhost.where(ctx, dc)).infra is where.infra
+
+
+async def test_unplaced_cluster_with_several_hosts_waits_and_unknown_host_is_reported() -> None:
+    kube = MemKube(_configmap(two="endpoint: ssh://two"), _dc("c1", "u1"), _dc("c2", "u2", host="gone"))
+    ctx, _ = _ctx(kube, FakeRuntime(), {"two": FakeRuntime()})
+    with pytest.raises(dockerhost.NotPlaced) as e:
+        await dockerhost.where(ctx, kube.objs[("DockerCluster", "ns", "c1")])
+    assert e.value.reason == "NoDockerHostAvailable"
+    # deletion of an unplaced one looks on local (where pre-hosts clusters live)
+    got = await dockerhost.where(ctx, kube.objs[("DockerCluster", "ns", "c1")], unplaced_local=True)
+    assert got.infra is ctx.infra
+    with pytest.raises(dockerhost.NotPlaced, match="'gone' is not configured"):
+        await dockerhost.where(ctx, kube.objs[("DockerCluster", "ns", "c2")])
+
+
+async def test_invalid_configuration_is_reported_not_guessed() -> None:
+    kube = MemKube(_configmap(two="endpoint: http://x"), _dc("c1", "u1"))
+    ctx, _ = _ctx(kube, FakeRuntime(), {})
+    with pytest.raises(dockerhost.NotPlaced) as e:
+        await dockerhost.place(ctx, kube.objs[("DockerCluster", "ns", "c1")], [LB])
+    assert e.value.reason == "InvalidDockerHostConfiguration" and "capd-py-docker-hosts" in e.value.message
+
+
+async def test_tls_material_comes_from_the_secret_and_a_change_makes_a_new_client() -> None:
+    def secret(ca: bytes) -> dict[str, Any]:
+        return {"kind": "Secret", "metadata": {"namespace": dh.NAMESPACE, "name": "b-tls"},
+                "data": {k: base64.b64encode(v).decode() for k, v in
+                         {"ca.pem": ca, "cert.pem": b"CERT", "key.pem": b"KEY"}.items()}}
+    kube = MemKube(secret(b"CA1"))
+    b = dh.parse_host("b", "endpoint: tcp://10.0.0.7:2376\ntlsSecretName: b-tls")
+    ctx, factory = _ctx(kube, FakeRuntime(), {"b": FakeRuntime()})
+    first = await ctx.hosts.infra(kube, b)
+    assert await ctx.hosts.infra(kube, b) is first
+    assert factory.made == [("b", {"ca.pem": b"CA1", "cert.pem": b"CERT", "key.pem": b"KEY"})]
+    kube.objs[("Secret", dh.NAMESPACE, "b-tls")] = secret(b"CA2")
+    assert await ctx.hosts.infra(kube, b) is not first and len(factory.made) == 2
+    del kube.objs[("Secret", dh.NAMESPACE, "b-tls")]
+    with pytest.raises(RuntimeError_, match="TLS Secret capd-py-system/b-tls not found"):
+        await ctx.hosts.infra(kube, b)
+    assert set(ctx.hosts.known()) == {"local", "b"}
+
+
+def test_copy_image_between_runtimes() -> None:
+    src, dst = FakeRuntime(images={LB}), FakeRuntime(images=set())
+    copy_image(src, dst, LB)
+    assert dst.image_id(LB) == src.image_id(LB)
+    with pytest.raises(RuntimeError_, match="not found locally"):
+        copy_image(src, dst, "missing:1")
+
+
+
+async def test_a_cluster_made_before_hosts_is_recorded_on_local_and_a_user_endpoint_does_not_pin() -> None:
+    local, two = FakeRuntime(images={LB}), FakeRuntime(images={LB})
+    old, new = _dc("old", "u1"), _dc("new", "u2")
+    old["metadata"]["annotations"]["infrastructure.cluster.x-k8s.io/capd-py-lb-host-port"] = "40001"
+    new["spec"]["controlPlaneEndpoint"] = {"host": "10.9.9.9", "port": 6443}  # given by the user
+    kube = MemKube(_configmap(two="endpoint: unix:///run/two.sock"), old, new)
+    kube.objs[("DockerCluster", "ns", "busy")] = _dc("busy", "u3", host="local")
+    ctx, _ = _ctx(kube, local, {"two": two})
+    where, dc = await dockerhost.place(ctx, old, [LB])
+    assert where.host.name == "local" and dh.host_of(dc) == "local"
+    where, dc = await dockerhost.place(ctx, new, [LB])
+    assert where.host.name == "two" and dh.host_of(dc) == "two"  # the scheduler: local holds 2 clusters now
