@@ -8,6 +8,9 @@ success sentinel, so a restart at any point neither re-runs nor loses it. Decisi
 capd_py.reconcile.dockermachine and capd_py.reconcile.cloudinit; the runtime side (create-or-adopt,
 settle, load balancer sync) goes through the Docker infrastructure service `ctx.infra`. The state machine
 is capd_py.reconcile.dockermachine_decide.decide; this module observes, asks it, and applies its answers.
+
+The same functions are a DevMachine's docker backend (capd_py/controllers/devmachine.py): the kinds written and
+followed come from `infrakinds.kinds_of(obj)`, the docker fields are read through `infrakinds.docker_spec`.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from capd_py.api import contract
-from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, MACHINE, NODE, SECRET
+from capd_py.api import contract, infrakinds
+from capd_py.api.gvk import CLUSTER, DOCKER_MACHINE, MACHINE, NODE, SECRET
 from capd_py.api.labels import (
     CLUSTER_NAME,
     CONTAINER_MACHINE,
@@ -44,17 +47,19 @@ from capd_py.runtime.protocol import RuntimeError_
 log = logging.getLogger("capd_py.dockermachine")
 
 
-async def _docker_cluster(ctx: Ctx, namespace: str, cluster: dict[str, Any]) -> dict[str, Any] | None:
+async def _docker_cluster(ctx: Ctx, k: infrakinds.InfraKinds, namespace: str,
+                          cluster: dict[str, Any]) -> dict[str, Any] | None:
+    """The machine's infrastructure cluster (a DockerCluster for a DockerMachine, a DevCluster for a DevMachine)."""
     r = contract.ref(cluster, "spec", "infrastructureRef")
-    if r and r["kind"] == DOCKER_CLUSTER.kind:
-        return await ctx.kube.get(DOCKER_CLUSTER, namespace, r["name"])
+    if r and r["kind"] == k.cluster.kind:
+        return await ctx.kube.get(k.cluster, namespace, r["name"])
     return None
 
 
-async def _sync_lb(ctx: Ctx, namespace: str, cluster: str, network: str, extra_deleting: set[str],
-                   family: str) -> None:
+async def _sync_lb(ctx: Ctx, k: infrakinds.InfraKinds, namespace: str, cluster: str, network: str,
+                   extra_deleting: set[str], family: str) -> None:
     machines = await ctx.kube.list(MACHINE, namespace, selector=f"{CLUSTER_NAME}={cluster},{CONTROL_PLANE}")
-    dms = await ctx.kube.list(DOCKER_MACHINE, namespace, labels={CLUSTER_NAME: cluster})
+    dms = await ctx.kube.list(k.machine, namespace, labels={CLUSTER_NAME: cluster})
     await ctx.infra.sync_lb(namespace, cluster, network, deleting_machines(machines, dms) | extra_deleting, family)
 
 
@@ -68,11 +73,12 @@ async def _observe(ctx: Ctx, sub: Subject) -> dd.Observed:
                       privileged_mode=ctx.settings.privileged_mode, poll_seconds=ctx.settings.poll_seconds)
     if machine is None or cluster is None or not obs.cluster_name:
         return obs
-    return replace(obs, docker_cluster=await _docker_cluster(ctx, ns, cluster),
+    return replace(obs, docker_cluster=await _docker_cluster(ctx, infrakinds.kinds_of(dm), ns, cluster),
                    container=await ctx.infra.get_container(obs.container_name))
 
 
-async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
+    """A DockerMachine, or a DevMachine with the docker backend."""
     obs = await _observe(ctx, sub)
     for _ in range(dd.MAX_STEPS):
         action = dd.decide(obs)
@@ -106,7 +112,7 @@ async def _apply(ctx: Ctx, o: dd.Observed, a: dd.Action) -> dd.Observed:
         return replace(o, bootstrap_data=(secret or {}).get("data") or {})
     done = o.done | {type(a)}
     if isinstance(a, dd.SyncLoadBalancer):
-        await _sync_lb(ctx, ns, o.cluster_name, o.network, {a.without}, o.family)
+        await _sync_lb(ctx, infrakinds.kinds_of(o.dm), ns, o.cluster_name, o.network, {a.without}, o.family)
         return replace(o, done=done)
     if isinstance(a, dd.CreateContainer):
         info = await infra.create_container(a.spec)
@@ -152,7 +158,7 @@ async def _preload(ctx: Ctx, o: dd.Observed, a: dd.PreloadImages) -> dd.Observed
 async def _write_status(ctx: Ctx, dm: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     """A status written mid-pass (before a long step, or before the Node is patched): with the skeleton's
     Paused=False, so the skeleton's own write at the end of the pass finds nothing left to change."""
-    return await lifecycle.write_status(ctx.kube, DOCKER_MACHINE, dm, not_paused(dm, status))
+    return await lifecycle.write_status(ctx.kube, infrakinds.kinds_of(dm).machine, dm, not_paused(dm, status))
 
 
 async def _end(ctx: Ctx, o: dd.Observed, a: dd.End) -> Outcome:
@@ -171,7 +177,7 @@ async def _end(ctx: Ctx, o: dd.Observed, a: dd.End) -> Outcome:
 async def _provisioned(ctx: Ctx, o: dd.Observed, a: dd.SetProviderID) -> Outcome:
     dm, md = o.dm, o.dm["metadata"]
     if contract.provider_id(dm) != a.provider_id:
-        dm = await ctx.kube.merge_patch(DOCKER_MACHINE, o.namespace, md["name"], {
+        dm = await ctx.kube.merge_patch(infrakinds.kinds_of(dm).machine, o.namespace, md["name"], {
             "metadata": {"resourceVersion": md["resourceVersion"]}, "spec": {"providerID": a.provider_id}})
     # the addresses are the DockerMachine's before the Node gets its providerID (the Machine takes both)
     status = dd.status(replace(o, dm=dm), Phase.PROVISIONED, container=a.container)
@@ -218,13 +224,15 @@ async def _patch_node(ctx: Ctx, ns: str, cluster_name: str, node_name: str, pid:
 
 def _nudge_cluster(ctx: Ctx, ns: str, dc: dict[str, Any] | None) -> None:
     if dc is not None:  # its load balancer's backends follow the control plane containers
-        ctx.enqueue(DOCKER_CLUSTER.kind, ns, dc["metadata"]["name"])
+        ctx.enqueue(infrakinds.kinds_of(dc).cluster.kind, ns, dc["metadata"]["name"])
 
 
 # --- delete -------------------------------------------------------------------------------------------------------
 
-async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+async def delete_docker(ctx: Ctx, sub: Subject) -> Outcome:
+    """A DockerMachine's, or a docker-backed DevMachine's, deletion."""
     dm, ns = sub.obj, sub.namespace
+    k = infrakinds.kinds_of(dm)
     owner = contract.controller_owner(dm, "Machine")
     machine_name = owner["name"] if owner else None
     machine = await ctx.kube.get(MACHINE, ns, machine_name) if machine_name else None
@@ -238,7 +246,7 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
     dm = await _write_status(ctx, dm,
                             dmr.status(dm, dmr.Observed(Phase.DELETING, "deleting the node container")))
     cluster = await ctx.kube.get(CLUSTER, ns, cluster_name)
-    dc = await _docker_cluster(ctx, ns, cluster) if cluster else None
+    dc = await _docker_cluster(ctx, k, ns, cluster) if cluster else None
     network, family = dcr.network_name(ns, cluster_name, dc), dcr.cluster_family(cluster)
     await ctx.infra.settle(cname)
     info = await ctx.infra.get_container(cname)
@@ -246,32 +254,31 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
         or dmr.is_control_plane(machine)
     if info is not None and dcr.ours(info, ns, cluster_name):  # not ours: left alone
         if cp:  # drain the LB first: weight 0 for this machine
-            await _sync_lb(ctx, ns, cluster_name, network, {machine_name}, family)
+            await _sync_lb(ctx, k, ns, cluster_name, network, {machine_name}, family)
         if not await ctx.infra.remove_container(cname):
             return Outcome(obj=dm, done=False, requeue_after=2)
         log.info("%s/%s: removed container %s", ns, sub.name, cname)
     # a container removed behind our back (`docker rm -f`) leaves its /var volume: it goes with the machine
     await ctx.infra.remove_volumes({**dcr.cluster_labels(ns, cluster_name), CONTAINER_MACHINE: machine_name})
     if cp:
-        await _sync_lb(ctx, ns, cluster_name, network, set(), family)
+        await _sync_lb(ctx, k, ns, cluster_name, network, set(), family)
         _nudge_cluster(ctx, ns, dc)
     return Outcome(obj=dm)
 
 
-def _has_owner_machine(sub: Subject) -> bool:
+def has_owner_machine(sub: Subject) -> bool:
     """As upstream CAPD: nothing until the Machine controller has made its Machine the owner."""
     return coreutil.is_deleting(sub.obj) or bool(contract.core_owner_name(sub.obj, "Machine"))
 
 
-KIND = Kind(gvk=DOCKER_MACHINE, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_DOCKER_MACHINE,
-            ready=_has_owner_machine)
+KIND = Kind(gvk=DOCKER_MACHINE, reconcile=reconcile_docker, delete=delete_docker,
+            finalizer=FINALIZER_DOCKER_MACHINE, ready=has_owner_machine)
 reconcile = reconciler(KIND)
 
 
 # --- wiring ---------------------------------------------------------------------------------------
 
 def controller() -> Controller:
-    return Controller(gvk=DOCKER_MACHINE, reconcile=reconcile,
-                      watches=[(MACHINE, w.machine_to_docker_machine), (CLUSTER, w.cluster_to_docker_machines),
-                               (DOCKER_CLUSTER, w.cluster_to_docker_machines)],
-                      node_watches=[w.node_to_docker_machine])
+    k = infrakinds.DOCKER
+    return Controller(gvk=DOCKER_MACHINE, reconcile=reconcile, watches=w.watches(k),
+                      node_watches=[w.node_mapper(k)])

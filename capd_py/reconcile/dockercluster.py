@@ -17,6 +17,7 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api.containers import ContainerInfo, ContainerSpec, NetworkInfo, PortMapping
+from capd_py.api.infrakinds import docker_spec
 from capd_py.api.labels import (
     CONTAINER_CLUSTER,
     CONTAINER_MACHINE,
@@ -128,7 +129,7 @@ DEFAULT_LB_IMAGE = f"{LB_DEFAULT_REPOSITORY}/{LB_IMAGE_NAME}:{LB_DEFAULT_TAG}"
 def lb_image(dc: dict[str, Any], default_image: str = DEFAULT_LB_IMAGE) -> str:
     """The load balancer's image as upstream CAPD names it; `default_image` (CAPD_PY_HAPROXY_IMAGE) only when the
     DockerCluster names neither part, so a spec that names one part means the same image as upstream."""
-    lb = ((dc.get("spec") or {}).get("loadBalancer") or {})
+    lb = docker_spec(dc).get("loadBalancer") or {}
     repo, tag = lb.get("imageRepository"), lb.get("imageTag")
     if not repo and not tag:
         return default_image
@@ -279,7 +280,7 @@ def status(dc: dict[str, Any], lb: LBState, has_endpoint: bool,
     st["conditions"] = conds
     if ready or ((st.get("initialization") or {}).get("provisioned")):
         st["initialization"] = {**(st.get("initialization") or {}), "provisioned": True}
-    fds = (dc.get("spec") or {}).get("failureDomains")
+    fds = docker_spec(dc).get("failureDomains")
     if fds:
         st["failureDomains"] = list(fds)
     else:
