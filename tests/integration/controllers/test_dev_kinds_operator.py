@@ -5,15 +5,22 @@
   tests), the Cluster becomes Available, and deleting it removes every container and object;
 - inMemory backend (`--flavor in-memory`, 1 control plane + 3 workers): no container at all, Machines Running on
   in-memory Nodes with an etcd member per control-plane machine, the Cluster Available in under 5 s, with the
-  workload clients `capd-py controllers` runs (no test fake behind them)."""
+  workload clients `capd-py controllers` runs (no test fake behind them);
+- upstream v1.14.0's own templates (tests/fixtures/upstream-v1.14, copied unchanged; variables substituted as
+  clusterctl does): `clusterclass-quick-start` + `cluster-template-development` (Dev* docker templates, patched by
+  the ClusterClass) and `clusterclass-in-memory` + `cluster-template-in-memory` become Available."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from capd_py.api import conditions as cond
 from capd_py.api.gvk import (
@@ -198,3 +205,88 @@ async def test_in_memory_cluster_is_available_in_under_5_seconds(real_workloads:
         left = [await kube.list(g, namespace) for g in (CLUSTER, MACHINE, DEV_MACHINE, DEV_CLUSTER)]
         return not any(left) and op.manager.ctx.workload.in_memory.get(namespace, name) is None
     await eventually(gone, 60, "the in-memory cluster and its objects gone", state)
+
+
+UPSTREAM_V1_14 = Path(__file__).resolve().parents[2] / "fixtures" / "upstream-v1.14"
+
+
+def upstream_v1_14(files: list[str], namespace: str, name: str, workers: int) -> list[dict[str, Any]]:
+    """upstream v1.14.0's templates with clusterctl's variable substitution (test_upstream_admission.py's)."""
+    path = Path(__file__).resolve().parents[1] / "test_upstream_admission.py"
+    spec = importlib.util.spec_from_file_location("_upstream_admission", path)
+    assert spec is not None and spec.loader is not None
+    mod = sys.modules.get(spec.name)
+    if mod is None:  # registered before it runs: its dataclasses look their module up in sys.modules
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+    values = {"NAMESPACE": namespace, "CLUSTER_NAME": name, "KUBERNETES_VERSION": "v1.34.4",
+              "CONTROL_PLANE_MACHINE_COUNT": "1", "WORKER_MACHINE_COUNT": str(workers)}
+    out: list[dict[str, Any]] = []
+    for f in files:
+        text = mod.substitute((UPSTREAM_V1_14 / f).read_text(), values)
+        for d in yaml.safe_load_all(text):
+            if d:
+                d["metadata"]["namespace"] = namespace
+                out.append(d)
+    return out
+
+
+async def _available(kube: Kube, namespace: str, name: str, machines: int) -> bool:
+    c = await kube.get(CLUSTER, namespace, name)
+    ms = await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: name})
+    return (c is not None and cond.is_true(c, "Available") and len(ms) == machines
+            and all((m.get("status") or {}).get("phase") == "Running" for m in ms))
+
+
+async def test_upstream_v1_14_development_template_is_available(fake_workloads: Operator, kube: Kube,
+                                                                 namespace: str) -> None:
+    """upstream v1.14's quick-start ClusterClass (DevClusterTemplate / DevMachineTemplate with the docker backend,
+    its customImage patch) and cluster-template-development, unchanged: Available, on node containers."""
+    runtime, name = fake_workloads.runtime, "up14dev"
+    docs = upstream_v1_14(["clusterclass-quick-start.yaml", "cluster-template-development.yaml"], namespace, name, 1)
+    applied = await apply_objects(kube, docs)
+    assert all(o.ok for o in applied), [(o.ref, o.detail) for o in applied if not o.ok]
+
+    async def state() -> Any:
+        return {"cluster": _not_true(await kube.get(CLUSTER, namespace, name)),
+                "devmachines": [(d["metadata"]["name"], _not_true(d)) for d in await kube.list(DEV_MACHINE, namespace)]}
+    await eventually(lambda: _available(kube, namespace, name, 2), 180, "upstream v1.14 development Available", state)
+    dms = await kube.list(DEV_MACHINE, namespace, labels={CLUSTER_NAME: name})
+    # the ClusterClass's customImage patch reached the machines: kindest/node:<version>, capd-py's node image
+    assert [d["spec"]["backend"]["docker"]["customImage"] for d in dms] == ["kindest/node:v1.34.4"] * 2
+    nodes = [c for c in runtime.list_containers({CONTAINER_CLUSTER: name}) if c.labels.get(CONTAINER_ROLE) != ROLE_LB]
+    assert sorted(c.image for c in nodes) == ["kindest/node:v1.34.4"] * 2
+    await kube.delete(CLUSTER, namespace, name)
+
+    async def gone() -> bool:
+        return (not await kube.list(DEV_MACHINE, namespace) and not await kube.list(DEV_CLUSTER, namespace)
+                and not runtime.list_containers({CONTAINER_CLUSTER: name}))
+    await eventually(gone, 120, "the cluster's Dev* objects and containers gone", state)
+
+
+async def test_upstream_v1_14_in_memory_template_is_available(real_workloads: Operator, kube: Kube,
+                                                              namespace: str) -> None:
+    """upstream v1.14's in-memory ClusterClass (VMs 10 s, Node / etcd / API server 2 s, jitter 0.2) and
+    cluster-template-in-memory, unchanged: Available with no container."""
+    op, name = real_workloads, "up14mem"
+    docs = upstream_v1_14(["clusterclass-in-memory.yaml", "cluster-template-in-memory.yaml"], namespace, name, 2)
+    start = time.monotonic()
+    assert all(o.ok for o in await apply_objects(kube, docs))
+
+    async def state() -> Any:
+        return {"cluster": _not_true(await kube.get(CLUSTER, namespace, name)),
+                "devmachines": [(d["metadata"]["name"], _not_true(d)) for d in await kube.list(DEV_MACHINE, namespace)]}
+    await eventually(lambda: _available(kube, namespace, name, 3), 180, "upstream v1.14 in-memory Available", state)
+    took = time.monotonic() - start
+    print(f"upstream v1.14 in-memory (1 CP + 2 W, VM 10 s + Node 2 s + 20 % jitter): Available in {took:.1f} s")
+    assert took >= 12, "the startup durations were waited for"
+    assert not op.runtime.list_containers({CONTAINER_CLUSTER: name})
+    api = op.manager.ctx.workload.in_memory.get(namespace, name)
+    assert api is not None and len(api.nodes()) == 3
+    await kube.delete(CLUSTER, namespace, name)
+
+    async def gone() -> bool:
+        return (not await kube.list(DEV_MACHINE, namespace) and not await kube.list(DEV_CLUSTER, namespace)
+                and op.manager.ctx.workload.in_memory.get(namespace, name) is None)
+    await eventually(gone, 120, "the in-memory cluster and its Dev* objects gone", state)
