@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from capd_py.api import contract
-from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, SECRET
+from capd_py.api.gvk import CLUSTER, DEV_CLUSTER, DOCKER_CLUSTER, SECRET
 from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_NAMESPACE, CONTAINER_ROLE, LB_HOST_PORT_ANNOTATION
 from capd_py.kube.client import Kube
 from capd_py.runtime.protocol import ContainerInfo, ContainerRuntime
@@ -90,12 +90,14 @@ async def secret_kubeconfig(kube: Kube, namespace: str, cluster: str) -> str | N
 
 
 async def recorded_host_port(kube: Kube, namespace: str, cluster: str) -> int | None:
-    """The LB host port the Docker provider records on the cluster's DockerCluster (an annotation)."""
+    """The LB host port the Docker provider records on the cluster's DockerCluster (or docker-backed DevCluster:
+    the same code records it) as an annotation."""
     c = await kube.get(CLUSTER, namespace, cluster)
     ref = contract.ref(c, "spec", "infrastructureRef")
-    if not ref or ref["kind"] != DOCKER_CLUSTER.kind:
+    g = {DOCKER_CLUSTER.kind: DOCKER_CLUSTER, DEV_CLUSTER.kind: DEV_CLUSTER}.get(ref["kind"]) if ref else None
+    if not ref or g is None:
         return None
-    dc = await kube.get(DOCKER_CLUSTER, namespace, ref["name"])
+    dc = await kube.get(g, namespace, ref["name"])
     v = ((dc or {}).get("metadata") or {}).get("annotations", {}).get(LB_HOST_PORT_ANNOTATION)
     return int(v) if v and str(v).isdigit() else None
 
