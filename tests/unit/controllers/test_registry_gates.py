@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from capd_py.controllers.registry import all_controllers
+
+pytestmark = pytest.mark.unit
 
 
 def _keys(gates: dict[str, bool] | None = None) -> set[str]:
