@@ -5,6 +5,7 @@ immutable, template metadata checked; and the AdmissionReview answers with upstr
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from typing import Any
 
@@ -128,3 +129,29 @@ def test_the_webhooks_are_upstreams() -> None:
     assert all(k.default is not None and k.validate is not None for k in dev_kinds.values())
     assert webhook_name("default", dev_kinds["DevMachine"]) == f"default.devmachine.{INFRA}"
     assert webhook_name("validation", dev_kinds["DevCluster"]) == f"validation.devcluster.{INFRA}"
+
+
+def test_upstream_v1_14_templates_pass_admission_unchanged() -> None:
+    """Every Dev* object of upstream v1.14.0's own templates (tests/fixtures/upstream-v1.14, copied unchanged) is
+    admitted, and the defaulting webhook leaves it as written (each names its backend)."""
+    from pathlib import Path
+
+    import yaml
+
+    by_kind = {k.kind: k for k in KINDS}
+    seen = set()
+    for f in sorted((Path(__file__).resolve().parents[3] / "fixtures" / "upstream-v1.14").glob("*.yaml")):
+        for d in yaml.safe_load_all(f.read_text()):
+            if not d or not str(d.get("kind", "")).startswith("Dev") or d["kind"] not in by_kind:
+                continue
+            k = by_kind[d["kind"]]
+            seen.add(d["kind"])
+            assert k.default is not None and k.validate is not None
+            defaulted = k.default(d, None)
+            want = copy.deepcopy(d)
+            tspec = want["spec"]["template"]["spec"]
+            if d["kind"] == "DevClusterTemplate" and "docker" in tspec["backend"]:  # upstream: port 6443
+                tspec["controlPlaneEndpoint"] = {"port": 6443}
+            assert defaulted == want, (f.name, d["metadata"]["name"])
+            assert k.validate(None, defaulted, None) == [], (f.name, d["metadata"]["name"])
+    assert seen == {"DevClusterTemplate", "DevMachineTemplate"}
