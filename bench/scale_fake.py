@@ -1,7 +1,10 @@
 """Controller-only scale benchmark: every capd-py controller (kopf watches + the Manager's queue)
-against a real envtest API server (etcd + kube-apiserver), with the in-memory FakeRuntime instead of
-docker and fake workload clusters (capd_py.testing.fake_workload: Nodes and control-plane static pods
-appear once a fake container has "run" its bootstrap, etcd members are the control-plane nodes).
+against a real envtest API server (etcd + kube-apiserver), on the user-facing in-memory backend: the clusters are
+`capd-py generate cluster --flavor in-memory` (upstream v1.14's DevCluster / DevMachineTemplate with
+`spec.backend.inMemory`, startup durations 0s), so no container is made and each workload cluster is the
+controllers' in-memory one (capd_py/kube/inmemory.py, served through the same WorkloadClients and etcd clients
+`capd-py controllers` runs: docs/dev-kinds.md). The container runtime is the FakeRuntime only because the process
+needs one (nothing uses it: the benchmark checks that no container was made).
 N clusters of 1 control-plane machine + M-1 workers each are applied at once.
 
     .venv/bin/python bench/scale_fake.py [--clusters 100] [--machines 10] [--duration 600] [--namespace-per-cluster]
@@ -10,7 +13,7 @@ Prints a table:
 - time from the last apply until every Machine is Running and every Cluster is Available;
 - the controllers' API writes until then, and the API server's write floor measured in the same run: a
   plain async client (asyncio.gather under a semaphore) making as many writes (creates + status updates of
-  DockerMachines in a fresh namespace, the controllers stopped) -- and the ratio of the two times;
+  DevMachines in a fresh namespace, the controllers stopped) -- and the ratio of the two times;
 - once stable: API writes over 60 s (target 0), and the no-op reconcile p50/p90 (every key enqueued once,
   the handler calls timed);
 - reconciles per second, cache vs API reads by kind, peak memory of this process (the controllers) and of
@@ -36,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import cpu_seconds, machine, peak_rss_mib, rss_mib, table  # noqa: E402
 
 from capd_py.api import conditions as cond  # noqa: E402
-from capd_py.api.gvk import CLUSTER, DOCKER_MACHINE, GVK, MACHINE  # noqa: E402
+from capd_py.api.gvk import CLUSTER, DEV_MACHINE, GVK, MACHINE  # noqa: E402
 from capd_py.cli.apply import apply_objects  # noqa: E402
 from capd_py.cli.generate import generate_cluster, parse_documents  # noqa: E402
 from capd_py.controllers.manager import Manager  # noqa: E402
@@ -47,7 +50,6 @@ from capd_py.kube.client import Kube, KubeError, WriteCounter  # noqa: E402
 from capd_py.kube.crds import install_crds  # noqa: E402
 from capd_py.runtime.fake import FakeRuntime  # noqa: E402
 from capd_py.testing.envtest import EnvTest  # noqa: E402
-from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads  # noqa: E402
 
 NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)
 WRITES = ("create", "apply", "merge_patch", "json_patch", "replace", "delete_returning")
@@ -231,7 +233,7 @@ def describe_one(mgr: Manager, ns: str, cluster: str) -> str:
 
 
 async def write_floor(kube: Kube, writes: int, concurrency: int) -> float:
-    """`writes` API writes from a plain async client: creates and status updates of DockerMachines."""
+    """`writes` API writes from a plain async client: creates and status updates of DevMachines."""
     ns = f"floor-{int(time.time())}"
     await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     n_obj = (writes + 1) // 2
@@ -241,10 +243,11 @@ async def write_floor(kube: Kube, writes: int, concurrency: int) -> float:
 
     async def one(i: int) -> None:
         async with sem:
-            o = await kube.create(DOCKER_MACHINE, {"apiVersion": DOCKER_MACHINE.api_version, "kind": "DockerMachine",
-                                                   "metadata": {"name": f"w{i:06d}", "namespace": ns}, "spec": {}})
+            o = await kube.create(DEV_MACHINE, {"apiVersion": DEV_MACHINE.api_version, "kind": "DevMachine",
+                                                "metadata": {"name": f"w{i:06d}", "namespace": ns},
+                                                "spec": {"backend": {"inMemory": {}}}})
             if 2 * i + 1 < writes:
-                await kube.patch_status(DOCKER_MACHINE, o, status)
+                await kube.patch_status(DEV_MACHINE, o, status)
     t = time.monotonic()
     await asyncio.gather(*(one(i) for i in range(n_obj)))
     return time.monotonic() - t
@@ -323,10 +326,7 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
             meter.paths = Counter()
         runtime = FakeRuntime()
 
-        def on_manager(m: Manager) -> None:
-            workloads = FakeWorkloads(m.ctx.kube, runtime)
-            m.ctx.workload = workloads
-            m.ctx.etcd = FakeWorkloadEtcd(workloads)
+        def on_manager(m: Manager) -> None:  # the workload clients and etcd clients are what users run
             meter.attach(m)
             holder["m"] = m
 
@@ -346,7 +346,7 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
         async def create(i: int) -> None:
             ns = namespaces[i % len(namespaces)]
             docs = parse_documents(generate_cluster(f"c{i:03d}", namespace=ns, control_plane_machine_count=1,
-                                                    worker_machine_count=machines - 1, env={}))
+                                                    worker_machine_count=machines - 1, flavor="in-memory", env={}))
             async with sem:
                 bad = [o for o in await apply_objects(kube, docs) if not o.ok]
             if bad:
@@ -482,6 +482,8 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
             ("apply all objects", f"{t_applied - t0:.1f} s ({clusters * 7} objects)"),
             ("last apply -> all Machines Running", at(t_running) + f" ({n_run}/{want_m})"),
             ("last apply -> all Clusters Available", at(t_available) + f" ({n_av}/{clusters})"),
+            ("in-memory workload clusters / containers made", f"{len(mgr.ctx.workload.in_memory)} / "
+                                                              f"{len(runtime.created)}"),
             ("controller writes until then", f"{conv_writes} ({meter.total} incl. during apply)"),
             ("write floor (same API server, plain client)", f"{floor:.1f} s for {max(conv_writes, 1)} writes "
                                                            f"({max(conv_writes, 1) / floor:.0f} writes/s)"),
@@ -534,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--machines must be at least 1")
     rows = asyncio.run(bench(a.clusters, a.machines, a.duration, a.concurrency, a.namespace_per_cluster, a.debug,
                              a.trace_writes, a.write_paths))
-    print(table(rows, "capd-py controller scale benchmark (FakeRuntime + fake workloads + envtest)"))
+    print(table(rows, "capd-py controller scale benchmark (Dev* inMemory backend + envtest)"))
     return 0
 
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Build upstream clusterctl from the Go module proxy (plain `go install`: cmd/clusterctl's module has no
-# replace lines). Cached per version under $CAPD_PY_CACHE/clusterctl/<version>/: a second run is a no-op.
+# Build upstream clusterctl from the Go module proxy. Up to v1.13 plain `go install` (the root module has no replace
+# lines); from v1.14 the root module says `replace sigs.k8s.io/cluster-api/api => ./api`, which `go install pkg@v`
+# refuses, so a wrapper module requires the root module and its api module at the same version and builds
+# cmd/clusterctl. Cached per version under $CAPD_PY_CACHE/clusterctl/<version>/: a second run is a no-op.
 # Cold ~9 min on 2 cores; run it under `flock /work/heavy.lock nice -n 10` beside other work.
 set -euo pipefail
 VERSION="${1:-v1.13.6}"
@@ -20,6 +22,26 @@ ld+=" -X $ver.gitMajor=1 -X $ver.gitMinor=$(cut -d. -f2 <<<"${VERSION#v}")"
 ld+=" -X $ver.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo " • building clusterctl $VERSION (go install $pkg; takes a while on a cold cache)" >&2
 start=$(date +%s)
-CGO_ENABLED=0 GOBIN="$OUT" go install -trimpath -ldflags "$ld" "$pkg@$VERSION"
+root_mod=$(go mod download -json "sigs.k8s.io/cluster-api@$VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+if ! grep -q '^replace ' "$root_mod"; then
+  CGO_ENABLED=0 GOBIN="$OUT" go install -trimpath -ldflags "$ld" "$pkg@$VERSION"
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  gover=$(sed -n 's/^go \(.*\)/\1/p' "$root_mod")
+  # the root module's replace targets (./api, ...) are published as their own modules, tagged <dir>/<version>
+  reqs=$(sed -n 's|^replace \(sigs.k8s.io/cluster-api/[^ ]*\) => \./.*|\1|p' "$root_mod")
+  {
+    echo "module capd-py.local/clusterctl-build"
+    echo
+    echo "go $gover"
+    echo
+    echo "require sigs.k8s.io/cluster-api $VERSION"
+    for r in $reqs; do echo "require $r $VERSION"; done
+  } > "$work/go.mod"
+  printf '//go:build tools\npackage tools\nimport _ "%s"\n' "$pkg" > "$work/tools.go"
+  (cd "$work" && go mod tidy >/dev/null 2>tidy.log || { cat tidy.log >&2; exit 1; }
+   CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$OUT/clusterctl" "$pkg")
+fi
 touch "$OUT/.complete"
 echo " ✓ clusterctl $VERSION in $OUT ($(( $(date +%s) - start )) s)" >&2

@@ -2,9 +2,10 @@
 """Where capd-py's CRDs (crds/) are stricter than upstream Cluster API's for the same kind.
 
     python hack/compare_upstream_crds.py                      # compare against tests/fixtures/upstream/crds/
-    python hack/compare_upstream_crds.py --vendor DIR [--ref release-1.13]
+    python hack/compare_upstream_crds.py --vendor DIR [--ref release-1.13] [--only GLOB]
         # refresh the vendored upstream schemas from a cluster-api git directory (descriptions and status
-        # dropped: only what admission of spec/metadata depends on)
+        # dropped: only what admission of spec/metadata depends on); the Dev* kinds follow v1.14:
+        # --vendor DIR --ref v1.14.0 --only 'infrastructure.cluster.x-k8s.io_dev*'
 
 Stricter means something upstream-valid could be rejected: a required field upstream does not require, a
 non-nullable field upstream makes nullable, a tighter minLength/maxLength/minimum/maximum/minItems/maxItems/
@@ -165,12 +166,14 @@ def compare(ours_dir: Path = OURS, vendored: Path = VENDORED, how: Any = None) -
     return out
 
 
-def vendor(src: str, ref: str) -> None:
+def vendor(src: str, ref: str, only: str | None = None) -> None:
+    """`only`: a file-name glob; those files alone are (re)vendored from `ref`, the others kept (the Dev* kinds
+    follow upstream v1.14, the rest release-1.13: docs/dev-kinds.md)."""
     commit = subprocess.check_output(["git", "-C", src, "rev-parse", f"{ref}^{{commit}}"], text=True).strip()
     VENDORED.mkdir(parents=True, exist_ok=True)
-    for old in VENDORED.glob("*.yaml"):
+    for old in VENDORED.glob(only or "*.yaml"):
         old.unlink()
-    for p in sorted(OURS.glob("*.yaml")):
+    for p in sorted(OURS.glob(only or "*.yaml")):
         version = hub_version(load(p))
         for d in UPSTREAM_DIRS:
             try:
@@ -198,9 +201,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--vendor", metavar="DIR", help="a cluster-api git directory to vendor the schemas from")
     ap.add_argument("--ref", default="release-1.13")
+    ap.add_argument("--only", metavar="GLOB", help="vendor only these files (e.g. 'infrastructure.cluster.x-k8s.io_dev*'"
+                    " from --ref v1.14.0), keeping the others")
     args = ap.parse_args()
     if args.vendor:
-        vendor(args.vendor, args.ref)
+        vendor(args.vendor, args.ref, args.only)
         return 0
     for name, diffs in compare().items():
         print(f"{name}: {len(diffs)}")

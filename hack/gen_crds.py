@@ -1148,16 +1148,20 @@ def kcp_template_schema() -> S:
     return template_spec(inner, "KubeadmControlPlane template (for ClusterClass).")
 
 
+def docker_load_balancer() -> S:
+    return obj({
+        "imageRepository": string("Image repository for the load balancer (haproxy) image."),
+        "imageTag": string("Image tag for the load balancer image."),
+        "customHAProxyConfigTemplateRef": obj({"name": string(default="")},
+                                              desc="ConfigMap holding a custom haproxy config template."),
+    })
+
+
 def docker_cluster_spec() -> S:
     return obj({
         "controlPlaneEndpoint": api_endpoint("Load balancer endpoint for the control plane (set by the provider)."),
         "failureDomains": failure_domains("Failure domains to offer the Cluster."),
-        "loadBalancer": obj({
-            "imageRepository": string("Image repository for the load balancer (haproxy) image."),
-            "imageTag": string("Image tag for the load balancer image."),
-            "customHAProxyConfigTemplateRef": obj({"name": string(default="")},
-                                                  desc="ConfigMap holding a custom haproxy config template."),
-        }),
+        "loadBalancer": docker_load_balancer(),
     })
 
 
@@ -1174,12 +1178,15 @@ def docker_cluster_schema() -> tuple[S, S]:
 DOCKER_MACHINE_FIELDS = ("customImage",)  # upstream's DockerMachine webhook forbids changing only customImage
 
 
+def extra_mounts(desc: str) -> S:
+    return arr(obj({"containerPath": string(), "hostPath": string(), "readOnly": boolean()}), desc)
+
+
 def docker_machine_spec(for_machine: bool) -> S:
     s = obj({
         "customImage": string("Node image to use instead of the default for the version."),
         "preLoadImages": arr(string(), "Images to load into the node."),
-        "extraMounts": arr(obj({"containerPath": string(), "hostPath": string(), "readOnly": boolean()}),
-                           "Extra host mounts for the node container."),
+        "extraMounts": extra_mounts("Extra host mounts for the node container."),
         "bootstrapped": boolean("Set by the provider once bootstrap has run (deprecated upstream)."),
         "bootstrapTimeout": string("How long to wait for bootstrap, a duration (e.g. 3m)."),
         "providerID": string("docker:////<container name>, set by the provider.", 1, 512),
@@ -1275,6 +1282,95 @@ def docker_machine_pool_schema() -> tuple[S, S]:
 def docker_machine_pool_template_spec() -> S:
     return obj({"template": obj({"metadata": object_meta(), "spec": docker_machine_pool_spec()}, ["spec"],
                                 "DockerMachinePool template.")}, ["template"])
+
+
+# --- Dev* (upstream v1.14: test/infrastructure/docker/api/v1beta2/dev*_types.go) -------------------------------
+# One kind per role whose `spec.backend` says how it is made: `docker` (the Docker* kinds' fields, moved under
+# spec.backend.docker; the same implementation serves both) or `inMemory` (no containers: fake Nodes, etcd
+# members and control-plane Pods). Defaults and the failure-domain / customImage rules are the admission webhook's
+# (capd_py/api/admission/dev.py), as upstream's; the templates' immutability is CEL here as for the Docker*
+# templates (upstream's webhooks compare old and new).
+
+def dev_cluster_spec() -> S:
+    return obj({
+        "controlPlaneEndpoint": api_endpoint("Endpoint of the control plane (set by the provider)."),
+        "backend": obj({
+            "docker": obj({
+                "failureDomains": failure_domains("Failure domains to offer the Cluster."),
+                "loadBalancer": docker_load_balancer(),
+            }, desc="A backend using docker containers (what a DockerCluster does)."),
+            "inMemory": obj({}, desc="A backend that runs in memory: no containers, no network."),
+        }, desc="How the cluster is made: docker or inMemory (the admission webhook defaults docker)."),
+    }, ["backend"])
+
+
+def dev_cluster_schema() -> tuple[S, S]:
+    status = obj({
+        "conditions": conditions(),
+        "initialization": obj({"provisioned": boolean()}, min_props=1),
+        "failureDomains": failure_domains("Failure domains available."),
+        "deprecated": deprecated(),
+    })
+    return dev_cluster_spec(), status
+
+
+def provisioning(what: str) -> S:
+    return obj({
+        "startupDuration": string(f"How long the {what} takes to provision, a duration (e.g. 2s)."),
+        "startupJitter": string("Extra random share of startupDuration, a decimal string (e.g. \"0.2\")."),
+    }, ["startupDuration"])
+
+
+def dev_machine_spec() -> S:
+    in_memory = obj({
+        part: obj({"provisioning": provisioning(what)}, desc=f"The behaviour of the {what}.")
+        for part, what in (("vm", "VM"), ("node", "Node (the kubelet)"), ("apiServer", "API server"),
+                           ("etcd", "etcd member"))
+    }, desc="A backend that runs in memory: a fake Node, etcd member and API server, no container.")
+    return obj({
+        "providerID": string("Links the machine with its Node, set by the provider.", 1, 512),
+        "backend": obj({
+            "docker": obj({
+                "customImage": string("Node image to use instead of the default for the version."),
+                "preLoadImages": arr(string(), "Images to load into the node."),
+                "extraMounts": extra_mounts("Extra host mounts for the node container."),
+                "bootstrapTimeout": string("How long to wait for bootstrap, a duration (e.g. 3m)."),
+            }, desc="A backend using docker containers (what a DockerMachine does)."),
+            "inMemory": in_memory,
+        }, desc="How the machine is made: docker or inMemory (the admission webhook defaults docker)."),
+    }, ["backend"])
+
+
+def dev_machine_schema() -> tuple[S, S]:
+    status = obj({
+        "conditions": conditions(),
+        "initialization": obj({"provisioned": boolean()}, min_props=1),
+        "addresses": addresses(),
+        "failureDomain": string(min_len=1, max_len=256),
+        "deprecated": deprecated(),
+    })
+    return dev_machine_spec(), status
+
+
+def dev_machine_pool_spec() -> S:
+    return obj({
+        "providerID": string("Provider ID of the pool, set by the provider."),
+        "providerIDList": arr(string(), "Provider IDs of the pool's instances, set by the provider."),
+        "backend": obj({
+            "docker": obj({
+                "customImage": string("Node image to use instead of the default for the version."),
+                "preLoadImages": arr(string(), "Images to load into the nodes."),
+                "extraMounts": extra_mounts("Extra host mounts for the node containers."),
+            }, desc="What each instance (a DevMachine with the docker backend) of the pool is made from."),
+        }, desc="How the pool's instances are made (docker only, as upstream v1.14)."),
+    })
+
+
+def dev_machine_pool_schema() -> tuple[S, S]:
+    """Upstream's fields, and those the shared Docker machine pool implementation also writes (as capd-py's
+    DockerMachinePool CRD has them): initialization.provisioned (the v1beta2 contract), instances[].bootstrapped."""
+    _, status = docker_machine_pool_schema()
+    return dev_machine_pool_spec(), status
 
 
 # --- addons.cluster.x-k8s.io ----------------------------------------------------------------------------
@@ -1615,6 +1711,42 @@ def all_crds() -> list[S]:
     out.append(crd(gvk.DOCKER_MACHINE_POOL, spec, status, [AGE], spec_required=False))
     out.append(crd(gvk.DOCKER_MACHINE_POOL_TEMPLATE, docker_machine_pool_template_spec(), None, [AGE],
                    spec_required=False))
+    spec, status = dev_cluster_schema()
+    out.append(crd(gvk.DEV_CLUSTER, spec, status, [CLUSTER_LABEL, col(
+        "Age", ".metadata.creationTimestamp", "date", desc="Time duration since creation of the DevCluster")],
+        spec_required=False))
+    out.append(crd(gvk.DEV_CLUSTER_TEMPLATE, template_spec(
+        dev_cluster_spec(), "DevCluster template.",
+        "DevClusterTemplate spec.template.spec is immutable; create a new template instead"), None, [col(
+            "Age", ".metadata.creationTimestamp", "date",
+            desc="Time duration since creation of the DevClusterTemplate")], spec_required=False))
+    spec, status = dev_machine_schema()
+    out.append(crd(gvk.DEV_MACHINE, spec, status, [
+        col("Cluster", ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']", desc="Cluster"),
+        col("Provider ID", ".spec.providerID", priority=10, desc="Provider ID"),
+        col("Failure domain", ".status.failureDomain",
+            desc="The failure domain where the VSphereMachine has been scheduled"),
+        col("IP", '.status.addresses[?(@.type=="InternalIP")].address', priority=10, desc="IP of the Machine"),
+        col("Paused", cond("Paused"), priority=10, desc="Reconciliation paused"),
+        col("Provisioned", ".status.initialization.provisioned", desc="DevMachine is provisioned"),
+        col("Age", ".metadata.creationTimestamp", "date", desc="Time duration since creation of the DevMachine"),
+    ], spec_required=False))
+    out.append(crd(gvk.DEV_MACHINE_TEMPLATE, template_spec(
+        dev_machine_spec(), "DevMachine template.",
+        "DevMachineTemplate spec.template.spec is immutable; create a new template instead"),
+        obj({"capacity": {"type": "object", "additionalProperties": {
+            **int_or_string(), "pattern": QUANTITY}}}, desc="Capacity of machines made from this template."),
+        [col("Age", ".metadata.creationTimestamp", "date",
+             desc="Time duration since creation of the DevMachineTemplate")], spec_required=False))
+    spec, status = dev_machine_pool_schema()
+    out.append(crd(gvk.DEV_MACHINE_POOL, spec, status, [col(
+        "Age", ".metadata.creationTimestamp", "date", desc="Time duration since creation of DevMachinePool")],
+        spec_required=False))
+    out.append(crd(gvk.DEV_MACHINE_POOL_TEMPLATE, obj({"template": obj(
+        {"metadata": object_meta(), "spec": dev_machine_pool_spec()}, ["spec"], "DevMachinePool template.")},
+        ["template"]), None, [col("Age", ".metadata.creationTimestamp", "date",
+                                  desc="Time duration since creation of DevMachinePoolTemplate")],
+        spec_required=False))
     spec, status = crs_schema()
     out.append(crd(gvk.CLUSTER_RESOURCE_SET, spec, status, [
         col("Applied", cond("ResourcesApplied"), desc="Resource applied"), PAUSED, AGE]))

@@ -18,7 +18,8 @@ GROUPS: dict[str, frozenset[str]] = {
                        "ExtensionConfig"}),
     "bootstrap": frozenset({"KubeadmConfig"}),
     "controlplane": frozenset({"KubeadmControlPlane"}),
-    "infrastructure": frozenset({"DockerCluster", "DockerMachine", "DockerMachinePool", "DockerMachineTemplate"}),
+    "infrastructure": frozenset({"DockerCluster", "DockerMachine", "DockerMachinePool", "DockerMachineTemplate",
+                                 "DevCluster", "DevMachine", "DevMachinePool", "DevMachineTemplate"}),
 }
 KNOWN: frozenset[str] = frozenset().union(*GROUPS.values())
 

@@ -60,6 +60,15 @@ DOCKER_MACHINE = GVK(INFRA_GROUP, VERSION, "DockerMachine", "dockermachines")
 DOCKER_MACHINE_TEMPLATE = GVK(INFRA_GROUP, VERSION, "DockerMachineTemplate", "dockermachinetemplates")
 DOCKER_MACHINE_POOL = GVK(INFRA_GROUP, VERSION, "DockerMachinePool", "dockermachinepools")
 DOCKER_MACHINE_POOL_TEMPLATE = GVK(INFRA_GROUP, VERSION, "DockerMachinePoolTemplate", "dockermachinepooltemplates")
+# upstream v1.14's Dev* kinds: one kind per role with a `spec.backend` (docker | inMemory) (docs/dev-kinds.md)
+DEV_CLUSTER = GVK(INFRA_GROUP, VERSION, "DevCluster", "devclusters")
+DEV_CLUSTER_TEMPLATE = GVK(INFRA_GROUP, VERSION, "DevClusterTemplate", "devclustertemplates")
+DEV_MACHINE = GVK(INFRA_GROUP, VERSION, "DevMachine", "devmachines")
+DEV_MACHINE_TEMPLATE = GVK(INFRA_GROUP, VERSION, "DevMachineTemplate", "devmachinetemplates")
+DEV_MACHINE_POOL = GVK(INFRA_GROUP, VERSION, "DevMachinePool", "devmachinepools")
+DEV_MACHINE_POOL_TEMPLATE = GVK(INFRA_GROUP, VERSION, "DevMachinePoolTemplate", "devmachinepooltemplates")
+DEV_KINDS: tuple[GVK, ...] = (DEV_CLUSTER, DEV_CLUSTER_TEMPLATE, DEV_MACHINE, DEV_MACHINE_TEMPLATE, DEV_MACHINE_POOL,
+                              DEV_MACHINE_POOL_TEMPLATE)
 CLUSTER_RESOURCE_SET = GVK(ADDONS_GROUP, VERSION, "ClusterResourceSet", "clusterresourcesets")
 CLUSTER_RESOURCE_SET_BINDING = GVK(ADDONS_GROUP, VERSION, "ClusterResourceSetBinding", "clusterresourcesetbindings")
 # cluster-scoped as upstream's; not in ALL_CAPI: it belongs to no Cluster (move, describe and export leave it be)
@@ -85,6 +94,7 @@ ALL_CAPI: tuple[GVK, ...] = (
     CLUSTER_RESOURCE_SET, CLUSTER_RESOURCE_SET_BINDING,
     MACHINE_POOL, DOCKER_MACHINE_POOL, DOCKER_MACHINE_POOL_TEMPLATE,
     CLUSTER_CLASS,
+    *DEV_KINDS,
 )
 
 _BY_GROUP_KIND = {(g.group, g.kind): g

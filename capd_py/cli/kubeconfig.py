@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from capd_py.api import contract
-from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, SECRET
+from capd_py.api.gvk import CLUSTER, DEV_CLUSTER, DOCKER_CLUSTER, SECRET
 from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_NAMESPACE, CONTAINER_ROLE, LB_HOST_PORT_ANNOTATION
 from capd_py.kube.client import Kube
 from capd_py.runtime.protocol import ContainerInfo, ContainerRuntime
@@ -90,11 +90,13 @@ async def secret_kubeconfig(kube: Kube, namespace: str, cluster: str) -> str | N
 
 
 async def _docker_cluster(kube: Kube, namespace: str, cluster: str) -> dict[str, Any] | None:
+    """The cluster's DockerCluster, or its docker-backed DevCluster (the same code records the LB's port on both)."""
     c = await kube.get(CLUSTER, namespace, cluster)
     ref = contract.ref(c, "spec", "infrastructureRef")
-    if not ref or ref["kind"] != DOCKER_CLUSTER.kind:
+    g = {DOCKER_CLUSTER.kind: DOCKER_CLUSTER, DEV_CLUSTER.kind: DEV_CLUSTER}.get(ref["kind"]) if ref else None
+    if not ref or g is None:
         return None
-    return await kube.get(DOCKER_CLUSTER, namespace, ref["name"])
+    return await kube.get(g, namespace, ref["name"])
 
 
 def _recorded_port(dc: dict[str, Any] | None) -> int | None:

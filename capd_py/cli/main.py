@@ -15,6 +15,7 @@ import typer
 from capd_py.api import conditions
 from capd_py.api.gvk import (
     CLUSTER,
+    DEV_CLUSTER,
     DOCKER_CLUSTER,
     KUBEADM_CONTROL_PLANE,
     MACHINE,
@@ -360,7 +361,7 @@ async def cluster_objects(kube: Any, namespace: str, name: str) -> list[dict[str
     if cluster is None:
         return []
     objs = [cluster]
-    for gvk in (DOCKER_CLUSTER, KUBEADM_CONTROL_PLANE):
+    for gvk in (DOCKER_CLUSTER, DEV_CLUSTER, KUBEADM_CONTROL_PLANE):
         objs += await kube.list(gvk, namespace)
     for gvk in (MACHINE_DEPLOYMENT, MACHINE_POOL, MACHINE_SET, MACHINE):
         for o in await kube.list(gvk, namespace):

@@ -9,6 +9,7 @@ from capd_py.api import conditions as cond
 from capd_py.api import contract, features, gvk
 from capd_py.api.gvk import (
     CLUSTER,
+    DEV_CLUSTER,
     DOCKER_CLUSTER,
     KUBEADM_CONTROL_PLANE,
     MACHINE,
@@ -152,7 +153,7 @@ def controller() -> Controller:
     return Controller(
         gvk=CLUSTER,
         reconcile=reconcile,
-        watches=[(DOCKER_CLUSTER, m), (KUBEADM_CONTROL_PLANE, m), (MACHINE, cluster_label_mapper),
+        watches=[(DOCKER_CLUSTER, m), (DEV_CLUSTER, m), (KUBEADM_CONTROL_PLANE, m), (MACHINE, cluster_label_mapper),
                  (MACHINE_DEPLOYMENT, cluster_label_mapper), (MACHINE_SET, cluster_label_mapper),
                  (MACHINE_POOL, cluster_label_mapper)],
         ref_mapper=_referrers(m),

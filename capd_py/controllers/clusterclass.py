@@ -27,7 +27,8 @@ from capd_py.reconcile import clusterclass as rcc
 from capd_py.reconcile import coreutil
 
 TEMPLATE_KINDS = (DOCKER_CLUSTER_TEMPLATE, KUBEADM_CONTROL_PLANE_TEMPLATE, DOCKER_MACHINE_TEMPLATE,
-                  KUBEADM_CONFIG_TEMPLATE, DOCKER_MACHINE_POOL_TEMPLATE)
+                  KUBEADM_CONFIG_TEMPLATE, DOCKER_MACHINE_POOL_TEMPLATE, gvk.DEV_CLUSTER_TEMPLATE,
+                  gvk.DEV_MACHINE_TEMPLATE, gvk.DEV_MACHINE_POOL_TEMPLATE)
 
 
 def _classes_referencing() -> Mapper:

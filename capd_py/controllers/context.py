@@ -17,6 +17,7 @@ from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.kube.client import Kube
 from capd_py.kube.contracts import Contracts
 from capd_py.kube.etcd import EtcdClients, ExecEtcdClients
+from capd_py.kube.inmemory import InMemoryEtcdClients
 from capd_py.kube.probe import CertProbe, TLSProbe
 from capd_py.reconcile import preflight, subnets
 from capd_py.reconcile.dockercluster import DEFAULT_LB_IMAGE
@@ -83,7 +84,8 @@ class Ctx:
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("capd_py"))
     extra: dict[str, Any] = field(default_factory=dict)
     # etcd of workload control planes (etcdctl in the etcd static pod); tests put a kube.etcd_fake.FakeEtcd here
-    etcd: EtcdClients = field(default_factory=ExecEtcdClients)
+    # (in-memory workload clusters, the DevCluster inMemory backend's, answer from their own FakeEtcd)
+    etcd: EtcdClients = field(default_factory=lambda: InMemoryEtcdClients(ExecEtcdClients()))
     # the cluster CA / etcd / sa / front-proxy and kubeconfig secrets (KCP and KubeadmConfig)
     certificates: ClusterCertificates = field(default_factory=ClusterCertificates)
     # the kubeadm bootstrap's cloud-config templates (templates/bootstrap), read on first use

@@ -4,6 +4,10 @@ cluster's control-plane containers.
 
 Thin: it reads the API objects, takes its decisions from capd_py.reconcile.dockercluster and applies
 them through the Docker infrastructure service `ctx.infra` (capd_py.controllers.services.docker_infra).
+
+The same functions are a DevCluster's docker backend (capd_py/controllers/devcluster.py): what differs between
+the two kinds is named by `infrakinds.kinds_of(obj)` (which machine kind follows the cluster) and read through
+`infrakinds.docker_spec` (where the docker fields are), never a second copy of this logic.
 """
 
 from __future__ import annotations
@@ -11,9 +15,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from capd_py.api import contract
+from capd_py.api import contract, infrakinds
 from capd_py.api.containers import ContainerInfo, NetworkInfo
-from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, INFRA_GROUP, KUBEADM_CONTROL_PLANE, MACHINE
+from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, GVK, INFRA_GROUP, KUBEADM_CONTROL_PLANE, MACHINE
 from capd_py.api.labels import (
     CLUSTER_NAME,
     CONTAINER_MACHINE,
@@ -23,8 +27,8 @@ from capd_py.api.labels import (
 )
 from capd_py.controllers import dockerhost
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.mappers import Controller
-from capd_py.controllers.services.docker_infra import DockerInfra, deleting_machines
+from capd_py.controllers.mappers import Controller, Mapper
+from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.kube import events
 from capd_py.kube.cache import Reader
@@ -44,11 +48,12 @@ def cluster_name_of(obj: dict[str, Any]) -> str | None:
     return ((obj.get("metadata") or {}).get("labels") or {}).get(CLUSTER_NAME)
 
 
-async def _sync_lb(ctx: Ctx, infra: DockerInfra, namespace: str, cluster: str, network: str,
+async def _sync_lb(ctx: Ctx, infra: DockerInfra, k: infrakinds.InfraKinds, namespace: str, cluster: str,
+                   network: str,
                    family: str) -> dcr.LBState:
     machines = await ctx.kube.list(MACHINE, namespace, selector=f"{CLUSTER_NAME}={cluster},{CONTROL_PLANE}")
-    dms = await ctx.kube.list(DOCKER_MACHINE, namespace, labels={CLUSTER_NAME: cluster})
-    return await infra.sync_lb(namespace, cluster, network, deleting_machines(machines, dms), family)
+    dms = await ctx.kube.list(k.machine, namespace, labels={CLUSTER_NAME: cluster})
+    return await infra.sync_lb(namespace, cluster, network, dcr.deleting_machines(machines, dms), family)
 
 
 async def _wanted_images(ctx: Ctx, dc: dict[str, Any], cluster: dict[str, Any]) -> list[str]:
@@ -66,8 +71,10 @@ async def _wanted_images(ctx: Ctx, dc: dict[str, Any], cluster: dict[str, Any]) 
 
 # --- reconcile ------------------------------------------------------------------------------------
 
-async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
+    """A DockerCluster, or a DevCluster with the docker backend."""
     dc, cluster, namespace, name = sub.obj, sub.cluster, sub.namespace, sub.name
+    kinds = infrakinds.kinds_of(dc)
     cluster_name = cluster_name_of(dc)
     if not cluster_name:
         log.debug("%s/%s: waiting for the Cluster owner reference", namespace, name)
@@ -114,7 +121,7 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     if failed is not None:
         return failed
 
-    state = await _sync_lb(ctx, infra, namespace, cluster_name, network, family)
+    state = await _sync_lb(ctx, infra, kinds, namespace, cluster_name, network, family)
     # a remote host's bridges are not routable from here: its published port at the host's address is the endpoint
     ep = dcr.published_endpoint(lb, address) if address else dcr.endpoint(lb, network, family)
     patch: dict[str, Any] = {}
@@ -123,7 +130,7 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
             patch.setdefault(k, {}).update(v)
     if patch:
         patch.setdefault("metadata", {})["resourceVersion"] = dc["metadata"]["resourceVersion"]
-        dc = await ctx.kube.merge_patch(DOCKER_CLUSTER, namespace, name, patch)
+        dc = await ctx.kube.merge_patch(kinds.cluster, namespace, name, patch)
     has_ep = contract.control_plane_endpoint(dc) is not None
     return Outcome(status=dcr.status(dc, state, has_ep, overlap=overlap), obj=dc,
                    requeue_after=None if state.ok and has_ep else 2)
@@ -182,7 +189,8 @@ async def _fail(ctx: Ctx, dc: dict[str, Any], state: dcr.LBState, event: bool = 
                    requeue_after=requeue_after)
 
 
-async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+async def delete_docker(ctx: Ctx, sub: Subject) -> Outcome:
+    """A DockerCluster's, or a docker-backed DevCluster's, deletion."""
     dc = sub.obj
     ns, cluster_name = sub.namespace, cluster_name_of(dc)
     try:
@@ -222,51 +230,54 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
     return Outcome()
 
 
-def _has_owner_cluster(sub: Subject) -> bool:
+def has_owner_cluster(sub: Subject) -> bool:
     """As upstream CAPD (util.GetOwnerCluster): nothing until the Cluster controller has made its Cluster the owner."""
     return coreutil.is_deleting(sub.obj) or bool(contract.core_owner_name(sub.obj, "Cluster"))
 
 
-KIND = Kind(gvk=DOCKER_CLUSTER, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_DOCKER_CLUSTER,
-            cluster_name=lambda dc: cluster_name_of(dc) or "", ready=_has_owner_cluster)
+KIND = Kind(gvk=DOCKER_CLUSTER, reconcile=reconcile_docker, delete=delete_docker, finalizer=FINALIZER_DOCKER_CLUSTER,
+            cluster_name=lambda dc: cluster_name_of(dc) or "", ready=has_owner_cluster)
 reconcile = reconciler(KIND)
 
 
 # --- wiring ---------------------------------------------------------------------------------------
 
-def _docker_clusters_of(ns: str, cname: str, cache: Reader) -> list[tuple[str, str]]:
-    """The DockerCluster of cluster `cname`: the Cluster's infrastructureRef, or (Cluster not seen yet)
-    the DockerClusters owned by / labelled for that cluster."""
+def _clusters_of(k: infrakinds.InfraKinds, ns: str, cname: str, cache: Reader) -> list[tuple[str, str]]:
+    """The infrastructure cluster (of kind `k.cluster`) of cluster `cname`: the Cluster's infrastructureRef, or
+    (Cluster not seen yet) the ones owned by / labelled for that cluster."""
     cluster = cache.get(CLUSTER, ns, cname)
     r = contract.ref(cluster, "spec", "infrastructureRef") if cluster else None
     if r:
-        return [(ns, r["name"])] if _is_docker_cluster_ref(r) else []
-    return [(ns, dc["metadata"]["name"]) for dc in cache.list(DOCKER_CLUSTER, ns) if cluster_name_of(dc) == cname]
+        return [(ns, r["name"])] if _is_ref_to(k, r) else []
+    return [(ns, dc["metadata"]["name"]) for dc in cache.list(k.cluster, ns) if cluster_name_of(dc) == cname]
 
 
-def _is_docker_cluster_ref(r: dict[str, Any]) -> bool:
-    return r["kind"] == DOCKER_CLUSTER.kind and r["apiGroup"] in (INFRA_GROUP, "")
+def _is_ref_to(k: infrakinds.InfraKinds, r: dict[str, Any]) -> bool:
+    return r["kind"] == k.cluster.kind and r["apiGroup"] in (INFRA_GROUP, "")
 
 
-def _map_cluster_member(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
-    md = obj.get("metadata") or {}
-    cname = (md.get("labels") or {}).get(CLUSTER_NAME) or ((obj.get("spec") or {}).get("clusterName"))
-    return _docker_clusters_of(md.get("namespace") or "", cname, cache) if cname else []
+def watches(k: infrakinds.InfraKinds) -> list[tuple[GVK, Mapper]]:
+    """What brings an infrastructure cluster of kind `k.cluster` back: its Cluster, its control-plane Machines
+    (the load balancer's backends) and its machines."""
 
+    def member(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+        md = obj.get("metadata") or {}
+        cname = (md.get("labels") or {}).get(CLUSTER_NAME) or ((obj.get("spec") or {}).get("clusterName"))
+        return _clusters_of(k, md.get("namespace") or "", cname, cache) if cname else []
 
-def _map_machine(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
-    if CONTROL_PLANE not in ((obj.get("metadata") or {}).get("labels") or {}):
+    def machine(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+        if CONTROL_PLANE not in ((obj.get("metadata") or {}).get("labels") or {}):
+            return []
+        return member(obj, cache)
+
+    def cluster(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+        r = contract.ref(obj, "spec", "infrastructureRef")
+        if r and _is_ref_to(k, r):
+            return [(obj["metadata"].get("namespace") or "", r["name"])]
         return []
-    return _map_cluster_member(obj, cache)
 
-
-def _map_cluster(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
-    r = contract.ref(obj, "spec", "infrastructureRef")
-    if r and _is_docker_cluster_ref(r):
-        return [(obj["metadata"].get("namespace") or "", r["name"])]
-    return []
+    return [(CLUSTER, cluster), (MACHINE, machine), (k.machine, member)]
 
 
 def controller() -> Controller:
-    return Controller(gvk=DOCKER_CLUSTER, reconcile=reconcile,
-                      watches=[(CLUSTER, _map_cluster), (MACHINE, _map_machine), (DOCKER_MACHINE, _map_cluster_member)])
+    return Controller(gvk=DOCKER_CLUSTER, reconcile=reconcile, watches=watches(infrakinds.DOCKER))

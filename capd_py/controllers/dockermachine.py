@@ -8,6 +8,9 @@ success sentinel, so a restart at any point neither re-runs nor loses it. Decisi
 capd_py.reconcile.dockermachine and capd_py.reconcile.cloudinit; the runtime side (create-or-adopt,
 settle, load balancer sync) goes through the Docker infrastructure service `ctx.infra`. The state machine
 is capd_py.reconcile.dockermachine_decide.decide; this module observes, asks it, and applies its answers.
+
+The same functions are a DevMachine's docker backend (capd_py/controllers/devmachine.py): the kinds written and
+followed come from `infrakinds.kinds_of(obj)`, the docker fields are read through `infrakinds.docker_spec`.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from capd_py.api import contract
-from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, DOCKER_MACHINE, MACHINE, NODE, SECRET
+from capd_py.api import contract, infrakinds
+from capd_py.api.gvk import CLUSTER, DOCKER_MACHINE, MACHINE, SECRET
 from capd_py.api.labels import (
     CLUSTER_NAME,
     CONTAINER_MACHINE,
@@ -28,11 +31,11 @@ from capd_py.api.labels import (
 from capd_py.controllers import dockerhost, lifecycle
 from capd_py.controllers import dockermachine_watches as w
 from capd_py.controllers.context import Ctx
+from capd_py.controllers.dockermachine_node import patch_node
 from capd_py.controllers.mappers import Controller
-from capd_py.controllers.services.docker_infra import DockerInfra, deleting_machines
+from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, not_paused, reconciler
 from capd_py.kube import events
-from capd_py.kube.client import WorkloadError
 from capd_py.reconcile import cloudinit, coreutil, placement
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import dockermachine as dmr
@@ -44,18 +47,20 @@ from capd_py.runtime.protocol import RuntimeError_
 log = logging.getLogger("capd_py.dockermachine")
 
 
-async def _docker_cluster(ctx: Ctx, namespace: str, cluster: dict[str, Any]) -> dict[str, Any] | None:
+async def _docker_cluster(ctx: Ctx, k: infrakinds.InfraKinds, namespace: str,
+                          cluster: dict[str, Any]) -> dict[str, Any] | None:
+    """The machine's infrastructure cluster (a DockerCluster for a DockerMachine, a DevCluster for a DevMachine)."""
     r = contract.ref(cluster, "spec", "infrastructureRef")
-    if r and r["kind"] == DOCKER_CLUSTER.kind:
-        return await ctx.kube.get(DOCKER_CLUSTER, namespace, r["name"])
+    if r and r["kind"] == k.cluster.kind:
+        return await ctx.kube.get(k.cluster, namespace, r["name"])
     return None
 
 
-async def _sync_lb(ctx: Ctx, infra: DockerInfra, namespace: str, cluster: str, network: str,
-                   extra_deleting: set[str], family: str) -> None:
+async def _sync_lb(ctx: Ctx, infra: DockerInfra, k: infrakinds.InfraKinds, namespace: str, cluster: str,
+                   network: str, extra_deleting: set[str], family: str) -> None:
     machines = await ctx.kube.list(MACHINE, namespace, selector=f"{CLUSTER_NAME}={cluster},{CONTROL_PLANE}")
-    dms = await ctx.kube.list(DOCKER_MACHINE, namespace, labels={CLUSTER_NAME: cluster})
-    await infra.sync_lb(namespace, cluster, network, deleting_machines(machines, dms) | extra_deleting, family)
+    dms = await ctx.kube.list(k.machine, namespace, labels={CLUSTER_NAME: cluster})
+    await infra.sync_lb(namespace, cluster, network, dcr.deleting_machines(machines, dms) | extra_deleting, family)
 
 
 # --- reconcile: observe, decide (capd_py.reconcile.dockermachine_decide), apply -----------------------------------
@@ -70,12 +75,13 @@ async def _observe(ctx: Ctx, sub: Subject) -> tuple[dd.Observed, DockerInfra]:
                       privileged_mode=ctx.settings.privileged_mode, poll_seconds=ctx.settings.poll_seconds)
     if machine is None or cluster is None or not obs.cluster_name:
         return obs, ctx.infra
-    dc = await _docker_cluster(ctx, ns, cluster)
+    dc = await _docker_cluster(ctx, infrakinds.kinds_of(dm), ns, cluster)
     infra = (await dockerhost.where(ctx, dc)).infra
     return replace(obs, docker_cluster=dc, container=await infra.get_container(obs.container_name)), infra
 
 
-async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
+    """A DockerMachine, or a DevMachine with the docker backend."""
     try:
         obs, infra = await _observe(ctx, sub)
     except dockerhost.NotPlaced as e:
@@ -123,7 +129,7 @@ async def _apply(ctx: Ctx, infra: DockerInfra, o: dd.Observed, a: dd.Action) -> 
         return replace(o, bootstrap_data=(secret or {}).get("data") or {})
     done = o.done | {type(a)}
     if isinstance(a, dd.SyncLoadBalancer):
-        await _sync_lb(ctx, infra, ns, o.cluster_name, o.network, {a.without}, o.family)
+        await _sync_lb(ctx, infra, infrakinds.kinds_of(o.dm), ns, o.cluster_name, o.network, {a.without}, o.family)
         return replace(o, done=done)
     if isinstance(a, dd.CreateContainer):
         info = await infra.create_container(a.spec)
@@ -169,7 +175,7 @@ async def _preload(ctx: Ctx, infra: DockerInfra, o: dd.Observed, a: dd.PreloadIm
 async def _write_status(ctx: Ctx, dm: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     """A status written mid-pass (before a long step, or before the Node is patched): with the skeleton's
     Paused=False, so the skeleton's own write at the end of the pass finds nothing left to change."""
-    return await lifecycle.write_status(ctx.kube, DOCKER_MACHINE, dm, not_paused(dm, status))
+    return await lifecycle.write_status(ctx.kube, infrakinds.kinds_of(dm).machine, dm, not_paused(dm, status))
 
 
 async def _end(ctx: Ctx, o: dd.Observed, a: dd.End) -> Outcome:
@@ -188,66 +194,33 @@ async def _end(ctx: Ctx, o: dd.Observed, a: dd.End) -> Outcome:
 async def _provisioned(ctx: Ctx, o: dd.Observed, a: dd.SetProviderID) -> Outcome:
     dm, md = o.dm, o.dm["metadata"]
     if contract.provider_id(dm) != a.provider_id:
-        dm = await ctx.kube.merge_patch(DOCKER_MACHINE, o.namespace, md["name"], {
+        dm = await ctx.kube.merge_patch(infrakinds.kinds_of(dm).machine, o.namespace, md["name"], {
             "metadata": {"resourceVersion": md["resourceVersion"]}, "spec": {"providerID": a.provider_id}})
     # the addresses are the DockerMachine's before the Node gets its providerID (the Machine takes both)
     status = dd.status(replace(o, dm=dm), Phase.PROVISIONED, container=a.container)
     dm = await _write_status(ctx, dm, status)
-    requeue = await _patch_node(ctx, o.namespace, o.cluster_name, o.container_name, a.provider_id,
+    requeue = await patch_node(ctx, o.namespace, o.cluster_name, o.container_name, a.provider_id,
                                 dd.cp_initialized(o.cluster), contract.addresses(dm) or [])
     return Outcome(status=status, obj=dm, requeue_after=requeue)
 
 
-async def _patch_node(ctx: Ctx, ns: str, cluster_name: str, node_name: str, pid: str,
-                      cp_initialized: bool = True, machine_addresses: list[dict[str, str]] | None = None
-                      ) -> float | None:
-    """kubelet in a container sets no providerID; the Machine controller matches Nodes by it. A Node of an
-    external cloud provider is initialized as upstream CAPD does (dmr.node_patch). Returns when to look again.
-    Before the control plane is initialized there is nothing to poll: the Cluster's status change
-    (watched) brings us back."""
-    try:
-        wl = await ctx.workload.get(ns, cluster_name)
-        if wl is None:
-            return ctx.settings.poll_seconds * 2 if cp_initialized else None
-        watched = ctx.workload.nodes(ns, cluster_name)
-        node = watched.get(node_name) if watched is not None else await wl.get(NODE, None, node_name)
-        if node is None:
-            # bootstrap just finished: the kubelet registers its Node within a second or two, and the Machine
-            # (and so the Cluster's readiness) waits for the providerID set here; the Node watch, when in
-            # sync, brings us back the moment it appears
-            return 1 if watched is None else ctx.settings.node_watch_poll_seconds
-        if contract.provider_id(node) and contract.provider_id(node) != pid:
-            log.warning("%s: node %s has providerID %s, expected %s", ns, node_name, contract.provider_id(node), pid)
-            return None
-        patch = dmr.node_patch(node, pid, machine_addresses or [])
-        if patch.status:  # the addresses first: the taint's removal tells the cluster the Node is complete
-            await wl.merge_patch(NODE, None, node_name, {"status": patch.status}, subresource="status")
-            log.info("%s: set addresses of workload node %s", ns, node_name)
-        if patch.spec:
-            await wl.merge_patch(NODE, None, node_name, {"spec": patch.spec})
-            log.info("%s: set %s of workload node %s", ns, " and ".join(
-                {"providerID": "providerID", "taints": "no uninitialized taint"}[k] for k in patch.spec), node_name)
-    except WorkloadError as e:  # the workload API may not be up yet: waiting, not failing
-        log.debug("%s: workload node %s not patched yet: %s", ns, node_name, e)
-        return 2
-    return None
-
-
 def _nudge_cluster(ctx: Ctx, ns: str, dc: dict[str, Any] | None) -> None:
     if dc is not None:  # its load balancer's backends follow the control plane containers
-        ctx.enqueue(DOCKER_CLUSTER.kind, ns, dc["metadata"]["name"])
+        ctx.enqueue(infrakinds.kinds_of(dc).cluster.kind, ns, dc["metadata"]["name"])
 
 
 # --- delete -------------------------------------------------------------------------------------------------------
 
-async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+async def delete_docker(ctx: Ctx, sub: Subject) -> Outcome:
+    """A DockerMachine's, or a docker-backed DevMachine's, deletion."""
     dm, ns = sub.obj, sub.namespace
+    k = infrakinds.kinds_of(dm)
     owner = contract.controller_owner(dm, "Machine")
     machine_name = owner["name"] if owner else None
     machine = await ctx.kube.get(MACHINE, ns, machine_name) if machine_name else None
     cluster_name = dd.cluster_name_of(dm, machine)
     cluster = await ctx.kube.get(CLUSTER, ns, cluster_name) if cluster_name else None
-    dc = await _docker_cluster(ctx, ns, cluster) if cluster else None
+    dc = await _docker_cluster(ctx, k, ns, cluster) if cluster else None
     try:
         infra = (await dockerhost.where(ctx, dc, unplaced_local=True)).infra
     except dockerhost.NotPlaced as e:  # its host left the configuration: the container cannot be reached
@@ -271,32 +244,31 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
         or dmr.is_control_plane(machine)
     if info is not None and dcr.ours(info, ns, cluster_name):  # not ours: left alone
         if cp:  # drain the LB first: weight 0 for this machine
-            await _sync_lb(ctx, infra, ns, cluster_name, network, {machine_name}, family)
+            await _sync_lb(ctx, infra, k, ns, cluster_name, network, {machine_name}, family)
         if not await infra.remove_container(cname):
             return Outcome(obj=dm, done=False, requeue_after=2)
         log.info("%s/%s: removed container %s", ns, sub.name, cname)
     # a container removed behind our back (`docker rm -f`) leaves its /var volume: it goes with the machine
     await infra.remove_volumes({**dcr.cluster_labels(ns, cluster_name), CONTAINER_MACHINE: machine_name})
     if cp:
-        await _sync_lb(ctx, infra, ns, cluster_name, network, set(), family)
+        await _sync_lb(ctx, infra, k, ns, cluster_name, network, set(), family)
         _nudge_cluster(ctx, ns, dc)
     return Outcome(obj=dm)
 
 
-def _has_owner_machine(sub: Subject) -> bool:
+def has_owner_machine(sub: Subject) -> bool:
     """As upstream CAPD: nothing until the Machine controller has made its Machine the owner."""
     return coreutil.is_deleting(sub.obj) or bool(contract.core_owner_name(sub.obj, "Machine"))
 
 
-KIND = Kind(gvk=DOCKER_MACHINE, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_DOCKER_MACHINE,
-            ready=_has_owner_machine)
+KIND = Kind(gvk=DOCKER_MACHINE, reconcile=reconcile_docker, delete=delete_docker,
+            finalizer=FINALIZER_DOCKER_MACHINE, ready=has_owner_machine)
 reconcile = reconciler(KIND)
 
 
 # --- wiring ---------------------------------------------------------------------------------------
 
 def controller() -> Controller:
-    return Controller(gvk=DOCKER_MACHINE, reconcile=reconcile,
-                      watches=[(MACHINE, w.machine_to_docker_machine), (CLUSTER, w.cluster_to_docker_machines),
-                               (DOCKER_CLUSTER, w.cluster_to_docker_machines)],
-                      node_watches=[w.node_to_docker_machine])
+    k = infrakinds.DOCKER
+    return Controller(gvk=DOCKER_MACHINE, reconcile=reconcile, watches=w.watches(k),
+                      node_watches=[w.node_mapper(k)])

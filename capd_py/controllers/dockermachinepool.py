@@ -1,19 +1,20 @@
 """DockerMachinePool controller (thin I/O around capd_py.reconcile.dockermachinepool): keeps one DockerMachine per
 replica of the owning MachinePool, scales through the instances' Machines, replaces outdated instances one at a
 time, and publishes providerIDList / replicas / readiness for the MachinePool controller. The node containers are
-the DockerMachine controller's business (capd_py/controllers/dockermachine.py), as for any other Machine."""
+the DockerMachine controller's business (capd_py/controllers/dockermachine.py), as for any other Machine.
+The same functions are a DevMachinePool's docker backend (DevMachines as instances; `infrakinds.kinds_of`)."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from capd_py.api import contract
-from capd_py.api.gvk import CLUSTER, DOCKER_MACHINE, DOCKER_MACHINE_POOL, INFRA_GROUP, MACHINE, MACHINE_POOL
+from capd_py.api import contract, infrakinds
+from capd_py.api.gvk import CLUSTER, DOCKER_MACHINE_POOL, GVK, INFRA_GROUP, MACHINE, MACHINE_POOL
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_DOCKER_MACHINE_POOL, MACHINE_POOL_NAME
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj
-from capd_py.controllers.mappers import Controller, any_owner_mapper
+from capd_py.controllers.mappers import Controller, Mapper, any_owner_mapper
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, cluster_name_of, reconciler
 from capd_py.kube.cache import Reader
 from capd_py.kube.client import KubeError
@@ -35,7 +36,7 @@ async def _machine_pool(ctx: Ctx, dmp: dict[str, Any]) -> dict[str, Any] | None:
 async def _instances(ctx: Ctx, dmp: dict[str, Any], mp: dict[str, Any]) -> list[rdmp.Instance]:
     ns = dmp["metadata"]["namespace"]
     sel = rmp.pool_labels(mp)
-    dms = await ctx.kube.list(DOCKER_MACHINE, ns, labels=sel)
+    dms = await ctx.kube.list(infrakinds.kinds_of(dmp).machine, ns, labels=sel)
     machines = await ctx.kube.list(MACHINE, ns, labels=sel)
     return rdmp.instances(dmp, mp, dms, machines)
 
@@ -44,12 +45,12 @@ async def _create(ctx: Ctx, dmp: dict[str, Any], mp: dict[str, Any]) -> str:
     for _ in range(3):  # a random name taken already: draw again
         obj = rdmp.new_docker_machine(dmp, mp, rdmp.instance_name(mp))
         try:
-            await ctx.kube.create(DOCKER_MACHINE, obj)
+            await ctx.kube.create(infrakinds.kinds_of(dmp).machine, obj)
             return str(obj["metadata"]["name"])
         except KubeError as e:
             if not e.conflict:
                 raise
-    raise RuntimeError("could not find a free DockerMachine name")
+    raise RuntimeError(f"could not find a free {infrakinds.kinds_of(dmp).machine.kind} name")
 
 
 async def _delete_instance(ctx: Ctx, inst: rdmp.Instance) -> None:
@@ -58,10 +59,11 @@ async def _delete_instance(ctx: Ctx, inst: rdmp.Instance) -> None:
     if inst.machine is not None:
         await delete_obj(ctx.kube, MACHINE, inst.machine)
     else:
-        await delete_obj(ctx.kube, DOCKER_MACHINE, inst.dm)
+        await delete_obj(ctx.kube, infrakinds.kinds_of(inst.dm).machine, inst.dm)
 
 
-async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
+    """A DockerMachinePool, or a DevMachinePool with the docker backend."""
     kube, dmp, cluster = ctx.kube, sub.obj, sub.cluster
     namespace, name = sub.namespace, sub.name
     mp = await _machine_pool(ctx, dmp)
@@ -88,17 +90,17 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     sp = rdmp.spec_patch(dmp, cn, insts)
     if sp:
         sp["metadata"] = {"resourceVersion": dmp["metadata"]["resourceVersion"]}
-        dmp = await kube.merge_patch(DOCKER_MACHINE_POOL, namespace, name, sp)
+        dmp = await kube.merge_patch(infrakinds.kinds_of(dmp).pool, namespace, name, sp)
     converged = not p.create and not p.delete and not p.rolling and len(insts) == coreutil.replicas_of(mp) \
         and all(i.provisioned and not i.deleting for i in insts)
     return Outcome(status=rdmp.compute_status(dmp, mp, insts), obj=dmp,
                    requeue_after=None if converged else ctx.settings.poll_seconds)
 
 
-async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+async def delete_docker(ctx: Ctx, sub: Subject) -> Outcome:
     kube, dmp = ctx.kube, sub.obj
     ns = sub.namespace
-    dms = [d for d in await kube.list(DOCKER_MACHINE, ns) if contract.has_owner(d, dmp)]
+    dms = [d for d in await kube.list(infrakinds.kinds_of(dmp).machine, ns) if contract.has_owner(d, dmp)]
     machines = await kube.list(MACHINE, ns)
     for d in dms:
         if not coreutil.is_deleting(d):
@@ -109,43 +111,47 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
     return Outcome()
 
 
-KIND = Kind(gvk=DOCKER_MACHINE_POOL, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_DOCKER_MACHINE_POOL,
+KIND = Kind(gvk=DOCKER_MACHINE_POOL, reconcile=reconcile_docker, delete=delete_docker,
+            finalizer=FINALIZER_DOCKER_MACHINE_POOL,
             cluster_name=cluster_name_of)  # its cluster-name label, set by the MachinePool with its owner ref
 reconcile = reconciler(KIND)
 
 
 # --- wiring ---------------------------------------------------------------------------------------
 
-def _pool_to_dmp(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
-    r = rmp.infra_ref(obj)
-    if r and r["kind"] == DOCKER_MACHINE_POOL.kind and r["apiGroup"] in (INFRA_GROUP, ""):
-        return [(obj["metadata"].get("namespace") or "", r["name"])]
-    return []
+def watches(k: infrakinds.InfraKinds) -> list[tuple[GVK, Mapper]]:
+    """What brings a pool of kind `k.pool` back: its MachinePool, its instances (of `k.machine`), their Machines,
+    its Cluster."""
 
-
-def _machine_to_dmp(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
-    """A pool Machine (labelled with the pool name) reaches its MachinePool's DockerMachinePool."""
-    labels = obj["metadata"].get("labels") or {}
-    pool, cn = labels.get(MACHINE_POOL_NAME), labels.get(CLUSTER_NAME)
-    if not pool or not cn:
+    def pool_to_dmp(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+        r = rmp.infra_ref(obj)
+        if r and r["kind"] == k.pool.kind and r["apiGroup"] in (INFRA_GROUP, ""):
+            return [(obj["metadata"].get("namespace") or "", r["name"])]
         return []
-    ns = obj["metadata"].get("namespace") or ""
-    out: list[tuple[str, str]] = []
-    for mp in cache.list(MACHINE_POOL, ns, labels={CLUSTER_NAME: cn}):
-        if rmp.label_value(mp["metadata"]["name"]) == pool:
-            out += _pool_to_dmp(mp, cache)
-    return out
 
+    def machine_to_dmp(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+        """A pool Machine (labelled with the pool name) reaches its MachinePool's infrastructure pool."""
+        labels = obj["metadata"].get("labels") or {}
+        pool, cn = labels.get(MACHINE_POOL_NAME), labels.get(CLUSTER_NAME)
+        if not pool or not cn:
+            return []
+        ns = obj["metadata"].get("namespace") or ""
+        out: list[tuple[str, str]] = []
+        for mp in cache.list(MACHINE_POOL, ns, labels={CLUSTER_NAME: cn}):
+            if rmp.label_value(mp["metadata"]["name"]) == pool:
+                out += pool_to_dmp(mp, cache)
+        return out
 
-def _cluster_to_dmps(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
-    ns = obj["metadata"].get("namespace") or ""
-    out: list[tuple[str, str]] = []
-    for mp in cache.list(MACHINE_POOL, ns, labels={CLUSTER_NAME: obj["metadata"]["name"]}):
-        out += _pool_to_dmp(mp, cache)
-    return out
+    def cluster_to_dmps(obj: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+        ns = obj["metadata"].get("namespace") or ""
+        out: list[tuple[str, str]] = []
+        for mp in cache.list(MACHINE_POOL, ns, labels={CLUSTER_NAME: obj["metadata"]["name"]}):
+            out += pool_to_dmp(mp, cache)
+        return out
+
+    return [(MACHINE_POOL, pool_to_dmp), (k.machine, any_owner_mapper(k.pool.kind)), (MACHINE, machine_to_dmp),
+            (CLUSTER, cluster_to_dmps)]
 
 
 def controller() -> Controller:
-    return Controller(gvk=DOCKER_MACHINE_POOL, reconcile=reconcile, watches=[
-        (MACHINE_POOL, _pool_to_dmp), (DOCKER_MACHINE, any_owner_mapper("DockerMachinePool")),
-        (MACHINE, _machine_to_dmp), (CLUSTER, _cluster_to_dmps)])
+    return Controller(gvk=DOCKER_MACHINE_POOL, reconcile=reconcile, watches=watches(infrakinds.DOCKER))

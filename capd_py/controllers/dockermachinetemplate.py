@@ -15,19 +15,21 @@ from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.reconcile import dockermachinetemplate as rdmt
 
 
-async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+async def reconcile_capacity(ctx: Ctx, sub: Subject) -> Outcome:
     host = await ctx.infra.host_capacity()
     status = rdmt.desired_status(sub.obj, host)
     if status != (sub.obj.get("status") or {}):
-        ctx.log.info("dockermachinetemplate %s/%s: capacity %s", sub.namespace, sub.name, status["capacity"])
+        ctx.log.info("%s %s/%s: capacity %s", sub.obj.get("kind", "DockerMachineTemplate").lower(), sub.namespace,
+                     sub.name, status["capacity"])
     return Outcome(status=status)
 
 
-async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+async def delete_nothing(ctx: Ctx, sub: Subject) -> Outcome:
     return Outcome()  # nothing to clean up
 
 
-KIND = Kind(gvk=DOCKER_MACHINE_TEMPLATE, reconcile=_reconcile, delete=_delete, cluster_name=None, pausable=False)
+KIND = Kind(gvk=DOCKER_MACHINE_TEMPLATE, reconcile=reconcile_capacity, delete=delete_nothing, cluster_name=None,
+            pausable=False)
 reconcile = reconciler(KIND)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from capd_py.api import conditions as cond
 from capd_py.api import contract, features
 from capd_py.api.gvk import (
+    DEV_MACHINE,
     DOCKER_MACHINE,
     KUBEADM_CONFIG,
     MACHINE,
@@ -200,7 +201,7 @@ def controller() -> Controller:
         gvk=MACHINE,
         reconcile=reconcile,
         watches=[(KUBEADM_CONFIG, owner_mapper("Machine")), (DOCKER_MACHINE, owner_mapper("Machine")),
-                 (MACHINE_POOL, _pool_to_machines)],
+                 (DEV_MACHINE, owner_mapper("Machine")), (MACHINE_POOL, _pool_to_machines)],
         node_watches=[_node_to_machines],
         ref_mapper=_referrers,
     )

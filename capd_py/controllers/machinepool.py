@@ -12,6 +12,8 @@ from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.gvk import (
     CLUSTER,
+    DEV_MACHINE,
+    DEV_MACHINE_POOL,
     DOCKER_MACHINE,
     DOCKER_MACHINE_POOL,
     KUBEADM_CONFIG,
@@ -208,5 +210,6 @@ def _node_to_pools(namespace: str, cluster: str, node: dict[str, Any], cache: Re
 def controller() -> Controller:
     return Controller(gvk=MACHINE_POOL, reconcile=reconcile, watches=[
         (MACHINE, owner_mapper("MachinePool")), (DOCKER_MACHINE, _by_pool_label),
-        (DOCKER_MACHINE_POOL, owner_mapper("MachinePool")), (KUBEADM_CONFIG, owner_mapper("MachinePool")),
+        (DOCKER_MACHINE_POOL, owner_mapper("MachinePool")), (DEV_MACHINE, _by_pool_label),
+        (DEV_MACHINE_POOL, owner_mapper("MachinePool")), (KUBEADM_CONFIG, owner_mapper("MachinePool")),
         (CLUSTER, _cluster_to_pools)], node_watches=[_node_to_pools], ref_mapper=_pool_refs)

@@ -18,6 +18,10 @@ from capd_py.controllers import (
     clusterclass,
     clusterresourceset,
     clusterresourcesetbinding,
+    devcluster,
+    devmachine,
+    devmachinepool,
+    devmachinetemplate,
     dockercluster,
     dockermachine,
     dockermachinepool,
@@ -49,6 +53,10 @@ MODULES = (
     dockermachine,
     dockermachinepool,
     dockermachinetemplate,
+    devcluster,
+    devmachine,
+    devmachinepool,
+    devmachinetemplate,
     clusterresourceset,
     clusterresourcesetbinding,
     extensionconfig,
@@ -58,6 +66,7 @@ MODULES = (
 # controllers that run only while their feature gate is on (as upstream starts them)
 GATED = {clusterclass: features.CLUSTER_TOPOLOGY, topology: features.CLUSTER_TOPOLOGY,
          machinepool: features.MACHINE_POOL, dockermachinepool: features.MACHINE_POOL,
+         devmachinepool: features.MACHINE_POOL,
          extensionconfig: features.RUNTIME_SDK}
 
 

@@ -234,6 +234,9 @@ def crds_serving_v1beta1(conversion: dict[str, Any], crds: list[dict[str, Any]] 
     (webhook_conversion(...)); install them with capd_py.kube.crds.install_crds(kube, crds=...)."""
     out = []
     for crd in (crds if crds is not None else load_crds()):
+        if not _v1beta1_path(crd).exists():  # upstream v1.14's Dev* kinds: served at v1beta2 only, as upstream's
+            out.append(crd)
+            continue
         hub = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta2")["schema"]["openAPIV3Schema"]
         out.append(with_v1beta1(crd, with_capd_rules(crd["spec"]["names"]["kind"], hub, v1beta1_schema(crd)),
                                 conversion))

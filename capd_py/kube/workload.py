@@ -17,6 +17,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from capd_py.api.gvk import SECRET
 from capd_py.kube.client import Kube, WorkloadError
+from capd_py.kube.inmemory import InMemoryAPI, InMemoryClusters
 from capd_py.kube.nodewatch import Listener, NodeWatch
 from capd_py.kube.transport import Unreachable
 
@@ -65,6 +66,8 @@ class WorkloadClients:
         self._probes: dict[tuple[str, str], Probe] = {}
         self._watches: dict[tuple[str, str], NodeWatch] = {}
         self._listener: Listener | None = None
+        # the DevCluster inMemory backend's workload clusters: served from memory, never over HTTP
+        self.in_memory = InMemoryClusters()
 
     def watch_nodes(self, listener: Listener) -> None:
         """From now on every workload client comes with a watch of its cluster's Nodes feeding `listener`."""
@@ -72,6 +75,9 @@ class WorkloadClients:
 
     def nodes(self, namespace: str, cluster: str) -> dict[str, dict[str, Any]] | None:
         """The cluster's Nodes by name as its watch last saw them; None unless the watch is in sync."""
+        mem = self.in_memory.get(namespace, cluster)
+        if mem is not None:  # always in sync: its Nodes are in memory
+            return mem.nodes()
         w = self._watches.get((namespace, cluster))
         return w.nodes if w is not None and w.synced else None
 
@@ -101,6 +107,10 @@ class WorkloadClients:
         sec = await self._mgmt.get(SECRET, namespace, f"{cluster}-kubeconfig")
         if not sec or "value" not in (sec.get("data") or {}):
             return None
+        mem = self.in_memory.get(namespace, cluster)
+        if mem is not None:
+            self._tell_nodes(namespace, cluster, mem)
+            return mem
         rv = sec["metadata"]["resourceVersion"]
         hit = self._cache.get((namespace, cluster))
         if hit and hit[0] == rv:
@@ -116,6 +126,23 @@ class WorkloadClients:
         self._probes.pop((namespace, cluster), None)  # a new kubeconfig (another address) is probed anew
         self._ensure_watch((namespace, cluster), client)
         return client
+
+    def in_memory_cluster(self, namespace: str, cluster: str) -> InMemoryAPI:
+        """The in-memory workload cluster of (namespace, cluster), made on first use (the DevCluster inMemory
+        backend), its Node writes told to the listener from the start."""
+        mem = self.in_memory.ensure(namespace, cluster)
+        self._tell_nodes(namespace, cluster, mem)
+        return mem
+
+    def _tell_nodes(self, namespace: str, cluster: str, mem: InMemoryAPI) -> None:
+        """An in-memory cluster's Node writes reach the listener (the Manager) as a Node watch's events would."""
+        listener = self._listener
+        if listener is None or mem.on_node is not None:
+            return
+
+        def tell(node: dict[str, Any], deleted: bool) -> None:
+            listener(namespace, cluster, node, deleted)
+        mem.on_node = tell
 
     async def probe(self, namespace: str, cluster: str, max_age: float = PROBE_MAX_AGE,
                     timeout: float = PROBE_TIMEOUT) -> Probe | None:
@@ -156,6 +183,8 @@ class WorkloadClients:
         self._listener = None
 
     def forget(self, namespace: str, cluster: str) -> None:
+        """Drop what is kept for the cluster (its client, probe and Node watch); an in-memory cluster's store is
+        dropped by its DevCluster (`in_memory.remove`), not here."""
         self._probes.pop((namespace, cluster), None)
         w = self._watches.pop((namespace, cluster), None)
         if w is not None:

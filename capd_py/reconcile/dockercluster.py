@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from capd_py.api import conditions as cond
+from capd_py.api import contract
 from capd_py.api.containers import ContainerInfo, ContainerSpec, NetworkInfo, PortMapping
+from capd_py.api.infrakinds import docker_spec
 from capd_py.api.labels import (
     CONTAINER_CLUSTER,
     CONTAINER_MACHINE,
@@ -26,7 +28,7 @@ from capd_py.api.labels import (
     LB_HOST_PORT_ANNOTATION,
     NETWORK_ANNOTATION,
 )
-from capd_py.reconcile import addresses, haproxy, ipfamily, subnets
+from capd_py.reconcile import addresses, coreutil, haproxy, ipfamily, subnets
 
 LOAD_BALANCER_AVAILABLE = "LoadBalancerAvailable"
 # True when the Cluster's pod/service CIDRs overlap the management cluster's network or a host route (capd-py's
@@ -128,7 +130,7 @@ DEFAULT_LB_IMAGE = f"{LB_DEFAULT_REPOSITORY}/{LB_IMAGE_NAME}:{LB_DEFAULT_TAG}"
 def lb_image(dc: dict[str, Any], default_image: str = DEFAULT_LB_IMAGE) -> str:
     """The load balancer's image as upstream CAPD names it; `default_image` (CAPD_PY_HAPROXY_IMAGE) only when the
     DockerCluster names neither part, so a spec that names one part means the same image as upstream."""
-    lb = ((dc.get("spec") or {}).get("loadBalancer") or {})
+    lb = docker_spec(dc).get("loadBalancer") or {}
     repo, tag = lb.get("imageRepository"), lb.get("imageTag")
     if not repo and not tag:
         return default_image
@@ -287,7 +289,7 @@ def status(dc: dict[str, Any], lb: LBState, has_endpoint: bool,
     st["conditions"] = conds
     if ready or ((st.get("initialization") or {}).get("provisioned")):
         st["initialization"] = {**(st.get("initialization") or {}), "provisioned": True}
-    fds = (dc.get("spec") or {}).get("failureDomains")
+    fds = docker_spec(dc).get("failureDomains")
     if fds:
         st["failureDomains"] = list(fds)
     else:
@@ -302,3 +304,15 @@ def deleting_status(dc: dict[str, Any], message: str) -> dict[str, Any]:
                                observed_generation=gen)
     st["conditions"] = cond.set_condition(conds, cond.READY, False, R_DELETING, message, observed_generation=gen)
     return st
+
+
+def deleting_machines(machines: Iterable[dict[str, Any]], docker_machines: Iterable[dict[str, Any]]) -> set[str]:
+    """Names of the Machines on their way out, given a cluster's (control-plane) Machines and its
+    DockerMachines: a deleting Machine, or a Machine whose DockerMachine is deleting. Their load
+    balancer backends get weight 0."""
+    out = {m["metadata"]["name"] for m in machines if coreutil.is_deleting(m)}
+    for dm in docker_machines:
+        owner = contract.controller_owner(dm, "Machine")
+        if owner and coreutil.is_deleting(dm):
+            out.add(owner["name"])
+    return out

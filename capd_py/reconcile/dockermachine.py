@@ -21,6 +21,7 @@ from typing import Any
 from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.containers import ContainerInfo, ContainerSpec, Mount
+from capd_py.api.infrakinds import docker_spec
 from capd_py.api.labels import CONTAINER_MACHINE, CONTAINER_ROLE
 from capd_py.reconcile import coreutil, ipfamily
 from capd_py.reconcile.dockercluster import ROLE_CONTROL_PLANE, ROLE_WORKER, cluster_labels
@@ -124,7 +125,7 @@ _SEMVER = re.compile(r"^v?\d+\.\d+\.\d+")
 
 def node_image(dm: dict[str, Any], machine: dict[str, Any] | None, repository: str) -> str | None:
     """spec.customImage, else `<repository>:<Machine spec.version>` (v-prefixed); None without a version."""
-    custom = (dm.get("spec") or {}).get("customImage")
+    custom = docker_spec(dm).get("customImage")
     if custom:
         return str(custom)
     version = ((machine or {}).get("spec") or {}).get("version")
@@ -164,7 +165,7 @@ def image_decision(dm: dict[str, Any], machine: dict[str, Any] | None, image: st
                                           "spec.customImage: cannot choose a node image")
     if present:
         return ImageDecision(image, True)
-    if (dm.get("spec") or {}).get("customImage"):
+    if docker_spec(dm).get("customImage"):
         msg = (f"node image {image} (spec.customImage) is not present locally and capd-py never pulls images: "
                "load it into the docker daemon (docker pull / docker load); the machine proceeds once it exists")
     else:
@@ -176,7 +177,7 @@ def image_decision(dm: dict[str, Any], machine: dict[str, Any] | None, image: st
 
 def extra_mounts(dm: dict[str, Any]) -> tuple[Mount, ...]:
     out = []
-    for m in (dm.get("spec") or {}).get("extraMounts") or []:
+    for m in docker_spec(dm).get("extraMounts") or []:
         if m.get("containerPath") and m.get("hostPath"):
             out.append(Mount(source=m["hostPath"], target=m["containerPath"], read_only=bool(m.get("readOnly"))))
     return tuple(out)
@@ -199,7 +200,7 @@ def node_spec(namespace: str, cluster: str, machine_name: str, dm: dict[str, Any
 
 def bootstrap_timeout(dm: dict[str, Any]) -> float:
     """spec.bootstrapTimeout is a metav1.Duration string like "5m", "90s", "1h30m"."""
-    v = (dm.get("spec") or {}).get("bootstrapTimeout")
+    v = docker_spec(dm).get("bootstrapTimeout")
     if not v:
         return DEFAULT_BOOTSTRAP_TIMEOUT
     total, ok = 0.0, False

@@ -24,6 +24,7 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract
+from capd_py.api.infrakinds import instance_spec, kinds_of, pool_template
 from capd_py.api.labels import DELETE_MACHINE_ANNOTATION, FINALIZER_MACHINE, POOL_TEMPLATE_HASH_LABEL
 from capd_py.reconcile import coreutil
 from capd_py.reconcile import machinepool as rmp
@@ -37,11 +38,16 @@ R_REPLICAS_READY, R_WAITING_FOR_REPLICAS = "ReplicasReady", "WaitingForReplicasR
 TEMPLATE_FIELDS = ("customImage", "preLoadImages", "extraMounts")
 
 
+def machine_kind(pool: dict[str, Any]) -> str:
+    """The kind of the pool's instances: DockerMachine for a DockerMachinePool, DevMachine for a DevMachinePool."""
+    return kinds_of(pool).machine.kind
+
+
 def template_hash(dmp: dict[str, Any], mp: dict[str, Any]) -> str:
     """What an instance is made from: the MachinePool's Kubernetes version and bootstrap config (a new one means
     new join data) and this pool's spec.template. Not the data secret name (the MachinePool controller copies it
     in) nor what changes in place (labels, annotations, minReadySeconds, deletion timeouts)."""
-    tpl = contract.dig(dmp, "spec", "template", default={}) or {}
+    tpl = pool_template(dmp)
     h: dict[str, Any] = {"version": contract.dig(mp, "spec", "template", "spec", "version") or "",
                          "template": {k: tpl.get(k) for k in TEMPLATE_FIELDS if tpl.get(k)}}
     boot = rmp.bootstrap_ref(mp)
@@ -62,10 +68,10 @@ def instance_name(mp: dict[str, Any], suffix: str | None = None) -> str:
 def new_docker_machine(dmp: dict[str, Any], mp: dict[str, Any], name: str) -> dict[str, Any]:
     """One instance: owned by the DockerMachinePool (not as controller: its Machine becomes that), labelled with
     the pool name, the cluster name and the template hash."""
-    tpl = contract.dig(dmp, "spec", "template", default={}) or {}
-    spec = {k: tpl[k] for k in TEMPLATE_FIELDS if tpl.get(k)}
+    tpl = pool_template(dmp)
+    spec = instance_spec(dmp, {k: tpl[k] for k in TEMPLATE_FIELDS if tpl.get(k)})
     labels = {**rmp.pool_labels(mp), POOL_TEMPLATE_HASH_LABEL: template_hash(dmp, mp)}
-    return {"apiVersion": dmp["apiVersion"], "kind": INFRASTRUCTURE_MACHINE_KIND,
+    return {"apiVersion": dmp["apiVersion"], "kind": machine_kind(dmp),
             "metadata": {"name": name, "namespace": dmp["metadata"]["namespace"], "labels": labels,
                          "ownerReferences": [contract.owner_ref(dmp, controller=False)]},
             "spec": spec}
@@ -88,7 +94,7 @@ def machine_of(dm: dict[str, Any], machines: list[dict[str, Any]]) -> dict[str, 
     name = dm["metadata"]["name"]
     for m in machines:
         r = contract.ref(m, "spec", "infrastructureRef")
-        if r and r["kind"] == INFRASTRUCTURE_MACHINE_KIND and r["name"] == name:
+        if r and r["kind"] == dm.get("kind", INFRASTRUCTURE_MACHINE_KIND) and r["name"] == name:
             return m
     return None
 
@@ -215,7 +221,7 @@ def compute_status(dmp: dict[str, Any], mp: dict[str, Any], insts: list[Instance
     want = coreutil.replicas_of(mp)
     ids = [contract.provider_id(i.dm) for i in insts if contract.provider_id(i.dm)]
     st["replicas"] = len(insts)
-    st["infrastructureMachineKind"] = INFRASTRUCTURE_MACHINE_KIND
+    st["infrastructureMachineKind"] = machine_kind(dmp)
     ready_count = sum(1 for i in insts if i.provisioned and not i.deleting)
     all_ready = len(ids) == want and len(insts) == want and ready_count == want
     if all_ready:  # as upstream: once ready, the pool stays ready (initialization is done once)

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from capd_py.api.infrakinds import docker_spec
+
 # On the Cluster: the image references `capd-py load image` loaded into every node, comma-separated (image
 # references never contain commas). Read by the DockerMachine controller when a new node boots.
 RECORDED_ANNOTATION = "infrastructure.cluster.x-k8s.io/capd-py-load-images"
@@ -128,7 +130,7 @@ def record(cluster: Mapping[str, Any], refs: Iterable[str]) -> str | None:
 def boot_images(dm: Mapping[str, Any], cluster: Mapping[str, Any] | None) -> dict[str, str]:
     """{reference: source} a new node gets before its bootstrap runs: the DockerMachine's spec.preLoadImages
     (upstream's field) and the images recorded on its Cluster by `capd-py load image`."""
-    out = {r: SOURCE_SPEC for r in unique(str(x) for x in (dm.get("spec") or {}).get("preLoadImages") or [])}
+    out = {r: SOURCE_SPEC for r in unique(str(x) for x in docker_spec(dict(dm)).get("preLoadImages") or [])}
     for r in recorded(cluster):
         out.setdefault(r, SOURCE_RECORDED)
     return out

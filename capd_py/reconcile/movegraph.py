@@ -259,8 +259,9 @@ class Graph:
 
 
 _KIND_ORDER = {k: i for i, k in enumerate((
-    "ClusterClass", "ClusterResourceSet", "Cluster", "DockerCluster", "KubeadmControlPlane", "MachineDeployment",
-    "MachinePool", "MachineSet", "Machine", "MachineHealthCheck", "KubeadmConfig", "DockerMachine"))}
+    "ClusterClass", "ClusterResourceSet", "Cluster", "DockerCluster", "DevCluster", "KubeadmControlPlane",
+    "MachineDeployment", "MachinePool", "MachineSet", "Machine", "MachineHealthCheck", "KubeadmConfig",
+    "DockerMachine", "DevMachine"))}
 
 
 def _sort_key(n: Node) -> tuple[int, str, str, str]:

@@ -117,7 +117,7 @@ class SameAPIWorkloads(WorkloadClients):
         return self.wl
 
 
-Workloads = Literal["fake", "none", "envtest"]
+Workloads = Literal["fake", "none", "envtest", "real"]
 
 
 @dataclass
@@ -138,14 +138,16 @@ async def in_process_operator(envtest: EnvTest, workloads: Workloads = "fake",
     - "fake": fake workload clusters and their etcd over the runtime (a Node for every bootstrapped node
       container, capd_py/testing/fake_workload.py);
     - "none": no API server behind any Cluster (`NoWorkloads`);
-    - "envtest": the envtest API server is every Cluster's workload cluster (`SameAPIWorkloads`)."""
+    - "envtest": the envtest API server is every Cluster's workload cluster (`SameAPIWorkloads`);
+    - "real": what `capd-py controllers` runs (`WorkloadClients`: a kubeconfig's API server, or the in-memory
+      workload cluster of a DevCluster with the inMemory backend)."""
     runtime = FakeRuntime()
     kube, wl = envtest.kube(), envtest.kube()
     try:
         if crds:
             await install_crds(kube, crds=crds)
         workload: WorkloadClients | None = {"none": NoWorkloads(kube), "envtest": SameAPIWorkloads(kube, wl),
-                                            "fake": None}[workloads]
+                                            "fake": None, "real": None}[workloads]
 
         def on_manager(m: Manager) -> None:
             if workloads == "fake":

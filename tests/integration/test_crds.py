@@ -31,7 +31,8 @@ def load_fixture(name: str) -> list[Obj]:
 
 
 def all_fixture_objects() -> list[Obj]:
-    return load_fixture("quickstart.yaml") + load_fixture("standalone.yaml") + load_fixture("clusterclass.yaml")
+    return (load_fixture("quickstart.yaml") + load_fixture("standalone.yaml") + load_fixture("clusterclass.yaml")
+            + load_fixture("dev.yaml"))
 
 
 def kind_of(obj: Obj) -> gvk.GVK:
@@ -119,7 +120,7 @@ def test_committed_crds_match_the_generator() -> None:
 
 async def test_every_crd_is_established(kube: Kube) -> None:
     want = load_crds()
-    assert len(want) == 21
+    assert len(want) == 27
     assert {c["spec"]["names"]["kind"] for c in want} == {g.kind for g in (*gvk.ALL_CAPI, gvk.MACHINE_DRAIN_RULE,
                                                                            gvk.EXTENSION_CONFIG)}
     for c in want:
@@ -149,7 +150,7 @@ def test_fixtures_cover_every_kind() -> None:
     assert {o["kind"] for o in all_fixture_objects()} == {g.kind for g in gvk.ALL_CAPI}
 
 
-@pytest.mark.parametrize("fixture", ["quickstart.yaml", "standalone.yaml", "clusterclass.yaml"])
+@pytest.mark.parametrize("fixture", ["quickstart.yaml", "standalone.yaml", "clusterclass.yaml", "dev.yaml"])
 async def test_upstream_style_manifests_are_accepted_unchanged(kube: Kube, namespace: str, fixture: str) -> None:
     for obj in load_fixture(fixture):
         g = kind_of(obj)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from capd_py.api.admission import core, docker, kubeadm, runtime
+from capd_py.api.admission import core, dev, docker, kubeadm, runtime
 from capd_py.api.admission.fielderrors import FieldError, denied_status, invalid_status
 
 Defaulter = Callable[[dict[str, Any], dict[str, Any] | None], dict[str, Any]]
@@ -55,6 +55,12 @@ KINDS: tuple[Kind, ...] = (
          docker.validate_dockercluster),
     Kind(INFRASTRUCTURE, "DockerClusterTemplate", "dockerclustertemplates", docker.default_dockerclustertemplate,
          docker.validate_dockerclustertemplate),
+    Kind(INFRASTRUCTURE, "DevCluster", "devclusters", dev.default_devcluster, dev.validate_devcluster),
+    Kind(INFRASTRUCTURE, "DevClusterTemplate", "devclustertemplates", dev.default_devclustertemplate,
+         dev.validate_devclustertemplate),
+    Kind(INFRASTRUCTURE, "DevMachine", "devmachines", dev.default_devmachine, dev.validate_devmachine),
+    Kind(INFRASTRUCTURE, "DevMachineTemplate", "devmachinetemplates", dev.default_devmachinetemplate,
+         dev.validate_devmachinetemplate),
     Kind(RUNTIME, "ExtensionConfig", "extensionconfigs", runtime.default_extensionconfig,
          runtime.validate_extensionconfig, scope="Cluster",
          default_name="default.extensionconfig.runtime.addons.cluster.x-k8s.io"),

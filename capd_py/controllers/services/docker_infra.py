@@ -22,11 +22,9 @@ from typing import Any, TypeVar
 
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from capd_py.api import contract
 from capd_py.api.labels import CONTAINER_ROLE
 from capd_py.reconcile import addresses, haproxy, ipfamily, subnets
 from capd_py.reconcile import dockercluster as dcr
-from capd_py.reconcile.coreutil import is_deleting
 from capd_py.reconcile.imageload import Outcome
 from capd_py.runtime import images, networks
 from capd_py.runtime.protocol import (
@@ -265,18 +263,6 @@ class DockerInfra:
         """The cluster's infrastructure is gone: drop its lock."""
         self._lb_locks.pop((namespace, cluster), None)
         self._lb_loaded.pop((namespace, cluster), None)
-
-
-def deleting_machines(machines: Iterable[dict[str, Any]], docker_machines: Iterable[dict[str, Any]]) -> set[str]:
-    """Names of the Machines on their way out, given a cluster's (control-plane) Machines and its
-    DockerMachines: a deleting Machine, or a Machine whose DockerMachine is deleting. Their load
-    balancer backends get weight 0."""
-    out = {m["metadata"]["name"] for m in machines if is_deleting(m)}
-    for dm in docker_machines:
-        owner = contract.controller_owner(dm, "Machine")
-        if owner and is_deleting(dm):
-            out.add(owner["name"])
-    return out
 
 
 def create_or_adopt(runtime: ContainerRuntime, spec: ContainerSpec) -> ContainerInfo:

@@ -16,7 +16,8 @@ def test_everything_by_default(text: str | None) -> None:
 
 def test_groups_are_upstreams_managers_and_kinds_add_up() -> None:
     assert cs.parse("infrastructure") == {"DockerCluster", "DockerMachine", "DockerMachinePool",
-                                          "DockerMachineTemplate"}
+                                          "DockerMachineTemplate", "DevCluster", "DevMachine", "DevMachinePool",
+                                          "DevMachineTemplate"}
     assert cs.parse("bootstrap, controlplane,ClusterTopology") == {"KubeadmConfig", "KubeadmControlPlane",
                                                                     "ClusterTopology"}
     assert frozenset().union(*cs.GROUPS.values()) == cs.KNOWN  # every controller is in exactly one manager

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import copy
 import hashlib
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -289,3 +292,44 @@ def test_cni_generator_fills_every_template() -> None:
         # an emptied block is filled again
         emptied = gen.BLOCK.sub(lambda m: m.group(1), text)
         assert emptied != text and gen.render(emptied, p) == text
+
+
+def _as_dev(doc: dict[str, Any], backend: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A default-template document as the `dev` flavor writes it: upstream v1.14's Dev* kinds, the Docker* fields
+    moved under spec.backend.docker."""
+    d = copy.deepcopy(doc)
+    if d["kind"] == "DockerCluster":
+        d["kind"], d["spec"] = "DevCluster", {"backend": backend or {"docker": d["spec"]}}
+    elif d["kind"] == "DockerMachineTemplate":
+        d["kind"] = "DevMachineTemplate"
+        d["spec"]["template"]["spec"] = {"backend": backend or {"docker": d["spec"]["template"]["spec"]}}
+    text = json.dumps(d).replace('"kind": "DockerCluster"', '"kind": "DevCluster"').replace(
+        '"kind": "DockerMachineTemplate"', '"kind": "DevMachineTemplate"')
+    return dict(json.loads(text))
+
+
+def test_dev_flavor_is_the_default_template_with_dev_kinds() -> None:
+    """`--flavor dev`: the same cluster with DevCluster / DevMachineTemplate and their docker backend."""
+    assert {"dev", "in-memory"} <= set(flavors())
+    kw: dict[str, Any] = {"namespace": "team-a", "control_plane_machine_count": 3, "worker_machine_count": 2,
+                          "env": {}}
+    default = parse_documents(generate_cluster("demo", **kw))
+    dev = parse_documents(generate_cluster("demo", flavor="dev", **kw))
+    assert dev == [_as_dev(d) for d in default]
+    assert "Docker" not in json.dumps([d for d in dev if d["kind"] != "ConfigMap"])
+
+
+def test_in_memory_flavor() -> None:
+    docs = parse_documents(generate_cluster("demo", flavor="in-memory", worker_machine_count=3,
+                                            env={"IN_MEMORY_VM_STARTUP_DURATION": "10s"}))
+    (dc,) = by_kind(docs, "DevCluster")
+    assert dc["spec"] == {"backend": {"inMemory": {}}} and "annotations" not in dc["metadata"]
+    templates = by_kind(docs, "DevMachineTemplate")
+    assert len(templates) == 2
+    for t in templates:
+        mem = t["spec"]["template"]["spec"]["backend"]["inMemory"]
+        assert mem["vm"]["provisioning"] == {"startupDuration": "10s", "startupJitter": "0.2"}
+        assert {p: mem[p]["provisioning"]["startupDuration"] for p in ("node", "apiServer", "etcd")} == {
+            "node": "0s", "apiServer": "0s", "etcd": "0s"}
+    assert by_kind(docs, "MachineDeployment")[0]["spec"]["replicas"] == 3
+    assert not by_kind(docs, "DockerCluster") and not by_kind(docs, "DockerMachineTemplate")

@@ -11,9 +11,10 @@ import pytest
 
 from capd_py.api.labels import CONTAINER_ROLE
 from capd_py.controllers.context import Ctx, Settings
-from capd_py.controllers.services.docker_infra import DockerInfra, create_or_adopt, deleting_machines
+from capd_py.controllers.services.docker_infra import DockerInfra, create_or_adopt
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import haproxy
+from capd_py.reconcile.dockercluster import deleting_machines
 from capd_py.runtime import networks
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, NetworkInfo, RuntimeError_

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from capd_py.controllers.registry import all_controllers
+
+pytestmark = pytest.mark.unit
 
 
 def _keys(gates: dict[str, bool] | None = None) -> set[str]:
@@ -13,7 +17,7 @@ def test_gated_controllers() -> None:
     everything = _keys()
     assert {"ClusterClass", "ClusterTopology", "MachinePool", "DockerMachinePool"} <= everything
     assert _keys({"ClusterTopology": False}) == everything - {"ClusterClass", "ClusterTopology"}
-    assert _keys({"MachinePool": False}) == everything - {"MachinePool", "DockerMachinePool"}
+    assert _keys({"MachinePool": False}) == everything - {"MachinePool", "DockerMachinePool", "DevMachinePool"}
     # RuntimeSDK: off by default, as upstream; on, the ExtensionConfig controller runs
     assert "ExtensionConfig" not in everything
     assert _keys({"RuntimeSDK": True}) == everything | {"ExtensionConfig"}
@@ -24,6 +28,7 @@ def test_a_subset_runs_beside_upstreams_managers() -> None:
     from capd_py.api import controllerset
     assert _keys({"RuntimeSDK": True}) == controllerset.KNOWN  # every controller is nameable
     infra = {c.key for c in all_controllers(None, controllerset.parse("infrastructure"))}
-    assert infra == {"DockerCluster", "DockerMachine", "DockerMachinePool", "DockerMachineTemplate"}
+    assert infra == {"DockerCluster", "DockerMachine", "DockerMachinePool", "DockerMachineTemplate",
+                     "DevCluster", "DevMachine", "DevMachinePool", "DevMachineTemplate"}
     assert {c.key for c in all_controllers({"MachinePool": False}, controllerset.parse("infrastructure"))} == \
-        infra - {"DockerMachinePool"}
+        infra - {"DockerMachinePool", "DevMachinePool"}

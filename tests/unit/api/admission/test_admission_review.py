@@ -152,6 +152,11 @@ def test_webhook_names_are_upstreams() -> None:
         "default.machinehealthcheck.cluster.x-k8s.io", "default.kubeadmcontrolplane.controlplane.cluster.x-k8s.io",
         "default.dockercluster.infrastructure.cluster.x-k8s.io",
         "default.dockerclustertemplate.infrastructure.cluster.x-k8s.io",
+        # upstream v1.14's Dev* webhooks (test/infrastructure/docker/config/webhook/manifests.yaml)
+        "default.devcluster.infrastructure.cluster.x-k8s.io",
+        "default.devclustertemplate.infrastructure.cluster.x-k8s.io",
+        "default.devmachine.infrastructure.cluster.x-k8s.io",
+        "default.devmachinetemplate.infrastructure.cluster.x-k8s.io",
         # upstream's name, "addons" and all (internal/webhooks/extensionconfig.go)
         "default.extensionconfig.runtime.addons.cluster.x-k8s.io"}
     assert "validation.extensionconfig.runtime.cluster.x-k8s.io" in names

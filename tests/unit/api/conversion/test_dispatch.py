@@ -22,8 +22,11 @@ def test_every_served_kind_that_upstream_serves_in_v1beta1_converts() -> None:
         crd = yaml.safe_load(path.read_text())
         served.add((crd["spec"]["group"], crd["spec"]["names"]["kind"]))
     upstream_v1beta1 = {p.name for p in (ROOT / "capd_py" / "kube" / "crds_v1beta1").glob("*.yaml")}
-    assert len(upstream_v1beta1) == len(served) == len(CONVERTIBLE_KINDS)
-    assert served == CONVERTIBLE_KINDS
+    # upstream v1.14's Dev* kinds exist at v1beta2 only: nothing to convert
+    dev = {(g, k) for g, k in served if k.startswith("Dev")}
+    assert len(dev) == 6
+    assert len(upstream_v1beta1) == len(served - dev) == len(CONVERTIBLE_KINDS)
+    assert served - dev == CONVERTIBLE_KINDS
 
 
 def test_convert_goes_either_way_and_leaves_the_same_version_alone() -> None:

@@ -1,0 +1,38 @@
+"""DevCluster controller (upstream v1.14's DevClusterReconciler): one kind, two backends, chosen by the object's
+`spec.backend` as upstream's backendReconcilerFactory does.
+
+- docker: the DockerCluster controller's functions (capd_py/controllers/dockercluster.py), unchanged: network,
+  haproxy load balancer, endpoint, status;
+- inMemory: capd_py/controllers/inmemory_cluster.py (no containers: an in-memory workload cluster).
+Same finalizer as upstream's (`dockercluster.infrastructure.cluster.x-k8s.io` for both kinds)."""
+
+from __future__ import annotations
+
+from capd_py.api import infrakinds
+from capd_py.api.gvk import DEV_CLUSTER
+from capd_py.api.labels import FINALIZER_DOCKER_CLUSTER
+from capd_py.controllers import dockercluster, inmemory_cluster
+from capd_py.controllers.context import Ctx
+from capd_py.controllers.mappers import Controller
+from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
+
+
+async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+    if infrakinds.backend(sub.obj) == infrakinds.BACKEND_IN_MEMORY:
+        return await inmemory_cluster.reconcile(ctx, sub)
+    return await dockercluster.reconcile_docker(ctx, sub)
+
+
+async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
+    if infrakinds.backend(sub.obj) == infrakinds.BACKEND_IN_MEMORY:
+        return await inmemory_cluster.delete(ctx, sub)
+    return await dockercluster.delete_docker(ctx, sub)
+
+
+KIND = Kind(gvk=DEV_CLUSTER, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_DOCKER_CLUSTER,
+            cluster_name=lambda dc: dockercluster.cluster_name_of(dc) or "", ready=dockercluster.has_owner_cluster)
+reconcile = reconciler(KIND)
+
+
+def controller() -> Controller:
+    return Controller(gvk=DEV_CLUSTER, reconcile=reconcile, watches=dockercluster.watches(infrakinds.DEV))

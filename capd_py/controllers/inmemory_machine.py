@@ -1,0 +1,84 @@
+"""A DevMachine's `inMemory` backend (upstream v1.14's in-memory machine backend): no container. The machine's VM
+record, Node, etcd member and control-plane Pods are written into its cluster's in-memory workload API
+(capd_py/kube/inmemory.py) when capd_py/reconcile/inmemory.py says their startup time has come; the Machine,
+KubeadmControlPlane and Cluster controllers then find them as they find a real cluster's."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from capd_py.api import contract
+from capd_py.api.gvk import DEV_MACHINE, MACHINE
+from capd_py.controllers.context import Ctx
+from capd_py.controllers.skeleton import Outcome, Subject
+from capd_py.kube.inmemory import KUBE_SYSTEM, InMemoryAPI
+from capd_py.reconcile import coreutil, inmemory
+from capd_py.reconcile.coreutil import utcnow
+
+log = logging.getLogger("capd_py.devmachine.inmemory")
+
+VM_RESOURCE = "cloudmachines"  # upstream's in-memory cloud keeps a CloudMachine per VM
+CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+
+
+def _observe(api: InMemoryAPI, o: inmemory.Observed) -> inmemory.Observed:
+    name = inmemory.node_name(o.dm)
+    vm = api.object(VM_RESOURCE, None, name)
+    return inmemory.Observed(
+        o.dm, o.machine, o.cluster, o.now,
+        vm_created=coreutil.parse_time((vm or {}).get("metadata", {}).get("creationTimestamp")),
+        node=api.object("nodes", None, name) is not None,
+        etcd=api.object("pods", KUBE_SYSTEM, f"etcd-{name}") is not None,
+        api_server=api.object("pods", KUBE_SYSTEM, f"kube-apiserver-{name}") is not None)
+
+
+async def reconcile(ctx: Ctx, sub: Subject) -> Outcome:
+    dm, cluster, ns = sub.obj, sub.cluster, sub.namespace
+    owner = contract.controller_owner(dm, "Machine")
+    machine = await ctx.kube.get(MACHINE, ns, owner["name"]) if owner else None
+    if machine is None or cluster is None:
+        return Outcome(requeue_after=ctx.settings.poll_seconds)
+    api = ctx.workload.in_memory_cluster(ns, cluster["metadata"]["name"])
+    obs = _observe(api, inmemory.Observed(dm, machine, cluster, utcnow()))
+    plan = inmemory.decide(obs)
+    name, version = inmemory.node_name(dm), str(contract.dig(machine, "spec", "version") or "")
+    if plan.create_vm:
+        api.put_object(VM_RESOURCE, {"apiVersion": "virtual.cluster.x-k8s.io/v1alpha1", "kind": "CloudMachine",
+                                     "metadata": {"name": name}})
+    if plan.provider_id:
+        dm = await ctx.kube.merge_patch(DEV_MACHINE, ns, sub.name, {
+            "metadata": {"resourceVersion": dm["metadata"]["resourceVersion"]},
+            "spec": {"providerID": plan.provider_id}})
+    if plan.create_node:
+        api.add_node(name, inmemory.provider_id(dm), obs.control_plane, version,
+                     taints=[CONTROL_PLANE_TAINT] if obs.control_plane else None)
+        log.info("%s/%s: in-memory Node %s", ns, sub.name, name)
+    if plan.create_etcd:
+        api.add_static_pods(name, ["etcd"])
+        api.etcd.add(name)
+    if plan.create_api_server:
+        api.add_static_pods(name, inmemory.CONTROL_PLANE_PODS)
+        api.add_kubeadm_objects(version)
+    return Outcome(status=plan.status, obj=dm, requeue_after=plan.requeue_after)
+
+
+async def delete(ctx: Ctx, sub: Subject) -> Outcome:
+    """The VM goes, with its Node, the Node's Pods and its etcd member (if KCP has not removed it first)."""
+    dm, ns = sub.obj, sub.namespace
+    cluster_name = _cluster_name(dm, sub.cluster)
+    api = ctx.workload.in_memory.get(ns, cluster_name) if cluster_name else None
+    if api is None:
+        return Outcome()
+    name = inmemory.node_name(dm)
+    for resource, namespace in (("nodes", None), (VM_RESOURCE, None)):
+        api.remove_object(resource, namespace, name)
+    for m in [m for m in api.etcd.members.values() if m.name == name]:
+        api.etcd.members.pop(m.id, None)
+    return Outcome()
+
+
+def _cluster_name(dm: dict[str, Any], cluster: dict[str, Any] | None) -> str:
+    if cluster is not None:
+        return str(cluster["metadata"]["name"])
+    return str(((dm.get("metadata") or {}).get("labels") or {}).get("cluster.x-k8s.io/cluster-name") or "")
