@@ -202,7 +202,7 @@ fi
 ok "kindest/node:$K8S = $NODE"
 
 # --- the load balancer ---------------------------------------------------------------------------
-build_image "capd-py/haproxy:2.6" "$(cd "$here/haproxy" && cat Dockerfile haproxy.cfg limits.cfg haproxy.sh | sha256sum | cut -c1-16)-$BASE" \
+build_image "capd-py/haproxy:2.6" "$(cd "$here/haproxy" && cat Dockerfile haproxy.cfg limits.cfg | sha256sum | cut -c1-16)-$BASE" \
   "$here/haproxy" --build-arg "BASE=$BASE"
 # Upstream CAPD's default load balancer image (`<imageRepository>/haproxy:<imageTag>`, defaults kindest and
 # v20230606-42a2262b): tagged like kindest/node so DockerClusters that leave both parts unset, or name only the

@@ -7,4 +7,6 @@
 # strict limits every reload of that config fails ("Cannot raise FD limit ... Loading failure!") and the balancer
 # keeps serving the placeholder config without a backend. The master re-executes /usr/sbin/haproxy with these
 # same arguments on a reload, so the file stays part of every reload.
+# images/build.sh keys this image by Dockerfile, haproxy.cfg and limits.cfg (not this file: build.sh is an input of
+# every node image, so adding it there would rebuild them all); an edit here needs a matching edit of the Dockerfile.
 exec /usr/sbin/haproxy "$@" -f /usr/local/etc/haproxy/capd-py-limits.cfg
