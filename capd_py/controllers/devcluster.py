@@ -12,21 +12,12 @@ from capd_py.api import infrakinds
 from capd_py.api.gvk import DEV_CLUSTER
 from capd_py.api.labels import FINALIZER_DOCKER_CLUSTER
 from capd_py.controllers import dockercluster, inmemory_cluster
-from capd_py.controllers.context import Ctx
+from capd_py.controllers.devbackend import by_backend
 from capd_py.controllers.mappers import Controller
-from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
+from capd_py.controllers.skeleton import Kind, reconciler
 
-
-async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
-    if infrakinds.backend(sub.obj) == infrakinds.BACKEND_IN_MEMORY:
-        return await inmemory_cluster.reconcile(ctx, sub)
-    return await dockercluster.reconcile_docker(ctx, sub)
-
-
-async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
-    if infrakinds.backend(sub.obj) == infrakinds.BACKEND_IN_MEMORY:
-        return await inmemory_cluster.delete(ctx, sub)
-    return await dockercluster.delete_docker(ctx, sub)
+_reconcile = by_backend(docker=dockercluster.reconcile_docker, in_memory=inmemory_cluster.reconcile)
+_delete = by_backend(docker=dockercluster.delete_docker, in_memory=inmemory_cluster.delete)
 
 
 KIND = Kind(gvk=DEV_CLUSTER, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_DOCKER_CLUSTER,

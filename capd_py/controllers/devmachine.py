@@ -14,21 +14,12 @@ from capd_py.api.gvk import DEV_MACHINE
 from capd_py.api.labels import FINALIZER_DOCKER_MACHINE
 from capd_py.controllers import dockermachine, inmemory_machine
 from capd_py.controllers import dockermachine_watches as w
-from capd_py.controllers.context import Ctx
+from capd_py.controllers.devbackend import by_backend
 from capd_py.controllers.mappers import Controller
-from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
+from capd_py.controllers.skeleton import Kind, reconciler
 
-
-async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
-    if infrakinds.backend(sub.obj) == infrakinds.BACKEND_IN_MEMORY:
-        return await inmemory_machine.reconcile(ctx, sub)
-    return await dockermachine.reconcile_docker(ctx, sub)
-
-
-async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
-    if infrakinds.backend(sub.obj) == infrakinds.BACKEND_IN_MEMORY:
-        return await inmemory_machine.delete(ctx, sub)
-    return await dockermachine.delete_docker(ctx, sub)
+_reconcile = by_backend(docker=dockermachine.reconcile_docker, in_memory=inmemory_machine.reconcile)
+_delete = by_backend(docker=dockermachine.delete_docker, in_memory=inmemory_machine.delete)
 
 
 KIND = Kind(gvk=DEV_MACHINE, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_DOCKER_MACHINE,

@@ -272,6 +272,23 @@ class SharedClusters:
                 delete_cluster_objects(self.mgmt, name)
 
 
+# Two pause pods (the node image holds the pause image) that must survive a restart, stop or restore.
+KEEP_APP = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: keep}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: keep}}
+  template:
+    metadata: {labels: {app: keep}}
+    spec:
+      tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
+      containers:
+      - {name: pause, image: "registry.k8s.io/pause:3.10.1", imagePullPolicy: Never}
+"""
+
+
 # A Deployment with one pod per node (control plane included) behind a Service.
 ECHO_APP = """
 apiVersion: apps/v1

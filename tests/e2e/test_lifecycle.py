@@ -35,6 +35,7 @@ import pytest
 from capd_py.cli import management
 from capd_py.testing.e2e import (
     CAPD,
+    KEEP_APP,
     Mgmt,
     WorkloadCluster,
     create_cluster,
@@ -52,20 +53,6 @@ START_TARGET = 15.0       # issue 31: start -> Available
 RESUME_API_TARGET = 2.0   # issue 31: resume -> API answering
 RESTORE_TARGET = 20.0     # issue 31: snapshot restore -> Available
 
-WORKLOAD = """
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: keep}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: keep}}
-  template:
-    metadata: {labels: {app: keep}}
-    spec:
-      tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
-      containers:
-      - {name: pause, image: "registry.k8s.io/pause:3.10.1", imagePullPolicy: Never}
-"""
 
 MHC = f"""
 apiVersion: cluster.x-k8s.io/v1beta2
@@ -187,7 +174,7 @@ def test_stop_start_pause_resume_snapshot(mgmt: Mgmt, life: WorkloadCluster, tmp
     home = tmp_path / "home"  # snapshots go under the capd-py home: the test's own
     monkeypatch.setenv("CAPD_PY_HOME", str(home))
     kc = life.kubeconfig
-    workload_kubectl(kc, "apply", "-f", "-", input_=WORKLOAD)
+    workload_kubectl(kc, "apply", "-f", "-", input_=KEEP_APP)
     mgmt.kubectl("apply", "-f", "-", input_=MHC)
     wait_for(lambda: json.loads(workload_kubectl(kc, "get", "deploy", "keep", "-o", "json"))["status"]
              .get("readyReplicas") == 2, 120, "the workload's 2 pods Ready")

@@ -31,24 +31,18 @@ from typing import Any
 import pytest
 
 from capd_py.cli import management as mgmt
-from capd_py.testing.e2e import docker_leftovers, kubectl_bin, nodes_ready, run, wait_for, workload_kubectl
+from capd_py.testing.e2e import (
+    KEEP_APP,
+    docker_leftovers,
+    kubectl_bin,
+    nodes_ready,
+    run,
+    wait_for,
+    workload_kubectl,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
-WORKLOAD = """
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: keep}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: keep}}
-  template:
-    metadata: {labels: {app: keep}}
-    spec:
-      tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
-      containers:
-      - {name: pause, image: "registry.k8s.io/pause:3.10.1", imagePullPolicy: Never}
-"""
 
 MHC = """
 apiVersion: cluster.x-k8s.io/v1beta2
@@ -211,7 +205,7 @@ def test_cluster_survives_controller_kills_restarts_and_lost_containers(env: Env
     wait_for(lambda: nodes_ready(kc, 2), 300, "2 Ready nodes")
 
     # 2. a workload and a MachineHealthCheck
-    workload_kubectl(kc, "apply", "-f", "-", input_=WORKLOAD)
+    workload_kubectl(kc, "apply", "-f", "-", input_=KEEP_APP)
     workload_kubectl(kc, "rollout", "status", "deployment/keep", "--timeout=180s")
     env.kubectl("apply", "-f", "-", input_=MHC.replace("NAME", name))
 
