@@ -5,7 +5,7 @@
 # It never touches the main dockerd (/var/run/docker.sock) nor its iptables chains: a dockerd started with
 # --iptables=true deletes and re-creates the DOCKER chains at start (libnetwork removeIPChains), which would drop
 # every published port of the main daemon's containers. So this one runs with --iptables=false --ip-masq=false and
-# no default bridge; the only host rules it needs (its bridges' traffic through the host's FORWARD chain, whose
+# a default bridge of its own (below); the only host rules it needs (its bridges' traffic through the host's FORWARD chain, whose
 # policy the main daemon set to DROP while br_netfilter is loaded) are added to DOCKER-USER by `allow-bridge`,
 # matched on its own subnets, and removed by `stop`.
 set -euo pipefail
@@ -18,14 +18,26 @@ pidfile=/run/capd-py-dockerd-$name.pid
 log=/var/log/capd-py-dockerd-$name.log
 # the comment every host rule of this daemon carries, so `stop` finds them all
 tag=capd-py-dockerd-$name
+# Its own default bridge, made here: a dockerd started with --bridge=none deletes the link `docker0` at start
+# (the main daemon's default bridge: every default-network container and image build there then fails with
+# "could not find bridge docker0"; measured 2026-12-05). 15 characters at most (IFNAMSIZ); an address in
+# 198.18.0.0/15 (RFC 2544 benchmarking, routed nowhere), the third octet from the name.
+bridge=cpb-$(echo -n "$name" | cksum | cut -c1-8)
+bridge=${bridge:0:15}
+octet=$(( $(echo -n "$name" | cksum | cut -d' ' -f1) % 250 + 1 ))
 case $cmd in
 start)
   if [ -S "$sock" ] && docker -H "unix://$sock" info >/dev/null 2>&1; then echo "unix://$sock"; exit 0; fi
   mkdir -p "$data" "$exec_root"
+  if ! ip link show "$bridge" >/dev/null 2>&1; then
+    ip link add "$bridge" type bridge
+    ip addr add "198.18.$octet.1/24" dev "$bridge"
+    ip link set "$bridge" up
+  fi
   echo "--- $(date -u +%FT%TZ) hack/second-dockerd.sh starts dockerd $name" >>"$log"
   # setsid: a session of its own, so the caller's process group ending does not take it along
   setsid dockerd --host "unix://$sock" --data-root "$data" --exec-root "$exec_root" --pidfile "$pidfile" \
-    --bridge=none --iptables=false --ip-masq=false >>"$log" 2>&1 </dev/null &
+    --bridge="$bridge" --iptables=false --ip-masq=false >>"$log" 2>&1 </dev/null &
   for _ in $(seq 1 60); do
     if docker -H "unix://$sock" info >/dev/null 2>&1; then echo "unix://$sock"; exit 0; fi
     sleep 0.5
@@ -52,6 +64,7 @@ stop)
   done < <(iptables -S DOCKER-USER | grep -- "--comment $tag" || true)
   # container mounts (shm, overlay) may outlive the daemon: unmount before removing the state
   grep -E " ($data|$exec_root)/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
-  rm -rf "$data" "$exec_root" "$sock" "$pidfile" ;;
+  rm -rf "$data" "$exec_root" "$sock" "$pidfile"
+  ip link del "$bridge" 2>/dev/null || true ;;
 *) echo "usage: $0 start|stop|allow [NAME] [SUBNET]" >&2; exit 2 ;;
 esac
