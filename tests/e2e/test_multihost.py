@@ -1,6 +1,6 @@
 """A whole workload cluster on a second docker host (issue 32): a second dockerd on this machine, started by the test
-(hack/second-dockerd.sh: own socket, data root, exec root, a default bridge of its own, no iptables of its own) and registered
-with `capd-py host add --address <this machine's address>`, as a remote host would be. The DockerCluster names it
+(hack/second-dockerd.sh: own socket, data root, exec root, a default bridge of its own, no iptables of its own) and
+registered with `capd-py host add --address <this machine's address>`, as a remote host would be. The DockerCluster names it
 (`capd-py.dev/docker-host`); the controllers copy the images there (never pulled), publish the load balancer's API
 port on that host, and the cluster's endpoint and kubeconfig are `address:port`. Available, kubectl works through
 the published port, and deletion leaves nothing on either daemon.
@@ -44,14 +44,26 @@ def _host_address() -> str:
 def second_daemon() -> Iterator[tuple[str, str]]:
     """(daemon name, endpoint) of a second dockerd made for this test; stopped and its state removed after."""
     name = f"e2e-{secrets.token_hex(2)}"
+    had_docker0 = _link("docker0")
     t0 = time.monotonic()
     endpoint = run(["bash", HACK, "start", name]).stdout.strip().splitlines()[-1]
     print(f"\nsecond dockerd {name} at {endpoint} up in {time.monotonic() - t0:.1f}s")
+    bridge = json.loads(run(["docker", "-H", endpoint, "network", "inspect", "bridge"]).stdout)[0]["Options"][
+        "com.docker.network.bridge.name"]
     try:
+        # a dockerd started with --bridge=none deletes the main daemon's docker0: the second one has its own
+        assert bridge != "docker0" and _link(bridge)
+        assert _link("docker0") == had_docker0
         yield name, endpoint
     finally:
         run(["bash", HACK, "stop", name], check=False)
         assert not Path(f"/var/lib/capd-py-docker-{name}").exists()
+        assert not _link(bridge)
+        assert _link("docker0") == had_docker0
+
+
+def _link(name: str) -> bool:
+    return run(["ip", "link", "show", name], check=False).returncode == 0
 
 
 def _docker(endpoint: str, *args: str) -> str:
