@@ -1,9 +1,9 @@
 """A whole workload cluster on a second docker host (issue 32): a second dockerd on this machine, started by the test
 (hack/second-dockerd.sh: own socket, data root, exec root, a default bridge of its own, no iptables of its own) and
 registered with `capd-py host add --address <this machine's address>`, as a remote host would be. The DockerCluster
-names it (`capd-py.dev/docker-host`); the controllers copy the images there (never pulled), publish the load balancer's API
-port on that host, and the cluster's endpoint and kubeconfig are `address:port`. Available, kubectl works through
-the published port, and deletion leaves nothing on either daemon.
+names it (`capd-py.dev/docker-host`); the controllers copy the images there (never pulled), publish the load
+balancer's API port on that host, and the cluster's endpoint and kubeconfig are `address:port`. Available, kubectl
+works through the published port, and deletion leaves nothing on either daemon.
 
 The second daemon runs with --iptables=false (one started with iptables would delete the main daemon's DOCKER
 chains), so the host's FORWARD policy (DROP, set by the main daemon, br_netfilter on) would drop the traffic between
