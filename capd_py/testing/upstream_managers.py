@@ -78,22 +78,18 @@ class Role:
     webhooks: str = ""
 
 
-_DEV = tuple(f"docker/infrastructure.cluster.x-k8s.io_{k}.yaml" for k in (
-    "devclusters", "devclustertemplates", "devmachines", "devmachinetemplates", "devmachinepools",
-    "devmachinepooltemplates"))
-
 ROLES: Mapping[str, Role] = {r.name: r for r in (
-    # its ClusterClass controller (ClusterTopology) watches ExtensionConfigs whatever RuntimeSDK says: capd-py
-    # defines that kind now (issue 29), so nothing extra
+    # its ClusterClass controller (ClusterTopology) watches ExtensionConfigs whatever RuntimeSDK says, CAPD's manager
+    # the Dev* kinds: capd-py defines both now (issues 29, 30), so nothing extra
     Role("core", "cluster-api-manager", webhooks="core",
          controllers=("Cluster", "Machine", "MachineSet", "MachineDeployment", "MachinePool", "MachineHealthCheck",
                       "ClusterResourceSet", "ClusterResourceSetBinding", "ClusterClass")),
     Role("kubeadm-bootstrap", "kubeadm-bootstrap-manager", webhooks="bootstrap", controllers=("KubeadmConfig",)),
     Role("kubeadm-control-plane", "kubeadm-control-plane-manager", webhooks="controlplane",
          controllers=("KubeadmControlPlane",)),
-    Role("docker", "capd-manager", webhooks="docker", extra_crds=_DEV,
+    Role("docker", "capd-manager", webhooks="docker",
          controllers=("DockerCluster", "DockerMachine", "DockerMachineTemplate", "DockerMachinePool")),
-    Role("in-memory", "capd-manager", webhooks="docker", extra_crds=_DEV,
+    Role("in-memory", "capd-manager", webhooks="docker",
          controllers=("DevCluster", "DevMachine", "DevMachineTemplate", "DevMachinePool"),
          env=(("POD_IP", "127.0.0.1"),)),
 )}

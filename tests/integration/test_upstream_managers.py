@@ -1,5 +1,5 @@
 """Upstream Cluster API v1.13's managers (`make upstream`) start as host processes against an envtest API server
-that holds capd-py's CRDs (+ upstream's Dev* CRDs, which CAPD's manager watches and capd-py does not define): each
+that holds capd-py's CRDs (the Dev* kinds CAPD's manager watches included): each
 answers /healthz and /readyz, and each of its controllers starts its workers (their watches synced: the CRDs were
 accepted). Marked `upstream`: `make test` builds the managers first (`make upstream`, cached); `make test-upstream`
 runs only these."""
@@ -67,6 +67,10 @@ def test_capd_py_crds_keep_every_field_upstream_writes() -> None:
     missing = {}
     for crd in load_crds():
         name = crd["metadata"]["name"]
+        if crd["spec"]["names"]["kind"].startswith("Dev"):
+            # capd-py follows v1.14 for the Dev* kinds (v1.13's spec.backend.docker.bootstrapped and status.backend
+            # are gone there): test_upstream_admission compares them with v1.14's vendored schemas
+            continue
         ours = _paths(_v1beta2(crd))
         kept = [q[:-2] for q in ours if q.endswith("/*")]
         lost = sorted(p for p in _paths(_v1beta2(upstream[name]))

@@ -154,6 +154,10 @@ async def test_init_installs_the_certificate_and_crds_serving_v1beta1(installed:
         assert crd is not None
         versions = {v["name"]: v for v in crd["spec"]["versions"]}
         assert crd["spec"]["versions"][0]["name"] == "v1beta2" and versions["v1beta2"]["storage"] is True
+        if len(versions) == 1:  # the Dev* kinds are served in v1beta2 only: nothing to convert
+            assert crd["spec"]["names"]["kind"].startswith("Dev"), crd["metadata"]["name"]
+            assert (crd["spec"].get("conversion") or {}).get("strategy", "None") == "None"
+            continue
         older = spoke_version(crd["spec"]["group"], crd["spec"]["names"]["kind"])  # ExtensionConfig: v1alpha1
         assert versions[older]["served"] is True and versions[older]["storage"] is False
         client = crd["spec"]["conversion"]["webhook"]["clientConfig"]
@@ -269,7 +273,8 @@ async def test_a_new_ca_reaches_every_crds_ca_bundle(kube: Kube, controllers: Co
     assert before is not None
     await kube.delete(SECRET, "capd-py-system", "capd-py-webhook-cert")
     started = time.monotonic()
-    names = [str(c["metadata"]["name"]) for c in load_crds()]
+    # the CRDs with a conversion webhook (the single-version Dev* kinds have none)
+    names = [str(c["metadata"]["name"]) for c in load_crds() if len(c["spec"]["versions"]) > 1]
 
     async def bundles() -> set[bytes]:
         crds = await asyncio.gather(*(kube.get(CRD, None, n) for n in names))
