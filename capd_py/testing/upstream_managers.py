@@ -20,9 +20,9 @@ What they need, read from each v1.13 main.go:
   (`--webhook-cert-dir`); the API server only calls it if webhook configurations name it (`webhook_url`, `ca_bundle`);
 - the CRDs of every kind its controllers watch, Established, else its caches never sync (the process exits after
   upstream's 5-minute CacheSyncTimeout). capd-py's CRDs serve the v1beta2 upstream stores (upstream also serves
-  v1beta1). Kinds capd-py does not define are watched too: ExtensionConfig (the core's ClusterClass controller, with
-  ClusterTopology on, RuntimeSDK or not) and CAPD's DevCluster/DevMachine/DevMachineTemplate/DevMachinePool:
-  `extra_crds(...)` gives upstream's (copied into the cache by the build);
+  v1beta1). ExtensionConfig (the core's ClusterClass controller, with ClusterTopology on, RuntimeSDK or not) and
+  CAPD's DevCluster/DevMachine/DevMachineTemplate/DevMachinePool are capd-py's kinds too now; a kind capd-py did not
+  define would be a role's `extra_crds` (upstream's CRD, copied into the cache by the build);
 - the same `--feature-gates` as capd-py's controllers (capd_py.api.features.DEFAULTS: ClusterTopology on);
 - for CAPD: a docker daemon (`DOCKER_HOST` or /var/run/docker.sock), and the in-memory provider's fixed debug port
   19000 (and 20000-30000 for its workload API servers): one CAPD manager per host.
