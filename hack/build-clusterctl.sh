@@ -3,7 +3,7 @@
 # lines); from v1.14 the root module says `replace sigs.k8s.io/cluster-api/api => ./api`, which `go install pkg@v`
 # refuses, so a wrapper module requires the root module and its api module at the same version and builds
 # cmd/clusterctl. Cached per version under $CAPD_PY_CACHE/clusterctl/<version>/: a second run is a no-op.
-# Cold ~9 min on 2 cores; run it under `flock /work/heavy.lock nice -n 10` beside other work.
+# v1.13.6 cold ~3-9 min on 2 cores; v1.14.0 (wrapper module, nearly cold) 168 s. Run it with `nice` beside other work.
 set -euo pipefail
 VERSION="${1:-v1.13.6}"
 CACHE="${CAPD_PY_CACHE:-$HOME/.cache/capd-py}"
@@ -20,7 +20,7 @@ ver="sigs.k8s.io/cluster-api/version"
 ld="-s -w -X $ver.gitVersion=$VERSION -X $ver.gitTreeState=clean"
 ld+=" -X $ver.gitMajor=1 -X $ver.gitMinor=$(cut -d. -f2 <<<"${VERSION#v}")"
 ld+=" -X $ver.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo " • building clusterctl $VERSION (go install $pkg; takes a while on a cold cache)" >&2
+echo " • building clusterctl $VERSION ($pkg from the Go module proxy; takes a while on a cold cache)" >&2
 start=$(date +%s)
 root_mod=$(go mod download -json "sigs.k8s.io/cluster-api@$VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
 if ! grep -q '^replace ' "$root_mod"; then

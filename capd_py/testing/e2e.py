@@ -165,7 +165,8 @@ def remove_leftovers(cluster_prefix: str = E2E_CLUSTER_PREFIX) -> list[str]:
 
 # the Cluster API kinds a cluster's deletion must remove from the management cluster (by the cluster-name label)
 CLUSTER_KINDS = ("clusters", "machines", "machinesets", "machinedeployments", "machinepools", "dockermachines",
-                 "dockermachinepools", "dockerclusters", "kubeadmconfigs", "kubeadmcontrolplanes")
+                 "dockermachinepools", "dockerclusters", "devmachines", "devmachinepools", "devclusters",
+                 "kubeadmconfigs", "kubeadmcontrolplanes")
 
 
 def cluster_objects_left(mgmt: Mgmt, cluster: str, ns: str = "default") -> list[str]:

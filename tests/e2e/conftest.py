@@ -90,14 +90,24 @@ def quick_cluster(shared_clusters: SharedClusters) -> WorkloadCluster:
 
 
 CLUSTERCTL_VERSION = os.environ.get("CAPD_PY_CLUSTERCTL_VERSION", "v1.13.6")
+# upstream v1.14's Dev* templates are rendered by the clusterctl of their release (Makefile CLUSTERCTL_V1_14)
+CLUSTERCTL_V1_14 = os.environ.get("CAPD_PY_CLUSTERCTL_V1_14", "v1.14.0")
+
+
+def _clusterctl(version: str) -> str:
+    p = cache_dir() / "clusterctl" / version / "clusterctl"
+    if not p.exists():
+        pytest.fail(f"{p} is missing: run `make clusterctl` (hack/build-clusterctl.sh {version})", pytrace=False)
+    return str(p)
 
 
 @pytest.fixture(scope="session")
 def clusterctl() -> str:
     """Upstream clusterctl, built from the Go module proxy into the cache by `make clusterctl`."""
-    p = cache_dir() / "clusterctl" / CLUSTERCTL_VERSION / "clusterctl"
-    if not p.exists():
-        pytest.fail(f"{p} is missing: run `make clusterctl` (hack/build-clusterctl.sh {CLUSTERCTL_VERSION})",
-                    pytrace=False)
-    return str(p)
+    return _clusterctl(CLUSTERCTL_VERSION)
 
+
+@pytest.fixture(scope="session")
+def clusterctl_v1_14() -> str:
+    """Upstream clusterctl v1.14 (`make clusterctl` builds it beside v1.13's)."""
+    return _clusterctl(CLUSTERCTL_V1_14)

@@ -22,6 +22,20 @@ capd_py/reconcile/machineset.py). The templates stayed after the Cluster's delet
 MachineDeployment and KCP controllers make the Cluster their owner, so the garbage collector removes them;
 capd-py's MachineDeployment controller does now, its KCP controller not yet (the control plane's
 DockerMachineTemplate stays; the test removes it with `kubectl delete -f`).
+
+Issue 30 item 3: upstream Cluster API v1.14.0's own Docker provider templates with the Dev* kinds
+(test/infrastructure/docker/templates/ at tag v1.14.0, vendored unchanged in tests/fixtures/upstream-v1.14),
+rendered by upstream clusterctl v1.14.0 (`make clusterctl` builds it beside v1.13.6), applied unchanged:
+- `cluster-template-development` (a Cluster with `topology.classRef: quick-start`) with its ClusterClass
+  `clusterclass-quick-start` (DevClusterTemplate / DevMachineTemplate with `backend.docker`; its customImage patch
+  names kindest/node:<version>, which `make images` tags on capd-py's node image; `clusterctl generate yaml --from`):
+  Available with 2 Ready nodes on node containers, then deleted leaving nothing. The flavor has no CNI: as
+  upstream's quick start tells its users (who install Calico, whose images would be pulled), the CNI is installed
+  by hand once the control plane is up; here capd-netd's manifest, the one capd-py's default template embeds.
+- `cluster-template-in-memory` with `clusterclass-in-memory` (`backend.inMemory`; VMs 10 s, Node / etcd / API
+  server 2 s, 20 % jitter, as upstream wrote them): Available with no container, deleted leaving nothing.
+Each in a namespace of its own (`--target-namespace`): the v1.13 quick-start class of test_topology.py has the
+same name.
 """
 
 from __future__ import annotations
@@ -29,6 +43,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -44,13 +59,14 @@ from capd_py.testing.e2e import (
     run,
     upstream_e2e_variables,
     wait_for,
+    workload_kubectl,
 )
 
 pytestmark = pytest.mark.e2e
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "fixtures" / "upstream" / "e2e-cluster-template.yaml"
 NAME = "e2e-upstream"
-
+V1_14 = Path(__file__).resolve().parents[1] / "fixtures" / "upstream-v1.14"
 
 
 def capd_netd_manifest() -> str:
@@ -124,3 +140,134 @@ def test_upstream_default_e2e_flavor_becomes_available(clusterctl: str, mgmt: Mg
     delete_cluster_objects(mgmt, NAME)
     assert not docker_leftovers(NAME)
     print(f"whole test {time.monotonic() - t0:.0f}s")
+
+
+def clusterctl_env(tmp: Path) -> dict[str, str]:
+    return {"CLUSTERCTL_DISABLE_VERSIONCHECK": "true", "XDG_CONFIG_HOME": str(tmp / "xdg")}
+
+
+def render_v1_14(clusterctl: str, tmp: Path, name: str, namespace: str, template: str, clusterclass: str) -> Path:
+    """upstream v1.14's ClusterClass (`generate yaml --from`) and cluster template (`generate cluster --from`,
+    1 control plane + 1 worker), as clusterctl v1.14 renders them, in one file: class first."""
+    env = clusterctl_env(tmp)
+    assert run([clusterctl, "version", "-o", "short"], env=env).stdout.strip() == "v1.14.0"
+    klass = run([clusterctl, "generate", "yaml", "--from", str(V1_14 / clusterclass)], env=env, timeout=120).stdout
+    cluster = run([clusterctl, "generate", "cluster", name, "--from", str(V1_14 / template),
+                   "--target-namespace", namespace, "--kubernetes-version", K8S_VERSION,
+                   "--control-plane-machine-count", "1", "--worker-machine-count", "1"], env=env, timeout=120).stdout
+    manifest = f"{klass.rstrip()}\n---\n{cluster}"
+    assert "${" not in manifest
+    (path := tmp / f"{name}.yaml").write_text(manifest)
+    return path
+
+
+def _kinds(path: Path) -> list[str]:
+    return sorted(d["kind"] for d in yaml.safe_load_all(path.read_text()) if d)
+
+
+def _class_objects_left(mgmt: Mgmt, path: Path, ns: str) -> list[str]:
+    return mgmt.kubectl("get", "-f", str(path), "-n", ns, "--ignore-not-found", "-o", "name").split()
+
+
+def _topology_copies(mgmt: Mgmt, name: str, ns: str) -> str:
+    """The per-cluster copies of the class's templates and its health checks (the Cluster's: collected with it)."""
+    return mgmt.kubectl("get", "devmachinetemplates,kubeadmconfigtemplates,machinehealthchecks", "-n", ns, "-l",
+                        f"cluster.x-k8s.io/cluster-name={name}", "-o", "name").strip()
+
+
+def _machines(mgmt: Mgmt, name: str, ns: str) -> list[dict[str, Any]]:
+    return list(json.loads(mgmt.kubectl("get", "machines", "-n", ns, "-l", f"cluster.x-k8s.io/cluster-name={name}",
+                                        "-o", "json"))["items"])
+
+
+def test_upstream_v1_14_development_template_on_docker(clusterctl_v1_14: str, mgmt: Mgmt, own_namespace: str,
+                                                       tmp_path: Path) -> None:
+    ns, name = own_namespace, "e2e-up14-dev"
+    path = render_v1_14(clusterctl_v1_14, tmp_path, name, ns, "cluster-template-development.yaml",
+                        "clusterclass-quick-start.yaml")
+    assert _kinds(path) == ["Cluster", "ClusterClass", "DevClusterTemplate", "DevMachinePoolTemplate",
+                            "DevMachineTemplate", "DevMachineTemplate", "KubeadmConfigTemplate",
+                            "KubeadmControlPlaneTemplate"]
+
+    t0 = time.monotonic()
+    mgmt.kubectl("apply", "-n", ns, "-f", str(path))   # as is, class first
+    # the control plane comes up; then, as upstream's quick start says, the user installs a CNI (ours, not Calico)
+    wait_for(lambda: mgmt.condition("cluster", name, "ControlPlaneInitialized", ns), 420, "control plane initialized",
+             3)
+    kc = tmp_path / f"{name}.kubeconfig"
+    mgmt.capd("get", "kubeconfig", name, "-n", ns, "-o", str(kc))
+    workload_kubectl(kc, "apply", "-f", "-", input_=capd_netd_manifest())
+    wait_for(lambda: mgmt.condition("cluster", name, "Available", ns), 420, f"cluster {name} Available", 3)
+    available = time.monotonic() - t0
+    wait_for(lambda: nodes_ready(kc, 2), 180, "2 Ready nodes")
+    ready = time.monotonic() - t0
+
+    # the Dev* kinds with the docker backend made it, on capd-py's node image under upstream's kindest/node name
+    cluster = mgmt.get("cluster", name, ns)
+    assert cluster["spec"]["infrastructureRef"]["kind"] == "DevCluster"
+    assert "docker" in mgmt.get("devcluster", cluster["spec"]["infrastructureRef"]["name"], ns)["spec"]["backend"]
+    machines = _machines(mgmt, name, ns)
+    assert len(machines) == 2 and {m["spec"]["infrastructureRef"]["kind"] for m in machines} == {"DevMachine"}
+    for m in machines:
+        dm = mgmt.get("devmachine", m["spec"]["infrastructureRef"]["name"], ns)
+        assert dm["spec"]["backend"]["docker"]["customImage"] == f"kindest/node:{K8S_VERSION}"
+        container = dm["spec"]["providerID"].rsplit("/", 1)[-1]
+        assert run(["docker", "inspect", "-f", "{{.Config.Image}}", container]).stdout.strip() == \
+            f"kindest/node:{K8S_VERSION}"
+    assert mgmt.condition("cluster", name, "TopologyReconciled", ns)
+    print(f"\nupstream v1.14 cluster-template-development (clusterctl v1.14, docker, 1 CP + 1 W): Available after "
+          f"{available:.0f}s, 2 Ready nodes after {ready:.0f}s")
+
+    t1 = time.monotonic()
+    mgmt.capd("delete", "cluster", name, "-n", ns, "--wait", "--timeout", "300")
+    wait_for(lambda: not docker_leftovers(name), 120, "no docker leftovers")
+    wait_for(lambda: not cluster_objects_left(mgmt, name, ns), 60, "no Cluster API objects of the cluster")
+    wait_for(lambda: not _topology_copies(mgmt, name, ns), 60, "the template copies collected with their Cluster")
+    deleted = time.monotonic() - t1
+    # what outlives the Cluster is the class, as upstream: `kubectl delete -f` of the same file removes it
+    assert sorted(x.split("/", 1)[0] for x in _class_objects_left(mgmt, path, ns)) == sorted(
+        f"{k.lower()}.{g}" for k, g in (
+            ("ClusterClass", "cluster.x-k8s.io"), ("DevClusterTemplate", "infrastructure.cluster.x-k8s.io"),
+            ("DevMachinePoolTemplate", "infrastructure.cluster.x-k8s.io"),
+            ("DevMachineTemplate", "infrastructure.cluster.x-k8s.io"),
+            ("DevMachineTemplate", "infrastructure.cluster.x-k8s.io"),
+            ("KubeadmConfigTemplate", "bootstrap.cluster.x-k8s.io"),
+            ("KubeadmControlPlaneTemplate", "controlplane.cluster.x-k8s.io")))
+    mgmt.kubectl("delete", "-n", ns, "-f", str(path), "--ignore-not-found", "--wait")
+    assert not _class_objects_left(mgmt, path, ns)
+    assert not docker_leftovers(name)
+    print(f"deleted in {deleted:.0f}s; whole test {time.monotonic() - t0:.0f}s")
+
+
+def test_upstream_v1_14_in_memory_template(clusterctl_v1_14: str, mgmt: Mgmt, own_namespace: str,
+                                           tmp_path: Path) -> None:
+    ns, name = own_namespace, "e2e-up14-mem"
+    path = render_v1_14(clusterctl_v1_14, tmp_path, name, ns, "cluster-template-in-memory.yaml",
+                        "clusterclass-in-memory.yaml")
+    assert _kinds(path) == ["Cluster", "ClusterClass", "DevClusterTemplate", "DevMachineTemplate",
+                            "DevMachineTemplate", "KubeadmConfigTemplate", "KubeadmControlPlaneTemplate"]
+
+    t0 = time.monotonic()
+    mgmt.kubectl("apply", "-n", ns, "-f", str(path))   # as is
+    wait_for(lambda: mgmt.condition("cluster", name, "Available", ns), 180, f"cluster {name} Available", 1)
+    available = time.monotonic() - t0
+    machines = _machines(mgmt, name, ns)
+    assert len(machines) == 2 and all((m.get("status") or {}).get("phase") == "Running" for m in machines)
+    for m in machines:
+        dm = mgmt.get("devmachine", m["spec"]["infrastructureRef"]["name"], ns)
+        assert "inMemory" in dm["spec"]["backend"]
+        assert dm["spec"]["providerID"] == f"in-memory://{dm['metadata']['name']}"
+        assert m["status"]["nodeRef"]["name"] == dm["metadata"]["name"]
+    assert not docker_leftovers(name)   # no container, network or volume
+    # upstream's startup durations were waited for: the VM's 10 s, then the Node's 2 s
+    assert available >= 12, available
+    print(f"\nupstream v1.14 cluster-template-in-memory (clusterctl v1.14, 1 CP + 1 W): Available after "
+          f"{available:.1f}s")
+
+    t1 = time.monotonic()
+    mgmt.capd("delete", "cluster", name, "-n", ns, "--wait", "--timeout", "120")
+    wait_for(lambda: not cluster_objects_left(mgmt, name, ns), 60, "no Cluster API objects of the cluster")
+    wait_for(lambda: not _topology_copies(mgmt, name, ns), 60, "the template copies collected with their Cluster")
+    print(f"deleted in {time.monotonic() - t1:.1f}s")
+    mgmt.kubectl("delete", "-n", ns, "-f", str(path), "--ignore-not-found", "--wait")
+    assert not _class_objects_left(mgmt, path, ns)
