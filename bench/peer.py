@@ -375,8 +375,13 @@ async def _upstream_plane(tmp: Path) -> AsyncIterator[tuple[str, list[int]]]:
 @asynccontextmanager
 async def _capd_py_plane(tmp: Path) -> AsyncIterator[tuple[str, list[int]]]:
     from capd_py.testing.e2e import management_plane
-    with management_plane(tmp / "controllers.log") as m:
+    # management_plane runs its own event loop (asyncio.run) while it starts and stops: not on this one's thread
+    cm = management_plane(tmp / "controllers.log")
+    m = await asyncio.to_thread(cm.__enter__)
+    try:
         yield m.kubeconfig, []
+    finally:
+        await asyncio.to_thread(cm.__exit__, None, None, None)
 
 
 def _manifest(name: str, cp: int, workers: int) -> str:
