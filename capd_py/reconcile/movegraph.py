@@ -180,6 +180,12 @@ class Graph:
     def move_nodes(self) -> list[Node]:
         return [n for n in self.nodes.values() if n.tenants]
 
+    def cluster_nodes(self, namespace: str, name: str) -> list[Node]:
+        """What belongs to one Cluster (its tenant tree: what a move of it would take), the Cluster included;
+        [] when there is no such Cluster. A snapshot keeps these to recreate the cluster."""
+        c = self.find("Cluster", namespace, name)
+        return [] if c is None else [n for n in self.move_nodes() if c.uid in n.tenants]
+
     def children(self, uid: str) -> list[Node]:
         return sorted((n for n in self.move_nodes() if uid in n.all_owners()), key=_sort_key)
 
