@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from capd_py.api.containers import ContainerSpec, Mount, NetworkInfo, PortMapping
-
 from capd_py.reconcile import snapshot as sn
 
 pytestmark = pytest.mark.unit
@@ -62,7 +61,8 @@ LABELS = {"io.x-k8s.capd-py.cluster": "c1", "io.x-k8s.capd-py.namespace": "defau
 CP_SPEC = ContainerSpec(name="c1-control-plane-a", image=NODE, hostname="c1-control-plane-a", network="c1-net",
                         labels={**LABELS, "io.x-k8s.capd-py.role": "control-plane"},
                         mounts=(Mount("/data", "/mnt/data", read_only=True),), privileged_mode="restricted",
-                        restart_policy="unless-stopped", ipv4="172.20.0.3", sysctls={"net.ipv6.conf.all.forwarding": "1"})
+                        restart_policy="unless-stopped", ipv4="172.20.0.3",
+                        sysctls={"net.ipv6.conf.all.forwarding": "1"})
 LB_SPEC = ContainerSpec(name="c1-lb", image=LB_IMG, hostname="c1-lb", network="c1-net",
                         labels={**LABELS, "io.x-k8s.capd-py.role": "load-balancer"},
                         ports=(PortMapping(6443, 41234),), node=False, restart_policy="unless-stopped",
