@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capd_py.api.gvk import CLUSTER
+from capd_py.api.gvk import CLUSTER, of_object
 from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_NAMESPACE, CONTAINER_ROLE
 from capd_py.cli import move, power
 from capd_py.cli.steps import Steps
@@ -252,6 +252,11 @@ async def _recreate(kube: Kube, rt: ContainerRuntime, src: Path, m: dict[str, An
         total = sum(len(g) for g in sequence)
         new_uids: dict[str, str] = {}
         known: set[str] = set()
+        for ns, ref in graph.outside_owners():  # e.g. the ClusterResourceSet of a binding: today's, by name
+            gvk = of_object(ref)
+            have = await kube.get(gvk, ns or None, ref["name"]) if gvk and ref.get("name") else None
+            if have is not None:
+                new_uids[ref["uid"]] = have["metadata"]["uid"]
         with steps.step(f"Creating {total} management objects, paused 📜"):
             done = 0
             for group in sequence:

@@ -95,7 +95,17 @@ def _objects(kube: FakeWorkloadKube) -> dict[str, str]:
                                  "status": {"nodeRef": {"name": "c1-control-plane-a"}}})
     kube.put_object("secrets", {"apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret",
                                 "metadata": {"name": "c1-kubeconfig", "namespace": "ns"}, "data": {"value": "eA=="}})
-    return {"Cluster": "clusters", "DockerCluster": "dockerclusters", "Machine": "machines", "Secret": "secrets"}
+    # a ClusterResourceSet outlives the cluster; its binding does not (owned by both)
+    crs = kube.put_object("clusterresourcesets", {"apiVersion": "addons.cluster.x-k8s.io/v1beta2",
+                                                  "kind": "ClusterResourceSet",
+                                                  "metadata": {"name": "crs", "namespace": "ns"}, "spec": {}})
+    kube.put_object("clusterresourcesetbindings", {
+        "apiVersion": "addons.cluster.x-k8s.io/v1beta2", "kind": "ClusterResourceSetBinding",
+        "metadata": {"name": "c1", "namespace": "ns", "ownerReferences": [
+            *own, {"apiVersion": "addons.cluster.x-k8s.io/v1beta2", "kind": "ClusterResourceSet", "name": "crs",
+                   "uid": crs["metadata"]["uid"]}]}, "spec": {"clusterName": "c1"}})
+    return {"Cluster": "clusters", "DockerCluster": "dockerclusters", "Machine": "machines", "Secret": "secrets",
+            "ClusterResourceSetBinding": "clusterresourcesetbindings"}
 
 
 def test_restore_recreates_a_deleted_cluster_and_resumes_after_a_kill(tmp_path: Path,
@@ -111,7 +121,7 @@ def test_restore_recreates_a_deleted_cluster_and_resumes_after_a_kill(tmp_path: 
     saved = json.loads((dest / "objects.json").read_text())
     assert sorted(o["kind"] for o in saved) == sorted(kinds) and (dest / "objects.json").stat().st_mode & 0o077 == 0
     m = json.loads((dest / "manifest.json").read_text())
-    assert m["network"]["subnet"] == subnet and m["objects"] == 4
+    assert m["network"]["subnet"] == subnet and m["objects"] == 5
 
     # `capd-py delete cluster`: objects, containers (their storage with them), network
     for kind, res in kinds.items():
@@ -162,6 +172,9 @@ def test_restore_recreates_a_deleted_cluster_and_resumes_after_a_kill(tmp_path: 
     assert mach["spec"]["providerID"] == "docker:////c1-control-plane-a"  # type: ignore[index]
     assert mach["status"]["nodeRef"] == {"name": "c1-control-plane-a"}  # type: ignore[index]
     assert kube.object("secrets", "ns", "c1-kubeconfig") is not None
+    binding = kube.object("clusterresourcesetbindings", "ns", "c1")
+    assert binding is not None and [r["uid"] for r in binding["metadata"]["ownerReferences"]] == [
+        c["metadata"]["uid"], kube.object("clusterresourcesets", "ns", "crs")["metadata"]["uid"]]  # type: ignore[index]
 
     # a Cluster of that name made by someone else while a restore is under way: refused, nothing touched
     (dest / "restore.json").write_text(json.dumps({"phase": "storage"}))
