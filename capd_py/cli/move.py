@@ -154,6 +154,16 @@ async def _create(target: Kube, n: Node, new_uids: dict[str, str]) -> None:
     raise MoveError(f"{n.kind} {n.identity.namespace}/{n.name}: status kept conflicting at the target")
 
 
+async def copy_object(target: Kube, n: Node, new_uids: dict[str, str]) -> None:
+    """Create `n` at `target` (an existing namesake is replaced: an interrupted run), owner references pointing
+    at the owners' new UIDs, its status written back; records its new UID. `snapshot restore` uses it too."""
+    await _create(target, n, new_uids)
+
+
+async def ensure_namespace(target: Kube, namespace: str, known: set[str]) -> None:
+    await _ensure_namespace(target, namespace, known)
+
+
 async def _delete_source(source: Kube, n: Node, uid: str | None = None) -> None:
     """Remove the finalizers, then delete (by UID, so a namesake created since is left alone); a controller
     that put a finalizer back in between gets it removed again. `uid`: another copy's (a rollback)."""

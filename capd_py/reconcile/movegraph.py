@@ -180,6 +180,24 @@ class Graph:
     def move_nodes(self) -> list[Node]:
         return [n for n in self.nodes.values() if n.tenants]
 
+    def cluster_nodes(self, namespace: str, name: str) -> list[Node]:
+        """What belongs to one Cluster (its tenant tree: what a move of it would take), the Cluster included;
+        [] when there is no such Cluster. A snapshot keeps these to recreate the cluster."""
+        c = self.find("Cluster", namespace, name)
+        return [] if c is None else [n for n in self.move_nodes() if c.uid in n.tenants]
+
+    def outside_owners(self) -> list[tuple[str, dict[str, Any]]]:
+        """Owner references to objects outside the graph, each UID once, as (namespace, reference): a cluster's
+        objects restored from a snapshot reference e.g. their ClusterResourceSet, which outlives the cluster;
+        the restore links them to today's object of that kind and name."""
+        out: dict[str, tuple[str, dict[str, Any]]] = {}
+        for n in sorted(self.nodes.values(), key=_sort_key):
+            for ref in n.obj["metadata"].get("ownerReferences") or []:
+                uid = ref.get("uid", "")
+                if uid and uid not in self.nodes and uid not in out:
+                    out[uid] = (n.identity.namespace, ref)
+        return list(out.values())
+
     def children(self, uid: str) -> list[Node]:
         return sorted((n for n in self.move_nodes() if uid in n.all_owners()), key=_sort_key)
 

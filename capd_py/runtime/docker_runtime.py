@@ -46,7 +46,9 @@ from capd_py.runtime.protocol import (
     ContainerSpec,
     ExecResult,
     HostCapacity,
+    Mount,
     NetworkInfo,
+    PortMapping,
     RuntimeError_,
     SubnetTaken,
 )
@@ -73,6 +75,52 @@ def _label_filters(labels: dict[str, str] | None) -> dict[str, Any]:
     if not labels:
         return {}
     return {"label": [f"{k}={v}" if v != "" else k for k, v in labels.items()]}
+
+
+# what `_host_config` adds to every node container itself (ContainerSpec.node): not part of spec.mounts
+_NODE_TMPFS = ("/tmp", "/run")
+_NODE_MOUNTS = ("/var", "/lib/modules", CGROUP_MOUNT)
+
+
+def spec_of(attrs: dict[str, Any]) -> ContainerSpec:
+    """The ContainerSpec that `_run` turns into a container configured as `attrs` (`docker inspect`) is: the
+    inverse of `_host_config` / `_run` for what capd-py sets (the image's own env, command and entrypoint are
+    left to the image, which capd-py's node and load balancer containers do not override)."""
+    cfg = attrs.get("Config") or {}
+    hc = attrs.get("HostConfig") or {}
+    mounts = [m for m in hc.get("Mounts") or [] if isinstance(m, dict)]
+    tmpfs = dict(hc.get("Tmpfs") or {})
+    node = all(t in tmpfs for t in _NODE_TMPFS) and any(
+        m.get("Target") == "/var" and m.get("Type") == "volume" and not m.get("Source") for m in mounts)
+    out: list[Mount] = []
+    for m in mounts:
+        target = str(m.get("Target") or "")
+        if node and target in _NODE_MOUNTS:
+            continue
+        kind = str(m.get("Type") or "bind")
+        out.append(Mount(source=str(m.get("Source") or ""), target=target, read_only=bool(m.get("ReadOnly")),
+                         kind=kind))
+    out += [Mount(source="", target=t, kind="tmpfs") for t in sorted(tmpfs) if not (node and t in _NODE_TMPFS)]
+    ports: list[PortMapping] = []
+    for key, binds in sorted((hc.get("PortBindings") or {}).items()):
+        port, _, proto = str(key).partition("/")
+        for b in binds or []:
+            ports.append(PortMapping(int(port), int(b.get("HostPort") or 0), b.get("HostIp") or "0.0.0.0",
+                                     proto or "tcp"))
+            break
+    network = str(hc.get("NetworkMode") or "")
+    if network in ("default", "bridge", "host", "none"):
+        network = ""
+    ipam = (((attrs.get("NetworkSettings") or {}).get("Networks") or {}).get(network) or {}).get("IPAMConfig") or {}
+    restart = str((hc.get("RestartPolicy") or {}).get("Name") or "")
+    return ContainerSpec(
+        name=str(attrs.get("Name") or "").lstrip("/"), image=str(cfg.get("Image") or ""),
+        hostname=str(cfg.get("Hostname") or ""), network=network, labels=dict(cfg.get("Labels") or {}),
+        mounts=tuple(out), ports=tuple(ports),
+        privileged_mode="privileged" if hc.get("Privileged") else "restricted", node=node,
+        restart_policy="" if restart == "no" else restart,
+        ipv4=str(ipam.get("IPv4Address") or ""), ipv6=str(ipam.get("IPv6Address") or ""),
+        sysctls=dict(hc.get("Sysctls") or {}))
 
 
 class DockerRuntime:
@@ -245,7 +293,17 @@ class DockerRuntime:
                 self.remove_container(spec.name)
         raise AssertionError("unreachable")
 
-    def _run(self, spec: ContainerSpec) -> ContainerInfo:
+    def create_container(self, spec: ContainerSpec) -> ContainerInfo:
+        """Create without starting (snapshot restores fill the storage first); host ports as given."""
+        if not self.image_exists(spec.image):
+            raise RuntimeError_(f"image {spec.image} not found locally (capd-py never pulls)")
+        return self._run(spec, start=False)
+
+    def container_spec(self, name: str) -> ContainerSpec | None:
+        attrs = self._inspect(name)
+        return spec_of(attrs) if attrs else None
+
+    def _run(self, spec: ContainerSpec, start: bool = True) -> ContainerInfo:
         kw: dict[str, Any] = {
             "image": spec.image, "name": spec.name, "labels": dict(spec.labels),
             "host_config": self._host_config(spec), "detach": True, "tty": spec.node,
@@ -268,6 +326,11 @@ class DockerRuntime:
             created = self.api.create_container(**kw)
         except docker.errors.APIError as e:
             raise RuntimeError_(f"create container {spec.name}: {e.explanation or e}") from e
+        if not start:
+            info = self.get_container(spec.name)
+            if info is None:
+                raise RuntimeError_(f"container {spec.name} vanished right after create")
+            return info
         try:
             self.api.start(created["Id"])
         except docker.errors.APIError as e:

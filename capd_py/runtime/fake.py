@@ -122,6 +122,20 @@ class FakeRuntime:
             return c.info if c else None
 
     def run_container(self, spec: ContainerSpec) -> ContainerInfo:
+        return self._make(spec, "running")
+
+    def create_container(self, spec: ContainerSpec) -> ContainerInfo:
+        return self._make(spec, "created")
+
+    def container_spec(self, name: str) -> ContainerSpec | None:
+        with self._lock:
+            c = self.containers.get(name)
+            if c is None:
+                return None
+            ports = tuple(replace(p, host_port=c.info.ports.get(p.container_port, p.host_port)) for p in c.spec.ports)
+            return replace(c.spec, ports=ports)
+
+    def _make(self, spec: ContainerSpec, status: str) -> ContainerInfo:
         with self._lock:
             self.created.append(spec.name)
             if spec.name in self.containers:
@@ -147,7 +161,7 @@ class FakeRuntime:
                 if net.subnet6:
                     ipv6[spec.network] = spec.ipv6 or addresses.paired_ipv6(net, ipv4[spec.network])
             ports = {p.container_port: p.host_port or 40000 + n for p in spec.ports}
-            info = ContainerInfo(id=f"fake{n:060d}", name=spec.name, image=spec.image, status="running",
+            info = ContainerInfo(id=f"fake{n:060d}", name=spec.name, image=spec.image, status=status,
                                  labels=dict(spec.labels), ipv4=ipv4, ipv6=ipv6, ports=ports,
                                  static_ipv4={spec.network: spec.ipv4} if spec.ipv4 else {})
             c = _Container(info=info, spec=spec)

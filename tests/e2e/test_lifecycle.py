@@ -11,7 +11,10 @@ One 1 CP + 1 worker cluster for every verb, run in sequence on it, each timed:
    says Paused;
 5. `resume cluster` -> the workload API answers <= 2 s after the thaw, then Ready nodes, unpaused, Available;
 6. `snapshot create` (a ConfigMap written before), another ConfigMap, `snapshot restore` -> the first is there, the
-   second gone, Available, <= 20 s; clear refusals of an unknown and an interrupted snapshot; list and delete.
+   second gone, Available, <= 20 s; clear refusals of an unknown and an interrupted snapshot;
+7. `delete cluster --wait` (objects, containers, volumes gone), `snapshot restore` again -> the cluster recreated
+   from the snapshot alone: the same containers (names, addresses, LB port), Machines and kubeconfig, Available,
+   the first ConfigMap there, the second gone, the workload running; list and delete.
 And `stop|start management` on a management cluster of `capd-py init`.
 """
 
@@ -281,6 +284,30 @@ def test_stop_start_pause_resume_snapshot(mgmt: Mgmt, life: WorkloadCluster, tmp
     r = mgmt.capd("snapshot", "restore", NAME, "cut", check=False)
     assert r.returncode == 1 and "is incomplete" in r.stderr, r.stderr
     assert "no (interrupted" in mgmt.capd("snapshot", "list", NAME).stdout
+
+    # -- deleted, then recreated from the snapshot ----------------------------------------------------------
+    specs = {n: (c["NetworkSettings"]["Networks"], c["HostConfig"]["PortBindings"]) for n, c in containers().items()}
+    t0 = time.monotonic()
+    mgmt.capd("delete", "cluster", NAME, "--wait", "5m")
+    times["delete cluster"] = time.monotonic() - t0
+    left = run(["docker", "ps", "-a", "-q", "--filter", f"label=io.x-k8s.capd-py.cluster={NAME}"]).stdout.split()
+    assert left == [] and machines(mgmt) == {}, (left, machines(mgmt))
+    times["snapshot restore (recreate)"], out, _ = capd_timed(mgmt, "snapshot", "restore", NAME, "s1")
+    assert mgmt.condition("cluster", NAME, "Available")
+    assert set(states()) == all_names and set(states().values()) == {"running"}, states()
+    now = {n: (c["NetworkSettings"]["Networks"], c["HostConfig"]["PortBindings"]) for n, c in containers().items()}
+    for n, (nets, ports) in specs.items():  # same static addresses and published ports
+        assert {k: v["IPAddress"] for k, v in now[n][0].items()} == {k: v["IPAddress"] for k, v in nets.items()}
+        assert now[n][1] == ports, (n, now[n][1], ports)
+    assert set(machines(mgmt)) == set(before) and not any(machines(mgmt).values())
+    c = mgmt.get("cluster", NAME)
+    assert not c["spec"].get("paused") and POWER not in (c["metadata"].get("annotations") or {})
+    cms = workload_kubectl(kc, "get", "configmaps", "-o", "name").split()  # the same kubeconfig works
+    assert "configmap/before" in cms and "configmap/after" not in cms, cms
+    wait_for(lambda: json.loads(workload_kubectl(kc, "get", "deploy", "keep", "-o", "json"))["status"]
+             .get("readyReplicas") == 2, 120, "the workload's 2 pods Ready after the recreating restore")
+    assert not (home / "snapshots" / "default" / NAME / "s1" / "restore.json").exists()
+
     mgmt.capd("snapshot", "delete", NAME, "s1")
     mgmt.capd("snapshot", "delete", NAME, "cut")
     assert not (home / "snapshots" / "default" / NAME / "s1").exists()

@@ -215,3 +215,19 @@ def test_the_conversion_webhook_secret_never_moves() -> None:
     g = Graph([*objects(), obj("Secret", servingcert.SECRET_NAME, "u-webhook", "v1",
                                labels={"app.kubernetes.io/part-of": "capd-py"})])
     assert f"Secret/{servingcert.SECRET_NAME}" not in names(g.move_nodes())
+
+
+def test_cluster_nodes_and_outside_owners() -> None:
+    """What a snapshot keeps of one cluster: its tenant tree only (not another cluster's, not the
+    ClusterResourceSet, ClusterClass or unrelated objects), and the owners outside it a restore links by name."""
+    g = Graph(objects())
+    kept = g.cluster_nodes(NS, "c1")
+    assert names(kept) == {"Cluster/c1", "DockerCluster/c1", "KubeadmControlPlane/c1-cp",
+                           "DockerMachineTemplate/c1-cp", "Machine/c1-cp-a", "KubeadmConfig/c1-cp-a",
+                           "DockerMachine/c1-cp-a", "Secret/c1-cp-a", "Secret/c1-ca", "Secret/c1-sa",
+                           "Secret/c1-apiserver-etcd-client", "ClusterResourceSetBinding/c1"}
+    assert g.cluster_nodes(NS, "nope") == []
+    alone = Graph([n.obj for n in kept])
+    assert [(ns, r["kind"], r["name"], r["uid"]) for ns, r in alone.outside_owners()] == [
+        (NS, "ClusterResourceSet", "c1-crs-0", "u-crs")]
+    assert names([n for grp in alone.sequence() for n in grp]) == names(kept)  # the Cluster is the root again
