@@ -7,7 +7,6 @@ from __future__ import annotations
 import secrets
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,13 +21,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 NODE_IMAGE = "capd-py/node:v1.34.4"
 BIG = "registry.k8s.io/kube-apiserver:v1.35.4"  # ~100 MB, built by `make images`, not in the v1.34.4 node image
-
-
-@pytest.fixture
-def rt() -> Iterator[DockerRuntime]:
-    r = DockerRuntime()
-    r.ping()
-    yield r
 
 
 def _build(rt: DockerRuntime, tag: str, label: str) -> None:

@@ -5,7 +5,6 @@ in-cluster controllers' node container needs to reach a workload cluster's load 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,13 +14,6 @@ from capd_py.runtime.docker_runtime import DockerRuntime
 from capd_py.runtime.protocol import ContainerSpec
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def rt() -> Iterator[DockerRuntime]:
-    r = DockerRuntime()
-    r.ping()
-    yield r
 
 
 def _tcp(rt: DockerRuntime, container: str, ip: str) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,12 +20,11 @@ IMAGE = "capd-py/haproxy:2.6"  # any local image with a shell; never pulled
 
 
 @pytest.fixture
-def rt() -> Iterator[DockerRuntime]:
-    r = DockerRuntime()
-    r.ping()
-    if not r.image_exists(IMAGE):
+def rt(rt: DockerRuntime) -> DockerRuntime:
+    """conftest's runtime, once IMAGE is there (never pulled: missing, the test fails)."""
+    if not rt.image_exists(IMAGE):
         pytest.fail(f"{IMAGE} is missing: run `make images`", pytrace=False)
-    yield r
+    return rt
 
 
 def _cpu(container_id: str) -> int:

@@ -7,7 +7,6 @@ it)."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,12 +24,11 @@ IMAGE = "capd-py/haproxy:2.6"  # any local image with a shell; never pulled
 
 
 @pytest.fixture
-def rt() -> Iterator[DockerRuntime]:
-    r = DockerRuntime()
-    r.ping()
-    if not r.image_exists(IMAGE):
+def rt(rt: DockerRuntime) -> DockerRuntime:
+    """conftest's runtime, once IMAGE is there (never pulled: missing, the test fails)."""
+    if not rt.image_exists(IMAGE):
         pytest.fail(f"{IMAGE} is missing: run `make images`", pytrace=False)
-    yield r
+    return rt
 
 
 def test_spec_read_back_create_stopped_fill_storage_start(rt: DockerRuntime) -> None:
