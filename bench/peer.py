@@ -379,7 +379,7 @@ async def _capd_py_plane(tmp: Path) -> AsyncIterator[tuple[str, list[int]]]:
     cm = management_plane(tmp / "controllers.log")
     m = await asyncio.to_thread(cm.__enter__)
     try:
-        yield m.kubeconfig, []
+        yield m.kubeconfig, [m.pid] if m.pid is not None else []
     finally:
         await asyncio.to_thread(cm.__exit__, None, None, None)
 
@@ -410,7 +410,7 @@ def _delete(kubeconfig: str, name: str) -> float:
 async def measure_clusters(side: str, rnd: int, tmp: Path) -> list[dict[str, Any]]:
     plane = _capd_py_plane if side == "capd-py" else _upstream_plane
     out: list[dict[str, Any]] = []
-    async with plane(tmp) as (kubeconfig, _pids):
+    async with plane(tmp) as (kubeconfig, pids):
         for scenario, cp, workers, scale in CLUSTER_SCENARIOS:
             name = f"peer-{'c' if side == 'capd-py' else 'u'}{rnd}-{scenario}"
             manifest = _manifest(name, cp, workers)
@@ -421,7 +421,7 @@ async def measure_clusters(side: str, rnd: int, tmp: Path) -> list[dict[str, Any
                        900)
                 available = time.monotonic() - t0
                 sys.stderr.write(f"   {side} {scenario}: Available after {available:.1f} s\n")
-                out.append({"side": side, "round": rnd, "scenario": scenario, "seconds": available})
+                out.append({"side": side, "round": rnd, "scenario": scenario, "value": available})
                 if scale:
                     md = f"{name}-md-0"
                     want = workers + scale
@@ -432,20 +432,26 @@ async def measure_clusters(side: str, rnd: int, tmp: Path) -> list[dict[str, Any
                         or 0) >= want, 900)
                     took = time.monotonic() - t1
                     sys.stderr.write(f"   {side} MD +{scale}: {want} available after {took:.1f} s\n")
-                    out.append({"side": side, "round": rnd, "scenario": f"md+{scale}", "seconds": took})
+                    out.append({"side": side, "round": rnd, "scenario": f"md+{scale}", "value": took})
             finally:
                 deleted = _delete(kubeconfig, name)
-                out.append({"side": side, "round": rnd, "scenario": f"delete {scenario}", "seconds": deleted})
+                out.append({"side": side, "round": rnd, "scenario": f"delete {scenario}", "value": deleted})
+        # VmHWM is the process's peak over its life: read once every scenario ran, before the plane stops
+        rss = [peak_rss_mib(p) for p in pids]
+        cpu = [cpu_seconds(p) for p in pids]
+        sys.stderr.write(f"   {side} controllers: peak RSS {rss} MiB, CPU {cpu} s\n")
+        out.append({"side": side, "round": rnd, "scenario": "peak RSS controllers (MiB)", "value": sum(rss)})
+        out.append({"side": side, "round": rnd, "scenario": "CPU controllers, whole round (s)", "value": sum(cpu)})
     return out
 
 
 def report_clusters(results: list[dict[str, Any]]) -> str:
     scenarios = list(dict.fromkeys(r["scenario"] for r in results))
-    lines = ["scenario | capd-py median (s) | upstream median (s) | capd-py / upstream | rounds",
+    lines = ["scenario | capd-py median | upstream median | capd-py / upstream | rounds",
              "--- | --- | --- | --- | ---"]
     for sc in scenarios:
-        a = [r["seconds"] for r in results if r["scenario"] == sc and r["side"] == "capd-py"]
-        b = [r["seconds"] for r in results if r["scenario"] == sc and r["side"] == "upstream"]
+        a = [r["value"] for r in results if r["scenario"] == sc and r["side"] == "capd-py"]
+        b = [r["value"] for r in results if r["scenario"] == sc and r["side"] == "upstream"]
         ma = statistics.median(a) if a else None
         mb = statistics.median(b) if b else None
         ratio = f"{ma / mb:.2f}" if ma is not None and mb else "-"

@@ -77,6 +77,8 @@ class Mgmt:
     # where its `capd-py controllers` keeps its writes and reconciles (CAPD_PY_ACTIVITY_FILE): wait for quiet on it
     # with capd_py.testing.quiet (None: started without one)
     activity: Path | None = None
+    # the `capd-py controllers` process (benchmarks read its CPU and peak RSS from /proc)
+    pid: int | None = None
 
     def capd(self, *args: str, input_: str | None = None, check: bool = True, timeout: float = 900
              ) -> subprocess.CompletedProcess[str]:
@@ -115,7 +117,7 @@ def management_plane(log: Path, env: dict[str, str] | None = None) -> Iterator[M
         proc = subprocess.Popen([*CAPD, "controllers", "--kubeconfig", str(et.kubeconfig_path)], stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True,
                                 env={**os.environ, ACTIVITY_FILE_ENV: str(activity), **(env or {})})
-    m = Mgmt(et, str(et.kubeconfig_path), log, activity)
+    m = Mgmt(et, str(et.kubeconfig_path), log, activity, proc.pid)
     try:
         yield m
     finally:
