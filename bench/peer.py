@@ -564,6 +564,10 @@ def clusters_main(rounds: int, sides: list[str], out: Path | None) -> int:
     if "upstream" in sides and um.missing():
         sys.stderr.write(f"{um.missing()}\n")
         return 2
+    # without dockerd capd-py's controllers exit at start and the rounds would only wait out their timeouts
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        sys.stderr.write("dockerd is not answering: start it (bash hack/ensure-docker.sh)\n")
+        return 2
     sys.stderr.write(f"machine: {machine()}\nload average at start: {os.getloadavg()}\n")
     results: list[dict[str, Any]] = []
     for rnd in range(rounds):

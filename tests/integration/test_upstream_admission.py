@@ -24,7 +24,6 @@ import asyncio
 import copy
 import dataclasses
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -40,7 +39,9 @@ from capd_py.kube.client import FIELD_MANAGER, Kube, KubeError
 from capd_py.kube.conversion_webhook import crds_serving_v1beta1, webhook_conversion
 from capd_py.kube.crds import load_crds
 from capd_py.reconcile.servingcert import host_mode_url, new_serving_cert, new_webhook_ca
+from capd_py.testing import envsubst
 from capd_py.testing.conversion import WEBHOOK_PROCESS, contains
+from capd_py.testing.envsubst import E2E_VARIABLES
 from capd_py.testing.envtest import EnvTest, free_port, started_with_crds
 
 pytestmark = pytest.mark.integration
@@ -77,49 +78,8 @@ def envtest() -> Iterator[EnvTest]:
             proc.wait()
 
 
-# the values of upstream's test/e2e/config/docker.yaml (release-1.13), KUBERNETES_VERSION set per run
-E2E_VARIABLES = {
-    "CONTROL_PLANE_MACHINE_COUNT": "1",
-    "WORKER_MACHINE_COUNT": "1",
-    "DOCKER_SERVICE_DOMAIN": "cluster.local",
-    "IP_FAMILY": "dual",
-    "DOCKER_SERVICE_CIDRS": "10.128.0.0/12",
-    "DOCKER_POD_CIDRS": "192.168.0.0/16",
-    "DOCKER_SERVICE_IPV6_CIDRS": "fd00:100:64::/108",
-    "DOCKER_POD_IPV6_CIDRS": "fd00:100:96::/48",
-    "DOCKER_PRELOAD_IMAGES": "[kindest/kindnetd:v20250214-acbabc1a]",
-    # the e2e framework puts the CNI manifest in the ClusterResourceSet's ConfigMap data
-    "CNI_RESOURCES": '{"resources": "apiVersion: v1\\nkind: List\\nitems: []\\n"}',
-    "SERVER": "https://127.0.0.1:6443",
-    "TOKEN": "abcdef.0123456789abcdef",
-}
 # upstream v1.13's oldest supported workload version, capd-py's default, upstream release-1.13's e2e version
 KUBERNETES_VERSIONS = [versions.MIN_SUPPORTED, versions.DEFAULT_VERSION, "v1.36.3", "v1.37.0-rc.1"]
-
-# clusterctl (drone/envsubst) syntax, innermost first so `${A:-${B}}` works: ${VAR}, ${ VAR }, ${VAR:-d}, ...
-_VAR = re.compile(r"\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:(:?[-=])([^${}]*))?\}")
-
-
-def substitute(text: str, values: dict[str, str]) -> str:
-    missing: list[str] = []
-
-    def one(m: re.Match[str]) -> str:
-        name, op, default = m.group(1), m.group(2), m.group(3)
-        v = values.get(name)
-        if op and (v is None or (op.startswith(":") and v == "")):
-            return default or ""
-        if v is None:
-            missing.append(name)
-            return ""
-        return v
-
-    while True:
-        new = _VAR.sub(one, text)
-        assert not missing, f"no value for {missing}"
-        if new == text:
-            return text
-        text = new
-
 
 def served() -> dict[tuple[str, str], gvk.GVK]:
     """(apiVersion, kind) -> GVK for every CRD version capd-py installs, plus the core kinds templates carry."""
@@ -137,14 +97,7 @@ def served() -> dict[tuple[str, str], gvk.GVK]:
 def documents(name: str, namespace: str, version: str) -> list[Obj]:
     values = {**E2E_VARIABLES, "NAMESPACE": namespace, "CLUSTER_NAME": "up-" + name.removesuffix(".yaml")[-20:],
               "KUBERNETES_VERSION": version}
-    text = substitute((UPSTREAM / name).read_text(), values)
-    out = []
-    for d in yaml.safe_load_all(text):
-        if d:
-            d = copy.deepcopy(d)
-            d["metadata"]["namespace"] = namespace
-            out.append(d)
-    return out
+    return envsubst.documents(UPSTREAM / name, values, namespace)
 
 
 def test_every_fixture_names_its_upstream_source() -> None:
@@ -152,13 +105,6 @@ def test_every_fixture_names_its_upstream_source() -> None:
     for n in FILES:
         head = (UPSTREAM / n).read_text().splitlines()[:3]
         assert head[0].startswith("# Upstream Cluster API release-1.13 (") and "render-upstream-templates" in head[2], n
-
-
-def test_substitution_follows_clusterctl() -> None:
-    v = {"A": "a", "E": ""}
-    assert substitute("${A} ${B:-x} ${E:-y} ${E-z} ${B:=[1]} ${C:-${A}} ${ A }", v) == "a x y  [1] a a"
-    with pytest.raises(AssertionError, match="no value"):
-        substitute("${MISSING}", v)
 
 
 def test_expected_not_served_is_current() -> None:

@@ -12,15 +12,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from capd_py.api import conditions as cond
 from capd_py.api.gvk import (
@@ -47,6 +44,7 @@ from capd_py.cli.generate import generate_cluster, parse_documents
 from capd_py.kube.client import Kube
 from capd_py.kube.inmemory import InMemoryAPI
 from capd_py.reconcile.dockercluster import ROLE_CONTROL_PLANE, ROLE_LB, ROLE_WORKER
+from capd_py.testing import envsubst
 from capd_py.testing.envtest import EnvTest
 from capd_py.testing.inprocess import Operator, eventually, in_process_operator
 
@@ -211,25 +209,10 @@ UPSTREAM_V1_14 = Path(__file__).resolve().parents[2] / "fixtures" / "upstream-v1
 
 
 def upstream_v1_14(files: list[str], namespace: str, name: str, workers: int) -> list[dict[str, Any]]:
-    """upstream v1.14.0's templates with clusterctl's variable substitution (test_upstream_admission.py's)."""
-    path = Path(__file__).resolve().parents[1] / "test_upstream_admission.py"
-    spec = importlib.util.spec_from_file_location("_upstream_admission", path)
-    assert spec is not None and spec.loader is not None
-    mod = sys.modules.get(spec.name)
-    if mod is None:  # registered before it runs: its dataclasses look their module up in sys.modules
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod
-        spec.loader.exec_module(mod)
+    """upstream v1.14.0's templates with clusterctl's variable substitution."""
     values = {"NAMESPACE": namespace, "CLUSTER_NAME": name, "KUBERNETES_VERSION": "v1.34.4",
               "CONTROL_PLANE_MACHINE_COUNT": "1", "WORKER_MACHINE_COUNT": str(workers)}
-    out: list[dict[str, Any]] = []
-    for f in files:
-        text = mod.substitute((UPSTREAM_V1_14 / f).read_text(), values)
-        for d in yaml.safe_load_all(text):
-            if d:
-                d["metadata"]["namespace"] = namespace
-                out.append(d)
-    return out
+    return [d for f in files for d in envsubst.documents(UPSTREAM_V1_14 / f, values, namespace)]
 
 
 async def _available(kube: Kube, namespace: str, name: str, machines: int) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -37,9 +36,12 @@ from capd_py.kube.client import Kube
 from capd_py.reconcile.dockercluster import ROLE_WORKER
 from capd_py.reconcile.kubeadmconfig import token_secret_name
 from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing import envsubst
+from capd_py.testing.envsubst import E2E_VARIABLES
 from capd_py.testing.envtest import EnvTest
 from capd_py.testing.inprocess import eventually, in_process_operator
 from capd_py.testing.quiet import quiet_versions
+from capd_py.testing.upstream import UPSTREAM
 
 pytestmark = pytest.mark.integration
 
@@ -278,19 +280,10 @@ async def test_machine_pool_scale_rollout_missing_template_and_deletion(
 
 
 def _upstream_documents(name: str, namespace: str, version: str) -> list[dict[str, Any]]:
-    """upstream's e2e template `name` rendered as tests/integration/test_upstream_admission.py renders it."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "test_upstream_admission.py"
-    spec = importlib.util.spec_from_file_location("_upstream_admission", path)
-    assert spec is not None and spec.loader is not None
-    mod = sys.modules.get(spec.name)
-    if mod is None:  # registered before it runs: its dataclasses look their module up in sys.modules
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod
-        spec.loader.exec_module(mod)
-    docs: list[dict[str, Any]] = mod.documents(name, namespace, version)
-    return docs
+    """upstream's e2e template `name` with the variables of upstream's docker e2e config."""
+    values = {**E2E_VARIABLES, "NAMESPACE": namespace, "CLUSTER_NAME": "up-" + name.removesuffix(".yaml")[-20:],
+              "KUBERNETES_VERSION": version}
+    return envsubst.documents(UPSTREAM / name, values, namespace)
 
 
 async def test_upstream_machine_pool_flavor(operator: tuple[Manager, FakeRuntime], kube: Kube,

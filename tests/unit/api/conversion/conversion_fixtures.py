@@ -3,13 +3,11 @@ populated object of every kind (status included) as the controllers write them."
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from capd_py.api.conversion import CONVERTIBLE_KINDS
+from capd_py.testing import envsubst
 
 ROOT = Path(__file__).resolve().parents[4]
 UPSTREAM = ROOT / "tests" / "fixtures" / "upstream"
@@ -25,27 +23,9 @@ VARIABLES = {
     "CNI_RESOURCES": '{"resources": "apiVersion: v1\\nkind: List\\nitems: []\\n"}',
     "SERVER": "https://127.0.0.1:6443", "TOKEN": "abcdef.0123456789abcdef", "CLUSTER_CLASS_NAMESPACE": "default",
 }
-_VAR = re.compile(r"\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:(:?[-=])([^${}]*))?\}")
-
-
-def substitute(text: str, values: dict[str, str] = VARIABLES) -> str:
-    """clusterctl (drone/envsubst) substitution; unknown variables without a default become empty."""
-    def one(m: re.Match[str]) -> str:
-        name, op, default = m.group(1), m.group(2), m.group(3)
-        value = values.get(name)
-        if op and (value is None or (op.startswith(":") and value == "")):
-            return default or ""
-        return value or ""
-
-    while True:
-        new = _VAR.sub(one, text)
-        if new == text:
-            return text
-        text = new
-
-
 def load(path: Path) -> list[Obj]:
-    return [d for d in yaml.safe_load_all(substitute(path.read_text())) if isinstance(d, dict) and d.get("kind")]
+    """clusterctl-style substitution; unknown variables without a default become empty."""
+    return envsubst.documents(path, VARIABLES, strict=False)
 
 
 def upstream_v1beta1_files() -> list[Path]:
