@@ -126,6 +126,16 @@ def management_plane(log: Path, env: dict[str, str] | None = None) -> Iterator[M
         et.stop()
 
 
+def cluster_containers(cluster: str) -> dict[str, str]:
+    """name -> id of every container docker has for the cluster (by capd-py's label); a name twice is an error."""
+    out = run(["docker", "ps", "-a", "--filter", f"label=io.x-k8s.capd-py.cluster={cluster}",
+               "--format", "{{.Names}} {{.ID}}"]).stdout.split("\n")
+    pairs = [line.split() for line in out if line.strip()]
+    names = [p[0] for p in pairs]
+    assert len(names) == len(set(names)), f"duplicate containers: {names}"
+    return {p[0]: p[1] for p in pairs}
+
+
 def docker_leftovers(cluster: str) -> dict[str, list[str]]:
     """Containers, networks and volumes docker still has for this cluster, by capd-py labels."""
     lab = f"label=io.x-k8s.capd-py.cluster={cluster}"

@@ -14,6 +14,7 @@ import json
 import secrets
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,7 @@ from capd_py.testing import clusterctl as ctl
 from capd_py.testing.e2e import (
     CAPD,
     Mgmt,
+    cluster_containers,
     cluster_objects_left,
     create_cluster,
     delete_cluster_objects,
@@ -39,13 +41,6 @@ from capd_py.testing.quiet import wait_quiet_sync
 pytestmark = pytest.mark.e2e
 
 
-def containers(cluster: str) -> dict[str, str]:
-    """name -> id of every container docker has for the cluster."""
-    out = run(["docker", "ps", "-a", "--filter", f"label=io.x-k8s.capd-py.cluster={cluster}",
-               "--format", "{{.Names}} {{.ID}}"]).stdout.split("\n")
-    return dict(line.split() for line in out if line.strip())
-
-
 def machine_names(m: Mgmt, cluster: str, ns: str) -> dict[str, str]:
     """Machine name -> its Node's name."""
     items = json.loads(m.kubectl("get", "machines", "-n", ns, "-l", f"cluster.x-k8s.io/cluster-name={cluster}",
@@ -55,7 +50,7 @@ def machine_names(m: Mgmt, cluster: str, ns: str) -> dict[str, str]:
 
 def reconciled(m: Mgmt, cluster: str, ns: str) -> bool:
     got = m.get("cluster", cluster, ns)
-    paused = next((x for x in got["status"].get("conditions") or [] if x["type"] == "Paused"), {})
+    paused: dict[str, Any] = next((x for x in got["status"].get("conditions") or [] if x["type"] == "Paused"), {})
     return bool(paused.get("status") == "False" and paused.get("observedGeneration") == got["metadata"]["generation"])
 
 
@@ -86,7 +81,7 @@ def test_upstream_clusterctl_move(clusterctl: str, mgmt: Mgmt, own_namespace: st
 
         created = True
         create_cluster(mgmt, name, 1, 1, tmp_path, 600, namespace=ns)
-        before, machines_before = containers(name), machine_names(mgmt, name, ns)
+        before, machines_before = cluster_containers(name), machine_names(mgmt, name, ns)
         assert len(before) == 3 and len(machines_before) == 2, (before, machines_before)
 
         t0 = time.monotonic()
@@ -103,7 +98,7 @@ def test_upstream_clusterctl_move(clusterctl: str, mgmt: Mgmt, own_namespace: st
         # replaced), still Available
         assert target.activity is not None
         wait_quiet_sync(target.activity, window=20, timeout=300, what="the target's controllers settled")
-        assert containers(name) == before
+        assert cluster_containers(name) == before
         assert machine_names(target, name, ns) == machines_before
         assert target.condition("cluster", name, "Available", ns)
         for dm in json.loads(target.kubectl("get", "dockermachines", "-n", ns, "-o", "json"))["items"]:

@@ -20,6 +20,7 @@ from capd_py.cli import management
 from capd_py.testing.e2e import (
     CAPD,
     Mgmt,
+    cluster_containers,
     cluster_objects_left,
     create_cluster,
     delete_cluster_objects,
@@ -31,16 +32,6 @@ from capd_py.testing.e2e import (
 from capd_py.testing.envtest import EnvTest
 
 pytestmark = pytest.mark.e2e
-
-
-def containers(cluster: str) -> dict[str, str]:
-    """name -> id of every container docker has for the cluster."""
-    out = run(["docker", "ps", "-a", "--filter", f"label=io.x-k8s.capd-py.cluster={cluster}",
-               "--format", "{{.Names}} {{.ID}}"]).stdout.split("\n")
-    pairs = [line.split() for line in out if line.strip()]
-    names = [p[0] for p in pairs]
-    assert len(names) == len(set(names)), f"duplicate containers: {names}"
-    return {p[0]: p[1] for p in pairs}
 
 
 def machines(m: Mgmt, cluster: str, ns: str) -> list[dict[str, object]]:
@@ -81,7 +72,7 @@ def test_move_to_another_management_cluster(mgmt: Mgmt, own_namespace: str, tmp_
 
         created = True
         c = create_cluster(mgmt, name, 1, 1, tmp_path, 600, namespace=ns)
-        before = containers(name)
+        before = cluster_containers(name)
         assert len(before) == 3, before  # control plane, worker, load balancer
         cp_machine = next(m for m in machines(mgmt, name, ns) if "control-plane" in str(m["metadata"]))
         others = default_namespace(mgmt)
@@ -112,7 +103,7 @@ def test_move_to_another_management_cluster(mgmt: Mgmt, own_namespace: str, tmp_
         wait_for(lambda: reconciled(target, name, ns), 120, "the target's controllers to reconcile the cluster", 1)
         wait_for(lambda: target.condition("cluster", name, "Available", ns), 120, "Available at the target", 2)
         available_after_move = time.monotonic() - t1
-        assert containers(name) == before
+        assert cluster_containers(name) == before
         moved_cp = target.get("machine", cp_machine["metadata"]["name"], ns)  # type: ignore[index]
         assert moved_cp["metadata"]["uid"] != cp_machine["metadata"]["uid"]  # type: ignore[index]
         assert moved_cp["status"]["nodeRef"] == cp_machine["status"]["nodeRef"]  # type: ignore[index]
@@ -129,7 +120,7 @@ def test_move_to_another_management_cluster(mgmt: Mgmt, own_namespace: str, tmp_
                  and target.get("machinedeployment", f"{name}-md-0", ns)["status"].get("readyReplicas") == 2,
                  180, "MachineDeployment 2/2 and the Cluster Available", 3)
         scale_seconds = time.monotonic() - t2
-        after = containers(name)
+        after = cluster_containers(name)
         assert len(after) == 4 and set(before.items()) <= set(after.items()), (before, after)
         assert len(machines(target, name, ns)) == 3
         assert cluster_objects_left(mgmt, name, ns) == []  # the source made nothing new meanwhile
@@ -167,7 +158,7 @@ def test_self_hosted(mgmt: Mgmt, own_namespace: str, tmp_path: Path) -> None:
     created = True
     try:
         c = create_cluster(mgmt, name, 1, 1, tmp_path, 600, namespace=ns)
-        before = containers(name)
+        before = cluster_containers(name)
         others = default_namespace(mgmt)
         run([*CAPD, "init", "--kubeconfig", str(c.kubeconfig), "--name", ctrl])
         self_hosted = Mgmt(mgmt.env, str(c.kubeconfig), management.log_path(ctrl))
@@ -181,7 +172,7 @@ def test_self_hosted(mgmt: Mgmt, own_namespace: str, tmp_path: Path) -> None:
             f"cluster.cluster.x-k8s.io/{name}"]
         wait_for(lambda: reconciled(self_hosted, name, ns), 120, "the cluster to reconcile itself", 1)
         wait_for(lambda: self_hosted.condition("cluster", name, "Available", ns), 120, "Available, self-hosted", 2)
-        assert containers(name) == before
+        assert cluster_containers(name) == before
 
         t1 = time.monotonic()
         self_hosted.kubectl("scale", "machinedeployment", f"{name}-md-0", "-n", ns, "--replicas", "2")
@@ -190,7 +181,7 @@ def test_self_hosted(mgmt: Mgmt, own_namespace: str, tmp_path: Path) -> None:
                  and self_hosted.get("machinedeployment", f"{name}-md-0", ns)["status"].get("readyReplicas") == 2,
                  180, "MachineDeployment 2/2", 3)
         scale = time.monotonic() - t1
-        assert len(containers(name)) == 4
+        assert len(cluster_containers(name)) == 4
 
         # out again, to the bootstrap management cluster, which deletes it
         t2 = time.monotonic()
@@ -200,7 +191,7 @@ def test_self_hosted(mgmt: Mgmt, own_namespace: str, tmp_path: Path) -> None:
         assert self_hosted.kubectl("get", "clusters,machines", "-A", "-o", "name").strip() == ""
         management.stop_controllers(ctrl)
         wait_for(lambda: reconciled(mgmt, name, ns), 120, "the bootstrap cluster to reconcile it again", 1)
-        assert len(containers(name)) == 4
+        assert len(cluster_containers(name)) == 4
         assert default_namespace(mgmt) == others
         mgmt.capd("delete", "cluster", name, "-n", ns, "--wait", "--timeout", "300")
         assert docker_leftovers(name) == {}
