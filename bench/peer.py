@@ -407,7 +407,16 @@ def _delete(kubeconfig: str, name: str) -> float:
     return took
 
 
-async def measure_clusters(side: str, rnd: int, tmp: Path) -> list[dict[str, Any]]:
+async def _phases(kubeconfig: str, name: str) -> str:
+    from phases import phases  # bench/phases.py: the object timeline
+    kube = Kube.from_kubeconfig(kubeconfig)
+    try:
+        return await phases(kube, "default", name)
+    finally:
+        kube.close()
+
+
+async def measure_clusters(side: str, rnd: int, tmp: Path, show_phases: bool = False) -> list[dict[str, Any]]:
     plane = _capd_py_plane if side == "capd-py" else _upstream_plane
     out: list[dict[str, Any]] = []
     async with plane(tmp) as (kubeconfig, pids):
@@ -421,6 +430,8 @@ async def measure_clusters(side: str, rnd: int, tmp: Path) -> list[dict[str, Any
                        900)
                 available = time.monotonic() - t0
                 sys.stderr.write(f"   {side} {scenario}: Available after {available:.1f} s\n")
+                if show_phases:
+                    sys.stderr.write(await _phases(kubeconfig, name) + "\n")
                 out.append({"side": side, "round": rnd, "scenario": scenario, "value": available})
                 if scale:
                     md = f"{name}-md-0"
@@ -532,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--rounds", type=int, default=2)
     k.add_argument("--sides", default="capd-py,upstream")
     k.add_argument("--json", type=Path)
+    k.add_argument("--phases", action="store_true", help="print each cluster's object timeline once Available")
     c = sub.add_parser("capd-py-controllers", help=argparse.SUPPRESS)
     c.add_argument("kubeconfig")
     a = p.parse_args(argv)
@@ -539,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         return capd_py_controllers(a.kubeconfig)
     sides = a.sides.split(",")
     if a.cmd == "clusters":
-        return clusters_main(a.rounds, sides, a.json)
+        return clusters_main(a.rounds, sides, a.json, a.phases)
     if "upstream" in sides and um.missing():
         sys.stderr.write(f"{um.missing()}\n")
         return 2
@@ -560,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def clusters_main(rounds: int, sides: list[str], out: Path | None) -> int:
+def clusters_main(rounds: int, sides: list[str], out: Path | None, show_phases: bool = False) -> int:
     if "upstream" in sides and um.missing():
         sys.stderr.write(f"{um.missing()}\n")
         return 2
@@ -574,7 +586,7 @@ def clusters_main(rounds: int, sides: list[str], out: Path | None) -> int:
         for side in sides if rnd % 2 == 0 else list(reversed(sides)):
             sys.stderr.write(f" • round {rnd + 1}/{rounds}: {side}\n")
             with tempfile.TemporaryDirectory(prefix="peer-clusters-") as tmp:
-                results += asyncio.run(measure_clusters(side, rnd + 1, Path(tmp)))
+                results += asyncio.run(measure_clusters(side, rnd + 1, Path(tmp), show_phases))
             if out:
                 out.write_text(json.dumps(results, indent=1))
     print(f"peer clusters: {rounds} rounds; {machine()}")
