@@ -68,6 +68,13 @@ class MachineView:
         return bool(self.node_name and self.node_ready and all(self.pods_ready.get(p) for p in STATIC_PODS))
 
     @property
+    def passes_preflight(self) -> bool:
+        """Upstream KCP's preflight health of a machine before another scale step (checkHealthiness): a Node is
+        linked to it and its static pods are Ready; the Node itself need not be Ready yet (upstream's conditions
+        are the pods' and etcd's, and a joined control plane's Node turns Ready seconds after its pods)."""
+        return bool(self.node_name and all(self.pods_ready.get(p) for p in STATIC_PODS))
+
+    @property
     def ready(self) -> bool:
         return self.machine_ready if self.machine_ready is not None else self.healthy
 

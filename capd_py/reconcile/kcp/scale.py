@@ -1,8 +1,8 @@
 """Scaling decisions (upstream: internal/controllers/scale.go and the failure-domain choice of
 internal/control_plane.go), one step per reconcile:
 - the first machine runs `kubeadm init`; nothing else is created until the control plane is initialised;
-- scale up / down by one machine per step, and only while every other machine is healthy (node Ready,
-  static pods running) and none is being deleted;
+- scale up / down by one machine per step, and only while every other machine passes upstream's preflight
+  check (a Node linked, its static pods Ready: not the Node's own Ready) and none is being deleted;
 - scale down picks a machine marked with the delete annotation, else an outdated one, else the oldest,
   always from the failure domain with the most machines; its etcd member is removed before deletion;
 - rollout: with maxSurge 1 (default) a new machine is added first and then an outdated one removed; with
@@ -61,8 +61,8 @@ def _gate(unhealthy: list[str], kind: str, **kw: Any) -> Action:
     blocking = [n for n in unhealthy if n != kw.get("machine")]
     if blocking:
         return Action("wait", "WaitingForMachinesHealthy",
-                      f"Waiting for Machine {', '.join(blocking)} to be healthy (node Ready, static pods "
-                      f"running) before {'scaling up' if kind == 'scale-up' else 'scaling down'}",
+                      f"Waiting for Machine {', '.join(blocking)} to be healthy (Node registered, static "
+                      f"pods Ready) before {'scaling up' if kind == 'scale-up' else 'scaling down'}",
                       rollout=kw.get("rollout", False))
     return Action(kind, **kw)
 
@@ -88,7 +88,7 @@ def next_action(kcp: dict[str, Any], cluster: dict[str, Any], machines: list[Mac
     if deleting:
         return Action("wait", "WaitingForMachineDeletion", f"Waiting for Machine {', '.join(sorted(deleting))} "
                       "to be deleted")
-    unhealthy = sorted(m.name for m in live if not m.healthy)
+    unhealthy = sorted(m.name for m in live if not m.passes_preflight)
     outdated = [m for m in live if not m.up_to_date]
 
     if len(live) < want:

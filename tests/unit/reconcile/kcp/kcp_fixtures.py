@@ -33,10 +33,10 @@ def kcp(**spec: Any) -> dict[str, Any]:
 
 def view(name: str, minutes: int = 0, fd: str = "", healthy: bool = True, outdated: bool = False,
          **kw: Any) -> rk.MachineView:
+    fields: dict[str, Any] = {"node_name": name if healthy else "", "node_ready": healthy,
+                              "pods_ready": dict(ALL_PODS) if healthy else {}, **kw}
     return rk.MachineView(name=name, created=NOW + dt.timedelta(minutes=minutes), failure_domain=fd,
-                          node_name=name if healthy else "", node_ready=healthy,
-                          pods_ready=dict(ALL_PODS) if healthy else {},
-                          outdated_reasons=["Version v1.33.0, v1.34.4 required"] if outdated else [], **kw)
+                          outdated_reasons=["Version v1.33.0, v1.34.4 required"] if outdated else [], **fields)
 
 
 def machine(name: str, *, owner_uid: str = "kcp-uid", labels: dict[str, str] | None = None,

@@ -12,9 +12,9 @@ from capd_py.reconcile import kcp as rk
 pytestmark = pytest.mark.unit
 
 try:
-    from kcp_fixtures import NOW, view
+    from kcp_fixtures import ALL_PODS, NOW, view
 except ImportError:  # pragma: no cover - when run as a package
-    from .kcp_fixtures import NOW, view  # type: ignore[no-redef]
+    from .kcp_fixtures import ALL_PODS, NOW, view  # type: ignore[no-redef]
 
 KCP: dict[str, Any] = {
     "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
@@ -58,6 +58,19 @@ def test_join_one_at_a_time() -> None:
     a = rk.next_action(kcp(), CLUSTER, [view("m1"), view("m2", 1)], initialized=True)
     assert a.kind == "scale-up"
     assert rk.next_action(kcp(), CLUSTER, [view("m1"), view("m2", 1), view("m3", 2)], initialized=True).kind == "none"
+
+
+def test_the_next_join_waits_for_static_pods_not_for_node_ready() -> None:
+    """Upstream's preflight (checkHealthiness): a Node linked and the static pods Ready; the Node's own Ready
+    (CNI, kubelet's runtime-status loop) comes seconds later and is not waited for."""
+    joined = view("m2", 1, node_ready=False)
+    assert not joined.healthy and joined.passes_preflight
+    assert rk.next_action(kcp(), CLUSTER, [view("m1"), joined], initialized=True).kind == "scale-up"
+    starting = view("m2", 1, pods_ready={**ALL_PODS, "kube-apiserver": False})
+    a = rk.next_action(kcp(), CLUSTER, [view("m1"), starting], initialized=True)
+    assert a.kind == "wait" and "m2" in a.message and "static pods Ready" in a.message
+    unlinked = view("m2", 1, node_name="")
+    assert rk.next_action(kcp(), CLUSTER, [view("m1"), unlinked], initialized=True).kind == "wait"
 
 
 def test_waits_for_deletion() -> None:
