@@ -374,9 +374,12 @@ async def _upstream_plane(tmp: Path) -> AsyncIterator[tuple[str, list[int]]]:
 
 @asynccontextmanager
 async def _capd_py_plane(tmp: Path) -> AsyncIterator[tuple[str, list[int]]]:
+    from capd_py.cli.management import privileged_mode
     from capd_py.testing.e2e import management_plane
-    # management_plane runs its own event loop (asyncio.run) while it starts and stops: not on this one's thread
-    cm = management_plane(tmp / "controllers.log")
+    # management_plane runs its own event loop (asyncio.run) while it starts and stops: not on this one's thread.
+    # The privilege mode as `capd-py init` (and `make`) hands it to the controllers: without it their first node
+    # container tries --privileged, is refused here and is made again (~0.7 s that users do not pay).
+    cm = management_plane(tmp / "controllers.log", env={"CAPD_PY_PRIVILEGED_MODE": privileged_mode()})
     m = await asyncio.to_thread(cm.__enter__)
     try:
         yield m.kubeconfig, [m.pid] if m.pid is not None else []
