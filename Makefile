@@ -99,7 +99,7 @@ test-e2e: venv images clusterctl upstream
 
 # The one test command: lint, then every tier.
 test: lint images clusterctl upstream
-	$(VENV)/bin/pytest -q -rs
+	$(VENV)/bin/pytest -q -rs --durations=40
 
 quickstart: venv
 	$(MAKE) --no-print-directory images K8S_VERSIONS=$(K8S_VERSION)
