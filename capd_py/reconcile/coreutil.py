@@ -8,6 +8,7 @@ import datetime as _dt
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from capd_py.api import contract
@@ -77,11 +78,12 @@ def is_deleting(obj: dict[str, Any] | None) -> bool:
 
 
 def metadata_patch(obj: dict[str, Any], *, finalizer: str | None = None, owner: dict[str, Any] | None = None,
-                   labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
+                   labels: Mapping[str, str | None] | None = None,
+                   annotations: Mapping[str, str | None] | None = None,
                    remove_finalizer: str | None = None) -> dict[str, Any] | None:
     """A JSON merge patch for metadata that adds a finalizer / owner reference / labels, or None when
     nothing is missing. Lists are replaced whole by merge patch, so the full desired list is sent
-    together with resourceVersion (optimistic concurrency)."""
+    together with resourceVersion (optimistic concurrency). A label or annotation whose value is None is skipped."""
     md = obj.get("metadata") or {}
     patch: dict[str, Any] = {}
     fins = list(md.get("finalizers") or [])
