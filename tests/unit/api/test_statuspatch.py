@@ -37,7 +37,7 @@ def test_equal_status_writes_nothing_whatever_the_condition_order() -> None:
 
 
 def test_fields_the_reconcile_did_not_change_are_not_sent() -> None:
-    before = {"phase": "Provisioned", "replicas": 1, "conditions": [c("Ready")]}
+    before: dict[str, Any] = {"phase": "Provisioned", "replicas": 1, "conditions": [c("Ready")]}
     after = {"phase": "Running", "replicas": 1, "conditions": [c("Ready")]}
     p = sp.status_patch(before, after)
     assert p.fields == {"phase": "Running"} and p.conditions == {}

@@ -65,7 +65,7 @@ def test_export_writes_one_folder_and_reports_what_it_could_not_collect(tmp_path
     rt.set_status("c1-md-0", "exited")
     log = tmp_path / "controllers.log"
     log.write_text("reconciled\n")
-    objs = ([_obj("Cluster", "c1")], [])
+    objs: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([_obj("Cluster", "c1")], [])
     out = tmp_path / "logs"
     rep = ex.export(rt, "default", "c1", out, objs, log, None, version="capd-py test")
     assert (out / "c1-cp-0" / "bootstrap.log").read_text().count("kubeadm join") == 1

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 
@@ -52,6 +53,7 @@ def test_node_rows_join_machines_nodes_and_containers() -> None:
 
 
 def test_cluster_row_shows_the_power_state() -> None:
+    c: dict[str, Any]
     c = {"metadata": {"name": "dev", "annotations": {"infrastructure.cluster.x-k8s.io/capd-py-power-state": "stopped"}},
          "status": {"phase": "Provisioned"}}
     assert cluster_row(c, NOW)[7] == "Stopped"

@@ -141,6 +141,7 @@ def test_restore_recreates_a_deleted_cluster_and_resumes_after_a_kill(tmp_path: 
         started.append(verb)  # start cluster's way up (powerstate, e2e-tested) is not this test's
     monkeypatch.setattr(snap, "_drive", drive)
     # killed while creating the objects, after the Cluster and one more
+    made: list[object]
     real, made = snap.move.copy_object, []
 
     async def killed(target: object, n: object, new_uids: dict[str, str]) -> None:

@@ -40,6 +40,6 @@ async def test_apoll() -> None:
         return True if n > 1 else None
     assert await apoll(probe, timeout=5, interval=0.001) is True
 
-    async def never() -> None:
+    async def never() -> bool | None:
         return None
     assert await apoll(never, timeout=0.01, interval=0.001) is None

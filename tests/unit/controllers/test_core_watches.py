@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from capd_py.api import gvk
@@ -21,7 +23,7 @@ def keys(c: Controller, g: gvk.GVK, obj: dict) -> set[tuple[str, str]]:
 
 
 def owned_by(kind: str, name: str, controller: bool = True, labels: dict | None = None) -> dict:
-    ref = {"apiVersion": "x/v1", "kind": kind, "name": name, "uid": "u"}
+    ref: dict[str, Any] = {"apiVersion": "x/v1", "kind": kind, "name": name, "uid": "u"}
     if controller:
         ref["controller"] = True
     return {"metadata": {"name": "o", "namespace": "ns", "ownerReferences": [ref], "labels": labels or {}}}

@@ -100,6 +100,7 @@ def test_a_crd_change_requeues_the_referencing_controllers_objects() -> None:
     m._started = True
     m.store.serve(gvk.CLUSTER)
     m.store.replace(gvk.CLUSTER, [obj(gvk.CLUSTER, "c1", infrastructureRef=ref(MC, "c1"))])
+    crd: dict[str, Any]
     crd = {"metadata": {"name": "minimalclusters.infrastructure.example.com",
                         "labels": {"cluster.x-k8s.io/v1beta2": "v1alpha1"}},
            "spec": {"group": MC.group, "names": {"kind": MC.kind, "plural": MC.plural},
@@ -114,6 +115,7 @@ def test_a_crd_change_requeues_the_referencing_controllers_objects() -> None:
 async def test_a_relabelled_crd_moves_the_watch_to_the_new_version() -> None:
     m, _ = manager()
     m._started = True
+    crd: dict[str, Any]
     crd = {"metadata": {"name": "minimalclusters.infrastructure.example.com",
                         "labels": {"cluster.x-k8s.io/v1beta2": "v1alpha1"}},
            "spec": {"group": MC.group, "names": {"kind": MC.kind, "plural": MC.plural},

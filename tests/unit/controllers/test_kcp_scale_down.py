@@ -22,7 +22,7 @@ class RecordingKube:
     """Just what scale_down and run_cleanup_hooks use: get / merge_patch / delete of Machines."""
 
     def __init__(self, *names: str):
-        self.machines = {n: {"metadata": {"name": n, "uid": f"uid-{n}"}} for n in names}
+        self.machines: dict[str, dict[str, Any]] = {n: {"metadata": {"name": n, "uid": f"uid-{n}"}} for n in names}
         self.deleted: list[tuple[str, str | None]] = []
         self.patches: list[tuple[str, dict[str, Any]]] = []
 

@@ -101,7 +101,7 @@ def test_control_plane_hears_every_node_until_initialized_then_control_plane_nod
 
 
 def test_machine_pool_hears_the_nodes_of_its_provider_ids_and_node_refs() -> None:
-    s = _store(_pool("mp1", ["docker:////c1-a"]), _pool("mp2", ["docker:////c1-b"], refs=["c1-old"]))
+    s = _store(_pool("mp1", ["docker:////c1-a"]), _pool("mp2", ["docker:////c1-b"], refs=("c1-old",)))
     c = machinepool.controller()
     assert _keys(c, _node("c1-a", pid="docker:////c1-a"), s) == {("ns", "mp1")}
     assert _keys(c, _node("c1-old", pid="docker:////c1-old"), s) == {("ns", "mp2")}  # retired: to delete

@@ -31,7 +31,8 @@ def test_unlisted_kind_is_not_served_until_replaced() -> None:
     s.replace(MACHINE, [m("a", "5")], "5")
     assert s.serves(MACHINE)
     assert not s.serves(MACHINE_SET)
-    assert s.get(MACHINE, "ns", "a")["kind"] == "Machine"  # listings lack kind; the store puts it back
+    got = s.get(MACHINE, "ns", "a")
+    assert got is not None and got["kind"] == "Machine"  # listings lack kind; the store puts it back
 
 
 def test_older_copy_never_replaces_newer() -> None:
@@ -39,7 +40,8 @@ def test_older_copy_never_replaces_newer() -> None:
     s.replace(MACHINE, [], "1")
     assert s.observe(MACHINE, m("a", "10"))
     assert not s.observe(MACHINE, m("a", "9"))  # an event that was on its way before our write
-    assert s.get(MACHINE, "ns", "a")["metadata"]["resourceVersion"] == "10"
+    got = s.get(MACHINE, "ns", "a")
+    assert got is not None and got["metadata"]["resourceVersion"] == "10"
     assert s.observe(MACHINE, m("a", "11"))
     # a DELETED event older than what we hold (the object was recreated) leaves the new one alone
     s.observe(MACHINE, m("a", "10"), deleted=True)

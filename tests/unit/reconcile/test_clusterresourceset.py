@@ -171,6 +171,7 @@ def test_binding_records_results_with_owners_and_label() -> None:
         {"name": "sec", "kind": "Secret", "applied": False, "lastAppliedTime": "2026-01-01T00:00:00Z",
          "hash": res[1].hash}]}]}
     # a later result replaces the entry in place; another ClusterResourceSet's entry and owner stay
+    other: dict[str, Any]
     other = {"metadata": {"name": "c1", "namespace": "ns", "labels": {CLUSTER_NAME: "c1"},
                           "ownerReferences": [{"kind": "ClusterResourceSet", "name": "other", "uid": "o"}]},
              "spec": {"clusterName": "c1", "bindings": [{"clusterResourceSetName": "other", "resources": []}]}}

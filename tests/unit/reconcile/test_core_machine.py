@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+from typing import Any
 
 import pytest
 
@@ -222,6 +223,7 @@ def test_unreachable_before_node_is_waiting_not_connection_down() -> None:
 def test_up_to_date() -> None:
     from capd_py.reconcile import machinedeployment as rmd
 
+    md: dict[str, Any]
     md = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
           "metadata": {"name": "md1", "namespace": "ns", "uid": "u"},
           "spec": {"clusterName": "c1", "template": {"spec": {"version": "v1.34.4"}}}}
@@ -263,6 +265,7 @@ def test_provisioned_only_with_a_provider_id() -> None:
          "spec": {"clusterName": "c1", "bootstrap": {"dataSecretName": "s"},
                   "infrastructureRef": {"apiGroup": "infrastructure.example.com", "kind": "MinimalMachine",
                                         "name": "mm1"}}}
+    im: dict[str, Any]
     im = {"apiVersion": "infrastructure.example.com/v1alpha1", "kind": "MinimalMachine",
           "metadata": {"name": "mm1"}, "spec": {}, "status": {"initialization": {"provisioned": True}}}
     st = rm_.compute_status(rm_.Observed(machine=m, infra=im, bootstrap_ref=False, infra_contract="v1beta2"))
@@ -291,6 +294,7 @@ def test_infrastructure_and_bootstrap_ready_mirror_the_providers_ready() -> None
                                         "name": "mm1"}}}
     ready_false = [{"type": "Ready", "status": "False", "reason": "VMStarting", "message": "vm starting",
                     "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    im: dict[str, Any]
     im = {"apiVersion": "infrastructure.example.com/v1alpha1", "kind": "MinimalMachine", "metadata": {"name": "mm1"},
           "spec": {"providerID": "minimal://mm1"},
           "status": {"initialization": {"provisioned": True}, "conditions": ready_false}}

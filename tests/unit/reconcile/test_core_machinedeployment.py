@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
+from typing import Any
 
 import pytest
 
@@ -262,6 +263,7 @@ def test_empty_selector_not_written_to_status() -> None:
 
 
 def test_template_refs() -> None:
+    md: dict[str, Any]
     md = {"spec": {"template": {"spec": {
         "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate",
                                     "name": "w"}},

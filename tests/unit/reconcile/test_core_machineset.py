@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from capd_py.reconcile import machineset as rms
@@ -126,6 +128,7 @@ def test_orphans_adopted_only_when_matching() -> None:
 
 
 def test_clone_from_template() -> None:
+    tpl: dict[str, Any]
     tpl = {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
            "metadata": {"name": "kct", "namespace": "ns"},
            "spec": {"template": {"metadata": {"labels": {"l": "v"}}, "spec": {"joinConfiguration": {"a": 1}}}}}

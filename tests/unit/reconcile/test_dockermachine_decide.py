@@ -221,6 +221,7 @@ def test_after_error() -> None:
     after = dd.after_error(o, create, "no space left")
     assert after is not None and after.runtime_error == f"creating container {CNAME}: no space left"
     assert dd.after_error(BASE, dd.StartContainer(CNAME), "x").runtime_error == f"starting container {CNAME}: x"  # type: ignore[union-attr]
+    a: dd.Action
     for a in (dd.ProbeSystemd(), dd.ProbeBootstrap(), dd.Bootstrap({}, 0), dd.PreloadImages({}),
               dd.LookLocalImages(("a",))):
         assert dd.after_error(BASE, a, "gone").exec_error == "gone"  # type: ignore[union-attr]

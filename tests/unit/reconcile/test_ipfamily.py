@@ -115,6 +115,7 @@ def test_machines_report_the_addresses_of_the_cluster_family_and_nodes_get_ipv6_
 def test_capd_initializes_external_cloud_provider_nodes_as_upstream() -> None:
     addrs = [{"type": "Hostname", "address": "n"}, {"type": "InternalIP", "address": "172.16.0.4"},
              {"type": "ExternalIP", "address": "172.16.0.4"}, {"type": "InternalIP", "address": "fd00::4"}]
+    node: dict[str, Any]
     node = {"metadata": {"name": "n"},
             "spec": {"taints": [{"key": dmr.CLOUD_PROVIDER_TAINT, "effect": "NoSchedule", "value": "true"},
                                 {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]},

@@ -292,6 +292,7 @@ def test_kubeadm_config_owner_helpers_know_machine_pools() -> None:
 def test_cluster_counts_and_deletes_machine_pools() -> None:
     from capd_py.reconcile import cluster as rc
 
+    cluster: dict[str, Any]
     cluster = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
                "metadata": {"name": "c1", "namespace": "ns", "generation": 1, "deletionTimestamp": ts(1)},
                "spec": {}, "status": {}}

@@ -29,7 +29,7 @@ class Host:
         rt._run = self.run  # type: ignore[method-assign]
         rt.remove_container = self.removed.append  # type: ignore[method-assign,assignment]
 
-    def run(self, spec: ContainerSpec) -> Any:
+    def run(self, spec: ContainerSpec, start: bool = True) -> Any:
         if spec.privileged_mode == "privileged":
             if self.on_refusal:
                 self.on_refusal()

@@ -62,6 +62,7 @@ def test_patch_items_are_base64_json_as_upstreams_byte_field() -> None:
 
 
 def test_template_variables_merge_builtin_field_by_field_and_item_variables_win() -> None:
+    request: dict[str, Any]
     request = {"variables": [{"name": "builtin", "value": {"cluster": {"name": "c1"}}},
                              {"name": "imageRepository", "value": "global"}]}
     item = {"variables": [{"name": "builtin", "value": {"controlPlane": {"version": "v1.35.4"}}},

@@ -115,7 +115,7 @@ async def test_upgrade_hooks_key_their_answers_by_versions(hook: str, handler: s
     kube = MemKube()
     kube.objects[("ns", CM)] = {"metadata": {"name": CM, "namespace": "ns"},
                                 "data": {f"{key}-preloadedResponse": '{"Status": "Success", "RetryAfterSeconds": 9}'}}
-    out = await call(kube, hook, handler, request(hook, **fields))
+    out = await call(kube, hook, handler, request(hook, None, **fields))
     assert (out["status"], out["retryAfterSeconds"]) == ("Success", 9)
     assert kube.data()[f"{key}-actualResponseStatus"] == "Status: Success, RetryAfterSeconds: 9"
 
@@ -245,7 +245,7 @@ def ops_of(response: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def test_generate_patches_as_upstreams_handler_test() -> None:
-    empty_template = {"template": {"spec": {}}}
+    empty_template: dict[str, Any] = {"template": {"spec": {}}}
     response = te.generate_patches({"items": [
         item("1", typed("KubeadmControlPlaneTemplate", "controlplane"), CP_VARS),
         item("2", typed("DockerMachineTemplate", "infrastructure", copy.deepcopy(empty_template)), CP_VARS),

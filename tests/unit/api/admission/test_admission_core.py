@@ -15,6 +15,7 @@ REF = {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachineTemp
 
 
 def md(name: str = "md-0", **spec: Any) -> dict[str, Any]:
+    out: dict[str, Any]
     out = {"metadata": {"name": name}, "spec": {"clusterName": "c1", "template": {"spec": {
         "clusterName": "c1", "version": "v1.34.4", "bootstrap": {"dataSecretName": "s"}, "infrastructureRef": REF}}}}
     out["spec"].update(spec)
@@ -201,6 +202,7 @@ def test_machinehealthcheck() -> None:
         "spec.selector"]
     other = {"spec": {"clusterName": "c1", "selector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": "c2"}}}}
     assert fields(core.validate_machinehealthcheck(None, other)) == ["spec.selector"]
+    slow: dict[str, Any]
     slow = {"spec": {"clusterName": "c1", "selector": {"matchLabels": {"a": "b"}},
                      "checks": {"nodeStartupTimeoutSeconds": 10}}}
     assert str(core.validate_machinehealthcheck(None, slow)[0]) == (
@@ -211,6 +213,7 @@ def test_machinehealthcheck() -> None:
 
 def test_cluster() -> None:
     ref = {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerCluster", "name": "c"}
+    ok: dict[str, Any]
     ok = {"metadata": {"name": "c1"}, "spec": {"infrastructureRef": ref, "clusterNetwork": {
         "pods": {"cidrBlocks": ["192.168.0.0/16", "fd00::/48"]}}}}
     assert not core.validate_cluster(None, ok)
@@ -228,6 +231,7 @@ def test_cluster() -> None:
 
 
 def test_cluster_version_change_refused_while_after_cluster_upgrade_is_pending() -> None:
+    old: dict[str, Any]
     old = {"metadata": {"name": "c1", "annotations": {
         "runtime.cluster.x-k8s.io/pending-hooks": "AfterClusterUpgrade,AfterWorkersUpgrade"}},
         "spec": {"topology": {"version": "v1.34.4", "classRef": {"name": "cc"}}}}
@@ -264,6 +268,7 @@ def test_feature_gates_change_the_rules_as_upstreams() -> None:
     assert not core.validate_machinedeployment(None, md(template={"spec": {
         "clusterName": "c1", "bootstrap": {"dataSecretName": "s"}, "taints": taint}}), on)
     cp_taint = {"key": core.CONTROL_PLANE_TAINT, "effect": "NoSchedule"}
+    worker: dict[str, Any]
     worker = {"metadata": {"name": "m"}, "spec": {"clusterName": "c1", "bootstrap": {"dataSecretName": "s"},
                                                   "taints": [cp_taint]}}
     assert [e.field for e in core.validate_machine(None, worker, on)] == ["spec.taints[0].key"]

@@ -46,7 +46,7 @@ def test_no_backend_defaults_to_docker(spec: Any) -> None:
 
 def test_in_memory_backend_is_left_alone() -> None:
     """upstream: the 6443 port and failure-domain defaults are the docker backend's only."""
-    spec = {"backend": {"inMemory": {}}}
+    spec: dict[str, Any] = {"backend": {"inMemory": {}}}
     assert dev.default_devcluster(obj("DevCluster", spec))["spec"] == spec
     m = {"backend": {"inMemory": {"vm": {"provisioning": {"startupDuration": "1s"}}}}}
     assert dev.default_devmachine(obj("DevMachine", m))["spec"] == m

@@ -150,6 +150,7 @@ def test_merge_patch_paths() -> None:
 
 
 def test_kcp_template() -> None:
+    template: dict[str, Any]
     template = {"metadata": {"name": "t"}, "spec": {"template": {"spec": {"kubeadmConfigSpec": {
         "files": [{"path": "/a", "content": "x"}]}}}}}
     assert not kubeadm.validate_kubeadmcontrolplanetemplate(None, template)

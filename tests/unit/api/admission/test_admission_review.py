@@ -120,6 +120,7 @@ def test_other_kinds_operations_and_subresources_pass() -> None:
 
 def test_kcp_scale_reads_the_kcp() -> None:
     kcp = {"spec": {"replicas": 1}}
+    scale: dict[str, Any]
     scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "cp"}, "spec": {"replicas": 2}}
     rev = review(scale, "kubeadmcontrolplanes", "controlplane.cluster.x-k8s.io", "UPDATE", sub="scale")
     seen: list[tuple[str, str]] = []

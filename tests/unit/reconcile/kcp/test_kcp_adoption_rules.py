@@ -140,6 +140,7 @@ def test_adopted_kubeadm_config_is_up_to_date_with_the_default_feature_gate() ->
     """upstream's kcp-adoption flavor: the standalone KubeadmConfig spells out ControlPlaneKubeletLocalMode, the
     KCP leaves it to upstream KCP's default (1.31 <= version < 1.36): no rollout of the adopted Machine."""
     k = kcp(kubeadmConfigSpec={"clusterConfiguration": {"apiServer": {"certSANs": ["localhost", "127.0.0.1"]}}})
+    cfg_spec: dict[str, Any]
     cfg_spec = {"clusterConfiguration": {"apiServer": {"certSANs": ["localhost", "127.0.0.1"]},
                                          "featureGates": {"ControlPlaneKubeletLocalMode": True}}}
     assert not rk.kubeadm_spec_differs(k, cfg_spec)

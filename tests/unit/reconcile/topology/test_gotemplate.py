@@ -821,7 +821,7 @@ def test_errors_name_the_problem_and_where() -> None:
 
 def test_parse_once_execute_many_and_inputs_untouched() -> None:
     tpl = G.parse('{{ $_ := set .m "k" "v" }}{{ .m.k }}')
-    data = {"m": {}}
+    data: dict[str, Any] = {"m": {}}
     assert tpl.execute(data) == "v"
     assert tpl.execute(data) == "v"
     assert data == {"m": {}}

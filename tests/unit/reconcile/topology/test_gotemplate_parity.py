@@ -49,7 +49,7 @@ def _classify(case: dict[str, Any], got: str | None, err: str | None) -> str:
         return "unimplemented-sprig"
     if "cannot index slice/array with type interface {}" in want_err:
         return "slice-index-interface"
-    if err in (f"template: {case.get('mode') == 'naming' and 'template name generator' or 'tpl'}:{n}: {m}"
+    if (err or "") in (f"template: {case.get('mode') == 'naming' and 'template name generator' or 'tpl'}:{n}: {m}"
                for n in range(1, 5) for m in ("expected :=", "unexpected right paren")):
         return "lexer-error-order"
     if "reflect: call of reflect.Value.Type on zero Value" in want_err:

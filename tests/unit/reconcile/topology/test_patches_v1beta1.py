@@ -158,6 +158,7 @@ def test_a_patched_v1beta1_template_that_does_not_convert_fails_naming_the_templ
 
 
 def test_items_without_a_ref_version_or_of_an_unconvertible_kind_are_patched_as_they_are() -> None:
+    obj: dict[str, Any]
     obj = {"apiVersion": "example.com/v1beta2", "kind": "Thing", "metadata": {"name": "t"},
            "spec": {"template": {"spec": {}}}}
     item = P.Item("Cluster", P.INFRA_CLUSTER, obj, ref_api_version="example.com/v1beta1")

@@ -104,6 +104,7 @@ def test_nested_defaulting_in_arrays_and_maps() -> None:
 
 
 def test_undefined_duplicated_or_broken_entries_are_left_alone() -> None:
+    values: list[dict[str, Any]]
     values = [{"name": "nope", "value": 1}, {"name": "etcdImageTag", "value": None},
               {"name": "etcdImageTag", "value": None}]
     out = V.default_values(QS_DEFS, values)
@@ -113,6 +114,7 @@ def test_undefined_duplicated_or_broken_entries_are_left_alone() -> None:
 
 
 def test_values_map_overrides_replace_cluster_values() -> None:
+    cluster: list[dict[str, Any]]
     cluster = [{"name": "etcdImageTag", "value": "3.5.3-0"}, {"name": "podSecurityStandard", "value": {}}]
     m = V.values_map(QS_DEFS, cluster, [{"name": "podSecurityStandard", "value": {"enabled": False}}])
     assert m == {"etcdImageTag": "3.5.3-0", "podSecurityStandard": {**PSS_DEFAULTS, "enabled": False},
@@ -414,6 +416,7 @@ def test_upstream_e2e_class_metadata_is_valid() -> None:
 
 
 def test_invalid_definitions_never_crash_value_functions() -> None:
+    broken: list[dict[str, Any]]
     broken = [{"name": "a", "schema": {"openAPIV3Schema": {"type": "object", "properties": []}}}, {"no": "name"}]
     assert V.validate_class_variables(broken)
     assert V.default_values(broken, [{"name": "a", "value": {}}]) == [{"name": "a", "value": {}}]
