@@ -6,6 +6,7 @@ import ipaddress
 import json
 import os
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -204,8 +205,8 @@ def test_ha_cluster_scales_workers_and_rolls_control_plane(
     for replicas in (4, 1):
         t = time.monotonic()
         scale_md(mgmt, name, replicas)
-        wait_for(lambda r=replicas: md_settled(mgmt, name, r), 600, f"MachineDeployment at {replicas}", 5)
-        wait_for(lambda r=replicas: nodes_ready(kc, 3 + r), 300, f"{3 + replicas} Ready nodes")
+        wait_for(partial(md_settled, mgmt, name, replicas), 600, f"MachineDeployment at {replicas}", 5)
+        wait_for(partial(nodes_ready, kc, 3 + replicas), 300, f"{3 + replicas} Ready nodes")
         print(f"workers -> {replicas}: {time.monotonic() - t:.0f}s")
 
     kcp_name = f"{name}-control-plane"

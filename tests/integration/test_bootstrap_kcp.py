@@ -191,6 +191,7 @@ async def test_worker_join_creates_and_refreshes_token(ctx: Ctx, kube: Kube, env
     await kube.create(SECRET, {"apiVersion": "v1", "kind": "Secret",
                                "metadata": {"name": "c1-kubeconfig", "namespace": ns},
                                "data": {"value": base64.b64encode(kubeconfig).decode()}})
+    m: Obj | None
     m = await make_machine(kube, ns, "w1", control_plane=False)
     await make_config(kube, ns, "w1", m, {"joinConfiguration": {"nodeRegistration": {"name": "w1"}}})
 
@@ -249,6 +250,7 @@ async def test_worker_join_creates_and_refreshes_token(ctx: Ctx, kube: Kube, env
 async def test_kcp_creates_first_machine_and_secrets(ctx: Ctx, kube: Kube, namespace: str) -> None:
     ns = namespace
     cluster = await make_cluster(kube, ns, cp_ref=True)
+    kcp: Obj | None
     kcp = await make_kcp(kube, ns, cluster)
 
     await c_kcp.reconcile(ctx, ns, "c1-cp")
@@ -268,6 +270,7 @@ async def test_kcp_creates_first_machine_and_secrets(ctx: Ctx, kube: Kube, names
 
     machines = await kube.list(MACHINE, ns)
     assert len(machines) == 1
+    m: Obj | None
     m = machines[0]
     name = m["metadata"]["name"]
     assert name.startswith("c1-cp-")

@@ -233,6 +233,7 @@ async def test_machine_lifecycle_and_repair(kube: Kube, namespace: str, ctx: Ctx
     c = await setup_cluster(kube, ns)
     await kube.create(MACHINE_SET, machineset_obj(ns, 1))
     await c_ms.reconcile(ctx, ns, "ms1")
+    m: dict[str, Any] | None
     (m,) = await machines(kube, ns)
     name = m["metadata"]["name"]
 
@@ -645,6 +646,7 @@ async def test_machine_node_ref_drain_and_node_deletion(kube: Kube, envtest: Any
 async def test_machinehealthcheck_remediates_through_machineset(kube: Kube, envtest: Any, namespace: str,
                                                                 ctx: Ctx) -> None:
     ns = namespace
+    c: dict[str, Any] | None
     c = await setup_cluster(kube, ns)
     await workload_secret(kube, envtest, ns)
     c = await kube.get(CLUSTER, ns, "c1")

@@ -496,7 +496,8 @@ async def test_jsonpatch_value_is_not_checked_at_admission(kube: Kube, namespace
     """A jsonPatch `value` is any JSON value (schemaless, as upstream's), and CEL cannot see a schemaless field:
     upstream's "exactly one of value or valueFrom" (add/replace) is left to the topology controller. If the
     apiserver ever rejects these, add the rules to hack/gen_crds.py json_patch()."""
-    for i, fields in enumerate([{"value": "x", "valueFrom": {"variable": "imageRepository"}}, {"valueFrom": None}]):
+    cases: list[dict[str, Any]] = [{"value": "x", "valueFrom": {"variable": "imageRepository"}}, {"valueFrom": None}]
+    for i, fields in enumerate(cases):
         obj = in_ns(json_patch(base("ClusterClass"), **fields), namespace)
         obj["metadata"]["name"] = f"unchecked-{i}"
         if fields.get("valueFrom", "") is None:

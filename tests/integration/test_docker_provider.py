@@ -195,6 +195,14 @@ async def drive(fn: Reconcile, ctx: Ctx, gvk: Any, ns: str, name: str,
         await asyncio.sleep(min(res.requeue_after if res and res.requeue_after else 0.3, 1.0))
 
 
+async def drive_to(fn: Reconcile, ctx: Ctx, gvk: Any, ns: str, name: str,
+                   until: Callable[[dict[str, Any]], bool], timeout: float = 180) -> dict[str, Any]:
+    """`drive` until the object exists and `until` holds of it."""
+    obj = await drive(fn, ctx, gvk, ns, name, lambda o: o is not None and until(o), timeout)
+    assert obj is not None
+    return obj
+
+
 def provisioned(obj: dict[str, Any] | None) -> bool:
     return contract.infra_provisioned(obj)
 
@@ -253,7 +261,7 @@ async def test_dockermachine_bootstrap_success_lb_and_delete(ctx: Ctx, namespace
     cluster, dc = await provisioned_cluster(ctx, namespace)
     machine, dm = await make_machine(ctx.kube, namespace, cluster, cp=True, data=ok_config())
     name = dm["metadata"]["name"]
-    dm = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, provisioned)
+    dm = await drive_to(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, provisioned)
     assert dm is not None
     cname = cname_of(cluster, machine)
     info = runtime.get_container(cname)
@@ -307,7 +315,7 @@ async def test_bootstrap_failure_sets_condition(ctx: Ctx, namespace: str, runtim
         c = cond.get(o or {}, "BootstrapExecSucceeded")
         return bool(c and c["reason"] == "BootstrapFailed")
 
-    dm = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, failed, timeout=120)
+    dm = await drive_to(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, failed, timeout=120)
     assert dm is not None
     c = cond.get(dm, "BootstrapExecSucceeded")
     assert c is not None and c["status"] == "False"
@@ -330,7 +338,7 @@ async def test_missing_image_is_reported(ctx: Ctx, namespace: str, runtime: Dock
         c = cond.get(o or {}, "ContainerProvisioned")
         return bool(c and c["reason"] == "ImageNotFound")
 
-    dm = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm["metadata"]["name"], reported, timeout=30)
+    dm = await drive_to(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, dm["metadata"]["name"], reported, timeout=30)
     c = cond.get(dm or {}, "ContainerProvisioned")
     assert c is not None and "capd-py/does-not-exist:0 (spec.customImage)" in c["message"]
     assert "never pulls" in c["message"]
@@ -362,7 +370,7 @@ async def test_restart_mid_create_gives_exactly_one_container(ctx: Ctx, namespac
     # two reconcilers at once (e.g. an old and a new controller instance overlapping)
     await asyncio.gather(dmc.reconcile(ctx, namespace, name), dmc.reconcile(ctx, namespace, name),
                          return_exceptions=True)
-    dm = await drive(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, provisioned, timeout=120)
+    dm = await drive_to(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, provisioned, timeout=120)
     assert dm is not None
     mine = runtime.list_containers({CONTAINER_NAMESPACE: namespace, "io.x-k8s.capd-py.machine":
                                     machine["metadata"]["name"]})
@@ -611,7 +619,7 @@ async def test_shared_network_annotation(ctx: Ctx, namespace: str, runtime: Dock
     await ctx.kube.merge_patch(DOCKER_CLUSTER, namespace, name,
                                {"metadata": {"annotations": {NETWORK_ANNOTATION: shared}}})
     try:
-        dc = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, provisioned, timeout=60)
+        dc = await drive_to(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, provisioned, timeout=60)
         lb = runtime.get_container(f"{cluster['metadata']['name']}-lb")
         assert lb is not None and shared in lb.ipv4
         assert dc is not None and dc["spec"]["controlPlaneEndpoint"]["host"] == lb.ipv4[shared]
@@ -653,8 +661,8 @@ async def test_load_balancer_image_named_as_upstream_capd(ctx: Ctx, namespace: s
         assert lb is not None and lb.running and lb.image == "kindest/haproxy:v20230606-42a2262b", (spec, lb)
     # a tag nobody built: the condition names upstream's image name for it
     cluster, dc = await make_cluster(ctx.kube, namespace, dc_spec={"loadBalancer": {"imageTag": "not-built"}})
-    got = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"],
-                      lambda o: cond.get(o, "LoadBalancerAvailable") is not None, timeout=30)
+    got = await drive_to(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"],
+                         lambda o: cond.get(o, "LoadBalancerAvailable") is not None, timeout=30)
     c = cond.get(got, "LoadBalancerAvailable")
     assert c and c["status"] == "False" and "kindest/haproxy:not-built is not present locally" in c["message"], c
 
@@ -665,7 +673,7 @@ async def test_network_subnet_skips_the_cluster_pod_cidr(ctx: Ctx, namespace: st
     inside, outside = _free_ranges(runtime, 2)
     _use_pool(ctx, f"{inside}:24,{outside}:24")
     cluster, dc = await make_cluster(ctx.kube, namespace, pods=[inside])
-    dc = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"], provisioned, timeout=60)
+    dc = await drive_to(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"], provisioned, timeout=60)
     net = runtime.get_network(dcr.network_name(namespace, cluster["metadata"]["name"]))
     assert net is not None and net.subnet == outside.replace(".0.0/16", ".0.0/24")
     assert dc is not None and addresses.in_subnet(net, dc["spec"]["controlPlaneEndpoint"]["host"])
@@ -685,7 +693,7 @@ async def test_no_free_subnet_is_a_condition_then_recovers(ctx: Ctx, namespace: 
         c = cond.get(o or {}, "LoadBalancerAvailable")
         return c is not None and c["status"] == "False" and c["reason"] == dcr.R_NETWORK_OVERLAP
 
-    dc = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, refused, timeout=30)
+    dc = await drive_to(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, refused, timeout=30)
     msg = cond.get(dc or {}, "LoadBalancerAvailable")["message"]  # type: ignore[index]
     assert f"no subnet of the network pool ({inside}:20) is free" in msg and f"pod CIDR {inside}" in msg, msg
     assert not cond.is_true(dc or {}, "Ready")
@@ -695,7 +703,7 @@ async def test_no_free_subnet_is_a_condition_then_recovers(ctx: Ctx, namespace: 
 
     await ctx.kube.merge_patch(CLUSTER, namespace, cname,
                                {"spec": {"clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]}}}})
-    dc = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, provisioned, timeout=60)
+    dc = await drive_to(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, provisioned, timeout=60)
     net = runtime.get_network(dcr.network_name(namespace, cname))
     assert net is not None and subnets.overlapping(net.subnet, [subnets.Taken(inside, "pool")])
 
@@ -710,7 +718,7 @@ async def test_cidrs_overlapping_the_management_network_get_a_condition(ctx: Ctx
     _use_pool(ctx, subnets.DEFAULT_POOL, management_network=mgmt)
     cluster, dc = await make_cluster(ctx.kube, namespace, pods=[pods])
     name = dc["metadata"]["name"]
-    dc = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, provisioned, timeout=60)
+    dc = await drive_to(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, provisioned, timeout=60)
     assert dc is not None and cond.is_true(dc, "Ready")
     c = cond.get(dc, dcr.CLUSTER_NETWORK_OVERLAP)
     assert c is not None and c["status"] == "True" and c["reason"] == dcr.R_OVERLAP
@@ -743,7 +751,7 @@ async def test_shared_network_inside_the_pod_cidr_is_refused(ctx: Ctx, namespace
         c = cond.get(o or {}, "LoadBalancerAvailable")
         return c is not None and c["reason"] == dcr.R_NETWORK_OVERLAP
 
-    dc = await drive(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, refused, timeout=30)
+    dc = await drive_to(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, refused, timeout=30)
     msg = cond.get(dc or {}, "LoadBalancerAvailable")["message"]  # type: ignore[index]
     assert msg.startswith(f"docker network {shared}: its subnet {pods.replace('.0.0/16', '.0.0/20')} overlaps "
                           f"the Cluster's pod CIDR {pods}"), msg
@@ -797,7 +805,7 @@ async def _no_writes(ctx: Ctx, ns: str, objs: list[tuple[Any, Reconcile, dict[st
             after = await ctx.kube.get(gvk, ns, name)
             rv = before["metadata"]["resourceVersion"]
             assert after is not None and after["metadata"]["resourceVersion"] == rv, \
-                f"{gvk.kind} {name} was written: {after.get('status')}"
+                f"{gvk.kind} {name} was written: {after and after.get('status')}"
             assert writes.total == 0, f"{gvk.kind} {name}'s reconcile wrote: {list(writes.recent)}"
     finally:
         ctx.kube.counter = None

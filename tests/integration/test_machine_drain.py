@@ -159,8 +159,8 @@ async def test_rules_order_the_evictions_and_volumes_hold_the_infrastructure(kub
     for _ in range(3):
         await c_machine.reconcile(ctx, ns, name)
     assert await kube.get(NODE, None, node_name) is None and await kube.get(MACHINE, ns, name) is None
-    for p in ("db", "keep"):   # skipped: never evicted
-        got = await kube.get(POD, ns, p)
+    for pod_name in ("db", "keep"):   # skipped: never evicted
+        got = await kube.get(POD, ns, pod_name)
         assert got is not None and not got["metadata"].get("deletionTimestamp")
     # evictions in order: f1+f2 (order -5), mid (0), l1 (10)
     firsts = [sorted(e - set().union(*evicted[:i])) for i, e in enumerate(evicted) if e - set().union(*evicted[:i])]

@@ -110,17 +110,22 @@ def test_capd_py_crds_are_left_serving_v1beta2(env: EnvTest) -> None:
     as installed, v1beta2 stored, storedVersions [v1beta2]; they only add their observed-generation annotation."""
     k = env.kube()
 
-    async def crds() -> list[dict[str, object]]:
-        return [await k.get(CRD, None, str(c["metadata"]["name"])) for c in load_crds()]
+    async def crds() -> list[dict[str, Any]]:
+        out = []
+        for c in load_crds():
+            crd = await k.get(CRD, None, str(c["metadata"]["name"]))
+            assert crd is not None, c["metadata"]["name"]
+            out.append(crd)
+        return out
 
     # as capd-py installs them (ExtensionConfig serves upstream's v1alpha1 beside v1beta2, stored as v1beta2)
     installed = {str(c["metadata"]["name"]): [(v["name"], v["served"], v["storage"]) for v in c["spec"]["versions"]]
                  for c in load_crds()}
     try:
         for crd in asyncio.run(crds()):
-            name = crd["metadata"]["name"]  # type: ignore[index]
-            assert crd["status"]["storedVersions"] == ["v1beta2"], name  # type: ignore[index]
+            name = crd["metadata"]["name"]
+            assert crd["status"]["storedVersions"] == ["v1beta2"], name
             assert [(v["name"], v["served"], v["storage"])
-                    for v in crd["spec"]["versions"]] == installed[name]  # type: ignore[index]
+                    for v in crd["spec"]["versions"]] == installed[name]
     finally:
         k.close()

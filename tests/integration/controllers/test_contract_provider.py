@@ -79,7 +79,7 @@ def _cond(obj: Obj | None, ctype: str) -> Obj:
     return cond.get(obj or {}, ctype) or {}
 
 
-async def _latency(change: Callable[[], Awaitable[None]], reached: Callable[[], Awaitable[bool]],
+async def _latency(change: Callable[[], Awaitable[object]], reached: Callable[[], Awaitable[bool]],
                    what: str, limit: float = 10.0) -> float:
     """Seconds from `change` until `reached` holds (polled every 20 ms)."""
     start = time.monotonic()

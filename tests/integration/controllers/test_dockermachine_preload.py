@@ -25,6 +25,7 @@ from capd_py.reconcile import dockermachine as dmr
 from capd_py.reconcile.cloudinit import LAUNCH_TAG
 from capd_py.reconcile.imageload import RECORDED_ANNOTATION, normalize
 from capd_py.runtime.fake import FakeRuntime
+from capd_py.runtime.protocol import ExecResult
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -37,7 +38,8 @@ async def _until(fn: Any, ctx: Ctx, gvk: Any, ns: str, name: str, pred: Any, tim
         await fn(ctx, ns, name)
         obj = await ctx.kube.get(gvk, ns, name)
         if pred(obj):
-            return obj  # type: ignore[no-any-return]
+            assert obj is not None
+            return obj
         assert asyncio.get_running_loop().time() < deadline, f"{name}: {obj and obj.get('status')}"
         await asyncio.sleep(0.1)
 
@@ -94,10 +96,10 @@ async def test_preload_and_recorded_images_are_in_containerd_before_the_bootstra
     order: list[str] = []
     orig = fake.exec
 
-    def exec_(c: str, cmd: list[str], stdin: bytes | None = None, timeout: float | None = None) -> Any:
-        if c == node and (LAUNCH_TAG in cmd or cmd[2:4] == ["images", "import"]):
+    def exec_(name: str, cmd: list[str], stdin: bytes | None = None, timeout: float | None = None) -> ExecResult:
+        if name == node and (LAUNCH_TAG in cmd or cmd[2:4] == ["images", "import"]):
             order.append("bootstrap" if LAUNCH_TAG in cmd else "import")
-        return orig(c, cmd, stdin, timeout)
+        return orig(name, cmd, stdin, timeout)
     fake.exec = exec_  # type: ignore[method-assign]
     dm = await _until(dmc.reconcile, ctx, DOCKER_MACHINE, namespace, name, contract.infra_provisioned)
     assert order == ["import", "import", "import", "bootstrap"]

@@ -112,14 +112,15 @@ async def test_kcp_adopts_standalone_machine_and_the_cluster_pki(ctx: Ctx, kube:
     assert controller(cfg_now) == ("Machine", "cp-0")  # the KubeadmConfig stays the Machine's, as upstream
     for p in certs.PURPOSES:
         s = await kube.get(SECRET, ns, certs.secret_name("c1", p))
-        assert controller(s) == ("KubeadmControlPlane", "c1-cp")
+        assert s is not None and controller(s) == ("KubeadmControlPlane", "c1-cp")
         assert len(s["metadata"]["ownerReferences"]) == 1
     assert controller(await kube.get(SECRET, ns, "cp-0")) == ("KubeadmConfig", "cp-0")  # bootstrap data stays
     kubeconfig = await kube.get(SECRET, ns, "c1-kubeconfig")
+    assert kubeconfig is not None
     assert [(o["kind"], bool(o.get("controller"))) for o in kubeconfig["metadata"]["ownerReferences"]] == [
         ("Cluster", False), ("KubeadmControlPlane", True)]
     k = await kube.get(KUBEADM_CONTROL_PLANE, ns, "c1-cp")
-    assert k["status"]["replicas"] == 1
+    assert k is not None and k["status"]["replicas"] == 1
     assert k["status"].get("upToDateReplicas") == 1, k["status"]  # the default feature gate: no rollout
     assert not await events(kube, ns, "AdoptionFailed")
     # stable: another pass writes nothing to the adopted objects

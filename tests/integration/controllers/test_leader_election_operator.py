@@ -8,7 +8,7 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -25,7 +25,15 @@ from capd_py.testing.inprocess import NoWorkloads, eventually
 
 pytestmark = pytest.mark.integration
 
-FAST = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.4}
+
+class Timing(TypedDict):
+    """Config's timing fields, so `Config(..., **FAST)` is checked field by field."""
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+
+
+FAST: Timing = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.4}
 
 
 class Replica:

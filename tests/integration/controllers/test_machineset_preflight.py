@@ -63,6 +63,7 @@ async def test_scale_up_and_remediation_wait_for_a_stable_control_plane(kube: Ku
     assert res is not None and res.requeue_after == preflight.REQUEUE_SECONDS
     assert await _live_machines(kube, ns) == []
     ms = await kube.get(MACHINE_SET, ns, "ms1")
+    assert ms is not None
     up = cond.get(ms, "ScalingUp")
     assert up and up["status"] == "True" and up["message"] == (
         "Scaling up from 0 to 2 replicas is blocked because:\n"
@@ -78,7 +79,9 @@ async def test_scale_up_and_remediation_wait_for_a_stable_control_plane(kube: Ku
     assert await c_ms.reconcile(ctx, ns, "ms1") is None
     made = await _live_machines(kube, ns)
     assert len(made) == 2
-    up = cond.get(await kube.get(MACHINE_SET, ns, "ms1"), "ScalingUp")
+    ms = await kube.get(MACHINE_SET, ns, "ms1")
+    assert ms is not None
+    up = cond.get(ms, "ScalingUp")
     assert up and up["status"] == "False"
 
     # the control plane upgrades (spec ahead of status): an unhealthy Machine is not remediated meanwhile
@@ -91,6 +94,7 @@ async def test_scale_up_and_remediation_wait_for_a_stable_control_plane(kube: Ku
     assert res is not None and res.requeue_after == preflight.REQUEUE_SECONDS
     assert len(await _live_machines(kube, ns)) == 2
     m = await kube.get(MACHINE, ns, sick["metadata"]["name"])
+    assert m is not None
     rem = cond.get(m, "OwnerRemediated")
     assert rem and rem["status"] == "False" and rem["reason"] == "RemediationDeferred", rem
     assert f"* KubeadmControlPlane {ns}/c1-cp is upgrading" in rem["message"]

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -145,6 +146,7 @@ async def test_v1beta1_writes_pass_capd_pys_admission_rules(ckube: Kube, ns: str
     immutable fields and replicas are copied into it (conversion_webhook.with_capd_rules), with the same
     messages as through v1beta2. Without them a v1beta1 Machine at v1.20.0 was accepted (docs/conversion.md)."""
     machine_gvk = KINDS[("cluster.x-k8s.io", "Machine")]
+    machine: dict[str, Any]
     machine = {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine", "metadata": {"name": "m", "namespace": ns},
                "spec": {"clusterName": "c", "version": "v1.20.0", "bootstrap": {"dataSecretName": "s"},
                         "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
@@ -245,6 +247,7 @@ async def test_two_servers_share_a_port_with_reuse_port(webhook: Webhook) -> Non
 async def test_a_v1beta1_machine_drain_rule_reads_back_as_v1beta2(ckube: Kube, ns: str) -> None:
     """Upstream serves MachineDrainRule in v1beta1 too (the same fields): written as v1beta1, read as either; the
     order rule holds for v1beta1 writes."""
+    rule: dict[str, Any]
     rule = {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDrainRule",
             "metadata": {"name": "mdr", "namespace": ns},
             "spec": {"drain": {"behavior": "Drain", "order": 5},
