@@ -40,7 +40,7 @@ def _with(obj: dict[str, Any], *path_value: Any) -> dict[str, Any]:
 
 _DROP = object()
 INITIALIZED = {"infrastructureProvisioned": True, "controlPlaneInitialized": True}
-DONE = {"dataSecretName": "m1", "initialization": {"dataSecretCreated": True}}
+DONE: dict[str, Any] = {"dataSecretName": "m1", "initialization": {"dataSecretCreated": True}}
 TOKEN = "abcdef.0123456789abcdef"
 LOCK_M1 = kc.lock_configmap(cluster(), "m1")
 LOCK_M2 = _with(kc.lock_configmap(cluster(), "m2"), "metadata", "uid", "lock-uid")
