@@ -72,7 +72,7 @@ def test_pod_cidr_192_168_becomes_available_when_docker_pools_are_used_up(
 
     net = f"capd-py-default-{name}"
     subnets = _subnets(net)
-    assert subnets and not any(s.version == 4 and s.overlaps(PODS) for s in subnets), subnets  # type: ignore[arg-type]
+    assert subnets and not any(s.version == 4 and s.overlaps(PODS) for s in subnets), subnets
     # the pods do use the pod CIDR: the CNI gave CoreDNS addresses from it
     pods = json.loads(workload_kubectl(c.kubeconfig, "get", "pods", "-n", "kube-system", "-l", "k8s-app=kube-dns",
                                        "-o", "json"))["items"]

@@ -104,7 +104,7 @@ class Management:
         return run([kubectl_bin(), "--kubeconfig", str(self.kubeconfig), *args], input_=input_, check=check).stdout
 
     def get(self, resource: str, name: str, ns: str) -> dict[str, Any]:
-        return json.loads(self.kubectl("get", resource, name, "-n", ns, "-o", "json"))  # type: ignore[no-any-return]
+        return json.loads(self.kubectl("get", resource, name, "-n", ns, "-o", "json"))
 
     def items(self, resource: str, ns: str, selector: str) -> list[dict[str, Any]]:
         return list(json.loads(self.kubectl("get", resource, "-n", ns, "-l", selector, "-o", "json"))["items"])

@@ -61,7 +61,7 @@ class Management:
         return run([kubectl_bin(), "--kubeconfig", str(self.kubeconfig), *args]).stdout
 
     def get(self, resource: str, name: str) -> dict[str, Any]:
-        return json.loads(self.kubectl("get", resource, name, "-n", "default", "-o", "json"))  # type: ignore[no-any-return]
+        return json.loads(self.kubectl("get", resource, name, "-n", "default", "-o", "json"))
 
 
 @pytest.fixture(scope="module")

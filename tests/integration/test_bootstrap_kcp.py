@@ -423,7 +423,7 @@ async def make_healthy(kube: Kube, ns: str, machine_name: str) -> None:
 
 async def test_kcp_joins_one_at_a_time_then_scales_down(ctx: Ctx, kube: Kube, namespace: str) -> None:
     ns = namespace
-    ctx.workload = _EnvtestAsWorkload(kube)  # type: ignore[assignment]
+    ctx.workload = _EnvtestAsWorkload(kube)
     if await kube.get(gvk.GVK("", "v1", "ServiceAccount", "serviceaccounts"), "kube-system", "default") is None:
         await kube.create(gvk.GVK("", "v1", "ServiceAccount", "serviceaccounts"),
                           {"apiVersion": "v1", "kind": "ServiceAccount",

@@ -644,7 +644,7 @@ ADMISSION: list[Case] = [
     Case("kcp-local-and-external-etcd", f"{KCP} validateClusterConfiguration",
          _kcp(kubeadmConfigSpec={"clusterConfiguration": {"etcd": {
              "local": {"dataDir": "/var/lib/etcd"},
-             **EXTERNAL["kubeadmConfigSpec"]["clusterConfiguration"]["etcd"]}}}),  # type: ignore[index]
+             **EXTERNAL["kubeadmConfigSpec"]["clusterConfiguration"]["etcd"]}}}),
          refused="spec.kubeadmConfigSpec.clusterConfiguration.etcd.local"),
     Case("kcp-cert-validity-beyond-ca", f"{KCP} validateRolloutAndCertValidityFields",
          _kcp(kubeadmConfigSpec={"clusterConfiguration": {"certificateValidityPeriodDays": 400,

@@ -54,7 +54,7 @@ class Replica:
         async def counted(key: Any) -> Any:
             self.reconciles += 1
             return await handle(key)
-        m.queue._handler = counted  # type: ignore[assignment]
+        m.queue._handler = counted
 
     def halt(self) -> None:
         if self.loop is not None and self.stop is not None and not self.done.is_set():

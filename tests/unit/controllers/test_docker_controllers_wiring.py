@@ -33,7 +33,7 @@ def test_docker_controllers_keep_no_module_state_and_dockermachine_stands_alone(
         # (controllers/skeleton.py): still no mutable module state
         assert assigned == ["log", "KIND", "reconcile"], (mod.__name__, assigned)
         with pytest.raises(dataclasses.FrozenInstanceError):
-            mod.KIND.finalizer = "x"  # type: ignore[misc]
+            mod.KIND.finalizer = "x"
     imports = [n.module for n in ast.walk(ast.parse(inspect.getsource(dmc))) if isinstance(n, ast.ImportFrom)]
     assert "capd_py.controllers.dockercluster" not in imports
 

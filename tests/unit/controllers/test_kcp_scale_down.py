@@ -100,11 +100,11 @@ async def test_an_etcd_failure_keeps_the_hook() -> None:
 async def test_status_and_move_leader_failures_do_not_block_the_removal() -> None:
     etcd = FakeEtcd.with_members("m1", "m2")
     etcd.fail["status"] = EtcdError("no answer")
-    out = await scale.remove_etcd_member(etcd.for_node(None, "m2"), "m2", "m1")  # type: ignore[arg-type]
+    out = await scale.remove_etcd_member(etcd.for_node(None, "m2"), "m2", "m1")
     assert out.startswith("removed etcd member") and etcd.names() == ["m2"]
     etcd = FakeEtcd.with_members("m1", "m2")
     etcd.fail["move_leader"] = EtcdError("not now")
-    await scale.remove_etcd_member(etcd.for_node(None, "m2"), "m2", "m1")  # type: ignore[arg-type]
+    await scale.remove_etcd_member(etcd.for_node(None, "m2"), "m2", "m1")
     assert etcd.names() == ["m2"]
 
 

@@ -63,7 +63,7 @@ async def test_etcd_of_in_memory_clusters_and_others() -> None:
     class Other:
         def for_node(self, workload: Any, node: str) -> Any:
             return ("other", node)
-    clients = InMemoryEtcdClients(Other())  # type: ignore[arg-type]
+    clients = InMemoryEtcdClients(Other())
     api = InMemoryAPI("ns", "c1")
     api.etcd.add("n1")
     members = await clients.for_node(api, "n1").members()

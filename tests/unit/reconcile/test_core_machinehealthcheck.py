@@ -39,7 +39,7 @@ def node(ready: str, since: float) -> dict:
 
 def m(name: str, **kw: object) -> dict:
     return healthy_machine(name, labels={"pool": "a"}, age=10000,
-                           owner=owner_ref("MachineSet", "ms"), **kw)  # type: ignore[arg-type]
+                           owner=owner_ref("MachineSet", "ms"), **kw)
 
 
 def test_targets_select_by_cluster_and_selector() -> None:

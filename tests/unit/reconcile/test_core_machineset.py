@@ -35,7 +35,7 @@ OWN = owner_ref("MachineSet", "ms1")
 
 
 def owned(name: str, age: float = 100, **kw: object) -> dict:
-    return healthy_machine(name, age=age, owner=OWN, **kw)  # type: ignore[arg-type]
+    return healthy_machine(name, age=age, owner=OWN, **kw)
 
 
 def names(ms_list: list[dict]) -> list[str]:

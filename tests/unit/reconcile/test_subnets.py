@@ -28,7 +28,7 @@ def test_default_pool_parses_and_lies_outside_the_usual_pod_and_service_ranges()
     for r in pool:
         for u in usual:
             n = ipaddress.ip_network(u)
-            assert not (n.version == r.base.version and r.base.overlaps(n)), (r, u)  # type: ignore[arg-type]
+            assert not (n.version == r.base.version and r.base.overlaps(n)), (r, u)
 
 
 @pytest.mark.parametrize("text,want", [

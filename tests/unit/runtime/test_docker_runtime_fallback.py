@@ -39,7 +39,7 @@ class Host:
 
 
 def runtime() -> DockerRuntime:
-    return DockerRuntime(client=SimpleNamespace(api=None))  # type: ignore[arg-type]
+    return DockerRuntime(client=SimpleNamespace(api=None))
 
 
 def test_refused_privileged_falls_back_once_and_then_goes_restricted_directly() -> None:
@@ -62,7 +62,7 @@ def test_refusal_seen_after_another_thread_fell_back_still_falls_back() -> None:
 
 
 def test_no_fallback_when_disabled_or_for_other_errors() -> None:
-    rt = DockerRuntime(client=SimpleNamespace(api=None), fallback_restricted=False)  # type: ignore[arg-type]
+    rt = DockerRuntime(client=SimpleNamespace(api=None), fallback_restricted=False)
     Host(rt)
     with pytest.raises(RuntimeError_, match="apply caps"):
         rt.run_container(ContainerSpec(name="a", image="capd-py/node:v1.34.4"))

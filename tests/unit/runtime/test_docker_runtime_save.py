@@ -29,7 +29,7 @@ class Image:
 
 def _runtime() -> DockerRuntime:
     client = SimpleNamespace(api=None, images=SimpleNamespace(get=lambda ref: Image()))
-    return DockerRuntime(client)  # type: ignore[arg-type]
+    return DockerRuntime(client)
 
 
 @pytest.mark.parametrize("ref", TAGS)

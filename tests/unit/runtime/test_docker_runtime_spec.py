@@ -20,7 +20,7 @@ LABELS = {"io.x-k8s.capd-py.cluster": "c1", "io.x-k8s.capd-py.namespace": "defau
 
 def inspect_of(spec: ContainerSpec) -> dict[str, Any]:
     """What docker inspect shows of a container `_run` created from spec (the parts spec_of reads)."""
-    rt = DockerRuntime(client=SimpleNamespace(api=docker.APIClient(base_url="unix:///nonexistent",  # type: ignore[arg-type]
+    rt = DockerRuntime(client=SimpleNamespace(api=docker.APIClient(base_url="unix:///nonexistent",
                                                                    version="1.41")))
     hc = rt._host_config(spec)
     hc["PortBindings"] = {k: [{"HostIp": b["HostIp"], "HostPort": str(b["HostPort"])} for b in v]

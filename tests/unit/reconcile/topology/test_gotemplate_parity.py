@@ -40,7 +40,7 @@ def _data(name: str) -> dict[str, Any]:
     """The data sets are the generator's own (hack/parity/templates.go `templateData`)."""
     src = GENERATOR.read_text()
     start = src.index(f'"{name}": `') + len(name) + 5
-    return json.loads(src[start:src.index("`", start)])  # type: ignore[no-any-return]
+    return json.loads(src[start:src.index("`", start)])
 
 
 def _classify(case: dict[str, Any], got: str | None, err: str | None) -> str:
