@@ -76,6 +76,27 @@ def set_spec_status(st: Status, kcp: dict[str, Any], cluster_name: str) -> None:
         st.set(REPLICAS_WARNING, False, "OddReplicas")
 
 
+def availability(live: list[MachineView], initialized: bool) -> tuple[bool, str]:
+    """Upstream's KCP Available (setAvailableCondition): initialized, a quorum of the voting etcd members healthy,
+    and at least one machine with every control-plane component healthy. A machine still joining does not count
+    against the quorum: kubeadm adds its etcd member as a learner and promotes it before the machine's kubelet can
+    register its Node through the local API server, so a member votes once its machine has a Node (upstream reads
+    the member list; capd-py goes by the Node and the etcd Pod). Returns (available, the reasons when not)."""
+    if not initialized:
+        return False, "Control plane not yet initialized"
+    voting = [v for v in live if v.node_name]
+    healthy_members = sum(1 for v in voting if v.pods_ready.get("etcd"))
+    quorum = len(voting) // 2 + 1
+    components_ok = sum(1 for v in live if v.passes_preflight)
+    why = []
+    if healthy_members < quorum:
+        why.append(f"* {healthy_members} of {len(voting)} etcd members healthy, at least {quorum} required for etcd "
+                   "quorum")
+    if components_ok < 1:
+        why.append("* There are no Machines with healthy control plane components, at least 1 required")
+    return not why, "\n".join(why)
+
+
 def apply(st: Status, kcp: dict[str, Any], views: list[MachineView], versions: list[str], initialized: bool,
           workload_reachable: bool, workload_error: str = "") -> None:
     """Replica counts, version, initialization and every machine / health condition.
@@ -101,13 +122,8 @@ def apply(st: Status, kcp: dict[str, Any], views: list[MachineView], versions: l
     else:
         st.set(INITIALIZED, False, "NotInitialized", "Control plane not yet initialized")
 
-    ready = [v for v in views if v.ready]
-    if initialized and live and len(ready) > len(live) // 2:
-        st.set(AVAILABLE, True, "Available")
-    else:
-        st.set(AVAILABLE, False, "NotAvailable",
-               "Control plane not yet initialized" if not initialized
-               else f"{len(ready)} of {len(live)} control-plane machines ready: no quorum")
+    available, why = availability(live, initialized)
+    st.set(AVAILABLE, available, "Available" if available else "NotAvailable", why)
 
     if not views:
         st.set(MACHINES_READY, True, "NoReplicas")

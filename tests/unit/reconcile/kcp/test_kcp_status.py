@@ -69,13 +69,38 @@ def test_no_machines() -> None:
     assert c[rk.MACHINES_READY]["reason"] == "NoReplicas" and c[rk.MACHINES_UP_TO_DATE]["reason"] == "NoReplicas"
 
 
+def test_available_while_a_machine_joins() -> None:
+    """Upstream's Available through a scale-up from 1: the joining machine (no Node yet: its etcd member is a
+    learner) does not break the quorum; once it has a Node its member votes, and it counts when its etcd is Ready."""
+    joining = view("m2", healthy=False)
+    c = conds(run([view("m1"), joining]))
+    assert c[rk.AVAILABLE]["status"] == "True", c[rk.AVAILABLE]
+    registered = view("m2", pods_ready={"kube-apiserver": True})
+    c = conds(run([view("m1"), registered]))
+    assert c[rk.AVAILABLE]["status"] == "False"
+    assert "1 of 2 etcd members healthy, at least 2 required" in c[rk.AVAILABLE]["message"]
+    assert conds(run([view("m1"), view("m2"), view("m3", healthy=False)]))[rk.AVAILABLE]["status"] == "True"
+
+
+def test_available_needs_one_machine_with_every_component_healthy() -> None:
+    m1, m2 = view("m1"), view("m2")
+    m1.pods_ready["kube-scheduler"] = False
+    m2.pods_ready["kube-apiserver"] = False
+    c = conds(run([m1, m2]))
+    assert c[rk.AVAILABLE]["status"] == "False"
+    assert c[rk.AVAILABLE]["message"] == ("* There are no Machines with healthy control plane components, at least 1 "
+                                          "required")
+    m2.pods_ready["kube-apiserver"] = True
+    assert conds(run([m1, m2]))[rk.AVAILABLE]["status"] == "True"
+
+
 def test_quorum_and_component_health() -> None:
     sick = view("m2")
     sick.pods_ready["etcd"] = False
     sick.pods_ready["kube-scheduler"] = False
     c = conds(run([view("m1"), sick, view("m3", healthy=False)]))
     assert c[rk.AVAILABLE]["status"] == "False"
-    assert c[rk.AVAILABLE]["message"] == "1 of 3 control-plane machines ready: no quorum"
+    assert c[rk.AVAILABLE]["message"] == "* 1 of 2 etcd members healthy, at least 2 required for etcd quorum"
     assert c[rk.MACHINES_READY]["message"] == "Machine m2, m3 not ready"
     assert c[rk.ETCD_CLUSTER_HEALTHY]["message"] == "etcd not running/ready on Machine m2, m3"
     assert c[rk.COMPONENTS_HEALTHY]["message"] == ("Control plane components not healthy on m2 (kube-scheduler); "
