@@ -181,6 +181,9 @@ class InMemoryServer:
         if what.verb == "watch":
             return await self._watch(request, key, api, what, query, tables)
         body: Any = None
+        refused = inmemory_api.unreadable(request.headers.get("Content-Type", "")) if request.can_read_body else None
+        if refused is not None:
+            return _json(refused)
         if request.can_read_body:
             raw = await request.read()
             try:

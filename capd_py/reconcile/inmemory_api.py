@@ -38,7 +38,8 @@ RESOURCES: dict[str, tuple[tuple[str, str, bool, tuple[str, ...]], ...]] = {
     "apiextensions.k8s.io/v1": (("customresourcedefinitions", "CustomResourceDefinition", False, ("crd", "crds")),),
     "policy/v1": (("poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",)),),
 }
-# upstream: Nodes get/list/watch only, Namespaces no deletecollection, the rest all eight
+# the verbs discovery lists (upstream: Nodes get/list/watch only, Namespaces no deletecollection, the rest all
+# eight); as upstream's routes, every verb is served whatever discovery says (the Machine controller patches Nodes)
 _ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 _VERBS = {"nodes": ("get", "list", "watch"),
           "namespaces": ("create", "delete", "get", "list", "patch", "update", "watch")}
@@ -149,9 +150,22 @@ def route(method: str, path: str, query: Mapping[str, str], version: str) -> Ans
             "PATCH": "patch" if name else "", "DELETE": "delete" if name else ""}.get(method, "")
     if not verb:
         return status(405, "MethodNotAllowed", f"{method} {path} is not served by the in-memory API server")
-    if verb not in _VERBS.get(rest[0], _ALL_VERBS):
-        return status(405, "MethodNotAllowed", f"{rest[0]} cannot be {verb}d here")
     return Request(verb, path, gv, rest[0], found_resource[1], namespace, name, sub)
+
+
+# request bodies the server reads: JSON (and YAML for server-side apply). Not protobuf (kubectl sends built-in kinds
+# as protobuf first): 415 makes client-go send the request again as JSON, as kube-apiserver's 415 would.
+_READABLE = ("application/json", "application/merge-patch+json", "application/strategic-merge-patch+json",
+             "application/json-patch+json", "application/apply-patch+yaml", "application/yaml")
+
+
+def unreadable(content_type: str) -> Answer | None:
+    """415 for a request body in a media type the server cannot read, else None."""
+    media = content_type.split(";")[0].strip().lower()
+    if not media or media in _READABLE:
+        return None
+    return status(415, "UnsupportedMediaType", f"the body of the request was in an unknown format ({media}): "
+                                               f"accepted media types: {', '.join(_READABLE)}")
 
 
 def typed(req: Request, body: Any) -> Any:
