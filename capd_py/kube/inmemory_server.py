@@ -235,9 +235,9 @@ class InMemoryServer:
             with contextlib.suppress(asyncio.TimeoutError, ConnectionResetError):
                 async with asyncio.timeout(timeout):
                     while (item := await events.get()) is not None:
-                        event = inmemory_api.watch_event(what, query, *item, after=after)
-                        if event is not None:
-                            await send(event)
+                        seen = inmemory_api.watch_event(what, query, *item, after=after)
+                        if seen is not None:
+                            await send(seen)
             return resp
         finally:
             with contextlib.suppress(ValueError):

@@ -22,7 +22,7 @@ from capd_py.kube.client import Kube
 from capd_py.kube.inmemory import InMemoryClusters
 from capd_py.kube.inmemory_server import InMemoryServer
 from capd_py.reconcile import certs
-from capd_py.testing.e2e import kubectl_bin
+from capd_py.testing.e2e import kubectl_async, kubectl_bin
 
 pytestmark = pytest.mark.integration
 
@@ -54,11 +54,7 @@ async def _cluster(srv: InMemoryServer, tmp: Path, name: str, nodes: list[str]) 
 
 
 async def kubectl(kc: Path, *args: str) -> str:
-    p = await asyncio.create_subprocess_exec(kubectl_bin(), "--kubeconfig", str(kc), *args,
-                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = await asyncio.wait_for(p.communicate(), 30)
-    assert p.returncode == 0, f"kubectl {' '.join(args)} exited {p.returncode}: {err.decode()}"
-    return out.decode()
+    return (await kubectl_async(kc, *args))[1]
 
 
 async def test_kubectl_reads_the_in_memory_cluster(server: InMemoryServer, tmp_path: Path) -> None:
@@ -108,10 +104,8 @@ async def test_kubectl_reads_the_in_memory_cluster(server: InMemoryServer, tmp_p
     assert "team-a" not in await kubectl(kc, "get", "namespaces", "-o", "name")
 
     # what is not served says so, as a real API server does
-    p = await asyncio.create_subprocess_exec(kubectl_bin(), "--kubeconfig", str(kc), "get", "persistentvolumes",
-                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, err = await p.communicate()
-    assert p.returncode != 0 and b"persistentvolumes" in err
+    code, _, err = await kubectl_async(kc, "get", "persistentvolumes", check=False)
+    assert code != 0 and "persistentvolumes" in err
 
 
 async def test_watches_follow_the_store(server: InMemoryServer, tmp_path: Path) -> None:
@@ -166,10 +160,8 @@ async def test_each_cluster_on_its_own_port_and_a_stopped_listener_refuses(serve
     # a kubeconfig with another CA is refused by kubectl (the serving certificate is the cluster CA's)
     other = tmp_path / "other.kubeconfig"
     other.write_text(certs.admin_kubeconfig("a", {"host": HOST, "port": port_a}, certs.new_ca()))
-    p = await asyncio.create_subprocess_exec(kubectl_bin(), "--kubeconfig", str(other), "get", "nodes",
-                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, err = await p.communicate()
-    assert p.returncode != 0 and b"certificate" in err
+    code, _, err = await kubectl_async(other, "get", "nodes", check=False)
+    assert code != 0 and "certificate" in err
 
     await server.stop("ns", "a")
     with pytest.raises(ConnectionRefusedError):
