@@ -184,6 +184,8 @@ async def test_in_memory_cluster_is_available_in_under_5_seconds(real_workloads:
     assert not [c for c in op.runtime.created if c.startswith(f"{name}-")]
     api = op.manager.ctx.workload.in_memory.get(namespace, name)
     assert isinstance(api, InMemoryAPI)
+    # what going through HTTPS would multiply (docs/dev-kinds.md: why the controllers stay in process)
+    print(f"in-memory 1 CP + 3 W: the controllers' calls into the workload store: {dict(api.requests)}")
     machines = await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: name})
     dms = {d["metadata"]["name"]: d for d in await kube.list(DEV_MACHINE, namespace)}
     nodes = api.nodes()
