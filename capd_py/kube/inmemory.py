@@ -384,6 +384,10 @@ class InMemoryClusters:
     def __len__(self) -> int:
         return len(self._clusters)
 
+    def all(self) -> list[InMemoryAPI]:
+        with self._lock:
+            return list(self._clusters.values())
+
 
 class InMemoryEtcdClients:
     """`Ctx.etcd`: an in-memory cluster's `FakeEtcd`, else the `EtcdClients` it wraps (etcdctl in the etcd pod)."""

@@ -69,6 +69,7 @@ class InMemoryServer:
         self._watches: dict[Key, set[asyncio.Queue[tuple[str, str, dict[str, Any]] | None]]] = {}
         self._runner: web.AppRunner | None = None
         self._key_pem: bytes | None = None   # one key for every serving certificate (upstream: the same)
+        self._key_future: asyncio.Future[bytes] | None = None
         self._lock = asyncio.Lock()
 
     # -- ports ----------------------------------------------------------------------------------------------------
@@ -97,6 +98,10 @@ class InMemoryServer:
                 port, self._next = p, p + 1
                 break
         self._ports[key], self._by_port[port] = port, key
+        if self._key_future is None and self._key_pem is None:
+            # the key (~0.1-0.3 s of CPU) is made now, off the loop, so the first API server does not wait for it
+            with contextlib.suppress(RuntimeError):  # no running loop: serve makes it
+                self._key_future = asyncio.get_running_loop().run_in_executor(None, new_key_pem)
         return port
 
     def serving(self, namespace: str, cluster: str) -> bool:
@@ -117,7 +122,7 @@ class InMemoryServer:
                 self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
                 await self._runner.setup()
             if self._key_pem is None:
-                self._key_pem = await asyncio.to_thread(new_key_pem)
+                self._key_pem = await (self._key_future or asyncio.to_thread(new_key_pem))
             cert = new_serving_cert(ca, inmemory_api.serving_hosts(self.host), key_pem=self._key_pem)
             sock = self._reserved.pop(key, None) or _bind(self.host, port)
             site = web.SockSite(self._runner, sock, ssl_context=server_ssl_context(cert.cert, cert.key))
