@@ -48,6 +48,7 @@ from capd_py.api.labels import (
 )
 from capd_py.cli.apply import apply_objects
 from capd_py.cli.generate import generate_cluster, parse_documents
+from capd_py.cli.kubeconfig import workload_kubeconfig
 from capd_py.kube.client import Kube
 from capd_py.kube.inmemory import InMemoryAPI
 from capd_py.reconcile.dockercluster import ROLE_CONTROL_PLANE, ROLE_LB, ROLE_WORKER
@@ -214,6 +215,8 @@ async def test_in_memory_cluster_is_available_in_under_5_seconds(real_workloads:
     assert sec is not None
     kc = tmp_path / "kubeconfig"
     kc.write_bytes(base64.b64decode(sec["data"]["value"]))
+    # what `capd-py get kubeconfig` gives: the Secret's as is (no load balancer to point it at)
+    assert await workload_kubeconfig(kube, op.runtime, namespace, name) == kc.read_text()
     assert f"https://127.0.0.1:{ep['port']}" in kc.read_text()
     table = (await kubectl_async(kc, "get", "nodes"))[1].splitlines()
     rows = {r.split()[0]: r.split() for r in table[1:]}
