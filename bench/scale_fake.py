@@ -445,6 +445,13 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
                 sample_objs[kind] = max(objs, key=lambda o: len(json.dumps(o)))  # the fullest one
         cache_reads = getattr(mgr.ctx.kube, "cache_reads", 0)
         api_reads: Counter[str] = Counter(getattr(mgr.ctx.kube, "api_reads", Counter()))
+        # the in-memory clusters' HTTPS listeners (users' kubectl; docs/in-memory.md) and the controllers' calls into
+        # their stores, before the controllers stop (stopping closes the listeners)
+        sets = mgr.ctx.settings
+        mem_server = mgr.ctx.workload.in_memory_server(sets.in_memory_host, sets.in_memory_ports)
+        mem_clusters = mgr.ctx.workload.in_memory.all()
+        mem_calls = sum(sum(a.requests.values()) for a in mem_clusters)
+        mem_serving = sum(1 for a in mem_clusters if mem_server.serving(a.namespace, a.cluster))
         stop.set()
         await asyncio.wait_for(task, 60)
 
@@ -484,6 +491,8 @@ async def bench(clusters: int, machines: int, duration: float, concurrency: int,
             ("last apply -> all Clusters Available", at(t_available) + f" ({n_av}/{clusters})"),
             ("in-memory workload clusters / containers made", f"{len(mgr.ctx.workload.in_memory)} / "
                                                               f"{len(runtime.created)}"),
+            ("calls into the in-memory stores / listeners serving",
+             f"{mem_calls} / {mem_serving}"),
             ("controller writes until then", f"{conv_writes} ({meter.total} incl. during apply)"),
             ("write floor (same API server, plain client)", f"{floor:.1f} s for {max(conv_writes, 1)} writes "
                                                            f"({max(conv_writes, 1) / floor:.0f} writes/s)"),

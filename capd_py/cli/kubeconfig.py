@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from capd_py.api import contract
+from capd_py.api import contract, infrakinds
 from capd_py.api.gvk import CLUSTER, DEV_CLUSTER, DOCKER_CLUSTER, SECRET
 from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_NAMESPACE, CONTAINER_ROLE, LB_HOST_PORT_ANNOTATION
 from capd_py.kube.client import Kube
@@ -126,7 +126,9 @@ async def workload_kubeconfig(kube: Kube, runtime: ContainerRuntime | Callable[[
         raise KubeconfigError(f"secret {namespace}/{cluster}-kubeconfig does not exist yet "
                               "(the control plane is not initialized)")
     dc = await _docker_cluster(kube, namespace, cluster)
-    if published_endpoint(dc):
+    if published_endpoint(dc) or (dc is not None and infrakinds.backend(dc) == infrakinds.BACKEND_IN_MEMORY):
+        # an in-memory cluster's endpoint is its listener in the controllers process (docs/in-memory.md): no load
+        # balancer, nothing to rewrite
         return text
     port = _recorded_port(dc)
     if port is None:

@@ -1,8 +1,8 @@
 """A DevCluster's `inMemory` backend (upstream v1.14's in-memory cluster backend): no network, no load balancer;
 the cluster's workload API is an in-memory store in this process (`ctx.workload.in_memory_cluster`,
-capd_py/kube/inmemory.py) that every controller reaching the cluster through `ctx.workload` gets. The endpoint is a
-name that resolves nowhere (`<cluster>.<namespace>.in-memory.invalid:6443`, capd_py/reconcile/inmemory.py): the
-workload cluster is reachable by the controllers only, as upstream's is reachable through its manager's listener.
+capd_py/kube/inmemory.py) that every controller reaching the cluster through `ctx.workload` gets, and that users
+reach over HTTPS at the endpoint: a port of this process's in-memory server (capd_py/kube/inmemory_server.py), given
+here, listened on once the first control-plane machine's API server exists (capd_py/controllers/inmemory_machine.py).
 """
 
 from __future__ import annotations
@@ -25,11 +25,20 @@ async def reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     if not cluster_name or sub.cluster is None:
         return Outcome(requeue_after=ctx.settings.poll_seconds)
     ctx.workload.in_memory_cluster(ns, cluster_name)
-    if contract.control_plane_endpoint(dc) is None:
-        dc = await ctx.kube.merge_patch(DEV_CLUSTER, ns, sub.name, {
-            "metadata": {"resourceVersion": dc["metadata"]["resourceVersion"]},
-            "spec": {"controlPlaneEndpoint": inmemory.endpoint(ns, cluster_name)}})
-        log.info("%s/%s: in-memory workload cluster %s ready", ns, sub.name, cluster_name)
+    server = ctx.workload.in_memory_server(ctx.settings.in_memory_host, ctx.settings.in_memory_ports)
+    current = contract.control_plane_endpoint(dc)
+    want, serves = inmemory.listener_port(current, server.host)
+    if serves:
+        try:
+            port = server.assign(ns, cluster_name, want)
+        except OSError as e:  # the endpoint's port is another process's now (or the range is used up): retry
+            log.warning("%s/%s: cannot bind the in-memory cluster's port: %s", ns, sub.name, e)
+            return Outcome(requeue_after=ctx.settings.poll_seconds)
+        if current is None:
+            dc = await ctx.kube.merge_patch(DEV_CLUSTER, ns, sub.name, {
+                "metadata": {"resourceVersion": dc["metadata"]["resourceVersion"]},
+                "spec": {"controlPlaneEndpoint": inmemory.endpoint(server.host, port)}})
+            log.info("%s/%s: in-memory workload cluster %s at %s", ns, sub.name, cluster_name, server.address(port))
     return Outcome(status=inmemory.cluster_status(dc), obj=dc)
 
 
@@ -38,6 +47,8 @@ async def delete(ctx: Ctx, sub: Subject) -> Outcome:
     the infrastructure cluster last)."""
     cluster_name = dockercluster.cluster_name_of(sub.obj)
     if cluster_name:
+        server = ctx.workload.in_memory_server(ctx.settings.in_memory_host, ctx.settings.in_memory_ports)
+        await server.release(sub.namespace, cluster_name)
         ctx.workload.in_memory.remove(sub.namespace, cluster_name)
         ctx.workload.forget(sub.namespace, cluster_name)
     return Outcome()

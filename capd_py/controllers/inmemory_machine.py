@@ -9,11 +9,11 @@ import logging
 from typing import Any
 
 from capd_py.api import contract
-from capd_py.api.gvk import DEV_MACHINE, MACHINE
+from capd_py.api.gvk import DEV_MACHINE, MACHINE, SECRET
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.skeleton import Outcome, Subject
 from capd_py.kube.inmemory import KUBE_SYSTEM, InMemoryAPI
-from capd_py.reconcile import coreutil, inmemory
+from capd_py.reconcile import certs, coreutil, inmemory
 from capd_py.reconcile.coreutil import utcnow
 
 log = logging.getLogger("capd_py.devmachine.inmemory")
@@ -60,7 +60,21 @@ async def reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     if plan.create_api_server:
         api.add_static_pods(name, inmemory.CONTROL_PLANE_PODS)
         api.add_kubeadm_objects(version)
+    await _serve(ctx, ns, cluster["metadata"]["name"], obs, plan)
     return Outcome(status=plan.status, obj=dm, requeue_after=plan.requeue_after)
+
+
+async def _serve(ctx: Ctx, ns: str, cluster_name: str, obs: inmemory.Observed, plan: inmemory.Plan) -> None:
+    """The cluster's first API server opens its HTTPS listener, with a certificate signed by the cluster's CA (the
+    `<cluster>-ca` Secret, made by KCP before any machine)."""
+    server = ctx.workload.in_memory_server(ctx.settings.in_memory_host, ctx.settings.in_memory_ports)
+    if server.port(ns, cluster_name) is None or not inmemory.should_serve(obs, plan, server.serving(ns, cluster_name)):
+        return
+    ca = certs.keypair_from_secret(await ctx.kube.get(SECRET, ns, certs.secret_name(cluster_name, "ca")))
+    if ca is None or not ca.key:
+        log.info("%s/%s: no CA Secret with a key: the in-memory API server waits", ns, cluster_name)
+        return
+    await server.serve(ns, cluster_name, ca)
 
 
 async def delete(ctx: Ctx, sub: Subject) -> Outcome:
@@ -75,6 +89,11 @@ async def delete(ctx: Ctx, sub: Subject) -> Outcome:
         api.remove_object(resource, namespace, name)
     for m in [m for m in api.etcd.members.values() if m.name == name]:
         api.etcd.members.pop(m.id, None)
+    if not api.call("GET", f"/api/v1/namespaces/{KUBE_SYSTEM}/pods",
+                    query=[("labelSelector", "component=kube-apiserver")])["items"]:
+        # the last API server is gone: the listener closes (upstream DeleteAPIServer); the port stays the cluster's
+        server = ctx.workload.in_memory_server(ctx.settings.in_memory_host, ctx.settings.in_memory_ports)
+        await server.stop(ns, cluster_name)
     return Outcome()
 
 

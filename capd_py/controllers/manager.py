@@ -255,7 +255,7 @@ class Manager:
         for t in (self._resync_task, self._report_task):
             if t is not None:
                 t.cancel()
-        self.ctx.workload.stop_watches()
+        await self.ctx.workload.close()
         for inf in self.informers.values():
             inf.stop()
         await self.queue.stop()

@@ -30,6 +30,7 @@ from capd_py.api.versions import DEFAULT_VERSION, parse
 from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.etcd import EtcdClient, EtcdClients
 from capd_py.kube.etcd_fake import FakeEtcd
+from capd_py.reconcile import inmemory_api
 
 KUBE_SYSTEM = "kube-system"
 CONTROL_PLANE_ROLE_LABEL = NODE_ROLE_CONTROL_PLANE
@@ -54,70 +55,19 @@ def _merge(dst: Any, patch: Any) -> Any:
     return out
 
 
-def _label_match(labels: dict[str, str], selector: str) -> bool:
-    """Equality-based selectors (`a=b`, `a==b`, `a!=b`) and existence (`a`, `!a`), comma-separated."""
-    for term in (t.strip() for t in selector.split(",")):
-        if not term:
-            continue
-        if "!=" in term:
-            k, v = term.split("!=", 1)
-            if labels.get(k.strip()) == v.strip():
-                return False
-        elif "=" in term:
-            k, v = term.replace("==", "=").split("=", 1)
-            if labels.get(k.strip()) != v.strip():
-                return False
-        elif term.startswith("!"):
-            if term[1:].strip() in labels:
-                return False
-        elif term not in labels:
-            return False
-    return True
-
-
-def _field_match(obj: dict[str, Any], selector: str) -> bool:
-    for term in (t.strip() for t in selector.split(",")):
-        if not term:
-            continue
-        k, _, v = term.replace("==", "=").partition("=")
-        cur: Any = obj
-        for part in k.split("."):
-            cur = cur.get(part) if isinstance(cur, dict) else None
-        if (cur or "") != v:
-            return False
-    return True
-
-
 def _err(status: int, reason: str, message: str) -> KubeError:
     return KubeError(status, reason, message, {"kind": "Status", "status": "Failure", "reason": reason,
                                                "message": message, "code": status})
 
 
-# What the fake serves, for API discovery (GET /api/v1, /apis/<group>/<version>): the kinds of a CNI
-# manifest a ClusterResourceSet applies, and what the controllers read.
-_DISCOVERY: dict[str, list[tuple[str, str, bool]]] = {
-    "v1": [("Namespace", "namespaces", False), ("Node", "nodes", False), ("Pod", "pods", True),
-           ("ConfigMap", "configmaps", True), ("Secret", "secrets", True), ("Service", "services", True),
-           ("ServiceAccount", "serviceaccounts", True)],
-    "apps/v1": [("DaemonSet", "daemonsets", True), ("Deployment", "deployments", True)],
-    "rbac.authorization.k8s.io/v1": [("ClusterRole", "clusterroles", False),
-                                     ("ClusterRoleBinding", "clusterrolebindings", False),
-                                     ("Role", "roles", True), ("RoleBinding", "rolebindings", True)],
-}
-
-
 def _discovery(path: str) -> dict[str, Any] | None:
-    parts = [p for p in path.split("?")[0].split("/") if p]
-    if parts == ["api", "v1"]:
-        gv = "v1"
-    elif len(parts) == 3 and parts[0] == "apis":
-        gv = f"{parts[1]}/{parts[2]}"
-    else:
+    """The discovery document at `path` (what the HTTPS server answers too: capd_py/reconcile/inmemory_api.py)."""
+    found = inmemory_api.discovery(path.split("?")[0])
+    if found is None:
         return None
-    if gv not in _DISCOVERY:
-        raise _err(404, "NotFound", f"the server could not find the requested resource ({path})")
-    return {"kind": "APIResourceList", "groupVersion": gv,
-            "resources": [{"kind": k, "name": n, "namespaced": nsd} for k, n, nsd in _DISCOVERY[gv]]}
+    if found.status != 200:
+        raise _err(found.status, found.body["reason"], found.body["message"])
+    return dict(found.body)
 
 
 def _parse(path: str) -> tuple[str, str | None, str | None, str | None]:
@@ -151,6 +101,10 @@ class InMemoryAPI(Kube):
         # told of every Node written or deleted (node, deleted): the controllers hear of in-memory Nodes at once,
         # as a real cluster's Node watch tells them (WorkloadClients wires it to the Manager)
         self.on_node: Callable[[dict[str, Any], bool], None] | None = None
+        # told of every write (resource, ADDED / MODIFIED / DELETED, the object): the HTTPS server's watches
+        self.watchers: list[Callable[[str, str, dict[str, Any]], None]] = []
+        # the Kubernetes version `/version` answers: the control plane's, once kubeadm's objects are written
+        self.version = DEFAULT_VERSION
 
     @property
     def host(self) -> str:
@@ -173,10 +127,33 @@ class InMemoryAPI(Kube):
         if ns is not None:
             md["namespace"] = ns
         md["resourceVersion"] = str(next(self._rv))
-        self.objects[(resource, ns, md["name"])] = obj
+        key = (resource, ns, md["name"])
+        event = "MODIFIED" if key in self.objects else "ADDED"
+        self.objects[key] = obj
         if resource == "nodes" and self.on_node is not None:
             self.on_node(copy.deepcopy(obj), False)
+        self._tell(resource, event, obj)
         return obj
+
+    def _tell(self, resource: str, event: str, obj: dict[str, Any]) -> None:
+        for w in list(self.watchers):
+            w(resource, event, copy.deepcopy(obj))
+
+    def _drop(self, key: tuple[str, str | None, str]) -> dict[str, Any] | None:
+        """Delete one object (a Node takes its Pods with it), telling the watchers; the deleted object gets a new
+        resourceVersion, as kube-apiserver's DELETED events carry."""
+        cur = self.objects.pop(key, None)
+        if cur is None:
+            return None
+        cur["metadata"]["resourceVersion"] = str(next(self._rv))
+        self._tell(key[0], "DELETED", cur)
+        if key[0] == "nodes":
+            if self.on_node is not None:
+                self.on_node(copy.deepcopy(cur), True)
+            for pk, p in list(self.objects.items()):
+                if pk[0] == "pods" and (p.get("spec") or {}).get("nodeName") == key[2]:
+                    self._drop(pk)
+        return cur
 
     def nodes(self) -> dict[str, dict[str, Any]]:
         """The cluster's Nodes by name (what a Node watch in sync would hold)."""
@@ -192,14 +169,7 @@ class InMemoryAPI(Kube):
     def remove_object(self, resource: str, namespace: str | None, name: str) -> None:
         """Delete an object directly if it exists (a Node takes its Pods with it)."""
         with self._lock:
-            cur = self.objects.pop((resource, namespace, name), None)
-            if cur is None or resource != "nodes":
-                return
-            if self.on_node is not None:
-                self.on_node(copy.deepcopy(cur), True)
-            for pk, p in list(self.objects.items()):
-                if pk[0] == "pods" and (p.get("spec") or {}).get("nodeName") == name:
-                    del self.objects[pk]
+            self._drop((resource, namespace, name))
 
     def object(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         with self._lock:
@@ -259,6 +229,7 @@ class InMemoryAPI(Kube):
 
     def add_kubeadm_objects(self, version: str) -> None:
         """What `kubeadm init` uploads and installs, once: the kubeadm-config ConfigMap, kube-proxy and CoreDNS."""
+        self.version = version or self.version
         if ("configmaps", KUBE_SYSTEM, "kubeadm-config") not in self.objects:
             self._stamp("configmaps", KUBE_SYSTEM, {
                 "apiVersion": "v1", "kind": "ConfigMap",
@@ -306,7 +277,7 @@ class InMemoryAPI(Kube):
         with self._lock:
             self.requests[method] += 1
             if path.rstrip("/") == "/version":
-                return {"major": "1", "minor": "34", "gitVersion": DEFAULT_VERSION}
+                return inmemory_api.version_info(self.version)
             found = _discovery(path) if method == "GET" else None
             if found is not None:
                 return found
@@ -323,7 +294,7 @@ class InMemoryAPI(Kube):
             if method == "POST":
                 if resource == "pods" and sub == "eviction" and name:
                     self._get(key)
-                    del self.objects[key]
+                    self._drop(key)
                     return {"kind": "Status", "status": "Success"}
                 obj = copy.deepcopy(body)
                 oname = (obj.get("metadata") or {}).get("name")
@@ -358,15 +329,8 @@ class InMemoryAPI(Kube):
                 new["metadata"]["creationTimestamp"] = cur["metadata"].get("creationTimestamp")
                 return copy.deepcopy(self._stamp(resource, ns, new, False))
             if method == "DELETE":
-                cur = self._get(key)
-                del self.objects[key]
-                if resource == "nodes":
-                    if self.on_node is not None:
-                        self.on_node(copy.deepcopy(cur), True)
-                    for pk, p in list(self.objects.items()):
-                        if pk[0] == "pods" and (p.get("spec") or {}).get("nodeName") == name:
-                            del self.objects[pk]
-                return copy.deepcopy(cur)
+                self._get(key)
+                return copy.deepcopy(self._drop(key))
             raise _err(405, "MethodNotAllowed", f"{method} {path}")
 
     def _get(self, key: tuple[str, str | None, str]) -> dict[str, Any]:
@@ -386,8 +350,8 @@ class InMemoryAPI(Kube):
         lsel, fsel = str(q.get("labelSelector") or ""), str(q.get("fieldSelector") or "")
         items = [copy.deepcopy(o) for (r, n, _), o in sorted(self.objects.items(), key=lambda kv: kv[0][2])
                  if r == resource and (ns is None or n == ns)
-                 and (not lsel or _label_match((o.get("metadata") or {}).get("labels") or {}, lsel))
-                 and (not fsel or _field_match(o, fsel))]
+                 and (not lsel or inmemory_api.label_match((o.get("metadata") or {}).get("labels") or {}, lsel))
+                 and (not fsel or inmemory_api.field_match(o, fsel))]
         for it in items:
             it.pop("apiVersion", None)
             it.pop("kind", None)
@@ -419,6 +383,10 @@ class InMemoryClusters:
 
     def __len__(self) -> int:
         return len(self._clusters)
+
+    def all(self) -> list[InMemoryAPI]:
+        with self._lock:
+            return list(self._clusters.values())
 
 
 class InMemoryEtcdClients:

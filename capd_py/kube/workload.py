@@ -18,6 +18,7 @@ from kubernetes.config.config_exception import ConfigException
 from capd_py.api.gvk import SECRET
 from capd_py.kube.client import Kube, WorkloadError
 from capd_py.kube.inmemory import InMemoryAPI, InMemoryClusters
+from capd_py.kube.inmemory_server import InMemoryServer
 from capd_py.kube.nodewatch import Listener, NodeWatch
 from capd_py.kube.transport import Unreachable
 
@@ -66,8 +67,10 @@ class WorkloadClients:
         self._probes: dict[tuple[str, str], Probe] = {}
         self._watches: dict[tuple[str, str], NodeWatch] = {}
         self._listener: Listener | None = None
-        # the DevCluster inMemory backend's workload clusters: served from memory, never over HTTP
+        # the DevCluster inMemory backend's workload clusters: the controllers use them in memory; users reach
+        # them over HTTPS (`in_memory_server`, made on first use)
         self.in_memory = InMemoryClusters()
+        self._in_memory_server: InMemoryServer | None = None
 
     def watch_nodes(self, listener: Listener) -> None:
         """From now on every workload client comes with a watch of its cluster's Nodes feeding `listener`."""
@@ -133,6 +136,18 @@ class WorkloadClients:
         mem = self.in_memory.ensure(namespace, cluster)
         self._tell_nodes(namespace, cluster, mem)
         return mem
+
+    def in_memory_server(self, host: str, ports: range) -> InMemoryServer:
+        """The HTTPS listeners of the in-memory clusters (one per process; host and ports from the first caller)."""
+        if self._in_memory_server is None:
+            self._in_memory_server = InMemoryServer(self.in_memory, host, ports)
+        return self._in_memory_server
+
+    async def close(self) -> None:
+        """Stop the Node watches and the in-memory clusters' listeners (the controllers stop)."""
+        self.stop_watches()
+        if self._in_memory_server is not None:
+            await self._in_memory_server.close()
 
     def _tell_nodes(self, namespace: str, cluster: str, mem: InMemoryAPI) -> None:
         """An in-memory cluster's Node writes reach the listener (the Manager) as a Node watch's events would."""

@@ -63,6 +63,12 @@ def _new_key() -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=65537, key_size=RSA_BITS)
 
 
+def new_key_pem() -> bytes:
+    """A fresh RSA private key, PEM (made once and reused where many certificates are signed, as upstream's
+    in-memory server does)."""
+    return _key_pem(_new_key())
+
+
 def _key_pem(key: rsa.RSAPrivateKey) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
                              serialization.NoEncryption())
@@ -203,15 +209,19 @@ def endpoint_url(endpoint: dict[str, Any]) -> str:
 
 def new_leaf_cert(ca: KeyPair, subject: list[x509.NameAttribute], usage: x509.ObjectIdentifier,
                   sans: list[x509.GeneralName] | None = None, now: _dt.datetime | None = None,
-                  days: int = CLIENT_CERT_VALIDITY_DAYS) -> KeyPair:
-    """A fresh key and a certificate for it signed by `ca`: not a CA, digital signature + key encipherment,
-    the one extended `usage` (client or server auth), valid from five minutes ago for `days`."""
+                  days: int = CLIENT_CERT_VALIDITY_DAYS, key_pem: bytes | None = None) -> KeyPair:
+    """A fresh key (or `key_pem`'s: RSA key generation is the slow part) and a certificate for it signed by `ca`: not
+    a CA, digital signature + key encipherment, the one extended `usage` (client or server auth), valid from five
+    minutes ago for `days`."""
     t = _now(now)
     ca_cert = x509.load_pem_x509_certificate(ca.cert)
     ca_key = serialization.load_pem_private_key(ca.key, password=None)
     if not isinstance(ca_key, rsa.RSAPrivateKey):
         raise ValueError("CA key is not RSA")
-    key = _new_key()
+    loaded = serialization.load_pem_private_key(key_pem, password=None) if key_pem else _new_key()
+    if not isinstance(loaded, rsa.RSAPrivateKey):
+        raise ValueError("the leaf key is not RSA")
+    key = loaded
     builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name(subject)).issuer_name(ca_cert.subject)

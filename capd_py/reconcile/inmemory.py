@@ -44,10 +44,6 @@ R_INVALID = "InvalidProvisioningSettings"
 
 PARTS = {VM_PROVISIONED: "vm", NODE_PROVISIONED: "node", ETCD_PROVISIONED: "etcd", API_SERVER_PROVISIONED: "apiServer"}
 CONTROL_PLANE_PODS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
-# in-memory clusters answer at no address: `.invalid` never resolves (RFC 2606), so a kubeconfig used outside the
-# controllers fails plainly instead of reaching something else
-ENDPOINT_DOMAIN = "in-memory.invalid"
-ENDPOINT_PORT = 6443
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
@@ -63,9 +59,29 @@ def node_name(dev_machine: dict[str, Any]) -> str:
     return str(dev_machine["metadata"]["name"])
 
 
-def endpoint(namespace: str, cluster: str) -> dict[str, Any]:
-    """The DevCluster's spec.controlPlaneEndpoint: a name that says what it is and resolves nowhere."""
-    return {"host": f"{cluster}.{namespace}.{ENDPOINT_DOMAIN}", "port": ENDPOINT_PORT}
+def endpoint(host: str, port: int) -> dict[str, Any]:
+    """The DevCluster's spec.controlPlaneEndpoint: its listener's address (capd_py/kube/inmemory_server.py)."""
+    return {"host": host, "port": port}
+
+
+def listener_port(current: dict[str, Any] | None, host: str) -> tuple[int | None, bool]:
+    """The port to listen on for a DevCluster whose endpoint is `current`, with this process serving at `host`, and
+    whether it serves at all: no endpoint yet -> (None, True): any free port, then written as the endpoint; an
+    endpoint at `host` -> (its port, True) (a restart keeps the address); an endpoint elsewhere -> (None, False):
+    another address was written (before in-memory clusters were served over HTTPS, or by a process at another
+    address) and the Cluster's endpoint cannot be moved, so that cluster stays reachable by the controllers only."""
+    if not current or not current.get("host"):
+        return None, True
+    if str(current["host"]) == host and current.get("port"):
+        return int(current["port"]), True
+    return None, False
+
+
+def should_serve(o: Observed, plan: Plan, serving: bool) -> bool:
+    """Start the cluster's listener from this control-plane machine: its kube-apiserver Pod exists (or is made this
+    pass) and the listener is not up (upstream AddAPIServer: the first API server opens the listener; after a
+    restart, the next pass of a provisioned control-plane machine opens it again)."""
+    return o.control_plane and (o.api_server or plan.create_api_server) and not serving
 
 
 def parse_duration(text: str) -> float:

@@ -28,7 +28,7 @@ def new_webhook_ca(now: _dt.datetime | None = None) -> KeyPair:
 
 
 def new_serving_cert(ca: KeyPair, hosts: Sequence[str], now: _dt.datetime | None = None,
-                     days: int = SERVING_VALIDITY_DAYS) -> KeyPair:
+                     days: int = SERVING_VALIDITY_DAYS, key_pem: bytes | None = None) -> KeyPair:
     """A server certificate for `hosts` (DNS names and IP addresses; the first is the common name)."""
     if not hosts:
         raise ValueError("a serving certificate needs at least one host")
@@ -39,7 +39,7 @@ def new_serving_cert(ca: KeyPair, hosts: Sequence[str], now: _dt.datetime | None
         except ValueError:
             names.append(x509.DNSName(host))
     return new_leaf_cert(ca, [x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])], ExtendedKeyUsageOID.SERVER_AUTH,
-                         sans=names, now=now, days=days)
+                         sans=names, now=now, days=days, key_pem=key_pem)
 
 
 def serving_cert_needs_renewal(cert_pem: bytes, ca_pem: bytes, hosts: Sequence[str],

@@ -195,6 +195,21 @@ def workload_kubectl(kubeconfig: Path, *args: str, input_: str | None = None) ->
     return run([kubectl_bin(), "--kubeconfig", str(kubeconfig), *args], input_=input_).stdout
 
 
+async def kubectl_async(kubeconfig: Path, *args: str, check: bool = True, timeout: float = 60
+                        ) -> tuple[int, str, str]:
+    """kubectl without blocking the event loop (the API server it talks to may be served by this loop: capd-py's
+    in-memory clusters in an in-process controllers process); (exit code, stdout, stderr), AssertionError on a
+    non-zero exit when `check`."""
+    p = await asyncio.create_subprocess_exec(kubectl_bin(), "--kubeconfig", str(kubeconfig), *args,
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = await asyncio.wait_for(p.communicate(), timeout)
+    code = p.returncode if p.returncode is not None else -1
+    if check and code != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} exited {code}\nstdout:\n{out.decode()}\n"
+                             f"stderr:\n{err.decode()}")
+    return code, out.decode(), err.decode()
+
+
 def nodes_ready(kubeconfig: Path, want: int) -> bool:
     items = json.loads(workload_kubectl(kubeconfig, "get", "nodes", "-o", "json"))["items"]
     ready = [n for n in items if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])]

@@ -12,6 +12,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -30,6 +33,7 @@ from capd_py.api.gvk import (
     MACHINE,
     MACHINE_POOL,
     POD,
+    SECRET,
 )
 from capd_py.api.labels import (
     CLUSTER_NAME,
@@ -41,10 +45,12 @@ from capd_py.api.labels import (
 )
 from capd_py.cli.apply import apply_objects
 from capd_py.cli.generate import generate_cluster, parse_documents
+from capd_py.cli.kubeconfig import workload_kubeconfig
 from capd_py.kube.client import Kube
 from capd_py.kube.inmemory import InMemoryAPI
 from capd_py.reconcile.dockercluster import ROLE_CONTROL_PLANE, ROLE_LB, ROLE_WORKER
 from capd_py.testing import envsubst
+from capd_py.testing.e2e import kubectl_async
 from capd_py.testing.envtest import EnvTest
 from capd_py.testing.inprocess import Operator, eventually, in_process_operator
 
@@ -148,7 +154,7 @@ async def test_dev_kinds_with_the_docker_backend_run_the_docker_provider(fake_wo
 
 
 async def test_in_memory_cluster_is_available_in_under_5_seconds(real_workloads: Operator, kube: Kube,
-                                                                  namespace: str) -> None:
+                                                                  namespace: str, tmp_path: Path) -> None:
     op, name = real_workloads, "mem"
     docs = parse_documents(generate_cluster(name, namespace=namespace, flavor="in-memory",
                                             control_plane_machine_count=1, worker_machine_count=3, env={}))
@@ -177,6 +183,8 @@ async def test_in_memory_cluster_is_available_in_under_5_seconds(real_workloads:
     assert not [c for c in op.runtime.created if c.startswith(f"{name}-")]
     api = op.manager.ctx.workload.in_memory.get(namespace, name)
     assert isinstance(api, InMemoryAPI)
+    # what going through HTTPS would multiply (docs/dev-kinds.md: why the controllers stay in process)
+    print(f"in-memory 1 CP + 3 W: the controllers' calls into the workload store: {dict(api.requests)}")
     machines = await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: name})
     dms = {d["metadata"]["name"]: d for d in await kube.list(DEV_MACHINE, namespace)}
     nodes = api.nodes()
@@ -193,16 +201,44 @@ async def test_in_memory_cluster_is_available_in_under_5_seconds(real_workloads:
     assert api.etcd.names() == [cp_name]
     pods = {p["metadata"]["name"] for p in await api.list(POD, "kube-system")}
     assert {f"{c}-{cp_name}" for c in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")} <= pods
+    # served over HTTPS at its endpoint (upstream's listener: the controllers' address, a port from 20000-30000):
+    # the real kubectl with the cluster's kubeconfig Secret (made by KCP from the endpoint and the cluster CA)
     dc = await kube.get(DEV_CLUSTER, namespace, name)
-    assert dc is not None and dc["spec"]["controlPlaneEndpoint"]["host"].endswith(".in-memory.invalid")
+    assert dc is not None
+    ep = dc["spec"]["controlPlaneEndpoint"]
+    assert ep["host"] == "127.0.0.1" and 20000 <= ep["port"] <= 30000, ep
+    c = await kube.get(CLUSTER, namespace, name)
+    assert c is not None and c["spec"]["controlPlaneEndpoint"] == ep
+    sec = await kube.get(SECRET, namespace, f"{name}-kubeconfig")
+    assert sec is not None
+    kc = tmp_path / "kubeconfig"
+    kc.write_bytes(base64.b64decode(sec["data"]["value"]))
+    # what `capd-py get kubeconfig` gives: the Secret's as is (no load balancer to point it at)
+    assert await workload_kubeconfig(kube, op.runtime, namespace, name) == kc.read_text()
+    assert f"https://127.0.0.1:{ep['port']}" in kc.read_text()
+    table = (await kubectl_async(kc, "get", "nodes"))[1].splitlines()
+    rows = {r.split()[0]: r.split() for r in table[1:]}
+    assert sorted(rows) == sorted(dms) and all(r[1] == "Ready" for r in rows.values()), table
+    assert rows[cp_name][2] == "control-plane"
+    listed = json.loads((await kubectl_async(kc, "get", "nodes", "-o", "json"))[1])["items"]
+    for n in listed:
+        assert [c["status"] for c in n["status"]["conditions"] if c["type"] == "Ready"] == ["True"]
+        assert n["spec"]["providerID"] == f"in-memory://{n['metadata']['name']}"
+    kube_system = (await kubectl_async(kc, "get", "pods", "-n", "kube-system", "-o", "name"))[1].split()
+    assert {f"pod/{c}-{cp_name}" for c in ("etcd", "kube-apiserver", "kube-controller-manager",
+                                           "kube-scheduler")} <= set(kube_system)
+    version = json.loads((await kubectl_async(kc, "version", "-o", "json"))[1])
+    assert version["serverVersion"]["gitVersion"] == machines[0]["spec"]["version"]
 
-    # deleting it: the in-memory workload cluster goes with the DevCluster
+    # deleting it: the in-memory workload cluster goes with the DevCluster, and its endpoint closes
     await kube.delete(CLUSTER, namespace, name)
 
     async def gone() -> bool:
         left = [await kube.list(g, namespace) for g in (CLUSTER, MACHINE, DEV_MACHINE, DEV_CLUSTER)]
         return not any(left) and op.manager.ctx.workload.in_memory.get(namespace, name) is None
     await eventually(gone, 60, "the in-memory cluster and its objects gone", state)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", ep["port"]), timeout=2).close()
 
 
 UPSTREAM_V1_14 = Path(__file__).resolve().parents[2] / "fixtures" / "upstream-v1.14"

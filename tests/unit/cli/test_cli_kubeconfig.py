@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 import stat
 from pathlib import Path
 
@@ -12,8 +13,10 @@ from capd_py.cli.kubeconfig import (
     lb_host_port,
     rewrite_server,
     server_of,
+    workload_kubeconfig,
     write_private,
 )
+from capd_py.kube.inmemory import InMemoryAPI
 from capd_py.runtime.protocol import ContainerInfo
 
 pytestmark = pytest.mark.unit
@@ -92,3 +95,25 @@ def test_write_private(tmp_path: Path) -> None:
     p = write_private(tmp_path / "d" / "k.kubeconfig", "x")
     assert p.read_text() == "x"
     assert stat.S_IMODE(p.stat().st_mode) == 0o600
+
+
+async def test_an_in_memory_cluster_kubeconfig_is_the_secret_as_is() -> None:
+    """An in-memory DevCluster's endpoint is its HTTPS listener (docs/in-memory.md): no load balancer to look up."""
+    mgmt = InMemoryAPI("-", "management")   # a management API in memory
+    mgmt.put_object("clusters", {"metadata": {"name": "mem", "namespace": "ns"}, "spec": {"infrastructureRef": {
+        "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DevCluster", "name": "mem-x"}}})
+    dev = {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DevCluster",
+           "metadata": {"name": "mem-x", "namespace": "ns"},
+           "spec": {"backend": {"inMemory": {}}, "controlPlaneEndpoint": {"host": "127.0.0.1", "port": 20007}}}
+    mgmt.put_object("devclusters", dev)
+    text = KC.replace("https://172.18.0.3:6443", "https://127.0.0.1:20007")
+    mgmt.put_object("secrets", {"metadata": {"name": "mem-kubeconfig", "namespace": "ns"},
+                                "data": {"value": base64.b64encode(text.encode()).decode()}})
+
+    def no_docker() -> None:
+        raise AssertionError("docker asked for an in-memory cluster's load balancer")
+    assert await workload_kubeconfig(mgmt, no_docker, "ns", "mem") == text  # type: ignore[arg-type]
+    # the same cluster on the docker backend: its load balancer's port is looked up (and there is none here)
+    mgmt.put_object("devclusters", {**dev, "spec": {"backend": {"docker": {}}}})
+    with pytest.raises(AssertionError, match="docker asked"):
+        await workload_kubeconfig(mgmt, no_docker, "ns", "mem")  # type: ignore[arg-type]

@@ -118,8 +118,32 @@ def test_an_unparsable_duration_is_a_condition() -> None:
 
 
 def test_cluster_endpoint_and_status() -> None:
-    assert im.endpoint("ns", "c1") == {"host": "c1.ns.in-memory.invalid", "port": 6443}
+    assert im.endpoint("127.0.0.1", 20001) == {"host": "127.0.0.1", "port": 20001}
     st = im.cluster_status({"metadata": {"name": "c1", "generation": 3}, "status": {}})
     assert st["initialization"] == {"provisioned": True}
     assert [(c["type"], c["status"], c["observedGeneration"]) for c in st["conditions"]] == [("Ready", "True", 3)]
     assert coreutil.iso(T0) == "2026-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(("current", "want"), [
+    (None, (None, True)),                                                   # no endpoint yet: any free port
+    ({"host": "", "port": 0}, (None, True)),
+    ({"host": "127.0.0.1", "port": 20003}, (20003, True)),                  # a restart keeps the address
+    ({"host": "c1.ns.in-memory.invalid", "port": 6443}, (None, False)),     # written elsewhere: not served
+    ({"host": "10.0.0.9", "port": 20003}, (None, False)),
+])
+def test_listener_port(current: dict[str, object] | None, want: tuple[int | None, bool]) -> None:
+    assert im.listener_port(current, "127.0.0.1") == want
+
+
+def test_the_first_api_server_opens_the_listener() -> None:
+    cp = machine()
+    worker = im.Observed(devmachine({}), machine(cp=False), cluster(), T0, api_server=True)
+    plan = im.Plan(status={})
+    assert not im.should_serve(worker, plan, serving=False)
+    o = im.Observed(devmachine({}), cp, cluster(), T0)
+    assert not im.should_serve(o, plan, serving=False)              # no API server Pod yet
+    assert im.should_serve(o, im.Plan(status={}, create_api_server=True), serving=False)
+    up = im.Observed(devmachine({}), cp, cluster(), T0, api_server=True)
+    assert im.should_serve(up, plan, serving=False)                 # after a restart
+    assert not im.should_serve(up, plan, serving=True)

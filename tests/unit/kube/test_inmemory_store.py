@@ -1,0 +1,30 @@
+"""The in-memory workload store (capd_py/kube/inmemory.py) tells its watchers of every write, as the HTTPS server's
+watches need (capd_py/kube/inmemory_server.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from capd_py.kube.inmemory import InMemoryAPI
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_store_tells_watchers_of_every_write() -> None:
+    api = InMemoryAPI("ns", "c")
+    seen: list[tuple[str, str, str, str]] = []
+    api.watchers.append(lambda res, kind, obj: seen.append((res, kind, obj["metadata"]["name"],
+                                                            obj["metadata"]["resourceVersion"])))
+    api.add_node("n1", "in-memory://n1", control_plane=True, version="v1.34.4")
+    api.add_static_pods("n1", ["etcd"])
+    api.call("PATCH", "/api/v1/nodes/n1", {"metadata": {"labels": {"a": "b"}}},
+             content_type="application/merge-patch+json")
+    api.remove_object("nodes", None, "n1")          # takes its Pods with it
+    kinds = [(r, k, n) for r, k, n, _ in seen]
+    assert kinds[0] == ("nodes", "ADDED", "n1")
+    assert ("pods", "ADDED", "etcd-n1") in kinds and ("nodes", "MODIFIED", "n1") in kinds
+    assert kinds[-2:] == [("nodes", "DELETED", "n1"), ("pods", "DELETED", "etcd-n1")]
+    rvs = [int(rv) for *_, rv in seen]
+    assert rvs == sorted(rvs) and len(set(rvs)) == len(rvs)    # a deletion carries a new resourceVersion too
+    api.add_kubeadm_objects("v1.35.4")
+    assert api.call("GET", "/version")["gitVersion"] == "v1.35.4"
