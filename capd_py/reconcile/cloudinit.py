@@ -328,7 +328,9 @@ def parse_probe(output: str) -> BootstrapState:
     return BootstrapState("unknown", step, tail=tail)
 
 
-SYSTEMD_PROBE = ["sh", "-c", "systemctl is-system-running 2>/dev/null || true"]
+# Waits (up to 5 s) for the boot to finish instead of answering at once: the bootstrap starts the moment systemd is
+# up rather than on the next 1 s poll. Before systemd answers on its bus it returns at once (not ready: polled again).
+SYSTEMD_PROBE = ["sh", "-c", "timeout 5 systemctl is-system-running --wait 2>/dev/null || true"]
 
 
 def systemd_ready(output: str) -> bool:
