@@ -23,10 +23,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,9 +36,9 @@ from capd_py.kube import admission_webhook
 from capd_py.kube.client import FIELD_MANAGER, Kube, KubeError
 from capd_py.kube.conversion_webhook import crds_serving_v1beta1, webhook_conversion
 from capd_py.kube.crds import load_crds
-from capd_py.reconcile.servingcert import host_mode_url, new_serving_cert, new_webhook_ca
-from capd_py.testing.conversion import WEBHOOK_PROCESS, contains
-from capd_py.testing.envtest import EnvTest, free_port, started_with_crds
+from capd_py.reconcile.servingcert import host_mode_url, new_webhook_ca
+from capd_py.testing.conversion import contains, started_as_init_does
+from capd_py.testing.envtest import EnvTest, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -58,23 +55,9 @@ EXPECTED_NOT_SERVED: set[tuple[str, str]] = set()
 @pytest.fixture(scope="module")
 def envtest() -> Iterator[EnvTest]:
     """This module's API server (replaces the shared one for `kube` and `namespace`): CRDs and admission webhook
-    configurations as `capd-py init` installs them (v1beta1 served through the conversion webhook; defaulting and
-    validating webhooks, failurePolicy Fail), the webhook server running for the whole module."""
-    port = free_port()
-    ca = new_webhook_ca()
-    pair = new_serving_cert(ca, ["127.0.0.1"])
-    url = host_mode_url("127.0.0.1", port)
-    with started_with_crds(crds_serving_v1beta1(webhook_conversion(ca.cert, url=url)),
-                           admission_webhook.configurations(ca.cert, url=url)) as started:
-        env = {**os.environ, "CERT": pair.cert.decode(), "KEY": pair.key.decode()}
-        proc = subprocess.Popen([sys.executable, "-c", WEBHOOK_PROCESS, str(port), str(started.kubeconfig_path)],
-                                env=env, stdout=subprocess.PIPE)
-        try:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
-            yield started
-        finally:
-            proc.kill()
-            proc.wait()
+    configurations as `capd-py init` installs them, the webhook server running for the whole module."""
+    with started_as_init_does() as started:
+        yield started
 
 
 # the values of upstream's test/e2e/config/docker.yaml (release-1.13), KUBERNETES_VERSION set per run
