@@ -148,10 +148,11 @@ def webhook_conversion(ca_pem: bytes, *, url: str | None = None, service: dict[s
             "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": client}}
 
 
-def with_v1beta1(crd: dict[str, Any], v1beta1_schema: dict[str, Any], conversion: dict[str, Any]
-                 ) -> dict[str, Any]:
+def with_v1beta1(crd: dict[str, Any], v1beta1_schema: dict[str, Any], conversion: dict[str, Any],
+                 served: dict[str, Any] | None = None) -> dict[str, Any]:
     """The CRD serving v1beta1 too (not stored; v1beta2 stays the storage version), converted by the webhook.
-    The v1beta1 version copies the v1beta2 one's subresources and printer columns. (ExtensionConfig: v1alpha1,
+    `served`: upstream's `subresources` and `additionalPrinterColumns` of that version (a vendored file,
+    v1beta1_served); without it the v1beta1 version copies the v1beta2 one's. (ExtensionConfig: v1alpha1,
     upstream's older version of the runtime group, `spoke_version`.)"""
     out = copy.deepcopy(crd)
     name = spoke_version(out["spec"]["group"], out["spec"]["names"]["kind"])
@@ -160,8 +161,9 @@ def with_v1beta1(crd: dict[str, Any], v1beta1_schema: dict[str, Any], conversion
     spoke: dict[str, Any] = {"name": name, "served": True, "storage": False,
                              "schema": {"openAPIV3Schema": copy.deepcopy(v1beta1_schema)}}
     for key in ("subresources", "additionalPrinterColumns"):
-        if key in hub:
-            spoke[key] = copy.deepcopy(hub[key])
+        value = (served or {}).get(key) if served is not None else hub.get(key)
+        if value:
+            spoke[key] = copy.deepcopy(value)
     spoke["deprecated"] = True
     spoke["deprecationWarning"] = (f"{out['spec']['group']}/{name} {out['spec']['names']['kind']} is deprecated; "
                                    "use v1beta2")
@@ -185,6 +187,8 @@ V1BETA1_RULE_PATHS: dict[str, tuple[str, ...]] = {
     "DockerMachine": ("spec",),
     "DockerMachineTemplate": ("spec.template.spec",),
     "DockerClusterTemplate": ("spec.template.spec",),
+    "DevMachineTemplate": ("spec.template.spec",),
+    "DevClusterTemplate": ("spec.template.spec",),
     "ClusterResourceSet": ("spec.clusterSelector", "spec.strategy"),
     "ClusterResourceSetBinding": ("spec.clusterName",),
     "MachineDrainRule": ("spec.drain",),
@@ -222,10 +226,16 @@ def _v1beta1_path(crd: dict[str, Any], directory: Path = V1BETA1_SCHEMAS) -> Pat
     return directory / f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"
 
 
-def v1beta1_schema(crd: dict[str, Any], directory: Path = V1BETA1_SCHEMAS) -> dict[str, Any]:
-    """Upstream's v1beta1 openAPIV3Schema for this CRD (files are named as crds/: <group>_<plural>.yaml)."""
+def v1beta1_served(crd: dict[str, Any], directory: Path = V1BETA1_SCHEMAS) -> dict[str, Any]:
+    """Upstream's v1beta1 version of this CRD as vendored (files are named as crds/: <group>_<plural>.yaml):
+    `openAPIV3Schema`, `subresources`, `additionalPrinterColumns`."""
     path = _v1beta1_path(crd, directory)
-    return yaml.safe_load(path.read_text())["openAPIV3Schema"]  # type: ignore[no-any-return]
+    return yaml.safe_load(path.read_text())  # type: ignore[no-any-return]
+
+
+def v1beta1_schema(crd: dict[str, Any], directory: Path = V1BETA1_SCHEMAS) -> dict[str, Any]:
+    """Upstream's v1beta1 openAPIV3Schema for this CRD."""
+    return v1beta1_served(crd, directory)["openAPIV3Schema"]  # type: ignore[no-any-return]
 
 
 def crds_serving_v1beta1(conversion: dict[str, Any], crds: list[dict[str, Any]] | None = None
@@ -234,14 +244,14 @@ def crds_serving_v1beta1(conversion: dict[str, Any], crds: list[dict[str, Any]] 
     (webhook_conversion(...)); install them with capd_py.kube.crds.install_crds(kube, crds=...)."""
     out = []
     for crd in (crds if crds is not None else load_crds()):
-        # the Dev* kinds: v1beta2 only here; upstream v1.13/v1.14 also serve a deprecated v1beta1 of them (not yet
-        # in capd-py: docs/dev-kinds.md)
+        # DevMachinePool(Template): upstream v1.14 serves them at v1beta2 only (no vendored file)
         if not _v1beta1_path(crd).exists():
             out.append(crd)
             continue
         hub = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta2")["schema"]["openAPIV3Schema"]
-        out.append(with_v1beta1(crd, with_capd_rules(crd["spec"]["names"]["kind"], hub, v1beta1_schema(crd)),
-                                conversion))
+        served = v1beta1_served(crd)
+        schema = with_capd_rules(crd["spec"]["names"]["kind"], hub, served["openAPIV3Schema"])
+        out.append(with_v1beta1(crd, schema, conversion, served))
     return out
 
 

@@ -4,7 +4,12 @@ process would be)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +17,11 @@ import yaml
 
 from capd_py.api import gvk
 from capd_py.api.conversion import from_hub, to_hub
+from capd_py.kube import admission_webhook
 from capd_py.kube.client import Kube
+from capd_py.kube.conversion_webhook import crds_serving_v1beta1, webhook_conversion
+from capd_py.reconcile.servingcert import host_mode_url, new_serving_cert, new_webhook_ca
+from capd_py.testing.envtest import EnvTest, free_port, started_with_crds
 
 # every served kind at the hub version, by (group, kind)
 KINDS = {(g.group, g.kind): g for g in vars(gvk).values() if isinstance(g, gvk.GVK) and g.version == gvk.VERSION}
@@ -32,6 +41,28 @@ async def main():
     await asyncio.Event().wait()
 asyncio.run(main())
 """
+
+
+@contextlib.contextmanager
+def started_as_init_does() -> Iterator[EnvTest]:
+    """An API server with the CRDs and admission webhook configurations as `capd-py init` installs them (v1beta1
+    served through the conversion webhook; defaulting and validating webhooks, failurePolicy Fail), both webhooks
+    served by one WEBHOOK_PROCESS until the block ends."""
+    port = free_port()
+    ca = new_webhook_ca()
+    pair = new_serving_cert(ca, ["127.0.0.1"])
+    url = host_mode_url("127.0.0.1", port)
+    with started_with_crds(crds_serving_v1beta1(webhook_conversion(ca.cert, url=url)),
+                           admission_webhook.configurations(ca.cert, url=url)) as started:
+        env = {**os.environ, "CERT": pair.cert.decode(), "KEY": pair.key.decode()}
+        proc = subprocess.Popen([sys.executable, "-c", WEBHOOK_PROCESS, str(port), str(started.kubeconfig_path)],
+                                env=env, stdout=subprocess.PIPE)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+            yield started
+        finally:
+            proc.kill()
+            proc.wait()
 
 
 def at(g: gvk.GVK, version: str) -> gvk.GVK:

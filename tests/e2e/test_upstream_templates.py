@@ -32,6 +32,9 @@ rendered by upstream clusterctl v1.14.0 (`make clusterctl` builds it beside v1.1
   Available with 2 Ready nodes on node containers, then deleted leaving nothing. The flavor has no CNI: as
   upstream's quick start tells its users (who install Calico, whose images would be pulled), the CNI is installed
   by hand once the control plane is up; here capd-netd's manifest, the one capd-py's default template embeds.
+- `cluster-template-development-mp`, the same with the worker a MachinePool (`workers.machinePools`, the class's
+  DevMachinePoolTemplate, its customImage patch for machinePoolClass): Available, the pool's node Ready, deleted
+  leaving nothing.
 - `cluster-template-in-memory` with `clusterclass-in-memory` (`backend.inMemory`; VMs 10 s, Node / etcd / API
   server 2 s, 20 % jitter, as upstream wrote them): Available with no container, deleted leaving nothing.
 Each in a namespace of its own (`--target-namespace`): the v1.13 quick-start class of test_topology.py has the
@@ -171,8 +174,8 @@ def _class_objects_left(mgmt: Mgmt, path: Path, ns: str) -> list[str]:
 
 def _topology_copies(mgmt: Mgmt, name: str, ns: str) -> str:
     """The per-cluster copies of the class's templates and its health checks (the Cluster's: collected with it)."""
-    return mgmt.kubectl("get", "devmachinetemplates,kubeadmconfigtemplates,machinehealthchecks", "-n", ns, "-l",
-                        f"cluster.x-k8s.io/cluster-name={name}", "-o", "name").strip()
+    kinds = "devmachinetemplates,devmachinepooltemplates,kubeadmconfigtemplates,machinehealthchecks"
+    return mgmt.kubectl("get", kinds, "-n", ns, "-l", f"cluster.x-k8s.io/cluster-name={name}", "-o", "name").strip()
 
 
 def _machines(mgmt: Mgmt, name: str, ns: str) -> list[dict[str, Any]]:
@@ -180,11 +183,15 @@ def _machines(mgmt: Mgmt, name: str, ns: str) -> list[dict[str, Any]]:
                                         "-o", "json"))["items"])
 
 
+@pytest.mark.parametrize(("template", "name"), [("cluster-template-development.yaml", "e2e-up14-dev"),
+                                              ("cluster-template-development-mp.yaml", "e2e-up14-mp")],
+                         ids=["machinedeployment", "machinepool"])
 def test_upstream_v1_14_development_template_on_docker(clusterctl_v1_14: str, mgmt: Mgmt, own_namespace: str,
-                                                       tmp_path: Path) -> None:
-    ns, name = own_namespace, "e2e-up14-dev"
-    path = render_v1_14(clusterctl_v1_14, tmp_path, name, ns, "cluster-template-development.yaml",
-                        "clusterclass-quick-start.yaml")
+                                                       tmp_path: Path, template: str, name: str) -> None:
+    """`cluster-template-development` (the worker a MachineDeployment) and `cluster-template-development-mp` (the
+    worker a MachinePool of the class's DevMachinePoolTemplate), both with the quick-start class."""
+    ns = own_namespace
+    path = render_v1_14(clusterctl_v1_14, tmp_path, name, ns, template, "clusterclass-quick-start.yaml")
     assert _kinds(path) == ["Cluster", "ClusterClass", "DevClusterTemplate", "DevMachinePoolTemplate",
                             "DevMachineTemplate", "DevMachineTemplate", "KubeadmConfigTemplate",
                             "KubeadmControlPlaneTemplate"]
@@ -215,8 +222,23 @@ def test_upstream_v1_14_development_template_on_docker(clusterctl_v1_14: str, mg
         assert run(["docker", "inspect", "-f", "{{.Config.Image}}", container]).stdout.strip() == \
             f"kindest/node:{K8S_VERSION}"
     assert mgmt.condition("cluster", name, "TopologyReconciled", ns)
-    print(f"\nupstream v1.14 cluster-template-development (clusterctl v1.14, docker, 1 CP + 1 W): Available after "
-          f"{available:.0f}s, 2 Ready nodes after {ready:.0f}s")
+    if "-mp" in template:
+        # the worker is the MachinePool's: a DevMachinePool (docker backend, the class's customImage patch for
+        # machinePoolClass) whose one instance is the second Ready node
+        pools = json.loads(mgmt.kubectl("get", "machinepools", "-n", ns, "-l",
+                                        f"cluster.x-k8s.io/cluster-name={name}", "-o", "json"))["items"]
+        assert len(pools) == 1 and pools[0]["spec"]["template"]["spec"]["infrastructureRef"]["kind"] == \
+            "DevMachinePool"
+        assert not mgmt.kubectl("get", "machinedeployments", "-n", ns, "-l",
+                                f"cluster.x-k8s.io/cluster-name={name}", "-o", "name").strip()
+        dmp = mgmt.get("devmachinepool", pools[0]["spec"]["template"]["spec"]["infrastructureRef"]["name"], ns)
+        assert dmp["spec"]["backend"]["docker"]["customImage"] == f"kindest/node:{K8S_VERSION}"
+        assert len(dmp["spec"]["providerIDList"]) == 1
+        assert sorted(pools[0]["spec"]["providerIDList"]) == sorted(dmp["spec"]["providerIDList"])
+        assert (pools[0].get("status") or {}).get("readyReplicas") == 1
+        assert sum("cluster.x-k8s.io/pool-name" in m["metadata"]["labels"] for m in machines) == 1
+    print(f"\nupstream v1.14 {template.removesuffix('.yaml')} (clusterctl v1.14, docker, 1 CP + 1 W): Available "
+          f"after {available:.0f}s, 2 Ready nodes after {ready:.0f}s")
 
     t1 = time.monotonic()
     mgmt.capd("delete", "cluster", name, "-n", ns, "--wait", "--timeout", "300")

@@ -23,9 +23,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,11 +35,11 @@ from capd_py.kube import admission_webhook
 from capd_py.kube.client import FIELD_MANAGER, Kube, KubeError
 from capd_py.kube.conversion_webhook import crds_serving_v1beta1, webhook_conversion
 from capd_py.kube.crds import load_crds
-from capd_py.reconcile.servingcert import host_mode_url, new_serving_cert, new_webhook_ca
+from capd_py.reconcile.servingcert import host_mode_url, new_webhook_ca
 from capd_py.testing import envsubst
-from capd_py.testing.conversion import WEBHOOK_PROCESS, contains
+from capd_py.testing.conversion import contains, started_as_init_does
 from capd_py.testing.envsubst import E2E_VARIABLES
-from capd_py.testing.envtest import EnvTest, free_port, started_with_crds
+from capd_py.testing.envtest import EnvTest, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -59,27 +56,14 @@ EXPECTED_NOT_SERVED: set[tuple[str, str]] = set()
 @pytest.fixture(scope="module")
 def envtest() -> Iterator[EnvTest]:
     """This module's API server (replaces the shared one for `kube` and `namespace`): CRDs and admission webhook
-    configurations as `capd-py init` installs them (v1beta1 served through the conversion webhook; defaulting and
-    validating webhooks, failurePolicy Fail), the webhook server running for the whole module."""
-    port = free_port()
-    ca = new_webhook_ca()
-    pair = new_serving_cert(ca, ["127.0.0.1"])
-    url = host_mode_url("127.0.0.1", port)
-    with started_with_crds(crds_serving_v1beta1(webhook_conversion(ca.cert, url=url)),
-                           admission_webhook.configurations(ca.cert, url=url)) as started:
-        env = {**os.environ, "CERT": pair.cert.decode(), "KEY": pair.key.decode()}
-        proc = subprocess.Popen([sys.executable, "-c", WEBHOOK_PROCESS, str(port), str(started.kubeconfig_path)],
-                                env=env, stdout=subprocess.PIPE)
-        try:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
-            yield started
-        finally:
-            proc.kill()
-            proc.wait()
+    configurations as `capd-py init` installs them, the webhook server running for the whole module."""
+    with started_as_init_does() as started:
+        yield started
 
 
 # upstream v1.13's oldest supported workload version, capd-py's default, upstream release-1.13's e2e version
 KUBERNETES_VERSIONS = [versions.MIN_SUPPORTED, versions.DEFAULT_VERSION, "v1.36.3", "v1.37.0-rc.1"]
+
 
 def served() -> dict[tuple[str, str], gvk.GVK]:
     """(apiVersion, kind) -> GVK for every CRD version capd-py installs, plus the core kinds templates carry."""

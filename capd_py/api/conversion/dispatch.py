@@ -25,7 +25,8 @@ class KindConversion:
     up: Callable[[Obj], None]
     down: Callable[[Obj, VersionResolver], None]
     # Upstream stores the hub object on down-conversion for every kind whose v1beta1 cannot say everything;
-    # it does not for MachineSet, ClusterResourceSet(Binding), DockerClusterTemplate, DockerMachinePoolTemplate.
+    # it does not for MachineSet, ClusterResourceSet(Binding), DockerClusterTemplate, DockerMachinePoolTemplate,
+    # DevClusterTemplate.
     preserve: bool = True
     # Required objects kept when empty (see fields.drop_empty).
     keep_empty: frozenset[str] = frozenset()
@@ -35,6 +36,9 @@ class KindConversion:
 
 # Upstream's Docker templates marshal `spec.template.spec` even when empty (no omitzero there).
 _TEMPLATE = frozenset({"spec.template.spec"})
+# A Dev* backend is a pointer to a struct: `inMemory: {}` (or `docker: {}`) names the backend and must stay.
+_BACKEND = frozenset({"spec.backend", "spec.backend.docker", "spec.backend.inMemory"})
+_TEMPLATE_BACKEND = _TEMPLATE | {f"spec.template.{p}" for p in _BACKEND}
 
 _KINDS: dict[tuple[str, str], KindConversion] = {
     ("cluster.x-k8s.io", "Cluster"): KindConversion(clusterclass.cluster_up, clusterclass.cluster_down),
@@ -73,6 +77,15 @@ _KINDS: dict[tuple[str, str], KindConversion] = {
         docker.dockermachinepool_up, docker.dockermachinepool_down),
     ("infrastructure.cluster.x-k8s.io", "DockerMachinePoolTemplate"): KindConversion(
         docker.identity_up, docker.identity_down, preserve=False, keep_empty=_TEMPLATE),
+    # Upstream v1.14 serves DevMachinePool and DevMachinePoolTemplate at v1beta2 only.
+    ("infrastructure.cluster.x-k8s.io", "DevCluster"): KindConversion(
+        docker.devcluster_up, docker.devcluster_down, keep_empty=_BACKEND),
+    ("infrastructure.cluster.x-k8s.io", "DevClusterTemplate"): KindConversion(
+        docker.devclustertemplate_up, docker.devclustertemplate_down, preserve=False, keep_empty=_TEMPLATE_BACKEND),
+    ("infrastructure.cluster.x-k8s.io", "DevMachine"): KindConversion(
+        docker.dockermachine_up, docker.dockermachine_down, keep_empty=_BACKEND),
+    ("infrastructure.cluster.x-k8s.io", "DevMachineTemplate"): KindConversion(
+        docker.dockermachinetemplate_up, docker.dockermachinetemplate_down, keep_empty=_TEMPLATE_BACKEND),
     # an empty namespaceSelector (what the webhook defaults) is a set pointer upstream, kept in both versions
     ("runtime.cluster.x-k8s.io", "ExtensionConfig"): KindConversion(
         runtime.extensionconfig_up, runtime.extensionconfig_down, preserve=False,

@@ -1,7 +1,10 @@
 """infrastructure.cluster.x-k8s.io kinds of the Docker provider.
 
-Rules from upstream test/infrastructure/docker/api/v1beta1/conversion.go (release-1.13): failure domains
-become a list, `ready` becomes status.initialization.provisioned, conditions move as for the core kinds.
+Rules from upstream test/infrastructure/docker/api/v1beta1/conversion.go (release-1.13 for the Docker* kinds,
+v1.14.0 for the Dev* kinds): failure domains become a list, `ready` becomes status.initialization.provisioned,
+conditions move as for the core kinds. The Dev* kinds convert as the Docker* kinds do, their docker fields one
+level down (`spec.backend.docker`, upstream's Convert_v1beta*_DockerClusterBackendSpec); the in-memory backend's
+fields are the same in both versions. Upstream serves DevMachinePool(Template) at v1beta2 only.
 """
 
 from __future__ import annotations
@@ -30,16 +33,32 @@ def _domains(spec: Any, fn: Any) -> None:
         spec["failureDomains"] = fn(spec["failureDomains"])
 
 
-def dockercluster_up(obj: Obj) -> None:
-    _domains(obj.get("spec"), failure_domains_up)
+def _cluster_up(obj: Obj, spec: str) -> None:
+    _domains(get(obj, spec), failure_domains_up)
     _domains(obj.get("status"), failure_domains_up)
     status_up(obj, **_PROVISIONED)
 
 
-def dockercluster_down(obj: Obj, resolve: VersionResolver) -> None:
-    _domains(obj.get("spec"), failure_domains_down)
+def _cluster_down(obj: Obj, spec: str) -> None:
+    _domains(get(obj, spec), failure_domains_down)
     _domains(obj.get("status"), failure_domains_down)
     status_down(obj, **_PROVISIONED)
+
+
+def dockercluster_up(obj: Obj) -> None:
+    _cluster_up(obj, "spec")
+
+
+def dockercluster_down(obj: Obj, resolve: VersionResolver) -> None:
+    _cluster_down(obj, "spec")
+
+
+def devcluster_up(obj: Obj) -> None:
+    _cluster_up(obj, "spec.backend.docker")
+
+
+def devcluster_down(obj: Obj, resolve: VersionResolver) -> None:
+    _cluster_down(obj, "spec.backend.docker")
 
 
 def dockerclustertemplate_up(obj: Obj) -> None:
@@ -50,6 +69,16 @@ def dockerclustertemplate_down(obj: Obj, resolve: VersionResolver) -> None:
     _domains(get(obj, "spec.template.spec"), failure_domains_down)
 
 
+def devclustertemplate_up(obj: Obj) -> None:
+    _domains(get(obj, "spec.template.spec.backend.docker"), failure_domains_up)
+
+
+def devclustertemplate_down(obj: Obj, resolve: VersionResolver) -> None:
+    _domains(get(obj, "spec.template.spec.backend.docker"), failure_domains_down)
+
+
+# A DevMachine / DevMachineTemplate converts as a DockerMachine / DockerMachineTemplate: their spec fields are the
+# same in both versions (`providerID`, `backend`), the status differs as the DockerMachine's.
 def dockermachine_up(obj: Obj) -> None:
     status_up(obj, **_PROVISIONED)
 
@@ -66,7 +95,7 @@ def dockermachinetemplate_up(obj: Obj) -> None:
 
 
 def dockermachinetemplate_down(obj: Obj, resolve: VersionResolver) -> None:
-    obj.pop("status", None)  # v1beta1 DockerMachineTemplate has no status (capacity is v1beta2 only)
+    obj.pop("status", None)  # v1beta1 Docker/DevMachineTemplate has no status (capacity is v1beta2 only)
 
 
 # Upstream's v1beta1 DockerMachinePool has no v1beta2 sub-status: new conditions survive only through the

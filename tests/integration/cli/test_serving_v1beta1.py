@@ -154,8 +154,8 @@ async def test_init_installs_the_certificate_and_crds_serving_v1beta1(installed:
         assert crd is not None
         versions = {v["name"]: v for v in crd["spec"]["versions"]}
         assert crd["spec"]["versions"][0]["name"] == "v1beta2" and versions["v1beta2"]["storage"] is True
-        if len(versions) == 1:  # the Dev* kinds are served in v1beta2 only: nothing to convert
-            assert crd["spec"]["names"]["kind"].startswith("Dev"), crd["metadata"]["name"]
+        if len(versions) == 1:  # upstream v1.14 serves DevMachinePool(Template) at v1beta2 only: nothing to convert
+            assert crd["spec"]["names"]["kind"] in ("DevMachinePool", "DevMachinePoolTemplate"), crd["metadata"]["name"]
             assert (crd["spec"].get("conversion") or {}).get("strategy", "None") == "None"
             continue
         older = spoke_version(crd["spec"]["group"], crd["spec"]["names"]["kind"])  # ExtensionConfig: v1alpha1
@@ -273,7 +273,7 @@ async def test_a_new_ca_reaches_every_crds_ca_bundle(kube: Kube, controllers: Co
     assert before is not None
     await kube.delete(SECRET, "capd-py-system", "capd-py-webhook-cert")
     started = time.monotonic()
-    # the CRDs with a conversion webhook (the single-version Dev* kinds have none)
+    # the CRDs with a conversion webhook (the single-version DevMachinePool(Template) have none)
     names = [str(c["metadata"]["name"]) for c in load_crds() if len(c["spec"]["versions"]) > 1]
 
     async def bundles() -> set[bytes]:
@@ -395,3 +395,56 @@ async def test_upstream_v1_10_clusterclass_patches_apply_to_its_v1beta1_template
     before, after = await quiet_versions(controllers.activity, generations, window=3, timeout=60, interval=0.5,
                                          what="the topology converged")
     assert after == before
+
+
+async def test_upstream_v1_10_in_memory_clusterclass_through_v1beta1_becomes_available(
+        kube: Kube, controllers: Controllers) -> None:
+    """upstream v1.10.10's in-memory ClusterClass, all v1beta1 (DevClusterTemplate, DevMachineTemplates with
+    `backend.inMemory`, the class's templateRefs at infrastructure.cluster.x-k8s.io/v1beta1) and its topology
+    Cluster, created through v1beta1 (1 control plane + 1 worker instead of the fixture's 3 + 2): the topology
+    controller follows the v1beta1 refs to the Dev* templates, the cluster becomes Available on the in-memory
+    backend (upstream's startup durations: VM 10 s, the rest 2 s), and its DevMachines read back in v1beta1 as
+    upstream's v1beta1 controllers would have written them (`ready`, no v1beta2-only field)."""
+    ns = await new_namespace(kube)
+    await serving(kube, ns, controllers)
+    objs = upstream_v1beta1(ns, "in-memory.yaml")
+    cluster = next(o for o in objs if o["kind"] == "Cluster")
+    cluster["spec"]["topology"]["classNamespace"] = ns
+    cluster["spec"]["topology"]["controlPlane"]["replicas"] = 1
+    cluster["spec"]["topology"]["workers"]["machineDeployments"][0]["replicas"] = 1
+    started = time.monotonic()
+    for obj in objs:
+        await kube.create(of(obj), copy.deepcopy(obj))
+    name = cluster["metadata"]["name"]
+    cluster_v2 = at(of(cluster), "v1beta2")
+
+    async def available() -> bool:
+        c = await kube.get(cluster_v2, ns, name)
+        return any(x["type"] == "Available" and x["status"] == "True"
+                   for x in ((c or {}).get("status") or {}).get("conditions") or [])
+    try:
+        async with asyncio.timeout(150):
+            while not await available():
+                await asyncio.sleep(0.5)
+    except TimeoutError:
+        c = await kube.get(cluster_v2, ns, name)
+        pytest.fail(f"in-memory cluster not Available within 150s: {(c or {}).get('status')}\n{controllers.tail()}")
+    took = time.monotonic() - started
+    dev_machine = KINDS[("infrastructure.cluster.x-k8s.io", "DevMachine")]
+    machines = await kube.list(at(dev_machine, "v1beta1"), ns)
+    assert len(machines) == 2
+    for m in machines:
+        assert m["apiVersion"] == "infrastructure.cluster.x-k8s.io/v1beta1"
+        assert m["spec"]["providerID"] == f"in-memory://{m['metadata']['name']}"
+        assert m["spec"]["backend"]["inMemory"]["vm"]["provisioning"] == {"startupDuration": "10s",
+                                                                          "startupJitter": "0.2"}
+        assert m["status"]["ready"] is True and "initialization" not in m["status"]
+        assert any(c["type"] == "Ready" for c in m["status"]["v1beta2"]["conditions"])
+    cc_obj = next(o for o in objs if o["kind"] == "ClusterClass")
+    cc = await kube.get(at(of(cc_obj), "v1beta2"), ns, cc_obj["metadata"]["name"])
+    refs = next(x for x in ((cc or {}).get("status") or {}).get("conditions") or []
+                if x["type"] == "RefVersionsUpToDate")
+    assert "* DevMachineTemplate in-memory-control-plane: current: v1beta1, latest: v1beta2" \
+        in refs["message"].splitlines(), refs
+    assert took >= 12, took  # the control plane VM's 10 s and its Node's 2 s were waited for
+    print(f"upstream v1.10 in-memory ClusterClass (v1beta1) 1 CP + 1 W: Available {took:.1f}s after the creates")

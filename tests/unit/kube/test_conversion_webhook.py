@@ -54,16 +54,38 @@ def test_every_crd_gets_a_v1beta1_version() -> None:
     conversion = webhook_conversion(b"PEM", url="https://127.0.0.1:9443/convert")
     crds = crds_serving_v1beta1(conversion)
     assert len(crds) == 27
-    # upstream v1.14's Dev* kinds exist at v1beta2 only (no v1beta1 to serve, no conversion)
-    dev = [c for c in crds if c["spec"]["names"]["kind"].startswith("Dev")]
-    assert len(dev) == 6
-    for crd in dev:
+    # upstream v1.14 serves DevMachinePool(Template) at v1beta2 only (no v1beta1 to serve, no conversion); the
+    # other four Dev* kinds have a deprecated v1beta1 like every other kind
+    pools = [c for c in crds if c["spec"]["names"]["kind"] in ("DevMachinePool", "DevMachinePoolTemplate")]
+    assert len(pools) == 2
+    for crd in pools:
         assert [v["name"] for v in crd["spec"]["versions"]] == ["v1beta2"] and "conversion" not in crd["spec"]
-    for crd in (c for c in crds if c not in dev):
+    assert len([c for c in crds if c["spec"]["names"]["kind"].startswith("Dev") and c not in pools]) == 4
+    for crd in (c for c in crds if c not in pools):
         # upstream's runtime group serves v1alpha1 (deprecated) beside v1beta2, not v1beta1
         older = "v1alpha1" if crd["spec"]["group"] == "runtime.cluster.x-k8s.io" else "v1beta1"
         assert [v["name"] for v in crd["spec"]["versions"]] == ["v1beta2", older], crd["metadata"]["name"]
         assert crd["spec"]["conversion"] == conversion
+
+
+def _version(crd: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(v for v in crd["spec"]["versions"] if v["name"] == name)  # type: ignore[no-any-return]
+
+
+def test_v1beta1_has_upstreams_printer_columns_and_subresources() -> None:
+    """Upstream's v1beta1 versions do not always share them with v1beta2: a DevMachine's v1beta1 columns are
+    Cluster, Machine, ProviderID, Ready, Age; a Dev/DockerMachineTemplate's v1beta1 has no status subresource."""
+    crds = {c["spec"]["names"]["kind"]: c for c in crds_serving_v1beta1(webhook_conversion(b"ca", url="https://h/c"))}
+    columns = [(c["name"], c["jsonPath"]) for c in _version(crds["DevMachine"], "v1beta1")["additionalPrinterColumns"]]
+    assert columns == [("Cluster", ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']"),
+                       ("Machine", '.metadata.ownerReferences[?(@.kind=="Machine")].name'),
+                       ("ProviderID", ".spec.providerID"), ("Ready", ".status.ready"),
+                       ("Age", ".metadata.creationTimestamp")]
+    assert "Provisioned" in [c["name"] for c in _version(crds["DevMachine"], "v1beta2")["additionalPrinterColumns"]]
+    for kind in ("DevMachineTemplate", "DockerMachineTemplate"):
+        assert "subresources" not in _version(crds[kind], "v1beta1"), kind
+        assert _version(crds[kind], "v1beta2")["subresources"] == {"status": {}}, kind
+    assert _version(crds["DevCluster"], "v1beta1")["subresources"] == {"status": {}}
 
 
 def _rules(crd: dict[str, Any], version: str, path: str) -> list[str]:
@@ -78,7 +100,8 @@ def test_v1beta1_gets_capd_pys_rules_for_versions_immutable_fields_and_replicas(
     for kind, path in [("Machine", "spec.version"), ("Machine", "spec.clusterName"), ("MachineSet", "spec.replicas"),
                        ("MachineDeployment", "spec.template.spec.version"), ("KubeadmControlPlane", "spec.version"),
                        ("KubeadmControlPlane", "spec.replicas"), ("DockerMachineTemplate", "spec.template.spec"),
-                       ("ClusterResourceSetBinding", "spec.clusterName"), ("Cluster", "spec.topology.version")]:
+                       ("ClusterResourceSetBinding", "spec.clusterName"), ("Cluster", "spec.topology.version"),
+                       ("DevMachineTemplate", "spec.template.spec"), ("DevClusterTemplate", "spec.template.spec")]:
         hub, spoke = _rules(crds[kind], "v1beta2", path), _rules(crds[kind], "v1beta1", path)
         assert hub and set(hub) <= set(spoke), (kind, path)
     assert any("supported range is v1.30.0" in m for m in _rules(crds["Machine"], "v1beta1", "spec.version"))

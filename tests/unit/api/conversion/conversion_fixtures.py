@@ -29,20 +29,23 @@ def load(path: Path) -> list[Obj]:
 
 
 def upstream_v1beta1_files() -> list[Path]:
-    """v1beta1 manifests: upstream v1.10.10's CAPD templates (vendored under upstream/v1beta1/) and release-1.13's
-    runtime-SDK v1beta1 e2e flavors."""
-    return sorted((UPSTREAM / "v1beta1").glob("*.yaml")) + sorted(UPSTREAM.glob("*runtimesdk-v1beta1.yaml"))
+    """v1beta1 manifests: upstream v1.10.10's CAPD templates (vendored under upstream/v1beta1/), release-1.13's
+    runtime-SDK v1beta1 e2e flavors, and Dev* objects of the docker backend written from upstream's v1beta1 types."""
+    return (sorted((UPSTREAM / "v1beta1").glob("*.yaml")) + sorted(UPSTREAM.glob("*runtimesdk-v1beta1.yaml"))
+            + [ROOT / "tests" / "fixtures" / "conversion" / "dev-v1beta1.yaml"])
 
 
 def v1beta2_files() -> list[Path]:
-    """v1beta2 manifests: upstream release-1.13's templates, capd-py's test fixtures and its own templates."""
-    return (sorted(UPSTREAM.glob("*.yaml")) + sorted((ROOT / "tests" / "fixtures").glob("*.yaml"))
+    """v1beta2 manifests: upstream release-1.13's and v1.14.0's templates, capd-py's test fixtures and its own
+    templates."""
+    return (sorted(UPSTREAM.glob("*.yaml")) + sorted((ROOT / "tests" / "fixtures" / "upstream-v1.14").glob("*.yaml"))
+            + sorted((ROOT / "tests" / "fixtures").glob("*.yaml"))
             + sorted((ROOT / "templates").glob("cluster-template*.yaml")))
 
 
 def objects(files: list[Path], version: str) -> list[tuple[str, Obj]]:
-    """(test id, object) for every object of `version` of a kind capd-py converts (upstream's Dev* kinds of the
-    in-memory provider are not served)."""
+    """(test id, object) for every object of `version` of a kind capd-py converts (upstream v1.14 serves
+    DevMachinePool(Template) at v1beta2 only)."""
     out = []
     for path in files:
         for i, obj in enumerate(load(path)):
