@@ -122,3 +122,29 @@ def test_in_cluster_controllers_pod_logs_come_from_the_management_node(tmp_path:
     got = list((tmp_path / "management" / "pods").glob("capd-py-system_*/controllers/0.log"))
     assert len(got) == 1 and b"created container" in got[0].read_bytes() and not rep.errors
     assert not (tmp_path / "controllers.log").exists()
+
+
+def test_a_cluster_on_another_docker_host_is_read_there_and_the_management_node_here(tmp_path: Path) -> None:
+    """docs/multihost.md: the nodes and the load balancer come from the cluster's host's runtime, the in-cluster
+    controllers' pods from the management node on the local daemon, and the folder names the host."""
+    import base64
+    import io
+    import tarfile
+    there = _cluster_runtime()
+    here = FakeRuntime()
+    here.run_container(ContainerSpec(name="capd-mgmt-control-plane", image="capd-py/node:v1.34.4", node=True))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        data = b"INFO here\n"
+        info = tarfile.TarInfo("capd-py-system_capd-py-controllers-abc_1/controllers/0.log")
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+    here.exec_results.append((ex.MANAGEMENT_PODS, ExecResult(0, base64.encodebytes(buf.getvalue()).decode())))
+    rep = ex.export(there, "default", "c1", tmp_path, ([], []), None, "capd-mgmt-control-plane",
+                    management_runtime=here, host="two")
+    assert (tmp_path / "docker-host.txt").read_text() == "two\n"
+    assert (tmp_path / "c1-cp-0" / "bootstrap.log").exists() and (tmp_path / "c1-lb" / "haproxy.cfg").exists()
+    assert len(list((tmp_path / "management" / "pods").glob("*/controllers/0.log"))) == 1 and not rep.errors
+    # the cluster's host has no management node: asked there, nothing would be found
+    with pytest.raises(ex.ExportError, match="unknown cluster"):
+        ex.export(here, "default", "c1", tmp_path / "x", ([], []), None, None)
