@@ -97,6 +97,10 @@ def _manifest(mgmt: Mgmt, name: str, ns: str) -> str:
     for d in docs:
         if d and d.get("kind") == "DockerCluster":
             d["metadata"].setdefault("annotations", {})["capd-py.dev/docker-host"] = HOST
+            # one failure domain on the cluster's host, one on the main daemon: only the first may be offered
+            d["spec"]["failureDomains"] = [
+                {"name": "fd-local", "controlPlane": True, "attributes": {"capd-py.dev/docker-host": "local"}},
+                {"name": "fd-two", "controlPlane": True, "attributes": {"capd-py.dev/docker-host": HOST}}]
     return yaml.safe_dump_all(docs)
 
 
@@ -146,6 +150,14 @@ def test_a_cluster_on_a_second_docker_host(mgmt: Mgmt, second_daemon: tuple[str,
         assert dc["metadata"]["annotations"]["capd-py.dev/docker-host"] == HOST
         port = int(dc["metadata"]["annotations"]["infrastructure.cluster.x-k8s.io/capd-py-lb-host-port"])
         assert dc["spec"]["controlPlaneEndpoint"] == {"host": address, "port": port}
+        # failure domains: the one naming the main daemon is not offered (one cluster, one network), said so
+        assert [d["name"] for d in dc["status"]["failureDomains"]] == ["fd-two"]
+        fdc = _cond(dc, "FailureDomainHosts")
+        assert fdc["status"] == "False" and "failure domain 'fd-local': names docker host 'local'" in fdc["message"]
+        assert [d["name"] for d in mgmt.get("cluster", name, ns)["status"]["failureDomains"]] == ["fd-two"]
+        cps = [m for m in _items(mgmt, "machines", ns, name)
+               if "cluster.x-k8s.io/control-plane" in m["metadata"]["labels"]]
+        assert [m["spec"].get("failureDomain") for m in cps] == ["fd-two"], cps
 
         # every container is on the second daemon, none on the main one; the images were copied there
         there, here = _ours(endpoint, name), _ours("unix:///var/run/docker.sock", name)
