@@ -270,6 +270,19 @@ def test_move_a_clusterclass_cluster_keeps_field_owners(envtest: EnvTest, target
     asyncio.run(go())
 
 
+def _failing_create(real_create: Any, nth: int) -> Any:
+    """move's `_create`, raising at its `nth` call (the target refusing an object half-way)."""
+    calls = 0
+
+    async def flaky(target: Kube, n: Any, new_uids: dict[str, str]) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == nth:
+            raise RuntimeError("the target said no")
+        await real_create(target, n, new_uids)
+    return flaky
+
+
 def test_a_failed_copy_is_rolled_back(envtest: EnvTest, target_env: EnvTest, monkeypatch: pytest.MonkeyPatch
                                       ) -> None:
     """The target refusing an object half-way: the copies made so far are removed from the target and the
@@ -277,15 +290,7 @@ def test_a_failed_copy_is_rolled_back(envtest: EnvTest, target_env: EnvTest, mon
     from capd_py.cli import move as move_mod
     ns = f"mv-{secrets.token_hex(4)}"
     real_create = move_mod._create
-    calls = 0
-
-    async def flaky(target: Kube, n: Any, new_uids: dict[str, str]) -> None:
-        nonlocal calls
-        calls += 1
-        if calls == 6:
-            raise RuntimeError("the target said no")
-        await real_create(target, n, new_uids)
-    monkeypatch.setattr(move_mod, "_create", flaky)
+    monkeypatch.setattr(move_mod, "_create", _failing_create(real_create, 6))
 
     async def go() -> None:
         src, dst = envtest.kube(), target_env.kube()
@@ -341,15 +346,7 @@ def test_a_cluster_on_a_docker_host_takes_the_host_entry_along(envtest: EnvTest,
             await hc.remove(dst, h)
 
             # a failure half-way: the entry and the Secret written for it go again
-            calls = 0
-
-            async def flaky(target: Kube, n: Any, new_uids: dict[str, str]) -> None:
-                nonlocal calls
-                calls += 1
-                if calls == 3:
-                    raise RuntimeError("the target said no")
-                await real_create(target, n, new_uids)
-            monkeypatch.setattr(move_mod, "_create", flaky)
+            monkeypatch.setattr(move_mod, "_create", _failing_create(real_create, 3))
             with pytest.raises(MoveError, match="rolled back"):
                 await move(src, dst, ns, Steps(quiet=True), pause_timeout=0)
             assert h not in ((await dst.get(CONFIG_MAP, dh.NAMESPACE, dh.CONFIGMAP)) or {}).get("data", {})
