@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 from capd_py.api import contract, infrakinds
+from capd_py.api import dockerhosts as dh
 from capd_py.api.containers import ContainerInfo, NetworkInfo
 from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, GVK, INFRA_GROUP, KUBEADM_CONTROL_PLANE, MACHINE
 from capd_py.api.labels import (
@@ -87,8 +88,9 @@ async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
         where, dc = await dockerhost.place(ctx, dc, await _wanted_images(ctx, dc, cluster))
     except dockerhost.NotPlaced as e:
         return await _fail(ctx, dc, dcr.LBState(False, e.reason, e.message), requeue_after=15)
-    except RuntimeError_ as e:  # copying an image to the chosen host failed
-        return await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, f"docker host: {e}"), requeue_after=15)
+    except RuntimeError_ as e:  # the host does not answer, or copying an image there failed
+        return await _fail(ctx, dc, dcr.LBState(False, _reason(e), f"docker host {dh.host_of(dc) or dh.LOCAL}: {e}"),
+                           requeue_after=15)
     infra, address = where.infra, where.host.address
     network = dcr.network_name(namespace, cluster_name, dc)
     bad_family = dcr.family_error(cluster)
@@ -108,7 +110,7 @@ async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
     except NoFreeSubnet as e:
         return await _fail(ctx, dc, dcr.LBState(False, dcr.R_NETWORK_OVERLAP, str(e)), requeue_after=30)
     except RuntimeError_ as e:
-        return await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, f"docker network {network}: {e}"),
+        return await _fail(ctx, dc, dcr.LBState(False, _reason(e), f"docker network {network}: {e}"),
                            requeue_after=10)
     if clash:
         return await _fail(ctx, dc, dcr.LBState(False, dcr.R_NETWORK_OVERLAP, clash), overlap=overlap,
@@ -174,7 +176,11 @@ async def _ensure_lb(ctx: Ctx, infra: DockerInfra, address: str, dc: dict[str, A
         return await infra.get_container(lb_name), None
     except RuntimeError_ as e:
         msg = f"load balancer container {lb_name}: {e}"
-        return None, await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, msg), requeue_after=10)
+        return None, await _fail(ctx, dc, dcr.LBState(False, _reason(e), msg), requeue_after=10)
+
+
+def _reason(e: RuntimeError_) -> str:
+    return dcr.R_HOST_UNREACHABLE if dockerhost.unreachable(e) else dcr.R_RUNTIME_ERROR
 
 
 async def _fail(ctx: Ctx, dc: dict[str, Any], state: dcr.LBState, event: bool = True,

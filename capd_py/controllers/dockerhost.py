@@ -19,7 +19,7 @@ from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import placement
 from capd_py.runtime import images
-from capd_py.runtime.protocol import RuntimeError_
+from capd_py.runtime.protocol import DaemonUnreachable, RuntimeError_
 
 log = logging.getLogger("capd_py.dockerhost")
 
@@ -36,6 +36,12 @@ class NotPlaced(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason, self.message = reason, message
+
+
+def unreachable(e: Exception) -> bool:
+    """Whether a runtime failure is the docker host not answering (reported as DockerHostUnreachable, not as a
+    container error)."""
+    return isinstance(e, DaemonUnreachable)
 
 
 def _single_local(hosts: dict[str, dh.DockerHost]) -> bool:

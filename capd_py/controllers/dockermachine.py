@@ -90,7 +90,8 @@ async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
             return Outcome(requeue_after=ctx.settings.poll_seconds)
         return _host_failure(sub, e.message)
     except RuntimeError_ as e:  # its docker host does not answer: say so (provisioned and addresses are kept)
-        return _host_failure(sub, f"docker host: {e}")
+        return _host_failure(sub, f"docker host: {e}",
+                             Phase.HOST_UNREACHABLE if dockerhost.unreachable(e) else Phase.CONTAINER_ERROR)
     for _ in range(dd.MAX_STEPS):
         action = dd.decide(obs)
         if isinstance(action, dd.ENDS):
@@ -105,9 +106,9 @@ async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
     raise AssertionError(f"DockerMachine {sub.namespace}/{sub.name}: no decision after {dd.MAX_STEPS} steps")
 
 
-def _host_failure(sub: Subject, message: str) -> Outcome:
+def _host_failure(sub: Subject, message: str, phase: Phase = Phase.CONTAINER_ERROR) -> Outcome:
     log.warning("%s/%s: %s", sub.namespace, sub.name, message)
-    return Outcome(status=dmr.status(sub.obj, dmr.Observed(Phase.CONTAINER_ERROR, message)), obj=sub.obj,
+    return Outcome(status=dmr.status(sub.obj, dmr.Observed(phase, message)), obj=sub.obj,
                    requeue_after=15)
 
 

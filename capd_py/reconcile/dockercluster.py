@@ -46,6 +46,7 @@ R_AVAILABLE, R_NOT_AVAILABLE, R_DELETING = "Available", "NotAvailable", "Deletin
 R_IMAGE_NOT_FOUND = "ImageNotFound"
 R_NAME_CONFLICT = "ContainerNameConflict"
 R_RUNTIME_ERROR = "ContainerRuntimeError"
+R_HOST_UNREACHABLE = "DockerHostUnreachable"  # its docker host's daemon does not answer (docs/multihost.md)
 R_READY, R_NOT_READY = "Ready", "NotReady"
 R_WAITING_MACHINES = "WaitingForMachineContainersDeletion"
 R_ENDPOINT_CHANGED = "EndpointChanged"

@@ -215,10 +215,9 @@ def test_a_cluster_on_a_second_docker_host(mgmt: Mgmt, second_daemon: tuple[str,
             dc = mgmt.get("dockercluster", name, ns)
             lb = _cond(dc, "LoadBalancerAvailable")
             dms = _items(mgmt, "dockermachines", ns, name)
-            return (lb.get("status") == "False" and "not reachable" in lb.get("message", "")
-                    and len(dms) == 2 and all(_cond(d, "ContainerProvisioned").get("status") == "False"
-                                              and "not reachable" in _cond(d, "ContainerProvisioned").get("message", "")
-                                              for d in dms))
+            return (lb.get("reason") == "DockerHostUnreachable" and f"docker host {HOST}: docker daemon not "
+                    "reachable" in lb.get("message", "") and len(dms) == 2
+                    and all(_cond(d, "ContainerProvisioned").get("reason") == "DockerHostUnreachable" for d in dms))
         wait_for(host_gone_reported, HOST_GONE_BOUND, "DockerCluster and DockerMachines to report the host gone", 2)
         timings["host gone -> conditions"] = time.monotonic() - t2
         dc = mgmt.get("dockercluster", name, ns)

@@ -163,3 +163,30 @@ async def test_a_cluster_made_before_hosts_is_recorded_on_local_and_a_user_endpo
     assert where.host.name == "local" and dh.host_of(dc) == "local"
     where, dc = await dockerhost.place(ctx, new, [LB])
     assert where.host.name == "two" and dh.host_of(dc) == "two"  # the scheduler: local holds 2 clusters now
+
+
+class GoneRuntime(FakeRuntime):
+    """A docker host whose daemon went away: every call fails at the connection (requests' errors are OSErrors)."""
+
+    def image_id(self, ref: str) -> str | None:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    def get_container(self, name: str) -> Any:
+        raise FileNotFoundError(2, "No such file or directory")
+
+
+async def test_a_host_gone_is_told_apart_from_other_runtime_failures() -> None:
+    """docs/multihost.md: a daemon that does not answer surfaces as DaemonUnreachable (the controllers' reason
+    DockerHostUnreachable), any other runtime failure as it was (ContainerRuntimeError / ContainerError)."""
+    from capd_py.runtime.protocol import DaemonUnreachable
+    kube = MemKube(_configmap(two="endpoint: unix:///run/capd-py-dockerd-2.sock"), _dc("c1", "u1", host="two"))
+    ctx, _ = _ctx(kube, FakeRuntime(images={LB}), {"two": GoneRuntime()})
+    dc = kube.objs[("DockerCluster", "ns", "c1")]
+    with pytest.raises(DaemonUnreachable, match="docker daemon not reachable: .*Connection refused") as e:
+        await dockerhost.place(ctx, dc, [LB])
+    assert dockerhost.unreachable(e.value)
+    where = await dockerhost.where(ctx, dc)  # no docker call: the DockerMachines learn it at their first one
+    with pytest.raises(DaemonUnreachable) as e2:
+        await where.infra.get_container("c1-md-0")
+    assert dockerhost.unreachable(e2.value)
+    assert not dockerhost.unreachable(RuntimeError_("inspect image x: 500 Server Error"))
