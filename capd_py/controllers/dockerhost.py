@@ -75,8 +75,8 @@ async def where(ctx: Ctx, docker_cluster: dict[str, Any] | None, unplaced_local:
 async def _infra(ctx: Ctx, host: dh.DockerHost) -> Where:
     try:
         return Where(host, await ctx.hosts.infra(ctx.kube, host))
-    except RuntimeError_ as e:
-        raise NotPlaced(placement.R_UNKNOWN_HOST, str(e)) from e
+    except RuntimeError_ as e:  # its TLS Secret is missing, or the client could not be made (a daemon away)
+        raise NotPlaced(placement.R_HOST_UNREACHABLE if unreachable(e) else placement.R_UNKNOWN_HOST, str(e)) from e
 
 
 async def place(ctx: Ctx, dc: dict[str, Any], wanted_images: list[str]) -> tuple[Where, dict[str, Any]]:

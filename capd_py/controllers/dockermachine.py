@@ -88,7 +88,8 @@ async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
         if e.reason == placement.R_NO_HOST:  # the DockerCluster's placement comes first
             log.info("%s/%s: waiting for the docker host: %s", sub.namespace, sub.name, e.message)
             return Outcome(requeue_after=ctx.settings.poll_seconds)
-        return _host_failure(sub, e.message)
+        return _host_failure(sub, e.message, Phase.HOST_UNREACHABLE if e.reason == placement.R_HOST_UNREACHABLE
+                             else Phase.CONTAINER_ERROR)
     except RuntimeError_ as e:  # its docker host does not answer: say so (provisioned and addresses are kept)
         return _host_failure(sub, f"docker host: {e}",
                              Phase.HOST_UNREACHABLE if dockerhost.unreachable(e) else Phase.CONTAINER_ERROR)

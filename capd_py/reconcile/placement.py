@@ -30,6 +30,7 @@ R_PLACED = "Placed"
 R_UNKNOWN_HOST = "UnknownDockerHost"
 R_NO_HOST = "NoDockerHostAvailable"
 R_INVALID = "InvalidDockerHostConfiguration"
+R_HOST_UNREACHABLE = "DockerHostUnreachable"  # the host's daemon does not answer
 
 
 @dataclass(frozen=True)

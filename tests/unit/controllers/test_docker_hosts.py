@@ -190,3 +190,18 @@ async def test_a_host_gone_is_told_apart_from_other_runtime_failures() -> None:
         await where.infra.get_container("c1-md-0")
     assert dockerhost.unreachable(e2.value)
     assert not dockerhost.unreachable(RuntimeError_("inspect image x: 500 Server Error"))
+
+
+async def test_a_host_whose_client_cannot_be_made_because_it_is_away_is_unreachable_not_unknown() -> None:
+    """After a controllers restart the host's client is made anew, and the SDK asks the daemon its API version: a
+    daemon away then is DockerHostUnreachable (not UnknownDockerHost, which means "not configured")."""
+    from capd_py.runtime.protocol import DaemonUnreachable
+    kube = MemKube(_configmap(two="endpoint: unix:///run/capd-py-dockerd-2.sock"), _dc("c1", "u1", host="two"))
+    ctx, _ = _ctx(kube, FakeRuntime(), {})
+
+    def away(host: dh.DockerHost, tls: Mapping[str, bytes] | None) -> ContainerRuntime:
+        raise DaemonUnreachable(f"docker host {host.name}: Error while fetching server API version")
+    ctx.hosts = DockerHosts(ctx.infra, lambda rt: DockerInfra(rt), away)
+    with pytest.raises(dockerhost.NotPlaced) as e:
+        await dockerhost.where(ctx, kube.objs[("DockerCluster", "ns", "c1")])
+    assert e.value.reason == "DockerHostUnreachable" and "API version" in e.value.message
