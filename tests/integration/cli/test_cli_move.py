@@ -343,7 +343,14 @@ def test_a_cluster_on_a_docker_host_takes_the_host_entry_along(envtest: EnvTest,
                 await move(src, dst, ns, Steps(quiet=True), pause_timeout=0)
             c = await src.get(CLUSTER, ns, "c1")
             assert c and not c["spec"].get("paused") and await dst.get(CLUSTER, ns, "c1") is None
+            dry = await move(src, dst, ns, Steps(quiet=True), dry_run=True)
+            assert any("is configured differently at the target" in w for w in dry.warnings), dry.warnings
             await hc.remove(dst, h)
+            dry = await move(src, dst, ns, Steps(quiet=True), dry_run=True)
+            assert f"docker host {h} (tcp://10.0.0.7:2376) is added to the target's {dh.NAMESPACE}/{dh.CONFIGMAP}" \
+                in dry.warnings, dry.warnings
+            assert await dst.get(CONFIG_MAP, dh.NAMESPACE, dh.CONFIGMAP) is None or \
+                h not in (await dst.get(CONFIG_MAP, dh.NAMESPACE, dh.CONFIGMAP) or {}).get("data", {})
 
             # a failure half-way: the entry and the Secret written for it go again
             monkeypatch.setattr(move_mod, "_create", _failing_create(real_create, 3))
