@@ -37,7 +37,7 @@ from capd_py.reconcile import coreutil, ipfamily, subnets
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import dockermachine as dmr
 from capd_py.runtime.networks import NoFreeSubnet
-from capd_py.runtime.protocol import RuntimeError_
+from capd_py.runtime.protocol import DaemonUnreachable, RuntimeError_
 
 log = logging.getLogger("capd_py.dockercluster")
 
@@ -196,14 +196,20 @@ async def _fail(ctx: Ctx, dc: dict[str, Any], state: dcr.LBState, event: bool = 
 
 
 async def delete_docker(ctx: Ctx, sub: Subject) -> Outcome:
-    """A DockerCluster's, or a docker-backed DevCluster's, deletion."""
+    """A DockerCluster's, or a docker-backed DevCluster's, deletion. Its host left the configuration or does not
+    answer: the deletion waits (the finalizer kept: removing it would leave the containers running unmanaged)."""
+    try:
+        return await _delete_docker(ctx, sub)
+    except (dockerhost.NotPlaced, DaemonUnreachable) as e:
+        why = dockerhost.why(e, sub.obj)
+        return Outcome(status=dcr.deleting_status(sub.obj, f"cannot delete the cluster's containers: {why}"),
+                       done=False, requeue_after=15)
+
+
+async def _delete_docker(ctx: Ctx, sub: Subject) -> Outcome:
     dc = sub.obj
     ns, cluster_name = sub.namespace, cluster_name_of(dc)
-    try:
-        infra = (await dockerhost.where(ctx, dc, unplaced_local=True)).infra
-    except dockerhost.NotPlaced as e:  # its host left the configuration: its containers cannot be found
-        msg = f"cannot delete the cluster's containers: {e.message}"
-        return Outcome(status=dcr.deleting_status(dc, msg), done=False, requeue_after=15)
+    infra = (await dockerhost.where(ctx, dc, unplaced_local=True)).infra
     if cluster_name:
         # node containers still backed by a live Machine must go first (their controller removes them)
         nodes = [c for c in await infra.list_containers(dcr.cluster_labels(ns, cluster_name))

@@ -44,6 +44,13 @@ def unreachable(e: Exception) -> bool:
     return isinstance(e, DaemonUnreachable)
 
 
+def why(e: Exception, docker_cluster: dict[str, Any] | None) -> str:
+    """What a NotPlaced or DaemonUnreachable says, naming the host for the latter."""
+    if isinstance(e, NotPlaced):
+        return e.message
+    return f"docker host {dh.host_of(docker_cluster) or dh.LOCAL}: {e}"
+
+
 def _single_local(hosts: dict[str, dh.DockerHost]) -> bool:
     return list(hosts) == [dh.LOCAL] and not hosts[dh.LOCAL].endpoint
 

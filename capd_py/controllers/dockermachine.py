@@ -42,7 +42,7 @@ from capd_py.reconcile import dockermachine as dmr
 from capd_py.reconcile import dockermachine_decide as dd
 from capd_py.reconcile.coreutil import utcnow
 from capd_py.reconcile.dockermachine import Phase
-from capd_py.runtime.protocol import RuntimeError_
+from capd_py.runtime.protocol import DaemonUnreachable, RuntimeError_
 
 log = logging.getLogger("capd_py.dockermachine")
 
@@ -224,24 +224,31 @@ async def delete_docker(ctx: Ctx, sub: Subject) -> Outcome:
     cluster = await ctx.kube.get(CLUSTER, ns, cluster_name) if cluster_name else None
     dc = await _docker_cluster(ctx, k, ns, cluster) if cluster else None
     try:
-        infra = (await dockerhost.where(ctx, dc, unplaced_local=True)).infra
-    except dockerhost.NotPlaced as e:  # its host left the configuration: the container cannot be reached
-        dm = await _write_status(ctx, dm, dmr.status(dm, dmr.Observed(
-            Phase.DELETING, f"cannot delete the node container: {e.message}")))
-        return Outcome(obj=dm, done=False, requeue_after=15)
+        return await _delete_container(ctx, sub, machine_name, machine, cluster_name, cluster, dc)
+    except (dockerhost.NotPlaced, DaemonUnreachable) as e:  # host gone from the configuration or away: waits
+        msg = f"cannot delete the node container: {dockerhost.why(e, dc)}"
+        return Outcome(status=dmr.status(dm, dmr.Observed(Phase.DELETING, msg)), done=False, requeue_after=15)
+
+
+async def _delete_container(ctx: Ctx, sub: Subject, machine_name: str | None, machine: dict[str, Any] | None,
+                            cluster_name: str | None, cluster: dict[str, Any] | None,
+                            dc: dict[str, Any] | None) -> Outcome:
+    dm, ns, k = sub.obj, sub.namespace, infrakinds.kinds_of(sub.obj)
+    infra = (await dockerhost.where(ctx, dc, unplaced_local=True)).infra
     if machine_name and not cluster_name:  # Machine already gone: find the container by its labels
         for c in await infra.list_containers({CONTAINER_MACHINE: machine_name, CONTAINER_NAMESPACE: ns}):
             cluster_name = c.labels.get(dcr.CONTAINER_CLUSTER) or ""
     if not (machine_name and cluster_name):
         return Outcome()
     cname = dmr.container_name(cluster_name, machine_name)
-    dm = await _write_status(ctx, dm,
-                            dmr.status(dm, dmr.Observed(Phase.DELETING, "deleting the node container")))
     if cluster is None:
         cluster = await ctx.kube.get(CLUSTER, ns, cluster_name)
     network, family = dcr.network_name(ns, cluster_name, dc), dcr.cluster_family(cluster)
     await infra.settle(cname)
     info = await infra.get_container(cname)
+    # written once the host answered (a host away keeps the "cannot delete" status: no flip-flop of writes)
+    dm = await _write_status(ctx, dm,
+                            dmr.status(dm, dmr.Observed(Phase.DELETING, "deleting the node container")))
     cp = (info is not None and info.labels.get(dcr.CONTAINER_ROLE) == dcr.ROLE_CONTROL_PLANE) \
         or dmr.is_control_plane(machine)
     if info is not None and dcr.ours(info, ns, cluster_name):  # not ours: left alone

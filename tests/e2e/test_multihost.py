@@ -273,10 +273,28 @@ def test_a_cluster_on_a_second_docker_host(mgmt: Mgmt, second_daemon: tuple[str,
         # nothing placed on the host at the source any more: removing it there is allowed now
         mgmt.capd("host", "remove", HOST)
 
-        # delete at the target: nothing left on either daemon
+        # delete at the target while the host is away: the deletion waits, says why, keeps its finalizers (the
+        # containers are not left running unmanaged); the host back, it completes with nothing left on either daemon
+        run(["bash", HACK, "halt", daemon])
         t5 = time.monotonic()
+        target.capd("delete", "cluster", name, "-n", ns, "--no-wait")
+
+        def deletion_waits() -> bool:
+            # the Cluster deletes its machines first, the DockerCluster after them: the DockerMachines are what waits
+            deleting = [d for d in _items(target, "dockermachines", ns, name) if d["metadata"].get("deletionTimestamp")]
+            return bool(deleting) and all(
+                f"cannot delete the node container: docker host {HOST}: docker daemon not reachable"
+                in _cond(d, "Ready").get("message", "") and "dockermachine.infrastructure.cluster.x-k8s.io"
+                in d["metadata"].get("finalizers", []) for d in deleting)
+        wait_for(deletion_waits, HOST_GONE_BOUND, "the deletion to wait for the host, saying so", 2)
+        timings["delete while away -> conditions"] = time.monotonic() - t5
+        time.sleep(10)  # and it keeps waiting: the objects stay, no container is forgotten
+        assert target.get("dockercluster", name, ns)["metadata"]["finalizers"]
+        assert deletion_waits()
+        t6 = time.monotonic()
+        run(["bash", HACK, "start", daemon])
         target.capd("delete", "cluster", name, "-n", ns, "--wait", "--timeout", "300")
-        timings["delete"] = time.monotonic() - t5
+        timings["host back -> deleted"] = time.monotonic() - t6
         assert _ours(endpoint, name) == {"containers": [], "networks": [], "volumes": []}
         assert _ours("unix:///var/run/docker.sock", name) == {"containers": [], "networks": [], "volumes": []}
         assert cluster_objects_left(target, name, ns) == []

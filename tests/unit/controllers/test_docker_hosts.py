@@ -174,6 +174,9 @@ class GoneRuntime(FakeRuntime):
     def get_container(self, name: str) -> Any:
         raise FileNotFoundError(2, "No such file or directory")
 
+    def list_containers(self, labels: Any = None) -> Any:
+        raise FileNotFoundError(2, "No such file or directory")
+
 
 async def test_a_host_gone_is_told_apart_from_other_runtime_failures() -> None:
     """docs/multihost.md: a daemon that does not answer surfaces as DaemonUnreachable (the controllers' reason
@@ -205,3 +208,30 @@ async def test_a_host_whose_client_cannot_be_made_because_it_is_away_is_unreacha
     with pytest.raises(dockerhost.NotPlaced) as e:
         await dockerhost.where(ctx, kube.objs[("DockerCluster", "ns", "c1")])
     assert e.value.reason == "DockerHostUnreachable" and "API version" in e.value.message
+
+
+async def test_deleting_a_cluster_whose_host_is_away_or_unknown_waits_and_says_why() -> None:
+    """docs/multihost.md: the deletion keeps its finalizer (done=False: the containers are not left running
+    unmanaged) and the Deleting condition names the host; it goes on once the host answers (the retry)."""
+    from capd_py.controllers import dockercluster
+    from capd_py.controllers.skeleton import Subject
+    dc = _dc("c1", "u1", host="two")
+    dc["metadata"]["labels"] = {"cluster.x-k8s.io/cluster-name": "c1"}
+    dc["metadata"]["deletionTimestamp"] = "2026-12-05T06:00:00Z"
+    kube = MemKube(_configmap(two="endpoint: unix:///run/capd-py-dockerd-2.sock"), dc)
+    ctx, _ = _ctx(kube, FakeRuntime(), {"two": GoneRuntime()})
+    out = await dockercluster.delete_docker(ctx, Subject(dc, None))
+    assert out.done is False and out.requeue_after == 15 and out.status is not None
+    ready = next(c for c in out.status["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "Deleting"
+    assert ready["message"].startswith("cannot delete the cluster's containers: docker host two: docker daemon not "
+                                       "reachable")
+    dc["metadata"]["annotations"][dh.DOCKER_HOST_ANNOTATION] = "gone"
+    out = await dockercluster.delete_docker(ctx, Subject(dc, None))
+    assert out.done is False and out.status is not None
+    assert "docker host 'gone' is not configured" in next(c for c in out.status["conditions"]
+                                                          if c["type"] == "Ready")["message"]
+    # the host back: the same call deletes (nothing of the cluster on it) and lets the finalizer go
+    dc["metadata"]["annotations"][dh.DOCKER_HOST_ANNOTATION] = "two"
+    ctx.hosts = DockerHosts(ctx.infra, lambda rt: DockerInfra(rt), Factory({"two": FakeRuntime()}))
+    assert (await dockercluster.delete_docker(ctx, Subject(dc, None))).done is True
