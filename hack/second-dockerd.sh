@@ -2,6 +2,9 @@
 # Start / stop a second docker daemon on this machine, as a second "docker host" for capd-py (docs/multihost.md).
 #   hack/second-dockerd.sh start [NAME]   prints the endpoint (unix:///run/capd-py-dockerd-NAME.sock)
 #   hack/second-dockerd.sh stop [NAME]    stops that daemon (its containers die with it) and removes its state
+#   hack/second-dockerd.sh halt [NAME]    stops that daemon only (a docker host going away): its data root, bridge and
+#                                         rules stay, so `start NAME` brings the same daemon back, and dockerd restarts
+#                                         the containers whose restart policy says so (capd-py's: unless-stopped)
 # It never touches the main dockerd (/var/run/docker.sock) nor its iptables chains: a dockerd started with
 # --iptables=true deletes and re-creates the DOCKER chains at start (libnetwork removeIPChains), which would drop
 # every published port of the main daemon's containers. So this one runs with --iptables=false --ip-masq=false and
@@ -9,7 +12,7 @@
 # policy the main daemon set to DROP while br_netfilter is loaded) are added to DOCKER-USER by `allow-bridge`,
 # matched on its own subnets, and removed by `stop`.
 set -euo pipefail
-cmd=${1:?start|stop|allow}
+cmd=${1:?start|halt|stop|allow}
 name=${2:-2}
 sock=/run/capd-py-dockerd-$name.sock
 data=/var/lib/capd-py-docker-$name
@@ -51,6 +54,14 @@ allow)
     iptables -C DOCKER-USER $dir "$subnet" -m comment --comment "$tag" -j ACCEPT 2>/dev/null \
       || iptables -I DOCKER-USER 1 $dir "$subnet" -m comment --comment "$tag" -j ACCEPT
   done ;;
+halt)
+  if [ -f "$pidfile" ]; then
+    pid=$(cat "$pidfile")
+    kill "$pid" 2>/dev/null || true
+    # dockerd stops its containers first (their stop signal, then SIGKILL after its 15 s shutdown timeout)
+    for _ in $(seq 1 90); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$pid" 2>/dev/null; then echo "dockerd $name did not stop in 45 s" >&2; exit 1; fi
+  fi ;;
 stop)
   if [ -f "$pidfile" ]; then
     pid=$(cat "$pidfile")
@@ -66,5 +77,5 @@ stop)
   grep -E " ($data|$exec_root)/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
   rm -rf "$data" "$exec_root" "$sock" "$pidfile"
   ip link del "$bridge" 2>/dev/null || true ;;
-*) echo "usage: $0 start|stop|allow [NAME] [SUBNET]" >&2; exit 2 ;;
+*) echo "usage: $0 start|halt|stop|allow [NAME] [SUBNET]" >&2; exit 2 ;;
 esac

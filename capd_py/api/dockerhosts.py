@@ -39,6 +39,9 @@ LOCAL = "local"
 # on a DockerCluster: the host its containers live on (set by the user, or by the scheduler once, then kept);
 # its DockerMachines follow it
 DOCKER_HOST_ANNOTATION = "capd-py.dev/docker-host"
+# in a DockerCluster failure domain's `attributes` (upstream's FailureDomain has no host field): the docker host of the
+# machines placed in that domain (capd_py.reconcile.placement.domains_on_host says which are accepted)
+FAILURE_DOMAIN_HOST_ATTRIBUTE = DOCKER_HOST_ANNOTATION
 # on a DockerCluster: only hosts whose labels match (`k=v,k2=v2`) are candidates for the scheduler
 HOST_SELECTOR_ANNOTATION = "capd-py.dev/docker-host-selector"
 # on a DockerCluster: spread clusters across the values of this host label (fewest clusters per value first)

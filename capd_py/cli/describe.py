@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from capd_py.api import conditions, contract
+from capd_py.api import dockerhosts as dh
 from capd_py.api.labels import CONTROL_PLANE, CONTROL_PLANE_NAME, DEPLOYMENT_NAME
 
 HEADER = ("NAME", "REPLICAS", "AVAILABLE", "READY", "UP TO DATE", "STATUS", "REASON", "SINCE", "MESSAGE")
@@ -204,7 +205,11 @@ def build_tree(objects: list[dict[str, Any]], cluster_name: str, opts: Options |
 
     infra = find(infra_ref)
     if infra is not None:
-        root.children.append(_leaf(infra, "ClusterInfrastructure - ", opts))
+        leaf = _leaf(infra, "ClusterInfrastructure - ", opts)
+        host = dh.host_of(infra)
+        if host:  # placed on a docker host (docs/multihost.md): where its containers are
+            leaf.name += f" (docker host {host})"
+        root.children.append(leaf)
     elif infra_ref:
         root.children.append(Node(f"ClusterInfrastructure - {infra_ref['kind']}/{infra_ref['name']}",
                                   condition={"status": "", "reason": "NotFound", "message": "object not found"}))

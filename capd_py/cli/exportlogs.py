@@ -5,6 +5,7 @@
       capd-py-version.txt
       objects.yaml             the cluster's Cluster API objects (no Secrets; managedFields dropped)
       events.yaml              Events of those objects
+      docker-host.txt          the docker host the cluster is placed on (docs/multihost.md), when not `local`
       controllers.log          the host controllers' log (`capd-py init`'s, or --controllers-log FILE)
       management/pods/...      in-cluster controllers (`init --in-cluster`): their pods' logs from the management node
       workload.txt             kubectl get nodes / pods / events, run on a control-plane node
@@ -288,8 +289,11 @@ def find_containers(runtime: ContainerRuntime, namespace: str, cluster: str) -> 
 def export(runtime: ContainerRuntime, namespace: str, cluster: str, out: Path,
            objects: tuple[list[dict[str, Any]], list[dict[str, Any]]] | Exception,
            controllers_log: Path | None, management_node: str | None, version: str = "",
-           progress: Callable[[str], None] | None = None) -> Report:
-    """Fill `out` (created when missing). `objects` is fetch_objects' answer, or why it could not be had."""
+           progress: Callable[[str], None] | None = None,
+           management_runtime: ContainerRuntime | None = None, host: str = "") -> Report:
+    """Fill `out` (created when missing). `objects` is fetch_objects' answer, or why it could not be had.
+    `runtime` is the docker endpoint of the cluster's docker host (docs/multihost.md); `management_runtime` the one
+    the management node runs on (the local daemon), when it differs; `host` names the cluster's docker host."""
     say = progress or (lambda _m: None)
     found = find_containers(runtime, namespace, cluster)
     have_cluster = not isinstance(objects, Exception) and any(o.get("kind") == CLUSTER.kind for o in objects[0])
@@ -299,6 +303,8 @@ def export(runtime: ContainerRuntime, namespace: str, cluster: str, out: Path,
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out)
     report.write("capd-py-version.txt", version + "\n")
+    if host:
+        report.write("docker-host.txt", host + "\n")
     if isinstance(objects, Exception):
         report.error(f"Cluster API objects: {objects}")
     else:
@@ -308,7 +314,7 @@ def export(runtime: ContainerRuntime, namespace: str, cluster: str, out: Path,
     if found.lb:
         jobs.append(partial(collect_container, runtime, report, found.lb, False))
     jobs.append(partial(collect_workload, runtime, report, found.control_planes))
-    jobs.append(partial(collect_controllers, runtime, report, controllers_log, management_node))
+    jobs.append(partial(collect_controllers, management_runtime or runtime, report, controllers_log, management_node))
     say(f"{len(found.nodes)} node(s){', the load balancer' if found.lb else ''}, the controllers")
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="export-logs") as pool:
         for f in [pool.submit(j) for j in jobs]:

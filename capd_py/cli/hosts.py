@@ -13,7 +13,7 @@ from typing import Any
 from capd_py.api import dockerhosts as dh
 from capd_py.api.gvk import CLUSTER, CONFIG_MAP, DOCKER_CLUSTER, NAMESPACE, SECRET
 from capd_py.runtime import endpoints
-from capd_py.runtime.protocol import ContainerRuntime
+from capd_py.runtime.protocol import ContainerRuntime, RuntimeError_
 
 
 class HostError(Exception):
@@ -121,3 +121,13 @@ async def cluster_host(kube: Any, namespace: str, cluster: str) -> str:
     if ref.get("kind") != DOCKER_CLUSTER.kind:
         return dh.LOCAL
     return dh.host_of(await kube.get(DOCKER_CLUSTER, namespace, ref["name"])) or dh.LOCAL
+
+
+async def cluster_runtime(kube: Any, namespace: str, cluster: str) -> tuple[str, ContainerRuntime]:
+    """(host name, runtime) of the docker host a workload cluster is placed on: what `stop|start cluster`,
+    `export logs` and `get nodes` talk to (a cluster on another host has no container on the local daemon)."""
+    host = await cluster_host(kube, namespace, cluster)
+    try:
+        return host, await runtime_of(kube, host)
+    except RuntimeError_ as e:  # the SDK asks the daemon its API version: a host that is down says so here
+        raise HostError(f"cluster {namespace}/{cluster} is on docker host {host}: {e}") from e

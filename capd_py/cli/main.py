@@ -322,6 +322,7 @@ def get_nodes(
     """List a cluster's nodes: Machine phase, workload Node status, address and container state."""
     from capd_py.api.gvk import NODE
     from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_NAMESPACE
+    from capd_py.cli import hosts as hc
     from capd_py.cli.kubeconfig import KubeconfigError, workload_kubeconfig
     from capd_py.cli.listing import NODE_HEADER, node_rows, table
     from capd_py.kube.client import Kube
@@ -332,12 +333,15 @@ def get_nodes(
             if await kube.get(CLUSTER, namespace, cluster) is None:
                 fail(f"cluster {namespace}/{cluster} not found")
             machines = [m for m in await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cluster})]
-            rt = mgmt.default_runtime()
+            try:
+                _host, rt = await hc.cluster_runtime(kube, namespace, cluster)
+            except hc.HostError as e:
+                fail(str(e))
             states = {c.name: c.status for c in await asyncio.to_thread(
                 rt.list_containers, {CONTAINER_CLUSTER: cluster, CONTAINER_NAMESPACE: namespace})}
             nodes: list[dict[str, Any]] | None = None
             try:
-                text = await workload_kubeconfig(kube, mgmt.default_runtime, namespace, cluster)
+                text = await workload_kubeconfig(kube, rt, namespace, cluster)
                 wl = Kube.from_kubeconfig_text(text)
                 try:
                     nodes = list(await asyncio.wait_for(wl.list(NODE), 10))
@@ -556,16 +560,21 @@ _POWER_TITLES = {"stop": "Stopping", "start": "Starting", "pause": "Pausing", "r
 
 
 def _power(verb: str, name: str, namespace: str, wait: str, kubeconfig: str | None, stop_timeout: float = 10.0) -> None:
+    from capd_py.cli import hosts as hc
     from capd_py.cli.power import PowerError, command
     seconds = duration(wait)
     steps = Steps()
     kube = connect(kubeconfig)
     steps.info(f"{_POWER_TITLES[verb]} cluster {namespace}/{name} ...")
     try:
-        message = run_async(lambda: command(kube, mgmt.default_runtime(), verb, namespace, name, steps,
+        # the cluster's docker host, not the local daemon (docs/multihost.md)
+        _host, rt = run_async(lambda: _with_kube(kubeconfig, lambda k: hc.cluster_runtime(k, namespace, name)))
+        message = run_async(lambda: command(kube, rt, verb, namespace, name, steps,
                                             seconds if seconds > 0 else 3600.0, stop_timeout))
     except PowerError as e:
         fail(f"{verb} cluster {namespace}/{name}: {e} (run the command again to continue)")
+    except hc.HostError as e:
+        fail(f"{verb} cluster {namespace}/{name}: {e}")
     typer.echo(f"cluster {namespace}/{name}: {message}")
 
 
@@ -658,6 +667,15 @@ snapshot_app = typer.Typer(no_args_is_help=True, help="Snapshots of a workload c
 app.add_typer(snapshot_app, name="snapshot")
 
 
+def _local_only(what: str, kubeconfig: str | None, namespace: str, cluster: str) -> None:
+    """Snapshots copy container storage out of the local daemon's data root: a cluster on another docker host
+    (docs/multihost.md) is refused with that reason, not searched for on the wrong daemon."""
+    host = _cluster_host(kubeconfig, namespace, cluster)
+    if host != "local":
+        fail(f"{what}: cluster {namespace}/{cluster} is on docker host {host!r}; snapshots read the container "
+             "storage of the local docker daemon only")
+
+
 def _snapshots_root() -> Path:
     return mgmt.home() / "snapshots"
 
@@ -675,6 +693,7 @@ def snapshot_create(
     from capd_py.cli import snapshot as snap
     from capd_py.reconcile.snapshot import human
     steps = Steps()
+    _local_only("snapshot create", kubeconfig, namespace, cluster)
     kube = connect(kubeconfig)
     try:
         dest, size = run_async(lambda: snap.create(kube, mgmt.default_runtime(), _snapshots_root(), namespace,
@@ -698,6 +717,7 @@ def snapshot_restore(
     start it (Available, Ready nodes). Run it again after an interruption."""
     from capd_py.cli import snapshot as snap
     steps = Steps()
+    _local_only("snapshot restore", kubeconfig, namespace, cluster)
     kube = connect(kubeconfig)
     try:
         run_async(lambda: snap.restore(kube, mgmt.default_runtime(), _snapshots_root(), namespace, cluster, name,
@@ -1033,6 +1053,21 @@ def _ping_host(kubeconfig: str | None, name: str) -> str:
         return f"no: {e}"
 
 
+def _cluster_runtime(kubeconfig: str | None, namespace: str, cluster: str,
+                     local_without_management: bool = False) -> tuple[str, Any]:
+    """(docker host, runtime) of a workload cluster (docs/multihost.md). `local_without_management`: when the
+    management cluster cannot be read, the local daemon (export logs still collects the containers, as before)."""
+    from capd_py.cli import hosts as hc
+    try:
+        return asyncio.run(_with_kube(kubeconfig, lambda k: hc.cluster_runtime(k, namespace, cluster)))
+    except hc.HostError as e:
+        fail(str(e))
+    except Exception:
+        if local_without_management:
+            return "local", mgmt.default_runtime()
+        raise
+
+
 def _cluster_host(kubeconfig: str | None, namespace: str, cluster: str) -> str:
     """The docker host of a cluster; `local` when the management cluster cannot say (loading into a local
     cluster's nodes works without it, as before docker hosts existed)."""
@@ -1149,11 +1184,13 @@ def export_logs(
         objects = e
     log = controllers_log or mgmt.log_path(management_name)
     steps = Steps()
+    host, rt = _cluster_runtime(kubeconfig, namespace, name, local_without_management=True)
     try:
         with steps.step(f"Exporting logs of cluster {namespace}/{name} 📦"):
-            report = ex.export(mgmt.default_runtime(), namespace, name, out, objects,
+            report = ex.export(rt, namespace, name, out, objects,
                                log if (controllers_log or log.exists()) else None,
-                               mgmt.node_name(management_name), version=_version_text(), progress=steps.update)
+                               mgmt.node_name(management_name), version=_version_text(), progress=steps.update,
+                               management_runtime=mgmt.default_runtime(), host="" if host == "local" else host)
     except ex.ExportError as e:
         fail(str(e))
     for err in report.errors:

@@ -17,6 +17,10 @@ The rules that keep two management clusters from ever reconciling the same clust
    controllers never run their deletion (which would remove the containers);
 5. resume the tenants at the target.
 
+Clusters placed on a docker host other than `local` (docs/multihost.md) keep their `capd-py.dev/docker-host`
+annotation; the host's entry of `capd-py-system/capd-py-docker-hosts` (and its TLS Secret) is written at the target
+before step 3, or the move is refused before step 2 when the two sides disagree (capd_py/reconcile/hostmove.py).
+
 The containers are not touched: they carry the cluster's namespace and name, not object UIDs, so the
 target's controllers adopt them.
 """
@@ -29,11 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capd_py.api import conditions
+from capd_py.api import dockerhosts as dh
 from capd_py.api.gvk import ALL_CAPI, CLUSTER, CONFIG_MAP, CRD, GVK, SECRET, of_object
 from capd_py.api.labels import PAUSED_ANNOTATION
 from capd_py.cli.steps import Steps
 from capd_py.kube.client import Kube, KubeError
-from capd_py.reconcile import movegraph
+from capd_py.reconcile import hostmove, movegraph
 from capd_py.reconcile.movegraph import Graph, Node
 
 MOVE_KINDS: tuple[GVK, ...] = (*ALL_CAPI, SECRET, CONFIG_MAP)
@@ -76,6 +81,52 @@ async def check_target(target: Kube, source_graph: Graph) -> None:
     for c in source_graph.of_kind("Cluster"):
         if await target.get(CLUSTER, c.identity.namespace, c.name) is not None:
             raise MoveError(f"Cluster {c.identity.namespace}/{c.name} already exists at the target")
+
+
+async def host_plan(source: Kube, target: Kube | None, graph: Graph) -> hostmove.HostCopy:
+    """Which docker host entries the moved clusters need at the target (capd_py/reconcile/hostmove.py)."""
+    placed = hostmove.placed_hosts(n.obj for n in graph.move_nodes())
+    if not placed:
+        return hostmove.HostCopy()
+    src = await source.get(CONFIG_MAP, dh.NAMESPACE, dh.CONFIGMAP)
+    tgt = await target.get(CONFIG_MAP, dh.NAMESPACE, dh.CONFIGMAP) if target is not None else None
+    return hostmove.plan(placed, (src or {}).get("data"), (tgt or {}).get("data"))
+
+
+async def _copy_hosts(source: Kube, target: Kube, plan: hostmove.HostCopy, made: list[tuple[GVK, str]]) -> None:
+    """Write the plan's entries (and the TLS Secrets they name, when the target lacks them) at the target before
+    any cluster object arrives there, so its controllers find the host at their first reconcile. `made` records
+    what was created, for a rollback."""
+    if not plan.add:
+        return
+    await _ensure_namespace(target, dh.NAMESPACE, set())
+    for name in plan.secrets:
+        if await target.get(SECRET, dh.NAMESPACE, name) is not None:
+            continue
+        secret = await source.get(SECRET, dh.NAMESPACE, name)
+        if secret is None:
+            raise MoveError(f"the TLS Secret {dh.NAMESPACE}/{name} of a moved cluster's docker host is missing at "
+                            "the source")
+        await target.create(SECRET, {"apiVersion": "v1", "kind": "Secret", "type": secret.get("type", "Opaque"),
+                                     "metadata": {"namespace": dh.NAMESPACE, "name": name},
+                                     "data": secret.get("data") or {}})
+        made.append((SECRET, name))
+    if await target.get(CONFIG_MAP, dh.NAMESPACE, dh.CONFIGMAP) is None:
+        await target.create(CONFIG_MAP, {"apiVersion": "v1", "kind": "ConfigMap",
+                                         "metadata": {"namespace": dh.NAMESPACE, "name": dh.CONFIGMAP},
+                                         "data": dict(plan.add)})
+    else:
+        await target.merge_patch(CONFIG_MAP, dh.NAMESPACE, dh.CONFIGMAP, {"data": dict(plan.add)})
+    made.append((CONFIG_MAP, ""))
+
+
+async def _uncopy_hosts(target: Kube, plan: hostmove.HostCopy, made: list[tuple[GVK, str]]) -> None:
+    """Undo _copy_hosts (a rollback): the entries it added, the Secrets it created."""
+    for g, name in reversed(made):
+        if g == CONFIG_MAP:
+            await target.merge_patch(CONFIG_MAP, dh.NAMESPACE, dh.CONFIGMAP, {"data": {n: None for n in plan.add}})
+        else:
+            await target.delete(g, dh.NAMESPACE, name)
 
 
 async def _set_paused(kube: Kube, nodes: list[Node], value: bool) -> None:
@@ -198,7 +249,9 @@ async def move(source: Kube, target: Kube | None, namespace: str, steps: Steps, 
     out = Outcome(graph)
     tenants = [n for n in graph.move_nodes() if movegraph.is_pause_root(n)]
     if dry_run:
-        out.warnings = graph.not_ready() + [f"{p} is paused" for p in graph.already_paused()]
+        hosts = await host_plan(source, target, graph)
+        out.warnings = graph.not_ready() + [f"{p} is paused" for p in graph.already_paused()] + \
+            list(hosts.problems) + hosts.lines()
         return out
     assert target is not None
     if not graph.of_kind("Cluster") and not tenants:
@@ -207,6 +260,9 @@ async def move(source: Kube, target: Kube | None, namespace: str, steps: Steps, 
     if problems:
         raise MoveError("not ready to move:\n  " + "\n  ".join(problems))
     await check_target(target, graph)
+    hosts = await host_plan(source, target, graph)
+    if hosts.problems:
+        raise MoveError("docker hosts (docs/multihost.md), nothing changed:\n  " + "\n  ".join(hosts.problems))
 
     with steps.step("Pausing the clusters at the source ⏸"):
         await _set_paused(source, tenants, True)
@@ -221,7 +277,11 @@ async def move(source: Kube, target: Kube | None, namespace: str, steps: Steps, 
 
     new_uids: dict[str, str] = {}
     namespaces: set[str] = set()
+    made: list[tuple[GVK, str]] = []
     try:
+        if hosts.add:
+            with steps.step(f"Adding docker host(s) {', '.join(sorted(hosts.add))} at the target 🖥"):
+                await _copy_hosts(source, target, hosts, made)
         with steps.step(f"Creating {total} objects at the target 📦"):
             for group in sequence:
                 for n in group:
@@ -234,6 +294,7 @@ async def move(source: Kube, target: Kube | None, namespace: str, steps: Steps, 
         with steps.step("Rolling back: removing the copies from the target, resuming at the source ↩"):
             for n in reversed([n for g in sequence for n in g if n.uid in new_uids]):
                 await _delete_source(target, n, new_uids[n.uid])
+            await _uncopy_hosts(target, hosts, made)
             await _set_paused(source, tenants, False)
         raise MoveError(f"creating the objects at the target failed, rolled back (the source is unchanged): "
                         f"{type(e).__name__}: {e}") from e

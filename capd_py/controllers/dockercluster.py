@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 from capd_py.api import contract, infrakinds
+from capd_py.api import dockerhosts as dh
 from capd_py.api.containers import ContainerInfo, NetworkInfo
 from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, GVK, INFRA_GROUP, KUBEADM_CONTROL_PLANE, MACHINE
 from capd_py.api.labels import (
@@ -36,7 +37,7 @@ from capd_py.reconcile import coreutil, ipfamily, subnets
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import dockermachine as dmr
 from capd_py.runtime.networks import NoFreeSubnet
-from capd_py.runtime.protocol import RuntimeError_
+from capd_py.runtime.protocol import DaemonUnreachable, RuntimeError_
 
 log = logging.getLogger("capd_py.dockercluster")
 
@@ -87,8 +88,9 @@ async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
         where, dc = await dockerhost.place(ctx, dc, await _wanted_images(ctx, dc, cluster))
     except dockerhost.NotPlaced as e:
         return await _fail(ctx, dc, dcr.LBState(False, e.reason, e.message), requeue_after=15)
-    except RuntimeError_ as e:  # copying an image to the chosen host failed
-        return await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, f"docker host: {e}"), requeue_after=15)
+    except RuntimeError_ as e:  # the host does not answer, or copying an image there failed
+        return await _fail(ctx, dc, dcr.LBState(False, _reason(e), f"docker host {dh.host_of(dc) or dh.LOCAL}: {e}"),
+                           requeue_after=15)
     infra, address = where.infra, where.host.address
     network = dcr.network_name(namespace, cluster_name, dc)
     bad_family = dcr.family_error(cluster)
@@ -108,7 +110,7 @@ async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
     except NoFreeSubnet as e:
         return await _fail(ctx, dc, dcr.LBState(False, dcr.R_NETWORK_OVERLAP, str(e)), requeue_after=30)
     except RuntimeError_ as e:
-        return await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, f"docker network {network}: {e}"),
+        return await _fail(ctx, dc, dcr.LBState(False, _reason(e), f"docker network {network}: {e}"),
                            requeue_after=10)
     if clash:
         return await _fail(ctx, dc, dcr.LBState(False, dcr.R_NETWORK_OVERLAP, clash), overlap=overlap,
@@ -174,7 +176,11 @@ async def _ensure_lb(ctx: Ctx, infra: DockerInfra, address: str, dc: dict[str, A
         return await infra.get_container(lb_name), None
     except RuntimeError_ as e:
         msg = f"load balancer container {lb_name}: {e}"
-        return None, await _fail(ctx, dc, dcr.LBState(False, dcr.R_RUNTIME_ERROR, msg), requeue_after=10)
+        return None, await _fail(ctx, dc, dcr.LBState(False, _reason(e), msg), requeue_after=10)
+
+
+def _reason(e: RuntimeError_) -> str:
+    return dcr.R_HOST_UNREACHABLE if dockerhost.unreachable(e) else dcr.R_RUNTIME_ERROR
 
 
 async def _fail(ctx: Ctx, dc: dict[str, Any], state: dcr.LBState, event: bool = True,
@@ -190,14 +196,20 @@ async def _fail(ctx: Ctx, dc: dict[str, Any], state: dcr.LBState, event: bool = 
 
 
 async def delete_docker(ctx: Ctx, sub: Subject) -> Outcome:
-    """A DockerCluster's, or a docker-backed DevCluster's, deletion."""
+    """A DockerCluster's, or a docker-backed DevCluster's, deletion. Its host left the configuration or does not
+    answer: the deletion waits (the finalizer kept: removing it would leave the containers running unmanaged)."""
+    try:
+        return await _delete_docker(ctx, sub)
+    except (dockerhost.NotPlaced, DaemonUnreachable) as e:
+        why = dockerhost.why(e, sub.obj)
+        return Outcome(status=dcr.deleting_status(sub.obj, f"cannot delete the cluster's containers: {why}"),
+                       done=False, requeue_after=15)
+
+
+async def _delete_docker(ctx: Ctx, sub: Subject) -> Outcome:
     dc = sub.obj
     ns, cluster_name = sub.namespace, cluster_name_of(dc)
-    try:
-        infra = (await dockerhost.where(ctx, dc, unplaced_local=True)).infra
-    except dockerhost.NotPlaced as e:  # its host left the configuration: its containers cannot be found
-        msg = f"cannot delete the cluster's containers: {e.message}"
-        return Outcome(status=dcr.deleting_status(dc, msg), done=False, requeue_after=15)
+    infra = (await dockerhost.where(ctx, dc, unplaced_local=True)).infra
     if cluster_name:
         # node containers still backed by a live Machine must go first (their controller removes them)
         nodes = [c for c in await infra.list_containers(dcr.cluster_labels(ns, cluster_name))

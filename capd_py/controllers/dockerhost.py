@@ -19,7 +19,7 @@ from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import placement
 from capd_py.runtime import images
-from capd_py.runtime.protocol import RuntimeError_
+from capd_py.runtime.protocol import DaemonUnreachable, RuntimeError_
 
 log = logging.getLogger("capd_py.dockerhost")
 
@@ -36,6 +36,19 @@ class NotPlaced(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason, self.message = reason, message
+
+
+def unreachable(e: Exception) -> bool:
+    """Whether a runtime failure is the docker host not answering (reported as DockerHostUnreachable, not as a
+    container error)."""
+    return isinstance(e, DaemonUnreachable)
+
+
+def why(e: Exception, docker_cluster: dict[str, Any] | None) -> str:
+    """What a NotPlaced or DaemonUnreachable says, naming the host for the latter."""
+    if isinstance(e, NotPlaced):
+        return e.message
+    return f"docker host {dh.host_of(docker_cluster) or dh.LOCAL}: {e}"
 
 
 def _single_local(hosts: dict[str, dh.DockerHost]) -> bool:
@@ -69,8 +82,8 @@ async def where(ctx: Ctx, docker_cluster: dict[str, Any] | None, unplaced_local:
 async def _infra(ctx: Ctx, host: dh.DockerHost) -> Where:
     try:
         return Where(host, await ctx.hosts.infra(ctx.kube, host))
-    except RuntimeError_ as e:
-        raise NotPlaced(placement.R_UNKNOWN_HOST, str(e)) from e
+    except RuntimeError_ as e:  # its TLS Secret is missing, or the client could not be made (a daemon away)
+        raise NotPlaced(placement.R_HOST_UNREACHABLE if unreachable(e) else placement.R_UNKNOWN_HOST, str(e)) from e
 
 
 async def place(ctx: Ctx, dc: dict[str, Any], wanted_images: list[str]) -> tuple[Where, dict[str, Any]]:

@@ -42,7 +42,7 @@ from capd_py.reconcile import dockermachine as dmr
 from capd_py.reconcile import dockermachine_decide as dd
 from capd_py.reconcile.coreutil import utcnow
 from capd_py.reconcile.dockermachine import Phase
-from capd_py.runtime.protocol import RuntimeError_
+from capd_py.runtime.protocol import DaemonUnreachable, RuntimeError_
 
 log = logging.getLogger("capd_py.dockermachine")
 
@@ -88,9 +88,11 @@ async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
         if e.reason == placement.R_NO_HOST:  # the DockerCluster's placement comes first
             log.info("%s/%s: waiting for the docker host: %s", sub.namespace, sub.name, e.message)
             return Outcome(requeue_after=ctx.settings.poll_seconds)
-        return _host_failure(sub, e.message)
+        return _host_failure(sub, e.message, Phase.HOST_UNREACHABLE if e.reason == placement.R_HOST_UNREACHABLE
+                             else Phase.CONTAINER_ERROR)
     except RuntimeError_ as e:  # its docker host does not answer: say so (provisioned and addresses are kept)
-        return _host_failure(sub, f"docker host: {e}")
+        return _host_failure(sub, f"docker host: {e}",
+                             Phase.HOST_UNREACHABLE if dockerhost.unreachable(e) else Phase.CONTAINER_ERROR)
     for _ in range(dd.MAX_STEPS):
         action = dd.decide(obs)
         if isinstance(action, dd.ENDS):
@@ -105,9 +107,9 @@ async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
     raise AssertionError(f"DockerMachine {sub.namespace}/{sub.name}: no decision after {dd.MAX_STEPS} steps")
 
 
-def _host_failure(sub: Subject, message: str) -> Outcome:
+def _host_failure(sub: Subject, message: str, phase: Phase = Phase.CONTAINER_ERROR) -> Outcome:
     log.warning("%s/%s: %s", sub.namespace, sub.name, message)
-    return Outcome(status=dmr.status(sub.obj, dmr.Observed(Phase.CONTAINER_ERROR, message)), obj=sub.obj,
+    return Outcome(status=dmr.status(sub.obj, dmr.Observed(phase, message)), obj=sub.obj,
                    requeue_after=15)
 
 
@@ -222,24 +224,31 @@ async def delete_docker(ctx: Ctx, sub: Subject) -> Outcome:
     cluster = await ctx.kube.get(CLUSTER, ns, cluster_name) if cluster_name else None
     dc = await _docker_cluster(ctx, k, ns, cluster) if cluster else None
     try:
-        infra = (await dockerhost.where(ctx, dc, unplaced_local=True)).infra
-    except dockerhost.NotPlaced as e:  # its host left the configuration: the container cannot be reached
-        dm = await _write_status(ctx, dm, dmr.status(dm, dmr.Observed(
-            Phase.DELETING, f"cannot delete the node container: {e.message}")))
-        return Outcome(obj=dm, done=False, requeue_after=15)
+        return await _delete_container(ctx, sub, machine_name, machine, cluster_name, cluster, dc)
+    except (dockerhost.NotPlaced, DaemonUnreachable) as e:  # host gone from the configuration or away: waits
+        msg = f"cannot delete the node container: {dockerhost.why(e, dc)}"
+        return Outcome(status=dmr.status(dm, dmr.Observed(Phase.DELETING, msg)), done=False, requeue_after=15)
+
+
+async def _delete_container(ctx: Ctx, sub: Subject, machine_name: str | None, machine: dict[str, Any] | None,
+                            cluster_name: str | None, cluster: dict[str, Any] | None,
+                            dc: dict[str, Any] | None) -> Outcome:
+    dm, ns, k = sub.obj, sub.namespace, infrakinds.kinds_of(sub.obj)
+    infra = (await dockerhost.where(ctx, dc, unplaced_local=True)).infra
     if machine_name and not cluster_name:  # Machine already gone: find the container by its labels
         for c in await infra.list_containers({CONTAINER_MACHINE: machine_name, CONTAINER_NAMESPACE: ns}):
             cluster_name = c.labels.get(dcr.CONTAINER_CLUSTER) or ""
     if not (machine_name and cluster_name):
         return Outcome()
     cname = dmr.container_name(cluster_name, machine_name)
-    dm = await _write_status(ctx, dm,
-                            dmr.status(dm, dmr.Observed(Phase.DELETING, "deleting the node container")))
     if cluster is None:
         cluster = await ctx.kube.get(CLUSTER, ns, cluster_name)
     network, family = dcr.network_name(ns, cluster_name, dc), dcr.cluster_family(cluster)
     await infra.settle(cname)
     info = await infra.get_container(cname)
+    # written once the host answered (a host away keeps the "cannot delete" status: no flip-flop of writes)
+    dm = await _write_status(ctx, dm,
+                            dmr.status(dm, dmr.Observed(Phase.DELETING, "deleting the node container")))
     cp = (info is not None and info.labels.get(dcr.CONTAINER_ROLE) == dcr.ROLE_CONTROL_PLANE) \
         or dmr.is_control_plane(machine)
     if info is not None and dcr.ours(info, ns, cluster_name):  # not ours: left alone

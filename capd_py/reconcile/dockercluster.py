@@ -17,6 +17,7 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract
+from capd_py.api import dockerhosts as dh
 from capd_py.api.containers import ContainerInfo, ContainerSpec, NetworkInfo, PortMapping
 from capd_py.api.infrakinds import docker_spec
 from capd_py.api.labels import (
@@ -28,7 +29,7 @@ from capd_py.api.labels import (
     LB_HOST_PORT_ANNOTATION,
     NETWORK_ANNOTATION,
 )
-from capd_py.reconcile import addresses, coreutil, haproxy, ipfamily, subnets
+from capd_py.reconcile import addresses, coreutil, haproxy, ipfamily, placement, subnets
 
 LOAD_BALANCER_AVAILABLE = "LoadBalancerAvailable"
 # True when the Cluster's pod/service CIDRs overlap the management cluster's network or a host route (capd-py's
@@ -45,6 +46,7 @@ R_AVAILABLE, R_NOT_AVAILABLE, R_DELETING = "Available", "NotAvailable", "Deletin
 R_IMAGE_NOT_FOUND = "ImageNotFound"
 R_NAME_CONFLICT = "ContainerNameConflict"
 R_RUNTIME_ERROR = "ContainerRuntimeError"
+R_HOST_UNREACHABLE = placement.R_HOST_UNREACHABLE  # its docker host's daemon does not answer (docs/multihost.md)
 R_READY, R_NOT_READY = "Ready", "NotReady"
 R_WAITING_MACHINES = "WaitingForMachineContainersDeletion"
 R_ENDPOINT_CHANGED = "EndpointChanged"
@@ -289,9 +291,15 @@ def status(dc: dict[str, Any], lb: LBState, has_endpoint: bool,
     st["conditions"] = conds
     if ready or ((st.get("initialization") or {}).get("provisioned")):
         st["initialization"] = {**(st.get("initialization") or {}), "provisioned": True}
-    fds = docker_spec(dc).get("failureDomains")
-    if fds:
-        st["failureDomains"] = list(fds)
+    # only the failure domains on the cluster's own docker host are offered (capd_py/reconcile/placement.py)
+    domains = placement.domains_on_host(docker_spec(dc).get("failureDomains"), dh.host_of(dc) or dh.LOCAL)
+    if domains.named or cond.get({"status": st}, placement.FAILURE_DOMAIN_HOSTS) is not None:
+        st["conditions"] = cond.set_condition(
+            st["conditions"], placement.FAILURE_DOMAIN_HOSTS, not domains.refused,
+            placement.R_FD_OTHER_HOST if domains.refused else placement.R_FD_ON_CLUSTER_HOST, domains.message(),
+            observed_generation=gen)
+    if domains.usable:
+        st["failureDomains"] = list(domains.usable)
     else:
         st.pop("failureDomains", None)
     return st

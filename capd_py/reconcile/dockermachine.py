@@ -38,6 +38,8 @@ class Phase(enum.Enum):
     WAITING_CONTROL_PLANE = "WaitingForControlPlaneInitialized"
     IMAGE_NOT_FOUND = "ImageNotFound"
     CONTAINER_ERROR = "ContainerError"
+    HOST_UNREACHABLE = "DockerHostUnreachable"  # its docker host's daemon does not answer (docs/multihost.md)
+    FAILURE_DOMAIN_HOST = "FailureDomainOnOtherDockerHost"  # its failure domain names another docker host
     NAME_CONFLICT = "ContainerNameConflict"
     CONTAINER_DELETED = "ContainerDeleted"      # provisioned once, container gone: not recreated
     WAITING_SYSTEMD = "WaitingForSystemd"
@@ -54,7 +56,8 @@ class Phase(enum.Enum):
 
 _WAITING_FOR_DATA = {Phase.WAITING_BOOTSTRAP_DATA, Phase.WAITING_CONTROL_PLANE}
 _BEFORE_CONTAINER = {Phase.WAITING_CLUSTER_INFRA, Phase.WAITING_BOOTSTRAP_DATA, Phase.WAITING_CONTROL_PLANE,
-                     Phase.IMAGE_NOT_FOUND, Phase.CONTAINER_ERROR, Phase.NAME_CONFLICT, Phase.CONTAINER_DELETED}
+                     Phase.IMAGE_NOT_FOUND, Phase.CONTAINER_ERROR, Phase.NAME_CONFLICT, Phase.CONTAINER_DELETED,
+                     Phase.FAILURE_DOMAIN_HOST, Phase.HOST_UNREACHABLE}
 
 
 def container_name(cluster: str, machine: str) -> str:

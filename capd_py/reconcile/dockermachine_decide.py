@@ -24,9 +24,11 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract
+from capd_py.api import dockerhosts as dh
 from capd_py.api.containers import ContainerInfo, ContainerSpec
+from capd_py.api.infrakinds import docker_spec
 from capd_py.api.labels import CLUSTER_NAME
-from capd_py.reconcile import cloudinit, coreutil, imageload
+from capd_py.reconcile import cloudinit, coreutil, imageload, placement
 from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import dockermachine as dmr
 from capd_py.reconcile.dockermachine import Phase
@@ -231,6 +233,11 @@ def decide(o: Observed) -> Action:
     if o.runtime_error:
         return Fail(Phase.CONTAINER_ERROR, o.runtime_error, "ContainerError", 10)
     if info is None:
+        refused = placement.machine_domain_refusal(docker_spec(o.docker_cluster or {}).get("failureDomains"),
+                                                   dh.host_of(o.docker_cluster) or dh.LOCAL,
+                                                   str(contract.dig(machine, "spec", "failureDomain") or ""))
+        if refused:
+            return Fail(Phase.FAILURE_DOMAIN_HOST, refused, Phase.FAILURE_DOMAIN_HOST.value, 60)
         return _create(o)
     if not info.running and StartContainer not in o.done:
         return StartContainer(cname)

@@ -11,12 +11,18 @@ Rules, in order:
    loaded (clusters / capacity, unlimited hosts by cluster count); then the name, so the choice is stable.
    A chosen host without the images gets them copied from one that has them (`copy_from`), never pulled.
 The choice is written into the annotation once, so later passes (and DockerMachines) read it, not recompute it.
+
+Failure domains (upstream's DockerCluster spec.failureDomains: name, controlPlane, attributes) may name a docker host
+in the attribute `capd-py.dev/docker-host`. Only domains on the cluster's own host are offered to Cluster API: one
+cluster's nodes need one network, and none spans hosts (docs/multihost.md says what was measured); the others are
+refused in the DockerCluster's FailureDomainHosts condition.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from capd_py.api import dockerhosts as dh
 
@@ -24,6 +30,7 @@ R_PLACED = "Placed"
 R_UNKNOWN_HOST = "UnknownDockerHost"
 R_NO_HOST = "NoDockerHostAvailable"
 R_INVALID = "InvalidDockerHostConfiguration"
+R_HOST_UNREACHABLE = "DockerHostUnreachable"  # the host's daemon does not answer
 
 
 @dataclass(frozen=True)
@@ -83,3 +90,61 @@ def place(hosts: Mapping[str, dh.DockerHost], annotations: Mapping[str, str], pr
         sources = sorted(n for n, ok in has_images.items() if ok and n in hosts)
         copy_from = sources[0] if sources else ""
     return Placement(best.name, R_PLACED, f"placed on {best.name} by the scheduler", copy_from=copy_from, new=True)
+
+
+# --- failure domains -> docker hosts ----------------------------------------------------------------------------
+
+# on a DockerCluster: whether its failure domains' hosts are usable (set only when a failure domain names a host)
+FAILURE_DOMAIN_HOSTS = "FailureDomainHosts"
+R_FD_ON_CLUSTER_HOST = "FailureDomainsOnClusterHost"
+R_FD_OTHER_HOST = "FailureDomainOnOtherDockerHost"
+
+
+@dataclass(frozen=True)
+class DomainHosts:
+    usable: list[dict[str, Any]]        # what status.failureDomains offers Cluster API (KCP / MachineDeployments)
+    refused: dict[str, str]             # failure domain name -> why it is not offered
+    named: bool                         # some failure domain names a docker host (else no condition is written)
+
+    def message(self) -> str:
+        return "; ".join(f"failure domain {n!r}: {m}" for n, m in sorted(self.refused.items()))
+
+
+def domain_host(domain: Mapping[str, Any]) -> str:
+    """The docker host a failure domain names (upstream v1beta2 FailureDomain: name, controlPlane, attributes;
+    the host is the attribute `capd-py.dev/docker-host`), "" when none."""
+    return str((domain.get("attributes") or {}).get(dh.FAILURE_DOMAIN_HOST_ATTRIBUTE) or "")
+
+
+def _refusal(domain_host_name: str, cluster_host: str) -> str:
+    return (f"names docker host {domain_host_name!r} but the cluster's network and load balancer are on "
+            f"{cluster_host!r}: the nodes of one cluster need one network, and capd-py does not build a network "
+            "spanning docker hosts (docs/multihost.md); not offered to Cluster API")
+
+
+def domains_on_host(domains: list[dict[str, Any]] | None, cluster_host: str) -> DomainHosts:
+    """Split a DockerCluster's spec.failureDomains by the docker host each names: a domain naming none, or the
+    cluster's own host, is usable (its machines go where the cluster is, as without the attribute); a domain naming
+    another host is refused and left out of status.failureDomains, so Cluster API never spreads machines there."""
+    usable: list[dict[str, Any]] = []
+    refused: dict[str, str] = {}
+    named = False
+    for d in domains or []:
+        host = domain_host(d)
+        named = named or bool(host)
+        if host and host != cluster_host:
+            refused[str(d.get("name"))] = _refusal(host, cluster_host)
+        else:
+            usable.append(d)
+    return DomainHosts(usable, refused, named)
+
+
+def machine_domain_refusal(domains: list[dict[str, Any]] | None, cluster_host: str, machine_domain: str) -> str:
+    """Why a Machine whose spec.failureDomain is `machine_domain` gets no container ("" when it may): set by hand
+    (Cluster API only picks offered domains) to a domain naming another docker host."""
+    d = next((d for d in domains or [] if d.get("name") == machine_domain), None) if machine_domain else None
+    host = domain_host(d) if d else ""
+    if not host or host == cluster_host:
+        return ""
+    return f"the Machine's failure domain {machine_domain!r} " + _refusal(host, cluster_host).replace(
+        "; not offered to Cluster API", "; set another failure domain or none")

@@ -44,6 +44,7 @@ from capd_py.runtime import hostroutes
 from capd_py.runtime.protocol import (
     ContainerInfo,
     ContainerSpec,
+    DaemonUnreachable,
     ExecResult,
     HostCapacity,
     Mount,
@@ -139,7 +140,7 @@ class DockerRuntime:
         try:
             self.client.ping()
         except docker.errors.DockerException as e:
-            raise RuntimeError_(f"docker daemon not reachable: {e}") from e
+            raise DaemonUnreachable(f"docker daemon not reachable: {e}") from e
 
     def host_capacity(self) -> HostCapacity:
         try:

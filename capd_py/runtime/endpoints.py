@@ -14,7 +14,7 @@ from docker.tls import TLSConfig
 
 from capd_py.api import dockerhosts as dh
 from capd_py.runtime.docker_runtime import DockerRuntime
-from capd_py.runtime.protocol import RuntimeError_
+from capd_py.runtime.protocol import DaemonUnreachable, RuntimeError_
 
 TIMEOUT = 120
 
@@ -49,5 +49,7 @@ def runtime_for(host: dh.DockerHost, tls_material: Mapping[str, bytes] | None = 
         else:
             client = docker.DockerClient(base_url=host.endpoint, timeout=TIMEOUT)
     except docker.errors.DockerException as e:
-        raise RuntimeError_(f"docker host {host.name} ({host.endpoint}): {e}") from e
+        # the SDK asks the daemon its API version here: a daemon that does not answer is said as such
+        gone = isinstance(e.__context__, OSError) or isinstance(e.__cause__, OSError)
+        raise (DaemonUnreachable if gone else RuntimeError_)(f"docker host {host.name} ({host.endpoint}): {e}") from e
     return DockerRuntime(client)

@@ -24,6 +24,11 @@ class RuntimeError_(Exception):
     """A runtime call failed for a reason worth reporting (not 'not found')."""
 
 
+class DaemonUnreachable(RuntimeError_):
+    """The docker daemon does not answer (a docker host gone, its socket removed, its address refused): a state the
+    controllers report in their conditions (reason DockerHostUnreachable), retried, never a crash."""
+
+
 class SubnetTaken(RuntimeError_):
     """A network could not be made with the subnet asked for: another network holds an overlapping one."""
 

@@ -31,6 +31,7 @@ from capd_py.runtime.protocol import (
     ContainerInfo,
     ContainerRuntime,
     ContainerSpec,
+    DaemonUnreachable,
     ExecResult,
     HostCapacity,
     NetworkInfo,
@@ -72,7 +73,7 @@ class DockerInfra:
         except OSError as e:
             # the daemon does not answer (a docker host gone, its socket removed: requests' connection errors are
             # OSErrors): a runtime failure the controllers report in conditions, not a crash of the reconcile
-            raise RuntimeError_(f"docker daemon not reachable: {e}") from e
+            raise DaemonUnreachable(f"docker daemon not reachable: {e}") from e
 
     async def get_container(self, name: str) -> ContainerInfo | None:
         return await self.call(self.runtime.get_container, name)

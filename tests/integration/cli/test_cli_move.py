@@ -270,6 +270,19 @@ def test_move_a_clusterclass_cluster_keeps_field_owners(envtest: EnvTest, target
     asyncio.run(go())
 
 
+def _failing_create(real_create: Any, nth: int) -> Any:
+    """move's `_create`, raising at its `nth` call (the target refusing an object half-way)."""
+    calls = 0
+
+    async def flaky(target: Kube, n: Any, new_uids: dict[str, str]) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == nth:
+            raise RuntimeError("the target said no")
+        await real_create(target, n, new_uids)
+    return flaky
+
+
 def test_a_failed_copy_is_rolled_back(envtest: EnvTest, target_env: EnvTest, monkeypatch: pytest.MonkeyPatch
                                       ) -> None:
     """The target refusing an object half-way: the copies made so far are removed from the target and the
@@ -277,15 +290,7 @@ def test_a_failed_copy_is_rolled_back(envtest: EnvTest, target_env: EnvTest, mon
     from capd_py.cli import move as move_mod
     ns = f"mv-{secrets.token_hex(4)}"
     real_create = move_mod._create
-    calls = 0
-
-    async def flaky(target: Kube, n: Any, new_uids: dict[str, str]) -> None:
-        nonlocal calls
-        calls += 1
-        if calls == 6:
-            raise RuntimeError("the target said no")
-        await real_create(target, n, new_uids)
-    monkeypatch.setattr(move_mod, "_create", flaky)
+    monkeypatch.setattr(move_mod, "_create", _failing_create(real_create, 6))
 
     async def go() -> None:
         src, dst = envtest.kube(), target_env.kube()
@@ -306,6 +311,71 @@ def test_a_failed_copy_is_rolled_back(envtest: EnvTest, target_env: EnvTest, mon
             out = await move(src, dst, ns, Steps(quiet=True), pause_timeout=0)
             assert out.moved == len(MOVED)
         finally:
+            src.close()
+            dst.close()
+    asyncio.run(go())
+
+
+def test_a_cluster_on_a_docker_host_takes_the_host_entry_along(envtest: EnvTest, target_env: EnvTest,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/multihost.md: a DockerCluster placed on docker host H keeps its annotation; H's entry of
+    capd-py-system/capd-py-docker-hosts and its TLS Secret are written at the target before the objects (so the
+    target's controllers find the host at once), removed again by a rollback, and a target that configures H
+    differently refuses the move before anything is paused."""
+    from capd_py.api import dockerhosts as dh
+    from capd_py.cli import hosts as hc
+    from capd_py.cli import move as move_mod
+    ns, h = f"mv-{secrets.token_hex(4)}", f"h{secrets.token_hex(3)}"
+    host = dh.DockerHost(h, "tcp://10.0.0.7:2376", hc.tls_secret_name(h), labels={"zone": "b"}, address="10.0.0.7")
+    tls = {"ca.pem": b"CA", "cert.pem": b"CERT", "key.pem": b"KEY"}
+    real_create = move_mod._create
+
+    async def go() -> None:
+        src, dst = envtest.kube(), target_env.kube()
+        try:
+            await provisioned_cluster(src, ns)
+            await src.merge_patch(DOCKER_CLUSTER, ns, "c1", {"metadata": {"annotations": {
+                dh.DOCKER_HOST_ANNOTATION: h}}})
+            await hc.add(src, host, tls)
+            # the target names H another endpoint: refused, nothing paused, nothing written
+            await hc.add(dst, dh.DockerHost(h, "tcp://10.9.9.9:2376", insecure=True))
+            with pytest.raises(MoveError, match=rf"docker host '{h}' \({ns}/c1\) is configured differently"):
+                await move(src, dst, ns, Steps(quiet=True), pause_timeout=0)
+            c = await src.get(CLUSTER, ns, "c1")
+            assert c and not c["spec"].get("paused") and await dst.get(CLUSTER, ns, "c1") is None
+            dry = await move(src, dst, ns, Steps(quiet=True), dry_run=True)
+            assert any("is configured differently at the target" in w for w in dry.warnings), dry.warnings
+            await hc.remove(dst, h)
+            dry = await move(src, dst, ns, Steps(quiet=True), dry_run=True)
+            assert f"docker host {h} (tcp://10.0.0.7:2376) is added to the target's {dh.NAMESPACE}/{dh.CONFIGMAP}" \
+                in dry.warnings, dry.warnings
+            assert await dst.get(CONFIG_MAP, dh.NAMESPACE, dh.CONFIGMAP) is None or \
+                h not in (await dst.get(CONFIG_MAP, dh.NAMESPACE, dh.CONFIGMAP) or {}).get("data", {})
+
+            # a failure half-way: the entry and the Secret written for it go again
+            monkeypatch.setattr(move_mod, "_create", _failing_create(real_create, 3))
+            with pytest.raises(MoveError, match="rolled back"):
+                await move(src, dst, ns, Steps(quiet=True), pause_timeout=0)
+            assert h not in ((await dst.get(CONFIG_MAP, dh.NAMESPACE, dh.CONFIGMAP)) or {}).get("data", {})
+            assert await dst.get(SECRET, dh.NAMESPACE, hc.tls_secret_name(h)) is None
+
+            monkeypatch.setattr(move_mod, "_create", real_create)
+            await move(src, dst, ns, Steps(quiet=True), pause_timeout=0)
+            moved = await dst.get(DOCKER_CLUSTER, ns, "c1")
+            assert moved and moved["metadata"]["annotations"][dh.DOCKER_HOST_ANNOTATION] == h
+            _cm, there = await hc.read(dst)
+            assert there[h] == host
+            secret = await dst.get(SECRET, dh.NAMESPACE, hc.tls_secret_name(h))
+            original = await src.get(SECRET, dh.NAMESPACE, hc.tls_secret_name(h))
+            assert secret and original and secret["data"] == original["data"]
+            # the source keeps its configuration (other clusters may be placed there)
+            assert h in (await hc.read(src))[1]
+        finally:
+            for k in (src, dst):
+                try:
+                    await hc.remove(k, h, force=True)
+                except hc.HostError:
+                    pass
             src.close()
             dst.close()
     asyncio.run(go())

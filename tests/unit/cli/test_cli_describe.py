@@ -196,3 +196,11 @@ def test_show_machinesets_between_deployment_and_machines() -> None:
     assert [c.name for c in md.children[0].children] == ["Machine/demo-md-0-abc-1"]
     md2 = build_tree(objs, "demo", Options()).children[2].children[0]
     assert [c.name for c in md2.children] == ["Machine/demo-md-0-abc-1"]
+
+
+def test_the_docker_host_of_a_placed_cluster_is_on_its_infrastructure_row() -> None:
+    objs = objects()
+    dc = next(o for o in objs if o["kind"] == "DockerCluster")
+    dc["metadata"]["annotations"] = {"capd-py.dev/docker-host": "two"}
+    root = build_tree(objs, "demo")
+    assert root.children[0].name == "ClusterInfrastructure - DockerCluster/demo (docker host two)"

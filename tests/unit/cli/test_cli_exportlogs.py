@@ -105,20 +105,41 @@ def test_pod_logs_come_out_of_a_base64_tarball(tmp_path: Path) -> None:
     assert ex.untar_b64("", tmp_path) == 0
 
 
-def test_in_cluster_controllers_pod_logs_come_from_the_management_node(tmp_path: Path) -> None:
+def _with_management_node(rt: FakeRuntime, log: bytes) -> None:
+    """A management node container in `rt` whose controllers pod log (tarred and base64'd, as the export's exec
+    returns it) is `log`."""
     import base64
     import io
     import tarfile
-    rt = _cluster_runtime()
     rt.run_container(ContainerSpec(name="capd-mgmt-control-plane", image="capd-py/node:v1.34.4", node=True))
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tf:
-        data = b"INFO capd_py.dockermachine: created container\n"
         info = tarfile.TarInfo("capd-py-system_capd-py-controllers-abc_1/controllers/0.log")
-        info.size = len(data)
-        tf.addfile(info, io.BytesIO(data))
+        info.size = len(log)
+        tf.addfile(info, io.BytesIO(log))
     rt.exec_results.append((ex.MANAGEMENT_PODS, ExecResult(0, base64.encodebytes(buf.getvalue()).decode())))
+
+
+def test_in_cluster_controllers_pod_logs_come_from_the_management_node(tmp_path: Path) -> None:
+    rt = _cluster_runtime()
+    _with_management_node(rt, b"INFO capd_py.dockermachine: created container\n")
     rep = ex.export(rt, "default", "c1", tmp_path, ([], []), None, "capd-mgmt-control-plane")
     got = list((tmp_path / "management" / "pods").glob("capd-py-system_*/controllers/0.log"))
     assert len(got) == 1 and b"created container" in got[0].read_bytes() and not rep.errors
     assert not (tmp_path / "controllers.log").exists()
+
+
+def test_a_cluster_on_another_docker_host_is_read_there_and_the_management_node_here(tmp_path: Path) -> None:
+    """docs/multihost.md: the nodes and the load balancer come from the cluster's host's runtime, the in-cluster
+    controllers' pods from the management node on the local daemon, and the folder names the host."""
+    there = _cluster_runtime()
+    here = FakeRuntime()
+    _with_management_node(here, b"INFO here\n")
+    rep = ex.export(there, "default", "c1", tmp_path, ([], []), None, "capd-mgmt-control-plane",
+                    management_runtime=here, host="two")
+    assert (tmp_path / "docker-host.txt").read_text() == "two\n"
+    assert (tmp_path / "c1-cp-0" / "bootstrap.log").exists() and (tmp_path / "c1-lb" / "haproxy.cfg").exists()
+    assert len(list((tmp_path / "management" / "pods").glob("*/controllers/0.log"))) == 1 and not rep.errors
+    # the cluster's host has no management node: asked there, nothing would be found
+    with pytest.raises(ex.ExportError, match="unknown cluster"):
+        ex.export(here, "default", "c1", tmp_path / "x", ([], []), None, None)

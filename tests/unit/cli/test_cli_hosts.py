@@ -12,6 +12,9 @@ from capd_py.api import dockerhosts as dh
 from capd_py.api.gvk import GVK
 from capd_py.cli import hosts as hc
 from capd_py.cli.main import app
+from capd_py.runtime import endpoints
+from capd_py.runtime.fake import FakeRuntime
+from capd_py.runtime.protocol import RuntimeError_
 
 pytestmark = pytest.mark.unit
 runner = CliRunner()
@@ -85,12 +88,29 @@ async def test_tls_material_goes_into_a_secret_removed_with_the_host() -> None:
     assert ("Secret", dh.NAMESPACE, "b-docker-tls") not in kube.objs
 
 
-async def test_cluster_host_and_an_invalid_configmap() -> None:
+async def test_cluster_host_and_an_invalid_configmap(monkeypatch: pytest.MonkeyPatch) -> None:
     kube = MemKube()
     kube.objs[("Cluster", "default", "c1")] = {"spec": {"infrastructureRef": {"kind": "DockerCluster", "name": "c1"}}}
     kube.objs[("DockerCluster", "default", "c1")] = _dc("c1", "two")
     assert await hc.cluster_host(kube, "default", "c1") == "two"
     assert await hc.cluster_host(kube, "default", "missing") == "local"
+    with pytest.raises(hc.HostError, match="docker host 'two' is not configured"):
+        await hc.cluster_runtime(kube, "default", "c1")  # placed on a host the configuration lost: said, not local
+    await hc.add(kube, dh.DockerHost("two", "unix:///run/capd-py-dockerd-two.sock"))
+    made: list[str] = []
+
+    def runtime_for(host: dh.DockerHost, tls: Any = None) -> FakeRuntime:
+        made.append(host.endpoint)
+        if down:
+            raise RuntimeError_("docker daemon not reachable")
+        return FakeRuntime()
+    monkeypatch.setattr(endpoints, "runtime_for", runtime_for)
+    down = False
+    host, rt = await hc.cluster_runtime(kube, "default", "c1")
+    assert host == "two" and isinstance(rt, FakeRuntime) and made == ["unix:///run/capd-py-dockerd-two.sock"]
+    down = True
+    with pytest.raises(hc.HostError, match="cluster default/c1 is on docker host two: docker daemon not reachable"):
+        await hc.cluster_runtime(kube, "default", "c1")
     kube.objs[("ConfigMap", dh.NAMESPACE, dh.CONFIGMAP)] = {"data": {"x": "endpoint: ftp://x"}}
     with pytest.raises(hc.HostError, match="is invalid: docker host 'x'"):
         await hc.listing(kube)

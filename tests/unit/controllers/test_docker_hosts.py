@@ -163,3 +163,75 @@ async def test_a_cluster_made_before_hosts_is_recorded_on_local_and_a_user_endpo
     assert where.host.name == "local" and dh.host_of(dc) == "local"
     where, dc = await dockerhost.place(ctx, new, [LB])
     assert where.host.name == "two" and dh.host_of(dc) == "two"  # the scheduler: local holds 2 clusters now
+
+
+class GoneRuntime(FakeRuntime):
+    """A docker host whose daemon went away: every call fails at the connection (requests' errors are OSErrors)."""
+
+    def image_id(self, ref: str) -> str | None:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    def get_container(self, name: str) -> Any:
+        raise FileNotFoundError(2, "No such file or directory")
+
+    def list_containers(self, labels: Any = None) -> Any:
+        raise FileNotFoundError(2, "No such file or directory")
+
+
+async def test_a_host_gone_is_told_apart_from_other_runtime_failures() -> None:
+    """docs/multihost.md: a daemon that does not answer surfaces as DaemonUnreachable (the controllers' reason
+    DockerHostUnreachable), any other runtime failure as it was (ContainerRuntimeError / ContainerError)."""
+    from capd_py.runtime.protocol import DaemonUnreachable
+    kube = MemKube(_configmap(two="endpoint: unix:///run/capd-py-dockerd-2.sock"), _dc("c1", "u1", host="two"))
+    ctx, _ = _ctx(kube, FakeRuntime(images={LB}), {"two": GoneRuntime()})
+    dc = kube.objs[("DockerCluster", "ns", "c1")]
+    with pytest.raises(DaemonUnreachable, match="docker daemon not reachable: .*Connection refused") as e:
+        await dockerhost.place(ctx, dc, [LB])
+    assert dockerhost.unreachable(e.value)
+    where = await dockerhost.where(ctx, dc)  # no docker call: the DockerMachines learn it at their first one
+    with pytest.raises(DaemonUnreachable) as e2:
+        await where.infra.get_container("c1-md-0")
+    assert dockerhost.unreachable(e2.value)
+    assert not dockerhost.unreachable(RuntimeError_("inspect image x: 500 Server Error"))
+
+
+async def test_a_host_whose_client_cannot_be_made_because_it_is_away_is_unreachable_not_unknown() -> None:
+    """After a controllers restart the host's client is made anew, and the SDK asks the daemon its API version: a
+    daemon away then is DockerHostUnreachable (not UnknownDockerHost, which means "not configured")."""
+    from capd_py.runtime.protocol import DaemonUnreachable
+    kube = MemKube(_configmap(two="endpoint: unix:///run/capd-py-dockerd-2.sock"), _dc("c1", "u1", host="two"))
+    ctx, _ = _ctx(kube, FakeRuntime(), {})
+
+    def away(host: dh.DockerHost, tls: Mapping[str, bytes] | None) -> ContainerRuntime:
+        raise DaemonUnreachable(f"docker host {host.name}: Error while fetching server API version")
+    ctx.hosts = DockerHosts(ctx.infra, lambda rt: DockerInfra(rt), away)
+    with pytest.raises(dockerhost.NotPlaced) as e:
+        await dockerhost.where(ctx, kube.objs[("DockerCluster", "ns", "c1")])
+    assert e.value.reason == "DockerHostUnreachable" and "API version" in e.value.message
+
+
+async def test_deleting_a_cluster_whose_host_is_away_or_unknown_waits_and_says_why() -> None:
+    """docs/multihost.md: the deletion keeps its finalizer (done=False: the containers are not left running
+    unmanaged) and the Deleting condition names the host; it goes on once the host answers (the retry)."""
+    from capd_py.controllers import dockercluster
+    from capd_py.controllers.skeleton import Subject
+    dc = _dc("c1", "u1", host="two")
+    dc["metadata"]["labels"] = {"cluster.x-k8s.io/cluster-name": "c1"}
+    dc["metadata"]["deletionTimestamp"] = "2026-12-05T06:00:00Z"
+    kube = MemKube(_configmap(two="endpoint: unix:///run/capd-py-dockerd-2.sock"), dc)
+    ctx, _ = _ctx(kube, FakeRuntime(), {"two": GoneRuntime()})
+    out = await dockercluster.delete_docker(ctx, Subject(dc, None))
+    assert out.done is False and out.requeue_after == 15 and out.status is not None
+    ready = next(c for c in out.status["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "Deleting"
+    assert ready["message"].startswith("cannot delete the cluster's containers: docker host two: docker daemon not "
+                                       "reachable")
+    dc["metadata"]["annotations"][dh.DOCKER_HOST_ANNOTATION] = "gone"
+    out = await dockercluster.delete_docker(ctx, Subject(dc, None))
+    assert out.done is False and out.status is not None
+    assert "docker host 'gone' is not configured" in next(c for c in out.status["conditions"]
+                                                          if c["type"] == "Ready")["message"]
+    # the host back: the same call deletes (nothing of the cluster on it) and lets the finalizer go
+    dc["metadata"]["annotations"][dh.DOCKER_HOST_ANNOTATION] = "two"
+    ctx.hosts = DockerHosts(ctx.infra, lambda rt: DockerInfra(rt), Factory({"two": FakeRuntime()}))
+    assert (await dockercluster.delete_docker(ctx, Subject(dc, None))).done is True

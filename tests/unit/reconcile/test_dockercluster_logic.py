@@ -201,3 +201,26 @@ def test_overlap_news_only_when_new_or_changed() -> None:
     other = subnets.cluster_overlap(_cluster_with(["192.168.0.0/16"]), [subnets.Taken("192.168.2.0/24", "host route")])
     assert dcr.overlap_news(seen, other) == other.message()
     assert dcr.overlap_news(_dc(), subnets.Overlap(())) is None
+
+
+def test_status_offers_only_the_failure_domains_on_the_clusters_docker_host() -> None:
+    """docs/multihost.md: a failure domain naming another docker host (attribute capd-py.dev/docker-host) is left
+    out of status.failureDomains (so KCP / MachineDeployments never put machines there) and said in the
+    FailureDomainHosts condition; without such attributes no condition is written at all."""
+    fds = [{"name": "fd-a", "controlPlane": True, "attributes": {"capd-py.dev/docker-host": "two"}},
+           {"name": "fd-b", "controlPlane": True, "attributes": {"capd-py.dev/docker-host": "local"}}]
+    dc = _dc(spec={"failureDomains": fds})
+    dc["metadata"]["annotations"] = {"capd-py.dev/docker-host": "two"}
+    st = dcr.status(dc, dcr.LBState(True, dcr.R_AVAILABLE), has_endpoint=True)
+    assert [d["name"] for d in st["failureDomains"]] == ["fd-a"]
+    c = next(c for c in st["conditions"] if c["type"] == "FailureDomainHosts")
+    assert (c["status"], c["reason"]) == ("False", "FailureDomainOnOtherDockerHost")
+    assert "failure domain 'fd-b': names docker host 'local'" in c["message"]
+    assert next(c for c in st["conditions"] if c["type"] == "Ready")["status"] == "True"  # usable as it is
+    # the spec fixed: the condition turns True, and stays written (it was there)
+    dc2 = {**dc, "spec": {"failureDomains": fds[:1]}, "status": st}
+    c2 = next(c for c in dcr.status(dc2, dcr.LBState(True, dcr.R_AVAILABLE), True)["conditions"]
+              if c["type"] == "FailureDomainHosts")
+    assert (c2["status"], c2["reason"], c2.get("message", "")) == ("True", "FailureDomainsOnClusterHost", "")
+    plain = dcr.status(_dc(spec={"failureDomains": [{"name": "x"}]}), dcr.LBState(True, dcr.R_AVAILABLE), True)
+    assert "FailureDomainHosts" not in {c["type"] for c in plain["conditions"]}

@@ -63,6 +63,11 @@ def probe(phase: str, **kw: Any) -> cloudinit.BootstrapState:
     return cloudinit.BootstrapState(phase, **kw)
 
 
+# a DockerCluster on docker host `two` with one failure domain there and one on `three`
+DC_TWO = {"metadata": {"name": CL, "namespace": NS, "annotations": {"capd-py.dev/docker-host": "two"}},
+          "spec": {"failureDomains": [{"name": "fd-a", "attributes": {"capd-py.dev/docker-host": "two"}},
+                                      {"name": "fd-b", "attributes": {"capd-py.dev/docker-host": "three"}}]}}
+
 # a booted node container, its bootstrap data named, systemd up
 BASE = dd.Observed(dm(), machine(), cluster(), container=container(), now=NOW, poll_seconds=5.0)
 UP = replace(BASE, systemd_ready=True)
@@ -95,6 +100,12 @@ ROWS = [
     Row("cluster infrastructure not provisioned", replace(BASE, cluster=cluster(infra=False), container=None),
         dd.Report, Phase.WAITING_CLUSTER_INFRA, 5.0),
     Row("node image not looked at", replace(BASE, container=None), dd.LookImage),
+    Row("its failure domain names another docker host: no container (docs/multihost.md)",
+        replace(BASE, container=None, machine={**machine(), "spec": {**machine()["spec"], "failureDomain": "fd-b"}},
+                docker_cluster=DC_TWO), dd.Fail, Phase.FAILURE_DOMAIN_HOST, 60),
+    Row("its failure domain is on the cluster's docker host: created as usual",
+        replace(BASE, container=None, machine={**machine(), "spec": {**machine()["spec"], "failureDomain": "fd-a"}},
+                docker_cluster=DC_TWO), dd.LookImage),
     Row("node image missing locally", replace(BASE, container=None, image_present=False), dd.Fail,
         Phase.IMAGE_NOT_FOUND, dmr.IMAGE_RECHECK_SECONDS),
     Row("no version, no customImage: no image to choose",

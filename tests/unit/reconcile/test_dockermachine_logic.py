@@ -133,6 +133,18 @@ def test_container_deleted_keeps_provisioned_but_not_ready() -> None:
     assert _conds(st)["ContainerProvisioned"] == ("False", "ContainerDeleted") and _conds(st)["Ready"][0] == "False"
 
 
+def test_host_unreachable_keeps_provisioned_and_addresses_and_says_why() -> None:
+    """docs/multihost.md: the docker host going away is a transient phase: provisioned and the addresses stay (the
+    Machine keeps its node), ContainerProvisioned and Ready say the host does not answer."""
+    prov = dmr.status(_dm(), Observed(Phase.PROVISIONED, "", _info(), "net"))
+    st = dmr.status({**_dm(), "status": prov}, Observed(Phase.HOST_UNREACHABLE, "docker host: docker daemon not "
+                                                                                "reachable: refused"))
+    assert st["initialization"] == {"provisioned": True} and st["addresses"] == prov["addresses"]
+    assert _conds(st)["ContainerProvisioned"] == ("False", "DockerHostUnreachable")
+    assert _conds(st)["Ready"][0] == "False"
+    assert next(c for c in st["conditions"] if c["type"] == "Ready")["message"].endswith("not reachable: refused")
+
+
 def test_address_change_is_reported_and_the_old_address_kept() -> None:
     prov = dmr.status(_dm(), Observed(Phase.PROVISIONED, "", _info("10.0.0.9"), "net"))
     dm = {**_dm(), "status": prov}

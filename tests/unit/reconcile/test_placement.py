@@ -80,3 +80,38 @@ def test_spread_by_label_prefers_the_emptiest_value() -> None:
     # z1 holds 2, z2 holds 1: b, although every host holds one
     assert p.place(hosts, {dh.SPREAD_ANNOTATION: "zone"}, False, loads,
                    {"a": True, "a2": True, "b": True}).host == "b"
+
+
+FD = dh.FAILURE_DOMAIN_HOST_ATTRIBUTE
+
+
+def _fd(name: str, host: str = "", cp: bool = False) -> dict:
+    return {"name": name, "controlPlane": cp, **({"attributes": {FD: host, "rack": "r1"}} if host else {})}
+
+
+def test_failure_domains_on_the_clusters_host_are_offered_others_refused() -> None:
+    domains = [_fd("a", "two", True), _fd("b", "three", True), _fd("c"), _fd("d", "gone")]
+    got = p.domains_on_host(domains, "two")
+    assert [d["name"] for d in got.usable] == ["a", "c"] and got.named
+    assert sorted(got.refused) == ["b", "d"]
+    assert got.refused["b"].startswith("names docker host 'three' but the cluster's network and load balancer are "
+                                       "on 'two': the nodes of one cluster need one network")
+    assert got.message().startswith("failure domain 'b': names docker host 'three'")
+
+
+def test_failure_domains_without_a_host_are_as_before() -> None:
+    got = p.domains_on_host([_fd("a"), _fd("b")], "local")
+    assert (len(got.usable), got.refused, got.named) == (2, {}, False)
+    assert p.domains_on_host(None, "local") == p.DomainHosts([], {}, False)
+    # naming `local` for a cluster on `local` (unplaced clusters are on local) is accepted
+    assert p.domains_on_host([_fd("a", "local")], "local").refused == {}
+
+
+def test_a_machine_set_by_hand_into_a_refused_domain_is_refused() -> None:
+    domains = [_fd("a", "two"), _fd("b", "three")]
+    assert p.machine_domain_refusal(domains, "two", "a") == ""
+    assert p.machine_domain_refusal(domains, "two", "") == ""
+    assert p.machine_domain_refusal(domains, "two", "unknown") == ""  # Cluster API's to judge, not a host matter
+    msg = p.machine_domain_refusal(domains, "two", "b")
+    assert msg.startswith("the Machine's failure domain 'b' names docker host 'three'")
+    assert msg.endswith("set another failure domain or none")
