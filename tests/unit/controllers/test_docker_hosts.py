@@ -18,7 +18,7 @@ from capd_py.controllers.services.docker_hosts import DockerHosts
 from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.images import copy_image
-from capd_py.runtime.protocol import ContainerRuntime, RuntimeError_
+from capd_py.runtime.protocol import ContainerInfo, ContainerRuntime, RuntimeError_
 
 pytestmark = pytest.mark.unit
 
@@ -174,7 +174,8 @@ class GoneRuntime(FakeRuntime):
     def get_container(self, name: str) -> Any:
         raise FileNotFoundError(2, "No such file or directory")
 
-    def list_containers(self, labels: Any = None) -> Any:
+    def list_containers(self, labels: dict[str, str] | None = None, network: str | None = None
+                        ) -> list[ContainerInfo]:
         raise FileNotFoundError(2, "No such file or directory")
 
 
