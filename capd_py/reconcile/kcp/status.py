@@ -81,11 +81,13 @@ def availability(live: list[MachineView], initialized: bool) -> tuple[bool, str]
     and at least one machine with every control-plane component healthy. A machine still joining does not count
     against the quorum: kubeadm adds its etcd member as a learner and promotes it before the machine's kubelet can
     register its Node through the local API server, so a member votes once its machine has a Node (upstream reads
-    the member list; capd-py goes by the Node and the etcd Pod). Returns (available, the reasons when not)."""
+    the member list; capd-py goes by the Node and the etcd container). Returns (available, the reasons when not)."""
     if not initialized:
         return False, "Control plane not yet initialized"
     voting = [v for v in live if v.node_name]
-    healthy_members = sum(1 for v in voting if v.pods_ready.get("etcd"))
+    # upstream asks etcd itself (EtcdMemberHealthy); the running etcd container is the nearest capd-py observes
+    # without a call per member: its Pod's readiness lags seconds behind each kubelet restart
+    healthy_members = sum(1 for v in voting if (v.pods_ready.get("etcd") if v.etcd_running is None else v.etcd_running))
     quorum = len(voting) // 2 + 1
     components_ok = sum(1 for v in live if v.passes_preflight)
     why = []

@@ -65,6 +65,22 @@ def test_machine_view() -> None:
     assert v.created.hour == 10 and v.up_to_date
 
 
+def test_etcd_running_is_the_container_not_the_readiness() -> None:
+    """Right after a kubelet restart the etcd Pod is not Ready while its container (the member) runs on."""
+    restarted = {"metadata": {"name": "etcd-m1"}, "status": {
+        "phase": "Running", "conditions": [{"type": "Ready", "status": "False"}],
+        "containerStatuses": [{"name": "etcd", "ready": False,
+                               "state": {"running": {"startedAt": "2026-01-01T10:00:00Z"}}}]}}
+    v = observe.machine_view(kcp(), machine("m1"), None, None, [node("m1")], {"etcd-m1": restarted}, NOW)
+    assert v.etcd_running and not v.pods_ready["etcd"]
+    waiting = {"metadata": {"name": "etcd-m1"}, "status": {
+        "phase": "Running",
+        "containerStatuses": [{"name": "etcd", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}
+    assert not observe.machine_view(kcp(), machine("m1"), None, None, [node("m1")], {"etcd-m1": waiting},
+                                    NOW).etcd_running
+    assert not observe.machine_view(kcp(), machine("m1"), None, None, [], {"etcd-m1": restarted}, NOW).etcd_running
+
+
 def test_machine_view_without_node_or_timestamps() -> None:
     m = machine("m1", deleting=True)
     del m["metadata"]["creationTimestamp"]

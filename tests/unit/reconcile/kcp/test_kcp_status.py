@@ -82,6 +82,16 @@ def test_available_while_a_machine_joins() -> None:
     assert conds(run([view("m1"), view("m2"), view("m3", healthy=False)]))[rk.AVAILABLE]["status"] == "True"
 
 
+def test_a_running_etcd_member_counts_while_its_pod_is_not_ready() -> None:
+    """After a kubelet restart (capd-py kicks it after a control-plane join) the etcd Pod's readiness lags; the
+    member serves meanwhile and keeps the quorum, as upstream's etcd-level EtcdMemberHealthy would say."""
+    kicked = view("m2", etcd_running=True)
+    kicked.pods_ready["etcd"] = False
+    assert conds(run([view("m1", etcd_running=True), kicked]))[rk.AVAILABLE]["status"] == "True"
+    down = view("m2", etcd_running=False)
+    assert conds(run([view("m1", etcd_running=True), down]))[rk.AVAILABLE]["status"] == "False"
+
+
 def test_available_needs_one_machine_with_every_component_healthy() -> None:
     m1, m2 = view("m1"), view("m2")
     m1.pods_ready["kube-scheduler"] = False
