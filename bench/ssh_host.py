@@ -1,7 +1,8 @@
 """What a docker call costs over an `ssh://` docker host (issue 32) against the unix socket: N pings and N
-`containers.list` each way, through capd-py's runtime (capd_py.runtime.endpoints) and a throwaway local ssh server
-(capd_py.testing.sshd), optionally with OpenSSH connection sharing (ControlMaster) in the client's config. The ssh
-figure is the transport's own cost (same machine, same daemon): a real remote host adds its round trips.
+`containers.list` each way, through capd-py's runtime (capd_py.runtime.endpoints) and a throwaway local ssh
+server (tests/integration/runtime/ssh_server.py), optionally with OpenSSH connection sharing (ControlMaster) in
+the client's config. The ssh figure is the transport's own cost (same machine, same daemon): a real remote host
+adds its round trips.
 
     .venv/bin/python bench/ssh_host.py [--calls 50] [--control-master]
 """
@@ -13,11 +14,15 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-from capd_py.api import dockerhosts as dh
-from capd_py.runtime import endpoints
-from capd_py.runtime.docker_runtime import DockerRuntime
-from capd_py.testing.sshd import SshDockerHost, patched_environ
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "runtime"))
+
+from ssh_server import SshDockerHost, patched_environ  # noqa: E402
+
+from capd_py.api import dockerhosts as dh  # noqa: E402
+from capd_py.runtime import endpoints  # noqa: E402
+from capd_py.runtime.docker_runtime import DockerRuntime  # noqa: E402
 
 
 def timed(fn: Callable[[], object], n: int) -> list[float]:

@@ -11,7 +11,7 @@ if ! command -v dockerd >/dev/null 2>&1; then
   apt-get install -y -qq docker.io >/dev/null
 fi
 # the system ssh client: capd-py's ssh:// docker hosts shell out to it (docker SDK use_ssh_client), and the
-# integration tests of ssh:// hosts run it against their own throwaway server (capd_py/testing/sshd.py)
+# integration tests of ssh:// hosts run it against their own throwaway server (tests/integration/runtime/ssh_server.py)
 if ! command -v ssh >/dev/null 2>&1; then
   log "installing openssh-client from Debian"
   export DEBIAN_FRONTEND=noninteractive

@@ -1,9 +1,9 @@
-"""An `ssh://` docker host for real (issue 32): a throwaway SSH server (capd_py.testing.sshd) on 127.0.0.1 runs the
-`docker system dial-stdio` the docker SDK's system-ssh transport asks for, and capd-py's own path builds the runtime:
-the host parsed from its ConfigMap entry, the docker hosts service (capd_py.controllers.services.docker_hosts) making
-its DockerInfra through capd_py.runtime.endpoints. Everything the controllers do to a node container is done over it:
-a network, a container from a local image, exec (with and without stdin: write_file is how haproxy.cfg and the
-bootstrap data get in), the list by label, the removal. Then the server goes away: calls fail promptly with
+"""An `ssh://` docker host for real (issue 32): a throwaway SSH server (ssh_server.py beside this file) on 127.0.0.1
+runs the `docker system dial-stdio` the docker SDK's system-ssh transport asks for, and capd-py's own path builds the
+runtime: the host parsed from its ConfigMap entry, the docker hosts service (capd_py.controllers.services.docker_hosts)
+making its DockerInfra through capd_py.runtime.endpoints. Everything the controllers do to a node container is done
+over it: a network, a container from a local image, exec (with and without stdin: write_file is how haproxy.cfg and
+the bootstrap data get in), the list by label, the removal. Then the server goes away: calls fail promptly with
 DaemonUnreachable (what the controllers turn into `DockerHostUnreachable`), and work again when it is back."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from ssh_server import SshDockerHost, patched_environ
 
 from capd_py.api import dockerhosts as dh
 from capd_py.api.labels import CONTAINER_NAMESPACE
@@ -21,7 +22,6 @@ from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.runtime import endpoints, networks
 from capd_py.runtime.docker_runtime import DockerRuntime
 from capd_py.runtime.protocol import ContainerSpec, DaemonUnreachable
-from capd_py.testing.sshd import SshDockerHost, patched_environ
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

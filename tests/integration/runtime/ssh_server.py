@@ -17,6 +17,10 @@ Why these pieces:
 
     with SshDockerHost() as sshd, patched_environ(sshd.client_env()):
         endpoint = sshd.endpoint   # ssh://capd@127.0.0.1:PORT
+
+A sibling module of the tests (imported by bare name, as pytest puts this folder on sys.path; bench/ssh_host.py adds
+it), not in capd_py.testing: asyncssh is a `dev` extra only, and capd_py may import its runtime dependencies only
+(hack/check_deps.py).
 """
 
 from __future__ import annotations
