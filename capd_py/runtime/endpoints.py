@@ -25,7 +25,8 @@ def _close_tolerating_exited_ssh(self: Any) -> None:
     daemon has ended the stream (every non-streaming exec: the connection closes with the exec, dial-stdio exits,
     then ssh), that write is a BrokenPipeError raised out of a call that succeeded, which DockerInfra.call reports
     as "docker daemon not reachable" (seen in tests/integration/runtime/test_ssh_host.py), or an "Exception ignored"
-    at garbage collection. The ssh that has exited needs no newlines: reap it and close its pipes."""
+    at garbage collection. The ssh that has exited needs no newlines: reap it and close its stdin (not its stdout:
+    http.client still flushes the response's file, which is that pipe)."""
     try:
         _sdk_ssh_close(self)
     except OSError:
@@ -33,11 +34,10 @@ def _close_tolerating_exited_ssh(self: Any) -> None:
         if proc.poll() is None:
             proc.kill()
         proc.wait(10)
-        for pipe in (proc.stdin, proc.stdout):
-            try:
-                pipe.close()
-            except OSError:  # stdin's buffered newlines cannot be flushed to the exited process
-                pass
+        try:
+            proc.stdin.close()  # the buffered newlines cannot be flushed; the pipe is closed all the same
+        except OSError:
+            pass
 
 
 try:  # docker[ssh] (paramiko) installed: the module imports; without it ssh:// fails in the SDK as it says
