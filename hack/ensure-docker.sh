@@ -10,6 +10,14 @@ if ! command -v dockerd >/dev/null 2>&1; then
   apt-get update -qq
   apt-get install -y -qq docker.io >/dev/null
 fi
+# the system ssh client: capd-py's ssh:// docker hosts shell out to it (docker SDK use_ssh_client), and the
+# integration tests of ssh:// hosts run it against their own throwaway server (tests/integration/runtime/ssh_server.py)
+if ! command -v ssh >/dev/null 2>&1; then
+  log "installing openssh-client from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq openssh-client >/dev/null
+fi
 sysctl -qw fs.inotify.max_user_instances=8192 fs.inotify.max_user_watches=1048576 2>/dev/null \
   || log "could not raise inotify limits (not root?)"
 # The default bridge's link can vanish under a running dockerd (a second dockerd given the same bridge name

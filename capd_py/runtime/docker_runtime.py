@@ -430,9 +430,15 @@ class DockerRuntime:
         sock = self.api.exec_start(exec_id, socket=True)
         raw: socket.socket = getattr(sock, "_sock", sock)
         raw.settimeout(timeout)
+        ssh = getattr(raw, "proc", None)  # an ssh:// host: the SDK's SSHSocket, the system ssh's pipes
         try:
             raw.sendall(data)
-            raw.shutdown(socket.SHUT_WR)
+            if ssh is not None:
+                # its write side is the ssh client's stdin (the socket object itself is never connected, so
+                # shutdown() is ENOTCONN); closing it sends EOF down the channel and dial-stdio half-closes on
+                ssh.stdin.close()
+            else:
+                raw.shutdown(socket.SHUT_WR)
             buf = b""
             while True:
                 chunk = raw.recv(65536)
@@ -444,6 +450,10 @@ class DockerRuntime:
                 sock.close()
             except OSError:
                 pass
+            if ssh is not None:  # ended by the stream's end; the SDK's close() skips it once stdin is closed
+                ssh.terminate()
+                ssh.wait(10)
+                socket.socket.close(raw)  # the never-connected fd under it
         # demultiplex the stdout/stderr frame stream (8-byte headers: type, 0, 0, 0, big-endian size)
         out = bytearray()
         i = 0
