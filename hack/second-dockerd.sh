@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start / stop a second docker daemon on this machine, as a second "docker host" for capd-py (docs/multihost.md).
-#   hack/second-dockerd.sh start [NAME]   prints the endpoint (unix:///run/capd-py-dockerd-NAME.sock)
+#   hack/second-dockerd.sh start [NAME]   prints the endpoint (unix:///run/capd-py-dockerd-NAME.sock); dockerd flags
+#                                         in $CAPD_PY_DOCKERD_ARGS are added (e.g. a tcp:// listener with TLS)
 #   hack/second-dockerd.sh stop [NAME]    stops that daemon (its containers die with it) and removes its state
 #   hack/second-dockerd.sh halt [NAME]    stops that daemon only (a docker host going away): its data root, bridge and
 #                                         rules stay, so `start NAME` brings the same daemon back, and dockerd restarts
@@ -40,7 +41,7 @@ start)
   echo "--- $(date -u +%FT%TZ) hack/second-dockerd.sh starts dockerd $name" >>"$log"
   # setsid: a session of its own, so the caller's process group ending does not take it along
   setsid dockerd --host "unix://$sock" --data-root "$data" --exec-root "$exec_root" --pidfile "$pidfile" \
-    --bridge="$bridge" --iptables=false --ip-masq=false >>"$log" 2>&1 </dev/null &
+    --bridge="$bridge" --iptables=false --ip-masq=false ${CAPD_PY_DOCKERD_ARGS:-} >>"$log" 2>&1 </dev/null &
   for _ in $(seq 1 60); do
     if docker -H "unix://$sock" info >/dev/null 2>&1; then echo "unix://$sock"; exit 0; fi
     sleep 0.5

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import docker
+from docker.constants import MINIMUM_DOCKER_API_VERSION
 from docker.tls import TLSConfig
 
 from capd_py.api import dockerhosts as dh
@@ -73,7 +74,14 @@ def runtime_for(host: dh.DockerHost, tls_material: Mapping[str, bytes] | None = 
     try:
         if host.scheme == "tcp" and host.tls_secret:
             client = docker.DockerClient(base_url=host.endpoint.replace("tcp://", "https://", 1), timeout=TIMEOUT,
-                                         tls=tls_config(host.name, tls_material or {}))
+                                         tls=tls_config(host.name, tls_material or {}),
+                                         version=MINIMUM_DOCKER_API_VERSION)  # asked below, once the session is set
+            # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE replace a session's CA on every request (trust_env):
+            # wherever those are set (distributions, corporate machines, this one) the host's own CA was ignored and
+            # every call failed "unable to get local issuer certificate" (measured, tests/integration/runtime/
+            # test_tls_host.py)
+            client.api.trust_env = False
+            client.api._version = client.api._retrieve_server_version()
         elif host.scheme == "ssh":
             client = docker.DockerClient(base_url=host.endpoint, timeout=TIMEOUT, use_ssh_client=True)
         else:
