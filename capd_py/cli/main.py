@@ -530,19 +530,35 @@ def delete_management(
 def delete_all(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
 ) -> None:
-    """Delete every capd-py container, network and volume on this host (by labels), and stop the controllers."""
-    from capd_py.cli.cleanup import delete_everything
+    """Delete every capd-py container, network and volume on this host (by labels), and stop the controllers.
+    Clusters the local management clusters placed on other docker hosts are deleted there first (only theirs)."""
+    from capd_py.cli import cleanup
     if not yes and sys.stdin.isatty() and not typer.confirm("Delete every capd-py container, network and volume?"):
         raise typer.Exit(1)
     steps = Steps()
+    rt = mgmt.default_runtime()
+    remotes, problems = cleanup.find_remotes(rt)
+    left: list[str] = []
+    if remotes:
+        with steps.step("Deleting the clusters placed on other docker hosts 🔥"):
+            remote_counts, left = cleanup.delete_remote(remotes)
+        for r in remotes:
+            if r.runtime is not None:
+                typer.echo(f"docker host {r.host}: deleted cluster(s) {', '.join(r.clusters)}")
     with steps.step("Deleting every capd-py container, network and volume 🔥"):
         try:
-            counts = delete_everything()
+            counts = cleanup.delete_everything(rt)
         except Exception as e:  # noqa: BLE001
             steps.end(False)
             fail(str(e))
+    if remotes:
+        counts = {k: v + remote_counts[k] for k, v in counts.items()}
     typer.echo(f"deleted {counts['containers']} container(s), {counts['networks']} network(s), "
                f"{counts['volumes']} volume(s)")
+    for line in problems + left:
+        steps.info(f"WARNING: {line}")
+    if left:
+        raise typer.Exit(1)  # something the user asked to delete still runs somewhere
 
 
 # -- stop / start / pause / resume (capd_py/cli/power.py, decisions in capd_py/reconcile/powerstate.py) -------------

@@ -16,7 +16,9 @@ import pytest
 
 from capd_py.api import dockerhosts as dh
 from capd_py.api.labels import CONTAINER_NAMESPACE
+from capd_py.cli import cleanup
 from capd_py.reconcile.certs import new_client_cert
+from capd_py.reconcile.dockercluster import cluster_labels
 from capd_py.reconcile.servingcert import new_serving_cert, new_webhook_ca
 from capd_py.runtime import endpoints, networks
 from capd_py.runtime.docker_runtime import DockerRuntime
@@ -29,9 +31,10 @@ IMAGE = "capd-py/haproxy:2.6"  # any local image with a shell; never pulled
 SCRIPT = Path(__file__).resolve().parents[3] / "hack" / "second-dockerd.sh"
 
 
-@pytest.fixture
-def tls_daemon(tmp_path: Path) -> Iterator[tuple[str, dict[str, bytes]]]:
+@pytest.fixture(scope="module")
+def tls_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, bytes]]]:
     """(tcp endpoint, the TLS Secret's data) of a second dockerd that requires a client certificate of its CA."""
+    tmp_path = tmp_path_factory.mktemp("tls")
     if not DockerRuntime().image_exists(IMAGE):
         pytest.fail(f"{IMAGE} is missing: run `make images`", pytrace=False)
     ca = new_webhook_ca()
@@ -97,3 +100,33 @@ def test_a_client_certificate_of_another_ca_is_refused(tls_daemon: tuple[str, di
     # and the daemon's certificate is checked against the Secret's CA: another CA does not trust it
     with pytest.raises(RuntimeError_, match="docker host secure"):
         endpoints.runtime_for(host, {**material, "ca.pem": other.cert})
+
+
+def test_delete_all_takes_only_this_management_clusters_clusters_off_a_shared_host(
+        tls_daemon: tuple[str, dict[str, bytes]]) -> None:
+    """`capd-py delete all` on a remote host: the named clusters' containers, networks and volumes, found by the
+    daemon's own label filters over TLS; another cluster of the same name in another namespace stays."""
+    endpoint, material = tls_daemon
+    host = dh.parse_hosts({"secure": f"endpoint: {endpoint}\ntlsSecretName: s\naddress: 127.0.0.1"})["secure"]
+    rt = endpoints.runtime_for(host, material)
+    tag = secrets.token_hex(3)
+    made = []
+    for ns in ("mine", "theirs"):
+        labels = cluster_labels(ns, f"c{tag}")
+        name = f"c{tag}-{ns}"
+        networks.ensure_network(rt, name, labels)
+        rt.run_container(ContainerSpec(name=name, image=IMAGE, labels=labels, network=name,
+                                       entrypoint=("sh", "-c", "sleep 600")))
+        rt.client.volumes.create(name, labels=labels)
+        made.append(name)
+    try:
+        counts, left = cleanup.delete_remote([cleanup.Remote("secure", (f"mine/c{tag}",), rt)])
+        assert (counts, left) == ({"containers": 1, "networks": 1, "volumes": 1}, [])
+        assert rt.get_container(f"c{tag}-mine") is None and rt.get_network(f"c{tag}-mine") is None
+        assert f"c{tag}-mine" not in rt.list_volumes({})
+        assert rt.get_container(f"c{tag}-theirs") is not None and f"c{tag}-theirs" in rt.list_volumes({})
+    finally:
+        for name in made:
+            rt.remove_container(name)
+            rt.remove_network(name)
+            rt.remove_volume(name)

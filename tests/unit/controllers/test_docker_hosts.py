@@ -236,3 +236,41 @@ async def test_deleting_a_cluster_whose_host_is_away_or_unknown_waits_and_says_w
     dc["metadata"]["annotations"][dh.DOCKER_HOST_ANNOTATION] = "two"
     ctx.hosts = DockerHosts(ctx.infra, lambda rt: DockerInfra(rt), Factory({"two": FakeRuntime()}))
     assert (await dockercluster.delete_docker(ctx, Subject(dc, None))).done is True
+
+
+def _template(name: str, cluster: str = "", owners: tuple[str, ...] = ()) -> dict[str, Any]:
+    md: dict[str, Any] = {"namespace": "ns", "name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster}
+                          if cluster else {},
+                          "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": o}
+                                              for o in owners]}
+    return {"kind": "DockerMachineTemplate", "metadata": md, "spec": {}}
+
+
+def _cluster(name: str) -> dict[str, Any]:
+    return {"kind": "Cluster", "metadata": {"namespace": "ns", "name": name},
+            "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerCluster",
+                                           "name": name}}}
+
+
+async def test_a_templates_capacity_is_its_clusters_hosts() -> None:
+    from capd_py.api.containers import HostCapacity
+    from capd_py.controllers import dockermachinetemplate as c_dmt
+    from capd_py.controllers.skeleton import Subject
+    kube = MemKube(_configmap(two="endpoint: unix:///run/two.sock\naddress: 10.0.0.2"),
+                   _cluster("c1"), _dc("c1", "u1", "two"), _cluster("c2"), _dc("c2", "u2"))
+    local, two = FakeRuntime(), FakeRuntime()
+    local.capacity = HostCapacity(cpus=2, memory_bytes=24 * 1024 ** 3)
+    two.capacity = HostCapacity(cpus=16, memory_bytes=64 * 1024 ** 3)
+    ctx, _ = _ctx(kube, local, {"two": two})
+
+    async def capacity(t: dict[str, Any]) -> dict[str, Any] | None:
+        return (await c_dmt.reconcile_capacity(ctx, Subject(t, None))).status
+
+    assert await capacity(_template("by-label", cluster="c1")) == {"capacity": {"cpu": "16", "memory": "64Gi"}}
+    assert await capacity(_template("by-owner", owners=("c1",))) == {"capacity": {"cpu": "16", "memory": "64Gi"}}
+    # a ClusterClass's template (no cluster) and one shared by two clusters: the management host's, as upstream
+    assert await capacity(_template("class")) == {"capacity": {"cpu": "2", "memory": "24Gi"}}
+    assert await capacity(_template("shared", owners=("c1", "c2"))) == {"capacity": {"cpu": "2", "memory": "24Gi"}}
+    # its cluster is not placed yet while two hosts exist: nothing written, looked at again
+    out = await c_dmt.reconcile_capacity(ctx, Subject(_template("waits", cluster="c2"), None))
+    assert out.status is None and out.requeue_after == c_dmt.WAIT_FOR_HOST_SECONDS

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from capd_py.api.containers import HostCapacity
@@ -24,3 +26,16 @@ def test_status_capacity_is_the_hosts_and_stable() -> None:
     status = rdmt.desired_status(template, host)
     assert status == {"other": "kept", "capacity": {"cpu": "2", "memory": "24Gi"}}
     assert rdmt.desired_status({"status": status}, host) == status  # nothing to write the second time
+
+
+def test_template_clusters_from_label_and_cluster_owner_references() -> None:
+    def t(labels: dict[str, str], owners: list[tuple[str, str, str]]) -> dict[str, Any]:
+        return {"metadata": {"labels": labels, "ownerReferences": [
+            {"apiVersion": a, "kind": k, "name": n} for a, k, n in owners]}}
+    assert rdmt.template_clusters({"metadata": {}}) == set()
+    assert rdmt.template_clusters(t({"cluster.x-k8s.io/cluster-name": "c1"}, [])) == {"c1"}
+    assert rdmt.template_clusters(t({}, [("cluster.x-k8s.io/v1beta2", "Cluster", "c1"),
+                                         ("cluster.x-k8s.io/v1beta1", "Cluster", "c2")])) == {"c1", "c2"}
+    # a ClusterClass owner, or a "Cluster" of another API group, is not a Cluster API Cluster
+    assert rdmt.template_clusters(t({}, [("cluster.x-k8s.io/v1beta2", "ClusterClass", "cc"),
+                                         ("example.com/v1", "Cluster", "x")])) == set()
