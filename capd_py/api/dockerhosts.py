@@ -5,6 +5,8 @@ is a small YAML/JSON document:
 
     endpoint: tcp://10.0.0.7:2376          # unix:///path, tcp://HOST:PORT, ssh://[USER@]HOST[:PORT]
     tlsSecretName: host-b-tls              # tcp:// only: Secret in capd-py-system with ca.pem, cert.pem, key.pem
+    sshSecretName: host-c-ssh              # ssh:// only (optional): Secret in capd-py-system with ssh-privatekey,
+                                           # known_hosts; without it the machine's own ssh configuration applies
     labels: {zone: a}                      # for placement selectors and spreading
     capacity: {clusters: 4}                # at most this many workload clusters (absent / 0: no limit)
     address: 10.0.0.7                      # where the management cluster reaches this host's published ports
@@ -14,9 +16,9 @@ A host with an `address` publishes each load balancer's API port on all its inte
 bridges); a host without one (a daemon on the management machine) keeps the load balancer's container address,
 as a single-host capd-py does. ssh:// and tcp:// hosts default `address` to the endpoint's host name.
 
-TLS material lives in a Secret (never in the ConfigMap). Without the ConfigMap there is exactly one host, `local`:
-the docker endpoint of the controllers' own environment (DOCKER_HOST or /var/run/docker.sock), as before hosts
-existed. The ConfigMap may define `local` itself (to give it labels or a capacity); otherwise `local` is always
+TLS and ssh material lives in a Secret (never in the ConfigMap). Without the ConfigMap there is exactly one host,
+`local`: the docker endpoint of the controllers' own environment (DOCKER_HOST or /var/run/docker.sock), as before
+hosts existed. The ConfigMap may define `local` itself (to give it labels or a capacity); otherwise `local` is always
 added. Upstream's DockerCluster has no field naming a docker host, so the choice is an annotation
 (`DOCKER_HOST_ANNOTATION`), which keeps upstream manifests valid unchanged.
 
@@ -48,8 +50,10 @@ HOST_SELECTOR_ANNOTATION = "capd-py.dev/docker-host-selector"
 SPREAD_ANNOTATION = "capd-py.dev/docker-host-spread"
 SCHEMES = ("unix", "tcp", "ssh")
 TLS_KEYS = ("ca.pem", "cert.pem", "key.pem")
+# `ssh-privatekey` as Kubernetes' kubernetes.io/ssh-auth Secrets name it; `known_hosts` in OpenSSH's format
+SSH_KEYS = ("ssh-privatekey", "known_hosts")
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_FIELDS = {"endpoint", "tlsSecretName", "labels", "capacity", "insecure", "address"}
+_FIELDS = {"endpoint", "tlsSecretName", "sshSecretName", "labels", "capacity", "insecure", "address"}
 
 
 class HostConfigError(ValueError):
@@ -65,16 +69,28 @@ class DockerHost:
     max_clusters: int = 0         # 0: no limit
     insecure: bool = False        # tcp:// without TLS, explicitly asked for
     address: str = ""             # where published ports are reached from the management cluster ("": bridges)
+    ssh_secret: str = ""
 
     @property
     def scheme(self) -> str:
         return urlsplit(self.endpoint).scheme if self.endpoint else "unix"
+
+    @property
+    def secret(self) -> str:
+        """The Secret (in NAMESPACE) holding this host's credentials: its TLS or its ssh material ("": none)."""
+        return self.tls_secret or self.ssh_secret
+
+    @property
+    def secret_keys(self) -> tuple[str, ...]:
+        return TLS_KEYS if self.tls_secret else SSH_KEYS if self.ssh_secret else ()
 
     def to_data(self) -> str:
         """The ConfigMap value for this host (inverse of `parse_host`)."""
         doc: dict[str, Any] = {"endpoint": self.endpoint}
         if self.tls_secret:
             doc["tlsSecretName"] = self.tls_secret
+        if self.ssh_secret:
+            doc["sshSecretName"] = self.ssh_secret
         if self.insecure:
             doc["insecure"] = True
         if self.labels:
@@ -133,12 +149,15 @@ def parse_host(name: str, value: str) -> DockerHost:
     if errs:
         raise HostConfigError(f"{where}: {'; '.join(errs)}")
     tls = doc.get("tlsSecretName") or ""
+    ssh = doc.get("sshSecretName") or ""
     insecure = doc.get("insecure", False)
-    if not isinstance(tls, str) or not isinstance(insecure, bool):
-        raise HostConfigError(f"{where}: `tlsSecretName` is a string, `insecure` a boolean")
+    if not isinstance(tls, str) or not isinstance(ssh, str) or not isinstance(insecure, bool):
+        raise HostConfigError(f"{where}: `tlsSecretName` and `sshSecretName` are strings, `insecure` a boolean")
     scheme = urlsplit(endpoint).scheme
     if tls and scheme != "tcp":
         raise HostConfigError(f"{where}: `tlsSecretName` applies to tcp:// endpoints only")
+    if ssh and scheme != "ssh":
+        raise HostConfigError(f"{where}: `sshSecretName` applies to ssh:// endpoints only")
     if scheme == "tcp" and not tls and not insecure:
         raise HostConfigError(f"{where}: a tcp:// endpoint needs `tlsSecretName` (a Secret with "
                               f"{', '.join(TLS_KEYS)}), or `insecure: true` to use it unencrypted")
@@ -152,7 +171,7 @@ def parse_host(name: str, value: str) -> DockerHost:
     address = doc.get("address") or default_address(endpoint)
     if not isinstance(address, str) or "/" in address or " " in address:
         raise HostConfigError(f"{where}: `address` is a host name or IP address")
-    return DockerHost(name, endpoint, tls, dict(labels), clusters, insecure, address)
+    return DockerHost(name, endpoint, tls, dict(labels), clusters, insecure, address, ssh)
 
 
 def default_address(endpoint: str) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 from capd_py.api import dockerhosts as dh
 from capd_py.api.gvk import CLUSTER, CONFIG_MAP, DOCKER_CLUSTER, NAMESPACE, SECRET
+from capd_py.kube import hostsecrets
 from capd_py.runtime import endpoints
 from capd_py.runtime.protocol import ContainerRuntime, RuntimeError_
 
@@ -22,6 +23,10 @@ class HostError(Exception):
 
 def tls_secret_name(host: str) -> str:
     return f"{host}-docker-tls"
+
+
+def ssh_secret_name(host: str) -> str:
+    return f"{host}-docker-ssh"
 
 
 async def read(kube: Any) -> tuple[dict[str, Any] | None, dict[str, dh.DockerHost]]:
@@ -37,19 +42,22 @@ async def _ensure_namespace(kube: Any) -> None:
         await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": dh.NAMESPACE}})
 
 
-async def add(kube: Any, host: dh.DockerHost, tls: Mapping[str, bytes] | None = None) -> bool:
-    """Add or replace `host` (and its TLS Secret). Returns whether it replaced an entry."""
+async def add(kube: Any, host: dh.DockerHost, material: Mapping[str, bytes] | None = None) -> bool:
+    """Add or replace `host` (and its Secret: TLS files, or the ssh key and known_hosts). Returns whether it
+    replaced an entry."""
     value = host.to_data()
     dh.parse_host(host.name, value)  # what the controllers will read; raises HostConfigError
     await _ensure_namespace(kube)
-    if tls:
-        secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                  "metadata": {"namespace": dh.NAMESPACE, "name": host.tls_secret},
-                  "data": {k: base64.b64encode(tls[k]).decode() for k in dh.TLS_KEYS}}
-        if await kube.get(SECRET, dh.NAMESPACE, host.tls_secret) is None:
+    if material:
+        # kubernetes.io/ssh-auth: the API server checks `ssh-privatekey` is there
+        kind = "kubernetes.io/ssh-auth" if host.ssh_secret else "Opaque"
+        secret = {"apiVersion": "v1", "kind": "Secret", "type": kind,
+                  "metadata": {"namespace": dh.NAMESPACE, "name": host.secret},
+                  "data": {k: base64.b64encode(material[k]).decode() for k in host.secret_keys}}
+        if await kube.get(SECRET, dh.NAMESPACE, host.secret) is None:
             await kube.create(SECRET, secret)
         else:
-            await kube.merge_patch(SECRET, dh.NAMESPACE, host.tls_secret, {"data": secret["data"]})
+            await kube.merge_patch(SECRET, dh.NAMESPACE, host.secret, {"data": secret["data"]})
     cm, hosts = await read(kube)
     replaced = cm is not None and host.name in (cm.get("data") or {})
     if cm is None:
@@ -71,7 +79,7 @@ async def placed_clusters(kube: Any) -> dict[str, list[str]]:
 
 
 async def remove(kube: Any, name: str, force: bool = False) -> None:
-    """Remove `name` from the configuration (and its TLS Secret when capd-py made it). Refused while clusters are
+    """Remove `name` from the configuration (and its Secret when capd-py made it). Refused while clusters are
     placed on it, unless `force`: their controllers can then no longer reach their containers."""
     cm, hosts = await read(kube)
     if cm is None or name not in (cm.get("data") or {}):
@@ -82,8 +90,9 @@ async def remove(kube: Any, name: str, force: bool = False) -> None:
         raise HostError(f"docker host {name!r} still holds cluster(s) {', '.join(sorted(on))}: delete them first "
                         "(or --force: their containers are then left unmanaged on that host)")
     await kube.merge_patch(CONFIG_MAP, dh.NAMESPACE, dh.CONFIGMAP, {"data": {name: None}})
-    secret = hosts[name].tls_secret
-    if secret == tls_secret_name(name) and await kube.get(SECRET, dh.NAMESPACE, secret) is not None:
+    secret = hosts[name].secret
+    if secret in (tls_secret_name(name), ssh_secret_name(name)) and \
+            await kube.get(SECRET, dh.NAMESPACE, secret) is not None:
         await kube.delete(SECRET, dh.NAMESPACE, secret)
 
 
@@ -105,12 +114,10 @@ async def runtime_of(kube: Any, name: str) -> ContainerRuntime:
     if name not in hosts:
         raise HostError(f"docker host {name!r} is not configured (known: {', '.join(sorted(hosts))})")
     host = hosts[name]
-    material = None
-    if host.tls_secret:
-        secret = await kube.get(SECRET, dh.NAMESPACE, host.tls_secret)
-        if secret is None:
-            raise HostError(f"docker host {name}: TLS Secret {dh.NAMESPACE}/{host.tls_secret} not found")
-        material = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+    try:
+        material = await hostsecrets.material(kube, host)
+    except hostsecrets.MissingSecret as e:
+        raise HostError(str(e)) from e
     return endpoints.runtime_for(host, material)
 
 

@@ -1006,9 +1006,15 @@ def host_add(
     tls_cert: Annotated[str | None, typer.Option("--tls-cert", help="tcp://: client certificate file.")] = None,
     tls_key: Annotated[str | None, typer.Option("--tls-key", help="tcp://: client key file.")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="tcp:// without TLS.")] = False,
+    ssh_key: Annotated[str | None, typer.Option(
+        "--ssh-key", help="ssh://: private key file (with --ssh-known-hosts; else the ssh configuration of the "
+        "machine the controllers run on applies).")] = None,
+    ssh_known_hosts: Annotated[str | None, typer.Option(
+        "--ssh-known-hosts", help="ssh://: known_hosts file holding the host's key.")] = None,
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
-    """Add (or replace) a docker host in capd-py-system/capd-py-docker-hosts; TLS files go into a Secret."""
+    """Add (or replace) a docker host in capd-py-system/capd-py-docker-hosts; TLS files, or an ssh key and
+    known_hosts, go into a Secret."""
     from capd_py.api import dockerhosts as dh
     from capd_py.cli import hosts as hc
     files = {"ca.pem": _read_file(tls_ca, "--tls-ca"), "cert.pem": _read_file(tls_cert, "--tls-cert"),
@@ -1016,15 +1022,21 @@ def host_add(
     given = {k: v for k, v in files.items() if v is not None}
     if given and len(given) != 3:
         fail("--tls-ca, --tls-cert and --tls-key go together", 2)
+    ssh_files = {"ssh-privatekey": _read_file(ssh_key, "--ssh-key"),
+                 "known_hosts": _read_file(ssh_known_hosts, "--ssh-known-hosts")}
+    ssh_given = {k: v for k, v in ssh_files.items() if v is not None}
+    if ssh_given and len(ssh_given) != 2:
+        fail("--ssh-key and --ssh-known-hosts go together", 2)
     try:
         labels = dh.parse_selector(",".join(label or []))
         host = dh.DockerHost(name, endpoint, hc.tls_secret_name(name) if given else "", labels, max_clusters,
-                             insecure, address or dh.default_address(endpoint))
+                             insecure, address or dh.default_address(endpoint),
+                             hc.ssh_secret_name(name) if ssh_given else "")
         dh.parse_host(name, host.to_data())
     except dh.HostConfigError as e:
         fail(str(e), 2)
     try:
-        replaced = run_async(lambda: _with_kube(kubeconfig, lambda k: hc.add(k, host, given or None)))
+        replaced = run_async(lambda: _with_kube(kubeconfig, lambda k: hc.add(k, host, given or ssh_given or None)))
     except hc.HostError as e:
         fail(str(e))
     sys.stderr.write(f" ✓ docker host {name} {'replaced' if replaced else 'added'} ({endpoint})\n")

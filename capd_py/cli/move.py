@@ -18,8 +18,8 @@ The rules that keep two management clusters from ever reconciling the same clust
 5. resume the tenants at the target.
 
 Clusters placed on a docker host other than `local` (docs/multihost.md) keep their `capd-py.dev/docker-host`
-annotation; the host's entry of `capd-py-system/capd-py-docker-hosts` (and its TLS Secret) is written at the target
-before step 3, or the move is refused before step 2 when the two sides disagree (capd_py/reconcile/hostmove.py).
+annotation; the host's entry of `capd-py-system/capd-py-docker-hosts` (and its TLS or ssh Secret) is written at the
+target before step 3, or the move is refused before step 2 when the two sides disagree (capd_py/reconcile/hostmove.py).
 
 The containers are not touched: they carry the cluster's namespace and name, not object UIDs, so the
 target's controllers adopt them.
@@ -94,7 +94,7 @@ async def host_plan(source: Kube, target: Kube | None, graph: Graph) -> hostmove
 
 
 async def _copy_hosts(source: Kube, target: Kube, plan: hostmove.HostCopy, made: list[tuple[GVK, str]]) -> None:
-    """Write the plan's entries (and the TLS Secrets they name, when the target lacks them) at the target before
+    """Write the plan's entries (and the TLS or ssh Secrets they name, when the target lacks them) at the target before
     any cluster object arrives there, so its controllers find the host at their first reconcile. `made` records
     what was created, for a rollback."""
     if not plan.add:
@@ -105,7 +105,7 @@ async def _copy_hosts(source: Kube, target: Kube, plan: hostmove.HostCopy, made:
             continue
         secret = await source.get(SECRET, dh.NAMESPACE, name)
         if secret is None:
-            raise MoveError(f"the TLS Secret {dh.NAMESPACE}/{name} of a moved cluster's docker host is missing at "
+            raise MoveError(f"the Secret {dh.NAMESPACE}/{name} of a moved cluster's docker host is missing at "
                             "the source")
         await target.create(SECRET, {"apiVersion": "v1", "kind": "Secret", "type": secret.get("type", "Opaque"),
                                      "metadata": {"namespace": dh.NAMESPACE, "name": name},

@@ -1,5 +1,5 @@
 """What `capd-py move` takes of the docker hosts configuration (issue 32). Pure: the hosts the moved DockerClusters
-are placed on and both management clusters' ConfigMap data in; the entries to add at the target (and their TLS
+are placed on and both management clusters' ConfigMap data in; the entries to add at the target (and their TLS or ssh
 Secrets), or why the move must not start.
 
 A moved DockerCluster keeps its `capd-py.dev/docker-host` annotation (it is part of the object), so the target's
@@ -25,7 +25,7 @@ from capd_py.api import dockerhosts as dh
 @dataclass(frozen=True)
 class HostCopy:
     add: dict[str, str] = field(default_factory=dict)          # host name -> ConfigMap value, for the target
-    secrets: tuple[str, ...] = ()                             # TLS Secrets (in capd-py-system) those entries name
+    secrets: tuple[str, ...] = ()                             # their TLS/ssh Secrets (in capd-py-system)
     problems: tuple[str, ...] = ()                            # why the move must not start ([]: it may)
 
     def lines(self) -> list[str]:
@@ -73,8 +73,8 @@ def plan(placed: Mapping[str, list[str]], source: Mapping[str, str] | None,
                                 "or other fields): make them agree first")
             continue
         add[name] = src[name]
-        if want.tls_secret:
-            secrets.append(want.tls_secret)
+        if want.secret:  # its TLS or ssh credentials
+            secrets.append(want.secret)
     if problems:
         return HostCopy(problems=tuple(problems))
     return HostCopy(add, tuple(sorted(set(secrets))))

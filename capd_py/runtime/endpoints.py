@@ -1,53 +1,24 @@
 """A container runtime per configured docker host (capd_py.api.dockerhosts): the docker SDK client for its
 endpoint. unix:// and tcp:// (TLS from the host's Secret, written to a private folder because the SDK takes file
-paths) talk to the daemon directly; ssh:// goes through the system `ssh` client (the SDK's `use_ssh_client`, so
-the user's ssh configuration and agent apply, and paramiko is not needed)."""
+paths) talk to the daemon directly; ssh:// goes through the system `ssh` client (capd_py.runtime.ssh_transport:
+the host's ssh Secret when it names one, else the user's ssh configuration and agent; paramiko is never used)."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from collections.abc import Mapping
-from typing import Any
 
 import docker
 from docker.constants import MINIMUM_DOCKER_API_VERSION
 from docker.tls import TLSConfig
 
 from capd_py.api import dockerhosts as dh
+from capd_py.runtime import ssh_transport
 from capd_py.runtime.docker_runtime import DockerRuntime
 from capd_py.runtime.protocol import DaemonUnreachable, RuntimeError_
 
 TIMEOUT = 120
-
-
-def _close_tolerating_exited_ssh(self: Any) -> None:
-    """docker-py's SSHSocket.close writes two newlines to the ssh client's stdin before terminating it. When the
-    daemon has ended the stream (every non-streaming exec: the connection closes with the exec, dial-stdio exits,
-    then ssh), that write is a BrokenPipeError raised out of a call that succeeded, which DockerInfra.call reports
-    as "docker daemon not reachable" (seen in tests/integration/runtime/test_ssh_host.py), or an "Exception ignored"
-    at garbage collection. The ssh that has exited needs no newlines: reap it and close its stdin (not its stdout:
-    http.client still flushes the response's file, which is that pipe)."""
-    try:
-        _sdk_ssh_close(self)
-    except OSError:
-        proc = self.proc
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
-        try:
-            proc.stdin.close()  # the buffered newlines cannot be flushed; the pipe is closed all the same
-        except OSError:
-            pass
-
-
-try:  # docker[ssh] (paramiko) installed: the module imports; without it ssh:// fails in the SDK as it says
-    from docker.transport import sshconn
-
-    _sdk_ssh_close = sshconn.SSHSocket.close
-    sshconn.SSHSocket.close = _close_tolerating_exited_ssh
-except ImportError:
-    pass
 
 
 def tls_config(host: str, material: Mapping[str, bytes]) -> TLSConfig:
@@ -66,15 +37,16 @@ def tls_config(host: str, material: Mapping[str, bytes]) -> TLSConfig:
     return TLSConfig(client_cert=(paths["cert.pem"], paths["key.pem"]), ca_cert=paths["ca.pem"], verify=True)
 
 
-def runtime_for(host: dh.DockerHost, tls_material: Mapping[str, bytes] | None = None) -> DockerRuntime:
-    """The runtime of `host`. The implicit `local` host (no endpoint) is the environment's daemon, as before
-    docker hosts existed (DOCKER_HOST or the default socket)."""
+def runtime_for(host: dh.DockerHost, material: Mapping[str, bytes] | None = None) -> DockerRuntime:
+    """The runtime of `host`, with its Secret's `material` (TLS files, or the ssh key and known_hosts). The
+    implicit `local` host (no endpoint) is the environment's daemon, as before docker hosts existed (DOCKER_HOST or
+    the default socket)."""
     if not host.endpoint:
         return DockerRuntime()
     try:
         if host.scheme == "tcp" and host.tls_secret:
             client = docker.DockerClient(base_url=host.endpoint.replace("tcp://", "https://", 1), timeout=TIMEOUT,
-                                         tls=tls_config(host.name, tls_material or {}),
+                                         tls=tls_config(host.name, material or {}),
                                          version=MINIMUM_DOCKER_API_VERSION)  # asked below, once the session is set
             # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE replace a session's CA on every request (trust_env):
             # wherever those are set (distributions, corporate machines, this one) the host's own CA was ignored and
@@ -83,7 +55,7 @@ def runtime_for(host: dh.DockerHost, tls_material: Mapping[str, bytes] | None = 
             client.api.trust_env = False
             client.api._version = client.api._retrieve_server_version()
         elif host.scheme == "ssh":
-            client = docker.DockerClient(base_url=host.endpoint, timeout=TIMEOUT, use_ssh_client=True)
+            client = ssh_transport.client(host, ssh_transport.options_for(host, material), TIMEOUT)
         else:
             client = docker.DockerClient(base_url=host.endpoint, timeout=TIMEOUT)
     except docker.errors.DockerException as e:

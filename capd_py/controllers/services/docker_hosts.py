@@ -4,26 +4,26 @@ LB locks, address reservations) per configured docker host, on the controller co
 The configuration is the ConfigMap `capd-py-system/capd-py-docker-hosts` (capd_py.api.dockerhosts), read from the
 cache on every use: a host added, changed or removed is seen at the next reconcile. A host whose entry did not
 change keeps its DockerInfra (its locks and in-flight creations must not be forgotten mid-flight); a changed
-endpoint or TLS Secret gets a new one. `local` is the context's own infra: with no ConfigMap nothing differs from a
-capd-py without hosts.
+endpoint or Secret (TLS or ssh) gets a new one. `local` is the context's own infra: with no ConfigMap nothing
+differs from a capd-py without hosts.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from capd_py.api import dockerhosts as dh
-from capd_py.api.gvk import CONFIG_MAP, SECRET
+from capd_py.api.gvk import CONFIG_MAP
 from capd_py.controllers.services.docker_infra import DockerInfra
+from capd_py.kube import hostsecrets
 from capd_py.runtime import endpoints
 from capd_py.runtime.protocol import ContainerRuntime, RuntimeError_
 
 log = logging.getLogger("capd_py.docker_hosts")
 
-# (host, TLS material) -> that host's runtime; tests hand in fakes
+# (host, its Secret's material) -> that host's runtime; tests hand in fakes
 RuntimeFactory = Callable[[dh.DockerHost, Mapping[str, bytes] | None], ContainerRuntime]
 
 
@@ -43,17 +43,15 @@ class DockerHosts:
         return dh.parse_hosts((cm or {}).get("data"))
 
     async def infra(self, kube: Any, host: dh.DockerHost) -> DockerInfra:
-        """The DockerInfra of `host` (made on first use, or when its entry or TLS Secret changed).
-        RuntimeError_ when its TLS Secret is missing or its endpoint unusable."""
+        """The DockerInfra of `host` (made on first use, or when its entry or Secret changed).
+        RuntimeError_ when its Secret is missing or its endpoint unusable."""
         if host.name == dh.LOCAL and not host.endpoint:
             return self.local
-        material: dict[str, bytes] | None = None
-        if host.tls_secret:
-            secret = await kube.get(SECRET, dh.NAMESPACE, host.tls_secret)
-            if secret is None:
-                raise RuntimeError_(f"docker host {host.name}: TLS Secret {dh.NAMESPACE}/{host.tls_secret} not found")
-            material = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
-        key = (host, b"".join(material.get(k, b"") for k in dh.TLS_KEYS) if material else b"")
+        try:
+            material = await hostsecrets.material(kube, host)
+        except hostsecrets.MissingSecret as e:
+            raise RuntimeError_(str(e)) from e
+        key = (host, hostsecrets.fingerprint(host, material))
         got = self._infras.get(host.name)
         if got is not None and got[0] == key:
             return got[1]

@@ -65,6 +65,7 @@ class _Server(asyncssh.SSHServer):
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self._owner._conns.add(conn)
+        self._owner.connections += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._owner._conns = {c for c in self._owner._conns if not c.is_closed()}
@@ -78,6 +79,7 @@ class SshDockerHost:
         self.port = port or free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="capd-py-sshd-"))
         self.commands: list[str] = []            # what clients asked to run, in order
+        self.connections = 0                     # ssh connections accepted (each may carry many commands)
         self._conns: set[asyncssh.SSHServerConnection] = set()
         self._handlers: set[asyncio.Task[Any]] = set()
         self._loop = asyncio.new_event_loop()
@@ -115,6 +117,11 @@ class SshDockerHost:
         wrapper = bindir / "ssh"
         wrapper.write_text(f'#!/bin/sh\nexec {real_ssh} -F {config} "$@"\n')
         wrapper.chmod(0o755)
+
+    def material(self) -> dict[str, bytes]:
+        """What a host's ssh Secret holds for this server (`sshSecretName`): the client key and known_hosts."""
+        return {"ssh-privatekey": (self.dir / "id_ed25519").read_bytes(),
+                "known_hosts": (self.dir / "known_hosts").read_bytes()}
 
     def client_env(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """`environ` (default os.environ) with this host's `ssh` wrapper first on PATH."""

@@ -48,6 +48,8 @@ def test_local_can_be_configured() -> None:
     ("h", "endpoint: tcp://10.0.0.1:99999\ninsecure: true", "port is not a number"),
     ("h", "endpoint: tcp://10.0.0.1:2375", "needs `tlsSecretName`"),
     ("h", "endpoint: ssh://x\ntlsSecretName: s", "tcp:// endpoints only"),
+    ("h", "endpoint: tcp://x:2376\ntlsSecretName: t\nsshSecretName: s", "ssh:// endpoints only"),
+    ("h", "endpoint: ssh://x\nsshSecretName: [s]", "`sshSecretName` are strings"),
     ("h", "endpoint: ssh://x\nlabels: {a: 1}", "maps strings to strings"),
     ("h", "endpoint: ssh://x\ncapacity: {clusters: -1}", "N >= 0"),
     ("h", "endpoint: ssh://x\ncapacity: {cpus: 2}", "N >= 0"),
@@ -69,6 +71,7 @@ def test_insecure_tcp_is_allowed_when_asked_for() -> None:
 def test_to_data_round_trips() -> None:
     for h in (dh.DockerHost("b", "tcp://10.0.0.7:2376", "b-tls", {"zone": "a"}, 3, False, "10.0.0.7"),
               dh.DockerHost("c", "ssh://ci@builder:2222", address="builder"),
+              dh.DockerHost("f", "ssh://ci@builder", address="builder", ssh_secret="f-docker-ssh"),
               dh.DockerHost("d", "unix:///run/x.sock", address="192.0.2.2"),
               dh.DockerHost("e", "tcp://10.0.0.1:2375", insecure=True, address="10.0.0.1")):
         assert dh.parse_host(h.name, h.to_data()) == h
@@ -81,3 +84,12 @@ def test_selector_and_host_of() -> None:
         dh.parse_selector("zone")
     assert dh.host_of(None) == ""
     assert dh.host_of({"metadata": {"annotations": {dh.DOCKER_HOST_ANNOTATION: "b"}}}) == "b"
+
+
+def test_a_hosts_secret_and_its_keys() -> None:
+    tls = dh.parse_host("b", "endpoint: tcp://10.0.0.7:2376\ntlsSecretName: b-tls")
+    ssh = dh.parse_host("c", "endpoint: ssh://ci@builder\nsshSecretName: c-ssh")
+    plain = dh.parse_host("d", "endpoint: ssh://ci@builder")
+    assert (tls.secret, tls.secret_keys) == ("b-tls", dh.TLS_KEYS)
+    assert (ssh.secret, ssh.secret_keys, ssh.ssh_secret) == ("c-ssh", ("ssh-privatekey", "known_hosts"), "c-ssh")
+    assert (plain.secret, plain.secret_keys) == ("", ())

@@ -88,6 +88,19 @@ async def test_tls_material_goes_into_a_secret_removed_with_the_host() -> None:
     assert ("Secret", dh.NAMESPACE, "b-docker-tls") not in kube.objs
 
 
+async def test_ssh_material_goes_into_an_ssh_auth_secret_removed_with_the_host() -> None:
+    kube = MemKube()
+    host = dh.DockerHost("c", "ssh://ci@builder", address="builder", ssh_secret=hc.ssh_secret_name("c"))
+    await hc.add(kube, host, {"ssh-privatekey": b"KEY", "known_hosts": b"builder ssh-ed25519 AAA"})
+    secret = kube.objs[("Secret", dh.NAMESPACE, "c-docker-ssh")]
+    assert secret["type"] == "kubernetes.io/ssh-auth"
+    assert {k: base64.b64decode(v) for k, v in secret["data"].items()} == {
+        "ssh-privatekey": b"KEY", "known_hosts": b"builder ssh-ed25519 AAA"}
+    assert "sshSecretName: c-docker-ssh" in kube.objs[("ConfigMap", dh.NAMESPACE, dh.CONFIGMAP)]["data"]["c"]
+    await hc.remove(kube, "c")
+    assert ("Secret", dh.NAMESPACE, "c-docker-ssh") not in kube.objs
+
+
 async def test_cluster_host_and_an_invalid_configmap(monkeypatch: pytest.MonkeyPatch) -> None:
     kube = MemKube()
     kube.objs[("Cluster", "default", "c1")] = {"spec": {"infrastructureRef": {"kind": "DockerCluster", "name": "c1"}}}
@@ -123,6 +136,9 @@ async def test_cluster_host_and_an_invalid_configmap(monkeypatch: pytest.MonkeyP
     (["host", "add", "b", "--endpoint", "unix://rel"], "unix:///absolute/path"),
     (["host", "add", "b", "--endpoint", "ssh://b", "--label", "zone"], "KEY=VALUE"),
     (["host", "add", "b", "--endpoint", "tcp://b:2376", "--tls-ca", "/etc/hostname"], "go together"),
+    (["host", "add", "b", "--endpoint", "ssh://b", "--ssh-key", "/etc/hostname"], "--ssh-key and --ssh-known-hosts"),
+    (["host", "add", "b", "--endpoint", "tcp://b:2376", "--insecure", "--ssh-key", "/etc/hostname",
+      "--ssh-known-hosts", "/etc/hostname"], "`sshSecretName` applies to ssh:// endpoints only"),
     (["load", "image", "x:1"], "give --cluster"),
     (["load", "image", "x:1", "--cluster", "c", "--host", "h"], "give --cluster"),
 ])

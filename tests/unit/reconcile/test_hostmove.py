@@ -12,6 +12,7 @@ pytestmark = pytest.mark.unit
 
 TWO = dh.DockerHost("two", "unix:///run/capd-py-dockerd-2.sock", labels={"zone": "b"}, address="192.0.2.2").to_data()
 TLS = dh.DockerHost("b", "tcp://10.0.0.7:2376", tls_secret="b-docker-tls", address="10.0.0.7").to_data()
+SSH = dh.DockerHost("c", "ssh://ci@builder", address="builder", ssh_secret="c-docker-ssh").to_data()
 
 
 def _dc(name: str, host: str = "") -> dict:
@@ -57,3 +58,8 @@ def test_a_host_the_source_does_not_configure_is_refused_with_every_problem() ->
 def test_an_invalid_target_configmap_is_refused() -> None:
     got = hm.plan({"two": ["ns/c1"]}, {"two": TWO}, {"x": "endpoint: unix://relative"})
     assert got.add == {} and "the target's capd-py-system/capd-py-docker-hosts is invalid" in got.problems[0]
+
+
+def test_an_ssh_hosts_secret_travels_too() -> None:
+    got = hm.plan({"c": ["ns/c3"], "b": ["ns/c2"]}, {"b": TLS, "c": SSH}, None)
+    assert got.problems == () and got.secrets == ("b-docker-tls", "c-docker-ssh")
