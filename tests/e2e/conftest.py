@@ -4,7 +4,9 @@ collection) with the CRDs, and `capd-py controllers` running as its own process.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +113,8 @@ def clusterctl() -> str:
 def clusterctl_v1_14() -> str:
     """Upstream clusterctl v1.14 (`make clusterctl` builds it beside v1.13's)."""
     return _clusterctl(CLUSTERCTL_V1_14)
+
+
+# tests/integration/runtime/ssh_server.py (a throwaway SSH server; asyncssh is a dev extra, so not in capd_py.testing)
+# serves test_ssh_docker_host.py too: its folder on the import path, as pytest puts it there for its own tier
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "runtime"))
