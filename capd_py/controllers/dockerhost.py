@@ -126,6 +126,12 @@ async def place(ctx: Ctx, dc: dict[str, Any], wanted_images: list[str]) -> tuple
     return got, dc
 
 
+async def bring_images(ctx: Ctx, target: Where, refs: list[str]) -> None:
+    """Copy the images `target` lacks from another configured host that has them (a machine's own image: a
+    `customImage`, a MachineDeployment at another version than the control plane's). Nothing to do with one host."""
+    await _bring_images(ctx, await hosts_config(ctx), target, refs, "")
+
+
 async def _bring_images(ctx: Ctx, hosts: dict[str, dh.DockerHost], target: Where, refs: list[str],
                         preferred: str) -> None:
     """Copy the images `target` lacks from a host that has them all (the scheduler's pick first, then `local`, then

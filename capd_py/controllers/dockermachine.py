@@ -117,7 +117,14 @@ async def _apply(ctx: Ctx, infra: DockerInfra, o: dd.Observed, a: dd.Action) -> 
     """Look at what the decision needs, or apply a step; the Observed with what it learnt or changed."""
     cname, ns = o.container_name, o.namespace
     if isinstance(a, dd.LookImage):
-        return replace(o, image_present=await infra.image_exists(a.image))
+        present = await infra.image_exists(a.image)
+        if not present and o.docker_cluster is not None:  # another docker host may have it: copied, never pulled
+            try:
+                await dockerhost.bring_images(ctx, await dockerhost.where(ctx, o.docker_cluster), [a.image])
+                present = await infra.image_exists(a.image)
+            except dockerhost.NotPlaced:
+                pass  # the image stays missing: ImageNotFound says so
+        return replace(o, image_present=present)
     if isinstance(a, dd.ProbeSystemd):
         res = await infra.exec(cname, cloudinit.SYSTEMD_PROBE)
         return replace(o, systemd_ready=cloudinit.systemd_ready(res.output))

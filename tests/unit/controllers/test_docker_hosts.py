@@ -274,3 +274,36 @@ async def test_a_templates_capacity_is_its_clusters_hosts() -> None:
     # its cluster is not placed yet while two hosts exist: nothing written, looked at again
     out = await c_dmt.reconcile_capacity(ctx, Subject(_template("waits", cluster="c2"), None))
     assert out.status is None and out.requeue_after == c_dmt.WAIT_FOR_HOST_SECONDS
+
+
+async def test_a_machines_own_image_is_brought_from_a_host_that_has_it() -> None:
+    custom = "capd-py/node:v1.35.4"  # a MachineDeployment at another version than the control plane's
+    local, two = FakeRuntime(images={LB, NODE, custom}), FakeRuntime(images={LB, NODE})
+    kube = MemKube(_configmap(two="endpoint: unix:///run/two.sock\naddress: 192.0.2.2"), _dc("c1", "u1", "two"))
+    ctx, _ = _ctx(kube, local, {"two": two})
+    where = await dockerhost.where(ctx, kube.objs[("DockerCluster", "ns", "c1")])
+    await dockerhost.bring_images(ctx, where, [custom])
+    assert two.image_id(custom) == local.image_id(custom) and two.loads == [custom] and local.saves == [custom]
+    await dockerhost.bring_images(ctx, where, ["capd-py/node:nowhere"])  # no host has it: nothing, no error
+    assert two.loads == [custom]
+    # one host only: nothing to bring it from
+    alone = FakeRuntime(images={LB})
+    ctx1, _ = _ctx(MemKube(_dc("c2", "u2")), alone, {})
+    await dockerhost.bring_images(ctx1, await dockerhost.where(ctx1, _dc("c2", "u2")), [NODE])
+    assert alone.loads == []
+
+
+async def test_a_docker_machine_looking_for_its_image_gets_it_from_another_host() -> None:
+    from capd_py.controllers import dockermachine as dmc
+    from capd_py.reconcile import dockermachine_decide as dd
+    custom = "capd-py/node:v1.35.4"
+    local, two = FakeRuntime(images={LB, NODE, custom}), FakeRuntime(images={LB, NODE})
+    kube = MemKube(_configmap(two="endpoint: unix:///run/two.sock\naddress: 192.0.2.2"), _dc("c1", "u1", "two"))
+    ctx, _ = _ctx(kube, local, {"two": two})
+    dc = kube.objs[("DockerCluster", "ns", "c1")]
+    infra = (await dockerhost.where(ctx, dc)).infra
+    obs = dd.Observed({"metadata": {"namespace": "ns", "name": "m1"}}, None, None, docker_cluster=dc)
+    got = await dmc._apply(ctx, infra, obs, dd.LookImage(custom))
+    assert got.image_present is True and two.loads == [custom]
+    missing = await dmc._apply(ctx, infra, obs, dd.LookImage("capd-py/node:v9.9.9"))  # on no host: ImageNotFound
+    assert missing.image_present is False
