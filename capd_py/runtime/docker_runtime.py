@@ -134,6 +134,8 @@ class DockerRuntime:
         self.api = self.client.api
         self.fallback_restricted = fallback_restricted
         self._privileged_refused = False
+        # https: a tcp:// host with TLS (DOCKER_HOST=tcp://...:2376 with DOCKER_TLS_VERIFY too)
+        self._tls = str(self.api.base_url).startswith("https://")
 
     # -- basics ---------------------------------------------------------------------------------
     def ping(self) -> None:
@@ -414,6 +416,12 @@ class DockerRuntime:
     # -- exec and files -------------------------------------------------------------------------
     def exec(self, name: str, cmd: list[str], stdin: bytes | None = None,
              timeout: float | None = None) -> ExecResult:
+        if stdin is not None and self._tls:
+            # a TLS connection cannot be half-closed from Python (SSLSocket.shutdown drops the TLS layer; no
+            # close_notify-then-read), so the daemon would never see the end of stdin and the exec would wait out
+            # the client's timeout (measured: 120 s per write_file on a tcp:// host). The command reads exactly
+            # the bytes sent instead, and ends on its own.
+            cmd = ["sh", "-c", 'head -c "$0" | "$@"', str(len(stdin)), *cmd]
         try:
             ex = self.api.exec_create(name, cmd, stdout=True, stderr=True, stdin=stdin is not None, tty=False)
             if stdin is None:
@@ -437,7 +445,7 @@ class DockerRuntime:
                 # its write side is the ssh client's stdin (the socket object itself is never connected, so
                 # shutdown() is ENOTCONN); closing it sends EOF down the channel and dial-stdio half-closes on
                 ssh.stdin.close()
-            else:
+            elif not self._tls:  # over TLS the command reads exactly what was sent (exec)
                 raw.shutdown(socket.SHUT_WR)
             buf = b""
             while True:

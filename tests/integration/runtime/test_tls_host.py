@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,8 +81,15 @@ def test_node_container_on_a_tls_host(tls_daemon: tuple[str, dict[str, bytes]]) 
         res = rt.exec(name, ["sh", "-c", "echo out-$((6*7))"])
         assert (res.exit_code, res.output.strip()) == (0, "out-42")
         payload = secrets.token_bytes(50_000)
+        t0 = time.monotonic()
         rt.write_file(name, "/tmp/capd/payload", payload, 0o600)
+        # a TLS stream cannot be half-closed from Python: before the exec read exactly what was sent, the daemon
+        # never saw the end of stdin and every write waited out the client's 120 s timeout
+        assert time.monotonic() - t0 < 10
         assert rt.read_file(name, "/tmp/capd/payload") == payload
+        t0 = time.monotonic()
+        res = rt.exec(name, ["sh", "-c", "wc -c; exit 3"], stdin=b"x" * 70_000)
+        assert (res.exit_code, res.output.split(), time.monotonic() - t0 < 10) == (3, ["70000"], True)
         assert [c.name for c in rt.list_containers(labels)] == [name]
         assert local.get_container(name) is None  # made on the TLS host only
     finally:
