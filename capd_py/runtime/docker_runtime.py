@@ -135,7 +135,7 @@ class DockerRuntime:
         self.fallback_restricted = fallback_restricted
         self._privileged_refused = False
         # https: a tcp:// host with TLS (DOCKER_HOST=tcp://...:2376 with DOCKER_TLS_VERIFY too)
-        self._tls = str(self.api.base_url).startswith("https://")
+        self._tls = str(getattr(self.api, "base_url", "") or "").startswith("https://")
 
     # -- basics ---------------------------------------------------------------------------------
     def ping(self) -> None:
