@@ -136,9 +136,8 @@ async def _main(p: _Pass) -> float | None:
     await machines.set_up_to_date(kube, p.machines, p.views)
     await machines.patch_in_place(kube, kcp, p.machines)
     problem = await scale.run_cleanup_hooks(ctx, kcp, p.machines, p.views, p.w.kube, kcp_deleting=False)
-    if problem:
+    if problem:  # a deleting Machine waits for its etcd member's removal
         st.set(rk.SCALING_DOWN, True, "ScalingDown", problem)
-        await events.record(kube, kcp, "EtcdMemberRemovalFailed", problem)
 
     if not cluster_infrastructure_provisioned(cluster):
         st.set(rk.SCALING_UP, False, "WaitingForClusterInfrastructure",

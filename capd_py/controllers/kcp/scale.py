@@ -16,6 +16,7 @@ from capd_py.api.gvk import CONFIG_MAP, KUBEADM_CONFIG, MACHINE
 from capd_py.api.labels import KCP_CLEANUP_HOOK
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import gvk_of, read_ref
+from capd_py.kube import events
 from capd_py.kube.client import Kube, KubeError, Unreachable, WorkloadError
 from capd_py.kube.etcd import EtcdClient, EtcdError
 from capd_py.reconcile import kcp as rk
@@ -114,32 +115,46 @@ async def scale_down(ctx: Ctx, kcp: dict[str, Any], views: list[rk.MachineView],
 
 async def run_cleanup_hooks(ctx: Ctx, kcp: dict[str, Any], machines: list[dict[str, Any]],
                             views: list[rk.MachineView], workload: Kube | None, kcp_deleting: bool) -> str | None:
-    """For each deleting Machine of ours waiting on our pre-terminate hook: remove its etcd member through a
-    healthy other member, then the hook. A deleting KCP (the whole cluster goes) only drops the hooks.
-    Returns a problem message when an etcd member could not be removed (the hook stays; retried)."""
+    """KCP's pre-terminate hook on its deleting Machines (decided by `rk.hook_step`, upstream's order): once a
+    Machine is drained, its etcd member is removed through a member that carries etcd on, then the hook. A
+    deleting KCP (the whole cluster goes) only drops the hooks. Returns why a Machine still holds the hook
+    (waiting, or an etcd failure: recorded as an event), for the ScalingDown condition; retried."""
     kube = ctx.kube
     log = ctx.log.getChild("kcp")
     ns = kcp["metadata"]["namespace"]
-    for m in machines:
-        md = m["metadata"]
-        if not md.get("deletionTimestamp") or KCP_CLEANUP_HOOK not in (md.get("annotations") or {}):
-            continue
-        if not kcp_deleting:
-            deleting = cond.get(m, cond.DELETING)
-            if deleting is None or deleting.get("reason") != R_WAITING_PRE_TERMINATE_HOOK:
-                continue  # not drained yet: the hook runs after the drain, as upstream's
-            target = next((v for v in views if v.name == md["name"]), None)
-            others = [v for v in views if v.name != md["name"] and not v.deleting and v.healthy]
-            if target is not None and target.node_name and others and workload is not None:
-                via = others[0].node_name
-                try:
-                    done = await remove_etcd_member(ctx.etcd.for_node(workload, via), via, target.node_name, log)
-                    log.info("KCP %s/%s: %s", ns, kcp["metadata"]["name"], done)
-                except ETCD_FAILURES as e:  # reported on the condition, retried
-                    return f"Cannot remove the etcd member of Machine {md['name']}: {e}"
-        await kube.merge_patch(MACHINE, ns, md["name"], {"metadata": {
-            "resourceVersion": md["resourceVersion"], "annotations": {KCP_CLEANUP_HOOK: None}}})
+    by_name = {m["metadata"]["name"]: m for m in machines}
+    if kcp_deleting:
+        for m in machines:
+            md = m["metadata"]
+            if md.get("deletionTimestamp") and KCP_CLEANUP_HOOK in (md.get("annotations") or {}):
+                await _drop_hook(kube, ns, m)
+        return None
+    deleting = [(m["metadata"]["name"], str(m["metadata"]["deletionTimestamp"]),
+                 KCP_CLEANUP_HOOK in (m["metadata"].get("annotations") or {}),
+                 (cond.get(m, cond.DELETING) or {}).get("reason") == R_WAITING_PRE_TERMINATE_HOOK)
+                for m in machines if m["metadata"].get("deletionTimestamp")]
+    step = rk.hook_step(deleting, views, workload is not None)
+    if step.kind == "wait":
+        log.info("KCP %s/%s: %s", ns, kcp["metadata"]["name"], step.message)
+        return step.message
+    if step.kind == "remove-member":
+        assert workload is not None  # hook_step removes a member only with the workload reachable
+        try:
+            done = await remove_etcd_member(ctx.etcd.for_node(workload, step.via), step.via, step.node, log)
+            log.info("KCP %s/%s: %s", ns, kcp["metadata"]["name"], done)
+        except ETCD_FAILURES as e:
+            problem = f"Cannot remove the etcd member of Machine {step.machine}: {e}"
+            await events.record(kube, kcp, "EtcdMemberRemovalFailed", problem)
+            return problem
+    if step.kind in ("drop", "remove-member"):
+        await _drop_hook(kube, ns, by_name[step.machine])
     return None
+
+
+async def _drop_hook(kube: Kube, ns: str, m: dict[str, Any]) -> None:
+    md = m["metadata"]
+    await kube.merge_patch(MACHINE, ns, md["name"], {"metadata": {
+        "resourceVersion": md["resourceVersion"], "annotations": {KCP_CLEANUP_HOOK: None}}})
 
 
 async def sync_kubeadm_config(ctx: Ctx, wl: Kube, kcp: dict[str, Any], cluster: dict[str, Any]) -> str | None:

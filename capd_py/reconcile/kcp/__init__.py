@@ -51,7 +51,9 @@ from capd_py.reconcile.kcp.desiredstate import (
     template_gvk,
 )
 from capd_py.reconcile.kcp.etcd import (
+    HookStep,
     etcd_member_to_remove,
+    hook_step,
     leadership_target,
     member_id,
     member_id_hex,
@@ -86,7 +88,7 @@ __all__ = [
     "AVAILABLE", "CERTIFICATES_AVAILABLE", "CERTIFICATES_EXPIRY_ANNOTATION", "COMPONENTS_HEALTHY", "DELETING",
     "ETCD_CLUSTER_HEALTHY", "INITIALIZED", "KUBEADM_CONFIG_MAP", "MACHINES_READY", "MACHINES_UP_TO_DATE",
     "REMEDIATING", "REPLICAS_WARNING", "ROLLING_OUT", "SCALING_DOWN", "SCALING_UP", "STATIC_PODS",
-    "Action", "DeletionStep", "DesiredMachine", "MachineView",
+    "Action", "DeletionStep", "DesiredMachine", "HookStep", "MachineView", "hook_step",
     "control_plane_failure_domains", "deletion_step", "desired_machine", "etcd_member_to_remove",
     "even_replicas_message", "infra_template_ref", "init_config_spec", "join_config_spec",
     "kubeadm_config_map_patch", "kubeadm_spec_differs", "leadership_target", "machine_labels", "machine_name",

@@ -4,6 +4,7 @@ whether leadership has to move off it first (upstream: RemoveEtcdMemberForMachin
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from capd_py.api.etcd import EtcdMember
@@ -42,3 +43,52 @@ def member_id(member: dict[str, Any]) -> int:
 
 def member_id_hex(member: dict[str, Any]) -> str:
     return format(member_id(member), "x")
+
+
+# --- the pre-terminate hook of a deleting control-plane Machine (upstream reconcilePreTerminateHook) -----------
+
+@dataclass(frozen=True)
+class HookStep:
+    """What to do with KCP's pre-terminate hook this pass.
+    kind: none (no deleting Machine of ours holds it) | wait (keep it; `message` says why, retried) |
+    drop (remove the hook: nothing of etcd to do) | remove-member (remove `machine`'s etcd member through
+    `via`'s etcd, then the hook)."""
+    kind: str
+    machine: str = ""
+    via: str = ""           # node name of the member to talk through (and hand leadership to)
+    node: str = ""          # node name of the member to remove
+    message: str = ""
+
+
+def hook_step(deleting: Sequence[tuple[str, str, bool, bool]], views: Sequence[Any],
+              workload_reachable: bool) -> HookStep:
+    """One step for the deleting control-plane Machines of a KCP, in upstream's order.
+    `deleting`: (name, deletionTimestamp, has our hook, the Machine controller waits on pre-terminate hooks) per
+    deleting Machine; `views`: the MachineView of every control-plane Machine of the KCP. The member goes only
+    while the rest of the control plane can carry etcd: the hook is never dropped with the member still there
+    because another member was not ready yet or the workload API did not answer (that lost etcd quorum: the
+    deleted Machine's member stayed, and a two-member etcd with one member gone has no quorum)."""
+    if not deleting:
+        return HookStep("none")
+    if any(not has_hook for _n, _t, has_hook, _w in deleting):
+        return HookStep("none")  # upstream: wait until a deleting Machine without the hook is gone
+    name, _ts, _hook, waiting = min(deleting, key=lambda d: (d[1], d[0]))  # oldest deletion first, one at a time
+    if not waiting:
+        return HookStep("none")  # not drained yet: the hook runs after the drain, as upstream's
+    if len(views) <= 1:
+        return HookStep("drop", name)  # the last control-plane machine: no etcd cluster to keep
+    target = next((v for v in views if v.name == name), None)
+    if target is None or not target.node_name:
+        return HookStep("drop", name)  # its member has no name (never joined): nothing to remove
+    others = [v for v in views if v.name != name and not v.deleting]
+    carrying = [v for v in others if v.passes_preflight]
+    if not carrying:
+        waiting_for = ", ".join(sorted(v.name for v in others)) or "another control-plane Machine"
+        return HookStep("wait", name, message=(
+            f"Cannot remove the etcd member of Machine {name} yet: waiting for {waiting_for} to be healthy "
+            "(Node registered, static pods Ready) so that etcd keeps its quorum"))
+    if not workload_reachable:
+        return HookStep("wait", name, message=(
+            f"Cannot remove the etcd member of Machine {name}: the workload cluster's API is not reachable"))
+    via = max(carrying, key=lambda v: (v.created, v.name))  # upstream hands leadership to the newest Machine
+    return HookStep("remove-member", name, via=via.node_name, node=target.node_name)
