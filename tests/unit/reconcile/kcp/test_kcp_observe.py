@@ -79,6 +79,11 @@ def test_etcd_running_is_the_container_not_the_readiness() -> None:
     assert not observe.machine_view(kcp(), machine("m1"), None, None, [node("m1")], {"etcd-m1": waiting},
                                     NOW).etcd_running
     assert not observe.machine_view(kcp(), machine("m1"), None, None, [], {"etcd-m1": restarted}, NOW).etcd_running
+    # an in-memory Pod (phase and Ready condition only, no container statuses): its readiness stands
+    in_memory = {"metadata": {"name": "etcd-m1"}, "status": {
+        "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    v = observe.machine_view(kcp(), machine("m1"), None, None, [node("m1")], {"etcd-m1": in_memory}, NOW)
+    assert v.etcd_running is None and v.pods_ready["etcd"]
 
 
 def test_machine_view_without_node_or_timestamps() -> None:
