@@ -15,6 +15,7 @@ from capd_py.api.gvk import (
     DOCKER_MACHINE,
     LEASE,
     NODE,
+    POD,
 )
 from capd_py.api.labels import (
     CLUSTER_NAME,
@@ -54,6 +55,7 @@ class Run:
     deadline: float
     stop_timeout: float = 10.0
     back_since: float | None = None     # when the containers were all running again (epoch)
+    restarted_at: float | None = None   # when this run started stopped containers (a thaw restarts nothing)
     pause_unreported: bool = False      # the controllers did not report Paused in time: go on
     api_answered: float | None = None   # seconds from back_since to the workload API's first answer
 
@@ -88,11 +90,15 @@ async def _workload(run: Run, node_names: list[str]) -> list[str]:
             if run.api_answered is None:
                 run.api_answered = time.time() - run.back_since
             leases = await wl.list(LEASE, "kube-node-lease")
+            pods = await wl.list(POD, "kube-system") if run.restarted_at is not None else []
     except Exception as e:  # noqa: BLE001 - any failure to answer (refused, TLS, timeout) is "not yet"
         return [f"workload API: {type(e).__name__}: {e}".rstrip(": ")]
     finally:
         wl.close()
-    return ps.workload_ready(node_names, nodes, leases, run.back_since)
+    waiting = ps.workload_ready(node_names, nodes, leases, run.back_since)
+    if run.restarted_at is not None and not waiting:
+        waiting = ps.static_pods_restarted(node_names, nodes, pods, run.restarted_at)
+    return waiting
 
 
 async def observe(run: Run, need_workload: bool = True) -> tuple[ps.Observed, list[str]]:
@@ -193,6 +199,7 @@ async def _do(run: Run, step: ps.Step, o: ps.Observed, waiting: list[str]) -> No
             await _by_tier(n, o, lambda c: run.rt.stop_container(
                 c, min(LB_STOP_SECONDS, run.stop_timeout) if role.get(c) == ps.LB else run.stop_timeout))
         case ps.StartContainers(names=n):
+            run.restarted_at = time.time()
             await _by_tier(n, o, run.rt.start_container)
             run.back_since = time.time()
         case ps.Freeze(names=n):

@@ -324,3 +324,35 @@ def workload_ready(node_names: list[str], nodes: list[dict[str, Any]], leases: l
         if t is None or t < since:
             waiting.append(f"{name}: kubelet Lease not renewed yet")
     return waiting
+
+
+# the control plane's static pods (kubeadm names them `<component>-<node>` in kube-system)
+STATIC_COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+def static_pods_restarted(node_names: list[str], nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
+                          since: float) -> list[str]:
+    """After the node containers were started again: what keeps each control-plane Node's static pods from being
+    reported Ready by the restarted kubelet ([] = nothing). Until the kubelet re-reports them, the API still holds
+    their statuses from before the stop (Ready, running): the control plane's health computed from those flips to
+    not ready moments later, after `start` has already said the cluster is running. A pod counts when it is Ready
+    and each of its containers started at or after `since` (epoch seconds)."""
+    wanted = set(node_names)
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    waiting = []
+    for node in nodes:
+        name = node["metadata"]["name"]
+        if name not in wanted or "node-role.kubernetes.io/control-plane" not in (node["metadata"].get("labels") or {}):
+            continue
+        for component in STATIC_COMPONENTS:
+            pod = by_name.get(f"{component}-{name}")
+            if pod is None:
+                continue  # not run as a static pod there (external etcd, ...)
+            status = pod.get("status") or {}
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+            started = [_ts(((s.get("state") or {}).get("running") or {}).get("startedAt"))
+                       for s in status.get("containerStatuses") or []]
+            # startedAt has whole seconds: a container started in the second of `since` counts
+            if not ready or not started or any(t is None or t < int(since) for t in started):
+                waiting.append(f"{name}: {component} not Ready since the restart yet")
+    return waiting

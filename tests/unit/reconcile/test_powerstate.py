@@ -213,3 +213,28 @@ def test_delete_refused_while_stopped_or_frozen() -> None:
         "cluster dev is stopped (its objects are paused for the controllers, so nothing would delete it): "
         "`capd-py start cluster dev` first")
     assert "`capd-py resume cluster dev` first" in (ps.delete_refusal("dev", ps.PAUSED) or "")
+
+
+def test_static_pods_count_once_the_restarted_kubelet_reported_them() -> None:
+    def node(name: str, cp: bool) -> dict:
+        return {"metadata": {"name": name, "labels": {"node-role.kubernetes.io/control-plane": ""} if cp else {}}}
+
+    def pod(name: str, ready: bool, started: str) -> dict:
+        return {"metadata": {"name": name}, "status": {
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "containerStatuses": [{"name": "c", "state": {"running": {"startedAt": started}}}]}}
+    since = ps._ts("2026-12-05T08:31:40Z") + 0.6  # type: ignore[operator]
+    nodes = [node("cp1", True), node("w1", False), node("other-cp", True)]
+    fresh, stale = "2026-12-05T08:31:45Z", "2026-12-05T08:20:00Z"
+    pods = [pod(f"{c}-cp1", True, fresh) for c in ps.STATIC_COMPONENTS]
+    assert ps.static_pods_restarted(["cp1", "w1"], nodes, pods, since) == []  # other-cp is not this cluster's
+    # the statuses from before the stop (Ready, running since long ago) do not count, nor a fresh pod not Ready
+    old = [pod("etcd-cp1", True, stale)] + pods[1:]
+    assert ps.static_pods_restarted(["cp1"], nodes, old, since) == ["cp1: etcd not Ready since the restart yet"]
+    probing = [pod("etcd-cp1", False, fresh)] + pods[1:]
+    assert ps.static_pods_restarted(["cp1"], nodes, probing, since) == ["cp1: etcd not Ready since the restart yet"]
+    # started in the very second of the restart (startedAt has whole seconds): counts
+    same_second = [pod("etcd-cp1", True, "2026-12-05T08:31:40Z")] + pods[1:]
+    assert ps.static_pods_restarted(["cp1"], nodes, same_second, since) == []
+    # no etcd static pod (external etcd): the others are enough
+    assert ps.static_pods_restarted(["cp1"], nodes, pods[1:], since) == []
