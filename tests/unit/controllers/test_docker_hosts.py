@@ -18,7 +18,7 @@ from capd_py.controllers.services.docker_hosts import DockerHosts
 from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.images import copy_image
-from capd_py.runtime.protocol import ContainerInfo, ContainerRuntime, RuntimeError_
+from capd_py.runtime.protocol import ContainerInfo, ContainerRuntime, DaemonUnreachable, RuntimeError_
 
 pytestmark = pytest.mark.unit
 
@@ -273,6 +273,13 @@ async def test_a_templates_capacity_is_its_clusters_hosts() -> None:
     assert await capacity(_template("shared", owners=("c1", "c2"))) == {"capacity": {"cpu": "2", "memory": "24Gi"}}
     # its cluster is not placed yet while two hosts exist: nothing written, looked at again
     out = await c_dmt.reconcile_capacity(ctx, Subject(_template("waits", cluster="c2"), None))
+    assert out.status is None and out.requeue_after == c_dmt.WAIT_FOR_HOST_SECONDS
+    # its host is away: no traceback, no write, looked at again (the e2e's host outage logged tracebacks before)
+
+    def away() -> HostCapacity:
+        raise DaemonUnreachable("docker daemon not reachable: connection refused")
+    two.host_capacity = away  # type: ignore[method-assign]
+    out = await c_dmt.reconcile_capacity(ctx, Subject(_template("by-label", cluster="c1"), None))
     assert out.status is None and out.requeue_after == c_dmt.WAIT_FOR_HOST_SECONDS
 
 
