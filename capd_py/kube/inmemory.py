@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from capd_py.api import selectors
 from capd_py.api.labels import NODE_ROLE_CONTROL_PLANE
 from capd_py.api.versions import DEFAULT_VERSION, parse
 from capd_py.kube.client import Kube, KubeError
@@ -348,9 +349,13 @@ class InMemoryAPI(Kube):
 
     def _list(self, resource: str, ns: str | None, q: dict[str, Any]) -> dict[str, Any]:
         lsel, fsel = str(q.get("labelSelector") or ""), str(q.get("fieldSelector") or "")
+        try:
+            wanted = selectors.parse(lsel)  # once per list, not per object
+        except ValueError as e:  # refused whether or not anything would be listed, as kube-apiserver does
+            raise _err(400, "BadRequest", f"unable to parse requirement: {e}") from e
         items = [copy.deepcopy(o) for (r, n, _), o in sorted(self.objects.items(), key=lambda kv: kv[0][2])
                  if r == resource and (ns is None or n == ns)
-                 and (not lsel or inmemory_api.label_match((o.get("metadata") or {}).get("labels") or {}, lsel))
+                 and selectors.selector_matches(wanted, (o.get("metadata") or {}).get("labels"))
                  and (not fsel or inmemory_api.field_match(o, fsel))]
         for it in items:
             it.pop("apiVersion", None)

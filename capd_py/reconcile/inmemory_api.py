@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from capd_py.api import selectors
+
 # upstream's in-memory listeners take ports from this range (server/mux.go DefaultMinPort / DefaultMaxPort)
 DEFAULT_PORTS = range(20000, 30001)
 
@@ -304,32 +306,12 @@ def watch_event(req: Request, query: Mapping[str, str], resource: str, kind: str
     if _rv(obj) <= after:
         return None
     lsel, fsel = query.get("labelSelector", ""), query.get("fieldSelector", "")
-    if lsel and not label_match(md.get("labels") or {}, lsel):
+    # a malformed selector was refused by the list that opened the watch
+    if lsel and not selectors.matches(lsel, md.get("labels") or {}):
         return None
     if fsel and not field_match(obj, fsel):
         return None
     return {"type": kind, "object": _with_kind(req, obj)}
-
-
-def label_match(labels: Mapping[str, str], selector: str) -> bool:
-    """Equality-based selectors (`a=b`, `a==b`, `a!=b`) and existence (`a`, `!a`), comma-separated."""
-    for term in (t.strip() for t in selector.split(",")):
-        if not term:
-            continue
-        if "!=" in term:
-            k, v = term.split("!=", 1)
-            if labels.get(k.strip()) == v.strip():
-                return False
-        elif "=" in term:
-            k, v = term.replace("==", "=").split("=", 1)
-            if labels.get(k.strip()) != v.strip():
-                return False
-        elif term.startswith("!"):
-            if term[1:].strip() in labels:
-                return False
-        elif term not in labels:
-            return False
-    return True
 
 
 def field_match(obj: Mapping[str, Any], selector: str) -> bool:

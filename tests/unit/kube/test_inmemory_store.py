@@ -28,3 +28,21 @@ def test_the_store_tells_watchers_of_every_write() -> None:
     assert rvs == sorted(rvs) and len(set(rvs)) == len(rvs)    # a deletion carries a new resourceVersion too
     api.add_kubeadm_objects("v1.35.4")
     assert api.call("GET", "/version")["gitVersion"] == "v1.35.4"
+
+
+def test_lists_read_label_selectors_as_kube_apiserver_does() -> None:
+    from capd_py.kube.client import KubeError
+    api = InMemoryAPI("ns", "c")
+    api.add_node("cp", "in-memory://cp", control_plane=True, version="v1.34.4")
+    api.add_node("w1", "in-memory://w1", control_plane=False, version="v1.34.4")
+
+    def names(selector: str) -> list[str]:
+        return [n["metadata"]["name"] for n in api.call("GET", "/api/v1/nodes", None,
+                                                        [("labelSelector", selector)])["items"]]
+    assert names("node-role.kubernetes.io/control-plane") == ["cp"]
+    assert names("!node-role.kubernetes.io/control-plane") == ["w1"]
+    assert names("kubernetes.io/hostname in (w1,other)") == ["w1"]  # set-based, as every other layer reads it
+    assert names("") == ["cp", "w1"]
+    with pytest.raises(KubeError) as e:  # refused even where nothing would match, with 400
+        api.call("GET", "/api/v1/namespaces/none/pods", None, [("labelSelector", "a in (b")])
+    assert e.value.status == 400
