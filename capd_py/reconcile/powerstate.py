@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capd_py.api import conditions
+from capd_py.reconcile.kcp.common import STATIC_PODS
 
 # the verbs
 STOP, START, PAUSE, RESUME = "stop", "start", "pause", "resume"
@@ -326,10 +327,6 @@ def workload_ready(node_names: list[str], nodes: list[dict[str, Any]], leases: l
     return waiting
 
 
-# the control plane's static pods (kubeadm names them `<component>-<node>` in kube-system)
-STATIC_COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
-
-
 def static_pods_restarted(node_names: list[str], nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
                           since: float) -> list[str]:
     """After the node containers were started again: what keeps each control-plane Node's static pods from being
@@ -344,7 +341,7 @@ def static_pods_restarted(node_names: list[str], nodes: list[dict[str, Any]], po
         name = node["metadata"]["name"]
         if name not in wanted or "node-role.kubernetes.io/control-plane" not in (node["metadata"].get("labels") or {}):
             continue
-        for component in STATIC_COMPONENTS:
+        for component in STATIC_PODS:  # kubeadm names them `<component>-<node>` in kube-system
             pod = by_name.get(f"{component}-{name}")
             if pod is None:
                 continue  # not run as a static pod there (external etcd, ...)

@@ -7,6 +7,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import secrets
 import ssl
 import subprocess
@@ -189,6 +190,15 @@ def cluster_objects_left(mgmt: Mgmt, cluster: str, ns: str = "default") -> list[
     out += mgmt.kubectl("get", "cluster,clusterresourcesetbinding", cluster, "-n", ns, "--ignore-not-found",
                         "-o", "name").split()
     return out
+
+
+def host_address() -> str:
+    """This machine's address on its default route: where node containers and the management cluster both reach a
+    port a docker host publishes, as they would a remote host's (the multi-host e2e tests' host `address`)."""
+    out = run(["ip", "-4", "route", "get", "1.1.1.1"]).stdout
+    m = re.search(r"\bsrc (\S+)", out)
+    assert m, out
+    return m.group(1)
 
 
 def workload_kubectl(kubeconfig: Path, *args: str, input_: str | None = None) -> str:

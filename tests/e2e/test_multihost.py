@@ -28,6 +28,7 @@ from capd_py.testing.e2e import (
     Mgmt,
     cluster_objects_left,
     delete_cluster_objects,
+    host_address,
     nodes_ready,
     run,
     wait_for,
@@ -40,15 +41,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 HACK = str(Path(__file__).resolve().parents[2] / "hack" / "second-dockerd.sh")
 HOST = "two"
 LABEL = "io.x-k8s.capd-py.cluster"
-
-
-def _host_address() -> str:
-    """This machine's address on its default route: what the nodes on the second daemon and the management cluster
-    both reach the published port at."""
-    out = run(["ip", "-4", "route", "get", "1.1.1.1"]).stdout
-    m = re.search(r"\bsrc (\S+)", out)
-    assert m, out
-    return m.group(1)
 
 
 HOST_GONE_BOUND = 120.0  # resync (60 s) + a reconcile: the conditions say the host is gone by then
@@ -122,7 +114,7 @@ def _controllers_alive(m: Mgmt) -> list[int]:
 def test_a_cluster_on_a_second_docker_host(mgmt: Mgmt, second_daemon: tuple[str, str], own_namespace: str,
                                            tmp_path: Path) -> None:
     daemon, endpoint = second_daemon
-    ns, address = own_namespace, _host_address()
+    ns, address = own_namespace, host_address()
     name = f"e2e-mh-{secrets.token_hex(2)}"
     timings: dict[str, float] = {}
     mgmt.capd("host", "add", HOST, "--endpoint", endpoint, "--address", address, "--label", "kind=second-dockerd")

@@ -17,7 +17,15 @@ import pytest
 import yaml
 from ssh_server import SshDockerHost
 
-from capd_py.testing.e2e import Mgmt, cluster_containers, delete_cluster_objects, nodes_ready, run, wait_for
+from capd_py.testing.e2e import (
+    Mgmt,
+    cluster_containers,
+    delete_cluster_objects,
+    host_address,
+    nodes_ready,
+    run,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
@@ -25,16 +33,8 @@ HOST = "far"
 DIAL = "docker system dial-stdio"
 
 
-def _host_address() -> str:
-    """This machine's address on its default route: the node containers reach the published port there (the
-    cluster's endpoint), as they would reach a remote host's."""
-    m = re.search(r"\bsrc (\S+)", run(["ip", "-4", "route", "get", "1.1.1.1"]).stdout)
-    assert m
-    return m.group(1)
-
-
 def test_a_cluster_on_an_ssh_docker_host(mgmt: Mgmt, own_namespace: str, tmp_path: Path) -> None:
-    ns, address = own_namespace, _host_address()
+    ns, address = own_namespace, host_address()
     name = f"e2e-ssh-{secrets.token_hex(2)}"
     with SshDockerHost() as sshd:
         mgmt.capd("host", "add", HOST, "--endpoint", sshd.endpoint, "--address", address,

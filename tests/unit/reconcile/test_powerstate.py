@@ -226,15 +226,16 @@ def test_static_pods_count_once_the_restarted_kubelet_reported_them() -> None:
     since = ps._ts("2026-12-05T08:31:40Z") + 0.6  # type: ignore[operator]
     nodes = [node("cp1", True), node("w1", False), node("other-cp", True)]
     fresh, stale = "2026-12-05T08:31:45Z", "2026-12-05T08:20:00Z"
-    pods = [pod(f"{c}-cp1", True, fresh) for c in ps.STATIC_COMPONENTS]
+    pods = [pod(f"{c}-cp1", True, fresh) for c in ps.STATIC_PODS]
+    others = [p for p in pods if p["metadata"]["name"] != "etcd-cp1"]
     assert ps.static_pods_restarted(["cp1", "w1"], nodes, pods, since) == []  # other-cp is not this cluster's
     # the statuses from before the stop (Ready, running since long ago) do not count, nor a fresh pod not Ready
-    old = [pod("etcd-cp1", True, stale)] + pods[1:]
+    old = [pod("etcd-cp1", True, stale), *others]
     assert ps.static_pods_restarted(["cp1"], nodes, old, since) == ["cp1: etcd not Ready since the restart yet"]
-    probing = [pod("etcd-cp1", False, fresh)] + pods[1:]
+    probing = [pod("etcd-cp1", False, fresh), *others]
     assert ps.static_pods_restarted(["cp1"], nodes, probing, since) == ["cp1: etcd not Ready since the restart yet"]
     # started in the very second of the restart (startedAt has whole seconds): counts
-    same_second = [pod("etcd-cp1", True, "2026-12-05T08:31:40Z")] + pods[1:]
+    same_second = [pod("etcd-cp1", True, "2026-12-05T08:31:40Z"), *others]
     assert ps.static_pods_restarted(["cp1"], nodes, same_second, since) == []
     # no etcd static pod (external etcd): the others are enough
-    assert ps.static_pods_restarted(["cp1"], nodes, pods[1:], since) == []
+    assert ps.static_pods_restarted(["cp1"], nodes, others, since) == []
