@@ -82,26 +82,43 @@ def find_remotes(rt: ContainerRuntime) -> tuple[list[Remote], list[str]]:
     return remotes, problems
 
 
+def _remove(rt: ContainerRuntime, containers: Iterable[str] = (), networks: Iterable[str] = (),
+            volumes: Iterable[str] = ()) -> dict[str, int]:
+    """Remove what is still there of these containers, networks and volumes (in that order); how many of each went.
+    A volume still in use by a container that is not ours stays. Callers list networks and volumes only once the
+    containers are gone (a node container's volume goes with it)."""
+    counts = {"containers": 0, "networks": 0, "volumes": 0}
+    for name in containers:
+        if rt.get_container(name) is not None:
+            rt.remove_container(name)
+            counts["containers"] += 1
+    for name in networks:
+        if rt.get_network(name) is not None:
+            rt.remove_network(name)
+            counts["networks"] += 1
+    for name in volumes:
+        try:
+            rt.remove_volume(name)
+            counts["volumes"] += 1
+        except RuntimeError_:
+            pass
+    return counts
+
+
+def _add(total: dict[str, int], counts: dict[str, int]) -> None:
+    for k, v in counts.items():
+        total[k] += v
+
+
 def delete_clusters_on(rt: ContainerRuntime, clusters: Iterable[str]) -> dict[str, int]:
     """Remove the containers, networks and volumes of `clusters` (`ns/name`) on one docker host, by their labels."""
     counts = {"containers": 0, "networks": 0, "volumes": 0}
     for key in clusters:
         namespace, _, name = key.partition("/")
         labels = {CONTAINER_CLUSTER: name, CONTAINER_NAMESPACE: namespace}
-        for c in rt.list_containers(labels):
-            if rt.get_container(c.name) is not None:
-                rt.remove_container(c.name)
-                counts["containers"] += 1
-        for n in rt.list_networks(labels):
-            if rt.get_network(n.name) is not None:
-                rt.remove_network(n.name)
-                counts["networks"] += 1
-        for v in rt.list_volumes(labels):
-            try:
-                rt.remove_volume(v)
-                counts["volumes"] += 1
-            except RuntimeError_:
-                pass  # in use by a container that is not this cluster's: leave it
+        _add(counts, _remove(rt, containers=[c.name for c in rt.list_containers(labels)]))
+        _add(counts, _remove(rt, networks=[n.name for n in rt.list_networks(labels)],
+                             volumes=rt.list_volumes(labels)))
     return counts
 
 
@@ -114,8 +131,7 @@ def delete_remote(remotes: Iterable[Remote]) -> tuple[dict[str, int], list[str]]
             left.append(f"left on docker host {r.host}: {', '.join(r.clusters)} ({r.error})")
             continue
         try:
-            for k, v in delete_clusters_on(r.runtime, r.clusters).items():
-                counts[k] += v
+            _add(counts, delete_clusters_on(r.runtime, r.clusters))
         except RuntimeError_ as e:
             left.append(f"left on docker host {r.host}: {', '.join(r.clusters)} ({e})")
     return counts, left
@@ -125,32 +141,15 @@ def delete_everything(runtime: ContainerRuntime | None = None) -> dict[str, int]
     """Every capd-py object on the local daemon (the management clusters' remote placements are deleted before,
     by the caller: `find_remotes` + `delete_remote`, while the management clusters still answer)."""
     rt = runtime or mgmt.default_runtime()
-    counts = {"containers": 0, "networks": 0, "volumes": 0}
     for home in sorted(mgmt.home().glob("*controllers.pid")):
         name = home.name.removesuffix("controllers.pid").removesuffix("-") or mgmt.DEFAULT_NAME
         mgmt.stop_controllers(name)
-    seen: set[str] = set()
+    containers: dict[str, str] = {}  # id -> name: a container carries several of the keys
     for key in LABEL_KEYS:  # a key with any value
-        for c in rt.list_containers({key: ""}):
-            if c.id in seen:
-                continue
-            seen.add(c.id)
-            if rt.get_container(c.name) is not None:
-                rt.remove_container(c.name)
-                counts["containers"] += 1
-    for n in rt.list_networks():
-        if ours(n.labels) and rt.get_network(n.name) is not None:
-            rt.remove_network(n.name)
-            counts["networks"] += 1
-    vols: set[str] = set()
-    for key in LABEL_KEYS:
-        vols.update(rt.list_volumes({key: ""}))
-    for v in sorted(vols):
-        try:
-            rt.remove_volume(v)
-            counts["volumes"] += 1
-        except RuntimeError_:
-            pass  # still in use by a container that is not ours: leave it
+        containers.update((c.id, c.name) for c in rt.list_containers({key: ""}) if c.id not in containers)
+    counts = _remove(rt, containers=containers.values())
+    _add(counts, _remove(rt, networks=[n.name for n in rt.list_networks() if ours(n.labels)],
+                         volumes=sorted({v for key in LABEL_KEYS for v in rt.list_volumes({key: ""})})))
     for kc in mgmt.home().glob("*.kubeconfig"):
         kc.unlink(missing_ok=True)
     return counts
