@@ -5,8 +5,6 @@ the host's ssh Secret when it names one, else the user's ssh configuration and a
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
 
 import docker
@@ -14,26 +12,16 @@ from docker.constants import MINIMUM_DOCKER_API_VERSION
 from docker.tls import TLSConfig
 
 from capd_py.api import dockerhosts as dh
-from capd_py.runtime import ssh_transport
+from capd_py.runtime import hostfiles, ssh_transport
 from capd_py.runtime.docker_runtime import DockerRuntime
 from capd_py.runtime.protocol import DaemonUnreachable, RuntimeError_
 
 TIMEOUT = 120
 
 
-def tls_config(host: str, material: Mapping[str, bytes]) -> TLSConfig:
-    """A TLSConfig from the Secret's ca.pem / cert.pem / key.pem (written 0600 into a folder of their own)."""
-    missing = [k for k in dh.TLS_KEYS if not material.get(k)]
-    if missing:
-        raise RuntimeError_(f"docker host {host}: its TLS Secret lacks {', '.join(missing)}")
-    folder = tempfile.mkdtemp(prefix=f"capd-py-tls-{host}-")
-    paths = {}
-    for key in dh.TLS_KEYS:
-        path = os.path.join(folder, key)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(material[key])
-        paths[key] = path
+def tls_config(host: dh.DockerHost, material: Mapping[str, bytes] | None) -> TLSConfig:
+    """A TLSConfig from the Secret's ca.pem / cert.pem / key.pem (written into a private folder)."""
+    _folder, paths = hostfiles.private_copy(host, material)
     return TLSConfig(client_cert=(paths["cert.pem"], paths["key.pem"]), ca_cert=paths["ca.pem"], verify=True)
 
 
@@ -46,7 +34,7 @@ def runtime_for(host: dh.DockerHost, material: Mapping[str, bytes] | None = None
     try:
         if host.scheme == "tcp" and host.tls_secret:
             client = docker.DockerClient(base_url=host.endpoint.replace("tcp://", "https://", 1), timeout=TIMEOUT,
-                                         tls=tls_config(host.name, material or {}),
+                                         tls=tls_config(host, material),
                                          version=MINIMUM_DOCKER_API_VERSION)  # asked below, once the session is set
             # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE replace a session's CA on every request (trust_env):
             # wherever those are set (distributions, corporate machines, this one) the host's own CA was ignored and

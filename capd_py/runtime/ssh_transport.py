@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,7 +25,7 @@ from docker.constants import MINIMUM_DOCKER_API_VERSION
 from docker.transport import sshconn
 
 from capd_py.api import dockerhosts as dh
-from capd_py.runtime.protocol import RuntimeError_
+from capd_py.runtime import hostfiles
 
 DIAL = "docker system dial-stdio"
 # how long a shared connection outlives its last use (the controllers call a steady host every few seconds)
@@ -106,28 +105,14 @@ class SshAdapter(sshconn.SSHHTTPAdapter):  # type: ignore[misc]
         return _Pool(self.options, self.timeout, self.max_pool_size, self.ssh_host)
 
 
-def _private_file(folder: str, name: str, data: bytes) -> str:
-    path = os.path.join(folder, name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data if data.endswith(b"\n") else data + b"\n")  # OpenSSH refuses a key without its final newline
-    return path
-
-
 def options_for(host: dh.DockerHost, material: Mapping[str, bytes] | None) -> list[str]:
     """ssh options for `host`: none without a Secret (the machine's own ssh configuration and agent apply, as for
     the docker CLI); with one, its key and known_hosts only, checked strictly, never a prompt, one shared
     connection. The files go into a private folder of their own (0700, files 0600)."""
     if not host.ssh_secret:
         return []
-    missing = [k for k in dh.SSH_KEYS if not (material or {}).get(k)]
-    if missing:
-        raise RuntimeError_(f"docker host {host.name}: its ssh Secret {dh.NAMESPACE}/{host.ssh_secret} lacks "
-                            f"{', '.join(missing)}")
-    assert material is not None
-    folder = tempfile.mkdtemp(prefix=f"capd-py-ssh-{host.name}-")
-    key = _private_file(folder, "id", material["ssh-privatekey"])
-    known = _private_file(folder, "known_hosts", material["known_hosts"])
+    folder, paths = hostfiles.private_copy(host, material)
+    key, known = paths["ssh-privatekey"], paths["known_hosts"]
     return ["-F", "/dev/null", "-i", key, "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none",
             "-o", f"UserKnownHostsFile={known}", "-o", "GlobalKnownHostsFile=/dev/null",
             "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",

@@ -168,7 +168,8 @@ async def test_a_host_with_its_ssh_secret_shares_one_connection(bare_sshd: SshDo
     folders = [o.split("=", 1)[1].rsplit("/", 1)[0] for o in rt.client.api._custom_adapter.options
                if o.startswith("UserKnownHostsFile=")]
     assert len(folders) == 1 and stat.S_IMODE(os.stat(folders[0]).st_mode) == 0o700
-    assert all(stat.S_IMODE(os.stat(os.path.join(folders[0], f)).st_mode) == 0o600 for f in ("id", "known_hosts"))
+    assert all(stat.S_IMODE(os.stat(os.path.join(folders[0], f)).st_mode) == 0o600
+               for f in ("ssh-privatekey", "known_hosts"))
 
     # the host away and back: the shared connection is gone, the next call makes a new one
     bare_sshd.stop()
