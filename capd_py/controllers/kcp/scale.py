@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from capd_py.api import conditions as cond
 from capd_py.api import contract
 from capd_py.api.gvk import CONFIG_MAP, KUBEADM_CONFIG, MACHINE
 from capd_py.api.labels import KCP_CLEANUP_HOOK
@@ -20,7 +19,6 @@ from capd_py.kube import events
 from capd_py.kube.client import Kube, KubeError, Unreachable, WorkloadError
 from capd_py.kube.etcd import EtcdClient, EtcdError
 from capd_py.reconcile import kcp as rk
-from capd_py.reconcile.machine import R_WAITING_PRE_TERMINATE_HOOK
 from capd_py.reconcile.machineset import instance_kind, random_suffix
 
 # what removing an etcd member through the workload fails with: etcdctl's answer (EtcdError), the workload API
@@ -129,11 +127,7 @@ async def run_cleanup_hooks(ctx: Ctx, kcp: dict[str, Any], machines: list[dict[s
             if md.get("deletionTimestamp") and KCP_CLEANUP_HOOK in (md.get("annotations") or {}):
                 await _drop_hook(kube, ns, m)
         return None
-    deleting = [(m["metadata"]["name"], str(m["metadata"]["deletionTimestamp"]),
-                 KCP_CLEANUP_HOOK in (m["metadata"].get("annotations") or {}),
-                 (cond.get(m, cond.DELETING) or {}).get("reason") == R_WAITING_PRE_TERMINATE_HOOK)
-                for m in machines if m["metadata"].get("deletionTimestamp")]
-    step = rk.hook_step(deleting, views, workload is not None)
+    step = rk.hook_step(machines, views, workload is not None)
     if step.kind == "wait":
         log.info("KCP %s/%s: %s", ns, kcp["metadata"]["name"], step.message)
         return step.message

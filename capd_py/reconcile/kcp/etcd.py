@@ -7,7 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from capd_py.api import conditions
 from capd_py.api.etcd import EtcdMember
+from capd_py.api.labels import KCP_CLEANUP_HOOK
+from capd_py.reconcile.machine import R_WAITING_PRE_TERMINATE_HOOK
 
 
 def member_of_node(members: Sequence[EtcdMember], node_name: str) -> EtcdMember | None:
@@ -60,20 +63,21 @@ class HookStep:
     message: str = ""
 
 
-def hook_step(deleting: Sequence[tuple[str, str, bool, bool]], views: Sequence[Any],
-              workload_reachable: bool) -> HookStep:
+def hook_step(machines: Sequence[dict[str, Any]], views: Sequence[Any], workload_reachable: bool) -> HookStep:
     """One step for the deleting control-plane Machines of a KCP, in upstream's order.
-    `deleting`: (name, deletionTimestamp, has our hook, the Machine controller waits on pre-terminate hooks) per
-    deleting Machine; `views`: the MachineView of every control-plane Machine of the KCP. The member goes only
+    `machines`: the KCP's control-plane Machines; `views`: their MachineViews. The member goes only
     while the rest of the control plane can carry etcd: the hook is never dropped with the member still there
     because another member was not ready yet or the workload API did not answer (that lost etcd quorum: the
     deleted Machine's member stayed, and a two-member etcd with one member gone has no quorum)."""
+    deleting = [m for m in machines if m["metadata"].get("deletionTimestamp")]
     if not deleting:
         return HookStep("none")
-    if any(not has_hook for _n, _t, has_hook, _w in deleting):
+    if any(KCP_CLEANUP_HOOK not in (m["metadata"].get("annotations") or {}) for m in deleting):
         return HookStep("none")  # upstream: wait until a deleting Machine without the hook is gone
-    name, _ts, _hook, waiting = min(deleting, key=lambda d: (d[1], d[0]))  # oldest deletion first, one at a time
-    if not waiting:
+    # oldest deletion first, one at a time
+    oldest = min(deleting, key=lambda m: (str(m["metadata"]["deletionTimestamp"]), m["metadata"]["name"]))
+    name = oldest["metadata"]["name"]
+    if (conditions.get(oldest, conditions.DELETING) or {}).get("reason") != R_WAITING_PRE_TERMINATE_HOOK:
         return HookStep("none")  # not drained yet: the hook runs after the drain, as upstream's
     if len(views) <= 1:
         return HookStep("drop", name)  # the last control-plane machine: no etcd cluster to keep

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from kcp_fixtures import view
 
 from capd_py.api.etcd import EtcdMember
+from capd_py.api.labels import KCP_CLEANUP_HOOK
 from capd_py.reconcile.kcp import etcd
 
 pytestmark = pytest.mark.unit
@@ -31,8 +34,12 @@ def test_leadership_moves_to_the_member_we_talk_through_only_when_the_target_lea
 # --- the pre-terminate hook (upstream reconcilePreTerminateHook) -----------------------------------------------
 
 def _deleting(name: str, ts: str = "2026-12-05T08:54:14Z", hook: bool = True, waiting: bool = True
-              ) -> tuple[str, str, bool, bool]:
-    return (name, ts, hook, waiting)
+              ) -> dict[str, Any]:
+    """A deleting control-plane Machine: with or without KCP's hook, drained (waiting on pre-terminate hooks) or not."""
+    return {"metadata": {"name": name, "deletionTimestamp": ts,
+                         "annotations": {KCP_CLEANUP_HOOK: ""} if hook else {}},
+            "status": {"conditions": [{"type": "Deleting", "status": "True",
+                                       "reason": "WaitingForPreTerminateHook" if waiting else "DrainingNode"}]}}
 
 
 def test_a_joined_machine_whose_node_is_not_ready_yet_carries_etcd() -> None:
