@@ -64,6 +64,13 @@ halt)
     if kill -0 "$pid" 2>/dev/null; then echo "dockerd $name did not stop in 45 s" >&2; exit 1; fi
   fi ;;
 stop)
+  # the bridges of its networks: the kernel keeps them after the daemon is gone, and a bridge left behind keeps
+  # its subnet's route on this host, shadowing any later network on that subnet (found 2026-12-05: a stale
+  # 172.16.0.0/20 bridge of a second daemon broke the in-cluster e2e's cluster). Its network IDs come from the
+  # daemon when it runs, from its network store when it was halted.
+  ids=$( { docker -H "unix://$sock" network ls -q --no-trunc 2>/dev/null || true
+           grep -aoE '[0-9a-f]{64}' "$data/network/files/local-kv.db" 2>/dev/null || true; } | sort -u)
+  main_ids=$(docker network ls -q --no-trunc 2>/dev/null || true)
   if [ -f "$pidfile" ]; then
     pid=$(cat "$pidfile")
     kill "$pid" 2>/dev/null || true
@@ -77,6 +84,10 @@ stop)
   # container mounts (shm, overlay) may outlive the daemon: unmount before removing the state
   grep -E " ($data|$exec_root)/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
   rm -rf "$data" "$exec_root" "$sock" "$pidfile"
+  for id in $ids; do
+    # never a bridge of the main daemon's (an ID both know cannot happen, but a link deleted here is gone)
+    if ! grep -qx "$id" <<<"$main_ids"; then ip link del "br-${id:0:12}" 2>/dev/null || true; fi
+  done
   ip link del "$bridge" 2>/dev/null || true ;;
 *) echo "usage: $0 start|halt|stop|allow [NAME] [SUBNET]" >&2; exit 2 ;;
 esac

@@ -99,14 +99,18 @@ async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
     family = dcr.cluster_family(cluster)
     labels = ({dcr.CONTAINER_MANAGED: "true"} if dcr.network_is_shared(dc)
               else dcr.cluster_labels(namespace, cluster_name))
+    # the load balancer's image is on the host (or soon will be): where the host's routes cannot be read from
+    # here (in-cluster controllers, another machine) a short-lived container of it reads them
+    routes_image = dcr.lb_image(dc, ctx.settings.haproxy_image)
     try:
         net = await infra.ensure_network(network, labels,
-                                             dcr.network_avoid(cluster, ctx.settings.management_cidrs),
-                                             ipv6=ipfamily.wants_ipv6(family))
+                                         dcr.network_avoid(cluster, ctx.settings.management_cidrs),
+                                         ipv6=ipfamily.wants_ipv6(family), routes_image=routes_image)
         clash = dcr.network_clash(net, cluster)
         if clash is None:
             await infra.connect_controllers(network)  # in-cluster controllers must reach the cluster's API
-        overlap = subnets.cluster_overlap(cluster, await infra.outside_ranges(ctx.settings.management_network))
+        overlap = subnets.cluster_overlap(cluster, await infra.outside_ranges(ctx.settings.management_network,
+                                                                              routes_image))
     except NoFreeSubnet as e:
         return await _fail(ctx, dc, dcr.LBState(False, dcr.R_NETWORK_OVERLAP, str(e)), requeue_after=30)
     except RuntimeError_ as e:

@@ -7,6 +7,8 @@ Manager), a watch of each cluster's Nodes (`nodewatch.py`) from the moment its k
 from __future__ import annotations
 
 import base64
+import errno
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -50,7 +52,24 @@ def unreachable(server: str, e: BaseException, timeout: float = PROBE_TIMEOUT) -
         what = f"no answer within {timeout:g}s"
     else:
         what = re.sub(r" at 0x[0-9a-fA-F]+", "", str(e))[:200] or "failed"
+        # asyncio's "Connect call failed" hides why: refused, no route, unreachable network tell a user different things
+        code = _errno(e)
+        if code and os.strerror(code) not in what:
+            what += f" ({errno.errorcode.get(code, code)}: {os.strerror(code)})"
     return f"{server}: {e.__class__.__name__}: {what}"
+
+
+def _errno(e: BaseException) -> int | None:
+    """The errno of an OSError anywhere in `e`'s chain (aiohttp keeps it in `os_error`), None if there is none."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno:
+            return cur.errno
+        nxt = getattr(cur, "os_error", None)
+        cur = nxt if isinstance(nxt, BaseException) else (cur.__cause__ or cur.__context__)
+    return None
 
 
 def _server(wl: Kube) -> str:

@@ -22,6 +22,8 @@ import os
 import posixpath
 import socket
 import struct
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -55,6 +57,13 @@ from capd_py.runtime.protocol import (
 )
 
 log = logging.getLogger("capd_py.runtime.docker")
+# how long the docker host's routes read by a helper container are used (a route appears when a network is made;
+# docker's own networks are listed anyway, so only foreign routes - a VPN, another daemon's bridge - may be late)
+ROUTES_TTL = 60.0
+# the label of capd-py's short-lived helper containers (removed when they exit)
+HELPER_LABEL = "io.x-k8s.capd-py.helper"
+_ROUTES_SEPARATOR = "--- ipv6_route ---"
+_ROUTES_SCRIPT = f"cat /proc/net/route; echo '{_ROUTES_SEPARATOR}'; cat /proc/net/ipv6_route 2>/dev/null; true"
 # how many free host ports are tried when the one picked was taken between the pick and the start
 PORT_ATTEMPTS = 5
 
@@ -136,6 +145,10 @@ class DockerRuntime:
         self._privileged_refused = False
         # https: a tcp:// host with TLS (DOCKER_HOST=tcp://...:2376 with DOCKER_TLS_VERIFY too)
         self._tls = str(getattr(self.api, "base_url", "") or "").startswith("https://")
+        self._host_netns: bool | None = None
+        self._routes_lock = threading.Lock()
+        self._routes_cache: tuple[float, list[str] | None] = (0.0, None)
+        self._routes_warned = False
 
     # -- basics ---------------------------------------------------------------------------------
     def ping(self) -> None:
@@ -554,20 +567,48 @@ class DockerRuntime:
             raise RuntimeError_(f"network {name} vanished right after create")
         return got
 
-    def host_routes(self) -> list[str]:
-        """The routes of the docker host's main table, when the daemon is on this machine (a unix socket);
-        a remote daemon's host is not this one, and its routes cannot be read from here."""
-        if not str(getattr(self.api, "base_url", "")).startswith("http+docker://"):
-            return []
-        out: list[str] = []
-        tables = (("/proc/net/route", hostroutes.parse_ipv4), ("/proc/net/ipv6_route", hostroutes.parse_ipv6))
-        for path, parse in tables:
+    def host_routes(self, image: str = "") -> list[str]:
+        """The CIDRs routed on the docker host (main table). Read from /proc when this process shares the host's
+        network namespace; otherwise (a pod or container on the host, another machine) by a short-lived
+        container of `image` (one present on that host) on the host's network, at most every ROUTES_TTL
+        seconds. [] when neither can be done (logged once)."""
+        if self._shares_host_netns():
+            return _proc_routes("/proc/net")
+        if not image:
+            return self._routes_unknown("no helper image given")
+        with self._routes_lock:
+            at, routes = self._routes_cache
+            if routes is not None and time.monotonic() - at < ROUTES_TTL:
+                return list(routes)
+            if self.image_id(image) is None:  # nothing is pulled: no registry may be reachable
+                return self._routes_unknown(f"image {image} is not on the docker host")
             try:
-                with open(path, encoding="ascii") as f:
-                    out += parse(f.read())
-            except OSError:
-                continue
-        return out
+                out = self.client.containers.run(
+                    image, entrypoint=["sh", "-c", _ROUTES_SCRIPT], network_mode="host", remove=True,
+                    labels={HELPER_LABEL: "routes"}, stdout=True, stderr=False)
+            except docker.errors.DockerException as e:
+                return self._routes_unknown(f"helper container of {image}: {e}")
+            v4, _, v6 = out.decode("ascii", "replace").partition(_ROUTES_SEPARATOR)
+            routes = hostroutes.parse_ipv4(v4.strip()) + hostroutes.parse_ipv6(v6)
+            self._routes_cache = (time.monotonic(), routes)
+            return list(routes)
+
+    def _shares_host_netns(self) -> bool:
+        """Whether this process sees the docker host's routes in its own /proc: the daemon is local (a unix
+        socket) and the route of the daemon's default bridge is here (a pod or container on the same host has
+        a namespace of its own, without it). Decided once."""
+        if self._host_netns is None:
+            local = str(getattr(self.api, "base_url", "")).startswith("http+docker://")
+            bridge = self.get_network("bridge") if local else None
+            mine = _proc_routes("/proc/net") if bridge is not None else []
+            self._host_netns = bridge is not None and bool(bridge.subnet) and bridge.subnet in mine
+        return self._host_netns
+
+    def _routes_unknown(self, why: str) -> list[str]:
+        if not self._routes_warned:
+            self._routes_warned = True
+            log.warning("the docker host's routes cannot be read (%s): network subnets are chosen without them", why)
+        return []
 
     def remove_network(self, name: str) -> None:
         got = self.get_network(name)
@@ -684,3 +725,16 @@ class DockerRuntime:
 
     def inspect_container(self, name: str) -> dict[str, Any] | None:
         return self._inspect(name)
+
+
+def _proc_routes(net: str) -> list[str]:
+    """The routes of this process's network namespace (`net`: its /proc/net)."""
+    out: list[str] = []
+    for name, parse in (("route", hostroutes.parse_ipv4), ("ipv6_route", hostroutes.parse_ipv6)):
+        try:
+            with open(posixpath.join(net, name), encoding="ascii") as f:
+                out += parse(f.read())
+        except OSError:
+            continue
+    return out
+

@@ -347,7 +347,7 @@ class FakeRuntime:
                                               subnets=tuple(str(m) for m in mine))
             return self.networks[name]
 
-    def host_routes(self) -> list[str]:
+    def host_routes(self, image: str = "") -> list[str]:
         return list(self.routes)
 
     def get_network(self, name: str) -> NetworkInfo | None:

@@ -22,35 +22,38 @@ class NoFreeSubnet(RuntimeError_):
     """No subnet of the pool is free of the ranges it must not overlap; the message names them."""
 
 
-def neighbours(rt: ContainerRuntime) -> list[subnets.Taken]:
-    """Every docker network's subnets and the host's routes (a route of a docker bridge named after it)."""
+def neighbours(rt: ContainerRuntime, routes_image: str = "") -> list[subnets.Taken]:
+    """Every docker network's subnets and the host's routes (a route of a docker bridge named after it);
+    `routes_image` reads the routes when this process cannot (ContainerRuntime.host_routes)."""
     nets = [t for n in rt.list_networks() for t in subnets.network_taken(n.name, n.subnets or (n.subnet,))]
-    return nets + [t for t in subnets.routes_taken(rt.host_routes(), nets) if t not in nets]
+    return nets + [t for t in subnets.routes_taken(rt.host_routes(routes_image), nets) if t not in nets]
 
 
-def outside_ranges(rt: ContainerRuntime, management_network: str) -> list[subnets.Taken]:
+def outside_ranges(rt: ContainerRuntime, management_network: str, routes_image: str = "") -> list[subnets.Taken]:
     """The management cluster's docker network and the host's routes (a docker bridge's route named after its
     network): what a workload cluster's pods need to reach outside the cluster."""
     nets = [t for n in rt.list_networks() for t in subnets.network_taken(n.name, n.subnets or (n.subnet,))]
     mgmt = rt.get_network(management_network)
     own = [replace(t, what=f"the management cluster's network {management_network}")
            for t in subnets.network_taken(management_network, (mgmt.subnets or (mgmt.subnet,)) if mgmt else ())]
-    return own + [t for t in subnets.routes_taken(rt.host_routes(), nets) if t.network not in {o.network for o in own}]
+    mine = {o.network for o in own}
+    return own + [t for t in subnets.routes_taken(rt.host_routes(routes_image), nets) if t.network not in mine]
 
 
 def ensure_network(rt: ContainerRuntime, name: str, labels: dict[str, str],
                    pool: Sequence[subnets.PoolRange] = DEFAULT_POOL,
-                   avoid: Sequence[subnets.Taken] = (), ipv6: bool = False) -> NetworkInfo:
+                   avoid: Sequence[subnets.Taken] = (), ipv6: bool = False,
+                   routes_image: str = "") -> NetworkInfo:
     """The network `name` as it is, or made with the pool's first IPv4 subnet (and with `ipv6`, its first IPv6
-    one too) that overlaps neither `avoid` (the cluster's own CIDRs) nor any docker network or host route.
-    NoFreeSubnet when there is none."""
+    one too) that overlaps neither `avoid` (the cluster's own CIDRs) nor any docker network or host route
+    (`routes_image`: neighbours). NoFreeSubnet when there is none."""
     got = rt.get_network(name)
     if got is not None:
         return got
     for attempt in Retrying(retry=retry_if_exception_type(SubnetTaken), stop=stop_after_attempt(CHOICE_ATTEMPTS),
                             reraise=True):
         with attempt:
-            taken = [*avoid, *neighbours(rt)]
+            taken = [*avoid, *neighbours(rt, routes_image)]
             choice = subnets.choose(pool, taken, version=4)
             if choice.subnet is None:
                 raise NoFreeSubnet(f"docker network {name}: {choice.message(pool)}")

@@ -62,9 +62,12 @@ def second_daemon() -> Iterator[tuple[str, str]]:
         assert _link("docker0") == had_docker0
         yield name, endpoint
     finally:
+        ids = run(["docker", "-H", endpoint, "network", "ls", "-q", "--no-trunc"], check=False).stdout.split()
         run(["bash", HACK, "stop", name], check=False)
         assert not Path(f"/var/lib/capd-py-docker-{name}").exists()
         assert not _link(bridge)
+        # nor its networks' bridges: one left behind shadows that subnet for every later network on this machine
+        assert not [i for i in ids if _link(f"br-{i[:12]}")], ids
         assert _link("docker0") == had_docker0
 
 

@@ -106,20 +106,21 @@ class DockerInfra:
         return await self.call(images.load_images, self.runtime, [node], ids)
 
     async def ensure_network(self, name: str, labels: dict[str, str], avoid: Sequence[subnets.Taken] = (),
-                             ipv6: bool = False) -> NetworkInfo:
+                             ipv6: bool = False, routes_image: str = "") -> NetworkInfo:
         """The network `name`, made when missing with a subnet of the pool (an IPv6 one too with `ipv6`) that
-        overlaps neither `avoid` nor any docker network or host route (networks.NoFreeSubnet when none is left)."""
+        overlaps neither `avoid` nor any docker network or host route (networks.NoFreeSubnet when none is left;
+        `routes_image` reads the host's routes where this process cannot: ContainerRuntime.host_routes)."""
         got = await self.call(self.runtime.get_network, name)
         if got is not None:
             return got
         async with self._network_create:
             return await self.call(networks.ensure_network, self.runtime, name, labels, self.network_pool, avoid,
-                                   ipv6)
+                                   ipv6, routes_image)
 
-    async def outside_ranges(self, management_network: str) -> list[subnets.Taken]:
+    async def outside_ranges(self, management_network: str, routes_image: str = "") -> list[subnets.Taken]:
         """What a cluster's pods must be able to reach outside it: the management cluster's network and the
         host's routes (a route of a docker network named after that network)."""
-        return await self.call(networks.outside_ranges, self.runtime, management_network)
+        return await self.call(networks.outside_ranges, self.runtime, management_network, routes_image)
 
     async def remove_network_if_ours(self, name: str, labels: dict[str, str]) -> None:
         """Remove network `name` when it carries `labels` (a network someone else made is left alone); the
