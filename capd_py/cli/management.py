@@ -200,7 +200,8 @@ class ManagementCluster:
         with st.step("Preparing nodes 📦"):
             try:
                 net = networks.ensure_network(self.rt, self.network, {CONTAINER_MANAGED: "true"}, network_pool(),
-                                              subnets.management_cidrs((POD_SUBNET, SERVICE_SUBNET)))
+                                              subnets.management_cidrs((POD_SUBNET, SERVICE_SUBNET)),
+                                              routes_image=self.image)
             except RuntimeError_ as e:
                 raise ManagementError(str(e)) from e
             # a static address (and the pinned host port the runtime gives a port asked for as 0): the API
