@@ -194,8 +194,7 @@ async def _step(p: _Pass, action: rk.Action) -> float | None:
         if problem:
             await events.record(kube, kcp, "WorkloadAddonsUpdateFailed", problem)
             return 60.0
-    # steady: keep health fresh without writing anything when nothing changes
-    return max(poll, 30.0) if p.views else None
+    return kcp_status.recheck_after(st.final(), bool(p.views), poll)
 
 
 # --- deletion -----------------------------------------------------------------------------------

@@ -218,3 +218,22 @@ def apply_pass(st: Status, kcp: dict[str, Any], views: list[MachineView], machin
                             [m["metadata"].get("annotations") or {} for m in machines])
     if last is not None:
         st.status["lastRemediation"] = last
+
+
+# how often a steady control plane's health is read again (its Nodes are watched, its Pods are not)
+STEADY_RECHECK = 30.0
+
+
+def recheck_after(status: dict[str, Any], has_machines: bool, poll: float) -> float | None:
+    """When to read the workload cluster again after a pass that changed nothing. Nothing wakes the KCP when a
+    control-plane Pod becomes Ready (upstream does not watch them either: too many watches at scale), so while the
+    control plane is not initialized, a component is not healthy or it is not Available, every `poll` seconds:
+    Available within seconds of the last component, where upstream's 20 s requeue costs a new cluster up to 20 s.
+    Steady, every STEADY_RECHECK seconds; reads only, a steady cluster writes nothing."""
+    if not has_machines:
+        return None
+    conds = {"status": status}
+    settled = (bool((status.get("initialization") or {}).get("controlPlaneInitialized"))
+               and conditions.is_true(conds, COMPONENTS_HEALTHY) and conditions.is_true(conds, AVAILABLE))
+    return max(poll, STEADY_RECHECK) if settled else poll
+

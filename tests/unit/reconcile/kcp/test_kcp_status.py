@@ -188,3 +188,20 @@ def test_status_version_is_the_lowest_machine_version() -> None:
     assert st.final()["version"] == "v1.34.4"
     st = run([view("m1"), view("m2")], versions=["v1.35.4", "v1.35.4"])
     assert st.final()["version"] == "v1.35.4"
+
+
+def _status(initialized: bool, healthy: str, available: str) -> dict:
+    return {"initialization": {"controlPlaneInitialized": initialized},
+            "conditions": [{"type": "ControlPlaneComponentsHealthy", "status": healthy},
+                           {"type": "Available", "status": available}]}
+
+
+def test_recheck_soon_until_every_component_is_healthy_and_available() -> None:
+    # a Pod turning Ready wakes nothing: the pass after the last one must come within the poll, not 30 s later
+    assert status.recheck_after(_status(False, "Unknown", "False"), True, 5.0) == 5.0
+    assert status.recheck_after(_status(True, "False", "False"), True, 5.0) == 5.0
+    assert status.recheck_after(_status(True, "True", "False"), True, 5.0) == 5.0
+    assert status.recheck_after(_status(True, "True", "True"), True, 5.0) == status.STEADY_RECHECK
+    assert status.recheck_after(_status(True, "True", "True"), True, 60.0) == 60.0
+    assert status.recheck_after(_status(True, "True", "True"), False, 5.0) is None
+    assert status.recheck_after({}, True, 5.0) == 5.0
