@@ -382,6 +382,13 @@ async def _capd_py_plane(tmp: Path) -> AsyncIterator[tuple[str, list[int]]]:
     cm = management_plane(tmp / "controllers.log", env={"CAPD_PY_PRIVILEGED_MODE": privileged_mode()})
     m = await asyncio.to_thread(cm.__enter__)
     try:
+        # ready as the upstream side is before its first apply (its managers healthy and their controllers
+        # started): the controllers say they started, and the webhooks admit a cluster (a server-side dry run).
+        # Before (until 2026-12-05) the first capd-py cluster's time included the controllers' start (~2 s).
+        _until("capd-py controllers started",
+               lambda: "capd-py controllers started" in m.log.read_text(errors="replace"), 120)
+        _until("capd-py webhooks answering", lambda: _kubectl(m.kubeconfig, "apply", "--dry-run=server", "-f", "-",
+                                                              input_=_manifest("peer-ready", 1, 1)) is not None, 120)
         yield m.kubeconfig, [m.pid] if m.pid is not None else []
     finally:
         await asyncio.to_thread(cm.__exit__, None, None, None)

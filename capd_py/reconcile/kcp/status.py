@@ -222,18 +222,24 @@ def apply_pass(st: Status, kcp: dict[str, Any], views: list[MachineView], machin
 
 # how often a steady control plane's health is read again (its Nodes are watched, its Pods are not)
 STEADY_RECHECK = 30.0
+# while a reachable control plane's components come up: a static pod turns Ready when its probe passes, and
+# nothing else tells the KCP (a new cluster's Available waits for this poll after its last component)
+COMING_UP_RECHECK = 2.0
 
 
 def recheck_after(status: dict[str, Any], has_machines: bool, poll: float) -> float | None:
     """When to read the workload cluster again after a pass that changed nothing. Nothing wakes the KCP when a
-    control-plane Pod becomes Ready (upstream does not watch them either: too many watches at scale), so while the
-    control plane is not initialized, a component is not healthy or it is not Available, every `poll` seconds:
-    Available within seconds of the last component, where upstream's 20 s requeue costs a new cluster up to 20 s.
-    Steady, every STEADY_RECHECK seconds; reads only, a steady cluster writes nothing."""
+    control-plane Pod becomes Ready (upstream does not watch them either: too many watches at scale; it requeues
+    after 20 s). Not initialized or unreachable: every `poll` seconds. Reachable with a component not healthy or
+    not Available: every COMING_UP_RECHECK seconds (a read of kube-system's control-plane Pods, no write unless
+    something changed). Steady: every STEADY_RECHECK seconds, reads only. None without Machines."""
     if not has_machines:
         return None
-    conds = {"status": status}
-    settled = (bool((status.get("initialization") or {}).get("controlPlaneInitialized"))
-               and conditions.is_true(conds, COMPONENTS_HEALTHY) and conditions.is_true(conds, AVAILABLE))
-    return max(poll, STEADY_RECHECK) if settled else poll
-
+    obj = {"status": status}
+    healthy = conditions.get(obj, COMPONENTS_HEALTHY) or {}
+    if not (status.get("initialization") or {}).get("controlPlaneInitialized") or healthy.get("status") not in (
+            conditions.TRUE, conditions.FALSE):
+        return poll  # no API to read yet, or not answering
+    if healthy.get("status") == conditions.TRUE and conditions.is_true(obj, AVAILABLE):
+        return max(poll, STEADY_RECHECK)
+    return min(poll, COMING_UP_RECHECK)

@@ -197,10 +197,12 @@ def _status(initialized: bool, healthy: str, available: str) -> dict:
 
 
 def test_recheck_soon_until_every_component_is_healthy_and_available() -> None:
-    # a Pod turning Ready wakes nothing: the pass after the last one must come within the poll, not 30 s later
+    # a Pod turning Ready wakes nothing: the pass after the last one must come soon, not 30 s later
     assert status.recheck_after(_status(False, "Unknown", "False"), True, 5.0) == 5.0
-    assert status.recheck_after(_status(True, "False", "False"), True, 5.0) == 5.0
-    assert status.recheck_after(_status(True, "True", "False"), True, 5.0) == 5.0
+    assert status.recheck_after(_status(True, "Unknown", "False"), True, 5.0) == 5.0  # not answering: no hurry
+    assert status.recheck_after(_status(True, "False", "False"), True, 5.0) == status.COMING_UP_RECHECK
+    assert status.recheck_after(_status(True, "True", "False"), True, 5.0) == status.COMING_UP_RECHECK
+    assert status.recheck_after(_status(True, "True", "False"), True, 1.0) == 1.0
     assert status.recheck_after(_status(True, "True", "True"), True, 5.0) == status.STEADY_RECHECK
     assert status.recheck_after(_status(True, "True", "True"), True, 60.0) == 60.0
     assert status.recheck_after(_status(True, "True", "True"), False, 5.0) is None
