@@ -426,11 +426,14 @@ async def _phases(kubeconfig: str, name: str) -> str:
         kube.close()
 
 
-async def measure_clusters(side: str, rnd: int, tmp: Path, show_phases: bool = False) -> list[dict[str, Any]]:
+async def measure_clusters(side: str, rnd: int, tmp: Path, show_phases: bool = False,
+                           scenarios: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     plane = _capd_py_plane if side == "capd-py" else _upstream_plane
     out: list[dict[str, Any]] = []
     async with plane(tmp) as (kubeconfig, pids):
         for scenario, cp, workers, scale in CLUSTER_SCENARIOS:
+            if scenarios and scenario not in scenarios:
+                continue
             name = f"peer-{'c' if side == 'capd-py' else 'u'}{rnd}-{scenario}"
             manifest = _manifest(name, cp, workers)
             t0 = time.monotonic()
@@ -554,6 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--sides", default="capd-py,upstream")
     k.add_argument("--json", type=Path)
     k.add_argument("--phases", action="store_true", help="print each cluster's object timeline once Available")
+    k.add_argument("--scenarios", default="", help="only these (comma-separated: 1cp1w,3cp2w); default all")
     c = sub.add_parser("capd-py-controllers", help=argparse.SUPPRESS)
     c.add_argument("kubeconfig")
     a = p.parse_args(argv)
@@ -561,7 +565,8 @@ def main(argv: list[str] | None = None) -> int:
         return capd_py_controllers(a.kubeconfig)
     sides = a.sides.split(",")
     if a.cmd == "clusters":
-        return clusters_main(a.rounds, sides, a.json, a.phases)
+        return clusters_main(a.rounds, sides, a.json, a.phases,
+                             tuple(x.strip() for x in a.scenarios.split(",") if x.strip()))
     if "upstream" in sides and um.missing():
         sys.stderr.write(f"{um.missing()}\n")
         return 2
@@ -582,7 +587,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def clusters_main(rounds: int, sides: list[str], out: Path | None, show_phases: bool = False) -> int:
+def clusters_main(rounds: int, sides: list[str], out: Path | None, show_phases: bool = False,
+                  scenarios: tuple[str, ...] = ()) -> int:
     if "upstream" in sides and um.missing():
         sys.stderr.write(f"{um.missing()}\n")
         return 2
@@ -596,7 +602,7 @@ def clusters_main(rounds: int, sides: list[str], out: Path | None, show_phases: 
         for side in sides if rnd % 2 == 0 else list(reversed(sides)):
             sys.stderr.write(f" • round {rnd + 1}/{rounds}: {side}\n")
             with tempfile.TemporaryDirectory(prefix="peer-clusters-") as tmp:
-                results += asyncio.run(measure_clusters(side, rnd + 1, Path(tmp), show_phases))
+                results += asyncio.run(measure_clusters(side, rnd + 1, Path(tmp), show_phases, scenarios))
             if out:
                 out.write_text(json.dumps(results, indent=1))
     print(f"peer clusters: {rounds} rounds; {machine()}")
