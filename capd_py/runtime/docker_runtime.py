@@ -573,7 +573,7 @@ class DockerRuntime:
         container of `image` (one present on that host) on the host's network, at most every ROUTES_TTL
         seconds. [] when neither can be done (logged once)."""
         if self._shares_host_netns():
-            return _proc_routes("/proc/net")
+            return _own_routes()
         if not image:
             return self._routes_unknown("no helper image given")
         with self._routes_lock:
@@ -600,7 +600,7 @@ class DockerRuntime:
         if self._host_netns is None:
             local = str(getattr(self.api, "base_url", "")).startswith("http+docker://")
             bridge = self.get_network("bridge") if local else None
-            mine = _proc_routes("/proc/net") if bridge is not None else []
+            mine = _own_routes() if bridge is not None else []
             self._host_netns = bridge is not None and bool(bridge.subnet) and bridge.subnet in mine
         return self._host_netns
 
@@ -727,14 +727,13 @@ class DockerRuntime:
         return self._inspect(name)
 
 
-def _proc_routes(net: str) -> list[str]:
-    """The routes of this process's network namespace (`net`: its /proc/net)."""
+def _own_routes() -> list[str]:
+    """The routes of this process's network namespace."""
     out: list[str] = []
     for name, parse in (("route", hostroutes.parse_ipv4), ("ipv6_route", hostroutes.parse_ipv6)):
         try:
-            with open(posixpath.join(net, name), encoding="ascii") as f:
+            with open(f"/proc/net/{name}", encoding="ascii") as f:
                 out += parse(f.read())
         except OSError:
             continue
     return out
-

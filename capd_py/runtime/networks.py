@@ -22,17 +22,22 @@ class NoFreeSubnet(RuntimeError_):
     """No subnet of the pool is free of the ranges it must not overlap; the message names them."""
 
 
+def _docker_networks(rt: ContainerRuntime) -> list[subnets.Taken]:
+    """Every docker network's subnets, each named after its network."""
+    return [t for n in rt.list_networks() for t in subnets.network_taken(n.name, n.subnets or (n.subnet,))]
+
+
 def neighbours(rt: ContainerRuntime, routes_image: str = "") -> list[subnets.Taken]:
     """Every docker network's subnets and the host's routes (a route of a docker bridge named after it);
     `routes_image` reads the routes when this process cannot (ContainerRuntime.host_routes)."""
-    nets = [t for n in rt.list_networks() for t in subnets.network_taken(n.name, n.subnets or (n.subnet,))]
+    nets = _docker_networks(rt)
     return nets + [t for t in subnets.routes_taken(rt.host_routes(routes_image), nets) if t not in nets]
 
 
 def outside_ranges(rt: ContainerRuntime, management_network: str, routes_image: str = "") -> list[subnets.Taken]:
     """The management cluster's docker network and the host's routes (a docker bridge's route named after its
     network): what a workload cluster's pods need to reach outside the cluster."""
-    nets = [t for n in rt.list_networks() for t in subnets.network_taken(n.name, n.subnets or (n.subnet,))]
+    nets = _docker_networks(rt)
     mgmt = rt.get_network(management_network)
     own = [replace(t, what=f"the management cluster's network {management_network}")
            for t in subnets.network_taken(management_network, (mgmt.subnets or (mgmt.subnet,)) if mgmt else ())]
