@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from capd_py.reconcile import certs
+from capd_py.reconcile import certs, cloudinit
 from capd_py.reconcile import kubeadmconfig as kc
 
 try:
@@ -143,7 +143,6 @@ def test_any_file_content_round_trips(content: str) -> None:
 
 
 def test_docker_provider_parses_the_output() -> None:
-    cloudinit = pytest.importorskip("capd_py.reconcile.cloudinit")
     out = kc.render_init(SPEC, CLUSTER, "v1.34.4", cluster_certs(), templates=TEMPLATES)
     parsed = cloudinit.parse(out)
     paths = [f.path for f in parsed.write_files]

@@ -1,9 +1,12 @@
-"""Run the real kubeadm (v1.34 built by `make binaries`) over the rendered init and join configs."""
+"""Run the real kubeadm (v1.34 built by `make binaries`, which `make images` runs) over the rendered init and join
+configs. An integration test, as it needs that binary (it was a unit test that passed as skipped without it): a
+missing kubeadm fails, naming the make target."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +15,21 @@ import yaml
 
 from capd_py.reconcile import kubeadmconfig as kc
 
-try:
-    from bootstrap_fixtures import CLUSTER, SPEC, TEMPLATES, cluster_certs
-except ImportError:  # pragma: no cover - when tests/unit/reconcile becomes a package
-    from .bootstrap_fixtures import CLUSTER, SPEC, TEMPLATES, cluster_certs  # type: ignore[no-redef]
+# the plain-data objects the bootstrap unit tests render (tests/unit/reconcile/bootstrap_fixtures.py, a mypy base)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "reconcile"))
+
+from bootstrap_fixtures import CLUSTER, SPEC, TEMPLATES, cluster_certs  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
 KUBEADM = Path(os.environ.get("CAPD_PY_CACHE", str(Path.home() / ".cache" / "capd-py"))) / "k8s" / "v1.34.4" / \
     "bin" / "kubeadm"
+
+
+def _kubeadm() -> Path:
+    if not KUBEADM.exists():
+        pytest.fail(f"kubeadm binary not found at {KUBEADM}: run `make binaries` (or `make images`)", pytrace=False)
+    return KUBEADM
 
 
 def _kubeadm_yaml(cloud_config: str, path: str) -> str:
@@ -29,11 +38,10 @@ def _kubeadm_yaml(cloud_config: str, path: str) -> str:
 
 
 def _validate(tmp_path: Path, text: str) -> None:
-    if not KUBEADM.exists():
-        pytest.skip(f"kubeadm binary not found at {KUBEADM}; build it with `make binaries`")
+    kubeadm = _kubeadm()
     cfg = tmp_path / "kubeadm.yaml"
     cfg.write_text(text)
-    r = subprocess.run([str(KUBEADM), "config", "validate", "--config", str(cfg)], capture_output=True, text=True,
+    r = subprocess.run([str(kubeadm), "config", "validate", "--config", str(cfg)], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0, f"kubeadm rejected the config:\n{r.stdout}\n{r.stderr}\n---\n{text}"
 
@@ -61,8 +69,7 @@ def test_join_config_validates(tmp_path: Path, control_plane: bool) -> None:
 def test_kubeadm_uses_our_cas_and_service_account_key(tmp_path: Path) -> None:
     """`kubeadm init phase certs all` over the rendered files: it must reuse (not regenerate) every CA and
     the service-account key we wrote, and sign the serving certificates with them."""
-    if not KUBEADM.exists():
-        pytest.skip(f"kubeadm binary not found at {KUBEADM}; build it with `make binaries`")
+    kubeadm = _kubeadm()
     pki = tmp_path / "pki"
     spec = {"clusterConfiguration": {"certificatesDir": str(pki), "apiServer": {"certSANs": ["localhost"]}},
             "initConfiguration": {"localAPIEndpoint": {"advertiseAddress": "172.18.0.5"}}}
@@ -74,7 +81,7 @@ def test_kubeadm_uses_our_cas_and_service_account_key(tmp_path: Path) -> None:
             continue  # spec.files of the fixture: not needed here
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(f["content"])
-    r = subprocess.run([str(KUBEADM), "init", "phase", "certs", "all", "--config",
+    r = subprocess.run([str(kubeadm), "init", "phase", "certs", "all", "--config",
                         str(tmp_path / kc.INIT_CONFIG_PATH.lstrip("/"))], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     for ca in ("ca", "front-proxy-ca", "etcd/ca"):
