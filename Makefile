@@ -89,17 +89,17 @@ lint: venv
 	$(VENV)/bin/python hack/check_deps.py
 
 test-unit: venv
-	$(VENV)/bin/pytest -m unit -q
+	$(VENV)/bin/pytest -m "unit and not autoscaler" -q -rfEs --tier-report
 
 test-integration: venv images upstream
-	$(VENV)/bin/pytest -m "integration" -q
+	$(VENV)/bin/pytest -m "integration and not autoscaler" -q -rfEs --tier-report
 
 test-e2e: venv images clusterctl upstream
-	$(VENV)/bin/pytest -m "e2e and not autoscaler" -q
+	$(VENV)/bin/pytest -m "e2e and not autoscaler" -q -rfEs --tier-report
 
 # The one test command: lint, then every tier.
 test: lint images clusterctl upstream
-	$(VENV)/bin/pytest -q -rs --durations=40
+	$(VENV)/bin/pytest -q -rfEs --tier-report
 
 quickstart: venv
 	$(MAKE) --no-print-directory images K8S_VERSIONS=$(K8S_VERSION)

@@ -6,6 +6,8 @@ import pytest
 
 from capd_py.api import features as f
 
+pytestmark = pytest.mark.unit
+
 
 def test_defaults_are_upstreams_but_cluster_topology() -> None:
     g = f.parse("")

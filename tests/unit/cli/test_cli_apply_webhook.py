@@ -10,6 +10,8 @@ import pytest
 from capd_py.cli import apply as ap
 from capd_py.kube.client import KubeError
 
+pytestmark = pytest.mark.unit
+
 UNREACHABLE = ('Internal error occurred: failed calling webhook "validation.machinedeployment.cluster.x-k8s.io": '
                'failed to call webhook: Post "https://172.16.0.1:9443/validate?timeout=10s": dial tcp '
                '172.16.0.1:9443: connect: connection refused')

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import capd_py.controllers
+
+pytestmark = pytest.mark.unit
 
 LIMIT = 300
 

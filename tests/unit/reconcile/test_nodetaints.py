@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from capd_py.reconcile.nodetaints import TAINTS_FROM_MACHINE, node_taints_patch
+
+pytestmark = pytest.mark.unit
 
 
 def _machine(*taints: dict[str, Any]) -> dict[str, Any]:

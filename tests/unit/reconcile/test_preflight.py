@@ -8,6 +8,8 @@ import pytest
 
 from capd_py.reconcile import preflight as pf
 
+pytestmark = pytest.mark.unit
+
 KCT = {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate", "name": "bt"}
 
 

@@ -4,6 +4,8 @@ import pytest
 
 from capd_py.testing.envsubst import documents, substitute
 
+pytestmark = pytest.mark.unit
+
 
 def test_substitution_follows_clusterctl() -> None:
     v = {"A": "a", "E": ""}

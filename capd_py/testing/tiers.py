@@ -1,0 +1,150 @@
+"""The test tiers (tests/unit, tests/integration, tests/e2e): which tier a test is in, and what each tier cost.
+
+- `mark_tiers`: gives every collected item under tests/ the marker of its tier folder (`unit`, `integration`,
+  `e2e`), so `-m unit` selects every unit test even when a file forgets its `pytestmark`; a test outside the tier
+  folders, or one marked with another tier's marker, is a problem to report (tests/conftest.py makes it a usage
+  error).
+- `TierReport`: a pytest plugin (registered by tests/conftest.py) that records each test's phases and, at the end,
+  prints per tier the number of tests, its wall-clock time (first setup start to last teardown end: `make test`
+  runs the tiers one after another, in collection order) and the summed durations, then the slowest tests
+  (setup + call + teardown). With `--tier-report` it prints them; with env `CAPD_PY_TIER_REPORT=FILE` it also
+  writes them to FILE as JSON. `aggregate` is the pure part.
+
+No pytest import here: capd_py declares no dependency on it (hack/check_deps.py); the hooks take pytest's objects
+as they come.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TIERS = ("unit", "integration", "e2e")
+OTHER = "other"  # a test run outside the tier folders (pytest on another path)
+SLOWEST = 20
+
+
+def tier_of(path: Path, tests_root: Path) -> str | None:
+    """The tier of a test file by its folder: tests/<tier>/..., None outside them."""
+    try:
+        parts = path.relative_to(tests_root).parts
+    except ValueError:
+        return None
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
+
+
+def mark_tiers(items: Iterable[Any], tests_root: Path) -> list[str]:
+    """Add to each pytest item under `tests_root` its tier's marker (an explicit one of the same tier stays as it
+    is); items elsewhere are left alone. Returns the problems: an item under `tests_root` outside the tier folders,
+    an item marked with another tier's marker."""
+    problems = []
+    for item in items:
+        path = Path(item.path)
+        if not path.is_relative_to(tests_root):
+            continue
+        tier = tier_of(path, tests_root)
+        if tier is None:
+            problems.append(f"{item.nodeid}: a test outside {', '.join(f'tests/{t}' for t in TIERS)}")
+            continue
+        others = [t for t in TIERS if t != tier and item.get_closest_marker(t) is not None]
+        if others:
+            problems.append(f"{item.nodeid}: in tests/{tier} but marked {', '.join(others)}")
+        if item.get_closest_marker(tier) is None:
+            item.add_marker(tier)
+    return problems
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase (setup, call or teardown) of one test, as pytest reported it; start/stop are epoch seconds."""
+    nodeid: str
+    tier: str
+    when: str
+    start: float
+    stop: float
+    duration: float
+
+
+def aggregate(phases: Iterable[Phase], slowest: int = SLOWEST) -> dict[str, Any]:
+    """Per tier (in the order the tiers started): tests, wall_s (first start to last stop of its phases), sum_s
+    (their durations), start/stop; `all` the same over every test; `slowest` the `slowest` tests by the sum of
+    their phases, slowest first (ties by node id)."""
+    tests: dict[str, dict[str, Any]] = {}
+    for p in phases:
+        t = tests.setdefault(p.nodeid, {"nodeid": p.nodeid, "tier": p.tier, "seconds": 0.0, "start": p.start,
+                                        "stop": p.stop})
+        t["seconds"] += p.duration
+        t[p.when] = t.get(p.when, 0.0) + p.duration
+        t["start"], t["stop"] = min(t["start"], p.start), max(t["stop"], p.stop)
+
+    def summary(group: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        start, stop = min(t["start"] for t in group), max(t["stop"] for t in group)
+        return {"tests": len(group), "wall_s": round(stop - start, 3),
+                "sum_s": round(sum(t["seconds"] for t in group), 3), "start": start, "stop": stop}
+
+    by_tier: dict[str, list[dict[str, Any]]] = {}
+    for t in tests.values():
+        by_tier.setdefault(t["tier"], []).append(t)
+    tiers = sorted(({"tier": tier, **summary(group)} for tier, group in by_tier.items()), key=lambda s: s["start"])
+    ranked = sorted(tests.values(), key=lambda t: (-t["seconds"], t["nodeid"]))[:slowest]
+    return {
+        "tiers": tiers,
+        "all": summary(list(tests.values())) if tests else {"tests": 0, "wall_s": 0.0, "sum_s": 0.0},
+        "slowest": [{"nodeid": t["nodeid"], "tier": t["tier"], "seconds": round(t["seconds"], 3),
+                     **{w: round(t.get(w, 0.0), 3) for w in ("setup", "call", "teardown")}} for t in ranked],
+    }
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(seconds, 60)
+    return f"{int(m)}m{s:04.1f}s" if m else f"{s:.1f}s" if s >= 10 else f"{s:.2f}s"
+
+
+def format_report(report: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The lines of the two sections: tier times, slowest tests."""
+    rows = [(t["tier"], t["tests"], t["wall_s"], t["sum_s"]) for t in report["tiers"]]
+    rows.append(("all", report["all"]["tests"], report["all"]["wall_s"], report["all"]["sum_s"]))
+    tiers = [f"{'tier':<12} {'tests':>6} {'wall clock':>11} {'sum of durations':>17}"]
+    tiers += [f"{name:<12} {n:>6} {_clock(wall):>11} {_clock(total):>17}" for name, n, wall, total in rows]
+    slow = [f"{_clock(t['seconds']):>9}  {t['tier']:<11}  {t['nodeid']}" for t in report["slowest"]]
+    return tiers, slow
+
+
+class TierReport:
+    """The plugin: `pytest_collection_finish` notes each item's tier (its marker), `pytest_runtest_logreport`
+    records the phases, `pytest_terminal_summary` prints and writes."""
+
+    def __init__(self, *, print_summary: bool, json_path: str | None, slowest: int = SLOWEST) -> None:
+        self.print_summary = print_summary
+        self.json_path = json_path
+        self.slowest = slowest
+        self.phases: list[Phase] = []
+        self.tiers: dict[str, str] = {}
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.tiers = {item.nodeid: next((t for t in TIERS if item.get_closest_marker(t) is not None), OTHER)
+                      for item in session.items}
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        self.phases.append(Phase(report.nodeid, self.tiers.get(report.nodeid, OTHER), report.when, report.start,
+                                 report.stop, report.duration))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.phases or not (self.print_summary or self.json_path):
+            return
+        report = aggregate(self.phases, self.slowest)
+        if self.json_path:
+            Path(self.json_path).write_text(json.dumps(report, indent=2) + "\n")
+        if self.print_summary:
+            tiers, slow = format_report(report)
+            terminalreporter.write_sep("=", "tier times")
+            for line in tiers:
+                terminalreporter.write_line(line)
+            terminalreporter.write_sep("=", f"{len(slow)} slowest tests (setup + call + teardown)")
+            for line in slow:
+                terminalreporter.write_line(line)
+            if self.json_path:
+                terminalreporter.write_line(f"(as JSON in {self.json_path})")

@@ -1,0 +1,141 @@
+"""capd_py/testing/tiers.py: the tier of a test by its folder, and the tier report `make test` prints."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capd_py.testing.tiers import OTHER, Phase, TierReport, aggregate, format_report, tier_of
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path("/r/tests")
+
+
+@pytest.mark.parametrize(("path", "tier"), [
+    ("unit/test_a.py", "unit"), ("unit/reconcile/kcp/test_b.py", "unit"), ("integration/test_c.py", "integration"),
+    ("e2e/test_d.py", "e2e"), ("test_top.py", None), ("fixtures/test_e.py", None), ("unit", None),
+    ("/elsewhere/unit/test_f.py", None), ("unitx/test_g.py", None),
+])
+def test_tier_of_is_the_first_folder_under_tests(path: str, tier: str | None) -> None:
+    assert tier_of(ROOT / path, ROOT) == tier
+
+
+def _phases(nodeid: str, tier: str, start: float, setup: float, call: float, teardown: float) -> list[Phase]:
+    out, t = [], start
+    for when, d in (("setup", setup), ("call", call), ("teardown", teardown)):
+        out.append(Phase(nodeid, tier, when, t, t + d, d))
+        t += d
+    return out
+
+
+def test_aggregate_times_each_tier_from_first_start_to_last_stop_and_sums_durations() -> None:
+    phases = [*_phases("e/a", "e2e", 100.0, 30.0, 10.0, 5.0),      # 100 -> 145
+              *_phases("e/b", "e2e", 150.0, 0.0, 20.0, 0.0),       # 150 -> 170: a gap (collection, a fixture) counts
+              *_phases("i/c", "integration", 170.0, 1.0, 2.0, 0.5),  # 170 -> 173.5
+              *_phases("u/d", "unit", 173.5, 0.0, 0.25, 0.0),
+              *_phases("u/e", "unit", 173.75, 0.0, 0.25, 0.0)]       # -> 174
+    r = aggregate(phases)
+    assert [(t["tier"], t["tests"], t["wall_s"], t["sum_s"]) for t in r["tiers"]] == [
+        ("e2e", 2, 70.0, 65.0), ("integration", 1, 3.5, 3.5), ("unit", 2, 0.5, 0.5)]
+    assert (r["all"]["tests"], r["all"]["wall_s"], r["all"]["sum_s"]) == (5, 74.0, 69.0)
+    assert [(s["nodeid"], s["seconds"]) for s in r["slowest"]] == [
+        ("e/a", 45.0), ("e/b", 20.0), ("i/c", 3.5), ("u/d", 0.25), ("u/e", 0.25)]
+    assert r["slowest"][0] == {"nodeid": "e/a", "tier": "e2e", "seconds": 45.0, "setup": 30.0, "call": 10.0,
+                                     "teardown": 5.0}
+
+
+def test_aggregate_orders_tiers_by_when_they_started_and_keeps_the_n_slowest() -> None:
+    phases = [p for i in range(30) for p in _phases(f"u/{i:02}", "unit", 10.0 + i, 0.0, i / 10, 0.0)]
+    phases = _phases("i/x", "integration", 0.0, 0.0, 1.0, 0.0) + phases
+    r = aggregate(phases, slowest=3)
+    assert [t["tier"] for t in r["tiers"]] == ["integration", "unit"]
+    assert [s["nodeid"] for s in r["slowest"]] == ["u/29", "u/28", "u/27"]
+    assert len(aggregate(phases)["slowest"]) == 20
+
+
+def test_a_test_skipped_at_setup_counts_with_its_one_phase() -> None:
+    r = aggregate([Phase("u/s", "unit", "setup", 5.0, 5.0, 0.0), *_phases("u/t", "unit", 5.0, 0.0, 1.0, 0.0)])
+    assert (r["tiers"][0]["tests"], r["tiers"][0]["wall_s"]) == (2, 1.0)
+    assert r["slowest"][1] == {"nodeid": "u/s", "tier": "unit", "seconds": 0.0, "setup": 0.0, "call": 0.0,
+                               "teardown": 0.0}
+
+
+def test_nothing_run_is_an_empty_report() -> None:
+    assert aggregate([]) == {"tiers": [], "all": {"tests": 0, "wall_s": 0.0, "sum_s": 0.0}, "slowest": []}
+
+
+def test_format_report_lines() -> None:
+    tiers, slow = format_report(aggregate(_phases("tests/e2e/test_x.py::test_y", "e2e", 0.0, 60.0, 65.5, 0.0)))
+    assert tiers == ["tier          tests  wall clock  sum of durations",
+                     "e2e               1     2m05.5s           2m05.5s",
+                     "all               1     2m05.5s           2m05.5s"]
+    assert slow == ["  2m05.5s  e2e          tests/e2e/test_x.py::test_y"]
+
+
+@dataclass
+class _Item:
+    nodeid: str
+    marks: tuple[str, ...]
+
+    def get_closest_marker(self, name: str) -> str | None:
+        return name if name in self.marks else None
+
+
+@dataclass
+class _Report:
+    nodeid: str
+    when: str
+    start: float
+    stop: float
+
+    @property
+    def duration(self) -> float:
+        return self.stop - self.start
+
+
+@dataclass
+class _Terminal:
+    lines: list[str] = field(default_factory=list)
+
+    def write_sep(self, sep: str, title: str) -> None:
+        self.lines.append(f"== {title}")
+
+    def write_line(self, line: str) -> None:
+        self.lines.append(line)
+
+
+class _Session:
+    items = [_Item("a", ("integration", "upstream")), _Item("b", ("unit",)), _Item("c", ())]
+
+
+def _run(plugin: TierReport, terminal: _Terminal) -> None:
+    plugin.pytest_collection_finish(_Session())
+    for r in [_Report("a", "setup", 0.0, 1.0), _Report("a", "call", 1.0, 3.0), _Report("a", "teardown", 3.0, 3.0),
+              _Report("b", "setup", 3.0, 3.0), _Report("b", "call", 3.0, 3.5), _Report("c", "call", 3.5, 4.0)]:
+        plugin.pytest_runtest_logreport(r)
+    plugin.pytest_terminal_summary(terminal)
+
+
+def test_the_plugin_prints_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "tiers.json"
+    terminal = _Terminal()
+    _run(TierReport(print_summary=True, json_path=str(out)), terminal)
+    report: dict[str, Any] = json.loads(out.read_text())
+    assert [(t["tier"], t["tests"], t["wall_s"]) for t in report["tiers"]] == [
+        ("integration", 1, 3.0), ("unit", 1, 0.5), (OTHER, 1, 0.5)]
+    assert [s["nodeid"] for s in report["slowest"]] == ["a", "b", "c"]
+    assert terminal.lines[0] == "== tier times" and "== 3 slowest tests (setup + call + teardown)" in terminal.lines
+    assert terminal.lines[-1] == f"(as JSON in {out})"
+
+
+def test_the_plugin_is_quiet_unless_asked(tmp_path: Path) -> None:
+    terminal = _Terminal()
+    _run(TierReport(print_summary=False, json_path=None), terminal)
+    assert terminal.lines == []
+    _run(TierReport(print_summary=False, json_path=str(tmp_path / "r.json")), terminal)
+    assert terminal.lines == [] and (tmp_path / "r.json").exists()
