@@ -8,7 +8,9 @@
   prints per tier the number of tests, its wall-clock time (first setup start to last teardown end: `make test`
   runs the tiers one after another, in collection order) and the summed durations, then the slowest tests
   (setup + call + teardown). With `--tier-report` it prints them; with env `CAPD_PY_TIER_REPORT=FILE` it also
-  writes them to FILE as JSON. `aggregate` is the pure part.
+  writes them to FILE as JSON. `aggregate` is the pure part. pytest finalizes the session-scoped fixtures (the
+  envtest, the e2e management plane) in the teardown of the run's last test, whatever its tier: that phase is
+  counted on its own (`session teardown`), in no tier and no test.
 
 No pytest import here: capd_py declares no dependency on it (hack/check_deps.py); the hooks take pytest's objects
 as they come.
@@ -25,6 +27,7 @@ from typing import Any
 TIERS = ("unit", "integration", "e2e")
 OTHER = "other"  # a test run outside the tier folders (pytest on another path)
 SLOWEST = 20
+SESSION_TEARDOWN = "session teardown"  # the `when` of the last test's teardown, which ends every session fixture
 
 
 def tier_of(path: Path, tests_root: Path) -> str | None:
@@ -59,7 +62,8 @@ def mark_tiers(items: Iterable[Any], tests_root: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class Phase:
-    """One phase (setup, call or teardown) of one test, as pytest reported it; start/stop are epoch seconds."""
+    """One phase (setup, call, teardown or SESSION_TEARDOWN) of one test, as pytest reported it; start/stop are
+    epoch seconds."""
     nodeid: str
     tier: str
     when: str
@@ -71,9 +75,14 @@ class Phase:
 def aggregate(phases: Iterable[Phase], slowest: int = SLOWEST) -> dict[str, Any]:
     """Per tier (in the order the tiers started): tests, wall_s (first start to last stop of its phases), sum_s
     (their durations), start/stop; `all` the same over every test; `slowest` the `slowest` tests by the sum of
-    their phases, slowest first (ties by node id)."""
+    their phases, slowest first (ties by node id). A SESSION_TEARDOWN phase counts in `all` and as
+    `session_teardown` only."""
     tests: dict[str, dict[str, Any]] = {}
+    ends = []
     for p in phases:
+        if p.when == SESSION_TEARDOWN:
+            ends.append(p)
+            continue
         t = tests.setdefault(p.nodeid, {"nodeid": p.nodeid, "tier": p.tier, "seconds": 0.0, "start": p.start,
                                         "stop": p.stop})
         t["seconds"] += p.duration
@@ -90,9 +99,13 @@ def aggregate(phases: Iterable[Phase], slowest: int = SLOWEST) -> dict[str, Any]
         by_tier.setdefault(t["tier"], []).append(t)
     tiers = sorted(({"tier": tier, **summary(group)} for tier, group in by_tier.items()), key=lambda s: s["start"])
     ranked = sorted(tests.values(), key=lambda t: (-t["seconds"], t["nodeid"]))[:slowest]
+    everything = [*tests.values(), *({"seconds": p.duration, "start": p.start, "stop": p.stop} for p in ends)]
     return {
         "tiers": tiers,
-        "all": summary(list(tests.values())) if tests else {"tests": 0, "wall_s": 0.0, "sum_s": 0.0},
+        "all": {**summary(everything), "tests": len(tests)} if everything else {"tests": 0, "wall_s": 0.0,
+                                                                                "sum_s": 0.0},
+        "session_teardown": [{"after": p.nodeid, "seconds": round(p.duration, 3), "start": p.start, "stop": p.stop}
+                             for p in ends],
         "slowest": [{"nodeid": t["nodeid"], "tier": t["tier"], "seconds": round(t["seconds"], 3),
                      **{w: round(t.get(w, 0.0), 3) for w in ("setup", "call", "teardown")}} for t in ranked],
     }
@@ -105,10 +118,12 @@ def _clock(seconds: float) -> str:
 
 def format_report(report: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The lines of the two sections: tier times, slowest tests."""
-    rows = [(t["tier"], t["tests"], t["wall_s"], t["sum_s"]) for t in report["tiers"]]
+    rows: list[tuple[str, int | str, float, float]] = [
+        (t["tier"], t["tests"], t["wall_s"], t["sum_s"]) for t in report["tiers"]]
+    rows += [(SESSION_TEARDOWN, "", e["seconds"], e["seconds"]) for e in report["session_teardown"]]
     rows.append(("all", report["all"]["tests"], report["all"]["wall_s"], report["all"]["sum_s"]))
-    tiers = [f"{'tier':<12} {'tests':>6} {'wall clock':>11} {'sum of durations':>17}"]
-    tiers += [f"{name:<12} {n:>6} {_clock(wall):>11} {_clock(total):>17}" for name, n, wall, total in rows]
+    tiers = [f"{'tier':<16} {'tests':>6} {'wall clock':>11} {'sum of durations':>17}"]
+    tiers += [f"{name:<16} {n:>6} {_clock(wall):>11} {_clock(total):>17}" for name, n, wall, total in rows]
     slow = [f"{_clock(t['seconds']):>9}  {t['tier']:<11}  {t['nodeid']}" for t in report["slowest"]]
     return tiers, slow
 
@@ -123,13 +138,16 @@ class TierReport:
         self.slowest = slowest
         self.phases: list[Phase] = []
         self.tiers: dict[str, str] = {}
+        self.last: str | None = None
 
     def pytest_collection_finish(self, session: Any) -> None:
         self.tiers = {item.nodeid: next((t for t in TIERS if item.get_closest_marker(t) is not None), OTHER)
                       for item in session.items}
+        self.last = session.items[-1].nodeid if session.items else None
 
     def pytest_runtest_logreport(self, report: Any) -> None:
-        self.phases.append(Phase(report.nodeid, self.tiers.get(report.nodeid, OTHER), report.when, report.start,
+        when = SESSION_TEARDOWN if report.when == "teardown" and report.nodeid == self.last else report.when
+        self.phases.append(Phase(report.nodeid, self.tiers.get(report.nodeid, OTHER), when, report.start,
                                  report.stop, report.duration))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

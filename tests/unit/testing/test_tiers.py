@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from capd_py.testing.tiers import OTHER, Phase, TierReport, aggregate, format_report, tier_of
+from capd_py.testing.tiers import (
+    OTHER,
+    SESSION_TEARDOWN,
+    Phase,
+    TierReport,
+    aggregate,
+    format_report,
+    tier_of,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -66,14 +74,31 @@ def test_a_test_skipped_at_setup_counts_with_its_one_phase() -> None:
 
 
 def test_nothing_run_is_an_empty_report() -> None:
-    assert aggregate([]) == {"tiers": [], "all": {"tests": 0, "wall_s": 0.0, "sum_s": 0.0}, "slowest": []}
+    assert aggregate([]) == {"tiers": [], "all": {"tests": 0, "wall_s": 0.0, "sum_s": 0.0}, "session_teardown": [],
+                             "slowest": []}
+
+
+def test_the_session_teardown_counts_in_all_but_in_no_tier_and_no_test() -> None:
+    """pytest ends the session fixtures (the e2e management plane, the envtest) in the last test's teardown: 40 s
+    that are neither that unit test's nor its tier's."""
+    phases = [*_phases("e/a", "e2e", 0.0, 5.0, 5.0, 0.0), *_phases("u/b", "unit", 10.0, 0.0, 1.0, 0.0)]
+    phases.append(Phase("u/b", "unit", SESSION_TEARDOWN, 11.0, 51.0, 40.0))
+    r = aggregate(phases)
+    assert [(t["tier"], t["tests"], t["wall_s"], t["sum_s"]) for t in r["tiers"]] == [
+        ("e2e", 1, 10.0, 10.0), ("unit", 1, 1.0, 1.0)]
+    assert (r["all"]["tests"], r["all"]["wall_s"], r["all"]["sum_s"]) == (2, 51.0, 51.0)
+    assert r["session_teardown"] == [{"after": "u/b", "seconds": 40.0, "start": 11.0, "stop": 51.0}]
+    assert [(s["nodeid"], s["seconds"], s["teardown"]) for s in r["slowest"]] == [("e/a", 10.0, 0.0),
+                                                                                 ("u/b", 1.0, 0.0)]
+    assert format_report(r)[0][-2:] == ["session teardown              40.0s             40.0s",
+                                        "all                   2       51.0s             51.0s"]
 
 
 def test_format_report_lines() -> None:
     tiers, slow = format_report(aggregate(_phases("tests/e2e/test_x.py::test_y", "e2e", 0.0, 60.0, 65.5, 0.0)))
-    assert tiers == ["tier          tests  wall clock  sum of durations",
-                     "e2e               1     2m05.5s           2m05.5s",
-                     "all               1     2m05.5s           2m05.5s"]
+    assert tiers == ["tier              tests  wall clock  sum of durations",
+                     "e2e                   1     2m05.5s           2m05.5s",
+                     "all                   1     2m05.5s           2m05.5s"]
     assert slow == ["  2m05.5s  e2e          tests/e2e/test_x.py::test_y"]
 
 
@@ -116,7 +141,8 @@ class _Session:
 def _run(plugin: TierReport, terminal: _Terminal) -> None:
     plugin.pytest_collection_finish(_Session())
     for r in [_Report("a", "setup", 0.0, 1.0), _Report("a", "call", 1.0, 3.0), _Report("a", "teardown", 3.0, 3.0),
-              _Report("b", "setup", 3.0, 3.0), _Report("b", "call", 3.0, 3.5), _Report("c", "call", 3.5, 4.0)]:
+              _Report("b", "setup", 3.0, 3.0), _Report("b", "call", 3.0, 3.5), _Report("c", "call", 3.5, 4.0),
+              _Report("c", "teardown", 4.0, 9.0)]:
         plugin.pytest_runtest_logreport(r)
     plugin.pytest_terminal_summary(terminal)
 
@@ -129,6 +155,8 @@ def test_the_plugin_prints_and_writes_json(tmp_path: Path) -> None:
     assert [(t["tier"], t["tests"], t["wall_s"]) for t in report["tiers"]] == [
         ("integration", 1, 3.0), ("unit", 1, 0.5), (OTHER, 1, 0.5)]
     assert [s["nodeid"] for s in report["slowest"]] == ["a", "b", "c"]
+    assert report["session_teardown"] == [{"after": "c", "seconds": 5.0, "start": 4.0, "stop": 9.0}]
+    assert report["all"] | {"start": 0, "stop": 0} == {"tests": 3, "wall_s": 9.0, "sum_s": 9.0, "start": 0, "stop": 0}
     assert terminal.lines[0] == "== tier times" and "== 3 slowest tests (setup + call + teardown)" in terminal.lines
     assert terminal.lines[-1] == f"(as JSON in {out})"
 
