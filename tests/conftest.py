@@ -26,7 +26,7 @@ import pytest
 from capd_py.api.gvk import GVK
 from capd_py.kube.client import Kube
 from capd_py.testing.envtest import MAKE_HINT, EnvTest, binary_paths, missing_binaries, started_with_crds
-from capd_py.testing.tiers import SLOWEST, TierReport, mark_tiers
+from capd_py.testing.tiers import SLOWEST, TierReport, mark_tiers, order_by_tier
 
 NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)
 TESTS = Path(__file__).resolve().parent
@@ -49,6 +49,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     problems = mark_tiers(items, TESTS)
     if problems:
         raise pytest.UsageError("tests out of their tier:\n  " + "\n  ".join(problems))
+    order_by_tier(items, TESTS)
 
 
 @pytest.fixture(scope="session")

@@ -60,6 +60,14 @@ def mark_tiers(items: Iterable[Any], tests_root: Path) -> list[str]:
     return problems
 
 
+def order_by_tier(items: list[Any], tests_root: Path) -> None:
+    """Sort `items` in place by tier, cheapest first (unit, integration, e2e; items outside the tiers last), keeping
+    each tier's own order: a unit failure shows in a minute instead of after the e2e tier, and the e2e management
+    plane (a session fixture) starts last, so it does not idle through the other tiers."""
+    rank = {t: n for n, t in enumerate(TIERS)}
+    items.sort(key=lambda i: rank.get(tier_of(Path(i.path), tests_root) or "", len(TIERS)))
+
+
 @dataclass(frozen=True)
 class Phase:
     """One phase (setup, call, teardown or SESSION_TEARDOWN) of one test, as pytest reported it; start/stop are

@@ -16,6 +16,7 @@ from capd_py.testing.tiers import (
     TierReport,
     aggregate,
     format_report,
+    order_by_tier,
     tier_of,
 )
 
@@ -167,3 +168,19 @@ def test_the_plugin_is_quiet_unless_asked(tmp_path: Path) -> None:
     assert terminal.lines == []
     _run(TierReport(print_summary=False, json_path=str(tmp_path / "r.json")), terminal)
     assert terminal.lines == [] and (tmp_path / "r.json").exists()
+
+
+def test_order_by_tier_runs_the_cheap_tiers_first_and_keeps_each_tiers_order() -> None:
+    root = Path("/r/tests")
+
+    @dataclass
+    class Item:
+        path: Path
+
+    names = ["e2e/test_b.py", "unit/test_z.py", "integration/test_i.py", "e2e/test_a.py", "unit/test_a.py"]
+    items: list[Any] = [Item(root / n) for n in names]
+    items.append(Item(Path("/elsewhere/test_x.py")))
+    order_by_tier(items, root)
+    assert [str(i.path) for i in items] == [
+        "/r/tests/unit/test_z.py", "/r/tests/unit/test_a.py", "/r/tests/integration/test_i.py",
+        "/r/tests/e2e/test_b.py", "/r/tests/e2e/test_a.py", "/elsewhere/test_x.py"]
