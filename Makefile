@@ -36,14 +36,21 @@ $(VENV)/.installed: pyproject.toml
 docker:
 	bash hack/ensure-docker.sh
 
+# Every build step goes through hack/timed.sh: its time on stderr and in $(CAPD_PY_CACHE)/build-times.tsv.
 binaries:
-	@set -e; for v in $(K8S_VERSIONS); do bash hack/build-k8s.sh $$v; bash hack/build-addons.sh $$v; done
+	@set -e; for v in $(K8S_VERSIONS); do bash hack/timed.sh "kubernetes $$v" bash hack/build-k8s.sh $$v; \
+	  bash hack/timed.sh "addons $$v" bash hack/build-addons.sh $$v; done
 
-images: images-check docker binaries
-	@set -e; for v in $(K8S_VERSIONS); do echo "== components of Kubernetes $$v" >&2; \
-	  CAPD_PY_COMPONENTS_ONLY=1 bash images/build.sh $$v; done; \
+# The Debian base image (debootstrap: mostly downloads and disk) is made beside the Go compiles, which keep both
+# cores busy on their own; its output is shown once it is done.
+images: images-check docker
+	@set -e; log=$$(mktemp); bash hack/timed.sh "base image" bash images/base/build.sh >/dev/null 2>"$$log" & base=$$!; \
+	$(MAKE) --no-print-directory binaries || { kill $$base 2>/dev/null; exit 1; }; \
+	if ! wait $$base; then cat "$$log" >&2; exit 1; fi; cat "$$log" >&2; rm -f "$$log"; \
+	for v in $(K8S_VERSIONS); do echo "== components of Kubernetes $$v" >&2; \
+	  CAPD_PY_COMPONENTS_ONLY=1 bash hack/timed.sh "component images $$v" bash images/build.sh $$v; done; \
 	for v in $(K8S_VERSIONS); do echo "== node image of Kubernetes $$v" >&2; \
-	  CAPD_PY_UPGRADE_PEERS="$(K8S_VERSIONS)" bash images/build.sh $$v; done
+	  CAPD_PY_UPGRADE_PEERS="$(K8S_VERSIONS)" bash hack/timed.sh "node image $$v" bash images/build.sh $$v; done
 
 # CAPD_PY_K8S_BIN_DIR (official release binaries, images/build.sh) holds one version's binaries
 images-check:
@@ -54,13 +61,13 @@ images-check:
 # kubeconfig` against the capd-py management cluster and renders upstream's templates with v1.13 and v1.14
 # (docs/clusterctl.md has the measured build times).
 clusterctl:
-	@for v in $(CLUSTERCTL_VERSIONS); do nice -n 10 bash hack/build-clusterctl.sh $$v || exit 1; done
+	@for v in $(CLUSTERCTL_VERSIONS); do nice -n 10 bash hack/timed.sh "clusterctl $$v" bash hack/build-clusterctl.sh $$v || exit 1; done
 
 # Upstream Cluster API's managers (core, kubeadm bootstrap, kubeadm control plane, CAPD = Docker + in-memory provider)
 # from the Go module proxy, cached in $(CAPD_PY_CACHE)/upstream/<version>/ (hack/build-upstream.sh; docs/upstream.md).
 # Run as host processes by capd_py/testing/upstream_managers.py. Not a prerequisite of `test` yet.
 upstream:
-	nice -n 10 bash hack/build-upstream.sh $(CLUSTERCTL_VERSION)
+	nice -n 10 bash hack/timed.sh "upstream managers $(CLUSTERCTL_VERSION)" bash hack/build-upstream.sh $(CLUSTERCTL_VERSION)
 
 # the smoke test, then interop both ways on real workload clusters (tests/e2e/test_upstream_interop.py, issue 28 item 2)
 test-upstream: venv images upstream
