@@ -9,9 +9,17 @@ names), and a test waits until no write happened for a window of seconds.
   at its end, for the test to compare: writes no counter sees (another client's) still show.
 
 A source is a Manager (in-process), a `WriteCounter`, the path of an activity file, or a callable returning
-an activity dict (`{"writes": n, "reconciles": n, "recent": [...], "by_namespace": {ns: n}}`). With
-`namespace=`, only writes to objects of that namespace count: a test's own objects, not what earlier tests left
-behind in the same API server (their namespaces terminating, say) and this process's controllers still handle.
+an activity dict (`{"writes": n, "reconciles": n, "recent": [...], "by_namespace": {ns: n}, "resyncs_started": n,
+"resyncs": n}`). With `namespace=`, only writes to objects of that namespace count: a test's own objects, not what
+earlier tests left behind in the same API server (their namespaces terminating, say) and this process's controllers
+still handle.
+
+With `resyncs=N` the quiet window lasts, beyond its `window` seconds, until N of the Manager's resync passes that
+began inside it are complete (`Manager.activity()`): every object of every controller reconciled N times,
+level-triggered, with no write. That is what "wait two resync periods and see nothing change" stood for, without
+sleeping through the periods. `resyncs_after=D`: only passes that began at least D seconds into the window count
+(the reconciles must come after, say, a health check's timeout ran out; the activity file is rewritten each second,
+so allow one second more).
 """
 
 from __future__ import annotations
@@ -47,12 +55,24 @@ def activity(source: Source) -> dict[str, Any]:
 class _Watch:
     """The state of one wait: when the write count last moved, and how many writes were seen."""
 
-    def __init__(self, source: Source, window: float, timeout: float, what: str, namespace: str | None = None):
+    def __init__(self, source: Source, window: float, timeout: float, what: str, namespace: str | None = None,
+                 resyncs: int = 0, resyncs_after: float = 0.0):
         self.source, self.window, self.timeout, self.what = source, window, timeout, what
-        self.namespace = namespace
+        self.namespace, self.resyncs, self.resyncs_after = namespace, resyncs, resyncs_after
         self.t0 = self.changed = time.monotonic()
-        self.start = self.count = self._writes(activity(source))
+        a = activity(source)
+        if resyncs and "resyncs_started" not in a:
+            raise ValueError(f"resyncs={resyncs}: the source counts no resync passes ({sorted(a)})")
+        self.start = self.count = self._writes(a)
         self.recent: list[str] = []
+        # the passes started when the window (re)started: those after it count (None: not known yet, resyncs_after)
+        self.mark: int | None = None
+        self._mark(a, self.t0)
+        self.done = int(a.get("resyncs", 0))
+
+    def _mark(self, a: dict[str, Any], now: float) -> None:
+        if self.mark is None and now - self.changed >= self.resyncs_after:
+            self.mark = int(a.get("resyncs_started", 0))
 
     def _writes(self, a: dict[str, Any]) -> int:
         if self.namespace is None:
@@ -65,34 +85,47 @@ class _Watch:
         now = time.monotonic()
         n = self._writes(a)
         if n != self.count:
-            self.count, self.changed = n, now
+            self.count, self.changed, self.mark = n, now, None
             mine = f"/namespaces/{self.namespace}/"
             self.recent = [w for w in a.get("recent") or [] if self.namespace is None or mine in w]
-        if now - self.changed >= self.window:
+        self._mark(a, now)
+        self.done = int(a.get("resyncs", 0))
+        if now - self.changed >= self.window and self.passes_left() == 0:
             return True
         if now - self.t0 > self.timeout:
+            passes = f", {self.passes_left()} of {self.resyncs} resync passes to go" if self.resyncs else ""
             raise AssertionError(
                 f"not quiet for {self.window:.0f}s within {self.timeout:.0f}s{': ' + self.what if self.what else ''}; "
-                f"{self.count - self.start} writes meanwhile, the newest: {self.recent[-10:]}")
+                f"{self.count - self.start} writes meanwhile{passes}, the newest: {self.recent[-10:]}")
         return False
+
+    def passes_left(self) -> int:
+        """Resync passes of the current window still to complete."""
+        if not self.resyncs:
+            return 0
+        if self.mark is None:
+            return self.resyncs
+        return max(0, self.mark + self.resyncs - self.done)
 
     def restarted(self, mark: int) -> bool:
         return self.count != mark
 
 
 async def wait_quiet(source: Source, window: float = 20.0, timeout: float = 120.0, what: str = "",
-                     interval: float = 0.2, namespace: str | None = None) -> int:
-    """Return (the writes seen meanwhile) once `source` saw no write for `window` seconds."""
-    w = _Watch(source, window, timeout, what, namespace)
+                     interval: float = 0.2, namespace: str | None = None, resyncs: int = 0,
+                     resyncs_after: float = 0.0) -> int:
+    """Return (the writes seen meanwhile) once `source` saw no write for `window` seconds (and `resyncs` passes)."""
+    w = _Watch(source, window, timeout, what, namespace, resyncs, resyncs_after)
     while not w.poll():
         await asyncio.sleep(interval)
     return w.count - w.start
 
 
 def wait_quiet_sync(source: Source, window: float = 20.0, timeout: float = 300.0, what: str = "",
-                    interval: float = 1.0, namespace: str | None = None) -> int:
+                    interval: float = 1.0, namespace: str | None = None, resyncs: int = 0,
+                    resyncs_after: float = 0.0) -> int:
     """`wait_quiet` for blocking code (the e2e tier)."""
-    w = _Watch(source, window, timeout, what, namespace)
+    w = _Watch(source, window, timeout, what, namespace, resyncs, resyncs_after)
     while not w.poll():
         time.sleep(interval)
     return w.count - w.start
@@ -100,10 +133,11 @@ def wait_quiet_sync(source: Source, window: float = 20.0, timeout: float = 300.0
 
 async def quiet_versions(source: Source, versions: Callable[[], Awaitable[T]], window: float = 20.0,
                          timeout: float = 120.0, what: str = "", interval: float = 0.2,
-                         namespace: str | None = None) -> tuple[T, T]:
+                         namespace: str | None = None, resyncs: int = 0, resyncs_after: float = 0.0
+                         ) -> tuple[T, T]:
     """(`versions()` at the start of a window of `window` seconds without writes, `versions()` at its end).
     A write restarts the window and the snapshot is taken again (after it: writes count once answered)."""
-    w = _Watch(source, window, timeout, what, namespace)
+    w = _Watch(source, window, timeout, what, namespace, resyncs, resyncs_after)
     mark, before = w.count, await versions()
     while not w.poll():
         if w.restarted(mark):
@@ -113,9 +147,10 @@ async def quiet_versions(source: Source, versions: Callable[[], Awaitable[T]], w
 
 
 def quiet_versions_sync(source: Source, versions: Callable[[], T], window: float = 20.0, timeout: float = 300.0,
-                        what: str = "", interval: float = 1.0, namespace: str | None = None) -> tuple[T, T]:
+                        what: str = "", interval: float = 1.0, namespace: str | None = None, resyncs: int = 0,
+                        resyncs_after: float = 0.0) -> tuple[T, T]:
     """`quiet_versions` for blocking code (the e2e tier)."""
-    w = _Watch(source, window, timeout, what, namespace)
+    w = _Watch(source, window, timeout, what, namespace, resyncs, resyncs_after)
     mark, before = w.count, versions()
     while not w.poll():
         if w.restarted(mark):
