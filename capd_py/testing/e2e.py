@@ -137,6 +137,19 @@ def management_plane(log: Path, env: dict[str, str] | None = None,
         et.stop()
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds process `pid` used so far (/proc; its waited-for children included); 0.0 for None
+    or a process gone."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # after the ")" ending comm: state is field 3, utime 14, stime 15, cutime 16, cstime 17 (proc(5))
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def cluster_containers(cluster: str) -> dict[str, str]:
     """name -> id of every container docker has for the cluster (by capd-py's label); a name twice is an error."""
     out = run(["docker", "ps", "-a", "--filter", f"label=io.x-k8s.capd-py.cluster={cluster}",

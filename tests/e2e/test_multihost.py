@@ -23,8 +23,10 @@ import pytest
 import yaml
 
 from capd_py.cli import management
+from capd_py.controllers.manager import ACTIVITY_FILE_ENV
 from capd_py.testing.e2e import (
     CAPD,
+    E2E_RESYNC_SECONDS,
     Mgmt,
     cluster_objects_left,
     delete_cluster_objects,
@@ -35,6 +37,7 @@ from capd_py.testing.e2e import (
     workload_kubectl,
 )
 from capd_py.testing.envtest import EnvTest
+from capd_py.testing.quiet import wait_quiet_sync
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
@@ -43,7 +46,8 @@ HOST = "two"
 LABEL = "io.x-k8s.capd-py.cluster"
 
 
-HOST_GONE_BOUND = 120.0  # resync (60 s) + a reconcile: the conditions say the host is gone by then
+HOST_GONE_BOUND = 120.0  # a resync (60 s at most) + a reconcile: the conditions say the host is gone by then
+HOST_RETRY_SECONDS = 15.0  # a DockerCluster / DockerMachine whose host does not answer looks again after this long
 
 
 @pytest.fixture
@@ -219,7 +223,15 @@ def test_a_cluster_on_a_second_docker_host(mgmt: Mgmt, second_daemon: tuple[str,
         print(f"\nhost gone: {_cond(dc, 'LoadBalancerAvailable')}\n"
               f"{[_cond(d, 'ContainerProvisioned') for d in _items(mgmt, 'dockermachines', ns, name)]}")
         assert _cond(dc, "Ready").get("status") == "False"
-        time.sleep(30)  # a while with the host away: does anything loop, crash or create?
+        # a while with the host away: does anything loop, crash or create? Not a fixed 30 s: the controllers write
+        # nothing to the namespace for HOST_RETRY_SECONDS (each DockerCluster / DockerMachine tried the host again
+        # in it) and a full resync pass that began in that quiet completes (every object reconciled again with the
+        # host away); then the same process runs, nothing was created or replaced, no traceback, no hot loop.
+        assert mgmt.activity is not None
+        t_w = time.monotonic()
+        wait_quiet_sync(mgmt.activity, window=HOST_RETRY_SECONDS, resyncs=1, namespace=ns, timeout=300,
+                        what="the controllers settled with the host away")
+        timings["host away: quiet + a resync"] = time.monotonic() - t_w
         assert _controllers_alive(mgmt) == pids
         assert sorted(m["metadata"]["name"] for m in _items(mgmt, "machines", ns, name)) == machines_before
         assert len(_items(mgmt, "dockermachines", ns, name)) == 2
@@ -249,8 +261,11 @@ def test_a_cluster_on_a_second_docker_host(mgmt: Mgmt, second_daemon: tuple[str,
 
         # move to a second management cluster: the annotation and the host's entry go along
         env2 = EnvTest(controller_manager=True).start()
-        target = Mgmt(env2, str(env2.kubeconfig_path), management.log_path(ctrl))
-        run([*CAPD, "init", "--kubeconfig", target.kubeconfig, "--name", ctrl])
+        target = Mgmt(env2, str(env2.kubeconfig_path), management.log_path(ctrl), tmp_path / "target-activity.json")
+        assert target.activity is not None
+        # its controllers count their writes and resync passes too, as often as the session plane's
+        run([*CAPD, "init", "--kubeconfig", target.kubeconfig, "--name", ctrl],
+            env={ACTIVITY_FILE_ENV: str(target.activity), "CAPD_PY_RESYNC_SECONDS": f"{E2E_RESYNC_SECONDS:g}"})
         t4 = time.monotonic()
         r = mgmt.capd("move", "-n", ns, "--to-kubeconfig", target.kubeconfig)
         assert f"Adding docker host(s) {HOST} at the target" in r.stderr, r.stderr
@@ -283,7 +298,13 @@ def test_a_cluster_on_a_second_docker_host(mgmt: Mgmt, second_daemon: tuple[str,
                 in d["metadata"].get("finalizers", []) for d in deleting)
         wait_for(deletion_waits, HOST_GONE_BOUND, "the deletion to wait for the host, saying so", 2)
         timings["delete while away -> conditions"] = time.monotonic() - t5
-        time.sleep(10)  # and it keeps waiting: the objects stay, no container is forgotten
+        # and it keeps waiting: the objects stay, no container is forgotten. Not a fixed 10 s: a full resync pass
+        # of the target's controllers (every object reconciled again with the host away) writes nothing to the
+        # namespace: no finalizer removed, no deletion completed
+        t_w = time.monotonic()
+        wait_quiet_sync(target.activity, window=5, resyncs=1, namespace=ns, timeout=180,
+                        what="the deletion waiting for the host")
+        timings["delete while away: quiet + a resync"] = time.monotonic() - t_w
         assert target.get("dockercluster", name, ns)["metadata"]["finalizers"]
         assert deletion_waits()
         t6 = time.monotonic()
