@@ -18,14 +18,14 @@ One 1 CP + 1 worker cluster for every verb, run in sequence on it, each timed:
 7. `delete cluster --wait` (objects, containers, volumes gone), `snapshot restore` again -> the cluster recreated
    from the snapshot alone: the same containers (names, addresses, LB port), Machines and kubeconfig, Available,
    the first ConfigMap there, the second gone, the workload running; list and delete.
-And `stop|start management` on a management cluster of `capd-py init`.
+`stop|start management` on a management cluster of `capd-py init` is test_management_cluster.py's (it shares that
+module's management cluster since issue 40).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import ssl
 import subprocess
@@ -38,14 +38,12 @@ from typing import Any
 
 import pytest
 
-from capd_py.cli import management
 from capd_py.testing.e2e import (
     CAPD,
     KEEP_APP,
     Mgmt,
     WorkloadCluster,
     create_cluster,
-    kubectl_bin,
     run,
     wait_for,
     workload_kubectl,
@@ -348,48 +346,3 @@ def test_stop_start_pause_resume_snapshot(mgmt: Mgmt, life: WorkloadCluster, tmp
     assert api_after_thaw <= RESUME_API_TARGET, times
     assert times["start"] <= START_TARGET, times
     assert times["snapshot restore"] <= RESTORE_TARGET, times
-
-
-@pytest.fixture
-def own_management(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    """A management cluster of `capd-py init` (node container + host controllers) in a home of its own."""
-    name = f"e2e-lifemgmt-{secrets.token_hex(2)}"
-    env = {"CAPD_PY_HOME": str(tmp_path / "home"), "CAPD_PY_PLAIN": "1"}
-    try:
-        yield name, env
-    finally:  # never leave a node behind, whatever failed
-        run([*CAPD, "delete", "management", "--name", name], check=False, env=env, timeout=120)
-        label = f"label={management.MANAGEMENT_LABEL}={name}"
-        for c in run(["docker", "ps", "-a", "-q", "--filter", label]).stdout.split():
-            run(["docker", "rm", "-f", "-v", c], check=False)
-
-
-def test_stop_start_management(own_management: tuple[str, dict[str, str]]) -> None:
-    name, env = own_management
-    home = Path(env["CAPD_PY_HOME"])
-    kc = home / f"{name}.kubeconfig"
-    run([*CAPD, "init", "--name", name], env=env)
-    pid_file = home / f"{name}-controllers.pid"
-    pid0 = int(pid_file.read_text())
-    node = management.node_name(name)
-
-    t0 = time.monotonic()
-    r = run([*CAPD, "stop", "management", "--name", name], env=env)
-    stop_s = time.monotonic() - t0
-    print(f"\n$ capd-py stop management ({stop_s:.1f}s)\n{r.stderr}")
-    assert run(["docker", "inspect", "-f", "{{.State.Status}}", node]).stdout.strip() == "exited"
-    assert not Path(f"/proc/{pid0}").exists() or "capd_py" not in Path(f"/proc/{pid0}/cmdline").read_text()
-    assert (home / f"{name}.power").read_text() == "state=stopped\ncontrollers=host\n"
-
-    t0 = time.monotonic()
-    r = run([*CAPD, "start", "management", "--name", name], env=env)
-    start_s = time.monotonic() - t0
-    print(f"$ capd-py start management ({start_s:.1f}s)\n{r.stderr}")
-    assert not (home / f"{name}.power").exists()
-    assert run([kubectl_bin(), "--kubeconfig", str(kc), "get", "--raw", "/readyz"]).stdout.strip() == "ok"
-    pid1 = int(pid_file.read_text())
-    assert pid1 != pid0 and "controllers" in Path(f"/proc/{pid1}/cmdline").read_text()
-    # the controllers serve again: a CRD write goes through their webhook
-    wait_for(lambda: run([kubectl_bin(), "--kubeconfig", str(kc), "get", "clusters", "-A"], check=False)
-             .returncode == 0, 60, "the management API serving Clusters")
-    print(f"management stop {stop_s:.1f}s, start (API ready, controllers started) {start_s:.1f}s")
