@@ -4,6 +4,8 @@ names), and a test waits until no write happened for a window of seconds.
 
 - `wait_quiet(source, window, timeout)` (async) / `wait_quiet_sync` (blocking, the e2e tier): returns once the
   source saw no write for `window` seconds; past `timeout` fails with the writes seen meanwhile.
+- `quiet_window_sync`: `wait_quiet_sync` that returns the quiet window too (`Quiet`: when it began, how long,
+  the resync passes begun in it).
 - `quiet_versions(source, versions, window, timeout)` (async) / `quiet_versions_sync`: the same, and the
   snapshot `versions()` (resourceVersions, generations, ...) taken at the start of the quiet window and again
   at its end, for the test to compare: writes no counter sees (another client's) still show.
@@ -28,6 +30,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -69,6 +72,7 @@ class _Watch:
         self.mark: int | None = None
         self._mark(a, self.t0)
         self.done = int(a.get("resyncs", 0))
+        self.started = self.started_at_change = int(a.get("resyncs_started", 0))
 
     def _mark(self, a: dict[str, Any], now: float) -> None:
         if self.mark is None and now - self.changed >= self.resyncs_after:
@@ -84,8 +88,9 @@ class _Watch:
         a = activity(self.source)
         now = time.monotonic()
         n = self._writes(a)
+        self.started = int(a.get("resyncs_started", 0))
         if n != self.count:
-            self.count, self.changed, self.mark = n, now, None
+            self.count, self.changed, self.mark, self.started_at_change = n, now, None, self.started
             mine = f"/namespaces/{self.namespace}/"
             self.recent = [w for w in a.get("recent") or [] if self.namespace is None or mine in w]
         self._mark(a, now)
@@ -125,10 +130,26 @@ def wait_quiet_sync(source: Source, window: float = 20.0, timeout: float = 300.0
                     interval: float = 1.0, namespace: str | None = None, resyncs: int = 0,
                     resyncs_after: float = 0.0) -> int:
     """`wait_quiet` for blocking code (the e2e tier)."""
+    return quiet_window_sync(source, window, timeout, what, interval, namespace, resyncs, resyncs_after).writes
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """What a wait for quiet saw: the writes before the quiet window, and the window itself."""
+    writes: int       # seen meanwhile, before the window
+    began: float      # time.monotonic() the window began (the poll that saw the last write, or the wait's start)
+    seconds: float    # its length
+    resyncs: int      # resync passes begun in it
+
+
+def quiet_window_sync(source: Source, window: float = 20.0, timeout: float = 300.0, what: str = "",
+                      interval: float = 1.0, namespace: str | None = None, resyncs: int = 0,
+                      resyncs_after: float = 0.0) -> Quiet:
+    """`wait_quiet_sync`, returning the quiet window too (to judge what happened in it: log lines, say)."""
     w = _Watch(source, window, timeout, what, namespace, resyncs, resyncs_after)
     while not w.poll():
         time.sleep(interval)
-    return w.count - w.start
+    return Quiet(w.count - w.start, w.changed, time.monotonic() - w.changed, w.started - w.started_at_change)
 
 
 async def quiet_versions(source: Source, versions: Callable[[], Awaitable[T]], window: float = 20.0,

@@ -14,7 +14,7 @@ from capd_py.controllers.manager import Manager
 from capd_py.controllers.mappers import Controller
 from capd_py.kube.client import Kube, WriteCounter
 from capd_py.kube.workload import WorkloadClients
-from capd_py.testing.quiet import activity, quiet_versions, wait_quiet, wait_quiet_sync
+from capd_py.testing.quiet import activity, quiet_versions, quiet_window_sync, wait_quiet, wait_quiet_sync
 
 pytestmark = pytest.mark.unit
 
@@ -275,3 +275,23 @@ def test_the_activity_file_carries_the_resync_counts(tmp_path: Any) -> None:
         got = activity(path)
         assert (got["resyncs_started"], got["resyncs"], got["relists"]) == (1, 1, 0)
     asyncio.run(main())
+
+
+def test_quiet_window_sync_says_when_the_window_began_and_the_passes_begun_in_it() -> None:
+    state = {"writes": 0, "resyncs_started": 5, "resyncs": 5}
+    polls = {"n": 0}
+
+    def source() -> dict[str, Any]:
+        polls["n"] += 1
+        if polls["n"] == 3:  # a write, and a pass begun before it: neither belongs to the window
+            state["writes"] += 1
+            state["resyncs_started"] += 1
+        if polls["n"] == 6:  # a pass begun and done in the window
+            state["resyncs_started"] += 1
+            state["resyncs"] += 2
+        return dict(state)
+
+    t0 = time.monotonic()
+    q = quiet_window_sync(source, window=0.2, timeout=3, interval=0.02, resyncs=1)
+    assert q.writes == 1 and q.resyncs == 1
+    assert t0 < q.began < time.monotonic() - 0.2 and q.seconds >= 0.2
