@@ -6,6 +6,9 @@ names), and a test waits until no write happened for a window of seconds.
   source saw no write for `window` seconds; past `timeout` fails with the writes seen meanwhile.
 - `quiet_window_sync`: `wait_quiet_sync` that returns the quiet window too (`Quiet`: when it began, how long,
   the resync passes begun in it).
+- `wait_resyncs_sync(source, n, timeout)`: returns once `n` resync passes begun after the call are complete, writes
+  or not: every object reconciled again since (a state that must hold through a reconcile, while other objects in
+  the namespace still change).
 - `quiet_versions(source, versions, window, timeout)` (async) / `quiet_versions_sync`: the same, and the
   snapshot `versions()` (resourceVersions, generations, ...) taken at the start of the quiet window and again
   at its end, for the test to compare: writes no counter sees (another client's) still show.
@@ -150,6 +153,21 @@ def quiet_window_sync(source: Source, window: float = 20.0, timeout: float = 300
     while not w.poll():
         time.sleep(interval)
     return Quiet(w.count - w.start, w.changed, time.monotonic() - w.changed, w.started - w.started_at_change)
+
+
+def wait_resyncs_sync(source: Source, n: int = 1, timeout: float = 300.0, what: str = "",
+                      interval: float = 0.5) -> int:
+    """Return (the passes completed meanwhile) once `n` resync passes begun after this call are complete."""
+    a = activity(source)
+    if "resyncs_started" not in a:
+        raise ValueError(f"the source counts no resync passes ({sorted(a)})")
+    t0, mark, done0 = time.monotonic(), int(a["resyncs_started"]), int(a["resyncs"])
+    while (done := int(activity(source)["resyncs"])) < mark + n:
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"{mark + n - done} of {n} resync passes not complete within {timeout:.0f}s"
+                                 f"{': ' + what if what else ''}")
+        time.sleep(interval)
+    return done - done0
 
 
 async def quiet_versions(source: Source, versions: Callable[[], Awaitable[T]], window: float = 20.0,

@@ -14,7 +14,14 @@ from capd_py.controllers.manager import Manager
 from capd_py.controllers.mappers import Controller
 from capd_py.kube.client import Kube, WriteCounter
 from capd_py.kube.workload import WorkloadClients
-from capd_py.testing.quiet import activity, quiet_versions, quiet_window_sync, wait_quiet, wait_quiet_sync
+from capd_py.testing.quiet import (
+    activity,
+    quiet_versions,
+    quiet_window_sync,
+    wait_quiet,
+    wait_quiet_sync,
+    wait_resyncs_sync,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -295,3 +302,23 @@ def test_quiet_window_sync_says_when_the_window_began_and_the_passes_begun_in_it
     q = quiet_window_sync(source, window=0.2, timeout=3, interval=0.02, resyncs=1)
     assert q.writes == 1 and q.resyncs == 1
     assert t0 < q.began < time.monotonic() - 0.2 and q.seconds >= 0.2
+
+
+def test_wait_resyncs_counts_only_passes_begun_after_it_and_ignores_writes() -> None:
+    state = {"writes": 0, "resyncs_started": 2, "resyncs": 1}
+
+    def source() -> dict[str, Any]:
+        state["writes"] += 1  # writes all along: not what this wait is about
+        if state["writes"] == 3:
+            state["resyncs"] = 2  # pass 2, begun before the wait, completes: not enough
+        if state["writes"] == 5:
+            state["resyncs_started"] = state["resyncs"] = 3
+        return dict(state)
+
+    assert wait_resyncs_sync(source, 1, timeout=3, interval=0.01) == 2
+    assert state["writes"] == 5
+    with pytest.raises(AssertionError, match="1 of 1 resync passes not complete within 0s: the drain"):
+        wait_resyncs_sync(lambda: {"writes": 0, "resyncs_started": 0, "resyncs": 0}, 1, timeout=0.05,
+                          interval=0.01, what="the drain")
+    with pytest.raises(ValueError, match="counts no resync passes"):
+        wait_resyncs_sync(WriteCounter())
