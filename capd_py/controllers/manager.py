@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import os
+from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,14 @@ class Manager:
             ctx.workload.watch_nodes(self.dispatch_node)
         self._resync_task: asyncio.Task[None] | None = None
         self._resyncs = 0
+        # resync passes (activity()'s "resyncs_started" / "resyncs" / "relists"): pass n is complete once every key
+        # it enqueued was reconciled by a reconcile that began after the pass enqueued it; "resyncs" is the newest
+        # pass n such that passes 1..n are all complete. A test waits on them for "every object reconciled again
+        # and nothing written" (capd_py/testing/quiet.py) instead of sleeping through resync periods.
+        self.resyncs_started = 0
+        self.resyncs_done = 0
+        self.relists_done = 0
+        self._passes: deque[tuple[int, set[Key]]] = deque()  # (pass number, keys still to reconcile), oldest first
         # what the controllers did: API writes through ctx.kube (Kube.counter) and reconciles (`reconciles`);
         # tests wait on it for quiet (capd_py/testing/quiet.py), bench/scale_fake.py reports it
         self.writes = WriteCounter()
@@ -73,9 +82,12 @@ class Manager:
         return self.queue.processed
 
     def activity(self) -> dict[str, Any]:
-        """Writes and reconciles so far, and the newest writes (method and path)."""
+        """Writes and reconciles so far, the newest writes (method and path), and the resync passes: started,
+        complete (every key of it reconciled since; in order) and relists (passes that listed from the API
+        server first). Taken at one moment: a pass counted as started here began after every write counted."""
         return {"writes": self.writes.total, "reconciles": self.reconciles, "recent": list(self.writes.recent),
-                "by_namespace": dict(self.writes.by_namespace)}
+                "by_namespace": dict(self.writes.by_namespace), "resyncs_started": self.resyncs_started,
+                "resyncs": self.resyncs_done, "relists": self.relists_done}
 
     async def report_forever(self, path: Path, every: float = 1.0) -> None:
         """Keep `activity()` in `path` (replaced atomically whenever it changed)."""
@@ -92,12 +104,27 @@ class Manager:
     async def _handle(self, key: Key) -> Result | None:
         kind, ns, name = key
         c = self.controllers[kind]
+        began = self.resyncs_started  # the passes this reconcile serves: those that enqueued `key` before it began
         try:
             return await c.reconcile(self.ctx, ns, name)
         except KubeError as e:
             if e.conflict:  # someone wrote in between: read again soon, quietly
                 return Result(requeue_after=0.5)
             raise
+        finally:  # a failed reconcile counts too: it ran on the state after the pass (and retries with backoff)
+            self._reconciled(key, began)
+
+    def _reconciled(self, key: Key, began: int) -> None:
+        """`key` was reconciled by a reconcile that began once passes 1..`began` had enqueued their keys."""
+        for n, pending in self._passes:
+            if n > began:
+                break
+            pending.discard(key)
+        self._complete()
+
+    def _complete(self) -> None:
+        while self._passes and not self._passes[0][1]:
+            self.resyncs_done = self._passes.popleft()[0]
 
     def enqueue(self, kind: str, ns: str, name: str, after: float = 0.0) -> None:
         self.queue.add((kind, ns, name), after)
@@ -228,19 +255,30 @@ class Manager:
 
     async def resync_once(self) -> None:
         """Every object of every controller's kind, from the Store. Every `relist_every`-th pass lists from
-        the API server first, dropping a copy whose DELETED event a watch gap swallowed."""
+        the API server first, dropping a copy whose DELETED event a watch gap swallowed. The pass counts as
+        started once its keys are queued, and as complete once each was reconciled since (`activity()`)."""
         self._resyncs += 1
+        relisted = False
         if self._resyncs % self.ctx.settings.relist_every == 0:
             live = getattr(self.ctx.kube, "live", self.ctx.kube)
+            relisted = True
             for g in self.watched():
                 try:
                     await self._relist(live, g)
                 except KubeError as e:
+                    relisted = False
                     log.warning("relist %s failed: %s", g.kind, e)
+        keys: set[Key] = set()
         for c in self.controllers.values():
             for obj in self.store.list(c.gvk):
                 md = obj["metadata"]
-                self.queue.add((c.key, md.get("namespace") or "", md["name"]))
+                key = (c.key, md.get("namespace") or "", md["name"])
+                keys.add(key)
+                self.queue.add(key)
+        self.resyncs_started += 1
+        self.relists_done += relisted
+        self._passes.append((self.resyncs_started, keys))
+        self._complete()  # a pass without keys is complete at once (once those before it are)
 
     def start(self) -> None:
         self._started = True

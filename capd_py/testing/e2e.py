@@ -32,6 +32,11 @@ CAPD = [sys.executable, "-m", "capd_py.cli"]
 K8S_VERSION = os.environ.get("CAPD_PY_K8S_VERSION", "v1.34.4")
 # the next minor, for upgrade tests: `make images` builds both (Makefile K8S_VERSIONS)
 UPGRADE_TO_VERSION = os.environ.get("CAPD_PY_UPGRADE_TO_VERSION", "v1.35.4")
+# The e2e tier's session management plane (tests/e2e/conftest.py `mgmt`) resyncs every 15 s, not every 60 s
+# (Settings.resync_seconds): the waits for "nothing changes" wait for resync passes to complete
+# (capd_py/testing/quiet.py `resyncs=`), so two of them cost ~30 s, not 2 minutes. No e2e test depends on the
+# 60 s (a resync only reconciles again, level-triggered). Env CAPD_PY_E2E_RESYNC_SECONDS.
+E2E_RESYNC_SECONDS = float(os.environ.get("CAPD_PY_E2E_RESYNC_SECONDS", "15"))
 
 
 def kubectl_bin() -> str:
@@ -102,11 +107,16 @@ class Mgmt:
 
 
 @contextlib.contextmanager
-def management_plane(log: Path, env: dict[str, str] | None = None) -> Iterator[Mgmt]:
+def management_plane(log: Path, env: dict[str, str] | None = None,
+                     resync_seconds: float | None = None) -> Iterator[Mgmt]:
     """A management plane for e2e tests: a real kube-apiserver + etcd (+ kube-controller-manager, for the garbage
     collector) with capd-py's CRDs, and `capd-py controllers` on it in a process group of its own (`env` added to its
     environment: feature gates, say), stopped with its whole group at the end. The controllers keep their
-    writes and reconciles in `activity.json` beside the log (`Mgmt.activity`)."""
+    writes, reconciles and resync passes in `activity.json` beside the log (`Mgmt.activity`) and resync every
+    `resync_seconds` (None: the controllers' default, 60 s, as benchmarks want it; the tier's session plane passes
+    E2E_RESYNC_SECONDS; `env` may set CAPD_PY_RESYNC_SECONDS itself)."""
+    if resync_seconds is not None:
+        env = {"CAPD_PY_RESYNC_SECONDS": f"{resync_seconds:g}", **(env or {})}
     activity = log.with_name("activity.json")
     et = EnvTest(controller_manager=True).start()
     k = et.kube()
@@ -125,6 +135,19 @@ def management_plane(log: Path, env: dict[str, str] | None = None) -> Iterator[M
         stop_process_group(proc, 20)
         print(f"\n--- controllers log tail ---\n{m.log_tail(60)}")
         et.stop()
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds process `pid` used so far (/proc; its waited-for children included); 0.0 for None
+    or a process gone."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # after the ")" ending comm: state is field 3, utime 14, stime 15, cutime 16, cstime 17 (proc(5))
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def cluster_containers(cluster: str) -> dict[str, str]:

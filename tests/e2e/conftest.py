@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from capd_py.testing.e2e import (
+    E2E_RESYNC_SECONDS,
     K8S_VERSION,
     UPGRADE_TO_VERSION,
     Mgmt,
@@ -51,7 +52,9 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
     # an earlier run killed before its cleanup left docker objects of the clusters this tier names itself
     for what in remove_leftovers():
         print(f"removed a leftover of an earlier run: {what}")
-    with management_plane(tmp_path_factory.mktemp("controllers") / "controllers.log") as m:
+    # resyncs every E2E_RESYNC_SECONDS (15 s): the waits for "nothing changes" wait for resync passes, not minutes
+    with management_plane(tmp_path_factory.mktemp("controllers") / "controllers.log",
+                          resync_seconds=E2E_RESYNC_SECONDS) as m:
         yield m
 
 

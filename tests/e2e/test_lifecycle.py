@@ -3,12 +3,14 @@
 One 1 CP + 1 worker cluster for every verb, run in sequence on it, each timed:
 1. a workload (Deployment) and a MachineHealthCheck that would replace a NotReady worker after 10 s;
 2. `stop cluster` SIGKILLed right after its pause step -> the intent is recorded and the cluster paused; run again,
-   it finishes: every container stopped, `get clusters` says Stopped; 25 s later nothing was started, replaced or
-   remediated (the controllers honour the pause);
+   it finishes: every container stopped, `get clusters` says Stopped; then, while the controllers write nothing for
+   longer than the MHC's timeout and reconcile every object once more after it (a full resync pass), nothing was
+   started, replaced or remediated (the controllers honour the pause);
 3. `start cluster` -> Available with Ready nodes (Lease renewed after the start), the same Machines, the workload's
    pods running, unpaused, the power state gone, the control plane's static pods reported Ready by the restarted
    kubelet; target <= 30 s (see START_TARGET);
-4. `pause cluster` -> every container frozen, 0 CPU over 10 s (cpuacct of each container's cgroup), `get clusters`
+4. `pause cluster` -> every container frozen (its freezer cgroup FROZEN) and 0 CPU (cpuacct of each container's
+   cgroup) while the controllers reconcile every object once (a full resync pass) without a write, `get clusters`
    says Paused;
 5. `resume cluster` -> the workload API answers <= 2 s after the thaw, then Ready nodes, unpaused, Available;
 6. `snapshot create` (a ConfigMap written before), another ConfigMap, `snapshot restore` -> the first is there, the
@@ -16,14 +18,14 @@ One 1 CP + 1 worker cluster for every verb, run in sequence on it, each timed:
 7. `delete cluster --wait` (objects, containers, volumes gone), `snapshot restore` again -> the cluster recreated
    from the snapshot alone: the same containers (names, addresses, LB port), Machines and kubeconfig, Available,
    the first ConfigMap there, the second gone, the workload running; list and delete.
-And `stop|start management` on a management cluster of `capd-py init`.
+`stop|start management` on a management cluster of `capd-py init` is test_management_cluster.py's (it shares that
+module's management cluster since issue 40).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import ssl
 import subprocess
@@ -36,18 +38,17 @@ from typing import Any
 
 import pytest
 
-from capd_py.cli import management
 from capd_py.testing.e2e import (
     CAPD,
     KEEP_APP,
     Mgmt,
     WorkloadCluster,
     create_cluster,
-    kubectl_bin,
     run,
     wait_for,
     workload_kubectl,
 )
+from capd_py.testing.quiet import wait_quiet_sync
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
@@ -61,6 +62,8 @@ RESUME_API_TARGET = 2.0   # issue 31: resume -> API answering
 # issue 31: snapshot restore -> Available, 20 s then; restore starts the cluster as `start` does, so it waits for
 # the restarted static pods too: 25.5 s measured in session 16
 RESTORE_TARGET = 35.0
+MHC_TIMEOUT = 10          # the MachineHealthCheck's: a NotReady / Unknown worker would be remediated after it
+FROZEN_MIN_SECONDS = 3.0  # the frozen containers' CPU is read over at least this long
 
 
 MHC = f"""
@@ -72,8 +75,8 @@ spec:
   selector: {{matchLabels: {{cluster.x-k8s.io/deployment-name: {NAME}-md-0}}}}
   checks:
     unhealthyNodeConditions:
-    - {{type: Ready, status: Unknown, timeoutSeconds: 10}}
-    - {{type: Ready, status: "False", timeoutSeconds: 10}}
+    - {{type: Ready, status: Unknown, timeoutSeconds: {MHC_TIMEOUT}}}
+    - {{type: Ready, status: "False", timeoutSeconds: {MHC_TIMEOUT}}}
 """
 
 
@@ -147,6 +150,11 @@ def cpu_usage(ids: list[str]) -> dict[str, int]:
     return {i: int(Path(f"/sys/fs/cgroup/cpuacct/docker/{i}/cpuacct.usage").read_text()) for i in ids}
 
 
+def freezer_state(container_id: str) -> str:
+    """The freezer cgroup's state of a container (cgroup v1, cgroupfs driver): FROZEN once `docker pause` took."""
+    return Path(f"/sys/fs/cgroup/freezer/docker/{container_id}/freezer.state").read_text().strip()
+
+
 class ApiPoller:
     """Polls https://127.0.0.1:<LB port>/readyz (anonymous: allowed by default) every 50 ms; records the first
     answer after start()."""
@@ -217,8 +225,17 @@ def test_stop_start_pause_resume_snapshot(mgmt: Mgmt, life: WorkloadCluster, tmp
     r = mgmt.capd("delete", "cluster", NAME, check=False)  # paused: nothing would delete it, so it is refused
     assert r.returncode == 1 and "e2e-life is stopped" in r.stderr, r.stderr
     assert mgmt.get("cluster", NAME)["metadata"].get("deletionTimestamp") is None
-    # while stopped: no container started again (DockerMachine / DockerCluster), no Machine remediated or replaced
-    time.sleep(25)
+    # while stopped: no container started again (DockerMachine / DockerCluster), no Machine remediated or replaced.
+    # Not a fixed sleep but the controllers' counters: no write to the namespace for longer than the MHC's timeout
+    # (a check that ignored the pause would remediate the worker after it), and a full resync pass that began past
+    # that timeout completed within the quiet: every object (the DockerMachines with their containers exited, the
+    # Machines, the MHC) reconciled again, level-triggered, after the timeout, and nothing written. So the wait
+    # still exceeds the timeout + a reconcile. (+1 s: the activity file is rewritten each second.)
+    assert mgmt.activity is not None
+    t_w = time.monotonic()
+    wait_quiet_sync(mgmt.activity, window=MHC_TIMEOUT + 1, resyncs=1, resyncs_after=MHC_TIMEOUT + 1,
+                    namespace="default", timeout=240, what="the stopped cluster left alone")
+    times["stopped: quiet past the MHC timeout + a resync"] = time.monotonic() - t_w
     assert set(states().values()) == {"exited"}, states()
     assert machines(mgmt) == before
 
@@ -241,12 +258,18 @@ def test_stop_start_pause_resume_snapshot(mgmt: Mgmt, life: WorkloadCluster, tmp
     assert set(states().values()) == {"paused"}, states()
     assert cluster_phase(mgmt) == "Paused"
     ids = [x["Id"] for x in containers().values()]
-    u0 = cpu_usage(ids)
-    time.sleep(10)
-    u1 = cpu_usage(ids)
+    assert {i[:12]: freezer_state(i) for i in ids} == {i[:12]: "FROZEN" for i in ids}
+    # 0 CPU over a window in which the controllers reconciled every object once (a full resync pass) and wrote
+    # nothing to the namespace: they leave the frozen cluster alone (FROZEN_MIN_SECONDS at least, not a fixed 10 s)
+    u0, t_f = cpu_usage(ids), time.monotonic()
+    wait_quiet_sync(mgmt.activity, window=FROZEN_MIN_SECONDS, resyncs=1, namespace="default", timeout=120,
+                    what="the frozen cluster left alone")
+    u1, frozen_s = cpu_usage(ids), time.monotonic() - t_f
+    times["paused: frozen, quiet + a resync"] = frozen_s
     used = {i[:12]: u1[i] - u0[i] for i in ids}
-    print(f"CPU used by the frozen containers over 10 s (ns): {used}")
+    print(f"CPU used by the frozen containers over {frozen_s:.1f} s (ns): {used}")
     assert all(v == 0 for v in used.values()), used
+    assert {i[:12]: freezer_state(i) for i in ids} == {i[:12]: "FROZEN" for i in ids}
 
     # -- resume -------------------------------------------------------------------------------------------
     server = next(line.split()[-1] for line in kc.read_text().splitlines() if line.strip().startswith("server:"))
@@ -323,48 +346,3 @@ def test_stop_start_pause_resume_snapshot(mgmt: Mgmt, life: WorkloadCluster, tmp
     assert api_after_thaw <= RESUME_API_TARGET, times
     assert times["start"] <= START_TARGET, times
     assert times["snapshot restore"] <= RESTORE_TARGET, times
-
-
-@pytest.fixture
-def own_management(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    """A management cluster of `capd-py init` (node container + host controllers) in a home of its own."""
-    name = f"e2e-lifemgmt-{secrets.token_hex(2)}"
-    env = {"CAPD_PY_HOME": str(tmp_path / "home"), "CAPD_PY_PLAIN": "1"}
-    try:
-        yield name, env
-    finally:  # never leave a node behind, whatever failed
-        run([*CAPD, "delete", "management", "--name", name], check=False, env=env, timeout=120)
-        label = f"label={management.MANAGEMENT_LABEL}={name}"
-        for c in run(["docker", "ps", "-a", "-q", "--filter", label]).stdout.split():
-            run(["docker", "rm", "-f", "-v", c], check=False)
-
-
-def test_stop_start_management(own_management: tuple[str, dict[str, str]]) -> None:
-    name, env = own_management
-    home = Path(env["CAPD_PY_HOME"])
-    kc = home / f"{name}.kubeconfig"
-    run([*CAPD, "init", "--name", name], env=env)
-    pid_file = home / f"{name}-controllers.pid"
-    pid0 = int(pid_file.read_text())
-    node = management.node_name(name)
-
-    t0 = time.monotonic()
-    r = run([*CAPD, "stop", "management", "--name", name], env=env)
-    stop_s = time.monotonic() - t0
-    print(f"\n$ capd-py stop management ({stop_s:.1f}s)\n{r.stderr}")
-    assert run(["docker", "inspect", "-f", "{{.State.Status}}", node]).stdout.strip() == "exited"
-    assert not Path(f"/proc/{pid0}").exists() or "capd_py" not in Path(f"/proc/{pid0}/cmdline").read_text()
-    assert (home / f"{name}.power").read_text() == "state=stopped\ncontrollers=host\n"
-
-    t0 = time.monotonic()
-    r = run([*CAPD, "start", "management", "--name", name], env=env)
-    start_s = time.monotonic() - t0
-    print(f"$ capd-py start management ({start_s:.1f}s)\n{r.stderr}")
-    assert not (home / f"{name}.power").exists()
-    assert run([kubectl_bin(), "--kubeconfig", str(kc), "get", "--raw", "/readyz"]).stdout.strip() == "ok"
-    pid1 = int(pid_file.read_text())
-    assert pid1 != pid0 and "controllers" in Path(f"/proc/{pid1}/cmdline").read_text()
-    # the controllers serve again: a CRD write goes through their webhook
-    wait_for(lambda: run([kubectl_bin(), "--kubeconfig", str(kc), "get", "clusters", "-A"], check=False)
-             .returncode == 0, 60, "the management API serving Clusters")
-    print(f"management stop {stop_s:.1f}s, start (API ready, controllers started) {start_s:.1f}s")

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from capd_py.testing.e2e import Mgmt, WorkloadCluster, nodes_ready, wait_for, workload_kubectl
+from capd_py.testing.quiet import wait_resyncs_sync
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -134,8 +135,11 @@ def test_drain_rules_order_evictions_and_volumes_hold_the_machine(mgmt: Mgmt, qu
                 assert k not in gone_at, f"{k} was evicted"
         order = sorted(gone_at.items(), key=lambda x: x[1])
         print("\nevictions, seconds after the delete: " + ", ".join(f"{k} {t:.1f}" for k, t in order))
-        # held while the volume is attached: the infrastructure and the Node stay
-        time.sleep(3)
+        # held while the volume is attached: the infrastructure and the Node stay, through a full resync pass (this
+        # Machine reconciled again, level-triggered; not a fixed 3 s). Not a quiet window: the MachineSet's
+        # replacement worker is being made in the namespace meanwhile.
+        assert mgmt.activity is not None
+        wait_resyncs_sync(mgmt.activity, 1, timeout=120, what=f"a resync pass while {machine} waits for its volume")
         assert mgmt.kubectl("get", "dockermachine", "-n", ns, worker["spec"]["infrastructureRef"]["name"],
                             "-o", "name", check=False).strip()
         assert mgmt.get("machine", machine, ns)["metadata"].get("deletionTimestamp")
