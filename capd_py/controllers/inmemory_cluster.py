@@ -11,7 +11,7 @@ import logging
 
 from capd_py.api import contract
 from capd_py.api.gvk import DEV_CLUSTER
-from capd_py.controllers import dockercluster
+from capd_py.controllers import dockercluster, inmemory_machine
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.skeleton import Outcome, Subject
 from capd_py.reconcile import inmemory
@@ -24,7 +24,7 @@ async def reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     cluster_name = dockercluster.cluster_name_of(dc)
     if not cluster_name or sub.cluster is None:
         return Outcome(requeue_after=ctx.settings.poll_seconds)
-    ctx.workload.in_memory_cluster(ns, cluster_name).infrastructure = sub.name
+    (await inmemory_machine.cluster_store(ctx, ns, cluster_name)).infrastructure = sub.name
     server = ctx.workload.in_memory_server(ctx.settings.in_memory_host, ctx.settings.in_memory_ports)
     current = contract.control_plane_endpoint(dc)
     want, serves = inmemory.listener_port(current, server.host)

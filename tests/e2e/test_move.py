@@ -128,8 +128,9 @@ def target(mgmt: Mgmt, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgm
 
 def create_in_memory_cluster(m: Mgmt, name: str, ns: str, tmp: Path) -> Path:
     """`capd-py generate cluster --flavor in-memory` (1 CP + 1 W) plus the default template's ClusterResourceSet and
-    its ConfigMap (the CNI, applied into the in-memory cluster), applied with `capd-py apply --wait`: Available, 2
-    Ready Nodes over HTTPS at its endpoint. Returns the kubeconfig's path."""
+    its ConfigMap (the CNI, applied into the in-memory cluster) and a MachineHealthCheck of every machine, applied
+    with `capd-py apply --wait`: Available, 2 Ready Nodes over HTTPS at its endpoint. Returns the kubeconfig's
+    path."""
     docs = [d for d in yaml.safe_load_all(m.capd("generate", "cluster", name, "--flavor", "in-memory",
                                                  "--control-plane-machine-count", "1", "--worker-machine-count", "1",
                                                  "--target-namespace", ns).stdout) if d]
@@ -138,7 +139,14 @@ def create_in_memory_cluster(m: Mgmt, name: str, ns: str, tmp: Path) -> Path:
     assert sorted(d["metadata"]["name"] for d in crs) == sorted([f"cni-{name}-crs-0", f"{name}-crs-0"]), crs
     cluster = next(d for d in docs if d["kind"] == "Cluster")
     cluster["metadata"].setdefault("labels", {})["cni"] = f"{name}-crs-0"
-    m.capd("apply", "-f", "-", "--wait", "120s", input_=yaml.safe_dump_all(docs + crs), timeout=180)
+    # a health check of every machine: a moved Machine whose Node the target did not have at once would be
+    # remediated ("Node ... has been deleted"), and the tests below would see it replaced
+    mhc = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineHealthCheck",
+           "metadata": {"name": f"{name}-mhc", "namespace": ns},
+           "spec": {"clusterName": name, "selector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": name}},
+                    "checks": {"unhealthyNodeConditions": [{"type": "Ready", "status": "False",
+                                                            "timeoutSeconds": 300}]}}}
+    m.capd("apply", "-f", "-", "--wait", "120s", input_=yaml.safe_dump_all([*docs, *crs, mhc]), timeout=180)
     kc = tmp / f"{name}.kubeconfig"
     m.capd("get", "kubeconfig", name, "-n", ns, "-o", str(kc))
     wait_for(lambda: nodes_ready(kc, 2), 60, "2 Ready nodes", 0.5)
