@@ -21,7 +21,8 @@ _delete = by_backend(docker=dockercluster.delete_docker, in_memory=inmemory_clus
 
 
 KIND = Kind(gvk=DEV_CLUSTER, reconcile=_reconcile, delete=_delete, finalizer=FINALIZER_DOCKER_CLUSTER,
-            cluster_name=lambda dc: dockercluster.cluster_name_of(dc) or "", ready=dockercluster.has_owner_cluster)
+            cluster_name=lambda dc: dockercluster.cluster_name_of(dc) or "", ready=dockercluster.has_owner_cluster,
+            gone=inmemory_cluster.gone)
 reconcile = reconciler(KIND)
 
 

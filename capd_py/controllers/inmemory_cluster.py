@@ -11,7 +11,7 @@ import logging
 
 from capd_py.api import contract
 from capd_py.api.gvk import DEV_CLUSTER
-from capd_py.controllers import dockercluster
+from capd_py.controllers import dockercluster, inmemory_machine
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.skeleton import Outcome, Subject
 from capd_py.reconcile import inmemory
@@ -24,7 +24,7 @@ async def reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     cluster_name = dockercluster.cluster_name_of(dc)
     if not cluster_name or sub.cluster is None:
         return Outcome(requeue_after=ctx.settings.poll_seconds)
-    ctx.workload.in_memory_cluster(ns, cluster_name)
+    (await inmemory_machine.cluster_store(ctx, ns, cluster_name)).infrastructure = sub.name
     server = ctx.workload.in_memory_server(ctx.settings.in_memory_host, ctx.settings.in_memory_ports)
     current = contract.control_plane_endpoint(dc)
     want, serves = inmemory.listener_port(current, server.host)
@@ -47,8 +47,25 @@ async def delete(ctx: Ctx, sub: Subject) -> Outcome:
     the infrastructure cluster last)."""
     cluster_name = dockercluster.cluster_name_of(sub.obj)
     if cluster_name:
-        server = ctx.workload.in_memory_server(ctx.settings.in_memory_host, ctx.settings.in_memory_ports)
-        await server.release(sub.namespace, cluster_name)
-        ctx.workload.in_memory.remove(sub.namespace, cluster_name)
-        ctx.workload.forget(sub.namespace, cluster_name)
+        await _drop(ctx, sub.namespace, cluster_name)
     return Outcome()
+
+
+async def gone(ctx: Ctx, namespace: str, name: str) -> None:
+    """The DevCluster `name` no longer exists and its deletion did not run here: a move (clusterctl's or capd-py's)
+    took it to another management cluster paused, removing its finalizer. Its in-memory workload cluster leaves this
+    process too: the port is given back, so the target's controllers can bind the same endpoint and rebuild the
+    cluster there (its DevMachines make their Nodes, Pods and etcd members again), and this process keeps no store
+    nobody reconciles. Clusters of a DevCluster that never reconciled here (no name recorded) are left alone."""
+    for api in ctx.workload.in_memory.all():
+        if api.namespace == namespace and api.infrastructure == name:
+            log.info("%s/%s: gone without its deletion here (moved): in-memory workload cluster %s released",
+                     namespace, name, api.cluster)
+            await _drop(ctx, namespace, api.cluster)
+
+
+async def _drop(ctx: Ctx, namespace: str, cluster_name: str) -> None:
+    server = ctx.workload.in_memory_server(ctx.settings.in_memory_host, ctx.settings.in_memory_ports)
+    await server.release(namespace, cluster_name)
+    ctx.workload.in_memory.remove(namespace, cluster_name)
+    ctx.workload.forget(namespace, cluster_name)

@@ -8,8 +8,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from capd_py.api import contract
+from capd_py.api import contract, infrakinds
 from capd_py.api.gvk import DEV_MACHINE, MACHINE, SECRET
+from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.skeleton import Outcome, Subject
 from capd_py.kube.inmemory import KUBE_SYSTEM, InMemoryAPI
@@ -39,29 +40,65 @@ async def reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     machine = await ctx.kube.get(MACHINE, ns, owner["name"]) if owner else None
     if machine is None or cluster is None:
         return Outcome(requeue_after=ctx.settings.poll_seconds)
-    api = ctx.workload.in_memory_cluster(ns, cluster["metadata"]["name"])
+    api = await cluster_store(ctx, ns, cluster["metadata"]["name"])
     obs = _observe(api, inmemory.Observed(dm, machine, cluster, utcnow()))
     plan = inmemory.decide(obs)
-    name, version = inmemory.node_name(dm), str(contract.dig(machine, "spec", "version") or "")
-    if plan.create_vm:
-        api.put_object(VM_RESOURCE, {"apiVersion": "virtual.cluster.x-k8s.io/v1alpha1", "kind": "CloudMachine",
-                                     "metadata": {"name": name}})
     if plan.provider_id:
         dm = await ctx.kube.merge_patch(DEV_MACHINE, ns, sub.name, {
             "metadata": {"resourceVersion": dm["metadata"]["resourceVersion"]},
             "spec": {"providerID": plan.provider_id}})
-    if plan.create_node:
-        api.add_node(name, inmemory.provider_id(dm), obs.control_plane, version,
-                     taints=[CONTROL_PLANE_TAINT] if obs.control_plane else None)
-        log.info("%s/%s: in-memory Node %s", ns, sub.name, name)
-    if plan.create_etcd:
-        api.add_static_pods(name, ["etcd"])
-        api.etcd.add(name)
-    if plan.create_api_server:
-        api.add_static_pods(name, inmemory.CONTROL_PLANE_PODS)
-        api.add_kubeadm_objects(version)
+    _make(api, dm, machine, inmemory.Restore(plan.create_vm, plan.create_node, plan.create_etcd,
+                                             plan.create_api_server))
     await _serve(ctx, ns, cluster["metadata"]["name"], obs, plan)
     return Outcome(status=plan.status, obj=dm, requeue_after=plan.requeue_after)
+
+
+def _make(api: InMemoryAPI, dm: dict[str, Any], machine: dict[str, Any], parts: inmemory.Restore) -> None:
+    """Write the machine's parts into its cluster's store, in order: the VM record, the Node, the etcd Pod and
+    member, the control-plane Pods (with the first one what `kubeadm init` uploads)."""
+    name, version = inmemory.node_name(dm), str(contract.dig(machine, "spec", "version") or "")
+    cp = "cluster.x-k8s.io/control-plane" in ((machine.get("metadata") or {}).get("labels") or {})
+    if parts.vm:
+        api.put_object(VM_RESOURCE, {"apiVersion": "virtual.cluster.x-k8s.io/v1alpha1", "kind": "CloudMachine",
+                                     "metadata": {"name": name}})
+    if parts.node:
+        api.add_node(name, inmemory.provider_id(dm), cp, version, taints=[CONTROL_PLANE_TAINT] if cp else None)
+        log.info("%s/%s: in-memory Node %s", api.namespace, dm["metadata"]["name"], name)
+    if parts.etcd:
+        api.add_static_pods(name, ["etcd"])
+        api.etcd.add(name)
+    if parts.api_server:
+        api.add_static_pods(name, inmemory.CONTROL_PLANE_PODS)
+        api.add_kubeadm_objects(version)
+
+
+async def cluster_store(ctx: Ctx, ns: str, cluster_name: str) -> InMemoryAPI:
+    """The cluster's in-memory workload store; when this process has none yet (it restarted, or the cluster moved in
+    from another management cluster) it is made with what the cluster's provisioned machines had in it
+    (`inmemory.restore`), before anyone else reads it (no await between making it and filling it)."""
+    api = ctx.workload.in_memory.get(ns, cluster_name)
+    if api is not None:
+        return api
+    dms = await ctx.kube.list(DEV_MACHINE, ns, labels={CLUSTER_NAME: cluster_name})
+    machines = {m["metadata"]["name"]: m for m in await ctx.kube.list(MACHINE, ns, labels={CLUSTER_NAME: cluster_name})}
+    api = ctx.workload.in_memory.get(ns, cluster_name)
+    if api is not None:  # made by another pass meanwhile
+        return api
+    api = ctx.workload.in_memory_cluster(ns, cluster_name)
+    restored = []
+    for dm in dms:
+        if infrakinds.backend(dm) != infrakinds.BACKEND_IN_MEMORY:
+            continue
+        owner = contract.controller_owner(dm, "Machine")
+        machine = machines.get(owner["name"]) if owner else None
+        parts = inmemory.restore(dm, machine)
+        if machine is not None and parts.vm:
+            _make(api, dm, machine, parts)
+            restored.append(dm["metadata"]["name"])
+    if restored:
+        log.info("%s/%s: in-memory workload cluster made again with the machines it had: %s", ns, cluster_name,
+                 ", ".join(sorted(restored)))
+    return api
 
 
 async def _serve(ctx: Ctx, ns: str, cluster_name: str, obs: inmemory.Observed, plan: inmemory.Plan) -> None:

@@ -92,6 +92,10 @@ class Kind:
     # controller to set the OwnerRef"): nothing is done or written, not even the finalizer (the owner's patch
     # brings the object back); a finalizer added meanwhile would race the owner's adoption patch
     ready: Callable[[Subject], bool] | None = None
+    # told (namespace, name) when the object no longer exists: it went without this process running its deletion
+    # (a move takes it away paused, its finalizers removed by the mover), so what the process keeps for it in
+    # memory goes now (an in-memory DevCluster's workload cluster and its port)
+    gone: Callable[[Ctx, str, str], Awaitable[None]] | None = None
 
 
 def not_paused(obj: Obj, status: Obj) -> Obj:
@@ -106,6 +110,8 @@ async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
     kube = ctx.kube
     obj = await kube.get(kind.gvk, namespace or None, name)
     if obj is None:
+        if kind.gone is not None:
+            await kind.gone(ctx, namespace, name)
         return None
     cluster = None
     if kind.cluster_name is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
+import hashlib
 import itertools
 import threading
 import uuid
@@ -94,6 +95,9 @@ class InMemoryAPI(Kube):
     def __init__(self, namespace: str, cluster: str):
         super().__init__(None)  # type: ignore[arg-type]  # no HTTP client behind it
         self.namespace, self.cluster = namespace, cluster
+        # the name of the DevCluster that holds it (set by its reconcile): when that object goes without its
+        # deletion running here (moved to another management cluster), the store goes with it
+        self.infrastructure = ""
         self.objects: dict[tuple[str, str | None, str], dict[str, Any]] = {}
         self.etcd = FakeEtcd()
         self.requests: Counter[str] = Counter()   # calls by method (bounded memory at benchmark scale)
@@ -212,13 +216,19 @@ class InMemoryAPI(Kube):
                     "name": ns, "labels": {"kubernetes.io/metadata.name": ns}}}, True)
 
     def add_static_pods(self, node: str, components: Iterable[str]) -> None:
-        """kubeadm's control-plane static pods on `node` (Running, Ready, `tier=control-plane`)."""
+        """kubeadm's control-plane static pods on `node` (Running, Ready, `tier=control-plane`), as the API server
+        shows a kubelet's static pods: mirror pods (`kubernetes.io/config.mirror`), which a drain skips. Evicted, they
+        would be made again by their machine's next pass (its etcd member added back after KCP removed it, `/version`
+        going back to the old machine's version during an upgrade), as a kubelet recreates a deleted mirror pod."""
         now = now_text()
         for comp in components:
+            digest = hashlib.sha256(f"{self.namespace}/{self.cluster}/{node}/{comp}".encode()).hexdigest()[:32]
             self._stamp("pods", KUBE_SYSTEM, {
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": f"{comp}-{node}", "labels": {"component": comp, "tier": "control-plane"},
-                             "annotations": {"kubernetes.io/config.source": "file"},
+                             "annotations": {"kubernetes.io/config.source": "file",
+                                             "kubernetes.io/config.hash": digest,
+                                             "kubernetes.io/config.mirror": digest, "kubernetes.io/config.seen": now},
                              "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node,
                                                   "uid": self.objects[("nodes", None, node)]["metadata"]["uid"],
                                                   "controller": True}]},

@@ -153,6 +153,11 @@ class WorkloadClients:
         """The in-memory workload cluster of (namespace, cluster), made on first use (the DevCluster inMemory
         backend), its Node writes told to the listener from the start."""
         mem = self.in_memory.ensure(namespace, cluster)
+        if (namespace, cluster) in self._cache:
+            # reached through its kubeconfig before its store was made here (a cluster moved in, whose endpoint
+            # another process served until then): the store is the cluster now, the HTTPS client and its Node
+            # watch go
+            self.forget(namespace, cluster)
         self._tell_nodes(namespace, cluster, mem)
         return mem
 

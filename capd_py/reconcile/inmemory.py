@@ -178,7 +178,9 @@ def decide(o: Observed) -> Plan:
     except ValueError as e:
         put(VM_PROVISIONED, False, R_INVALID, str(e))
         return _finish(plan, st, conds, parts, gen, now)
-    provisioned = contract.infra_provisioned(dm)
+    # spec.providerID is set once the VM is provisioned, and it outlives a status a clusterctl move dropped (as
+    # upstream CAPD's docker machines: a machine with a providerID is provisioned)
+    provisioned = contract.infra_provisioned(dm) or contract.provider_id(dm) == provider_id(dm)
     if not provisioned and not contract.dig(o.cluster, "status", "initialization", "infrastructureProvisioned"):
         wait_all(R_WAITING_FOR_CLUSTER_INFRASTRUCTURE)
         return _finish(plan, st, conds, parts, gen, now)
@@ -252,3 +254,33 @@ def cluster_status(dc: dict[str, Any]) -> dict[str, Any]:
     st["conditions"] = cond.set_condition(st.get("conditions"), cond.READY, True, R_READY, observed_generation=gen)
     st["initialization"] = {**(st.get("initialization") or {}), "provisioned": True}
     return st
+
+
+@dataclass(frozen=True)
+class Restore:
+    """What a machine had in its in-memory workload cluster, to make again when this process has none for the
+    cluster (`restore`)."""
+    vm: bool = False
+    node: bool = False
+    etcd: bool = False
+    api_server: bool = False
+
+
+def restore(dm: dict[str, Any], machine: dict[str, Any] | None) -> Restore:
+    """What to make again, at once, for a provisioned machine of a cluster whose in-memory store this process does not
+    have yet: the controllers restarted, or the cluster moved in from another management cluster (capd-py's move
+    copies statuses, clusterctl's drops them). Made empty, the store would show Machines whose nodeRef names no Node
+    (a MachineHealthCheck remediates those: "Node ... has been deleted") until each machine's next pass; made whole
+    before anyone reads it, the cluster is as it was. spec.providerID says the VM was provisioned; the conditions
+    say which parts were; without any status (a clusterctl move, which moves only clusters whose Machines all have a
+    Node) every part was. Nothing for a machine being deleted, without a Machine, or not provisioned."""
+    if machine is None or coreutil.is_deleting(dm) or contract.provider_id(dm) != provider_id(dm):
+        return Restore()
+    cp = "cluster.x-k8s.io/control-plane" in ((machine.get("metadata") or {}).get("labels") or {})
+    conds = contract.dig(dm, "status", "conditions")
+    if not conds:
+        return Restore(vm=True, node=True, etcd=cp, api_server=cp)
+    holder = {"status": {"conditions": conds}}
+    node = cond.is_true(holder, NODE_PROVISIONED)
+    return Restore(vm=True, node=node, etcd=cp and node and cond.is_true(holder, ETCD_PROVISIONED),
+                   api_server=cp and node and cond.is_true(holder, API_SERVER_PROVISIONED))

@@ -6,7 +6,8 @@ A target without the inventory is refused by clusterctl (what happened before ca
 
 No controllers run here (the provider state is written by hand); what the Docker controllers do while clusterctl
 moves is tests/integration/test_docker_provider.py's `test_upstream_clusterctl_move_keeps_the_containers`, the whole
-thing with real clusters tests/e2e/test_clusterctl_move.py."""
+thing with running clusters tests/e2e/test_move.py (in-memory clusters between two management clusters, and the
+self-hosted docker cluster moved back out by clusterctl)."""
 
 from __future__ import annotations
 

@@ -261,7 +261,8 @@ async def _available(kube: Kube, namespace: str, name: str, machines: int) -> bo
 async def test_upstream_v1_14_development_template_is_available(fake_workloads: Operator, kube: Kube,
                                                                  namespace: str) -> None:
     """upstream v1.14's quick-start ClusterClass (DevClusterTemplate / DevMachineTemplate with the docker backend,
-    its customImage patch) and cluster-template-development, unchanged: Available, on node containers."""
+    its customImage patch) and cluster-template-development, unchanged: Available, on node containers; upgraded
+    through spec.topology.version, every new machine's container runs the new version's kindest/node image."""
     runtime, name = fake_workloads.runtime, "up14dev"
     docs = upstream_v1_14(["clusterclass-quick-start.yaml", "cluster-template-development.yaml"], namespace, name, 1)
     applied = await apply_objects(kube, docs)
@@ -276,6 +277,19 @@ async def test_upstream_v1_14_development_template_is_available(fake_workloads: 
     assert [d["spec"]["backend"]["docker"]["customImage"] for d in dms] == ["kindest/node:v1.34.4"] * 2
     nodes = [c for c in runtime.list_containers({CONTAINER_CLUSTER: name}) if c.labels.get(CONTAINER_ROLE) != ROLE_LB]
     assert sorted(c.image for c in nodes) == ["kindest/node:v1.34.4"] * 2
+
+    # spec.topology.version: the patch follows the version, every machine is replaced by one running the new
+    # version's image (moved here from tests/e2e/test_topology.py, whose cluster is in-memory now)
+    await kube.merge_patch(CLUSTER, namespace, name, {"spec": {"topology": {"version": "v1.35.4"}}})
+
+    async def upgraded() -> bool:
+        ms = await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: name})
+        return await _available(kube, namespace, name, 2) and all(m["spec"]["version"] == "v1.35.4" for m in ms)
+    await eventually(upgraded, 180, "every machine at v1.35.4 through spec.topology.version", state)
+    dms = await kube.list(DEV_MACHINE, namespace, labels={CLUSTER_NAME: name})
+    assert [d["spec"]["backend"]["docker"]["customImage"] for d in dms] == ["kindest/node:v1.35.4"] * 2
+    nodes = [c for c in runtime.list_containers({CONTAINER_CLUSTER: name}) if c.labels.get(CONTAINER_ROLE) != ROLE_LB]
+    assert sorted(c.image for c in nodes) == ["kindest/node:v1.35.4"] * 2
     await kube.delete(CLUSTER, namespace, name)
 
     async def gone() -> bool:

@@ -184,3 +184,17 @@ async def test_a_kinds_own_status_write_keeps_paused_and_costs_one_write() -> No
     got = ms(kube)
     assert int(got["metadata"]["resourceVersion"]) == before + 1
     assert got["status"]["replicas"] == 2 and cond.get(got, cond.PAUSED) is not None
+
+
+async def test_an_object_that_is_gone_tells_the_kind_s_gone_hook_only() -> None:
+    rec = Recorder()
+    gone: list[tuple[str, str]] = []
+
+    async def on_gone(ctx: Ctx, namespace: str, name: str) -> None:
+        gone.append((namespace, name))
+    ctx, kind, kube = setup(rec)
+    kind = Kind(MACHINE_SET, reconcile=rec.reconcile, delete=rec.delete, finalizer=FIN, gone=on_gone)
+    assert await run(ctx, kind, "ns", "nosuch") is None
+    assert gone == [("ns", "nosuch")] and rec.calls == []
+    await run(ctx, kind, "ns", "ms")  # an object that exists is reconciled, not told gone
+    assert gone == [("ns", "nosuch")] and [c[0] for c in rec.calls] == ["reconcile"]

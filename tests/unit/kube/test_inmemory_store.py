@@ -46,3 +46,21 @@ def test_lists_read_label_selectors_as_kube_apiserver_does() -> None:
     with pytest.raises(KubeError) as e:  # refused even where nothing would match, with 400
         api.call("GET", "/api/v1/namespaces/none/pods", None, [("labelSelector", "a in (b")])
     assert e.value.status == 400
+
+
+def test_static_pods_are_mirror_pods_a_drain_skips() -> None:
+    """A Machine's deletion drains its Node: the control-plane static Pods stay (as a kubelet's mirror pods), so the
+    machine does not make them (and its etcd member) again before its infrastructure goes."""
+    import datetime as dt
+
+    from capd_py.reconcile import drain
+    api = InMemoryAPI("ns", "c")
+    api.add_node("cp", "in-memory://cp", control_plane=True, version="v1.34.4")
+    api.add_static_pods("cp", ["etcd", "kube-apiserver"])
+    pods = api.call("GET", "/api/v1/namespaces/kube-system/pods")["items"]
+    namespaces = {n["metadata"]["name"]: n for n in api.call("GET", "/api/v1/namespaces")["items"]}
+    assert len(pods) == 2
+    for p in pods:
+        assert p["metadata"]["annotations"]["kubernetes.io/config.mirror"]
+        got = drain.classify(p, rules=[], namespaces=namespaces, daemonsets=set(), now=dt.datetime.now(dt.UTC))
+        assert got.behavior == drain.SKIP, got

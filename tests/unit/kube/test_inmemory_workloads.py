@@ -80,3 +80,22 @@ async def test_the_kubeadm_objects_are_made_once() -> None:
     assert api.object("daemonsets", "kube-system", "kube-proxy") is not None
     assert api.object("deployments", "kube-system", "coredns") is not None
     assert await api.get(SECRET, "ns", "nope") is None
+
+
+async def test_a_client_made_before_the_store_existed_here_is_dropped_with_it() -> None:
+    """A cluster moved in: before its store is made here the controllers reach its endpoint through the kubeconfig
+    (another process served it); once the store exists it is the cluster, and the HTTPS client goes."""
+    import base64
+
+    kubeconfig = ("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                  "users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                  "current-context: x\n")
+    mgmt = InMemoryAPI("", "management")
+    mgmt.put_object("secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "c1-kubeconfig", "namespace": "ns"}, "data": {"value": base64.b64encode(kubeconfig.encode()).decode()}})
+    wc = WorkloadClients(mgmt)
+    client = await wc.get("ns", "c1")
+    assert client is not None and not isinstance(client, InMemoryAPI) and ("ns", "c1") in wc._cache
+    api = wc.in_memory_cluster("ns", "c1")
+    assert ("ns", "c1") not in wc._cache
+    assert await wc.get("ns", "c1") is api

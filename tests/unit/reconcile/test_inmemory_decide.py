@@ -147,3 +147,32 @@ def test_the_first_api_server_opens_the_listener() -> None:
     up = im.Observed(devmachine({}), cp, cluster(), T0, api_server=True)
     assert im.should_serve(up, plan, serving=False)                 # after a restart
     assert not im.should_serve(up, plan, serving=True)
+
+
+def test_a_provider_id_is_a_provisioned_vm_when_the_status_was_dropped() -> None:
+    """clusterctl's move drops every status: the DevMachine's providerID still says its VM was provisioned, so the
+    target neither waits for the cluster's infrastructure nor for the VM's startup again (upstream CAPD: a docker
+    machine with a providerID is provisioned)."""
+    dm = devmachine({"vm": "10s"}, provider_id="in-memory://m1")
+    p = im.decide(im.Observed(dm, machine(), cluster(infra=False), T0, vm_created=T0, node=True, etcd=True,
+                              api_server=True))
+    assert reasons(p)[im.VM_PROVISIONED] == ("True", im.R_PROVISIONED) and reasons(p)["Ready"][0] == "True"
+    assert p.provider_id is None and not (p.create_node or p.create_etcd or p.create_api_server)
+
+
+def test_restore_makes_again_what_a_provisioned_machine_had() -> None:
+    done = im.decide(im.Observed(devmachine(), machine(), cluster(), T0)).status
+    pid = "in-memory://m1"
+    # status kept (capd-py's move, a restart): its conditions say what it had
+    assert im.restore(devmachine(status=done, provider_id=pid), machine()) == im.Restore(True, True, True, True)
+    assert im.restore(devmachine(status=done, provider_id=pid), machine(cp=False)) == im.Restore(True, True)
+    half = {"conditions": cond.set_condition(done["conditions"], im.NODE_PROVISIONED, False, "x")}
+    assert im.restore(devmachine(status=half, provider_id=pid), machine()) == im.Restore(vm=True)
+    # status dropped (clusterctl's move: only clusters whose Machines all have a Node move): every part
+    assert im.restore(devmachine(provider_id=pid), machine()) == im.Restore(True, True, True, True)
+    # nothing for a machine not provisioned, without a Machine, or being deleted
+    assert im.restore(devmachine(status=done), machine()) == im.Restore()
+    assert im.restore(devmachine(status=done, provider_id=pid), None) == im.Restore()
+    deleting = devmachine(status=done, provider_id=pid)
+    deleting["metadata"]["deletionTimestamp"] = coreutil.iso(T0)
+    assert im.restore(deleting, machine()) == im.Restore()
