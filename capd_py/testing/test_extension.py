@@ -32,7 +32,7 @@ import copy
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +126,11 @@ KubeSource = Kube | Callable[[], Kube]
 
 @dataclass(frozen=True)
 class HookCall:
-    """One lifecycle call as answered: its ConfigMap key and the `-actualResponseStatus` value it recorded."""
+    """One lifecycle call as answered: its ConfigMap key and the `-actualResponseStatus` value it recorded (and the
+    request, for a test that looks at what the core sent: the upgrade plan, say; not compared)."""
     key: str
     status: str
+    request: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 class HookResponses:
@@ -165,7 +167,7 @@ class HookResponses:
             await self._record(cluster, hook, key, settings, response)
         except HookError as exc:
             return {**response, "status": FAILURE, "message": str(exc)}
-        self.calls.append(HookCall(key, recorded_status(hook, response)))
+        self.calls.append(HookCall(key, recorded_status(hook, response), dict(request)))
         return response
 
     def _where(self, cluster: Mapping[str, Any], settings: Mapping[str, str], what: str) -> tuple[str, str]:

@@ -351,7 +351,7 @@ TOP = {"labels": {"top-level-label-1": "top-level-label-value-1"},
 def test_generate_patches_of_dev_templates_as_upstream_v1_14() -> None:
     """upstream v1.14's patches of the Dev* templates: the top-level marks, and with the docker backend the load
     balancer's imageRepository and the node image by version (control plane, MachineDeployment, MachinePool)."""
-    docker = {"template": {"spec": {"backend": {"docker": {"extraMounts": []}}}}}
+    docker: dict[str, Any] = {"template": {"spec": {"backend": {"docker": {"extraMounts": []}}}}}
     response = te.generate_patches({"items": [
         item("dc", typed("DevClusterTemplate", "infrastructure", {"template": {"spec": {"backend": {"docker": {}}}}}),
              [variable("imageRepository", "kindest")]),
