@@ -122,6 +122,7 @@ def recorded_status(hook: Hook, response: Mapping[str, Any]) -> str:
 
 
 KubeSource = Kube | Callable[[], Kube]
+RELEASED = "Status: Success, RetryAfterSeconds: 0"   # what a blocking hook that let go recorded
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,37 @@ class HookCall:
     key: str
     status: str
     request: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+def record_problems(calls: list[HookCall], keys: list[str], blocking: str) -> list[str]:
+    """What upstream's runtime-SDK e2e expects of the lifecycle calls, checked on the extension's ordered record
+    (the ConfigMap keeps only each key's last answer): the keys' first calls in the order of `keys` and no other key;
+    each blocking hook answered `blocking` at least twice (asked again after its retryAfterSeconds), then RELEASED
+    and never `blocking` again; a non-blocking hook (AfterControlPlaneInitialized) only Success; each key first
+    asked only once the one before it let go. [] when all hold."""
+    out: list[str] = []
+    order = list(dict.fromkeys(c.key for c in calls))
+    if order != keys:
+        out.append(f"first calls in the order {order}, expected {keys}")
+    for key in keys:
+        answers = [c.status for c in calls if c.key == key]
+        hook = runtime_hooks.HOOKS.get(key.split("-", 1)[0])
+        if hook is not None and not hook.blocking:
+            if not answers or set(answers) != {SUCCESS}:
+                out.append(f"{key}: answered {answers}, expected Success only")
+            continue
+        if RELEASED not in answers:
+            out.append(f"{key}: never let go: {answers}")
+            continue
+        released = answers.index(RELEASED)
+        if released < 2 or set(answers[:released]) != {blocking} or set(answers[released:]) != {RELEASED}:
+            out.append(f"{key}: answered {answers}, expected {blocking!r} at least twice, then {RELEASED!r} only")
+    for earlier, later in zip(keys, keys[1:], strict=False):
+        let_go = [i for i, c in enumerate(calls) if c.key == earlier and c.status != blocking]
+        first = [i for i, c in enumerate(calls) if c.key == later]
+        if let_go and first and first[0] < let_go[0]:
+            out.append(f"{later} asked (call {first[0]}) before {earlier} let go (call {let_go[0]})")
+    return out
 
 
 class HookResponses:

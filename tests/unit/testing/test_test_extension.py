@@ -497,3 +497,28 @@ def test_generate_upgrade_plan_answers_with_the_versions_capd_py_builds(monkeypa
         {"version": "v1.34.1"}, {"version": "v1.35.2"}]
     bad = te.generate_upgrade_plan({"fromControlPlaneKubernetesVersion": "nope", "toKubernetesVersion": "v1.35.4"})
     assert bad["status"] == "Failure" and bad["message"].startswith("failed to parse current ControlPlane version")
+
+
+def test_record_problems_checks_upstreams_order_and_blocking() -> None:
+    b, r = "Status: Success, RetryAfterSeconds: 1", te.RELEASED
+    keys = ["BeforeClusterCreate", "AfterControlPlaneInitialized", "BeforeClusterDelete"]
+
+    def calls(*pairs: tuple[str, str]) -> list[te.HookCall]:
+        return [te.HookCall(k, s) for k, s in pairs]
+    good = calls(("BeforeClusterCreate", b), ("BeforeClusterCreate", b), ("BeforeClusterCreate", r),
+                 ("AfterControlPlaneInitialized", "Success"), ("BeforeClusterDelete", b), ("BeforeClusterDelete", b),
+                 ("BeforeClusterDelete", r), ("BeforeClusterDelete", r))
+    assert te.record_problems(good, keys, b) == []
+    # blocked once only; asked again after letting go with a block; a hook asked before the one before let go
+    once = calls(("BeforeClusterCreate", b), ("BeforeClusterCreate", r), ("AfterControlPlaneInitialized", "Success"),
+                 ("BeforeClusterDelete", b), ("BeforeClusterDelete", b), ("BeforeClusterDelete", r))
+    assert te.record_problems(once, keys, b) == [
+        f"BeforeClusterCreate: answered [{b!r}, {r!r}], expected {b!r} at least twice, then {r!r} only"]
+    early = calls(("BeforeClusterCreate", b), ("BeforeClusterCreate", b), ("AfterControlPlaneInitialized", "Success"),
+                  ("BeforeClusterCreate", r), ("BeforeClusterDelete", b), ("BeforeClusterDelete", b),
+                  ("BeforeClusterDelete", r))
+    assert te.record_problems(early, keys, b) == [
+        "AfterControlPlaneInitialized asked (call 2) before BeforeClusterCreate let go (call 3)"]
+    assert te.record_problems(good[:4], keys, b) == [
+        "first calls in the order ['BeforeClusterCreate', 'AfterControlPlaneInitialized'], expected "
+        f"{keys}", "BeforeClusterDelete: never let go: []"]
