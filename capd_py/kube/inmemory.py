@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
+import hashlib
 import itertools
 import threading
 import uuid
@@ -212,13 +213,20 @@ class InMemoryAPI(Kube):
                     "name": ns, "labels": {"kubernetes.io/metadata.name": ns}}}, True)
 
     def add_static_pods(self, node: str, components: Iterable[str]) -> None:
-        """kubeadm's control-plane static pods on `node` (Running, Ready, `tier=control-plane`)."""
+        """kubeadm's control-plane static pods on `node` (Running, Ready, `tier=control-plane`), as the API server
+        shows a kubelet's static pods: mirror pods (`kubernetes.io/config.mirror` = the config hash, source `file`,
+        owned by their Node), so a drain skips them as on a real node. (Without the mirror annotation a deleting
+        control-plane Machine's drain evicted them and the DevMachine, which re-makes missing parts, made them again:
+        each control-plane deletion went round that loop for ~15 s.)"""
         now = now_text()
         for comp in components:
+            config_hash = hashlib.sha256(f"{self.namespace}/{self.cluster}/{node}/{comp}".encode()).hexdigest()[:32]
             self._stamp("pods", KUBE_SYSTEM, {
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": f"{comp}-{node}", "labels": {"component": comp, "tier": "control-plane"},
-                             "annotations": {"kubernetes.io/config.source": "file"},
+                             "annotations": {"kubernetes.io/config.source": "file",
+                                             "kubernetes.io/config.hash": config_hash,
+                                             "kubernetes.io/config.mirror": config_hash},
                              "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node,
                                                   "uid": self.objects[("nodes", None, node)]["metadata"]["uid"],
                                                   "controller": True}]},

@@ -3,6 +3,8 @@ watches need (capd_py/kube/inmemory_server.py)."""
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from capd_py.kube.inmemory import InMemoryAPI
@@ -46,3 +48,21 @@ def test_lists_read_label_selectors_as_kube_apiserver_does() -> None:
     with pytest.raises(KubeError) as e:  # refused even where nothing would match, with 400
         api.call("GET", "/api/v1/namespaces/none/pods", None, [("labelSelector", "a in (b")])
     assert e.value.status == 400
+
+
+def test_static_pods_are_mirror_pods_a_drain_skips() -> None:
+    """As the API server shows a kubelet's static pods: `kubernetes.io/config.mirror`, source `file`, owned by the
+    Node; a drain (capd_py/reconcile/drain.py, upstream's filters) skips them instead of evicting them."""
+    from capd_py.reconcile import drain
+    api = InMemoryAPI("ns", "c")
+    api.add_node("cp", "in-memory://cp", control_plane=True, version="v1.34.4")
+    api.add_static_pods("cp", ["etcd", "kube-apiserver"])
+    pods = api.call("GET", "/api/v1/namespaces/kube-system/pods", None, [("fieldSelector", "spec.nodeName=cp")])
+    assert len(pods["items"]) == 2
+    for pod in pods["items"]:
+        ann = pod["metadata"]["annotations"]
+        assert ann["kubernetes.io/config.source"] == "file"
+        assert ann["kubernetes.io/config.mirror"] == ann["kubernetes.io/config.hash"] != ""
+        assert [o["kind"] for o in pod["metadata"]["ownerReferences"]] == ["Node"]
+        now = datetime.datetime.now(datetime.UTC)
+        assert drain.classify(pod, rules=[], namespaces={}, daemonsets=set(), now=now).behavior == drain.SKIP

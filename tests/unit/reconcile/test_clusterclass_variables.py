@@ -118,9 +118,9 @@ def test_status_variables_carry_the_crds_default_rule_reason_so_a_second_pass_wr
     rule = {"rule": 'self == "" || self != ""', "messageExpression": "'got %s'.format([self])"}
     nested = {"type": "object", "properties": {"n": {"type": "string", "x-kubernetes-validations": [dict(rule)]}}}
     d = [rcc.Discovered("p1", response=found(
-        {"name": "surge", "required": False, "schema": schema(**{"x-kubernetes-validations": [dict(rule)]})},
+        {"name": "surge", "required": False, "schema": schema("string", **{"x-kubernetes-validations": [dict(rule)]})},
         {"name": "nested", "required": False, "schema": {"openAPIV3Schema": nested}},
-        {"name": "kept", "required": False, "schema": schema(**{"x-kubernetes-validations": [
+        {"name": "kept", "required": False, "schema": schema("string", **{"x-kubernetes-validations": [
             {**rule, "reason": "FieldValueForbidden"}]})}))]
     st = rcc.compute_status(cc(), [], [], d)
     by_name = {v["name"]: v["definitions"][0]["schema"]["openAPIV3Schema"] for v in st["variables"]}
