@@ -58,9 +58,17 @@ namespace and no resourceVersion of the cluster's objects changed; then `<key>-p
    each hook blocking at least twice before its first success and never after it, each asked only once the one
    before it let go.
 
-Not here (upstream v1.14's in-memory flavor has no MachinePool: in-memory machine pools do not exist upstream):
-the MachinePool's part of the workers' upgrade (AfterWorkersUpgrade waiting for the pool) stays on real nodes in
-tests/e2e/test_runtime_sdk.py's MachinePool flavor? No: see that module's docstring for where it went.
+`test_workers_upgrade_waits_for_the_machine_pool`: upstream v1.14's in-memory flavor has no MachinePool (upstream
+has no in-memory machine pool), so the MachinePool's part of the workers' upgrade, which the docker e2e checked,
+runs here with upstream v1.13's docker runtime-SDK flavors (clusterclass-quick-start-runtimesdk +
+cluster-template-upgrades-runtimesdk, a MachineDeployment and a MachinePool) on fake node containers
+(capd_py/testing/fake_workload.py), the same controllers and extension: BeforeWorkersUpgrade holds both at v1.34.4;
+AfterWorkersUpgrade is never asked while a Machine of the old version remains; while it blocks every worker is at
+v1.35.4, the pool's instance replaced (a new Machine with its DockerMachine) and nothing is written; all nine hooks
+in upstream's order.
+
+What this found in capd-py (fixed): a topology Cluster's MachineHealthChecks, made before their Machines, counted
+none of them until the next resync (60 s); the MHC controller now watches Machines, as upstream's.
 """
 
 from __future__ import annotations
@@ -85,6 +93,7 @@ from capd_py.api.gvk import (
     DEV_CLUSTER,
     DEV_MACHINE,
     DEV_MACHINE_TEMPLATE,
+    DOCKER_MACHINE,
     EXTENSION_CONFIG,
     GVK,
     KUBEADM_CONFIG,
@@ -93,12 +102,13 @@ from capd_py.api.gvk import (
     MACHINE,
     MACHINE_DEPLOYMENT,
     MACHINE_HEALTH_CHECK,
+    MACHINE_POOL,
     MACHINE_SET,
     NAMESPACE,
     NODE,
     SECRET,
 )
-from capd_py.api.labels import CLUSTER_NAME
+from capd_py.api.labels import CLUSTER_NAME, MACHINE_POOL_NAME
 from capd_py.api.runtime_hooks import OK_TO_DELETE_ANNOTATION
 from capd_py.cli import management as management_cli
 from capd_py.cli.apply import apply_objects
@@ -109,6 +119,7 @@ from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing import envsubst
 from capd_py.testing import test_extension as te
 from capd_py.testing.envtest import MAKE_HINT, EnvTest, free_port, missing_binaries
+from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads
 from capd_py.testing.inprocess import eventually, operator_in_thread
 from capd_py.testing.quiet import activity, quiet_versions, wait_quiet
 
@@ -228,9 +239,8 @@ class Spec:
         return {k: str(o["metadata"]["resourceVersion"]) for k, o in (await self.snapshot()).items()}
 
     async def health_checks_current(self) -> bool:
-        """Each MachineHealthCheck's status counts the Machines it selects now, all healthy: capd-py's MHC learns
-        of Machines by polling (every MHC_POLL s; upstream's watches them, rate-limited to one reconcile in 15 s),
-        so after a rollout its status catches up a few seconds later; a hold starts once it has."""
+        """Each MachineHealthCheck's status names the Machines it selects now, all healthy (a hold starts once the
+        health checks caught up with a rollout; they watch Machines, and poll their Nodes every MHC_POLL s)."""
         machines = [m for m in await self.of(MACHINE) if not m["metadata"].get("deletionTimestamp")]
         for mhc in await self.of(MACHINE_HEALTH_CHECK):
             sel = mhc["spec"].get("selector")
@@ -669,22 +679,11 @@ async def _spec(spec: Spec, config: dict[str, Any], times: dict[str, float]) -> 
     assert {k: data.get(f"{k}-actualResponseStatus") for k in expected} == expected, data
 
     # and in order, from the extension's record: first calls in upstream's order; each hook blocked (at least
-    # twice: asked again after retryAfterSeconds) before it let go, and never blocked again after that
+    # twice: asked again after retryAfterSeconds) before it let go, and never blocked again after that; the next
+    # hook asked only once the one before it let go
     record = list(spec.calls)
     order = list(dict.fromkeys(c.key for c in record))
-    assert order == list(expected), order
-    for key in expected:
-        answers = [c.status for c in record if c.key == key]
-        if key == "AfterControlPlaneInitialized":
-            assert answers and set(answers) == {"Success"}, (key, answers)
-            continue
-        released = answers.index(SUCCESS)
-        assert released >= 2 and set(answers[:released]) == {BLOCKING} and set(answers[released:]) == {SUCCESS}, \
-            (key, answers)
-    # the next hook is asked only once the one before it let go
-    for earlier, later in zip(list(expected), list(expected)[1:], strict=False):
-        let_go = min(i for i, c in enumerate(record) if c.key == earlier and c.status != BLOCKING)
-        assert min(i for i, c in enumerate(record) if c.key == later) > let_go, (earlier, later)
+    assert te.record_problems(record, list(expected), BLOCKING) == []
     print("\nhook calls in order: " + ", ".join(f"{k} x{sum(1 for c in record if c.key == k)}" for k in order))
 
 
@@ -695,3 +694,144 @@ def operator_in_memory(spec: Spec) -> object:
 
 async def _all(*checks: Awaitable[bool]) -> bool:
     return all([await c for c in checks])
+
+
+# -- the MachinePool's part of the workers' upgrade (upstream v1.13's docker flavor, fake node containers) -----------
+
+UPSTREAM_V1_13 = Path(__file__).resolve().parents[2] / "fixtures" / "upstream"
+
+
+@pytest.fixture
+async def fake_nodes(management: EnvTest, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Manager]:
+    """The controllers as `operator`'s, with docker-backend clusters on fake node containers and fake workload
+    clusters over them (capd_py/testing/fake_workload.py: a Ready Node for every bootstrapped node container)."""
+    monkeypatch.setenv("CAPD_PY_FEATURE_GATES", "RuntimeSDK=true")
+    runtime = FakeRuntime()
+
+    def on_manager(m: Manager) -> None:
+        fakes = FakeWorkloads(m.ctx.kube, runtime)
+        m.ctx.workload = fakes
+        m.ctx.etcd = FakeWorkloadEtcd(fakes)
+    async with operator_in_thread(str(management.kubeconfig_path), runtime, on_manager=on_manager) as m:
+        yield m
+
+
+async def test_workers_upgrade_waits_for_the_machine_pool(fake_nodes: Manager, api: Kube, tmp_path: Path) -> None:
+    """upstream v1.13's docker runtime-SDK flavors (clusterclass-quick-start-runtimesdk + cluster-template-upgrades-
+    runtimesdk: a MachineDeployment and a MachinePool, 1 replica each), what tests/e2e/test_runtime_sdk.py upgraded
+    on real nodes before issue 40, on fake node containers: BeforeWorkersUpgrade holds both the MachineDeployment and
+    the MachinePool at the old version (nothing written meanwhile); AfterWorkersUpgrade is never asked while a Machine
+    of the old version remains (the pool replaces its instance after the MachineDeployment is done: asking then was
+    a bug the docker e2e found); while it blocks, every worker is at the new version, the pool's instance replaced
+    (its one Machine new, with its DockerMachine: none left without infrastructure) and nothing is written (no churn:
+    the pool once recreated a Machine 177 times in 50 s). The other hooks answer at once (defaultAllHandlersToBlocking
+    false); all nine are asked in upstream's order."""
+    ns, name = f"rsdk-mp-{secrets.token_hex(3)}", f"rsdk-mp-{secrets.token_hex(3)}"
+    await api.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    calls: list[te.HookCall] = []
+    server, config = await te.serve_test_extension(api, "127.0.0.1", 0, cert_dir=tmp_path / "certs", name=EXT,
+                                                   namespaces=(ns,), calls=calls,
+                                                   default_all_handlers_to_blocking=False)
+    spec = Spec(api, fake_nodes, calls, name, ns, tmp_path)
+    t0 = time.monotonic()
+    try:
+        await _machine_pool_spec(spec, config)
+    finally:
+        await api.delete(EXTENSION_CONFIG, None, EXT)
+        if await api.delete(CLUSTER, ns, name):
+            await eventually(lambda: _gone(api, CLUSTER, ns, name), 60, "the Cluster deleted in the cleanup")
+        await server.stop()
+        await api.delete(NAMESPACE, None, ns)
+        print(f"whole test {time.monotonic() - t0:.1f}s")
+
+
+async def _machine_pool_spec(spec: Spec, config: dict[str, Any]) -> None:
+    kube, ns, name = spec.kube, spec.ns, spec.name
+    assert all(o.ok for o in await apply_objects(kube, [config]))
+
+    async def discovered() -> bool:
+        ec = await kube.get(EXTENSION_CONFIG, None, EXT) or {}
+        return cond.is_true(ec, "Discovered") and len((ec.get("status") or {}).get("handlers") or []) == 13
+    await eventually(discovered, CALLED, "the ExtensionConfig discovered with 13 handlers")
+    values = {**envsubst.E2E_VARIABLES, "NAMESPACE": ns, "CLUSTER_NAME": name, "KUBERNETES_VERSION": FROM_V,
+              "CONTROL_PLANE_MACHINE_COUNT": "1", "WORKER_MACHINE_COUNT": "1", "EXTENSION_CONFIG_NAME": EXT}
+    klass = envsubst.documents(UPSTREAM_V1_13 / "e2e-clusterclass-quick-start-runtimesdk.yaml", values, ns)
+    cluster = envsubst.documents(UPSTREAM_V1_13 / "e2e-cluster-template-upgrades-runtimesdk.yaml", values, ns)
+    applied = await apply_objects(kube, klass)
+    assert all(o.ok for o in applied), [(o.ref, o.detail) for o in applied if not o.ok]
+
+    async def variables_ready() -> bool:
+        return cond.is_true(await kube.get(CLUSTER_CLASS, ns, "quick-start-runtimesdk") or {}, "VariablesReady")
+    await eventually(variables_ready, CALLED, "ClusterClass VariablesReady (DiscoverVariables)")
+    before_workers = te.hook_key("BeforeWorkersUpgrade", [FROM_V, TO_V])
+    after_workers = te.hook_key("AfterWorkersUpgrade", [TO_V])
+    await kube.create(CONFIG_MAP, {"apiVersion": "v1", "kind": "ConfigMap",
+                                   "metadata": {"name": spec.cm, "namespace": ns},
+                                   "data": {f"{k}-preloadedResponse": PRELOADED_BLOCKING
+                                            for k in (before_workers, after_workers)}})
+    applied = await apply_objects(kube, cluster)
+    assert all(o.ok for o in applied), [(o.ref, o.detail) for o in applied if not o.ok]
+
+    async def pools() -> list[dict[str, Any]]:
+        return await spec.of(MACHINE_POOL)
+
+    async def created() -> bool:
+        mps = await pools()
+        return cond.is_true(await spec.cluster(), "Available") and len(mps) == 1 \
+            and (mps[0].get("status") or {}).get("readyReplicas") == 1 and len(await spec.of(MACHINE)) == 3
+    await eventually(created, 120, "Available, the MachinePool's instance ready, 3 Machines", spec.state)
+    old_pool_machines = {m["metadata"]["name"] for m in await spec.of(MACHINE) if MACHINE_POOL_NAME in
+                         m["metadata"].get("labels", {})}
+    assert len(old_pool_machines) == 1
+
+    await kube.merge_patch(CLUSTER, ns, name, {"spec": {"topology": {"version": TO_V}}})
+
+    async def workers(version: str) -> bool:
+        """MachineDeployments and MachinePools at `version` (upstream's checkVersions)."""
+        mds, mps = await spec.of(MACHINE_DEPLOYMENT), await pools()
+        return bool(mds and mps) and all(x["spec"]["template"]["spec"]["version"] == version for x in [*mds, *mps])
+
+    async def held() -> bool:
+        return await spec.control_plane_at(TO_V) and await workers(FROM_V) and not await spec.recorded(after_workers)
+    await runtime_hook(spec, "BeforeWorkersUpgrade", [FROM_V, TO_V], held)
+    early: list[str] = []
+
+    async def upgraded() -> bool:
+        # AfterWorkersUpgrade is due only once no worker is upgrading (neither a MachineDeployment nor a
+        # MachinePool): never while a Machine of the old version is still there
+        old = [m["metadata"]["name"] for m in await spec.of(MACHINE) if m["spec"].get("version") != TO_V]
+        if old and await spec.recorded(after_workers):
+            early.append(f"{after_workers} asked while {old} still run {FROM_V}")
+        mps = await pools()
+        return await workers(TO_V) and await spec.workers_at(TO_V) and bool(mps) \
+            and (mps[0].get("status") or {}).get("readyReplicas") == 1
+    await eventually(upgraded, 120, f"the MachineDeployment and the MachinePool at {TO_V}", spec.state)
+    assert not early, early
+
+    async def workers_done() -> bool:
+        machines = await spec.of(MACHINE)
+        pool = [m for m in machines if MACHINE_POOL_NAME in m["metadata"].get("labels", {})]
+        infra = {d["metadata"]["name"] for d in await spec.of(DOCKER_MACHINE)}
+        return len(machines) == 3 and all(m["spec"]["version"] == TO_V for m in machines) and len(pool) == 1 \
+            and pool[0]["metadata"]["name"] not in old_pool_machines \
+            and all(m["spec"]["infrastructureRef"]["name"] in infra for m in machines) \
+            and not await spec.recorded(te.hook_key("AfterClusterUpgrade", [TO_V]))
+    await runtime_hook(spec, "AfterWorkersUpgrade", [TO_V], workers_done)
+
+    async def finished() -> bool:
+        c = await spec.cluster()
+        return cond.is_true(c, "TopologyReconciled") \
+            and not (c["metadata"].get("annotations") or {}).get("runtime.cluster.x-k8s.io/pending-hooks")
+    await eventually(finished, CALLED, "the upgrade finished, no hook pending", spec.state)
+    await kube.delete(CLUSTER, ns, name)
+    await eventually(lambda: _gone(kube, CLUSTER, ns, name), CALLED, "the Cluster gone", spec.state)
+
+    keys = ["BeforeClusterCreate", "AfterControlPlaneInitialized", te.hook_key("BeforeClusterUpgrade", [FROM_V, TO_V]),
+            te.hook_key("BeforeControlPlaneUpgrade", [FROM_V, TO_V]), te.hook_key("AfterControlPlaneUpgrade", [TO_V]),
+            before_workers, after_workers, te.hook_key("AfterClusterUpgrade", [TO_V]), "BeforeClusterDelete"]
+    assert list(dict.fromkeys(c.key for c in spec.calls)) == keys
+    for key in (before_workers, after_workers):
+        answers = [c.status for c in spec.calls if c.key == key]
+        released = answers.index(SUCCESS)
+        assert released >= 2 and set(answers[:released]) == {BLOCKING} and set(answers[released:]) == {SUCCESS}, \
+            (key, answers)
