@@ -80,7 +80,7 @@ EXT = te.DEFAULT_EXTENSION_CONFIG_NAME   # upstream's spec name, k8s-upgrade-wit
 RETRY = 1
 PRELOADED_BLOCKING = f'{{"Status": "Success", "RetryAfterSeconds": {RETRY}}}'
 BLOCKING = f"Status: Success, RetryAfterSeconds: {RETRY}"
-SETTLE = 1.0       # seconds without a controller write in the namespace: what was due is written
+SETTLE = 2.0       # seconds without a controller write in the namespace (the activity file is rewritten every 1 s)
 CALLED = 90.0      # a due hook is called, or a released one lets things move, within this (upstream: 30 s)
 KINDS = "machines,machinesets,machinedeployments,machinepools,dockermachines,dockermachinepools,dockerclusters," \
         "kubeadmconfigs,kubeadmcontrolplanes,dockermachinetemplates,kubeadmconfigtemplates,machinehealthchecks"
