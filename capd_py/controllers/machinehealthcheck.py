@@ -1,6 +1,9 @@
 """MachineHealthCheck controller (thin I/O around capd_py.reconcile.machinehealthcheck).
 
-Nodes live in the workload cluster, which is polled (Result(requeue_after=...)) rather than watched.
+Machines are watched (upstream's machineToMachineHealthCheck: a Machine's event reaches the MachineHealthChecks of
+its cluster whose selector matches it), so an MHC made before its Machines (a topology Cluster's) takes them on at
+once instead of at the next resync. Nodes live in the workload cluster, which is polled (Result(requeue_after=...))
+rather than watched.
 """
 
 from __future__ import annotations
@@ -8,13 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from capd_py.api import conditions as cond
-from capd_py.api import contract
+from capd_py.api import contract, selectors
 from capd_py.api.gvk import MACHINE, MACHINE_HEALTH_CHECK, NODE
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.mappers import Controller
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, reconciler
+from capd_py.kube.cache import Reader
 from capd_py.kube.client import WorkloadError
 from capd_py.reconcile import machinehealthcheck as rmhc
 
@@ -84,7 +88,19 @@ KIND = Kind(MACHINE_HEALTH_CHECK, reconcile=_reconcile, delete=_delete, metadata
 reconcile = reconciler(KIND)
 
 
+def _machine_to_health_checks(machine: dict[str, Any], cache: Reader) -> list[tuple[str, str]]:
+    """upstream machineToMachineHealthCheck: the MachineHealthChecks of the Machine's namespace and cluster whose
+    selector matches its labels (Machines carry no MHC label: the cached MHCs are listed)."""
+    md = machine.get("metadata") or {}
+    ns, cluster = md.get("namespace") or "", contract.dig(machine, "spec", "clusterName")
+    out = []
+    for mhc in cache.list(MACHINE_HEALTH_CHECK, ns):
+        sel = contract.dig(mhc, "spec", "selector")
+        if contract.dig(mhc, "spec", "clusterName") == cluster and not selectors.selector_is_empty(sel) \
+                and selectors.selector_matches(sel, md.get("labels")):
+            out.append((ns, mhc["metadata"]["name"]))
+    return out
+
+
 def controller() -> Controller:
-    # Machines carry no MHC label, so a Machine event cannot be mapped to its MHCs without a list;
-    # the MHC polls its targets instead (and the resync covers the rest).
-    return Controller(gvk=MACHINE_HEALTH_CHECK, reconcile=reconcile, watches=[])
+    return Controller(gvk=MACHINE_HEALTH_CHECK, reconcile=reconcile, watches=[(MACHINE, _machine_to_health_checks)])

@@ -114,9 +114,26 @@ def discovery_calls(cc: dict[str, Any], runtime_sdk: bool) -> list[Discovery]:
     return out
 
 
+# the CRD's default of status.variables[].definitions[].schema.openAPIV3Schema.x-kubernetes-validations[].reason
+RULE_REASON_DEFAULT = "FieldValueInvalid"
+
+
+def _as_stored(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A definition's schema as the API server stores it in status.variables: the CRD defaults the top-level
+    rules' `reason` (nested schemas are not structural there: nothing is defaulted in them). Written without it,
+    every reconcile saw a difference and wrote a status the server then left as it was (found by the write counter
+    in the in-memory runtime-SDK spec: the test extension's kubeadmControlPlaneMaxSurge has a rule without one)."""
+    oas = schema.get("openAPIV3Schema")
+    rules = oas.get("x-kubernetes-validations") if isinstance(oas, dict) else None
+    if not isinstance(oas, dict) or not isinstance(rules, list):
+        return dict(schema)
+    rules = [{**r, "reason": RULE_REASON_DEFAULT} if isinstance(r, dict) and "reason" not in r else r for r in rules]
+    return {**schema, "openAPIV3Schema": {**oas, "x-kubernetes-validations": rules}}
+
+
 def _new_status_variable(v: Mapping[str, Any], origin: str) -> dict[str, Any]:
     definition: dict[str, Any] = {"from": origin, "required": bool(v.get("required", False)),
-                                  "schema": v.get("schema") or {}}
+                                  "schema": _as_stored(v.get("schema") or {})}
     if v.get("deprecatedV1Beta1Metadata"):
         definition["deprecatedV1Beta1Metadata"] = v["deprecatedV1Beta1Metadata"]
     return {"name": v.get("name", ""), "definitionsConflict": False, "definitions": [definition]}

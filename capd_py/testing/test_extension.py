@@ -17,6 +17,10 @@ v1beta2): GeneratePatches sets the load balancer's imageRepository, the kubeadm 
 `kubernetesVersion=` node label, KCP maxSurge, extra files, and the node image by version; ValidateTopology
 accepts; DiscoverVariables returns upstream's three variable definitions. GenerateUpgradePlan answers the plan
 upstream's test extension computes, over the versions capd-py builds images for instead of kind's (upgrade_plan).
+The Dev* templates (v1beta2) are patched as upstream v1.14's extension patches them, for v1.14's flavors
+(clusterclass-in-memory, clusterclass-quick-start-runtimesdk): the `top-level-label-1` / `top-level-annotation-1`
+marks, and with the docker backend the load balancer's imageRepository and the node image by version (an inMemory
+backend gets the marks only).
 
 One difference from upstream: the node image upstream's kind mapper names carries a digest when kind published
 an image for exactly that version; capd-py never pulls and tags its own images `kindest/node:<version>`, so the
@@ -28,7 +32,7 @@ import copy
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -118,13 +122,47 @@ def recorded_status(hook: Hook, response: Mapping[str, Any]) -> str:
 
 
 KubeSource = Kube | Callable[[], Kube]
+RELEASED = "Status: Success, RetryAfterSeconds: 0"   # what a blocking hook that let go recorded
 
 
 @dataclass(frozen=True)
 class HookCall:
-    """One lifecycle call as answered: its ConfigMap key and the `-actualResponseStatus` value it recorded."""
+    """One lifecycle call as answered: its ConfigMap key and the `-actualResponseStatus` value it recorded (and the
+    request, for a test that looks at what the core sent: the upgrade plan, say; not compared)."""
     key: str
     status: str
+    request: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+def record_problems(calls: list[HookCall], keys: list[str], blocking: str) -> list[str]:
+    """What upstream's runtime-SDK e2e expects of the lifecycle calls, checked on the extension's ordered record
+    (the ConfigMap keeps only each key's last answer): the keys' first calls in the order of `keys` and no other key;
+    each blocking hook answered `blocking` at least twice (asked again after its retryAfterSeconds), then RELEASED
+    and never `blocking` again; a non-blocking hook (AfterControlPlaneInitialized) only Success; each key first
+    asked only once the one before it let go. [] when all hold."""
+    out: list[str] = []
+    order = list(dict.fromkeys(c.key for c in calls))
+    if order != keys:
+        out.append(f"first calls in the order {order}, expected {keys}")
+    for key in keys:
+        answers = [c.status for c in calls if c.key == key]
+        hook = runtime_hooks.HOOKS.get(key.split("-", 1)[0])
+        if hook is not None and not hook.blocking:
+            if not answers or set(answers) != {SUCCESS}:
+                out.append(f"{key}: answered {answers}, expected Success only")
+            continue
+        if RELEASED not in answers:
+            out.append(f"{key}: never let go: {answers}")
+            continue
+        released = answers.index(RELEASED)
+        if released < 2 or set(answers[:released]) != {blocking} or set(answers[released:]) != {RELEASED}:
+            out.append(f"{key}: answered {answers}, expected {blocking!r} at least twice, then {RELEASED!r} only")
+    for earlier, later in zip(keys, keys[1:], strict=False):
+        let_go = [i for i, c in enumerate(calls) if c.key == earlier and c.status != blocking]
+        first = [i for i, c in enumerate(calls) if c.key == later]
+        if let_go and first and first[0] < let_go[0]:
+            out.append(f"{later} asked (call {first[0]}) before {earlier} let go (call {let_go[0]})")
+    return out
 
 
 class HookResponses:
@@ -161,7 +199,7 @@ class HookResponses:
             await self._record(cluster, hook, key, settings, response)
         except HookError as exc:
             return {**response, "status": FAILURE, "message": str(exc)}
-        self.calls.append(HookCall(key, recorded_status(hook, response)))
+        self.calls.append(HookCall(key, recorded_status(hook, response), dict(request)))
         return response
 
     def _where(self, cluster: Mapping[str, Any], settings: Mapping[str, str], what: str) -> tuple[str, str]:
@@ -229,12 +267,14 @@ INFRASTRUCTURE_GROUP = "infrastructure.cluster.x-k8s.io"
 BOOTSTRAP_GROUP = "bootstrap.cluster.x-k8s.io"
 CONTROL_PLANE_GROUP = "controlplane.cluster.x-k8s.io"
 # what upstream's decoder has in its scheme: CAPD's, kubeadm bootstrap's and KCP's kinds at v1beta1 and v1beta2
+# (v1.14's CAPD API: the Dev* kinds beside the Docker* ones; DevMachinePool(Template) only at v1beta2)
 _DOCKER_KINDS = ("DockerCluster", "DockerClusterTemplate", "DockerMachine", "DockerMachineTemplate",
                  "DockerMachinePool", "DockerMachinePoolTemplate")
+_DEV_KINDS = ("DevCluster", "DevClusterTemplate", "DevMachine", "DevMachineTemplate")
 KNOWN_KINDS: dict[str, frozenset[str]] = {
-    f"{INFRASTRUCTURE_GROUP}/v1beta1": frozenset(_DOCKER_KINDS),
-    f"{INFRASTRUCTURE_GROUP}/v1beta2": frozenset((*_DOCKER_KINDS, "DevCluster", "DevClusterTemplate", "DevMachine",
-                                                  "DevMachineTemplate")),
+    f"{INFRASTRUCTURE_GROUP}/v1beta1": frozenset((*_DOCKER_KINDS, *_DEV_KINDS)),
+    f"{INFRASTRUCTURE_GROUP}/v1beta2": frozenset((*_DOCKER_KINDS, *_DEV_KINDS, "DevMachinePool",
+                                                  "DevMachinePoolTemplate")),
     f"{BOOTSTRAP_GROUP}/v1beta1": frozenset(("KubeadmConfig", "KubeadmConfigTemplate")),
     f"{BOOTSTRAP_GROUP}/v1beta2": frozenset(("KubeadmConfig", "KubeadmConfigTemplate")),
     f"{CONTROL_PLANE_GROUP}/v1beta1": frozenset(("KubeadmControlPlane", "KubeadmControlPlaneTemplate")),
@@ -405,12 +445,89 @@ def patch_docker_machine_pool_template(obj: dict[str, Any], variables: Mapping[s
     _at(obj, "spec", "template", "spec", "template")["customImage"] = _image_for(mp_version, "MachinePool")
 
 
+# -- upstream v1.14's patches of the Dev* templates (handlers/topologymutation at v1.14.0: v1beta2 only; a v1beta1
+# Dev* template decodes into another Go type there and is left as it is)
+
+TOP_LEVEL_LABEL = ("top-level-label-1", "top-level-label-value-1")
+TOP_LEVEL_ANNOTATION = ("top-level-annotation-1", "top-level-annotation-value-1")
+
+
+def _add_top_level_metadata(meta: dict[str, Any]) -> None:
+    """upstream v1.14 marks the templates it patches: `top-level-label-1` / `top-level-annotation-1` (added to what
+    is there, as its labels.AddLabels / annotations.AddAnnotations)."""
+    _at(meta, "labels")[TOP_LEVEL_LABEL[0]] = TOP_LEVEL_LABEL[1]
+    _at(meta, "annotations")[TOP_LEVEL_ANNOTATION[0]] = TOP_LEVEL_ANNOTATION[1]
+
+
+def _docker_backend(obj: dict[str, Any], *path: str) -> dict[str, Any] | None:
+    """The template's `backend.docker` under `path` when it has one (upstream: `Backend.Docker != nil`)."""
+    node: Any = obj
+    for key in (*path, "backend", "docker"):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else None
+
+
+def patch_dev_cluster_template(obj: dict[str, Any], variables: Mapping[str, Any]) -> None:
+    """The template's metadata marked and, with the docker backend, the load balancer's imageRepository, both only
+    when the `imageRepository` variable is set."""
+    repo = _optional_string(variables, "imageRepository",
+                            "could not set DevClusterTemplate loadBalancer imageRepository")
+    if repo is None:
+        return
+    _add_top_level_metadata(_at(obj, "spec", "template", "metadata"))
+    docker = _docker_backend(obj, "spec", "template", "spec")
+    if docker is not None:
+        _at(docker, "loadBalancer")["imageRepository"] = repo
+
+
+def patch_dev_machine_template(obj: dict[str, Any], variables: Mapping[str, Any]) -> None:
+    """The object's own metadata marked; with the docker backend, the node image by the control plane's or the
+    MachineDeployment's version (the version is read, and must parse, whatever the backend)."""
+    _add_top_level_metadata(_at(obj, "metadata"))
+    docker = _docker_backend(obj, "spec", "template", "spec")
+    cp_version = _optional_string(variables, "builtin.controlPlane.version",
+                                  "could not set customImage to control plane devMachineTemplate")
+    if cp_version is not None:
+        image = _image_for(cp_version, "control plane")
+    else:
+        try:
+            md_version = get_string_variable(variables, "builtin.machineDeployment.version")
+        except VariableNotFound as exc:
+            raise PatchError("no version variables found for DevMachineTemplate patch") from exc
+        except VariableError as exc:
+            raise PatchError(f"could not set customImage to MachineDeployment DevMachineTemplate: {exc}") from exc
+        image = _image_for(md_version, "MachineDeployment")
+    if docker is not None:
+        docker["customImage"] = image
+
+
+def patch_dev_machine_pool_template(obj: dict[str, Any], variables: Mapping[str, Any]) -> None:
+    """The pool template's metadata marked; with the docker backend, the node image by the MachinePool's version."""
+    _add_top_level_metadata(_at(obj, "spec", "template", "metadata"))
+    try:
+        mp_version = get_string_variable(variables, "builtin.machinePool.version")
+    except VariableNotFound as exc:
+        raise PatchError("no version variables found for DevMachinePoolTemplate patch") from exc
+    except VariableError as exc:
+        raise PatchError(f"could not set customImage to MachinePool DevMachinePoolTemplate: {exc}") from exc
+    image = _image_for(mp_version, "MachinePool")
+    docker = _docker_backend(obj, "spec", "template", "spec")
+    if docker is not None:
+        docker["customImage"] = image
+
+
+# by kind; the Dev* ones at v1beta2 only (DEV_PATCHERS), as upstream v1.14's type switch
 PATCHERS: dict[str, Callable[[dict[str, Any], Mapping[str, Any]], None]] = {
     "DockerClusterTemplate": patch_docker_cluster_template,
     "KubeadmControlPlaneTemplate": patch_kubeadm_control_plane_template,
     "KubeadmConfigTemplate": patch_kubeadm_config_template,
     "DockerMachineTemplate": patch_docker_machine_template,
     "DockerMachinePoolTemplate": patch_docker_machine_pool_template,
+}
+DEV_PATCHERS: dict[str, Callable[[dict[str, Any], Mapping[str, Any]], None]] = {
+    "DevClusterTemplate": patch_dev_cluster_template,
+    "DevMachineTemplate": patch_dev_machine_template,
+    "DevMachinePoolTemplate": patch_dev_machine_pool_template,
 }
 
 
@@ -439,7 +556,7 @@ def generate_patches(request: Mapping[str, Any]) -> dict[str, Any]:
             return {"status": FAILURE, "message": f"error generating patches - HolderReference apiVersion "
                                                   f'"{holder_api_version}" is not in valid format: {exc}'}
         modified = copy.deepcopy(obj)
-        patcher = PATCHERS.get(kind)
+        patcher = PATCHERS.get(kind) or (DEV_PATCHERS.get(kind) if api_version.endswith("/v1beta2") else None)
         if patcher is not None:
             try:
                 patcher(modified, variables)

@@ -52,6 +52,7 @@ import pytest
 import yaml
 
 from capd_py.cli.generate import generate_cluster, parse_documents
+from capd_py.testing import envsubst
 from capd_py.testing.e2e import (
     K8S_VERSION,
     Mgmt,
@@ -293,3 +294,33 @@ def test_upstream_v1_14_in_memory_template(clusterctl_v1_14: str, mgmt: Mgmt, ow
     print(f"deleted in {time.monotonic() - t1:.1f}s")
     mgmt.kubectl("delete", "-n", ns, "-f", str(path), "--ignore-not-found", "--wait")
     assert not _class_objects_left(mgmt, path, ns)
+
+
+def test_upstream_v1_14_in_memory_topology_flavor_renders_as_envsubst_does(clusterctl_v1_14: str,
+                                                                           tmp_path: Path) -> None:
+    """upstream v1.14 e2e's `in-memory-topology` flavor (e2e-clusterclass-in-memory + e2e-cluster-template-in-
+    memory-topology): tests/integration/controllers/test_runtime_sdk_inmemory.py substitutes it with
+    capd_py.testing.envsubst (the integration tier builds no clusterctl); clusterctl v1.14.0 renders the same objects
+    from the same values."""
+    ns, name, ext = "rsdk", "k8s-upgrade-with-runtimesdk-abcdef", "k8s-upgrade-with-runtimesdk"
+    values = {**envsubst.E2E_VARIABLES, "EXTENSION_CONFIG_NAME": ext}
+    env = {**clusterctl_env(tmp_path), **values}
+    klass = run([clusterctl_v1_14, "generate", "yaml", "--from", str(V1_14 / "e2e-clusterclass-in-memory.yaml")],
+                env=env, timeout=120).stdout
+    cluster = run([clusterctl_v1_14, "generate", "cluster", name, "--from",
+                   str(V1_14 / "e2e-cluster-template-in-memory-topology.yaml"), "--target-namespace", ns,
+                   "--kubernetes-version", K8S_VERSION, "--control-plane-machine-count", "1",
+                   "--worker-machine-count", "1"], env=env, timeout=120).stdout
+    ours = {**values, "NAMESPACE": ns, "CLUSTER_NAME": name, "KUBERNETES_VERSION": K8S_VERSION,
+            "CONTROL_PLANE_MACHINE_COUNT": "1", "WORKER_MACHINE_COUNT": "1"}
+
+    def docs(text: str) -> list[dict[str, Any]]:
+        out = [d for d in yaml.safe_load_all(text) if d]
+        for d in out:
+            d.setdefault("metadata", {}).pop("namespace", None)   # `generate yaml` leaves it to kubectl's -n
+        return out
+    assert docs(klass) == docs(yaml.safe_dump_all(envsubst.documents(V1_14 / "e2e-clusterclass-in-memory.yaml",
+                                                                     ours)))
+    assert docs(cluster) == docs(yaml.safe_dump_all(envsubst.documents(
+        V1_14 / "e2e-cluster-template-in-memory-topology.yaml", ours, ns)))
+    assert [d["metadata"].get("namespace") for d in yaml.safe_load_all(cluster) if d] == [ns]

@@ -79,3 +79,27 @@ def test_a_control_plane_change_reaches_machinesets_the_preflight_checks_hold() 
            "metadata": {"name": "cp", "namespace": "ns", "labels": {"cluster.x-k8s.io/cluster-name": "c1"}}}
     mappers = [m for g, m in machineset.controller().watches if g == gvk.KUBEADM_CONTROL_PLANE]
     assert [k for m in mappers for k in m(kcp, store)] == [("ns", "held")]
+
+
+def test_machinehealthcheck_watches_the_machines_it_selects() -> None:
+    """upstream's machineToMachineHealthCheck: an MHC made before its Machines (a topology Cluster's) hears of them."""
+    store = Store()
+    store.serve(gvk.MACHINE_HEALTH_CHECK)
+
+    def mhc(name: str, cluster: str, selector: dict) -> dict:
+        return {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineHealthCheck",
+                "metadata": {"name": name, "namespace": "ns", "resourceVersion": "1"},
+                "spec": {"clusterName": cluster, "selector": selector}}
+    for o in (mhc("workers", "c1", {"matchLabels": {"topology.cluster.x-k8s.io/deployment-name": "md-0"}}),
+              mhc("cp", "c1", {"matchLabels": {"cluster.x-k8s.io/control-plane": ""}}),
+              mhc("other", "c2", {"matchLabels": {"topology.cluster.x-k8s.io/deployment-name": "md-0"}}),
+              mhc("empty", "c1", {})):
+        store.observe(gvk.MACHINE_HEALTH_CHECK, o)
+    [mapper] = [m for g, m in machinehealthcheck.controller().watches if g == gvk.MACHINE]
+    worker: dict[str, Any] = {"metadata": {"name": "w", "namespace": "ns", "labels": {
+        "topology.cluster.x-k8s.io/deployment-name": "md-0"}}, "spec": {"clusterName": "c1"}}
+    assert set(mapper(worker, store)) == {("ns", "workers")}
+    cp = {"metadata": {"name": "m", "namespace": "ns", "labels": {"cluster.x-k8s.io/control-plane": ""}},
+          "spec": {"clusterName": "c1"}}
+    assert set(mapper(cp, store)) == {("ns", "cp")}
+    assert set(mapper({**worker, "metadata": {**worker["metadata"], "namespace": "other"}}, store)) == set()

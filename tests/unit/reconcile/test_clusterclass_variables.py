@@ -108,3 +108,23 @@ def test_invalid_discovered_schemas_are_named_under_the_patch() -> None:
 def test_inline_only_classes_list_every_variable_from_inline() -> None:
     st = rcc.compute_status(cc(patches=[]), [], [])
     assert [(v["name"], [d["from"] for d in v["definitions"]]) for v in st["variables"]] == [("zeta", ["inline"])]
+
+
+def test_status_variables_carry_the_crds_default_rule_reason_so_a_second_pass_writes_nothing() -> None:
+    """The CRD defaults status.variables[].definitions[].schema.openAPIV3Schema.x-kubernetes-validations[].reason
+    (FieldValueInvalid): written without it, every pass differed from what was stored (the test extension's
+    kubeadmControlPlaneMaxSurge rule has none) and wrote again. Nested schemas are left alone, as the server does."""
+    from capd_py.api import statuspatch
+    rule = {"rule": 'self == "" || self != ""', "messageExpression": "'got %s'.format([self])"}
+    nested = {"type": "object", "properties": {"n": {"type": "string", "x-kubernetes-validations": [dict(rule)]}}}
+    d = [rcc.Discovered("p1", response=found(
+        {"name": "surge", "required": False, "schema": schema("string", **{"x-kubernetes-validations": [dict(rule)]})},
+        {"name": "nested", "required": False, "schema": {"openAPIV3Schema": nested}},
+        {"name": "kept", "required": False, "schema": schema("string", **{"x-kubernetes-validations": [
+            {**rule, "reason": "FieldValueForbidden"}]})}))]
+    st = rcc.compute_status(cc(), [], [], d)
+    by_name = {v["name"]: v["definitions"][0]["schema"]["openAPIV3Schema"] for v in st["variables"]}
+    assert by_name["surge"]["x-kubernetes-validations"] == [{**rule, "reason": "FieldValueInvalid"}]
+    assert by_name["kept"]["x-kubernetes-validations"][0]["reason"] == "FieldValueForbidden"
+    assert by_name["nested"] == nested
+    assert not statuspatch.status_patch(st, rcc.compute_status(cc(status=st), [], [], d))

@@ -343,6 +343,83 @@ def test_generate_patches_on_v1beta1_templates_uses_maps_and_rollout_strategy() 
     assert kct_spec["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"]["v"] == "2"
 
 
+V1_14 = Path(__file__).resolve().parents[2] / "fixtures" / "upstream-v1.14"
+TOP = {"labels": {"top-level-label-1": "top-level-label-value-1"},
+       "annotations": {"top-level-annotation-1": "top-level-annotation-value-1"}}
+
+
+def test_generate_patches_of_dev_templates_as_upstream_v1_14() -> None:
+    """upstream v1.14's patches of the Dev* templates: the top-level marks, and with the docker backend the load
+    balancer's imageRepository and the node image by version (control plane, MachineDeployment, MachinePool)."""
+    docker: dict[str, Any] = {"template": {"spec": {"backend": {"docker": {"extraMounts": []}}}}}
+    response = te.generate_patches({"items": [
+        item("dc", typed("DevClusterTemplate", "infrastructure", {"template": {"spec": {"backend": {"docker": {}}}}}),
+             [variable("imageRepository", "kindest")]),
+        item("cp", typed("DevMachineTemplate", "infrastructure", copy.deepcopy(docker)), CP_VARS),
+        item("md", typed("DevMachineTemplate", "infrastructure", copy.deepcopy(docker)), MD_VARS),
+        item("mp", typed("DevMachinePoolTemplate", "infrastructure", copy.deepcopy(docker)), MP_VARS)]})
+    ops = {uid: sorted(o, key=lambda op: op["path"]) for uid, o in ops_of(response).items()}
+    assert ops["dc"] == [{"op": "add", "path": "/spec/template/metadata", "value": TOP},
+                         {"op": "add", "path": "/spec/template/spec/backend/docker/loadBalancer",
+                          "value": {"imageRepository": "kindest"}}]
+    for uid in ("cp", "md"):
+        assert ops[uid] == [{"op": "add", "path": "/metadata", "value": TOP},
+                            {"op": "add", "path": "/spec/template/spec/backend/docker/customImage",
+                             "value": "kindest/node:v1.23.0"}]
+    assert ops["mp"] == [{"op": "add", "path": "/spec/template/metadata", "value": TOP},
+                         {"op": "add", "path": "/spec/template/spec/backend/docker/customImage",
+                          "value": "kindest/node:v1.23.0"}]
+
+
+def test_generate_patches_of_the_v1_14_in_memory_class_marks_its_dev_templates_only() -> None:
+    """upstream v1.14 e2e's clusterclass-in-memory (inMemory backends, an empty KCP template and KubeadmConfigTemplate):
+    the Dev* templates get the marks and no node image (no docker backend); no imageRepository: the DevClusterTemplate
+    is left as it is; the kubeadm templates get v1.13's patches (kubelet v=2, the node label)."""
+    text = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", (V1_14 / "e2e-clusterclass-in-memory.yaml").read_text())
+    t = {f"{d['kind']}/{d['metadata']['name']}": d for d in yaml.safe_load_all(text)
+         if d and d["kind"] != "ClusterClass"}
+    objs = {"dc": t["DevClusterTemplate/in-memory-cluster"],
+            "kcp": t["KubeadmControlPlaneTemplate/in-memory-control-plane"],
+            "cp": t["DevMachineTemplate/in-memory-control-plane"],
+            "md": t["DevMachineTemplate/in-memory-default-worker-machinetemplate"],
+            "kct": t["KubeadmConfigTemplate/in-memory-default-worker-bootstraptemplate"]}
+    assert "spec" not in objs["kcp"] and "spec" not in objs["kct"]
+    item_vars = {"dc": [], "kcp": CP_VARS, "cp": CP_VARS, "md": MD_VARS, "kct": MD_VARS}
+    response = te.generate_patches({"items": [item(k, copy.deepcopy(o), item_vars[k]) for k, o in objs.items()]})
+    patched = {uid: apply_json_patch(copy.deepcopy(objs[uid]), ops) for uid, ops in ops_of(response).items()}
+    assert patched["dc"] == objs["dc"]
+    for uid in ("cp", "md"):
+        assert patched[uid]["metadata"] == {**objs[uid]["metadata"], **TOP}
+        assert patched[uid]["spec"] == objs[uid]["spec"]
+    kcs = patched["kcp"]["spec"]["template"]["spec"]["kubeadmConfigSpec"]
+    assert kcs["initConfiguration"]["nodeRegistration"]["kubeletExtraArgs"] == [
+        {"name": "v", "value": "2"}, {"name": "node-labels", "value": "kubernetesVersion=v1.23.0"}]
+    assert patched["kct"]["spec"]["template"]["spec"]["joinConfiguration"] == {
+        "nodeRegistration": {"kubeletExtraArgs": [{"name": "v", "value": "2"}]}}
+
+
+def test_dev_templates_at_v1beta1_are_known_and_left_as_they_are() -> None:
+    response = te.generate_patches({"items": [
+        item("1", typed("DevMachineTemplate", "infrastructure", {"template": {"spec": {}}}, version="v1beta1"), [])]})
+    assert ops_of(response) == {"1": []}
+
+
+@pytest.mark.parametrize(("items", "message"), [
+    ([item("1", typed("DevMachineTemplate", "infrastructure", {"template": {"spec": {}}}), [])],
+     "error patching DevMachineTemplate: no version variables found for DevMachineTemplate patch"),
+    ([item("1", typed("DevMachinePoolTemplate", "infrastructure"), [])],
+     "error patching DevMachinePoolTemplate: no version variables found for DevMachinePoolTemplate patch"),
+    ([item("1", typed("DevClusterTemplate", "infrastructure"), [variable("imageRepository", 3)])],
+     "error patching DevClusterTemplate: could not set DevClusterTemplate loadBalancer imageRepository: "
+     "invalid syntax"),
+    ([item("1", typed("DevMachinePool", "infrastructure", version="v1beta1"), [])],
+     'no kind "DevMachinePool" is registered for version "infrastructure.cluster.x-k8s.io/v1beta1"'),
+])
+def test_generate_patches_of_dev_templates_failures(items: list[dict[str, Any]], message: str) -> None:
+    response = te.generate_patches({"items": items})
+    assert response["status"] == "Failure" and response["message"].startswith(message), response
+
+
 @pytest.mark.parametrize(("items", "message"), [
     ([item("1", typed("DockerMachineTemplate", "infrastructure", {"template": {"spec": {}}}), [])],
      "error patching DockerMachineTemplate: no version variables found for DockerMachineTemplate patch"),
@@ -420,3 +497,28 @@ def test_generate_upgrade_plan_answers_with_the_versions_capd_py_builds(monkeypa
         {"version": "v1.34.1"}, {"version": "v1.35.2"}]
     bad = te.generate_upgrade_plan({"fromControlPlaneKubernetesVersion": "nope", "toKubernetesVersion": "v1.35.4"})
     assert bad["status"] == "Failure" and bad["message"].startswith("failed to parse current ControlPlane version")
+
+
+def test_record_problems_checks_upstreams_order_and_blocking() -> None:
+    b, r = "Status: Success, RetryAfterSeconds: 1", te.RELEASED
+    keys = ["BeforeClusterCreate", "AfterControlPlaneInitialized", "BeforeClusterDelete"]
+
+    def calls(*pairs: tuple[str, str]) -> list[te.HookCall]:
+        return [te.HookCall(k, s) for k, s in pairs]
+    good = calls(("BeforeClusterCreate", b), ("BeforeClusterCreate", b), ("BeforeClusterCreate", r),
+                 ("AfterControlPlaneInitialized", "Success"), ("BeforeClusterDelete", b), ("BeforeClusterDelete", b),
+                 ("BeforeClusterDelete", r), ("BeforeClusterDelete", r))
+    assert te.record_problems(good, keys, b) == []
+    # blocked once only; asked again after letting go with a block; a hook asked before the one before let go
+    once = calls(("BeforeClusterCreate", b), ("BeforeClusterCreate", r), ("AfterControlPlaneInitialized", "Success"),
+                 ("BeforeClusterDelete", b), ("BeforeClusterDelete", b), ("BeforeClusterDelete", r))
+    assert te.record_problems(once, keys, b) == [
+        f"BeforeClusterCreate: answered [{b!r}, {r!r}], expected {b!r} at least twice, then {r!r} only"]
+    early = calls(("BeforeClusterCreate", b), ("BeforeClusterCreate", b), ("AfterControlPlaneInitialized", "Success"),
+                  ("BeforeClusterCreate", r), ("BeforeClusterDelete", b), ("BeforeClusterDelete", b),
+                  ("BeforeClusterDelete", r))
+    assert te.record_problems(early, keys, b) == [
+        "AfterControlPlaneInitialized asked (call 2) before BeforeClusterCreate let go (call 3)"]
+    assert te.record_problems(good[:4], keys, b) == [
+        "first calls in the order ['BeforeClusterCreate', 'AfterControlPlaneInitialized'], expected "
+        f"{keys}", "BeforeClusterDelete: never let go: []"]
