@@ -3,8 +3,6 @@ watches need (capd_py/kube/inmemory_server.py)."""
 
 from __future__ import annotations
 
-import datetime
-
 import pytest
 
 from capd_py.kube.inmemory import InMemoryAPI
