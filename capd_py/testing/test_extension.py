@@ -419,6 +419,17 @@ def _image_for(version: str, what: str) -> str:
         raise PatchError(f"could not parse {what} version: {exc}") from exc
 
 
+def _required_version(variables: Mapping[str, Any], owner: str, kind: str) -> str:
+    """`builtin.<owner>.version` (owner MachineDeployment or MachinePool), which the `kind` patch needs; its absence
+    or a bad value is a PatchError with upstream's texts."""
+    try:
+        return get_string_variable(variables, f"builtin.{owner[0].lower()}{owner[1:]}.version")
+    except VariableNotFound as exc:
+        raise PatchError(f"no version variables found for {kind} patch") from exc
+    except VariableError as exc:
+        raise PatchError(f"could not set customImage to {owner} {kind}: {exc}") from exc
+
+
 def patch_docker_machine_template(obj: dict[str, Any], variables: Mapping[str, Any]) -> None:
     # a control plane's template has builtin.controlPlane.version, a MachineDeployment's builtin.machineDeployment
     cp_version = _optional_string(variables, "builtin.controlPlane.version",
@@ -426,22 +437,12 @@ def patch_docker_machine_template(obj: dict[str, Any], variables: Mapping[str, A
     if cp_version is not None:
         _at(obj, "spec", "template", "spec")["customImage"] = _image_for(cp_version, "control plane")
         return
-    try:
-        md_version = get_string_variable(variables, "builtin.machineDeployment.version")
-    except VariableNotFound as exc:
-        raise PatchError("no version variables found for DockerMachineTemplate patch") from exc
-    except VariableError as exc:
-        raise PatchError(f"could not set customImage to MachineDeployment DockerMachineTemplate: {exc}") from exc
+    md_version = _required_version(variables, "MachineDeployment", "DockerMachineTemplate")
     _at(obj, "spec", "template", "spec")["customImage"] = _image_for(md_version, "MachineDeployment")
 
 
 def patch_docker_machine_pool_template(obj: dict[str, Any], variables: Mapping[str, Any]) -> None:
-    try:
-        mp_version = get_string_variable(variables, "builtin.machinePool.version")
-    except VariableNotFound as exc:
-        raise PatchError("no version variables found for DockerMachinePoolTemplate patch") from exc
-    except VariableError as exc:
-        raise PatchError(f"could not set customImage to MachinePool DockerMachinePoolTemplate: {exc}") from exc
+    mp_version = _required_version(variables, "MachinePool", "DockerMachinePoolTemplate")
     _at(obj, "spec", "template", "spec", "template")["customImage"] = _image_for(mp_version, "MachinePool")
 
 
@@ -490,12 +491,7 @@ def patch_dev_machine_template(obj: dict[str, Any], variables: Mapping[str, Any]
     if cp_version is not None:
         image = _image_for(cp_version, "control plane")
     else:
-        try:
-            md_version = get_string_variable(variables, "builtin.machineDeployment.version")
-        except VariableNotFound as exc:
-            raise PatchError("no version variables found for DevMachineTemplate patch") from exc
-        except VariableError as exc:
-            raise PatchError(f"could not set customImage to MachineDeployment DevMachineTemplate: {exc}") from exc
+        md_version = _required_version(variables, "MachineDeployment", "DevMachineTemplate")
         image = _image_for(md_version, "MachineDeployment")
     if docker is not None:
         docker["customImage"] = image
@@ -504,12 +500,7 @@ def patch_dev_machine_template(obj: dict[str, Any], variables: Mapping[str, Any]
 def patch_dev_machine_pool_template(obj: dict[str, Any], variables: Mapping[str, Any]) -> None:
     """The pool template's metadata marked; with the docker backend, the node image by the MachinePool's version."""
     _add_top_level_metadata(_at(obj, "spec", "template", "metadata"))
-    try:
-        mp_version = get_string_variable(variables, "builtin.machinePool.version")
-    except VariableNotFound as exc:
-        raise PatchError("no version variables found for DevMachinePoolTemplate patch") from exc
-    except VariableError as exc:
-        raise PatchError(f"could not set customImage to MachinePool DevMachinePoolTemplate: {exc}") from exc
+    mp_version = _required_version(variables, "MachinePool", "DevMachinePoolTemplate")
     image = _image_for(mp_version, "MachinePool")
     docker = _docker_backend(obj, "spec", "template", "spec")
     if docker is not None:
