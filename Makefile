@@ -21,6 +21,10 @@ CLUSTERCTL_V1_14 ?= v1.14.0
 CLUSTERCTL_VERSIONS ?= $(CLUSTERCTL_VERSION) $(CLUSTERCTL_V1_14)
 CLUSTER_AUTOSCALER_VERSION ?= 1.35.2
 export CAPD_PY_CACHE ?= $(HOME)/.cache/capd-py
+# The suite runs in TEST_WORKERS pytest-xdist processes (tests/conftest.py: tests sharing a cluster go to one worker
+# together; a `host_exclusive` test runs alone). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
+PYTEST := $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup
 # This sandbox refuses --privileged; real machines can use CAPD_PY_PRIVILEGED_MODE=privileged.
 export CAPD_PY_PRIVILEGED_MODE ?= $(shell bash hack/privilege-mode.sh 2>/dev/null || echo privileged)
 
@@ -96,13 +100,13 @@ lint: venv
 	$(VENV)/bin/python hack/check_deps.py
 
 test-unit: venv
-	$(VENV)/bin/pytest -m "unit and not autoscaler" -q -rfEs --tier-report
+	$(PYTEST) -m "unit and not autoscaler" -q -rfEs --tier-report
 
 test-integration: venv images upstream
-	$(VENV)/bin/pytest -m "integration and not autoscaler" -q -rfEs --tier-report
+	$(PYTEST) -m "integration and not autoscaler" -q -rfEs --tier-report
 
 test-e2e: venv images clusterctl upstream
-	$(VENV)/bin/pytest -m "e2e and not autoscaler" -q -rfEs --tier-report
+	$(PYTEST) -m "e2e and not autoscaler" -q -rfEs --tier-report
 
 # What the whole suite needs built, in two chains side by side: the Kubernetes chain (`images`: compiles, links,
 # downloads, debootstrap) kept 1.3 of the 2 cores busy on average over a cold build (measured 2026-12-06, 30 min
@@ -115,7 +119,7 @@ builds: docker
 
 # The one test command: lint, then every tier.
 test: lint builds
-	$(VENV)/bin/pytest -q -rfEs --tier-report
+	$(PYTEST) -q -rfEs --tier-report
 
 quickstart: venv
 	$(MAKE) --no-print-directory images K8S_VERSIONS=$(K8S_VERSION)

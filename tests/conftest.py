@@ -4,7 +4,12 @@
   `-m unit` selects every unit test; a test outside the tier folders or marked with another tier's marker stops
   the run at collection (a usage error). tests/unit/test_test_layout.py checks the files agree.
 - `--tier-report` (`make test`): at the end, each tier's test count, wall-clock time and summed durations, then the
-  20 slowest tests; env `CAPD_PY_TIER_REPORT=FILE` writes the same as JSON.
+  20 slowest tests; env `CAPD_PY_TIER_REPORT=FILE` writes the same as JSON. Every run records each passed test's
+  time in $CAPD_PY_CACHE/test-durations.json; the next orders each tier's tests longest first by it (two workers
+  then end together; only the time depends on the order).
+- Workers (`make test`: `-n 2`, pytest-xdist): tests that share a cluster fixture (`quick_cluster`) go to one
+  worker together (an `xdist_group`); integration and e2e tests hold the docker host's lock (host_lock.py):
+  shared, or alone for a test marked `host_exclusive`.
 
 - `envtest` (session): a running `capd_py.testing.envtest.EnvTest` (etcd + kube-apiserver) with every
   capd-py CRD installed and Established. Fails (does not skip) if the binaries are missing.
@@ -25,11 +30,18 @@ import pytest
 
 from capd_py.api.gvk import GVK
 from capd_py.kube.client import Kube
-from capd_py.testing.envtest import MAKE_HINT, EnvTest, binary_paths, missing_binaries, started_with_crds
-from capd_py.testing.tiers import SLOWEST, TierReport, mark_tiers, order_by_tier
+from capd_py.testing.envtest import MAKE_HINT, EnvTest, binary_paths, cache_dir, missing_binaries, started_with_crds
+from capd_py.testing.host_lock import host_share
+from capd_py.testing.tiers import SLOWEST, TierReport, mark_tiers, order_by_tier, read_durations
 
 NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)
 TESTS = Path(__file__).resolve().parent
+# a session fixture several tests use, made once per process: its users run in one worker, one after another
+SHARED_FIXTURE_GROUPS = {"quick_cluster": "e2e-quick"}
+
+
+def durations_file() -> Path:
+    return cache_dir() / "test-durations.json"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,17 +51,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: its controller reports
+        return
     config.pluginmanager.register(
         TierReport(print_summary=bool(config.getoption("tier_report", default=False)),
-                   json_path=os.environ.get("CAPD_PY_TIER_REPORT") or None), "capd-py-tier-report")
+                   json_path=os.environ.get("CAPD_PY_TIER_REPORT") or None, tests_root=TESTS,
+                   rootpath=config.rootpath, durations_path=durations_file()), "capd-py-tier-report")
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects (the mark plugin's own modifyitems)
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects (the mark plugin's own) and xdist names the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     problems = mark_tiers(items, TESTS)
     if problems:
         raise pytest.UsageError("tests out of their tier:\n  " + "\n  ".join(problems))
-    order_by_tier(items, TESTS)
+    for item in items:
+        for fixture, group in SHARED_FIXTURE_GROUPS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
+    order_by_tier(items, TESTS, read_durations(durations_file()))
+
+
+@pytest.fixture(autouse=True)
+def _docker_host_share(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The docker host's lock around every integration and e2e test (before its other fixtures: autouse ones come
+    first), shared or, for `host_exclusive`, alone."""
+    if request.node.get_closest_marker("unit") is not None:
+        yield
+        return
+    with host_share(exclusive=request.node.get_closest_marker("host_exclusive") is not None):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,7 @@ from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay
 from capd_py.controllers.manager import ACTIVITY_FILE_ENV
 from capd_py.kube.crds import install_crds
 from capd_py.testing.envtest import EnvTest, cache_dir, stop_process_group
+from capd_py.testing.host_lock import once_per_run
 
 CAPD = [sys.executable, "-m", "capd_py.cli"]
 K8S_VERSION = os.environ.get("CAPD_PY_K8S_VERSION", "v1.34.4")
@@ -200,6 +201,13 @@ def remove_leftovers(cluster_prefix: str = E2E_CLUSTER_PREFIX) -> list[str]:
             if run(["docker", *rm, n], check=False).returncode == 0:
                 removed.append(f"{kind} {n}")
     return removed
+
+
+def sweep_leftovers() -> None:
+    """`remove_leftovers` once per test run, by the first management plane that starts (a second worker's must not
+    remove the first one's live clusters), printing what it removed."""
+    for what in once_per_run("e2e-sweep", remove_leftovers) or []:
+        print(f"removed a leftover of an earlier run: {what}")
 
 
 # the Cluster API kinds a cluster's deletion must remove from the management cluster (by the cluster-name label)

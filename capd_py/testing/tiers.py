@@ -4,13 +4,16 @@
   `e2e`), so `-m unit` selects every unit test even when a file forgets its `pytestmark`; a test outside the tier
   folders, or one marked with another tier's marker, is a problem to report (tests/conftest.py makes it a usage
   error).
-- `TierReport`: a pytest plugin (registered by tests/conftest.py) that records each test's phases and, at the end,
-  prints per tier the number of tests, its wall-clock time (first setup start to last teardown end: `make test`
-  runs the tiers one after another, in collection order) and the summed durations, then the slowest tests
-  (setup + call + teardown). With `--tier-report` it prints them; with env `CAPD_PY_TIER_REPORT=FILE` it also
-  writes them to FILE as JSON. `aggregate` is the pure part. pytest finalizes the session-scoped fixtures (the
-  envtest, the e2e management plane) in the teardown of the run's last test, whatever its tier: that phase is
-  counted on its own (`session teardown`), in no tier and no test.
+- `order_by_tier`: tiers cheapest first; within a tier the units of work (an `xdist_group`, or one test) longest
+  first by the times recorded in earlier runs, for the two pytest-xdist workers `make test` runs.
+- `TierReport`: a pytest plugin (registered by tests/conftest.py, in the reporting process only) that records each
+  test's phases and, at the end, prints per tier the number of tests, its wall-clock time (first setup start to
+  last teardown end; with two workers the tiers overlap where one worker is still in the tier before) and the
+  summed durations, then the slowest tests (setup + call + teardown). With `--tier-report` it prints them; with env
+  `CAPD_PY_TIER_REPORT=FILE` it also writes them to FILE as JSON; each passed test's time goes to the durations
+  file the next run orders by. `aggregate` is the pure part. pytest finalizes the session-scoped fixtures (the
+  envtest, the e2e management plane) in the teardown of a process's last test, whatever its tier: that phase is
+  counted on its own (`session teardown`, one per worker), in no tier and no test.
 
 No pytest import here: capd_py declares no dependency on it (hack/check_deps.py); the hooks take pytest's objects
 as they come.
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ TIERS = ("unit", "integration", "e2e")
 OTHER = "other"  # a test run outside the tier folders (pytest on another path)
 SLOWEST = 20
 SESSION_TEARDOWN = "session teardown"  # the `when` of the last test's teardown, which ends every session fixture
+DEFAULT_SECONDS = 1.0  # a test without a recorded time (new): ordered among the short ones
 
 
 def tier_of(path: Path, tests_root: Path) -> str | None:
@@ -60,12 +64,55 @@ def mark_tiers(items: Iterable[Any], tests_root: Path) -> list[str]:
     return problems
 
 
-def order_by_tier(items: list[Any], tests_root: Path) -> None:
-    """Sort `items` in place by tier, cheapest first (unit, integration, e2e; items outside the tiers last), keeping
-    each tier's own order: a unit failure shows in a minute instead of after the e2e tier, and the e2e management
-    plane (a session fixture) starts last, so it does not idle through the other tiers."""
+def unit_of(item: Any) -> str:
+    """The unit of work pytest-xdist hands one worker whole: the item's `xdist_group` (its tests share a session
+    fixture, in their own order), else the item alone."""
+    mark = item.get_closest_marker("xdist_group")
+    if mark is None:
+        return str(item.nodeid)
+    return "@" + str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+
+
+def order_by_tier(items: list[Any], tests_root: Path, durations: dict[str, float] | None = None) -> None:
+    """Sort `items` in place by tier, cheapest first (unit, integration, e2e; items outside the tiers last): a unit
+    failure shows in a minute instead of after the e2e tier, and the e2e management plane (a session fixture)
+    starts last, so it does not idle through the other tiers.
+
+    Within a tier, the units (`unit_of`) longest first by `durations` (node id -> seconds, a unit's the sum of its
+    tests'; a test never timed counts as DEFAULT_SECONDS), each unit's tests together in their own order: two
+    workers fed longest first end within about one short test of each other, where file order left one worker
+    idle through the tier's last long test. Ties (and no durations) keep the collection order."""
     rank = {t: n for n, t in enumerate(TIERS)}
-    items.sort(key=lambda i: rank.get(tier_of(Path(i.path), tests_root) or "", len(TIERS)))
+    durations = durations or {}
+    first: dict[str, int] = {}
+    total: dict[str, float] = {}
+    for n, item in enumerate(items):
+        u = unit_of(item)
+        first.setdefault(u, n)
+        total[u] = total.get(u, 0.0) + durations.get(base_nodeid(item.nodeid), DEFAULT_SECONDS)
+    position = {id(item): n for n, item in enumerate(items)}
+    items.sort(key=lambda i: (rank.get(tier_of(Path(i.path), tests_root) or "", len(TIERS)),
+                              -round(total[unit_of(i)], 1), first[unit_of(i)], position[id(i)]))
+
+
+def base_nodeid(nodeid: str) -> str:
+    """A node id without the `@group` pytest-xdist appends under --dist loadgroup."""
+    head, sep, tail = nodeid.rpartition("@")
+    return head if sep and "]" not in tail and "::" in head else nodeid
+
+
+def merged_durations(old: dict[str, float], phases: Iterable[Phase]) -> dict[str, float]:
+    """`old` updated with this run's time of each test that passed its three phases (setup + call + teardown; a
+    worker's session teardown is not the test's)."""
+    seconds: dict[str, float] = {}
+    failed: set[str] = set()
+    for p in phases:
+        if p.when == SESSION_TEARDOWN:
+            continue
+        seconds[p.nodeid] = seconds.get(p.nodeid, 0.0) + p.duration
+        if not p.passed:
+            failed.add(p.nodeid)
+    return {**old, **{base_nodeid(k): round(v, 2) for k, v in seconds.items() if k not in failed}}
 
 
 @dataclass(frozen=True)
@@ -78,6 +125,8 @@ class Phase:
     start: float
     stop: float
     duration: float
+    worker: str = ""     # the pytest-xdist worker that ran it ("" in a run without workers)
+    passed: bool = True
 
 
 def aggregate(phases: Iterable[Phase], slowest: int = SLOWEST) -> dict[str, Any]:
@@ -136,32 +185,58 @@ def format_report(report: dict[str, Any]) -> tuple[list[str], list[str]]:
     return tiers, slow
 
 
-class TierReport:
-    """The plugin: `pytest_collection_finish` notes each item's tier (its marker), `pytest_runtest_logreport`
-    records the phases, `pytest_terminal_summary` prints and writes."""
+def session_teardowns(phases: list[Phase], last: str | None) -> list[Phase]:
+    """`phases` with the session teardown named: the teardown of the run's `last` test, or without workers' order
+    known (pytest-xdist: each worker ends its own session fixtures), each worker's last teardown."""
+    if last is not None:
+        return [replace(p, when=SESSION_TEARDOWN) if p.when == "teardown" and p.nodeid == last else p
+                for p in phases]
+    ends: dict[str, Phase] = {}
+    for p in phases:
+        if p.when == "teardown" and p.worker and (p.worker not in ends or p.stop >= ends[p.worker].stop):
+            ends[p.worker] = p
+    ended = {id(p) for p in ends.values()}
+    return [replace(p, when=SESSION_TEARDOWN) if id(p) in ended else p for p in phases]
 
-    def __init__(self, *, print_summary: bool, json_path: str | None, slowest: int = SLOWEST) -> None:
+
+class TierReport:
+    """The plugin (in the process that reports: pytest's, or pytest-xdist's controller, never in a worker):
+    `pytest_runtest_logreport` records the phases (the tier from the test's path), `pytest_terminal_summary` prints
+    and writes the report, and each passed test's time to `durations_path` (the order of the next run,
+    `order_by_tier`)."""
+
+    def __init__(self, *, print_summary: bool, json_path: str | None, tests_root: Path, rootpath: Path,
+                 durations_path: Path | None = None, slowest: int = SLOWEST) -> None:
         self.print_summary = print_summary
         self.json_path = json_path
+        self.tests_root = tests_root
+        self.rootpath = rootpath
+        self.durations_path = durations_path
         self.slowest = slowest
         self.phases: list[Phase] = []
-        self.tiers: dict[str, str] = {}
         self.last: str | None = None
 
     def pytest_collection_finish(self, session: Any) -> None:
-        self.tiers = {item.nodeid: next((t for t in TIERS if item.get_closest_marker(t) is not None), OTHER)
-                      for item in session.items}
+        # without workers this process runs the items in this order; with them it collects none
         self.last = session.items[-1].nodeid if session.items else None
 
+    def tier(self, nodeid: str) -> str:
+        return tier_of(self.rootpath / nodeid.split("::", 1)[0], self.tests_root) or OTHER
+
     def pytest_runtest_logreport(self, report: Any) -> None:
-        when = SESSION_TEARDOWN if report.when == "teardown" and report.nodeid == self.last else report.when
-        self.phases.append(Phase(report.nodeid, self.tiers.get(report.nodeid, OTHER), when, report.start,
-                                 report.stop, report.duration))
+        self.phases.append(Phase(base_nodeid(report.nodeid), self.tier(report.nodeid), report.when, report.start,
+                                 report.stop, report.duration, str(getattr(report, "worker_id", "") or ""),
+                                 not report.failed))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.phases or not (self.print_summary or self.json_path):
+        if not self.phases:
             return
-        report = aggregate(self.phases, self.slowest)
+        phases = session_teardowns(self.phases, self.last)
+        if self.durations_path is not None:
+            write_durations(self.durations_path, merged_durations(read_durations(self.durations_path), phases))
+        if not (self.print_summary or self.json_path):
+            return
+        report = aggregate(phases, self.slowest)
         if self.json_path:
             Path(self.json_path).write_text(json.dumps(report, indent=2) + "\n")
         if self.print_summary:
@@ -174,3 +249,21 @@ class TierReport:
                 terminalreporter.write_line(line)
             if self.json_path:
                 terminalreporter.write_line(f"(as JSON in {self.json_path})")
+
+
+def read_durations(path: Path) -> dict[str, float]:
+    """The recorded test times (node id -> seconds); {} when there are none or the file is unreadable (the order
+    is then the collection order: only the time depends on it)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in data.items() if isinstance(v, (int, float))} if isinstance(data, dict) \
+        else {}
+
+
+def write_durations(path: Path, durations: dict[str, float]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(dict(sorted(durations.items())), indent=0) + "\n")
+    tmp.replace(path)

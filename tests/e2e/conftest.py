@@ -21,24 +21,10 @@ from capd_py.testing.e2e import (
     delete_cluster_objects,
     delete_namespace,
     management_plane,
-    remove_leftovers,
     run,
+    sweep_leftovers,
 )
 from capd_py.testing.envtest import cache_dir, missing_binaries
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The users of the shared `e2e-quick` run together, after every other e2e test (in their own order, so
-    test_workload_cluster.py's quick test, which deletes it, stays last of them). Only time depends on it: an
-    idle 2-node cluster beside a test made the move tests 168 s -> 241 s on 2 cores, and it lived through the
-    whole tier when its first user sorted first. Items of other tiers keep their places."""
-    quick = [i for i in items if "quick_cluster" in getattr(i, "fixturenames", ())]
-    if not quick:
-        return
-    ids = {id(i) for i in quick}
-    rest = [i for i in items if id(i) not in ids]
-    after = max((n for n, i in enumerate(rest) if i.get_closest_marker("e2e")), default=len(rest) - 1)
-    items[:] = rest[:after + 1] + quick + rest[after + 1:]
 
 
 @pytest.fixture(scope="session")
@@ -49,9 +35,7 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
     for version in dict.fromkeys((K8S_VERSION, UPGRADE_TO_VERSION)):  # the default, and the upgrade tests' target
         if run(["docker", "image", "inspect", f"capd-py/node:{version}"], check=False).returncode != 0:
             pytest.fail(f"capd-py/node:{version} is missing: run `make images`", pytrace=False)
-    # an earlier run killed before its cleanup left docker objects of the clusters this tier names itself
-    for what in remove_leftovers():
-        print(f"removed a leftover of an earlier run: {what}")
+    sweep_leftovers()
     # resyncs every E2E_RESYNC_SECONDS (15 s): the waits for "nothing changes" wait for resync passes, not minutes
     with management_plane(tmp_path_factory.mktemp("controllers") / "controllers.log",
                           resync_seconds=E2E_RESYNC_SECONDS) as m:

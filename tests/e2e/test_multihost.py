@@ -40,7 +40,8 @@ from capd_py.testing.e2e import (
 from capd_py.testing.envtest import EnvTest
 from capd_py.testing.quiet import quiet_window_sync, wait_quiet_sync
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
+# a second dockerd: its own bridges and DOCKER-USER rules on this host, its subnets picked beside the main daemon's
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800), pytest.mark.host_exclusive]
 
 HACK = str(Path(__file__).resolve().parents[2] / "hack" / "second-dockerd.sh")
 HOST = "two"

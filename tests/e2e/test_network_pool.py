@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from capd_py.testing.e2e import Mgmt, create_cluster, run, workload_kubectl
+from capd_py.testing.e2e import Mgmt, create_cluster, run, wait_for, workload_kubectl
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
+# docker's address pools used up: a network another test made meanwhile would take the state apart
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200), pytest.mark.host_exclusive]
 
 PODS = ipaddress.ip_network("192.168.0.0/16")
 # docker's default pools are 15 /16s (172.17-31) and 192.168.0.0/16 in /20s: a few more than 15 fills them
@@ -73,11 +74,16 @@ def test_pod_cidr_192_168_becomes_available_when_docker_pools_are_used_up(
     net = f"capd-py-default-{name}"
     subnets = _subnets(net)
     assert subnets and not any(s.version == 4 and s.overlaps(PODS) for s in subnets), subnets
-    # the pods do use the pod CIDR: the CNI gave CoreDNS addresses from it
-    pods = json.loads(workload_kubectl(c.kubeconfig, "get", "pods", "-n", "kube-system", "-l", "k8s-app=kube-dns",
-                                       "-o", "json"))["items"]
-    ips = [p["status"].get("podIP") for p in pods]
-    assert ips and all(ip and ipaddress.ip_address(ip) in PODS for ip in ips), ips
+    # the pods do use the pod CIDR: the CNI gave CoreDNS addresses from it. Available needs Ready nodes, not
+    # CoreDNS scheduled: a CI run read both pods still without an address 20 s in, so wait for the addresses.
+    def coredns_ips() -> list[str] | None:
+        pods = json.loads(workload_kubectl(c.kubeconfig, "get", "pods", "-n", "kube-system", "-l",
+                                           "k8s-app=kube-dns", "-o", "json"))["items"]
+        ips = [p["status"].get("podIP") for p in pods]
+        return ips if ips and all(ips) else None
+
+    ips = wait_for(coredns_ips, 180, "CoreDNS pods with an address")
+    assert all(ipaddress.ip_address(ip) in PODS for ip in ips), ips
     # the dummies' 192.168.x subnets are host routes inside the pod CIDR: said on the DockerCluster
     dc = mgmt.get("dockercluster", name)
     overlap = next(x for x in dc["status"]["conditions"] if x["type"] == "ClusterNetworkOverlap")

@@ -38,8 +38,8 @@ from capd_py.testing.e2e import (
     delete_cluster_objects,
     docker_leftovers,
     management_plane,
-    remove_leftovers,
     run,
+    sweep_leftovers,
     wait_for,
 )
 from capd_py.testing.envtest import missing_binaries
@@ -69,8 +69,7 @@ def plane(tmp: Path, controllers: str, roles: tuple[str, ...], env: dict[str, st
     webhooks) with upstream's managers `roles` beside it (`env` added to theirs), every controller of theirs
     started."""
     _require()
-    for what in remove_leftovers("e2e-up"):
-        print(f"removed a leftover of an earlier run: {what}")
+    sweep_leftovers()
     with management_plane(tmp / "controllers.log", env={"CAPD_PY_CONTROLLERS": controllers}) as m:
         k = m.env.kube()
         try:

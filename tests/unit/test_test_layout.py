@@ -116,12 +116,15 @@ def test_conftest_gives_every_item_its_folders_tier_before_deselection(request: 
 
 
 def _recipes() -> dict[str, list[str]]:
-    """Makefile target -> its recipe lines (a simple reading: `name: ...` then the tab-indented lines)."""
+    """Makefile target -> its recipe lines (a simple reading: `name: ...` then the tab-indented lines; `$(PYTEST)`
+    replaced by its definition)."""
     out: dict[str, list[str]] = {}
     current = None
-    for line in (ROOT / "Makefile").read_text().splitlines():
+    text = (ROOT / "Makefile").read_text()
+    pytest_cmd = re.search(r"^PYTEST :?= (.+)$", text, re.M)
+    for line in text.splitlines():
         if line.startswith("\t") and current is not None:
-            out[current].append(line.strip())
+            out[current].append(line.strip().replace("$(PYTEST)", pytest_cmd.group(1) if pytest_cmd else "$(PYTEST)"))
         elif m := re.match(r"^([A-Za-z0-9_.-]+):(?!=)", line):
             current = m.group(1)
             out[current] = []

@@ -26,7 +26,8 @@ from capd_py.runtime.docker_runtime import DockerRuntime
 from capd_py.runtime.protocol import ContainerSpec, RuntimeError_
 from capd_py.testing.envtest import free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+# a second dockerd: its own bridge and rules on this host (see tests/e2e/test_multihost.py)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.host_exclusive]
 
 IMAGE = "capd-py/haproxy:2.6"  # any local image with a shell; never pulled
 SCRIPT = Path(__file__).resolve().parents[3] / "hack" / "second-dockerd.sh"

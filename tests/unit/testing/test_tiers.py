@@ -15,9 +15,13 @@ from capd_py.testing.tiers import (
     Phase,
     TierReport,
     aggregate,
+    base_nodeid,
     format_report,
+    merged_durations,
     order_by_tier,
+    read_durations,
     tier_of,
+    write_durations,
 )
 
 pytestmark = pytest.mark.unit
@@ -106,10 +110,6 @@ def test_format_report_lines() -> None:
 @dataclass
 class _Item:
     nodeid: str
-    marks: tuple[str, ...]
-
-    def get_closest_marker(self, name: str) -> str | None:
-        return name if name in self.marks else None
 
 
 @dataclass
@@ -118,6 +118,8 @@ class _Report:
     when: str
     start: float
     stop: float
+    worker_id: str = ""
+    failed: bool = False
 
     @property
     def duration(self) -> float:
@@ -135,52 +137,122 @@ class _Terminal:
         self.lines.append(line)
 
 
+A, B, C = "tests/integration/test_a.py::a", "tests/unit/test_b.py::b", "elsewhere/test_c.py::c"
+
+
 class _Session:
-    items = [_Item("a", ("integration", "upstream")), _Item("b", ("unit",)), _Item("c", ())]
+    items = [_Item(A), _Item(B), _Item(C)]
+
+
+def _plugin(tmp_path: Path, *, print_summary: bool, json_path: str | None) -> TierReport:
+    return TierReport(print_summary=print_summary, json_path=json_path, tests_root=Path("/r/tests"),
+                      rootpath=Path("/r"), durations_path=tmp_path / "durations.json")
 
 
 def _run(plugin: TierReport, terminal: _Terminal) -> None:
     plugin.pytest_collection_finish(_Session())
-    for r in [_Report("a", "setup", 0.0, 1.0), _Report("a", "call", 1.0, 3.0), _Report("a", "teardown", 3.0, 3.0),
-              _Report("b", "setup", 3.0, 3.0), _Report("b", "call", 3.0, 3.5), _Report("c", "call", 3.5, 4.0),
-              _Report("c", "teardown", 4.0, 9.0)]:
+    for r in [_Report(A, "setup", 0.0, 1.0), _Report(A, "call", 1.0, 3.0), _Report(A, "teardown", 3.0, 3.0),
+              _Report(B, "setup", 3.0, 3.0), _Report(B, "call", 3.0, 3.5), _Report(C, "call", 3.5, 4.0),
+              _Report(C, "teardown", 4.0, 9.0)]:
         plugin.pytest_runtest_logreport(r)
     plugin.pytest_terminal_summary(terminal)
 
 
-def test_the_plugin_prints_and_writes_json(tmp_path: Path) -> None:
+def test_the_plugin_prints_and_writes_json_with_the_tier_from_the_tests_path(tmp_path: Path) -> None:
     out = tmp_path / "tiers.json"
     terminal = _Terminal()
-    _run(TierReport(print_summary=True, json_path=str(out)), terminal)
+    _run(_plugin(tmp_path, print_summary=True, json_path=str(out)), terminal)
     report: dict[str, Any] = json.loads(out.read_text())
     assert [(t["tier"], t["tests"], t["wall_s"]) for t in report["tiers"]] == [
         ("integration", 1, 3.0), ("unit", 1, 0.5), (OTHER, 1, 0.5)]
-    assert [s["nodeid"] for s in report["slowest"]] == ["a", "b", "c"]
-    assert report["session_teardown"] == [{"after": "c", "seconds": 5.0, "start": 4.0, "stop": 9.0}]
+    assert [s["nodeid"] for s in report["slowest"]] == [A, C, B]  # ties by node id
+    assert report["session_teardown"] == [{"after": C, "seconds": 5.0, "start": 4.0, "stop": 9.0}]
     assert report["all"] | {"start": 0, "stop": 0} == {"tests": 3, "wall_s": 9.0, "sum_s": 9.0, "start": 0, "stop": 0}
     assert terminal.lines[0] == "== tier times" and "== 3 slowest tests (setup + call + teardown)" in terminal.lines
     assert terminal.lines[-1] == f"(as JSON in {out})"
+    # each test's time is kept for the next run's order; the session teardown is not the last test's
+    assert read_durations(tmp_path / "durations.json") == {A: 3.0, B: 0.5, C: 0.5}
 
 
 def test_the_plugin_is_quiet_unless_asked(tmp_path: Path) -> None:
     terminal = _Terminal()
-    _run(TierReport(print_summary=False, json_path=None), terminal)
+    _run(_plugin(tmp_path, print_summary=False, json_path=None), terminal)
     assert terminal.lines == []
-    _run(TierReport(print_summary=False, json_path=str(tmp_path / "r.json")), terminal)
+    _run(_plugin(tmp_path, print_summary=False, json_path=str(tmp_path / "r.json")), terminal)
     assert terminal.lines == [] and (tmp_path / "r.json").exists()
+
+
+def test_with_workers_each_workers_last_teardown_is_its_session_teardown(tmp_path: Path) -> None:
+    """pytest-xdist's controller collects nothing (no order known): each worker ends its own session fixtures in
+    its last test's teardown. Group suffixes (`@group`) are not part of a test's name."""
+    plugin = _plugin(tmp_path, print_summary=False, json_path=str(tmp_path / "r.json"))
+    plugin.pytest_collection_finish(type("S", (), {"items": []})())
+    e1, e2 = "tests/e2e/test_x.py::one@e2e-quick", "tests/e2e/test_x.py::two"
+    for r in [_Report(A, "call", 0.0, 2.0, "gw0"), _Report(A, "teardown", 2.0, 2.5, "gw0"),
+              _Report(e1, "call", 0.0, 4.0, "gw1"), _Report(e1, "teardown", 4.0, 14.0, "gw1"),
+              _Report(e2, "call", 2.5, 3.0, "gw0", failed=True), _Report(e2, "teardown", 3.0, 9.0, "gw0")]:
+        plugin.pytest_runtest_logreport(r)
+    plugin.pytest_terminal_summary(_Terminal())
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert sorted((e["after"], e["seconds"]) for e in report["session_teardown"]) == [
+        ("tests/e2e/test_x.py::one", 10.0), ("tests/e2e/test_x.py::two", 6.0)]
+    assert [(t["tier"], t["tests"]) for t in report["tiers"]] == [("integration", 1), ("e2e", 2)]
+    # a failed test's time is not recorded (a failure's time says little about the next run's)
+    assert read_durations(tmp_path / "durations.json") == {A: 2.5, "tests/e2e/test_x.py::one": 4.0}
+
+
+@pytest.mark.parametrize(("nodeid", "base"), [
+    ("tests/e2e/t.py::x@e2e-quick", "tests/e2e/t.py::x"), ("tests/e2e/t.py::x[a@b]", "tests/e2e/t.py::x[a@b]"),
+    ("tests/e2e/t.py::x[a@b]@g", "tests/e2e/t.py::x[a@b]"), ("tests/e2e/t.py::x", "tests/e2e/t.py::x"),
+])
+def test_base_nodeid_drops_the_group_xdist_appends(nodeid: str, base: str) -> None:
+    assert base_nodeid(nodeid) == base
+
+
+def test_durations_merge_and_a_bad_file_reads_as_none(tmp_path: Path) -> None:
+    p = tmp_path / "d.json"
+    assert read_durations(p) == {}
+    p.write_text("{not json")
+    assert read_durations(p) == {}
+    write_durations(p, merged_durations({"old": 1.0, "x": 9.0}, _phases("x", "unit", 0.0, 0.5, 1.0, 0.25)))
+    assert read_durations(p) == {"old": 1.0, "x": 1.75}
+
+
+@dataclass
+class _OrderItem:
+    path: Path
+    name: str = ""
+    group: str | None = None
+
+    @property
+    def nodeid(self) -> str:
+        return f"{self.path.relative_to(Path('/r'))}::{self.name}" if self.name else str(self.path)
+
+    def get_closest_marker(self, name: str) -> Any:
+        return pytest.mark.xdist_group(self.group).mark if name == "xdist_group" and self.group else None
 
 
 def test_order_by_tier_runs_the_cheap_tiers_first_and_keeps_each_tiers_order() -> None:
     root = Path("/r/tests")
-
-    @dataclass
-    class Item:
-        path: Path
-
     names = ["e2e/test_b.py", "unit/test_z.py", "integration/test_i.py", "e2e/test_a.py", "unit/test_a.py"]
-    items: list[Any] = [Item(root / n) for n in names]
-    items.append(Item(Path("/elsewhere/test_x.py")))
+    items: list[Any] = [_OrderItem(root / n) for n in names]
+    items.append(_OrderItem(Path("/elsewhere/test_x.py")))
     order_by_tier(items, root)
     assert [str(i.path) for i in items] == [
         "/r/tests/unit/test_z.py", "/r/tests/unit/test_a.py", "/r/tests/integration/test_i.py",
         "/r/tests/e2e/test_b.py", "/r/tests/e2e/test_a.py", "/elsewhere/test_x.py"]
+
+
+def test_order_by_tier_puts_each_tiers_longest_units_first_and_keeps_a_group_together_in_its_order() -> None:
+    """Two workers fed longest first end together; a group (tests sharing a cluster) is one unit, its time the sum
+    of its tests', its tests in their collection order; a test never timed counts as short."""
+    root = Path("/r/tests")
+    e2e, unit = root / "e2e" / "test_e.py", root / "unit" / "test_u.py"
+    items: list[Any] = [_OrderItem(e2e, "short"), _OrderItem(e2e, "q1", "quick"), _OrderItem(unit, "u1"),
+                        _OrderItem(e2e, "long"), _OrderItem(e2e, "new"), _OrderItem(e2e, "q2", "quick"),
+                        _OrderItem(unit, "u2")]
+    durations = {f"tests/e2e/test_e.py::{n}": s for n, s in (("short", 30.0), ("q1", 100.0), ("long", 200.0),
+                                                             ("q2", 150.0))}
+    durations["tests/unit/test_u.py::u2"] = 0.5
+    order_by_tier(items, root, durations)
+    assert [i.name for i in items] == ["u1", "u2", "q1", "q2", "long", "short", "new"]
