@@ -7,9 +7,9 @@
   20 slowest tests; env `CAPD_PY_TIER_REPORT=FILE` writes the same as JSON. Every run records each passed test's
   time in $CAPD_PY_CACHE/test-durations.json; the next orders each tier's tests longest first by it (two workers
   then end together; only the time depends on the order).
-- Workers (`make test`: `-n 2`, pytest-xdist): tests that share a cluster fixture (`quick_cluster`) go to one
-  worker together (an `xdist_group`); integration and e2e tests hold the docker host's lock (host_lock.py):
-  shared, or alone for a test marked `host_exclusive`.
+- Workers (`make test`: `-n 2`, pytest-xdist, scheduled by tests/worker_units.py): tests that share a cluster
+  fixture (`quick_cluster`) go to one worker together (an `xdist_group`); integration and e2e tests hold the
+  docker host's lock (capd_py/testing/host_lock.py): shared, or alone for a test marked `host_exclusive`.
 
 - `envtest` (session): a running `capd_py.testing.envtest.EnvTest` (etcd + kube-apiserver) with every
   capd-py CRD installed and Established. Fails (does not skip) if the binaries are missing.
@@ -51,6 +51,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # tests/worker_units.py, by name: tests/ is on sys.path once this conftest is (a bare import would make tests/
+    # a mypy base, where this file and tests/integration/runtime/conftest.py are both `conftest`)
+    config.pluginmanager.import_plugin("worker_units")
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: its controller reports
         return
     config.pluginmanager.register(

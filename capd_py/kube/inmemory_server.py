@@ -43,17 +43,31 @@ _WATCH_ONLY = {"watch", "resourceVersion", "resourceVersionMatch", "allowWatchBo
                "sendInitialEvents", "limit", "continue"}
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to host:port, not listening yet (so the port is ours, and connecting is refused)."""
+def _bind(host: str, port: int, reuse: bool = False) -> socket.socket:
+    """A TCP socket bound to host:port, not listening yet (so the port is ours, and connecting is refused).
+
+    Without SO_REUSEADDR, so the port is ours alone: Linux lets two sockets that both set it bind one port while
+    neither listens, and two controllers processes on one host both took the range's first port (the second failed
+    at listen; measured 2026-12-06 with two test workers). `reuse`: with it, for a port that must be this one (a
+    cluster's endpoint after a restart) which connections of the earlier process may still hold in TIME_WAIT."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
     except OSError:
         sock.close()
         raise
     return sock
+
+
+def _bind_given(host: str, port: int) -> socket.socket:
+    """The given port: alone if it can be, else beside the TIME_WAIT connections of an earlier process."""
+    try:
+        return _bind(host, port)
+    except OSError:
+        return _bind(host, port, reuse=True)
 
 
 class InMemoryServer:
@@ -83,7 +97,7 @@ class InMemoryServer:
         if key in self._ports:
             return self._ports[key]
         if port is not None:
-            self._reserved[key] = _bind(self.host, port)
+            self._reserved[key] = _bind_given(self.host, port)
         else:
             tried: set[int] = set()
             while True:
@@ -124,7 +138,7 @@ class InMemoryServer:
             if self._key_pem is None:
                 self._key_pem = await (self._key_future or asyncio.to_thread(new_key_pem))
             cert = new_serving_cert(ca, inmemory_api.serving_hosts(self.host), key_pem=self._key_pem)
-            sock = self._reserved.pop(key, None) or _bind(self.host, port)
+            sock = self._reserved.pop(key, None) or _bind_given(self.host, port)
             site = web.SockSite(self._runner, sock, ssl_context=server_ssl_context(cert.cert, cert.key))
             await site.start()
             self._sites[key] = site

@@ -175,7 +175,6 @@ def test_capd_py_core_bootstrap_kcp_with_upstream_capd(tmp_path: Path) -> None:
     name = "e2e-upb"
     t_start = time.monotonic()
     made_network = _kind_network()
-    volumes_before = set(run(["docker", "volume", "ls", "-q"]).stdout.split())
     try:
         with docker_shim.running(tmp_path / "docker-shim.sock") as shim, \
                 plane(tmp_path, "core,bootstrap,controlplane", ("docker",),
@@ -187,8 +186,13 @@ def test_capd_py_core_bootstrap_kcp_with_upstream_capd(tmp_path: Path) -> None:
             made = _capd_containers(name)
             assert len(made) == 3, made  # the load balancer, the control plane node, the worker
             assert shim.rewritten >= 3 and shim.exec_rewritten > 0, (shim.rewritten, shim.exec_rewritten)
-            for hc in (json.loads(run(["docker", "inspect", *made]).stdout)):
+            inspected = json.loads(run(["docker", "inspect", *made]).stdout)
+            for hc in inspected:
                 assert not hc["HostConfig"]["Privileged"] and hc["HostConfig"]["CapDrop"] == ["SYS_RESOURCE"]
+            # the volumes of CAPD's containers (the nodes' /var), which the deletion must remove: read from the
+            # containers, not as the host's new volumes (the other test worker makes volumes meanwhile)
+            volumes = {v["Name"] for hc in inspected for v in hc.get("Mounts") or [] if v.get("Type") == "volume"}
+            assert volumes, [hc.get("Mounts") for hc in inspected]
             # the Docker* objects are CAPD's (its field manager), the rest capd-py's
             dm = json.loads(m.kubectl("get", "dockermachines", "-l", f"cluster.x-k8s.io/cluster-name={name}",
                                       "-o", "json", "--show-managed-fields"))["items"]
@@ -198,7 +202,7 @@ def test_capd_py_core_bootstrap_kcp_with_upstream_capd(tmp_path: Path) -> None:
             assert any(str(w).startswith("capd-manager") for w in writers), writers
             took = delete()
             assert not _capd_containers(name)
-            left = set(run(["docker", "volume", "ls", "-q"]).stdout.split()) - volumes_before
+            left = volumes & set(run(["docker", "volume", "ls", "-q"]).stdout.split())
             assert not left, f"volumes left by the cluster: {sorted(left)}"
             print(f"(b) capd-py core+bootstrap+KCP, upstream CAPD through the shim: Available after "
                   f"{c.available_seconds:.0f}s, deleted cleanly in {took:.0f}s, test {time.monotonic() - t_start:.0f}s")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import subprocess
 from collections.abc import AsyncIterator
@@ -27,7 +28,9 @@ from capd_py.testing.e2e import kubectl_async, kubectl_bin
 pytestmark = pytest.mark.integration
 
 HOST = "127.0.0.1"
-PORTS = range(21000, 21100)
+# a range of each test worker's own (`make test` runs two): the tests read which port of it a cluster gets
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+PORTS = range(21000 + 200 * _WORKER, 21100 + 200 * _WORKER)
 
 
 @pytest.fixture
@@ -179,3 +182,18 @@ async def test_each_cluster_on_its_own_port_and_a_stopped_listener_refuses(serve
         with pytest.raises(OSError):
             srv.assign("ns", "d", taken)
         await srv.close()
+
+
+async def test_a_port_another_process_reserved_is_skipped(tmp_path: Path) -> None:
+    """Two controllers processes on one host, one range: the port the first reserved (bound, not listening yet)
+    is not the second's too (with SO_REUSEADDR on both, Linux let both bind it and the second failed at listen)."""
+    first, second = InMemoryServer(InMemoryClusters(), HOST, PORTS), InMemoryServer(InMemoryClusters(), HOST, PORTS)
+    try:
+        p1 = first.assign("ns", "one")
+        p2 = second.assign("ns", "two")
+        assert p1 != p2
+        kc, _ = await _cluster(second, tmp_path, "two", ["two-cp"])
+        assert (await kubectl(kc, "get", "nodes", "-o", "name")).split() == ["node/two-cp"]
+    finally:
+        await first.close()
+        await second.close()

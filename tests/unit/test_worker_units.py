@@ -1,0 +1,51 @@
+"""tests/worker_units.py with real pytest-xdist workers: a group's tests run in one worker, in their order, however
+many there are; other tests spread over both workers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+TESTS = Path(__file__).resolve().parents[1]
+
+SUITE = '''
+import os, time
+from pathlib import Path
+import pytest
+
+def _record(name):
+    with open(os.environ["RECORD"], "a") as f:
+        f.write(f"{name} {os.environ['PYTEST_XDIST_WORKER']}\\n")
+
+@pytest.mark.xdist_group("shared")
+@pytest.mark.parametrize("n", range(5))
+def test_grouped(n):
+    _record(f"g{n}")
+    time.sleep(0.1)
+
+@pytest.mark.parametrize("n", range(6))
+def test_single(n):
+    _record(f"s{n}")
+    time.sleep(0.3)
+'''
+
+
+def test_a_group_runs_whole_in_one_worker_and_the_rest_spreads(tmp_path: Path) -> None:
+    (tmp_path / "test_suite.py").write_text(SUITE)
+    record = tmp_path / "record"
+    env = {**os.environ, "RECORD": str(record), "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "worker_units", "-p", "no:cacheprovider", "-n", "2",
+                        "--dist", "loadgroup", "-q", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ran = [line.split() for line in record.read_text().splitlines()]
+    grouped = [(name, worker) for name, worker in ran if name.startswith("g")]
+    assert [name for name, _ in grouped] == [f"g{n}" for n in range(5)], ran
+    assert len({worker for _, worker in grouped}) == 1, ran
+    assert {worker for name, worker in ran if name.startswith("s")} == {"gw0", "gw1"}, ran

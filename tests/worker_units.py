@@ -1,0 +1,97 @@
+"""How `make test`'s two pytest-xdist workers get their tests: whole units, one test ahead.
+
+Our own scheduler (`--dist loadgroup` selects it), for two reasons measured on 2026-12-06:
+- xdist's loadgroup names a test's group by appending `@group` to the node id inside the worker; pytest 9.2 made
+  the node id a read-only view (`Node._id`), so the suffix is lost without a word and the tests of one group spread
+  over both workers: both made their own `e2e-quick` cluster (one name, two management planes, one docker host) and
+  four of its users failed on the other's certificates.
+- xdist keeps up to three tests queued on a worker, so one worker could hold the tier's last long tests while the
+  other went idle.
+
+Workers write each collected test's group (its `xdist_group` marker, which tests/conftest.py gives the users of a
+shared cluster) to a file of the run; the controller reads it once collection is complete. A group is one unit,
+sent to one worker whole, in its collection order; a worker gets its next unit when it has one test left besides
+the one it runs (xdist starts a test once the next is known). The queue keeps the collection order, which
+tests/conftest.py made cheapest tier first and, within a tier, longest unit first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from xdist.scheduler.loadscope import LoadScopeScheduling
+
+from capd_py.testing.host_lock import lock_dir
+
+GROUP_MARKER = "xdist_group"
+
+
+def groups_file(run: str) -> Path:
+    return lock_dir() / f"capd-py-tests-groups-{run}.json"
+
+
+def group_of(item: pytest.Item) -> str | None:
+    mark = item.get_closest_marker(GROUP_MARKER)
+    if mark is None:
+        return None
+    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+
+
+class UnitScheduling(LoadScopeScheduling):
+    """xdist's scope scheduling with our units (`@group` or the test itself) and one test queued ahead."""
+
+    def __init__(self, config: pytest.Config, log: Any = None) -> None:
+        super().__init__(config, log)
+        self._groups: dict[str, str] | None = None
+
+    def _read_groups(self) -> dict[str, str]:
+        runs = {n.workerinput["testrunuid"] for n in self.registered_collections}
+        groups: dict[str, str] = {}
+        for run in runs:
+            try:
+                groups.update(json.loads(groups_file(run).read_text()))
+            except (OSError, ValueError) as e:  # a worker that collected wrote it before saying so: a bug
+                raise RuntimeError(f"the workers' test groups are unreadable: {e}") from e
+            groups_file(run).unlink(missing_ok=True)
+        return groups
+
+    def _split_scope(self, nodeid: str) -> str:
+        if self._groups is None:
+            self._groups = self._read_groups()
+        group = self._groups.get(nodeid)
+        return f"@{group}" if group else nodeid
+
+    def _reschedule(self, node: Any) -> None:
+        if node.shutting_down:
+            return
+        if not self.workqueue:
+            node.shutdown()
+            return
+        if self._pending_of(self.assigned_work[node]) > 1:
+            return
+        self._assign_work_unit(node)
+
+
+# the plugin's hooks (tests/conftest.py registers this module; `-p worker_units` does too): the scheduler in the
+# controller, the groups file in workers
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
+    return UnitScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
+@pytest.hookimpl(trylast=True)  # after the markers are given and `-m` deselected
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return
+    groups = {item.nodeid: g for item in items if (g := group_of(item)) is not None}
+    path = groups_file(workerinput["testrunuid"])
+    tmp = path.with_name(f"{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(groups))
+    tmp.replace(path)
