@@ -76,7 +76,6 @@ DOCKER_SOCKET_IN_NODE = "/run/capd-py/docker.sock"
 IGNORE_PREFLIGHT = ("SystemVerification", "Swap", "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables",
                     "NumCPU", "Mem")
 REPO_ROOT = Path(__file__).resolve().parents[2]
-MANIFESTS = Path(__file__).resolve().parent / "manifests"
 
 
 class ManagementError(Exception):
@@ -580,7 +579,9 @@ def stop_controllers(name: str = DEFAULT_NAME, timeout: float = 15) -> bool:
 # -- controllers in the cluster -----------------------------------------------------------------------
 
 def controllers_image_tag() -> str:
-    return os.environ.get("CAPD_PY_CONTROLLERS_IMAGE", "capd-py/controllers:dev")
+    from capd_py.kube.components import DEFAULT_IMAGE
+
+    return os.environ.get("CAPD_PY_CONTROLLERS_IMAGE", DEFAULT_IMAGE)
 
 
 def build_controllers_image(runtime: ContainerRuntime, tag: str | None = None) -> str:
@@ -646,10 +647,10 @@ def network_pool() -> tuple[subnets.PoolRange, ...]:
 
 def in_cluster_manifest(image: str, privileged: str, network: str = "capd-py",
                         pool: tuple[subnets.PoolRange, ...] | None = None, gates: str = "") -> str:
-    text = (MANIFESTS / "controllers.yaml").read_text()
+    from capd_py.kube.components import controllers_manifest
+
     pool_text = ",".join(str(p) for p in (pool or subnets.parse_pool(subnets.DEFAULT_POOL)))
-    return (text.replace("@IMAGE@", image).replace("@PRIVILEGED_MODE@", privileged)
-            .replace("@NETWORK_POOL@", pool_text).replace("@NETWORK@", network).replace("@FEATURE_GATES@", gates))
+    return controllers_manifest(image, privileged, network, pool_text, gates)
 
 
 def deploy_in_cluster(m: ManagementCluster) -> None:
