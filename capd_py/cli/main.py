@@ -25,6 +25,7 @@ from capd_py.api.gvk import (
 )
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.cli import management as mgmt
+from capd_py.cli.clusterctl import clusterctl_app
 from capd_py.cli.extension import extension_app
 from capd_py.cli.steps import Steps
 from capd_py.cli.waiting import apoll
@@ -981,6 +982,7 @@ export_app = typer.Typer(no_args_is_help=True, help="Export data about clusters.
 app.add_typer(load_app, name="load")
 app.add_typer(export_app, name="export")
 app.add_typer(extension_app, name="extension")
+app.add_typer(clusterctl_app, name="clusterctl")
 host_app = typer.Typer(no_args_is_help=True, help="Docker hosts workload clusters are placed on (docs/multihost.md).")
 app.add_typer(host_app, name="host")
 

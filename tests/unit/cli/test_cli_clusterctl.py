@@ -1,0 +1,42 @@
+"""`capd-py clusterctl repository DIR`: writes capd-py's clusterctl repository, prints its clusterctl.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from capd_py.cli.main import app
+
+runner = CliRunner()
+
+
+def test_repository_prints_the_config_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CAPD_PY_CONTROLLERS_IMAGE", raising=False)
+    r = runner.invoke(app, ["clusterctl", "repository", str(tmp_path / "repo")])
+    assert r.exit_code == 0, r.output
+    config = Path(r.stdout.strip().splitlines()[-1])
+    assert config == (tmp_path / "repo" / "clusterctl.yaml").resolve() and config.is_file()
+    names = [(p["name"], p["type"]) for p in yaml.safe_load(config.read_text())["providers"]]
+    assert names == [("cluster-api", "CoreProvider"), ("kubeadm", "BootstrapProvider"),
+                     ("kubeadm", "ControlPlaneProvider"), ("docker", "InfrastructureProvider")]
+    core = (tmp_path / "repo" / "cluster-api").glob("*/core-components.yaml")
+    assert "image: docker.io/capd-py/controllers:dev" in next(core).read_text()
+
+
+def test_repository_image_from_the_environment_or_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAPD_PY_CONTROLLERS_IMAGE", "capd-py/controllers:env")
+    assert runner.invoke(app, ["clusterctl", "repository", str(tmp_path / "a")]).exit_code == 0
+    assert "docker.io/capd-py/controllers:env" in next((tmp_path / "a").rglob("core-components.yaml")).read_text()
+    r = runner.invoke(app, ["clusterctl", "repository", str(tmp_path / "b"), "--image", "reg.local:5000/c:1"])
+    assert r.exit_code == 0
+    assert "image: reg.local:5000/c:1" in next((tmp_path / "b").rglob("core-components.yaml")).read_text()
+
+
+def test_repository_refuses_a_file(tmp_path: Path) -> None:
+    f = tmp_path / "f"
+    f.write_text("")
+    r = runner.invoke(app, ["clusterctl", "repository", str(f)])
+    assert r.exit_code == 2 and "not a directory" in r.output

@@ -1,0 +1,121 @@
+"""capd-py's clusterctl release as `capd-py clusterctl repository` writes it (kube/components.py): the real CRDs,
+the controllers manifest with clusterctl variables, one Deployment, the files clusterctl reads."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from capd_py.api.versions import CLUSTER_API_VERSION
+from capd_py.kube import components as kc
+from capd_py.kube.admission_webhook import MUTATING_NAME, VALIDATING_NAME
+from capd_py.kube.crds import load_crds
+from capd_py.reconcile import components
+
+Obj = dict[str, Any]
+
+
+@functools.cache
+def _release() -> tuple[components.ProviderComponents, ...]:
+    return tuple(kc.release())  # reads and converts every CRD: once per module
+
+
+def _by_label() -> dict[str, components.ProviderComponents]:
+    return {p.provider.manifest_label: p for p in _release()}
+
+
+def test_every_crd_once_in_its_provider() -> None:
+    release = _by_label()
+    names = {label: sorted(c["metadata"]["name"] for c in p.crds()) for label, p in release.items()}
+    assert sorted(n for ns in names.values() for n in ns) == sorted(c["metadata"]["name"] for c in load_crds())
+    assert names["bootstrap-kubeadm"] == ["kubeadmconfigs.bootstrap.cluster.x-k8s.io",
+                                          "kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io"]
+    assert names["control-plane-kubeadm"] == ["kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
+                                              "kubeadmcontrolplanetemplates.controlplane.cluster.x-k8s.io"]
+    assert "clusters.cluster.x-k8s.io" in names["cluster-api"]
+    assert "extensionconfigs.runtime.cluster.x-k8s.io" in names["cluster-api"]
+    assert {"dockermachines.infrastructure.cluster.x-k8s.io", "devclusters.infrastructure.cluster.x-k8s.io"} <= set(
+        names["infrastructure-docker"])
+    for label, p in release.items():
+        for c in p.crds():
+            labels = c["metadata"]["labels"]
+            assert labels["cluster.x-k8s.io/provider"] == label
+            if c["spec"]["group"] != "runtime.cluster.x-k8s.io":  # ExtensionConfig: no contract, as upstream
+                assert labels["cluster.x-k8s.io/v1beta2"] == "v1beta2"  # the contract label the core discovers
+
+
+def test_crds_serve_v1beta1_through_the_controllers_service_without_a_ca() -> None:
+    for p in _release():
+        for c in p.crds():
+            conv = c["spec"].get("conversion") or {}
+            if conv.get("strategy") != "Webhook":
+                continue
+            client = conv["webhook"]["clientConfig"]
+            assert client == {"service": {"namespace": "capd-py-system", "name": "capd-py-webhook", "port": 443,
+                                          "path": "/convert"}}, c["metadata"]["name"]
+    clusters = next(c for c in _by_label()["cluster-api"].crds() if c["metadata"]["name"] == "clusters.cluster.x-k8s.io")
+    assert {v["name"] for v in clusters["spec"]["versions"]} == {"v1beta1", "v1beta2"}
+
+
+def test_one_deployment_in_the_core_provider_with_clusterctl_variables() -> None:
+    release = _by_label()
+    deployments = [(label, d) for label, p in release.items() for d in p.documents if d["kind"] == "Deployment"]
+    assert [label for label, _ in deployments] == ["cluster-api"]
+    dep = deployments[0][1]
+    assert (dep["metadata"]["namespace"], dep["metadata"]["name"]) == ("capd-py-system", "capd-py-controllers")
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    # canonical: clusterctl refuses `capd-py/controllers:dev` ("repository name must be canonical")
+    assert c["image"] == "docker.io/capd-py/controllers:dev" and c["imagePullPolicy"] == "Never"
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["CAPD_PY_PRIVILEGED_MODE"] == "${CAPD_PY_PRIVILEGED_MODE:=privileged}"
+    assert env["CAPD_PY_NETWORK"] == "${CAPD_PY_NETWORK:=capd-py}"
+    assert env["CAPD_PY_NETWORK_POOL"] == ("${CAPD_PY_NETWORK_POOL:=172.16.0.0/12:20,10.208.0.0/12:20,"
+                                           "fd00:ca9d:7000::/40:64}")
+    assert env["CAPD_PY_FEATURE_GATES"] == components.feature_gates_variables()
+    # the same manifest `capd-py init --in-cluster` applies (one home), placeholders filled differently
+    plain = [d for d in yaml.safe_load_all(kc.controllers_manifest("i", "p", "n", "pool", "g")) if d]
+    core = release["cluster-api"].documents
+    assert [(d["kind"], d["metadata"]["name"]) for d in plain] == [
+        (d["kind"], d["metadata"]["name"]) for d in core if d["kind"] not in (
+            "CustomResourceDefinition", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")]
+    hooks = {d["metadata"]["name"]: d for d in core if d["kind"].endswith("WebhookConfiguration")}
+    assert set(hooks) == {MUTATING_NAME, VALIDATING_NAME}
+    for h in hooks.values():
+        for w in h["webhooks"]:
+            assert "caBundle" not in w["clientConfig"]
+            assert w["clientConfig"]["service"]["namespace"] == "capd-py-system"
+
+
+def test_variables_are_only_the_documented_ones() -> None:
+    """clusterctl asks for every `${VAR}` without a default: there must be none (init needs no variable), and
+    nothing in the CRDs (patterns with `$`) may read as a variable."""
+    for p in _release():
+        text = kc.dump(p.documents)
+        found = set(re.findall(r"\$\{([A-Za-z0-9_]+)(:=[^}]*)?\}", text))
+        if p.provider.manifest_label != "cluster-api":
+            assert not found, (p.provider.manifest_label, found)
+            continue
+        assert all(default for _, default in found), found
+        assert {v for v, _ in found} == {"CAPD_PY_PRIVILEGED_MODE", "CAPD_PY_NETWORK", "CAPD_PY_NETWORK_POOL",
+                                         *components.features.INIT_VARIABLES}
+
+
+def test_write_repository_layout(tmp_path: Path) -> None:
+    config = kc.write_repository(tmp_path / "repo", image="example.com/capd-py/controllers:v9")
+    assert config == (tmp_path / "repo" / "clusterctl.yaml").resolve()
+    providers = yaml.safe_load(config.read_text())["providers"]
+    for entry in providers:
+        path = Path(entry["url"].removeprefix("file://"))
+        assert path.is_file() and path.parent.name == CLUSTER_API_VERSION
+        meta = yaml.safe_load((path.parent / "metadata.yaml").read_text())
+        assert meta["releaseSeries"] == [{"major": 1, "minor": 13, "contract": "v1beta2"}]
+        docs = [d for d in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if d]
+        assert docs
+    core = Path(providers[0]["url"].removeprefix("file://")).read_text()
+    assert "image: example.com/capd-py/controllers:v9" in core
+    # no folded lines: clusterctl substitutes variables in the text, before parsing it
+    assert "value: MachinePool=${EXP_MACHINE_POOL:=true},ClusterTopology=" in core
