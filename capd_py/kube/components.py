@@ -41,7 +41,8 @@ def release(image: str = DEFAULT_IMAGE) -> list[components.ProviderComponents]:
     write theirs). The image as containerd names it (`docker.io/capd-py/controllers:dev`): clusterctl refuses
     references that are not canonical ("repository name must be canonical") before it applies image overrides."""
     pool = ",".join(str(p) for p in subnets.parse_pool(subnets.DEFAULT_POOL))
-    text = controllers_manifest(imageload.normalize(image), components.VARIABLES["@PRIVILEGED_MODE@"], components.VARIABLES["@NETWORK@"],
+    v = components.VARIABLES
+    text = controllers_manifest(imageload.normalize(image), v["@PRIVILEGED_MODE@"], v["@NETWORK@"],
                                 components.network_pool_variable(pool), components.feature_gates_variables())
     controllers = [d for d in yaml.safe_load_all(text) if d]
     crds, admission = _served()

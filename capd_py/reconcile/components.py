@@ -8,12 +8,11 @@ label>`, and records a `Provider` in that namespace (upstream cmd/clusterctl/cli
 
 capd-py serves the four providers from one process, so one provider carries the process:
 
-| provider | namespace | what its components hold |
-|---|---|---|
-| core `cluster-api` | capd-py-system | the controllers manifest (`kube/manifests/controllers.yaml`: ServiceAccount, RBAC, webhook Service, the Deployment), the core CRDs, the admission webhook configurations |
-| bootstrap `kubeadm` | capi-kubeadm-bootstrap-system | its CRDs (KubeadmConfig, KubeadmConfigTemplate) |
-| control-plane `kubeadm` | capi-kubeadm-control-plane-system | its CRDs (KubeadmControlPlane, KubeadmControlPlaneTemplate) |
-| infrastructure `docker` | capd-system | its CRDs (Docker*, Dev*) |
+- core `cluster-api`, namespace capd-py-system: the controllers manifest (`kube/manifests/controllers.yaml`:
+  ServiceAccount, RBAC, the webhook Service, the Deployment), the core CRDs, the admission webhook configurations;
+- bootstrap `kubeadm`, capi-kubeadm-bootstrap-system: its CRDs (KubeadmConfig, KubeadmConfigTemplate);
+- control-plane `kubeadm`, capi-kubeadm-control-plane-system: its CRDs (KubeadmControlPlane(Template));
+- infrastructure `docker`, capd-system: its CRDs (Docker*, Dev*).
 
 A CRD belongs to the provider its `cluster.x-k8s.io/provider` label names (hack/gen_crds.py writes it). The
 webhooks' CA is made by the controllers at start (reconcile/servingcert.py) and written into the CRDs' and the
@@ -88,7 +87,7 @@ def without_ca_bundle(doc: Obj) -> Obj:
     """A CRD or webhook configuration whose `caBundle`s are dropped: the controllers write the CA they make."""
     out = copy.deepcopy(doc)
     client = (((out.get("spec") or {}).get("conversion") or {}).get("webhook") or {}).get("clientConfig")
-    for c in [client, *((h.get("clientConfig") for h in out.get("webhooks") or []))]:
+    for c in [client, *(h.get("clientConfig") for h in out.get("webhooks") or [])]:
         if isinstance(c, dict):
             c.pop("caBundle", None)
     return out

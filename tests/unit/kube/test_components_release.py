@@ -57,7 +57,8 @@ def test_crds_serve_v1beta1_through_the_controllers_service_without_a_ca() -> No
             client = conv["webhook"]["clientConfig"]
             assert client == {"service": {"namespace": "capd-py-system", "name": "capd-py-webhook", "port": 443,
                                           "path": "/convert"}}, c["metadata"]["name"]
-    clusters = next(c for c in _by_label()["cluster-api"].crds() if c["metadata"]["name"] == "clusters.cluster.x-k8s.io")
+    core = _by_label()["cluster-api"].crds()
+    clusters = next(c for c in core if c["metadata"]["name"] == "clusters.cluster.x-k8s.io")
     assert {v["name"] for v in clusters["spec"]["versions"]} == {"v1beta1", "v1beta2"}
 
 
