@@ -15,6 +15,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from capd_py.api.versions import CLUSTER_API_VERSION
 from capd_py.kube.components import write_provider, write_repository
@@ -70,3 +71,20 @@ def run(args: list[str], config: Path | None, home: Path, timeout: float = 180,
     if check and r.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
     return r
+
+
+def cert_manager_api_crds() -> list[dict[str, Any]]:
+    """The two kinds of cert-manager's API that `clusterctl init` probes before it installs anything (it creates
+    an Issuer and a Certificate in namespace cert-manager-test and deletes them; when that fails it downloads
+    cert-manager from GitHub and waits for the same probe: upstream cmd/clusterctl/client/cluster/cert_manager.go).
+    A test double for an installed cert-manager on an envtest API server, which runs no controllers at all:
+    nothing issues these Certificates, and capd-py needs none (its webhooks carry their own CA)."""
+    def crd(kind: str, plural: str) -> dict[str, Any]:
+        return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"{plural}.cert-manager.io"},
+                "spec": {"group": "cert-manager.io", "scope": "Namespaced",
+                         "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural,
+                                   "singular": kind.lower()},
+                         "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                             "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    return [crd("Issuer", "issuers"), crd("Certificate", "certificates")]

@@ -309,17 +309,6 @@ spec:
 """
 
 
-def _cert_manager_crd(kind: str, plural: str) -> Obj:
-    """cert-manager's API as clusterctl probes it (it creates a test Issuer and Certificate): present, so
-    clusterctl takes cert-manager as installed instead of downloading it (no network here)."""
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{plural}.cert-manager.io"},
-            "spec": {"group": "cert-manager.io", "scope": "Namespaced",
-                     "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
-                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
-
-
 def test_upstream_clusterctl_init_installs_a_third_party_provider(binary: Path, tmp_path: Path) -> None:
     """`clusterctl init --infrastructure minimal` with a local repository (clusterctl.yaml providers with a file
     URL) adds the provider to a capd-py management cluster: its components applied with clusterctl's labels,
@@ -335,8 +324,7 @@ def test_upstream_clusterctl_init_installs_a_third_party_provider(binary: Path, 
         async def cert_manager() -> None:
             k = env.kube()
             try:
-                await install_crds(k, crds=[_cert_manager_crd("Issuer", "issuers"),
-                                            _cert_manager_crd("Certificate", "certificates")])
+                await install_crds(k, crds=clusterctl.cert_manager_api_crds())
             finally:
                 k.close()
         asyncio.run(cert_manager())

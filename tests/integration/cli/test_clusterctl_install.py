@@ -1,0 +1,180 @@
+"""Upstream `clusterctl init` (the real v1.13.6 binary) installs capd-py from the repository `capd-py clusterctl
+repository` writes, on an empty envtest API server; `clusterctl upgrade plan` and `clusterctl delete --all` work on
+it (docs/clusterctl.md "Installing capd-py with clusterctl").
+
+envtest has no nodes and runs no controllers: the Deployment never becomes Ready (clusterctl does not wait for it
+unless asked to with --wait-providers), so these tests check what clusterctl installed and recorded. cert-manager:
+clusterctl refuses to go on without a cert-manager API (first test); the second stands one in with
+`clusterctl.cert_manager_api_crds()` (what clusterctl probes), as a cluster with cert-manager installed has it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capd_py.api.gvk import CRD, GVK, NAMESPACE, PROVIDER
+from capd_py.api.versions import CLUSTER_API_VERSION
+from capd_py.kube.admission_webhook import MUTATING_NAME, VALIDATING_NAME
+from capd_py.kube.client import Kube
+from capd_py.kube.components import write_repository
+from capd_py.kube.crds import install_crds, load_crds
+from capd_py.testing import clusterctl
+from capd_py.testing.envtest import EnvTest
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+Obj = dict[str, Any]
+
+DEPLOYMENT = GVK("apps", "v1", "Deployment", "deployments")
+SERVICE = GVK("", "v1", "Service", "services")
+SERVICE_ACCOUNT = GVK("", "v1", "ServiceAccount", "serviceaccounts")
+ROLE = GVK("rbac.authorization.k8s.io", "v1", "Role", "roles")
+CLUSTER_ROLE = GVK("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", namespaced=False)
+CLUSTER_ROLE_BINDING = GVK("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings",
+                           namespaced=False)
+MUTATING = GVK("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",
+               "mutatingwebhookconfigurations", namespaced=False)
+VALIDATING = GVK("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
+                 "validatingwebhookconfigurations", namespaced=False)
+INIT = ["init", "--core", "cluster-api", "--bootstrap", "kubeadm", "--control-plane", "kubeadm",
+        "--infrastructure", "docker"]
+NAMESPACES = {"cluster-api": "capd-py-system", "bootstrap-kubeadm": "capi-kubeadm-bootstrap-system",
+              "control-plane-kubeadm": "capi-kubeadm-control-plane-system", "infrastructure-docker": "capd-system"}
+
+
+@pytest.fixture(scope="module")
+def binary() -> Path:
+    why = clusterctl.missing()
+    if why:
+        pytest.fail(why, pytrace=False)
+    return clusterctl.binary()
+
+
+@pytest.fixture
+def empty() -> Iterator[EnvTest]:
+    with EnvTest() as env:
+        yield env
+
+
+def _in(env: EnvTest, fn: Any) -> Any:
+    async def go() -> Any:
+        k = env.kube()
+        try:
+            return await fn(k)
+        finally:
+            k.close()
+    return asyncio.run(go())
+
+
+def test_clusterctl_init_needs_a_cert_manager_api(binary: Path, empty: EnvTest, tmp_path: Path) -> None:
+    """Measured: without cert-manager clusterctl downloads it (default URL: GitHub); offline it stops there,
+    before it installs any provider component (only its own inventory CRD)."""
+    config = write_repository(tmp_path / "repository")
+    start = time.monotonic()
+    r = clusterctl.run([*INIT, "--kubeconfig", str(empty.kubeconfig_path)], config, tmp_path, check=False)
+    took = time.monotonic() - start
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out
+    assert "cert-manager" in out and "github.com" in out, out
+    assert "Installing provider" not in out, out
+    assert took < 120, took
+
+    async def nothing(k: Kube) -> None:
+        assert await k.get(CRD, None, "clusters.cluster.x-k8s.io") is None
+        assert await k.get(NAMESPACE, None, "capd-py-system") is None
+    _in(empty, nothing)
+
+
+def test_clusterctl_init_upgrade_plan_and_delete(binary: Path, empty: EnvTest, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write_repository(tmp_path / "repository")
+    kc = str(empty.kubeconfig_path)
+    _in(empty, lambda k: install_crds(k, crds=clusterctl.cert_manager_api_crds()))
+
+    monkeypatch.setenv("EXP_MACHINE_POOL", "false")  # a clusterctl variable, as for upstream's core provider
+    monkeypatch.setenv("CAPD_PY_NETWORK", "mgmt-net")
+    r = clusterctl.run([*INIT, "--kubeconfig", kc], config, tmp_path)
+    out = r.stdout + r.stderr
+    assert "Skipping installing cert-manager as it is already installed" in out, out
+    for label in NAMESPACES:
+        assert f'Installing provider="{label}" version="{CLUSTER_API_VERSION}"' in out, out
+
+    async def installed(k: Kube) -> None:
+        providers = {p["metadata"]["name"]: p for p in await k.list(PROVIDER, None)}
+        assert {n: (p["metadata"]["namespace"], p["version"]) for n, p in providers.items()} == {
+            n: (ns, CLUSTER_API_VERSION) for n, ns in NAMESPACES.items()}
+        assert (providers["cluster-api"]["providerName"], providers["cluster-api"]["type"]) == (
+            "cluster-api", "CoreProvider")
+        assert providers["infrastructure-docker"]["type"] == "InfrastructureProvider"
+        # every capd-py CRD, labelled as clusterctl labels components (its move and delete find them so)
+        crds = {c["metadata"]["name"]: c for c in await k.list(CRD, None, selector="clusterctl.cluster.x-k8s.io")}
+        assert set(crds) == {c["metadata"]["name"] for c in load_crds()}
+        assert crds["kubeadmconfigs.bootstrap.cluster.x-k8s.io"]["metadata"]["labels"][
+            "cluster.x-k8s.io/provider"] == "bootstrap-kubeadm"
+        assert crds["dockermachines.infrastructure.cluster.x-k8s.io"]["metadata"]["labels"][
+            "cluster.x-k8s.io/provider"] == "infrastructure-docker"
+        clusters = crds["clusters.cluster.x-k8s.io"]
+        assert clusters["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["namespace"] == "capd-py-system"
+        assert {v["name"] for v in clusters["spec"]["versions"]} == {"v1beta1", "v1beta2"}
+        # CRD patterns with `$` survive clusterctl's variable substitution
+        assert "$" in str(clusters["spec"]["versions"])
+        # the one Deployment, variables substituted
+        dep = await k.get(DEPLOYMENT, "capd-py-system", "capd-py-controllers")
+        assert dep is not None
+        assert dep["metadata"]["labels"]["cluster.x-k8s.io/provider"] == "cluster-api"
+        c = dep["spec"]["template"]["spec"]["containers"][0]
+        assert c["image"] == "docker.io/capd-py/controllers:dev"
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        assert env["CAPD_PY_NETWORK"] == "mgmt-net" and env["CAPD_PY_PRIVILEGED_MODE"] == "privileged"
+        assert env["CAPD_PY_FEATURE_GATES"].startswith("MachinePool=false,ClusterTopology=true,")
+        assert await k.list(DEPLOYMENT, None) == [dep]
+        for g, ns, name in ((SERVICE, "capd-py-system", "capd-py-webhook"),
+                            (SERVICE_ACCOUNT, "capd-py-system", "capd-py-controllers"),
+                            (MUTATING, None, MUTATING_NAME), (VALIDATING, None, VALIDATING_NAME)):
+            o = await k.get(g, ns, name)
+            assert o is not None and o["metadata"]["labels"]["clusterctl.cluster.x-k8s.io"] == "", (g.kind, name)
+        for ns in NAMESPACES.values():
+            assert await k.get(NAMESPACE, None, ns) is not None
+    _in(empty, installed)
+
+    # upgrade plan: the four providers at the repository's version; cert-manager is not clusterctl's (no labels)
+    out = clusterctl.run(["upgrade", "plan", "--kubeconfig", kc], config, tmp_path).stdout
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.strip()}
+    for name, ns in NAMESPACES.items():
+        assert name in rows and ns in rows[name] and CLUSTER_API_VERSION in rows[name], out
+    assert "You are already up to date!" in out, out
+
+    # init again: nothing to do (same providers, same version)
+    again = clusterctl.run([*INIT, "--kubeconfig", kc], config, tmp_path)
+    assert "Installing provider" not in again.stdout + again.stderr
+
+    # delete --all: every component but the CRDs and the namespaces (clusterctl keeps them unless asked), and the
+    # cluster-scoped RBAC, which clusterctl deletes only when its name starts with "<namespace>-" (upstream's own
+    # ClusterRoles stay too)
+    r = clusterctl.run(["delete", "--all", "--kubeconfig", kc], config, tmp_path)
+
+    async def deleted(k: Kube) -> None:
+        assert await k.list(PROVIDER, None) == []
+        assert await k.get(DEPLOYMENT, "capd-py-system", "capd-py-controllers") is None
+        for g, ns, name in ((SERVICE, "capd-py-system", "capd-py-webhook"),
+                            (SERVICE_ACCOUNT, "capd-py-system", "capd-py-controllers"),
+                            (ROLE, "capd-py-system", "capd-py-controllers-leader-election"),
+                            (MUTATING, None, MUTATING_NAME), (VALIDATING, None, VALIDATING_NAME)):
+            assert await k.get(g, ns, name) is None, (g.kind, name)
+        assert await k.get(CRD, None, "clusters.cluster.x-k8s.io") is not None
+        assert await k.get(NAMESPACE, None, "capd-py-system") is not None
+        left = [name for g, name in ((CLUSTER_ROLE, "capd-py-controllers"),
+                                     (CLUSTER_ROLE, "capd-py-controllers-aggregated"),
+                                     (CLUSTER_ROLE_BINDING, "capd-py-controllers-aggregated"))
+                if await k.get(g, None, name) is not None]
+        assert left == ["capd-py-controllers", "capd-py-controllers-aggregated", "capd-py-controllers-aggregated"]
+    _in(empty, deleted)
+
+    # and back: init after delete installs the four providers again
+    r = clusterctl.run([*INIT, "--kubeconfig", kc], config, tmp_path)
+    assert r.stdout.count("Installing provider") + r.stderr.count("Installing provider") == 4
+    _in(empty, installed)
