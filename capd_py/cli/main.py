@@ -780,16 +780,20 @@ def snapshot_delete(
 # -- init / controllers / quickstart -------------------------------------------------------------------
 
 def do_init(name: str, image: str, port: int, in_cluster: bool, controllers: bool, steps: Steps,
-            ready_timeout: float = 300.0) -> Path:
+            ready_timeout: float = 300.0, for_clusterctl: bool = False) -> Path:
     from capd_py.runtime.protocol import RuntimeError_
     try:  # a bad EXP_* / CAPD_PY_FEATURE_GATES value is a usage error before anything is created
         mgmt.feature_gates()
     except mgmt.ManagementError as e:
         fail(str(e), 2)
-    m = mgmt.ManagementCluster(name=name, image=image, host_port=port, steps=steps, mount_docker_socket=in_cluster,
-                               ready_timeout=ready_timeout)
+    m = mgmt.ManagementCluster(name=name, image=image, host_port=port, steps=steps,
+                               mount_docker_socket=in_cluster or for_clusterctl, ready_timeout=ready_timeout)
     try:
         kc = m.create()
+        if for_clusterctl:  # what the core provider's Deployment needs; clusterctl installs everything else
+            with steps.step("Loading the controllers image 🖼"):
+                mgmt.load_image_into_node(m.rt, m.node, mgmt.build_controllers_image(m.rt))
+            return kc
         with steps.step("Installing capd-py CRDs 📜"):
             url = None if in_cluster else mgmt.host_webhook_url(kc, m.gateway())
             mgmt.install_crds(kc, webhook_url=url, webhook_service=in_cluster)
@@ -830,10 +834,16 @@ def init(
     webhook_bind_address: Annotated[str | None, typer.Option(
         "--webhook-bind-address", help="With --kubeconfig: the address the webhook listens on, when the URL's "
         "is not one of this host's (NAT, a DNS name).")] = None,
+    for_clusterctl: Annotated[bool, typer.Option(
+        "--for-clusterctl", help="Create the management cluster and install nothing in it, for upstream `clusterctl "
+        "init --config $(capd-py clusterctl repository DIR)`: the node gets the docker socket and the controllers "
+        "image the core provider's Deployment runs (docs/clusterctl.md).")] = False,
 ) -> None:
     """Create the management cluster, install the CRDs and start the controllers."""
     ready_timeout = duration(wait)
     steps = Steps()
+    if for_clusterctl and kubeconfig is not None:
+        fail("--for-clusterctl creates the management cluster (not with --kubeconfig: run clusterctl init on it)", 2)
     if kubeconfig is not None:
         from capd_py.cli.existing import default_name, init_existing
         if in_cluster:
@@ -856,9 +866,13 @@ def init(
         fail("--webhook-url and --webhook-bind-address go with --kubeconfig (capd-py init finds its own)", 2)
     name = name or mgmt.DEFAULT_NAME
     steps.info(f"Creating management cluster {name!r} ...")
-    kc = do_init(name, image, port, in_cluster, controllers, steps, ready_timeout)
+    kc = do_init(name, image, port, in_cluster, controllers, steps, ready_timeout, for_clusterctl)
     typer.echo(str(kc))
-    steps.info(f"\nUse it with:\n\n  kubectl --kubeconfig {kc} get clusters -A\n")
+    if for_clusterctl:
+        steps.info(f"\nInstall capd-py with:\n\n  clusterctl init --infrastructure docker --kubeconfig {kc} "
+                   "--config $(capd-py clusterctl repository DIR)\n")
+    else:
+        steps.info(f"\nUse it with:\n\n  kubectl --kubeconfig {kc} get clusters -A\n")
 
 
 @app.command()

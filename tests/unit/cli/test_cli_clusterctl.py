@@ -40,3 +40,34 @@ def test_repository_refuses_a_file(tmp_path: Path) -> None:
     f.write_text("")
     r = runner.invoke(app, ["clusterctl", "repository", str(f)])
     assert r.exit_code == 2 and "not a directory" in r.output
+
+
+def test_init_for_clusterctl_loads_the_image_and_installs_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    from capd_py.cli import management as mgmt
+    from capd_py.runtime.fake import FakeRuntime
+
+    made: list[object] = []
+    monkeypatch.setattr(mgmt, "default_runtime", FakeRuntime)
+    monkeypatch.setattr(mgmt.ManagementCluster, "create",
+                        lambda self: made.append(("create", self.mount_docker_socket)) or tmp_path / "kc")
+    monkeypatch.setattr(mgmt, "build_controllers_image", lambda rt: made.append("build") or "capd-py/controllers:dev")
+    monkeypatch.setattr(mgmt, "load_image_into_node", lambda rt, node, tag: made.append(("load", node, tag)))
+
+    def never(*_a: object, **_k: object) -> None:
+        raise AssertionError("--for-clusterctl installs nothing")
+    monkeypatch.setattr(mgmt, "install_crds", never)
+    monkeypatch.setattr(mgmt, "deploy_in_cluster", never)
+    monkeypatch.setattr(mgmt, "start_controllers", never)
+    r = runner.invoke(app, ["init", "--for-clusterctl", "--name", "cc"])
+    assert r.exit_code == 0, r.output
+    assert made == [("create", True), "build", ("load", "cc-control-plane", "capd-py/controllers:dev")]
+    assert r.stdout.strip() == str(tmp_path / "kc")
+    assert "clusterctl init --infrastructure docker" in r.output
+
+
+def test_init_for_clusterctl_is_not_for_an_existing_cluster(tmp_path: Path) -> None:
+    kc = tmp_path / "kc"
+    kc.write_text("")
+    r = runner.invoke(app, ["init", "--for-clusterctl", "--kubeconfig", str(kc)])
+    assert r.exit_code == 2 and "not with --kubeconfig" in r.output
