@@ -316,22 +316,26 @@ async def served_conversion(kube: Kube) -> dict[str, Any] | None:
     return None if crd is None else dict(crd["spec"].get("conversion") or {})
 
 
-async def ensure_ca_bundle(kube: Kube, ca_pem: bytes, names: list[str] | None = None) -> list[str]:
-    """Every capd-py CRD converted by a webhook trusts `ca_pem`; returns the CRDs patched."""
+async def ensure_ca_bundle(kube: Kube, ca_pem: bytes, names: list[str] | None = None,
+                           service: dict[str, Any] | None = None) -> list[str]:
+    """Every capd-py CRD converted by a webhook trusts `ca_pem` and, with `service` (the Service the core CRDs
+    name), names that Service (servingcert.client_config_patch: clusterctl moves the reference into each provider's
+    namespace); returns the CRDs patched."""
     wanted = names if names is not None else [str(c["metadata"]["name"]) for c in load_crds()]
     patched: list[str] = []
-    bundle = base64.b64encode(ca_pem).decode()
     for name in wanted:
         crd = await kube.get(CRD, None, name)
-        conversion = ((crd or {}).get("spec") or {}).get("conversion") or {}
-        if crd is None or conversion.get("strategy") != "Webhook" or servingcert.ca_bundle_of(conversion) == ca_pem:
+        patch = servingcert.client_config_patch(((crd or {}).get("spec") or {}).get("conversion"), ca_pem, service)
+        if crd is None or patch is None:
             continue
-        await kube.merge_patch(CRD, None, name, {"spec": {"conversion": {"webhook": {"clientConfig": {
-            "caBundle": bundle}}}}})
+        await kube.merge_patch(CRD, None, name, patch)
         patched.append(name)
     if patched:
-        log.info("conversion webhook caBundle updated in %d CRD(s)", len(patched))
+        log.info("conversion webhook caBundle/Service updated in %d CRD(s)", len(patched))
     return patched
+
+
+RECHECK_EVERY = 10  # run_webhook's refreshes between passes over every CRD and webhook configuration
 
 
 async def run_webhook(kube: Kube, bind: str | None = None, refresh_seconds: float = 60.0,
@@ -339,13 +343,19 @@ async def run_webhook(kube: Kube, bind: str | None = None, refresh_seconds: floa
     """What every controllers process runs (leader or not: conversion is stateless and a standby must answer
     during a failover), until cancelled: serve the webhook the CRDs point at (servingcert.endpoint; nothing while
     they are not converted by a webhook), with the certificate from the Secret, re-issued when needed; every
-    `refresh_seconds` read both again, reload a changed certificate and keep the CRDs' caBundle current.
+    `refresh_seconds` read both again, reload a changed certificate and keep the CRDs' caBundle current (every
+    CRD and webhook configuration at start, when the core CRDs' CA differs, and every RECHECK_EVERY refreshes: CRDs
+    installed later, e.g. by `clusterctl init` of another capd-py provider, get theirs).
     `ready` is set once a server listens."""
     server: WebhookServer | None = None
     served: WebhookCert | None = None
     checked_all = False
+    passes = 0
     try:
         while True:
+            passes += 1
+            if passes % RECHECK_EVERY == 0:
+                checked_all = False
             try:
                 conversion = await served_conversion(kube)
                 ep = servingcert.endpoint(conversion, bind)
@@ -356,7 +366,8 @@ async def run_webhook(kube: Kube, bind: str | None = None, refresh_seconds: floa
                 else:
                     cert = await ensure_cert(kube, ep.hosts)
                     if not checked_all or servingcert.ca_bundle_of(conversion) != cert.ca.cert:
-                        await ensure_ca_bundle(kube, cert.ca.cert)
+                        service = (((conversion or {}).get("webhook") or {}).get("clientConfig") or {}).get("service")
+                        await ensure_ca_bundle(kube, cert.ca.cert, service=service)
                         await admission_webhook.ensure_ca_bundle(kube, cert.ca.cert)
                         checked_all = True
                     if server is not None and (server.host, server.port, server.reuse_port) != (

@@ -182,6 +182,27 @@ def endpoint(conversion: dict[str, Any] | None, bind: str | None = None, port: i
     return None
 
 
+def client_config_patch(conversion: dict[str, Any] | None, ca_pem: bytes,
+                        service: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The merge patch of a CRD's `spec.conversion` that makes its webhook trust `ca_pem` and, when it names a
+    Service and `service` is given, name that Service's namespace and name (None: nothing to change; a CRD not
+    converted by a webhook is left alone). `clusterctl init` moves every CRD's Service reference into its provider's
+    namespace (capi-kubeadm-bootstrap-system, capd-system, ...), where capd-py has no Service: the controllers
+    point them back at theirs, the one the core CRDs name (docs/clusterctl.md)."""
+    if not conversion or conversion.get("strategy") != "Webhook":
+        return None
+    client = (conversion.get("webhook") or {}).get("clientConfig") or {}
+    want: dict[str, Any] = {}
+    if ca_bundle_of(conversion) != ca_pem:
+        want["caBundle"] = base64.b64encode(ca_pem).decode()
+    current = client.get("service")
+    if service and current:
+        fix = {k: service[k] for k in ("namespace", "name") if service.get(k) and current.get(k) != service[k]}
+        if fix:
+            want["service"] = fix
+    return {"spec": {"conversion": {"webhook": {"clientConfig": want}}}} if want else None
+
+
 def ca_bundle_of(conversion: dict[str, Any] | None) -> bytes:
     raw = (((conversion or {}).get("webhook") or {}).get("clientConfig") or {}).get("caBundle") or ""
     try:

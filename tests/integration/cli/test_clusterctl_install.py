@@ -19,10 +19,13 @@ import pytest
 
 from capd_py.api.gvk import CRD, GVK, NAMESPACE, PROVIDER
 from capd_py.api.versions import CLUSTER_API_VERSION
+from capd_py.kube import admission_webhook
+from capd_py.kube import conversion_webhook as cw
 from capd_py.kube.admission_webhook import MUTATING_NAME, VALIDATING_NAME
 from capd_py.kube.client import Kube
 from capd_py.kube.components import write_repository
 from capd_py.kube.crds import install_crds, load_crds
+from capd_py.reconcile import servingcert
 from capd_py.testing import clusterctl
 from capd_py.testing.envtest import EnvTest
 
@@ -140,6 +143,29 @@ def test_clusterctl_init_upgrade_plan_and_delete(binary: Path, empty: EnvTest, t
         for ns in NAMESPACES.values():
             assert await k.get(NAMESPACE, None, ns) is not None
     _in(empty, installed)
+
+    # clusterctl moved each provider's CRDs' conversion Service into that provider's namespace (components.go,
+    # fixCRDWebhookNamespaceReference), where there is none; the controllers' webhook loop points them back at the
+    # Service the core CRDs name and writes its CA (what run_webhook does at start, here without serving)
+    async def conversion_services(k: Kube) -> dict[str, str]:
+        return {c["metadata"]["name"]: c["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["namespace"]
+                for c in await k.list(CRD, None, selector="clusterctl.cluster.x-k8s.io")
+                if (c["spec"].get("conversion") or {}).get("strategy") == "Webhook"}
+    before = _in(empty, conversion_services)
+    assert before["kubeadmconfigs.bootstrap.cluster.x-k8s.io"] == "capi-kubeadm-bootstrap-system"
+    assert before["dockermachines.infrastructure.cluster.x-k8s.io"] == "capd-system"
+    assert before["clusters.cluster.x-k8s.io"] == "capd-py-system"
+    ca = servingcert.new_webhook_ca().cert
+
+    async def fix(k: Kube) -> None:
+        core = (await cw.served_conversion(k) or {})["webhook"]["clientConfig"]["service"]
+        await cw.ensure_ca_bundle(k, ca, service=core)
+        await admission_webhook.ensure_ca_bundle(k, ca)
+        assert await cw.ensure_ca_bundle(k, ca, service=core) == []  # a second pass writes nothing
+        for c in await k.list(CRD, None, selector="clusterctl.cluster.x-k8s.io"):
+            assert servingcert.client_config_patch(c["spec"].get("conversion"), ca, core) is None
+    _in(empty, fix)
+    assert set(_in(empty, conversion_services).values()) == {"capd-py-system"}
 
     # upgrade plan: the four providers at the repository's version; cert-manager is not clusterctl's (no labels)
     out = clusterctl.run(["upgrade", "plan", "--kubeconfig", kc], config, tmp_path).stdout

@@ -6,6 +6,7 @@ import ipaddress
 import pytest
 from cryptography import x509
 
+from capd_py.reconcile import servingcert
 from capd_py.reconcile.servingcert import new_serving_cert, new_webhook_ca, serving_cert_needs_renewal
 
 pytestmark = pytest.mark.unit
@@ -92,3 +93,30 @@ def test_what_to_serve_follows_the_crds_conversion() -> None:
                                             reuse_port=True)
     assert endpoint({"strategy": "None"}) is None
     assert endpoint(None) is None
+
+
+def test_client_config_patch_trusts_the_ca_and_names_the_core_service() -> None:
+    """clusterctl moves each provider's CRDs' Service reference into the provider's namespace: the controllers point
+    it back at theirs (the core CRDs'), and write their CA; a CRD already right gets no patch."""
+    import base64
+
+    ca = b"-----CA-----"
+    core = {"namespace": "capd-py-system", "name": "capd-py-webhook"}
+
+    def conversion(namespace: str, bundle: bytes = b"") -> dict[str, object]:
+        client: dict[str, object] = {"service": {"namespace": namespace, "name": "capd-py-webhook", "port": 443,
+                                                 "path": "/convert"}}
+        if bundle:
+            client["caBundle"] = base64.b64encode(bundle).decode()
+        return {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": client}}
+
+    moved = servingcert.client_config_patch(conversion("capd-system"), ca, core)
+    assert moved == {"spec": {"conversion": {"webhook": {"clientConfig": {
+        "caBundle": base64.b64encode(ca).decode(), "service": {"namespace": "capd-py-system"}}}}}}
+    assert servingcert.client_config_patch(conversion("capd-py-system", ca), ca, core) is None
+    assert servingcert.client_config_patch(conversion("capd-system", ca), ca, None) is None  # no reference: CA only
+    assert servingcert.client_config_patch({"strategy": "None"}, ca, core) is None
+    assert servingcert.client_config_patch(None, ca, core) is None
+    by_url = {"strategy": "Webhook", "webhook": {"clientConfig": {"url": "https://10.0.0.1:9443/convert"}}}
+    assert servingcert.client_config_patch(by_url, ca, core) == {"spec": {"conversion": {"webhook": {
+        "clientConfig": {"caBundle": base64.b64encode(ca).decode()}}}}}
