@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import functools
 import json
 import logging
 import re
@@ -316,12 +317,18 @@ async def served_conversion(kube: Kube) -> dict[str, Any] | None:
     return None if crd is None else dict(crd["spec"].get("conversion") or {})
 
 
+@functools.cache
+def _crd_names() -> list[str]:
+    """capd-py's CRD names (the packaged manifests parsed once per process: run_webhook asks every few minutes)."""
+    return [str(c["metadata"]["name"]) for c in load_crds()]
+
+
 async def ensure_ca_bundle(kube: Kube, ca_pem: bytes, names: list[str] | None = None,
                            service: dict[str, Any] | None = None) -> list[str]:
     """Every capd-py CRD converted by a webhook trusts `ca_pem` and, with `service` (the Service the core CRDs
     name), names that Service (servingcert.client_config_patch: clusterctl moves the reference into each provider's
     namespace); returns the CRDs patched."""
-    wanted = names if names is not None else [str(c["metadata"]["name"]) for c in load_crds()]
+    wanted = names if names is not None else _crd_names()
     patched: list[str] = []
     for name in wanted:
         crd = await kube.get(CRD, None, name)
