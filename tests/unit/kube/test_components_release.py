@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from capd_py.api import features
 from capd_py.api.versions import CLUSTER_API_VERSION
 from capd_py.kube import components as kc
 from capd_py.kube.admission_webhook import MUTATING_NAME, VALIDATING_NAME
@@ -102,7 +103,7 @@ def test_variables_are_only_the_documented_ones() -> None:
             continue
         assert all(default for _, default in found), found
         assert {v for v, _ in found} == {"CAPD_PY_PRIVILEGED_MODE", "CAPD_PY_NETWORK", "CAPD_PY_NETWORK_POOL",
-                                         *components.features.INIT_VARIABLES}
+                                         *features.INIT_VARIABLES}
 
 
 def test_write_repository_layout(tmp_path: Path) -> None:
