@@ -49,9 +49,15 @@ def test_init_for_clusterctl_loads_the_image_and_installs_nothing(monkeypatch: p
 
     made: list[object] = []
     monkeypatch.setattr(mgmt, "default_runtime", FakeRuntime)
-    monkeypatch.setattr(mgmt.ManagementCluster, "create",
-                        lambda self: made.append(("create", self.mount_docker_socket)) or tmp_path / "kc")
-    monkeypatch.setattr(mgmt, "build_controllers_image", lambda rt: made.append("build") or "capd-py/controllers:dev")
+    def create(self: mgmt.ManagementCluster) -> Path:
+        made.append(("create", self.mount_docker_socket))
+        return tmp_path / "kc"
+
+    def build(rt: object) -> str:
+        made.append("build")
+        return "capd-py/controllers:dev"
+    monkeypatch.setattr(mgmt.ManagementCluster, "create", create)
+    monkeypatch.setattr(mgmt, "build_controllers_image", build)
     monkeypatch.setattr(mgmt, "load_image_into_node", lambda rt, node, tag: made.append(("load", node, tag)))
 
     def never(*_a: object, **_k: object) -> None:
