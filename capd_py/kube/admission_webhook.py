@@ -172,7 +172,9 @@ async def ensure_ca_bundle(kube: Kube, ca_pem: bytes) -> list[str]:
         hooks = config.get("webhooks") or []
         if all((h.get("clientConfig") or {}).get("caBundle") == bundle for h in hooks):
             continue
-        ops = [{"op": "replace", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
+        # "add" replaces a caBundle that is there and adds one that is not (clusterctl installs the configurations
+        # without: "replace" of a missing member is refused)
+        ops = [{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
                for i in range(len(hooks))]
         await kube.json_patch(gvk, None, name, [{"op": "test", "path": "/metadata/resourceVersion",
                                                  "value": config["metadata"]["resourceVersion"]}, *ops])
