@@ -59,8 +59,19 @@ def binary() -> Path:
 
 @pytest.fixture
 def empty() -> Iterator[EnvTest]:
-    with EnvTest() as env:
+    # with the namespace controller: clusterctl's cert-manager probe deletes its namespace cert-manager-test, and
+    # the next init's probe fails while it is still terminating (then clusterctl goes for GitHub)
+    with EnvTest(controller_manager=True) as env:
         yield env
+
+
+def _probe_namespace_gone(env: EnvTest, timeout: float = 60.0) -> None:
+    async def go(k: Kube) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while await k.get(NAMESPACE, None, "cert-manager-test") is not None:
+            assert asyncio.get_running_loop().time() < deadline, "namespace cert-manager-test not deleted"
+            await asyncio.sleep(0.2)
+    _in(env, go)
 
 
 def _in(env: EnvTest, fn: Any) -> Any:
@@ -173,6 +184,7 @@ def test_clusterctl_init_upgrade_plan_and_delete(binary: Path, empty: EnvTest, t
     assert "You are already up to date!" in out, out
 
     # init again: nothing to do (same providers, same version)
+    _probe_namespace_gone(empty)
     again = clusterctl.run([*INIT, "--kubeconfig", kc], config, tmp_path)
     assert "Installing provider" not in again.stdout + again.stderr
 
@@ -199,6 +211,7 @@ def test_clusterctl_init_upgrade_plan_and_delete(binary: Path, empty: EnvTest, t
     _in(empty, deleted)
 
     # and back: init after delete installs the four providers again
+    _probe_namespace_gone(empty)
     r = clusterctl.run([*INIT, "--kubeconfig", kc], config, tmp_path)
     assert r.stdout.count("Installing provider") + r.stderr.count("Installing provider") == 4
     _in(empty, installed)
