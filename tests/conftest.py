@@ -5,8 +5,8 @@
   the run at collection (a usage error). tests/unit/test_test_layout.py checks the files agree.
 - `--tier-report` (`make test`): at the end, each tier's test count, wall-clock time and summed durations, then the
   20 slowest tests; env `CAPD_PY_TIER_REPORT=FILE` writes the same as JSON. Every run records each passed test's
-  time in $CAPD_PY_CACHE/test-durations.json; the next orders each tier's tests longest first by it (two workers
-  then end together; only the time depends on the order).
+  time in $CAPD_PY_CACHE/test-durations.json; the next orders each tier's tests longest first by it, or on a fresh
+  machine by tests/durations.json (committed; two workers then end together; only the time depends on the order).
 - Workers (`make test`: `-n 2`, pytest-xdist, scheduled by tests/worker_units.py): tests that share a cluster
   fixture (`quick_cluster`) go to one worker together (an `xdist_group`); integration and e2e tests hold the
   docker host's lock (capd_py/testing/host_lock.py): shared, or alone for a test marked `host_exclusive`.
@@ -31,13 +31,17 @@ import pytest
 from capd_py.api.gvk import GVK
 from capd_py.kube.client import Kube
 from capd_py.testing.envtest import MAKE_HINT, EnvTest, binary_paths, cache_dir, missing_binaries, started_with_crds
-from capd_py.testing.host_lock import host_share
+from capd_py.testing.host_lock import host_share, slot
 from capd_py.testing.tiers import SLOWEST, TierReport, mark_tiers, order_by_tier, read_durations
 
 NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)
 TESTS = Path(__file__).resolve().parent
 # a session fixture several tests use, made once per process: its users run in one worker, one after another
 SHARED_FIXTURE_GROUPS = {"quick_cluster": "e2e-quick"}
+
+
+# the times this machine recorded, over the committed ones (a fresh machine orders by those: hack/test-durations.py)
+SEED_DURATIONS = TESTS / "durations.json"
 
 
 def durations_file() -> Path:
@@ -71,7 +75,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture, group in SHARED_FIXTURE_GROUPS.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(group))
-    order_by_tier(items, TESTS, read_durations(durations_file()))
+    order_by_tier(items, TESTS, {**read_durations(SEED_DURATIONS), **read_durations(durations_file())})
+
+
+# e2e tests at a time, whatever the number of workers: two real clusters' nodes keep 2 cores busy (measured: two
+# workers left the CPU 0-30 % idle in the e2e tier, 60-70 % idle in the integration tier, which more workers speed up)
+E2E_SLOTS = int(os.environ.get("CAPD_PY_E2E_SLOTS", "2"))
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outside pytest-timeout's timer: waiting is not the test's time
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    if item.get_closest_marker("e2e") is None or not hasattr(item.config, "workerinput"):
+        yield
+        return
+    with slot("e2e", E2E_SLOTS):
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""How `make test`'s two pytest-xdist workers get their tests: whole units, one test ahead.
+"""How `make test`'s pytest-xdist workers get their tests: whole units, one test ahead, in the collection order.
 
 Our own scheduler (`--dist loadgroup` selects it), for two reasons measured on 2026-12-06:
 - xdist's loadgroup names a test's group by appending `@group` to the node id inside the worker; pytest 9.2 made
@@ -82,7 +82,12 @@ class UnitScheduling(LoadScopeScheduling):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
-    return UnitScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    # the queue keeps the collection order; xdist would put the units with the most tests first (the quick cluster's
+    # seven users ahead of the unit tier)
+    config.option.loadscopereorder = False
+    return UnitScheduling(config, log)
 
 
 @pytest.hookimpl(trylast=True)  # after the markers are given and `-m` deselected

@@ -32,6 +32,7 @@ OTHER = "other"  # a test run outside the tier folders (pytest on another path)
 SLOWEST = 20
 SESSION_TEARDOWN = "session teardown"  # the `when` of the last test's teardown, which ends every session fixture
 DEFAULT_SECONDS = 1.0  # a test without a recorded time (new): ordered among the short ones
+EXCLUSIVE = "host_exclusive"  # a test that runs alone on the host (capd_py/testing/host_lock.py)
 
 
 def tier_of(path: Path, tests_root: Path) -> str | None:
@@ -81,7 +82,9 @@ def order_by_tier(items: list[Any], tests_root: Path, durations: dict[str, float
     Within a tier, the units (`unit_of`) longest first by `durations` (node id -> seconds, a unit's the sum of its
     tests'; a test never timed counts as DEFAULT_SECONDS), each unit's tests together in their own order: two
     workers fed longest first end within about one short test of each other, where file order left one worker
-    idle through the tier's last long test. Ties (and no durations) keep the collection order."""
+    idle through the tier's last long test. Ties (and no durations) keep the collection order. A `host_exclusive`
+    unit goes first in its tier: it waits for the tests running beside it to end, and at a tier's start those are
+    the tier before's short ones, not a long one of its own."""
     rank = {t: n for n, t in enumerate(TIERS)}
     durations = durations or {}
     first: dict[str, int] = {}
@@ -90,9 +93,11 @@ def order_by_tier(items: list[Any], tests_root: Path, durations: dict[str, float
         u = unit_of(item)
         first.setdefault(u, n)
         total[u] = total.get(u, 0.0) + durations.get(base_nodeid(item.nodeid), DEFAULT_SECONDS)
+    alone = {unit_of(i) for i in items if i.get_closest_marker(EXCLUSIVE) is not None}
     position = {id(item): n for n, item in enumerate(items)}
     items.sort(key=lambda i: (rank.get(tier_of(Path(i.path), tests_root) or "", len(TIERS)),
-                              -round(total[unit_of(i)], 1), first[unit_of(i)], position[id(i)]))
+                              unit_of(i) not in alone, -round(total[unit_of(i)], 1), first[unit_of(i)],
+                              position[id(i)]))
 
 
 def base_nodeid(nodeid: str) -> str:

@@ -223,12 +223,15 @@ class _OrderItem:
     path: Path
     name: str = ""
     group: str | None = None
+    exclusive: bool = False
 
     @property
     def nodeid(self) -> str:
         return f"{self.path.relative_to(Path('/r'))}::{self.name}" if self.name else str(self.path)
 
     def get_closest_marker(self, name: str) -> Any:
+        if name == "host_exclusive" and self.exclusive:
+            return pytest.mark.host_exclusive.mark
         return pytest.mark.xdist_group(self.group).mark if name == "xdist_group" and self.group else None
 
 
@@ -256,3 +259,13 @@ def test_order_by_tier_puts_each_tiers_longest_units_first_and_keeps_a_group_tog
     durations["tests/unit/test_u.py::u2"] = 0.5
     order_by_tier(items, root, durations)
     assert [i.name for i in items] == ["u1", "u2", "q1", "q2", "long", "short", "new"]
+
+
+def test_order_by_tier_puts_a_tiers_host_exclusive_tests_first() -> None:
+    """An exclusive test waits for what runs beside it: at its tier's start that is the tier before's short tests."""
+    root = Path("/r/tests")
+    e2e, integration = root / "e2e" / "test_e.py", root / "integration" / "test_i.py"
+    items: list[Any] = [_OrderItem(e2e, "long"), _OrderItem(e2e, "alone", exclusive=True),
+                        _OrderItem(integration, "i"), _OrderItem(e2e, "short")]
+    order_by_tier(items, root, {"tests/e2e/test_e.py::long": 300.0, "tests/e2e/test_e.py::alone": 60.0})
+    assert [i.name for i in items] == ["i", "alone", "long", "short"]
