@@ -31,7 +31,7 @@ import pytest
 from capd_py.api.gvk import GVK
 from capd_py.kube.client import Kube
 from capd_py.testing.envtest import MAKE_HINT, EnvTest, binary_paths, cache_dir, missing_binaries, started_with_crds
-from capd_py.testing.host_lock import host_share, slot
+from capd_py.testing.host_lock import host_share
 from capd_py.testing.tiers import SLOWEST, TierReport, mark_tiers, order_by_tier, read_durations
 
 NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)
@@ -76,20 +76,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(group))
     order_by_tier(items, TESTS, {**read_durations(SEED_DURATIONS), **read_durations(durations_file())})
-
-
-# e2e tests at a time, whatever the number of workers: two real clusters' nodes keep 2 cores busy (measured: two
-# workers left the CPU 0-30 % idle in the e2e tier, 60-70 % idle in the integration tier, which more workers speed up)
-E2E_SLOTS = int(os.environ.get("CAPD_PY_E2E_SLOTS", "2"))
-
-
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outside pytest-timeout's timer: waiting is not the test's time
-def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    if item.get_closest_marker("e2e") is None or not hasattr(item.config, "workerinput"):
-        yield
-        return
-    with slot("e2e", E2E_SLOTS):
-        yield
 
 
 @pytest.fixture(autouse=True)

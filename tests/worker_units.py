@@ -12,7 +12,8 @@ Workers write each collected test's group (its `xdist_group` marker, which tests
 shared cluster) to a file of the run; the controller reads it once collection is complete. A group is one unit,
 sent to one worker whole, in its collection order; a worker gets its next unit when it has one test left besides
 the one it runs (xdist starts a test once the next is known). The queue keeps the collection order, which
-tests/conftest.py made cheapest tier first and, within a tier, longest unit first.
+tests/conftest.py made cheapest tier first and, within a tier, longest unit first. `make test` runs 4 workers for
+the waiting-bound unit and integration tiers and lets 2 of them (CAPD_PY_E2E_WORKERS) go on into the e2e tier.
 """
 
 from __future__ import annotations
@@ -26,8 +27,12 @@ import pytest
 from xdist.scheduler.loadscope import LoadScopeScheduling
 
 from capd_py.testing.host_lock import lock_dir
+from capd_py.testing.tiers import tier_of
 
 GROUP_MARKER = "xdist_group"
+# e2e tests at a time: two real clusters' nodes keep 2 cores busy (measured: two workers left the CPU 0-30 % idle in
+# the e2e tier and 60-70 % idle in the integration tier, which more workers speed up)
+E2E_WORKERS_ENV = "CAPD_PY_E2E_WORKERS"
 
 
 def groups_file(run: str) -> Path:
@@ -42,11 +47,19 @@ def group_of(item: pytest.Item) -> str | None:
 
 
 class UnitScheduling(LoadScopeScheduling):
-    """xdist's scope scheduling with our units (`@group` or the test itself) and one test queued ahead."""
+    """xdist's scope scheduling with our units (`@group` or the test itself), one test queued ahead, and e2e tests on
+    at most E2E_WORKERS workers: once the queue reaches the e2e tier, a worker beyond those is shut down (it ends
+    the test it has and exits) instead of taking e2e tests, so they run in the queue's order (longest first)."""
 
     def __init__(self, config: pytest.Config, log: Any = None) -> None:
         super().__init__(config, log)
         self._groups: dict[str, str] | None = None
+        self._e2e_workers: set[Any] = set()
+        self._e2e_max = int(os.environ.get(E2E_WORKERS_ENV, "2"))
+        self._tests_root = config.rootpath / "tests"
+
+    def _is_e2e(self, nodeid: str) -> bool:
+        return tier_of(self.config.rootpath / nodeid.split("::", 1)[0], self._tests_root) == "e2e"
 
     def _read_groups(self) -> dict[str, str]:
         runs = {n.workerinput["testrunuid"] for n in self.registered_collections}
@@ -73,6 +86,12 @@ class UnitScheduling(LoadScopeScheduling):
             return
         if self._pending_of(self.assigned_work[node]) > 1:
             return
+        head = next(iter(next(iter(self.workqueue.values()))))
+        if self._is_e2e(head) and node not in self._e2e_workers:
+            if len(self._e2e_workers) >= self._e2e_max:
+                node.shutdown()
+                return
+            self._e2e_workers.add(node)
         self._assign_work_unit(node)
 
 

@@ -1,4 +1,4 @@
-"""One docker host, several test processes: a readers-writer lock and slots across processes (`make test` runs the
+"""One docker host, several test processes: a readers-writer lock across processes (`make test` runs the
 suite in pytest-xdist workers).
 
 Most tests only add objects of their own to the host (clusters, networks and containers named for them) and run
@@ -8,9 +8,6 @@ docker's address pools, starts a second dockerd with its own bridges and DOCKER-
 it. Writers are preferred (a turnstile that readers pass through and a waiting writer holds), so a stream of short
 tests on other workers cannot starve an exclusive one. `flock(2)` locks die with their process: a killed run
 leaves nothing held.
-
-`slot` bounds how many tests of a kind run at once across the workers: `make test` runs more workers than the e2e
-tier's real clusters can share 2 cores with (the integration tier mostly waits), and lets 2 e2e tests run at a time.
 
 `once_per_run` runs a step (the sweep of an earlier run's e2e leftovers) in the first process of a run that asks, not
 in the others: the second worker's management plane must not remove the first worker's live clusters.
@@ -22,7 +19,6 @@ import contextlib
 import fcntl
 import os
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -61,30 +57,6 @@ def host_share(exclusive: bool, where: Path | None = None) -> Iterator[None]:
         pass
     with _flock(lock, fcntl.LOCK_SH):
         yield
-
-
-@contextlib.contextmanager
-def slot(name: str, count: int, where: Path | None = None, poll: float = 0.2) -> Iterator[int]:
-    """One of `count` slots named `name` on this host (a counting semaphore across processes): the first free
-    slot file, polled until one is (flock cannot wait on any of several files). Yields the slot's number."""
-    d = where or lock_dir()
-    fds = []
-    try:
-        while True:
-            for n in range(max(count, 1)):
-                fd = os.open(d / f"capd-py-tests-{name}-slot-{n}.lock", os.O_RDWR | os.O_CREAT, 0o666)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    os.close(fd)
-                    continue
-                fds.append(fd)
-                yield n
-                return
-            time.sleep(poll)
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def run_id() -> str:

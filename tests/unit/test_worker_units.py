@@ -49,3 +49,38 @@ def test_a_group_runs_whole_in_one_worker_and_the_rest_spreads(tmp_path: Path) -
     assert [name for name, _ in grouped] == [f"g{n}" for n in range(5)], ran
     assert len({worker for _, worker in grouped}) == 1, ran
     assert {worker for name, worker in ran if name.startswith("s")} == {"gw0", "gw1"}, ran
+
+
+E2E_SUITE = '''
+import os, time
+import pytest
+
+def _record(name):
+    with open(os.environ["RECORD"], "a") as f:
+        f.write(f"{name} {os.environ['PYTEST_XDIST_WORKER']} {time.monotonic()}\\n")
+
+@pytest.mark.parametrize("n", range(8))
+def test_e2e(n):
+    _record(f"e{n}")
+    time.sleep(0.2)
+'''
+
+
+def test_e2e_tests_run_on_at_most_two_workers_in_queue_order(tmp_path: Path) -> None:
+    """4 workers: the unit tests spread over all of them, the e2e tier's over two only, in their collection order."""
+    (tmp_path / "tests" / "unit").mkdir(parents=True)
+    (tmp_path / "tests" / "e2e").mkdir(parents=True)
+    (tmp_path / "tests" / "unit" / "test_u.py").write_text(SUITE.replace("test_grouped", "test_g"))
+    (tmp_path / "tests" / "e2e" / "test_e.py").write_text(E2E_SUITE)
+    record = tmp_path / "record"
+    env = {**os.environ, "RECORD": str(record), "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "worker_units", "-p", "no:cacheprovider", "-n", "4",
+                        "--dist", "loadgroup", "-q", "-c", os.devnull, "--rootdir", str(tmp_path),
+                        "tests/unit", "tests/e2e"],
+                       capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ran = [line.split() for line in record.read_text().splitlines()]
+    e2e = sorted((float(t[0]), name, worker) for name, worker, *t in ran if name.startswith("e"))
+    assert len({worker for _, _, worker in e2e}) <= 2, e2e
+    assert [name for _, name, _ in e2e] == [f"e{n}" for n in range(8)], e2e
+    assert len({worker for name, worker, *_ in ran if name.startswith("s")}) >= 3, ran

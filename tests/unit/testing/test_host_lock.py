@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from capd_py.testing.host_lock import RUN_ID_ENV, host_share, once_per_run, slot
+from capd_py.testing.host_lock import RUN_ID_ENV, host_share, once_per_run
 
 pytestmark = pytest.mark.unit
 
@@ -61,23 +61,3 @@ def test_once_per_run_runs_a_step_once_per_run_id(tmp_path: Path, monkeypatch: p
     assert once_per_run("sweep", step, tmp_path) == "swept"  # the next run
     assert len(calls) == 2
 
-
-def test_slots_let_count_holders_in_at_once(tmp_path: Path) -> None:
-    events: list[str] = []
-
-    def holder(name: str) -> None:
-        with slot("e2e", 2, tmp_path, poll=0.02) as n:
-            events.append(f"{name} in {n}")
-            time.sleep(0.3)
-            events.append(f"{name} out")
-
-    threads = []
-    for name in ("a", "b", "c"):
-        threads.append(threading.Thread(target=holder, args=(name,)))
-        threads[-1].start()
-        time.sleep(0.05)
-    for t in threads:
-        t.join()
-    assert events[:2] == ["a in 0", "b in 1"], events
-    # c waits for a slot: it enters only after one of the two left, and takes the one freed
-    assert events.index("c in 0") > events.index("a out"), events
