@@ -82,5 +82,6 @@ def test_e2e_tests_run_on_at_most_two_workers_in_queue_order(tmp_path: Path) -> 
     ran = [line.split() for line in record.read_text().splitlines()]
     e2e = sorted((float(t[0]), name, worker) for name, worker, *t in ran if name.startswith("e"))
     assert len({worker for _, _, worker in e2e}) <= 2, e2e
-    assert [name for _, name, _ in e2e] == [f"e{n}" for n in range(8)], e2e
+    # in queue order, up to the two running at once (which of a pair starts first is a race)
+    assert all(abs(int(name[1:]) - pos) <= 1 for pos, (_, name, _) in enumerate(e2e)), e2e
     assert len({worker for name, worker, *_ in ran if name.startswith("s")}) >= 3, ran
