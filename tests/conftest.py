@@ -6,10 +6,11 @@
 - `--tier-report` (`make test`): at the end, each tier's test count, wall-clock time and summed durations, then the
   20 slowest tests; env `CAPD_PY_TIER_REPORT=FILE` writes the same as JSON. Every run records each passed test's
   time in $CAPD_PY_CACHE/test-durations.json; the next orders each tier's tests longest first by it, or on a fresh
-  machine by tests/durations.json (committed; two workers then end together; only the time depends on the order).
-- Workers (`make test`: `-n 2`, pytest-xdist, scheduled by tests/worker_units.py): tests that share a cluster
-  fixture (`quick_cluster`) go to one worker together (an `xdist_group`); integration and e2e tests hold the
-  docker host's lock (capd_py/testing/host_lock.py): shared, or alone for a test marked `host_exclusive`.
+  machine by tests/durations.json (committed; the workers then end together; only the time depends on the order).
+- Workers (`make test`: `-n 4`, two of them into the e2e tier; pytest-xdist, scheduled by tests/worker_units.py):
+  tests that share a cluster fixture (`quick_cluster`) go to one worker together (an `xdist_group`); integration
+  and e2e tests hold the docker host's lock (capd_py/testing/host_lock.py): shared, or alone for a test marked
+  `host_exclusive`.
 
 - `envtest` (session): a running `capd_py.testing.envtest.EnvTest` (etcd + kube-apiserver) with every
   capd-py CRD installed and Established. Fails (does not skip) if the binaries are missing.

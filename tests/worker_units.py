@@ -27,9 +27,8 @@ import pytest
 from xdist.scheduler.loadscope import LoadScopeScheduling
 
 from capd_py.testing.host_lock import lock_dir
-from capd_py.testing.tiers import tier_of
+from capd_py.testing.tiers import group_of, tier_of
 
-GROUP_MARKER = "xdist_group"
 # e2e tests at a time: two real clusters' nodes keep 2 cores busy (measured: two workers left the CPU 0-30 % idle in
 # the e2e tier and 60-70 % idle in the integration tier, which more workers speed up)
 E2E_WORKERS_ENV = "CAPD_PY_E2E_WORKERS"
@@ -37,13 +36,6 @@ E2E_WORKERS_ENV = "CAPD_PY_E2E_WORKERS"
 
 def groups_file(run: str) -> Path:
     return lock_dir() / f"capd-py-tests-groups-{run}.json"
-
-
-def group_of(item: pytest.Item) -> str | None:
-    mark = item.get_closest_marker(GROUP_MARKER)
-    if mark is None:
-        return None
-    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
 
 
 class UnitScheduling(LoadScopeScheduling):

@@ -5,10 +5,10 @@
   folders, or one marked with another tier's marker, is a problem to report (tests/conftest.py makes it a usage
   error).
 - `order_by_tier`: tiers cheapest first; within a tier the units of work (an `xdist_group`, or one test) longest
-  first by the times recorded in earlier runs, for the two pytest-xdist workers `make test` runs.
+  first by the times recorded in earlier runs, for the pytest-xdist workers `make test` runs.
 - `TierReport`: a pytest plugin (registered by tests/conftest.py, in the reporting process only) that records each
   test's phases and, at the end, prints per tier the number of tests, its wall-clock time (first setup start to
-  last teardown end; with two workers the tiers overlap where one worker is still in the tier before) and the
+  last teardown end; with workers the tiers overlap where one worker is still in the tier before) and the
   summed durations, then the slowest tests (setup + call + teardown). With `--tier-report` it prints them; with env
   `CAPD_PY_TIER_REPORT=FILE` it also writes them to FILE as JSON; each passed test's time goes to the durations
   file the next run orders by. `aggregate` is the pure part. pytest finalizes the session-scoped fixtures (the
@@ -65,13 +65,19 @@ def mark_tiers(items: Iterable[Any], tests_root: Path) -> list[str]:
     return problems
 
 
-def unit_of(item: Any) -> str:
-    """The unit of work pytest-xdist hands one worker whole: the item's `xdist_group` (its tests share a session
-    fixture, in their own order), else the item alone."""
+def group_of(item: Any) -> str | None:
+    """The item's `xdist_group` name (its tests share a session fixture), None without one."""
     mark = item.get_closest_marker("xdist_group")
     if mark is None:
-        return str(item.nodeid)
-    return "@" + str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+        return None
+    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+
+
+def unit_of(item: Any) -> str:
+    """The unit of work one worker gets whole (tests/worker_units.py): the item's group, in its tests' own order,
+    else the item alone."""
+    group = group_of(item)
+    return str(item.nodeid) if group is None else f"@{group}"
 
 
 def order_by_tier(items: list[Any], tests_root: Path, durations: dict[str, float] | None = None) -> None:
