@@ -8,8 +8,9 @@ Our own scheduler (`--dist loadgroup` selects it), for two reasons measured on 2
 - xdist keeps up to three tests queued on a worker, so one worker could hold the tier's last long tests while the
   other went idle.
 
-Workers write each collected test's group (its `xdist_group` marker, which tests/conftest.py gives the users of a
-shared cluster) to a file of the run; the controller reads it once collection is complete. A group is one unit,
+Workers write each collected test's group (capd_py.testing.tiers.group_of: its `xdist_group` marker, which
+tests/conftest.py gives the users of a shared cluster, or its module when it uses a module-scoped fixture) to a file
+of the run; the controller reads it once collection is complete. A group is one unit,
 sent to one worker whole, in its collection order; a worker gets its next unit when it has one test left besides
 the one it runs (xdist starts a test once the next is known). The queue keeps the collection order, which
 tests/conftest.py made cheapest tier first and, within a tier, longest unit first. `make test` runs 4 workers for

@@ -51,6 +51,47 @@ def test_a_group_runs_whole_in_one_worker_and_the_rest_spreads(tmp_path: Path) -
     assert {worker for name, worker in ran if name.startswith("s")} == {"gw0", "gw1"}, ran
 
 
+MODULE_SUITE = '''
+import os, time
+import pytest
+
+def _record(name):
+    with open(os.environ["RECORD"], "a") as f:
+        f.write(f"{name} {os.environ['PYTEST_XDIST_WORKER']}\\n")
+
+@pytest.fixture(scope="module")
+def plane():
+    _record("setup")
+    yield
+
+@pytest.mark.parametrize("n", range(6))
+def test_uses_plane(plane, n):
+    _record(f"p{n}")
+    time.sleep(0.1)
+
+@pytest.mark.parametrize("n", range(4))
+def test_alone(n):
+    _record(f"a{n}")
+    time.sleep(0.3)
+'''
+
+
+def test_a_modules_tests_on_a_module_fixture_run_in_one_worker_and_make_it_once(tmp_path: Path) -> None:
+    """Without the module as one unit both workers made the fixture (pytest ends it when a worker leaves the
+    module)."""
+    (tmp_path / "test_plane.py").write_text(MODULE_SUITE)
+    record = tmp_path / "record"
+    env = {**os.environ, "RECORD": str(record), "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "worker_units", "-p", "no:cacheprovider", "-n", "2",
+                        "--dist", "loadgroup", "-q", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ran = [line.split() for line in record.read_text().splitlines()]
+    assert [name for name, _ in ran].count("setup") == 1, ran
+    assert len({worker for name, worker in ran if name.startswith("p") or name == "setup"}) == 1, ran
+    assert {worker for name, worker in ran if name.startswith("a")} == {"gw0", "gw1"}, ran
+
+
 E2E_SUITE = '''
 import os, time
 import pytest

@@ -17,6 +17,7 @@ from capd_py.testing.tiers import (
     aggregate,
     base_nodeid,
     format_report,
+    group_of,
     merged_durations,
     order_by_tier,
     read_durations,
@@ -269,3 +270,32 @@ def test_order_by_tier_puts_a_tiers_host_exclusive_tests_first() -> None:
                         _OrderItem(integration, "i"), _OrderItem(e2e, "short")]
     order_by_tier(items, root, {"tests/e2e/test_e.py::long": 300.0, "tests/e2e/test_e.py::alone": 60.0})
     assert [i.name for i in items] == ["i", "alone", "long", "short"]
+
+
+@dataclass
+class _FixtureDef:
+    scope: str
+
+
+@dataclass
+class _FixtureInfo:
+    name2fixturedefs: dict[str, list[_FixtureDef]]
+
+
+@dataclass
+class _FixtureItem(_OrderItem):
+    fixtures: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def _fixtureinfo(self) -> _FixtureInfo:
+        return _FixtureInfo({n: [_FixtureDef(s)] for n, s in self.fixtures.items()})
+
+
+def test_group_of_keeps_a_modules_users_of_a_module_fixture_together() -> None:
+    root = Path("/r/tests")
+    mod = root / "integration" / "test_m.py"
+    assert group_of(_FixtureItem(mod, "t[1]", fixtures={"envtest": "module", "kube": "session"})) \
+        == "module:tests/integration/test_m.py"
+    assert group_of(_FixtureItem(mod, "t", fixtures={"kube": "session", "tmp_path": "function"})) is None
+    # an xdist_group (a shared cluster) wins
+    assert group_of(_FixtureItem(mod, "t", group="quick", fixtures={"envtest": "module"})) == "quick"
