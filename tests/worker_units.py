@@ -79,8 +79,8 @@ class UnitScheduling(LoadScopeScheduling):
             return
         if self._pending_of(self.assigned_work[node]) > 1:
             return
-        head = next(iter(next(iter(self.workqueue.values()))))
-        if self._is_e2e(head) and node not in self._e2e_workers:
+        head = next(iter(self.workqueue.values()))  # the next unit (the host-exclusive one spans tiers)
+        if any(self._is_e2e(nodeid) for nodeid in head) and node not in self._e2e_workers:
             if len(self._e2e_workers) >= self._e2e_max:
                 node.shutdown()
                 return

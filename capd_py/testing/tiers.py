@@ -33,6 +33,8 @@ SLOWEST = 20
 SESSION_TEARDOWN = "session teardown"  # the `when` of the last test's teardown, which ends every session fixture
 DEFAULT_SECONDS = 1.0  # a test without a recorded time (new): ordered among the short ones
 EXCLUSIVE = "host_exclusive"  # a test that runs alone on the host (capd_py/testing/host_lock.py)
+EXCLUSIVE_GROUP = "host-exclusive"  # the one unit of every `host_exclusive` test
+DOCKER_FREE = "docker_free"  # a test that touches no docker host: it runs beside `host_exclusive` ones
 
 
 def tier_of(path: Path, tests_root: Path) -> str | None:
@@ -70,11 +72,14 @@ MODULE_SCOPES = ("module", "package")
 
 
 def group_of(item: Any) -> str | None:
-    """The tests that must run in one worker, in order: the item's `xdist_group` name (its tests share a session
-    fixture: one cluster); without one, its module when it uses a module-scoped fixture (an API server with
-    webhooks, a management plane); None otherwise. pytest ends a module's fixtures when a worker moves to another
-    module, so a module spread over workers and interleaved with others made its fixture again and again
-    (measured 2026-12-06: upstream admission's 123 tests, 2.7 min alone, summed 15 min under four workers)."""
+    """The tests that must run in one worker, in order: every `host_exclusive` test (EXCLUSIVE_GROUP: one worker runs
+    them one after the other, instead of a second worker waiting for the first's to end); the item's `xdist_group` name
+    (its tests share a session fixture: one cluster); without one, its module when it uses a module-scoped fixture
+    (an API server with webhooks, a management plane); None otherwise. pytest ends a module's fixtures when a worker
+    moves to another module, so a module spread over workers and interleaved with others made its fixture again and
+    again (measured 2026-12-06: upstream admission's 123 tests, 2.7 min alone, summed 15 min under four workers)."""
+    if item.get_closest_marker(EXCLUSIVE) is not None:
+        return EXCLUSIVE_GROUP
     mark = item.get_closest_marker("xdist_group")
     if mark is not None:
         return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
@@ -93,29 +98,36 @@ def unit_of(item: Any) -> str:
 
 
 def order_by_tier(items: list[Any], tests_root: Path, durations: dict[str, float] | None = None) -> None:
-    """Sort `items` in place by tier, cheapest first (unit, integration, e2e; items outside the tiers last): a unit
-    failure shows in a minute instead of after the e2e tier, and the e2e management plane (a session fixture)
-    starts last, so it does not idle through the other tiers.
+    """Sort `items` in place: the `host_exclusive` unit first of all, then by tier, cheapest first (unit,
+    integration, e2e; items outside the tiers last): a unit failure shows in a minute instead of after the e2e
+    tier, and the e2e management plane (a session fixture) starts late, so it does not idle through the other tiers.
+
+    The exclusive tests (a second dockerd, docker's address pools used up) hold the docker host alone for minutes:
+    at the start they run beside the unit tier and the `docker_free` integration tests, which do not wait for the
+    host, where later they held back the other e2e worker (measured 2026-12-06: 6 of the e2e tier's 26 minutes).
+    So within the integration tier the `docker_free` units come before the ones that use docker.
 
     Within a tier, the units (`unit_of`) longest first by `durations` (node id -> seconds, a unit's the sum of its
     tests'; a test never timed counts as DEFAULT_SECONDS), each unit's tests together in their own order: two
     workers fed longest first end within about one short test of each other, where file order left one worker
-    idle through the tier's last long test. Ties (and no durations) keep the collection order. A `host_exclusive`
-    unit goes first in its tier: it waits for the tests running beside it to end, and at a tier's start those are
-    the tier before's short ones, not a long one of its own."""
+    idle through the tier's last long test. Ties (and no durations) keep the collection order. A unit's tier is
+    its first test's."""
     rank = {t: n for n, t in enumerate(TIERS)}
     durations = durations or {}
     first: dict[str, int] = {}
     total: dict[str, float] = {}
+    tier: dict[str, int] = {}
+    uses_docker: dict[str, bool] = {}
     for n, item in enumerate(items):
         u = unit_of(item)
         first.setdefault(u, n)
+        tier.setdefault(u, rank.get(tier_of(Path(item.path), tests_root) or "", len(TIERS)))
         total[u] = total.get(u, 0.0) + durations.get(base_nodeid(item.nodeid), DEFAULT_SECONDS)
-    alone = {unit_of(i) for i in items if i.get_closest_marker(EXCLUSIVE) is not None}
+        uses_docker[u] = uses_docker.get(u, False) or item.get_closest_marker(DOCKER_FREE) is None
+    alone = f"@{EXCLUSIVE_GROUP}"
     position = {id(item): n for n, item in enumerate(items)}
-    items.sort(key=lambda i: (rank.get(tier_of(Path(i.path), tests_root) or "", len(TIERS)),
-                              unit_of(i) not in alone, -round(total[unit_of(i)], 1), first[unit_of(i)],
-                              position[id(i)]))
+    items.sort(key=lambda i: (unit_of(i) != alone, tier[unit_of(i)], uses_docker[unit_of(i)],
+                              -round(total[unit_of(i)], 1), first[unit_of(i)], position[id(i)]))
 
 
 def base_nodeid(nodeid: str) -> str:

@@ -26,7 +26,7 @@ from capd_py.kube.inmemory_server import InMemoryServer
 from capd_py.reconcile import certs
 from capd_py.testing.e2e import kubectl_async, kubectl_bin
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 HOST = "127.0.0.1"
 # a range of each test worker's own (`make test` runs two): the tests read which port of it a cluster gets

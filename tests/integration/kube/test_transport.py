@@ -13,7 +13,7 @@ from aiohttp import web
 
 from capd_py.kube.client import Kube, KubeError
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 
 @pytest.fixture

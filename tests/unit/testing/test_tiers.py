@@ -225,6 +225,7 @@ class _OrderItem:
     name: str = ""
     group: str | None = None
     exclusive: bool = False
+    docker_free: bool = False
 
     @property
     def nodeid(self) -> str:
@@ -233,6 +234,8 @@ class _OrderItem:
     def get_closest_marker(self, name: str) -> Any:
         if name == "host_exclusive" and self.exclusive:
             return pytest.mark.host_exclusive.mark
+        if name == "docker_free" and self.docker_free:
+            return pytest.mark.docker_free.mark
         return pytest.mark.xdist_group(self.group).mark if name == "xdist_group" and self.group else None
 
 
@@ -262,14 +265,19 @@ def test_order_by_tier_puts_each_tiers_longest_units_first_and_keeps_a_group_tog
     assert [i.name for i in items] == ["u1", "u2", "q1", "q2", "long", "short", "new"]
 
 
-def test_order_by_tier_puts_a_tiers_host_exclusive_tests_first() -> None:
-    """An exclusive test waits for what runs beside it: at its tier's start that is the tier before's short tests."""
+def test_order_by_tier_puts_the_host_exclusive_tests_first_of_all_as_one_unit() -> None:
+    """The exclusive tests run first, one after the other in one worker, beside the unit tier and the docker-free
+    integration tests (which do not wait for the host); the integration tests that use docker come after those."""
     root = Path("/r/tests")
-    e2e, integration = root / "e2e" / "test_e.py", root / "integration" / "test_i.py"
+    e2e, integration, unit = root / "e2e" / "test_e.py", root / "integration" / "test_i.py", root / "unit" / "test_u.py"
     items: list[Any] = [_OrderItem(e2e, "long"), _OrderItem(e2e, "alone", exclusive=True),
-                        _OrderItem(integration, "i"), _OrderItem(e2e, "short")]
-    order_by_tier(items, root, {"tests/e2e/test_e.py::long": 300.0, "tests/e2e/test_e.py::alone": 60.0})
-    assert [i.name for i in items] == ["i", "alone", "long", "short"]
+                        _OrderItem(integration, "docker"), _OrderItem(integration, "free", docker_free=True),
+                        _OrderItem(e2e, "short"), _OrderItem(integration, "alone-too", exclusive=True),
+                        _OrderItem(unit, "u")]
+    order_by_tier(items, root, {"tests/e2e/test_e.py::long": 300.0, "tests/e2e/test_e.py::alone": 60.0,
+                                "tests/integration/test_i.py::docker": 100.0})
+    assert [i.name for i in items] == ["alone", "alone-too", "u", "free", "docker", "long", "short"]
+    assert {group_of(i) for i in items[:2]} == {"host-exclusive"}
 
 
 @dataclass
