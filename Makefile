@@ -22,8 +22,9 @@ CLUSTERCTL_VERSIONS ?= $(CLUSTERCTL_VERSION) $(CLUSTERCTL_V1_14)
 CLUSTER_AUTOSCALER_VERSION ?= 1.35.2
 export CAPD_PY_CACHE ?= $(HOME)/.cache/capd-py
 # The suite runs in TEST_WORKERS pytest-xdist processes (tests/conftest.py: tests sharing a cluster go to one worker
-# together; a `host_exclusive` test runs alone). TEST_WORKERS=0: one process.
-TEST_WORKERS ?= 2
+# together; a `host_exclusive` test runs alone; CAPD_PY_E2E_WORKERS=2 of them go on into the e2e tier, tests/
+# worker_units.py). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 4
 PYTEST := $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup
 # This sandbox refuses --privileged; real machines can use CAPD_PY_PRIVILEGED_MODE=privileged.
 export CAPD_PY_PRIVILEGED_MODE ?= $(shell bash hack/privilege-mode.sh 2>/dev/null || echo privileged)

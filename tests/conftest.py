@@ -5,11 +5,14 @@
   the run at collection (a usage error). tests/unit/test_test_layout.py checks the files agree.
 - `--tier-report` (`make test`): at the end, each tier's test count, wall-clock time and summed durations, then the
   20 slowest tests; env `CAPD_PY_TIER_REPORT=FILE` writes the same as JSON. Every run records each passed test's
-  time in $CAPD_PY_CACHE/test-durations.json; the next orders each tier's tests longest first by it (two workers
-  then end together; only the time depends on the order).
-- Workers (`make test`: `-n 2`, pytest-xdist, scheduled by tests/worker_units.py): tests that share a cluster
-  fixture (`quick_cluster`) go to one worker together (an `xdist_group`); integration and e2e tests hold the
-  docker host's lock (capd_py/testing/host_lock.py): shared, or alone for a test marked `host_exclusive`.
+  time in $CAPD_PY_CACHE/test-durations.json; the next orders each tier's tests longest first by it, or on a fresh
+  machine by tests/durations.json (committed; the workers then end together; only the time depends on the order).
+- Workers (`make test`: `-n 4`, two of them into the e2e tier; pytest-xdist, scheduled by tests/worker_units.py):
+  tests that share a cluster fixture (`quick_cluster`) go to one worker together (an `xdist_group`), as do a
+  module's tests on a module-scoped fixture and all `host_exclusive` tests (first of the run); integration and e2e
+  tests hold the docker host's lock (capd_py/testing/host_lock.py): shared, or alone for a test marked
+  `host_exclusive`; a test marked `docker_free` (envtest, the in-memory backend) takes none, runs beside an
+  exclusive one, and finds no docker daemon (DOCKER_HOST names none).
 
 - `envtest` (session): a running `capd_py.testing.envtest.EnvTest` (etcd + kube-apiserver) with every
   capd-py CRD installed and Established. Fails (does not skip) if the binaries are missing.
@@ -32,12 +35,18 @@ from capd_py.api.gvk import GVK
 from capd_py.kube.client import Kube
 from capd_py.testing.envtest import MAKE_HINT, EnvTest, binary_paths, cache_dir, missing_binaries, started_with_crds
 from capd_py.testing.host_lock import host_share
-from capd_py.testing.tiers import SLOWEST, TierReport, mark_tiers, order_by_tier, read_durations
+from capd_py.testing.tiers import DOCKER_FREE, SLOWEST, TierReport, mark_tiers, order_by_tier, read_durations
 
 NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)
 TESTS = Path(__file__).resolve().parent
 # a session fixture several tests use, made once per process: its users run in one worker, one after another
 SHARED_FIXTURE_GROUPS = {"quick_cluster": "e2e-quick"}
+
+
+# the times this machine recorded, over the committed ones (a fresh machine orders by those: hack/test-durations.py)
+SEED_DURATIONS = TESTS / "durations.json"
+# a `docker_free` test's DOCKER_HOST: no daemon answers there
+NO_DOCKER_HOST = "unix:///nonexistent/capd-py-docker-free-test.sock"
 
 
 def durations_file() -> Path:
@@ -71,15 +80,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture, group in SHARED_FIXTURE_GROUPS.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(group))
-    order_by_tier(items, TESTS, read_durations(durations_file()))
+    order_by_tier(items, TESTS, {**read_durations(SEED_DURATIONS), **read_durations(durations_file())})
 
 
 @pytest.fixture(autouse=True)
 def _docker_host_share(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The docker host's lock around every integration and e2e test (before its other fixtures: autouse ones come
-    first), shared or, for `host_exclusive`, alone."""
+    """The docker host's lock around every integration and e2e test that uses docker (before its other fixtures:
+    autouse ones come first), shared or, for `host_exclusive`, alone. A `docker_free` test takes no lock, so it runs
+    beside an exclusive one; its DOCKER_HOST names no daemon, so a docker call there fails at once instead of
+    racing the exclusive test (the marker is checked, not trusted)."""
     if request.node.get_closest_marker("unit") is not None:
         yield
+        return
+    if request.node.get_closest_marker(DOCKER_FREE) is not None:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("DOCKER_HOST", NO_DOCKER_HOST)
+            yield
         return
     with host_share(exclusive=request.node.get_closest_marker("host_exclusive") is not None):
         yield

@@ -1,4 +1,4 @@
-"""How `make test`'s two pytest-xdist workers get their tests: whole units, one test ahead.
+"""How `make test`'s pytest-xdist workers get their tests: whole units, one test ahead, in the collection order.
 
 Our own scheduler (`--dist loadgroup` selects it), for two reasons measured on 2026-12-06:
 - xdist's loadgroup names a test's group by appending `@group` to the node id inside the worker; pytest 9.2 made
@@ -8,11 +8,13 @@ Our own scheduler (`--dist loadgroup` selects it), for two reasons measured on 2
 - xdist keeps up to three tests queued on a worker, so one worker could hold the tier's last long tests while the
   other went idle.
 
-Workers write each collected test's group (its `xdist_group` marker, which tests/conftest.py gives the users of a
-shared cluster) to a file of the run; the controller reads it once collection is complete. A group is one unit,
+Workers write each collected test's group (capd_py.testing.tiers.group_of: its `xdist_group` marker, which
+tests/conftest.py gives the users of a shared cluster, or its module when it uses a module-scoped fixture) to a file
+of the run; the controller reads it once collection is complete. A group is one unit,
 sent to one worker whole, in its collection order; a worker gets its next unit when it has one test left besides
 the one it runs (xdist starts a test once the next is known). The queue keeps the collection order, which
-tests/conftest.py made cheapest tier first and, within a tier, longest unit first.
+tests/conftest.py made cheapest tier first and, within a tier, longest unit first. `make test` runs 4 workers for
+the waiting-bound unit and integration tiers and lets 2 of them (CAPD_PY_E2E_WORKERS) go on into the e2e tier.
 """
 
 from __future__ import annotations
@@ -26,27 +28,31 @@ import pytest
 from xdist.scheduler.loadscope import LoadScopeScheduling
 
 from capd_py.testing.host_lock import lock_dir
+from capd_py.testing.tiers import group_of, tier_of
 
-GROUP_MARKER = "xdist_group"
+# e2e tests at a time: two real clusters' nodes keep 2 cores busy (measured: two workers left the CPU 0-30 % idle in
+# the e2e tier and 60-70 % idle in the integration tier, which more workers speed up)
+E2E_WORKERS_ENV = "CAPD_PY_E2E_WORKERS"
 
 
 def groups_file(run: str) -> Path:
     return lock_dir() / f"capd-py-tests-groups-{run}.json"
 
 
-def group_of(item: pytest.Item) -> str | None:
-    mark = item.get_closest_marker(GROUP_MARKER)
-    if mark is None:
-        return None
-    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
-
-
 class UnitScheduling(LoadScopeScheduling):
-    """xdist's scope scheduling with our units (`@group` or the test itself) and one test queued ahead."""
+    """xdist's scope scheduling with our units (`@group` or the test itself), one test queued ahead, and e2e tests on
+    at most E2E_WORKERS workers: once the queue reaches the e2e tier, a worker beyond those is shut down (it ends
+    the test it has and exits) instead of taking e2e tests, so they run in the queue's order (longest first)."""
 
     def __init__(self, config: pytest.Config, log: Any = None) -> None:
         super().__init__(config, log)
         self._groups: dict[str, str] | None = None
+        self._e2e_workers: set[Any] = set()
+        self._e2e_max = int(os.environ.get(E2E_WORKERS_ENV, "2"))
+        self._tests_root = config.rootpath / "tests"
+
+    def _is_e2e(self, nodeid: str) -> bool:
+        return tier_of(self.config.rootpath / nodeid.split("::", 1)[0], self._tests_root) == "e2e"
 
     def _read_groups(self) -> dict[str, str]:
         runs = {n.workerinput["testrunuid"] for n in self.registered_collections}
@@ -73,6 +79,12 @@ class UnitScheduling(LoadScopeScheduling):
             return
         if self._pending_of(self.assigned_work[node]) > 1:
             return
+        head = next(iter(self.workqueue.values()))  # the next unit (the host-exclusive one spans tiers)
+        if any(self._is_e2e(nodeid) for nodeid in head) and node not in self._e2e_workers:
+            if len(self._e2e_workers) >= self._e2e_max:
+                node.shutdown()
+                return
+            self._e2e_workers.add(node)
         self._assign_work_unit(node)
 
 
@@ -82,7 +94,12 @@ class UnitScheduling(LoadScopeScheduling):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
-    return UnitScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    # the queue keeps the collection order; xdist would put the units with the most tests first (the quick cluster's
+    # seven users ahead of the unit tier)
+    config.option.loadscopereorder = False
+    return UnitScheduling(config, log)
 
 
 @pytest.hookimpl(trylast=True)  # after the markers are given and `-m` deselected

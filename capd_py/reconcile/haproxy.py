@@ -12,6 +12,10 @@ from dataclasses import dataclass
 import jinja2
 
 CONFIG_PATH = "/usr/local/etc/haproxy/haproxy.cfg"
+# the balancer's PID 1 (haproxy's master): until it handles SIGHUP the kernel drops the signal (a namespace's init
+# ignores signals it has no handler for), so a reload sent to a container still starting is lost
+MASTER_STATUS_PATH = "/proc/1/status"
+SIGHUP_NUMBER = 1
 FRONTEND_PORT = 6443
 BACKEND_PORT = 6443
 DEFAULT_WEIGHT = 100
@@ -61,6 +65,20 @@ backend kube-apiservers
   server {{ b.name }} {{ b.hostport }} weight {{ b.weight }} check check-ssl verify none
 {% endfor %}
 """)
+
+
+def reloads_on_sighup(master_status: bytes | None) -> bool:
+    """Whether haproxy's master handles SIGHUP, from its /proc status (`SigCgt`, a hex mask of caught signals,
+    bit n-1 for signal n). No status (a runtime without /proc) cannot tell: send and hope, as upstream CAPD does."""
+    if master_status is None:
+        return True
+    for line in master_status.decode("ascii", "replace").splitlines():
+        if line.startswith("SigCgt:"):
+            try:
+                return bool(int(line.split(":", 1)[1].strip(), 16) >> (SIGHUP_NUMBER - 1) & 1)
+            except ValueError:
+                return True
+    return True
 
 
 def _hostport(address: str, port: int) -> str:

@@ -1,13 +1,13 @@
-"""One docker host, several test processes: a readers-writer lock across processes (`make test` runs the suite in
-two pytest-xdist workers).
+"""One docker host, several test processes: a readers-writer lock across processes (`make test` runs the
+suite in pytest-xdist workers).
 
-Most tests only add objects of their own to the host (clusters, networks and containers named for them) and run
-side by side under the shared side of the lock. A test that changes or depends on the host as a whole (uses up
-docker's address pools, starts a second dockerd with its own bridges and DOCKER-USER rules) is marked
-`host_exclusive` and takes the exclusive side: it starts once the running tests are done, and no test starts beside
-it. Writers are preferred (a turnstile that readers pass through and a waiting writer holds), so a stream of short
-tests on the other worker cannot starve an exclusive one. `flock(2)` locks die with their process: a killed run
-leaves nothing held.
+Most tests only add objects of their own to the host (clusters, networks and containers named for them) and run side
+by side under the shared side of the lock. A test that changes or depends on the host as a whole (uses up docker's
+address pools, starts a second dockerd with its own bridges and DOCKER-USER rules) is marked `host_exclusive` and
+takes the exclusive side: it starts once the running tests are done, and no test that uses docker starts beside it
+(a `docker_free` test takes no side at all: tests/conftest.py). Writers are preferred (a turnstile that readers pass
+through and a waiting writer holds), so a stream of short tests on other workers cannot starve an exclusive one.
+`flock(2)` locks die with their process: a killed run leaves nothing held.
 
 `once_per_run` runs a step (the sweep of an earlier run's e2e leftovers) in the first process of a run that asks, not
 in the others: the second worker's management plane must not remove the first worker's live clusters.

@@ -4,11 +4,11 @@
   `e2e`), so `-m unit` selects every unit test even when a file forgets its `pytestmark`; a test outside the tier
   folders, or one marked with another tier's marker, is a problem to report (tests/conftest.py makes it a usage
   error).
-- `order_by_tier`: tiers cheapest first; within a tier the units of work (an `xdist_group`, or one test) longest
-  first by the times recorded in earlier runs, for the two pytest-xdist workers `make test` runs.
+- `order_by_tier`: tiers cheapest first; within a tier the units of work (`group_of`, or one test) longest
+  first by the times recorded in earlier runs, for the pytest-xdist workers `make test` runs.
 - `TierReport`: a pytest plugin (registered by tests/conftest.py, in the reporting process only) that records each
   test's phases and, at the end, prints per tier the number of tests, its wall-clock time (first setup start to
-  last teardown end; with two workers the tiers overlap where one worker is still in the tier before) and the
+  last teardown end; with workers the tiers overlap where one worker is still in the tier before) and the
   summed durations, then the slowest tests (setup + call + teardown). With `--tier-report` it prints them; with env
   `CAPD_PY_TIER_REPORT=FILE` it also writes them to FILE as JSON; each passed test's time goes to the durations
   file the next run orders by. `aggregate` is the pure part. pytest finalizes the session-scoped fixtures (the
@@ -32,6 +32,9 @@ OTHER = "other"  # a test run outside the tier folders (pytest on another path)
 SLOWEST = 20
 SESSION_TEARDOWN = "session teardown"  # the `when` of the last test's teardown, which ends every session fixture
 DEFAULT_SECONDS = 1.0  # a test without a recorded time (new): ordered among the short ones
+EXCLUSIVE = "host_exclusive"  # a test that runs alone on the host (capd_py/testing/host_lock.py)
+EXCLUSIVE_GROUP = "host-exclusive"  # the one unit of every `host_exclusive` test
+DOCKER_FREE = "docker_free"  # a test that touches no docker host: it runs beside `host_exclusive` ones
 
 
 def tier_of(path: Path, tests_root: Path) -> str | None:
@@ -64,34 +67,66 @@ def mark_tiers(items: Iterable[Any], tests_root: Path) -> list[str]:
     return problems
 
 
-def unit_of(item: Any) -> str:
-    """The unit of work pytest-xdist hands one worker whole: the item's `xdist_group` (its tests share a session
-    fixture, in their own order), else the item alone."""
+# the fixture scopes a worker makes once per visit to the module (package) and ends when it moves on
+MODULE_SCOPES = ("module", "package")
+
+
+def group_of(item: Any) -> str | None:
+    """The tests that must run in one worker, in order: every `host_exclusive` test (EXCLUSIVE_GROUP: one worker runs
+    them one after the other, instead of a second worker waiting for the first's to end); the item's `xdist_group` name
+    (its tests share a session fixture: one cluster); without one, its module when it uses a module-scoped fixture
+    (an API server with webhooks, a management plane); None otherwise. pytest ends a module's fixtures when a worker
+    moves to another module, so a module spread over workers and interleaved with others made its fixture again and
+    again (measured 2026-12-06: upstream admission's 123 tests, 2.7 min alone, summed 15 min under four workers)."""
+    if item.get_closest_marker(EXCLUSIVE) is not None:
+        return EXCLUSIVE_GROUP
     mark = item.get_closest_marker("xdist_group")
-    if mark is None:
-        return str(item.nodeid)
-    return "@" + str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    if mark is not None:
+        return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (getattr(info, "name2fixturedefs", None) or {}).values():
+        if any(str(getattr(d, "scope", "")) in MODULE_SCOPES for d in defs):
+            return f"module:{str(item.nodeid).split('::', 1)[0]}"
+    return None
+
+
+def unit_of(item: Any) -> str:
+    """The unit of work one worker gets whole (tests/worker_units.py): the item's group, in its tests' own order,
+    else the item alone."""
+    group = group_of(item)
+    return str(item.nodeid) if group is None else f"@{group}"
 
 
 def order_by_tier(items: list[Any], tests_root: Path, durations: dict[str, float] | None = None) -> None:
-    """Sort `items` in place by tier, cheapest first (unit, integration, e2e; items outside the tiers last): a unit
-    failure shows in a minute instead of after the e2e tier, and the e2e management plane (a session fixture)
-    starts last, so it does not idle through the other tiers.
+    """Sort `items` in place: the `host_exclusive` unit first of all, then by tier, cheapest first (unit,
+    integration, e2e; items outside the tiers last): a unit failure shows in a minute instead of after the e2e
+    tier, and the e2e management plane (a session fixture) starts late, so it does not idle through the other tiers.
+
+    The exclusive tests (a second dockerd, docker's address pools used up) hold the docker host alone for minutes:
+    at the start they run beside the unit tier and the `docker_free` integration tests, which do not wait for the
+    host, where later they held back the other e2e worker (measured 2026-12-06: 6 of the e2e tier's 26 minutes).
+    So within the integration tier the `docker_free` units come before the ones that use docker.
 
     Within a tier, the units (`unit_of`) longest first by `durations` (node id -> seconds, a unit's the sum of its
     tests'; a test never timed counts as DEFAULT_SECONDS), each unit's tests together in their own order: two
     workers fed longest first end within about one short test of each other, where file order left one worker
-    idle through the tier's last long test. Ties (and no durations) keep the collection order."""
+    idle through the tier's last long test. Ties (and no durations) keep the collection order. A unit's tier is
+    its first test's."""
     rank = {t: n for n, t in enumerate(TIERS)}
     durations = durations or {}
     first: dict[str, int] = {}
     total: dict[str, float] = {}
+    tier: dict[str, int] = {}
+    uses_docker: dict[str, bool] = {}
     for n, item in enumerate(items):
         u = unit_of(item)
         first.setdefault(u, n)
+        tier.setdefault(u, rank.get(tier_of(Path(item.path), tests_root) or "", len(TIERS)))
         total[u] = total.get(u, 0.0) + durations.get(base_nodeid(item.nodeid), DEFAULT_SECONDS)
+        uses_docker[u] = uses_docker.get(u, False) or item.get_closest_marker(DOCKER_FREE) is None
+    alone = f"@{EXCLUSIVE_GROUP}"
     position = {id(item): n for n, item in enumerate(items)}
-    items.sort(key=lambda i: (rank.get(tier_of(Path(i.path), tests_root) or "", len(TIERS)),
+    items.sort(key=lambda i: (unit_of(i) != alone, tier[unit_of(i)], uses_docker[unit_of(i)],
                               -round(total[unit_of(i)], 1), first[unit_of(i)], position[id(i)]))
 
 

@@ -39,7 +39,7 @@ from capd_py.testing.core_objects import make_cluster, make_kcp
 from capd_py.testing.envtest import EnvTest
 from capd_py.testing.inprocess import direct_ctx
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 Obj = dict[str, Any]
 
 

@@ -61,7 +61,7 @@ from capd_py.testing.core_objects import (
 from capd_py.testing.core_objects import meta as _meta
 from capd_py.testing.inprocess import direct_ctx
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 Obj = dict[str, Any]
 V = "v1beta2"
 

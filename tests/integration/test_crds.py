@@ -20,7 +20,7 @@ from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.crds import CRD, is_established, load_crds
 from capd_py.testing.envtest import EnvTest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 Obj = dict[str, Any]

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "reconcile
 
 from bootstrap_fixtures import CLUSTER, SPEC, TEMPLATES, cluster_certs  # noqa: E402
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 KUBEADM = Path(os.environ.get("CAPD_PY_CACHE", str(Path.home() / ".cache" / "capd-py"))) / "k8s" / "v1.34.4" / \
     "bin" / "kubeadm"

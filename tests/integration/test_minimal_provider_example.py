@@ -30,7 +30,7 @@ from capd_py.kube.client import Kube
 from capd_py.testing.envtest import EnvTest, stop_process_group
 from capd_py.testing.inprocess import eventually, in_process_operator
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "minimal-provider"
 INFRA, CP = "infrastructure.minimal.example.com", "controlplane.minimal.example.com"

@@ -41,7 +41,7 @@ from capd_py.testing.conversion import contains, started_as_init_does
 from capd_py.testing.envsubst import E2E_VARIABLES
 from capd_py.testing.envtest import EnvTest, free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 UPSTREAM = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
 FILES = sorted(p.name for p in UPSTREAM.glob("*.yaml"))

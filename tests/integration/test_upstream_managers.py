@@ -19,7 +19,7 @@ from capd_py.kube.crds import install_crds, load_crds
 from capd_py.testing import upstream_managers as um
 from capd_py.testing.envtest import EnvTest, started_with_crds
 
-pytestmark = [pytest.mark.integration, pytest.mark.upstream]
+pytestmark = [pytest.mark.integration, pytest.mark.upstream, pytest.mark.docker_free]
 
 HEALTHY_WITHIN = 60.0
 STARTED_WITHIN = 120.0

@@ -49,3 +49,80 @@ def test_a_group_runs_whole_in_one_worker_and_the_rest_spreads(tmp_path: Path) -
     assert [name for name, _ in grouped] == [f"g{n}" for n in range(5)], ran
     assert len({worker for _, worker in grouped}) == 1, ran
     assert {worker for name, worker in ran if name.startswith("s")} == {"gw0", "gw1"}, ran
+
+
+MODULE_SUITE = '''
+import os, time
+import pytest
+
+def _record(name):
+    with open(os.environ["RECORD"], "a") as f:
+        f.write(f"{name} {os.environ['PYTEST_XDIST_WORKER']}\\n")
+
+@pytest.fixture(scope="module")
+def plane():
+    _record("setup")
+    yield
+
+@pytest.mark.parametrize("n", range(6))
+def test_uses_plane(plane, n):
+    _record(f"p{n}")
+    time.sleep(0.1)
+
+@pytest.mark.parametrize("n", range(4))
+def test_alone(n):
+    _record(f"a{n}")
+    time.sleep(0.3)
+'''
+
+
+def test_a_modules_tests_on_a_module_fixture_run_in_one_worker_and_make_it_once(tmp_path: Path) -> None:
+    """Without the module as one unit both workers made the fixture (pytest ends it when a worker leaves the
+    module)."""
+    (tmp_path / "test_plane.py").write_text(MODULE_SUITE)
+    record = tmp_path / "record"
+    env = {**os.environ, "RECORD": str(record), "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "worker_units", "-p", "no:cacheprovider", "-n", "2",
+                        "--dist", "loadgroup", "-q", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ran = [line.split() for line in record.read_text().splitlines()]
+    assert [name for name, _ in ran].count("setup") == 1, ran
+    assert len({worker for name, worker in ran if name.startswith("p") or name == "setup"}) == 1, ran
+    assert {worker for name, worker in ran if name.startswith("a")} == {"gw0", "gw1"}, ran
+
+
+E2E_SUITE = '''
+import os, time
+import pytest
+
+def _record(name):
+    with open(os.environ["RECORD"], "a") as f:
+        f.write(f"{name} {os.environ['PYTEST_XDIST_WORKER']} {time.monotonic()}\\n")
+
+@pytest.mark.parametrize("n", range(8))
+def test_e2e(n):
+    _record(f"e{n}")
+    time.sleep(0.2)
+'''
+
+
+def test_e2e_tests_run_on_at_most_two_workers_in_queue_order(tmp_path: Path) -> None:
+    """4 workers: the unit tests spread over all of them, the e2e tier's over two only, in their collection order."""
+    (tmp_path / "tests" / "unit").mkdir(parents=True)
+    (tmp_path / "tests" / "e2e").mkdir(parents=True)
+    (tmp_path / "tests" / "unit" / "test_u.py").write_text(SUITE.replace("test_grouped", "test_g"))
+    (tmp_path / "tests" / "e2e" / "test_e.py").write_text(E2E_SUITE)
+    record = tmp_path / "record"
+    env = {**os.environ, "RECORD": str(record), "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "worker_units", "-p", "no:cacheprovider", "-n", "4",
+                        "--dist", "loadgroup", "-q", "-c", os.devnull, "--rootdir", str(tmp_path),
+                        "tests/unit", "tests/e2e"],
+                       capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ran = [line.split() for line in record.read_text().splitlines()]
+    e2e = sorted((float(t[0]), name, worker) for name, worker, *t in ran if name.startswith("e"))
+    assert len({worker for _, _, worker in e2e}) <= 2, e2e
+    # in queue order, up to the two running at once (which of a pair starts first is a race)
+    assert all(abs(int(name[1:]) - pos) <= 1 for pos, (_, name, _) in enumerate(e2e)), e2e
+    assert len({worker for name, worker, *_ in ran if name.startswith("s")}) >= 3, ran

@@ -253,6 +253,11 @@ class DockerInfra:
                     if back != cfg:
                         return dcr.LBState(False, dcr.R_NOT_AVAILABLE, "load balancer configuration did not stick")
                 if cur != cfg or self._lb_loaded.get((namespace, cluster)) != cfg:
+                    master = await self.call(self.runtime.read_file, name, haproxy.MASTER_STATUS_PATH)
+                    if not haproxy.reloads_on_sighup(master):
+                        # the file is written; the next pass (the caller requeues) sends the reload
+                        return dcr.LBState(False, dcr.R_NOT_AVAILABLE,
+                                           f"load balancer {name} is starting: haproxy does not take reloads yet")
                     await self.call(self.runtime.kill, name, "SIGHUP")
                     self._lb_loaded[(namespace, cluster)] = cfg
                     log.info("%s/%s: load balancer reloaded with %d backend(s)", namespace, cluster,

@@ -13,7 +13,7 @@ from capd_py.cli.generate import generate_cluster, parse_documents
 from capd_py.cli.main import app
 from capd_py.kube.client import Kube
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 
 async def test_generated_cluster_applies(kube: Kube, namespace: str) -> None:

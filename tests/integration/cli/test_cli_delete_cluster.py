@@ -16,7 +16,7 @@ from capd_py.api.gvk import CLUSTER, SECRET
 from capd_py.cli.main import app
 from capd_py.testing.envtest import EnvTest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 runner = CliRunner()
 

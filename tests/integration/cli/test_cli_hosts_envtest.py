@@ -18,7 +18,7 @@ from capd_py.api.gvk import CONFIG_MAP, DOCKER_CLUSTER, NAMESPACE, SECRET
 from capd_py.cli.main import app
 from capd_py.testing.envtest import EnvTest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 runner = CliRunner()
 
 

@@ -36,7 +36,7 @@ from capd_py.cli.steps import Steps
 from capd_py.kube.client import Kube
 from capd_py.testing.envtest import EnvTest, started_with_crds
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 NAMESPACE = gvk.GVK("", "v1", "Namespace", "namespaces", namespaced=False)
 Obj = dict[str, Any]
 runner = CliRunner()

@@ -55,7 +55,7 @@ from capd_py.kube.crds import load_crds
 from capd_py.testing import clusterctl
 from capd_py.testing.envtest import EnvTest, started_with_crds
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.docker_free]
 Obj = dict[str, Any]
 NOW = "2025-01-01T00:00:00Z"
 

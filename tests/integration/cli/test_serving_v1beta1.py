@@ -37,7 +37,7 @@ from capd_py.testing.conversion import KINDS, at, contains, create_and_read_back
 from capd_py.testing.envtest import EnvTest, free_port
 from capd_py.testing.quiet import quiet_versions
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 ROOT = Path(__file__).resolve().parents[3]
 NAMESPACE = gvk.GVK("", "v1", "Namespace", "namespaces", namespaced=False)

@@ -24,7 +24,7 @@ from capd_py.testing.envtest import EnvTest
 from capd_py.testing.inprocess import eventually, in_process_operator
 from capd_py.testing.quiet import wait_quiet
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)
 SERVICE = GVK("", "v1", "Service", "services")

@@ -12,7 +12,7 @@ from capd_py.controllers import clusterresourceset as c_crs
 from capd_py.kube.client import Kube
 from capd_py.testing.inprocess import direct_ctx
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 
 async def test_paused_set_is_not_deleted_until_unpaused(kube: Kube, namespace: str) -> None:

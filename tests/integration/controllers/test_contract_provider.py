@@ -25,7 +25,7 @@ from capd_py.testing.envtest import EnvTest
 from capd_py.testing.inprocess import eventually, in_process_operator
 from capd_py.testing.quiet import quiet_versions
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 INFRA = "infrastructure.example.com"
 CP = "controlplane.example.com"

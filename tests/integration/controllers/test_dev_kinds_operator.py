@@ -54,7 +54,7 @@ from capd_py.testing.e2e import kubectl_async
 from capd_py.testing.envtest import EnvTest
 from capd_py.testing.inprocess import Operator, eventually, in_process_operator
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from capd_py.reconcile.imageload import RECORDED_ANNOTATION, normalize
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.protocol import ExecResult
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.docker_free]
 
 CLOUD_CONFIG = "#cloud-config\nruncmd:\n- echo kubeadm join\n"
 

@@ -12,7 +12,7 @@ from capd_py.kube.client import Kube
 from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.inprocess import direct_ctx
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 
 async def test_capacity_is_written_once_and_follows_the_host(kube: Kube, namespace: str) -> None:

@@ -27,7 +27,7 @@ from capd_py.reconcile import servingcert
 from capd_py.testing.envtest import EnvTest
 from capd_py.testing.inprocess import Operator, eventually, in_process_operator
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 
 @dataclass

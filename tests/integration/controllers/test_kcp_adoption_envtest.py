@@ -28,7 +28,7 @@ from capd_py.reconcile import certs
 from capd_py.testing.core_objects import ENDPOINT, make_cluster, make_kcp
 from capd_py.testing.inprocess import direct_ctx
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 Obj = dict[str, Any]
 LABELS = {CLUSTER_NAME: "c1", CONTROL_PLANE: ""}
 

@@ -23,7 +23,7 @@ from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
 from capd_py.testing.inprocess import NoWorkloads, eventually
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 
 class Timing(TypedDict):

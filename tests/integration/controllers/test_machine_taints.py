@@ -26,7 +26,7 @@ from capd_py.testing.core_objects import (
 )
 from capd_py.testing.inprocess import direct_ctx
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 Obj = dict[str, Any]
 ALWAYS = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule", "propagation": "Always"}
 ONCE = {"key": "init", "effect": "PreferNoSchedule", "propagation": "OnInitialization"}

@@ -43,7 +43,7 @@ from capd_py.testing.inprocess import eventually, in_process_operator
 from capd_py.testing.quiet import quiet_versions
 from capd_py.testing.upstream import UPSTREAM
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 CLUSTER_NAME_ = "mpc"
 POOL = f"{CLUSTER_NAME_}-mp-0"

@@ -19,7 +19,7 @@ from capd_py.reconcile import preflight
 from capd_py.testing.core_objects import cluster_obj, machineset_obj, templates
 from capd_py.testing.inprocess import direct_ctx
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 Obj = dict[str, Any]
 
 

@@ -20,7 +20,7 @@ from capd_py.kube.client import Kube
 from capd_py.kube.workload import WorkloadClients
 from capd_py.testing.envtest import EnvTest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 
 async def test_workload_node_event_reconciles_its_machine(envtest: EnvTest, kube: Kube, namespace: str) -> None:

@@ -22,7 +22,7 @@ from capd_py.runtime.fake import LAUNCH_TAG, FakeRuntime
 from capd_py.testing.envtest import EnvTest
 from capd_py.testing.inprocess import eventually, in_process_operator
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 
 @pytest.fixture

@@ -123,7 +123,7 @@ from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads
 from capd_py.testing.inprocess import eventually, operator_in_thread
 from capd_py.testing.quiet import activity, quiet_versions, wait_quiet
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.docker_free]
 
 V1_14 = Path(__file__).resolve().parents[2] / "fixtures" / "upstream-v1.14"
 CLASS = V1_14 / "e2e-clusterclass-in-memory.yaml"

@@ -26,7 +26,7 @@ from capd_py.testing.envtest import EnvTest
 from capd_py.testing.inprocess import NoWorkloads, eventually, operator_in_thread
 from capd_py.testing.runtime_sdk_fake import FakeRuntimeSDK
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 NAME = "rsdk"
 GEN, VAL, DISC = "generate-patches.rsdk-ext", "validate-topology.rsdk-ext", "discover-variables.rsdk-ext"

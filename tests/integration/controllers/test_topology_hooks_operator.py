@@ -28,7 +28,7 @@ from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads
 from capd_py.testing.inprocess import eventually, operator_in_thread
 from capd_py.testing.runtime_sdk_fake import FakeRuntimeSDK
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 NAME = "hooks"
 OLD, NEW = "v1.34.4", "v1.35.0"

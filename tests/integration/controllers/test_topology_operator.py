@@ -34,7 +34,7 @@ from capd_py.testing.envtest import EnvTest
 from capd_py.testing.inprocess import eventually, in_process_operator
 from capd_py.testing.quiet import quiet_versions
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 NAME = "topo"
 NEW = "v1.35.0"

@@ -14,7 +14,7 @@ from capd_py.kube.client import Kube
 from capd_py.reconcile.topology import desired as D
 from capd_py.testing.inprocess import direct_ctx
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 
 def template(namespace: str, node_labels: str) -> dict[str, Any]:

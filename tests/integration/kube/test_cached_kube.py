@@ -11,7 +11,7 @@ from capd_py.kube.cache import Store
 from capd_py.kube.cached import CachedKube
 from capd_py.kube.client import Kube
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 
 def cm(ns: str, name: str, **labels: str) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from capd_py.reconcile.servingcert import new_serving_cert, new_webhook_ca
 from capd_py.testing.conversion import KINDS, WEBHOOK_PROCESS, at, create_and_read_back, of, upstream_v1beta1
 from capd_py.testing.envtest import EnvTest, free_port, started_with_crds
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 ROOT = Path(__file__).resolve().parents[3]
 UPSTREAM = ROOT / "tests" / "fixtures" / "upstream"

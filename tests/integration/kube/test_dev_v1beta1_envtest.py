@@ -27,7 +27,7 @@ from capd_py.kube.conversion_webhook import V1BETA1_SCHEMAS
 from capd_py.testing.conversion import at, create_and_read_back, of, started_as_init_does
 from capd_py.testing.envtest import EnvTest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 ROOT = Path(__file__).resolve().parents[3]
 GROUP = "infrastructure.cluster.x-k8s.io"

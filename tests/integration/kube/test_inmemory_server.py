@@ -8,11 +8,12 @@ path is tests/integration/controllers/test_dev_kinds_operator.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from capd_py.kube.inmemory_server import InMemoryServer
 from capd_py.reconcile import certs
 from capd_py.testing.e2e import kubectl_async, kubectl_bin
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 HOST = "127.0.0.1"
 # a range of each test worker's own (`make test` runs two): the tests read which port of it a cluster gets
@@ -54,6 +55,28 @@ async def _cluster(srv: InMemoryServer, tmp: Path, name: str, nodes: list[str]) 
     kc = tmp / f"{name}.kubeconfig"
     kc.write_text(certs.admin_kubeconfig(name, {"host": HOST, "port": port}, ca))
     return kc, ca
+
+
+@contextlib.contextmanager
+def _busy_port_before_a_free_one() -> Iterator[tuple[socket.socket, int]]:
+    """A socket holding a port whose next port is free (checked: other test workers open connections meanwhile,
+    and an ephemeral port's neighbour is often someone's)."""
+    for _ in range(50):
+        busy = socket.socket()
+        busy.bind((HOST, 0))
+        taken = busy.getsockname()[1]
+        with socket.socket() as probe:
+            try:
+                probe.bind((HOST, taken + 1))
+            except OSError:
+                busy.close()
+                continue
+        try:
+            yield busy, taken
+        finally:
+            busy.close()
+        return
+    raise AssertionError("no port with a free neighbour in 50 tries")
 
 
 async def kubectl(kc: Path, *args: str) -> str:
@@ -174,9 +197,7 @@ async def test_each_cluster_on_its_own_port_and_a_stopped_listener_refuses(serve
     await server.release("ns", "a")
     assert server.port("ns", "a") is None
     # a port another process holds is skipped
-    with socket.socket() as busy:
-        busy.bind((HOST, 0))
-        taken = busy.getsockname()[1]
+    with _busy_port_before_a_free_one() as (busy, taken):
         srv = InMemoryServer(InMemoryClusters(), HOST, range(taken, taken + 2))
         assert srv.assign("ns", "c") == taken + 1
         with pytest.raises(OSError):

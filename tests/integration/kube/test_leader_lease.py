@@ -12,7 +12,7 @@ from capd_py.api.gvk import LEASE
 from capd_py.kube.client import Kube
 from capd_py.kube.leader import Config, LeaderElector, Record
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 # short durations keep the test quick; the ratios are controller-runtime's (15 / 10 / 2)
 FAST = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.4}

@@ -21,7 +21,7 @@ from capd_py.kube.client import Kube
 from capd_py.kube.workload import WorkloadClients
 from capd_py.testing.envtest import EnvTest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 Seen = list[tuple[str, str, str, bool]]
 

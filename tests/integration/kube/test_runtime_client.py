@@ -16,7 +16,7 @@ from capd_py.kube.conversion_webhook import server_ssl_context
 from capd_py.kube.runtime_client import HandlerUnreachable, RuntimeClient, go_duration
 from capd_py.reconcile import servingcert
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 
 @dataclass

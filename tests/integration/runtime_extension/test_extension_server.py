@@ -21,7 +21,7 @@ import pytest
 from capd_py.api import runtime_hooks
 from capd_py.runtime_extension import Extension, ExtensionServer, serve
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 API = "hooks.runtime.cluster.x-k8s.io/v1alpha1"
 ROOT = Path(__file__).resolve().parents[3]

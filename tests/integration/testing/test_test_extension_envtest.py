@@ -19,7 +19,7 @@ from capd_py.kube.client import Kube
 from capd_py.runtime_extension import ExtensionServer, serve
 from capd_py.testing import test_extension as te
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
 API = "hooks.runtime.cluster.x-k8s.io/v1alpha1"
 BLOCKING = {"extensionConfigName": "ext", "defaultAllHandlersToBlocking": "true"}

@@ -103,6 +103,23 @@ async def test_sync_lb_writes_backends_once_and_drains_deleting_machines() -> No
     assert (await restarted.sync_lb("ns", "c1", "net", {"m2"})).ok and rt.signals("c1-lb") == ["SIGHUP"] * 3
 
 
+async def test_sync_lb_holds_the_reload_until_haproxy_handles_it() -> None:
+    """A SIGHUP sent before haproxy's master installs its handler is dropped by the kernel (PID 1 of the
+    container): the configuration is written, the reload waits for the next pass."""
+    rt = FakeRuntime()
+    networks.ensure_network(rt, "net", {})
+    infra = DockerInfra(rt)
+    await infra.create_container(dcr.lb_spec("ns", "c1", "lb-img", "net"))
+    _cp(rt, "ns", "c1", "m1")
+    rt.write_file("c1-lb", haproxy.MASTER_STATUS_PATH, b"Name:\thaproxy\nSigCgt:\t0000000000000000\n")
+    state = await infra.sync_lb("ns", "c1", "net", set())
+    assert not state.ok and "starting" in state.message and rt.signals("c1-lb") == []
+    assert "c1-m1" in rt.files("c1-lb")[haproxy.CONFIG_PATH].decode()
+    rt.write_file("c1-lb", haproxy.MASTER_STATUS_PATH, b"Name:\thaproxy\nSigCgt:\t0000000000014003\n")
+    assert (await infra.sync_lb("ns", "c1", "net", set())).ok and rt.signals("c1-lb") == ["SIGHUP"]
+    assert (await infra.sync_lb("ns", "c1", "net", set())).ok and rt.signals("c1-lb") == ["SIGHUP"]
+
+
 async def test_remove_network_if_ours_leaves_foreign_networks() -> None:
     rt = FakeRuntime()
     infra = DockerInfra(rt)

@@ -32,3 +32,13 @@ def test_render_no_backends_and_skips_addressless() -> None:
     cfg = haproxy.render([haproxy.Backend("n", "")])
     assert "\n  server " not in cfg
     assert "backend kube-apiservers" in cfg
+
+
+def test_reloads_on_sighup_reads_the_masters_caught_signals() -> None:
+    starting = b"Name:\thaproxy\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\n"
+    running = b"Name:\thaproxy\nSigIgn:\t0000000000001000\nSigCgt:\t0000000000014003\n"  # HUP, INT, USR2, TERM
+    assert not haproxy.reloads_on_sighup(starting)
+    assert haproxy.reloads_on_sighup(running)
+    assert not haproxy.reloads_on_sighup(b"SigCgt:\t0000000000004002\n")  # INT and TERM only
+    # a runtime that cannot show the status: the reload is sent
+    assert haproxy.reloads_on_sighup(None) and haproxy.reloads_on_sighup(b"Name:\tx\n")

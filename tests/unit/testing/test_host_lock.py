@@ -60,3 +60,4 @@ def test_once_per_run_runs_a_step_once_per_run_id(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv(RUN_ID_ENV, "run-2")
     assert once_per_run("sweep", step, tmp_path) == "swept"  # the next run
     assert len(calls) == 2
+

@@ -17,6 +17,7 @@ from capd_py.testing.tiers import (
     aggregate,
     base_nodeid,
     format_report,
+    group_of,
     merged_durations,
     order_by_tier,
     read_durations,
@@ -223,12 +224,18 @@ class _OrderItem:
     path: Path
     name: str = ""
     group: str | None = None
+    exclusive: bool = False
+    docker_free: bool = False
 
     @property
     def nodeid(self) -> str:
         return f"{self.path.relative_to(Path('/r'))}::{self.name}" if self.name else str(self.path)
 
     def get_closest_marker(self, name: str) -> Any:
+        if name == "host_exclusive" and self.exclusive:
+            return pytest.mark.host_exclusive.mark
+        if name == "docker_free" and self.docker_free:
+            return pytest.mark.docker_free.mark
         return pytest.mark.xdist_group(self.group).mark if name == "xdist_group" and self.group else None
 
 
@@ -256,3 +263,47 @@ def test_order_by_tier_puts_each_tiers_longest_units_first_and_keeps_a_group_tog
     durations["tests/unit/test_u.py::u2"] = 0.5
     order_by_tier(items, root, durations)
     assert [i.name for i in items] == ["u1", "u2", "q1", "q2", "long", "short", "new"]
+
+
+def test_order_by_tier_puts_the_host_exclusive_tests_first_of_all_as_one_unit() -> None:
+    """The exclusive tests run first, one after the other in one worker, beside the unit tier and the docker-free
+    integration tests (which do not wait for the host); the integration tests that use docker come after those."""
+    root = Path("/r/tests")
+    e2e, integration, unit = root / "e2e" / "test_e.py", root / "integration" / "test_i.py", root / "unit" / "test_u.py"
+    items: list[Any] = [_OrderItem(e2e, "long"), _OrderItem(e2e, "alone", exclusive=True),
+                        _OrderItem(integration, "docker"), _OrderItem(integration, "free", docker_free=True),
+                        _OrderItem(e2e, "short"), _OrderItem(integration, "alone-too", exclusive=True),
+                        _OrderItem(unit, "u")]
+    order_by_tier(items, root, {"tests/e2e/test_e.py::long": 300.0, "tests/e2e/test_e.py::alone": 60.0,
+                                "tests/integration/test_i.py::docker": 100.0})
+    assert [i.name for i in items] == ["alone", "alone-too", "u", "free", "docker", "long", "short"]
+    assert {group_of(i) for i in items[:2]} == {"host-exclusive"}
+
+
+@dataclass
+class _FixtureDef:
+    scope: str
+
+
+@dataclass
+class _FixtureInfo:
+    name2fixturedefs: dict[str, list[_FixtureDef]]
+
+
+@dataclass
+class _FixtureItem(_OrderItem):
+    fixtures: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def _fixtureinfo(self) -> _FixtureInfo:
+        return _FixtureInfo({n: [_FixtureDef(s)] for n, s in self.fixtures.items()})
+
+
+def test_group_of_keeps_a_modules_users_of_a_module_fixture_together() -> None:
+    root = Path("/r/tests")
+    mod = root / "integration" / "test_m.py"
+    assert group_of(_FixtureItem(mod, "t[1]", fixtures={"envtest": "module", "kube": "session"})) \
+        == "module:tests/integration/test_m.py"
+    assert group_of(_FixtureItem(mod, "t", fixtures={"kube": "session", "tmp_path": "function"})) is None
+    # an xdist_group (a shared cluster) wins
+    assert group_of(_FixtureItem(mod, "t", group="quick", fixtures={"envtest": "module"})) == "quick"
