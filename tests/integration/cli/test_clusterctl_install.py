@@ -29,7 +29,7 @@ from capd_py.reconcile import servingcert
 from capd_py.testing import clusterctl
 from capd_py.testing.envtest import EnvTest
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.docker_free]
 Obj = dict[str, Any]
 
 DEPLOYMENT = GVK("apps", "v1", "Deployment", "deployments")

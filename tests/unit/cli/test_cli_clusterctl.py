@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 
 from capd_py.cli.main import app
 
+pytestmark = pytest.mark.unit
+
 runner = CliRunner()
 
 

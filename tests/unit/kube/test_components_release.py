@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from capd_py.api import features
@@ -16,6 +17,8 @@ from capd_py.kube import components as kc
 from capd_py.kube.admission_webhook import MUTATING_NAME, VALIDATING_NAME
 from capd_py.kube.crds import load_crds
 from capd_py.reconcile import components
+
+pytestmark = pytest.mark.unit
 
 Obj = dict[str, Any]
 

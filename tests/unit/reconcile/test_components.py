@@ -10,6 +10,8 @@ import pytest
 from capd_py.api import features
 from capd_py.reconcile import components, inventory
 
+pytestmark = pytest.mark.unit
+
 Obj = dict[str, Any]
 
 
