@@ -36,15 +36,22 @@ def test_single(n):
 '''
 
 
+def _run(root: Path, workers: int, *paths: str) -> list[list[str]]:
+    """pytest with `workers` xdist workers scheduled by worker_units on `paths` under `root`; the lines the suite's
+    tests recorded, split."""
+    record = root / "record"
+    env = {**os.environ, "RECORD": str(record), "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "worker_units", "-p", "no:cacheprovider", "-n",
+                        str(workers), "--dist", "loadgroup", "-q", "-c", os.devnull, "--rootdir", str(root),
+                        *(paths or (str(root),))],
+                       capture_output=True, text=True, env=env, timeout=120, cwd=root)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return [line.split() for line in record.read_text().splitlines()]
+
+
 def test_a_group_runs_whole_in_one_worker_and_the_rest_spreads(tmp_path: Path) -> None:
     (tmp_path / "test_suite.py").write_text(SUITE)
-    record = tmp_path / "record"
-    env = {**os.environ, "RECORD": str(record), "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
-    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "worker_units", "-p", "no:cacheprovider", "-n", "2",
-                        "--dist", "loadgroup", "-q", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
-                       capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
-    assert p.returncode == 0, p.stdout + p.stderr
-    ran = [line.split() for line in record.read_text().splitlines()]
+    ran = _run(tmp_path, 2)
     grouped = [(name, worker) for name, worker in ran if name.startswith("g")]
     assert [name for name, _ in grouped] == [f"g{n}" for n in range(5)], ran
     assert len({worker for _, worker in grouped}) == 1, ran
@@ -80,13 +87,7 @@ def test_a_modules_tests_on_a_module_fixture_run_in_one_worker_and_make_it_once(
     """Without the module as one unit both workers made the fixture (pytest ends it when a worker leaves the
     module)."""
     (tmp_path / "test_plane.py").write_text(MODULE_SUITE)
-    record = tmp_path / "record"
-    env = {**os.environ, "RECORD": str(record), "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
-    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "worker_units", "-p", "no:cacheprovider", "-n", "2",
-                        "--dist", "loadgroup", "-q", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
-                       capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
-    assert p.returncode == 0, p.stdout + p.stderr
-    ran = [line.split() for line in record.read_text().splitlines()]
+    ran = _run(tmp_path, 2)
     assert [name for name, _ in ran].count("setup") == 1, ran
     assert len({worker for name, worker in ran if name.startswith("p") or name == "setup"}) == 1, ran
     assert {worker for name, worker in ran if name.startswith("a")} == {"gw0", "gw1"}, ran
@@ -113,14 +114,7 @@ def test_e2e_tests_run_on_at_most_two_workers_in_queue_order(tmp_path: Path) -> 
     (tmp_path / "tests" / "e2e").mkdir(parents=True)
     (tmp_path / "tests" / "unit" / "test_u.py").write_text(SUITE.replace("test_grouped", "test_g"))
     (tmp_path / "tests" / "e2e" / "test_e.py").write_text(E2E_SUITE)
-    record = tmp_path / "record"
-    env = {**os.environ, "RECORD": str(record), "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
-    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "worker_units", "-p", "no:cacheprovider", "-n", "4",
-                        "--dist", "loadgroup", "-q", "-c", os.devnull, "--rootdir", str(tmp_path),
-                        "tests/unit", "tests/e2e"],
-                       capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
-    assert p.returncode == 0, p.stdout + p.stderr
-    ran = [line.split() for line in record.read_text().splitlines()]
+    ran = _run(tmp_path, 4, "tests/unit", "tests/e2e")
     e2e = sorted((float(t[0]), name, worker) for name, worker, *t in ran if name.startswith("e"))
     assert len({worker for _, _, worker in e2e}) <= 2, e2e
     # in queue order, up to the two running at once (which of a pair starts first is a race)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from capd_py.api import features
 from capd_py.api.gvk import CRD, GVK, NAMESPACE, PROVIDER
 from capd_py.api.versions import CLUSTER_API_VERSION
 from capd_py.kube import admission_webhook
@@ -49,14 +50,6 @@ NAMESPACES = {"cluster-api": "capd-py-system", "bootstrap-kubeadm": "capi-kubead
               "control-plane-kubeadm": "capi-kubeadm-control-plane-system", "infrastructure-docker": "capd-system"}
 
 
-@pytest.fixture(scope="module")
-def binary() -> Path:
-    why = clusterctl.missing()
-    if why:
-        pytest.fail(why, pytrace=False)
-    return clusterctl.binary()
-
-
 @pytest.fixture
 def empty() -> Iterator[EnvTest]:
     # with the namespace controller: clusterctl's cert-manager probe deletes its namespace cert-manager-test, and
@@ -84,7 +77,7 @@ def _in(env: EnvTest, fn: Any) -> Any:
     return asyncio.run(go())
 
 
-def test_clusterctl_init_upgrade_plan_and_delete(binary: Path, empty: EnvTest, tmp_path: Path,
+def test_clusterctl_init_upgrade_plan_and_delete(clusterctl_binary: Path, empty: EnvTest, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     config = write_repository(tmp_path / "repository")
     kc = str(empty.kubeconfig_path)
@@ -107,6 +100,10 @@ def test_clusterctl_init_upgrade_plan_and_delete(binary: Path, empty: EnvTest, t
     # with one (a test double: its CRDs, which is what clusterctl probes)
     _in(empty, lambda k: install_crds(k, crds=clusterctl.cert_manager_api_crds()))
 
+    # clusterctl takes its variables from the environment: the defaults asserted below must not be the caller's
+    # (`make test` exports CAPD_PY_PRIVILEGED_MODE=restricted on this host)
+    for var in ("CAPD_PY_PRIVILEGED_MODE", "CAPD_PY_NETWORK_POOL", *features.INIT_VARIABLES):
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("EXP_MACHINE_POOL", "false")  # a clusterctl variable, as for upstream's core provider
     monkeypatch.setenv("CAPD_PY_NETWORK", "mgmt-net")
     r = clusterctl.run([*INIT, "--kubeconfig", kc], config, tmp_path)

@@ -61,14 +61,6 @@ NOW = "2025-01-01T00:00:00Z"
 
 
 @pytest.fixture(scope="module")
-def binary() -> Path:
-    why = clusterctl.missing()
-    if why:
-        pytest.fail(why, pytrace=False)
-    return clusterctl.binary()
-
-
-@pytest.fixture(scope="module")
 def target_env() -> Iterator[EnvTest]:
     with started_with_crds() as env:
         yield env
@@ -180,8 +172,8 @@ def test_install_path_records_the_inventory(envtest: EnvTest) -> None:
     asyncio.run(crd_labels())
 
 
-def test_upstream_clusterctl_describe_upgrade_plan_and_move(binary: Path, envtest: EnvTest, target_env: EnvTest,
-                                                          tmp_path: Path) -> None:
+def test_upstream_clusterctl_describe_upgrade_plan_and_move(clusterctl_binary: Path, envtest: EnvTest,
+                                                          target_env: EnvTest, tmp_path: Path) -> None:
     mgmt.install_crds(envtest.kubeconfig_path)
     ns = f"cc-{secrets.token_hex(4)}"
     src_kc, dst_kc = str(envtest.kubeconfig_path), str(target_env.kubeconfig_path)
@@ -309,7 +301,7 @@ spec:
 """
 
 
-def test_upstream_clusterctl_init_installs_a_third_party_provider(binary: Path, tmp_path: Path) -> None:
+def test_upstream_clusterctl_init_installs_a_third_party_provider(clusterctl_binary: Path, tmp_path: Path) -> None:
     """`clusterctl init --infrastructure minimal` with a local repository (clusterctl.yaml providers with a file
     URL) adds the provider to a capd-py management cluster: its components applied with clusterctl's labels,
     its inventory entry beside capd-py's four, which clusterctl leaves as they are (no core reinstalled)."""
