@@ -114,20 +114,21 @@ def order_by_tier(items: list[Any], tests_root: Path, durations: dict[str, float
     its first test's."""
     rank = {t: n for n, t in enumerate(TIERS)}
     durations = durations or {}
+    unit = {id(item): unit_of(item) for item in items}  # group_of walks the fixtures: once per item
     first: dict[str, int] = {}
     total: dict[str, float] = {}
     tier: dict[str, int] = {}
     uses_docker: dict[str, bool] = {}
     for n, item in enumerate(items):
-        u = unit_of(item)
+        u = unit[id(item)]
         first.setdefault(u, n)
         tier.setdefault(u, rank.get(tier_of(Path(item.path), tests_root) or "", len(TIERS)))
         total[u] = total.get(u, 0.0) + durations.get(base_nodeid(item.nodeid), DEFAULT_SECONDS)
         uses_docker[u] = uses_docker.get(u, False) or item.get_closest_marker(DOCKER_FREE) is None
     alone = f"@{EXCLUSIVE_GROUP}"
     position = {id(item): n for n, item in enumerate(items)}
-    items.sort(key=lambda i: (unit_of(i) != alone, tier[unit_of(i)], uses_docker[unit_of(i)],
-                              -round(total[unit_of(i)], 1), first[unit_of(i)], position[id(i)]))
+    items.sort(key=lambda i: (unit[id(i)] != alone, tier[unit[id(i)]], uses_docker[unit[id(i)]],
+                              -round(total[unit[id(i)]], 1), first[unit[id(i)]], position[id(i)]))
 
 
 def base_nodeid(nodeid: str) -> str:
