@@ -13,7 +13,8 @@ from collections.abc import Iterable
 ALL = "all"
 # upstream's managers, by the controllers each one runs
 GROUPS: dict[str, frozenset[str]] = {
-    "core": frozenset({"Cluster", "ClusterTopology", "ClusterClass", "Machine", "MachineSet", "MachineDeployment",
+    "core": frozenset({"Cluster", "ClusterTopology", "MachineDeploymentTopology", "MachineSetTopology",
+                       "ClusterClass", "Machine", "MachineSet", "MachineDeployment",
                        "MachineHealthCheck", "MachinePool", "ClusterResourceSet", "ClusterResourceSetBinding",
                        "ExtensionConfig"}),
     "bootstrap": frozenset({"KubeadmConfig"}),

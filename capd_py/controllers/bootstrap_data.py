@@ -13,6 +13,7 @@ from capd_py.controllers.context import Ctx
 from capd_py.kube import events
 from capd_py.kube.client import Kube, KubeError
 from capd_py.reconcile import certs as certs_mod
+from capd_py.reconcile import coreutil
 from capd_py.reconcile import kubeadmconfig as kc
 
 log = logging.getLogger("capd_py.kubeadmconfig")
@@ -38,15 +39,16 @@ async def ensure_data_secret_owner(kube: Kube, cfg: Obj) -> None:
     sec = await kube.get(SECRET, md["namespace"], md["name"])
     if not sec:
         return
-    refs = list(sec["metadata"].get("ownerReferences") or [])
-    if any(r.get("uid") == md["uid"] for r in refs):
-        return
     cur = contract.controller_owner(sec)
     if cur and cur.get("kind") != "KubeadmConfig":
         log.warning("bootstrap secret %s/%s is controlled by %s %s", md["namespace"], md["name"],
                     cur.get("kind"), cur.get("name"))
         return
-    refs = [r for r in refs if r.get("kind") != "KubeadmConfig"] + [contract.owner_ref(cfg)]
+    have = list(sec["metadata"].get("ownerReferences") or [])
+    # a KubeadmConfig of another uid (an older one of that name) is replaced, as is a reference at another version
+    refs = coreutil.ensure_owner_ref(coreutil.current_owner_refs(have), contract.owner_ref(cfg))
+    if refs == have:
+        return
     rv = sec["metadata"]["resourceVersion"]
     await kube.merge_patch(SECRET, md["namespace"], md["name"],
                            {"metadata": {"ownerReferences": refs, "resourceVersion": rv}})

@@ -80,7 +80,8 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
         obj = getattr(obs, attr)
         g = await gvk_of(ctx, obj)
         if obj is not None and g is not None:
-            setattr(obs, attr, await ensure_metadata(kube, g, obj, owner=owner_for(c, obj, controller=False),
+            owner = owner_for(c, obj, controller=rc.controls_its_objects(c))
+            setattr(obs, attr, await ensure_metadata(kube, g, obj, owner=owner,
                                                      labels={CLUSTER_NAME: name}))
 
     # as upstream's ClusterCache: probe once the infrastructure is provisioned (the kubeconfig appears with

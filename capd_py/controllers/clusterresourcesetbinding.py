@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from capd_py.api import contract
+from capd_py.api import contract, features
 from capd_py.api.gvk import CLUSTER, CLUSTER_RESOURCE_SET_BINDING
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.mappers import Controller
@@ -27,7 +27,8 @@ def _cluster_name(b: dict[str, Any]) -> str:
 
 
 async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
-    if rcrs.binding_obsolete(sub.obj, sub.cluster):
+    hooks_gate = ctx.settings.enabled(features.RUNTIME_SDK) and ctx.settings.enabled(features.CLUSTER_TOPOLOGY)
+    if rcrs.binding_obsolete(sub.obj, sub.cluster, hooks_gate):
         ctx.log.info("clusterresourcesetbinding %s/%s: deleting, Cluster %s is %s", sub.namespace, sub.name,
                      _cluster_name(sub.obj), "gone" if sub.cluster is None else "being deleted")
         await ctx.kube.delete(CLUSTER_RESOURCE_SET_BINDING, sub.namespace, sub.name,

@@ -14,6 +14,7 @@ from capd_py.api.gvk import CLUSTER, DOCKER_MACHINE_POOL, GVK, INFRA_GROUP, MACH
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_DOCKER_MACHINE_POOL, MACHINE_POOL_NAME
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj
+from capd_py.controllers.lifecycle import ensure_metadata
 from capd_py.controllers.mappers import Controller, Mapper, any_owner_mapper
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, cluster_name_of, reconciler
 from capd_py.kube.cache import Reader
@@ -75,6 +76,9 @@ async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
     cn = str(contract.dig(mp, "spec", "clusterName") or cluster["metadata"]["name"])
 
     insts = await _instances(ctx, dmp, mp)
+    for dm in rdmp.missing_pool_owner(dmp, insts):
+        await ensure_metadata(kube, infrakinds.kinds_of(dmp).machine, dm,
+                              owner=contract.owner_ref(dmp, controller=False))
     p = rdmp.plan(mp, insts)
     if coreutil.is_deleting(cluster):
         p.create = 0

@@ -76,10 +76,10 @@ async def _adopt_external(ctx: Ctx, machine: dict[str, Any], obj: dict[str, Any]
 
 
 def _metadata(m: Obj, cluster: Obj | None) -> dict[str, Any]:
-    """The Cluster as owner (unless something controls the Machine) and its label."""
+    """The Cluster as owner of a stand-alone Machine (rm.cluster_adopts) and its label."""
     cn = contract.dig(m, "spec", "clusterName") or ""
     owner = None
-    if cluster is not None and contract.controller_owner(m) is None:
+    if cluster is not None and rm.cluster_adopts(m):
         owner = contract.owner_ref(cluster, controller=False)
     return {"owner": owner, "labels": {CLUSTER_NAME: cn} if cn else None}
 

@@ -132,11 +132,11 @@ async def _machines(ctx: Ctx, ms: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _metadata(ms: dict[str, Any], cluster: dict[str, Any] | None) -> dict[str, Any]:
-    """The Cluster as owner (unless something controls the MachineSet), its label, and the selector defaults in
-    the finalizer's patch (a MachineSet made by hand needs all of them)."""
+    """The Cluster as owner of a stand-alone MachineSet (rms.cluster_adopts), its label, and the selector defaults
+    in the finalizer's patch (a MachineSet made by hand needs all of them)."""
     cn = contract.dig(ms, "spec", "clusterName") or ""
     owner = None
-    if cluster is not None and contract.controller_owner(ms) is None:
+    if cluster is not None and rms.cluster_adopts(ms):
         owner = contract.owner_ref(cluster, controller=False)
     return {"also": rms.spec_defaults_patch(ms), "owner": owner, "labels": {CLUSTER_NAME: cn} if cn else None}
 

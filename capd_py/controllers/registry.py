@@ -35,6 +35,7 @@ from capd_py.controllers import (
     machinepool,
     machineset,
     topology,
+    topology_machinesets,
 )
 from capd_py.controllers.mappers import Controller
 
@@ -75,6 +76,8 @@ def all_controllers(gates: Mapping[str, bool] | None = None, only: frozenset[str
     `capd_py/api/controllerset.py`; None: all)."""
     on = {**features.DEFAULTS, **(gates or {})}
     out = [m.controller() for m in MODULES if m not in GATED or on[GATED[m]]]
+    if on[features.CLUSTER_TOPOLOGY]:
+        out += topology_machinesets.controllers()
     keep = set(controllerset.selected([c.key for c in out], only))
     out = [c for c in out if c.key in keep]
     kinds = [c.key for c in out]

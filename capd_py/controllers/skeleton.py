@@ -139,8 +139,8 @@ async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
         return out.result
 
     extra = kind.metadata(obj, cluster) if kind.metadata else {}
-    if kind.finalizer or extra:
-        obj = await lifecycle.ensure_metadata(kube, kind.gvk, obj, finalizer=kind.finalizer, **extra)
+    # always: besides the finalizer and `extra`, owner references to our kinds are brought to the served version
+    obj = await lifecycle.ensure_metadata(kube, kind.gvk, obj, finalizer=kind.finalizer, **extra)
     out = await kind.reconcile(ctx, Subject(obj, cluster))
     await _write(ctx, kind, out.obj or obj, out)
     return out.result

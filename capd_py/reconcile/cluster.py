@@ -382,3 +382,10 @@ def deletion_plan(obs: Observed, wait_for_hook: bool = False) -> DeletionPlan:
         return DeletionPlan("infrastructure", R_WAITING_INFRA,
                             f"Waiting for {coreutil.ref_str(infra_ref(obs.cluster))} to be deleted", d)
     return DeletionPlan("done", R_DELETION_COMPLETED, "")
+
+
+def controls_its_objects(cluster: dict[str, Any]) -> bool:
+    """Whether the Cluster's owner reference on its InfrastructureCluster and control plane is a controller one:
+    with a managed topology only (upstream ensureOwnerRefAndLabel: CAPI manages their whole lifecycle then; without,
+    a plain owner reference leaves room for another tool's controller reference)."""
+    return bool(contract.dig(cluster, "spec", "topology"))

@@ -37,7 +37,9 @@ import yaml
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract, selectors
+from capd_py.api.gvk import CLUSTER_GROUP
 from capd_py.api.labels import CLUSTER_NAME
+from capd_py.api.runtime_hooks import OK_TO_DELETE_ANNOTATION
 from capd_py.reconcile import coreutil
 
 RESOURCES_APPLIED = "ResourcesApplied"
@@ -331,12 +333,13 @@ def binding_after(binding: dict[str, Any] | None, crs: dict[str, Any], cluster: 
             resources[i] = rb
     entry["resources"] = resources
     md = (binding or {}).get("metadata") or {}
-    owners = [dict(o) for o in md.get("ownerReferences") or []]
-    for o in (contract.owner_ref(cluster, controller=False), contract.owner_ref(crs, controller=False)):
-        owners = [r for r in owners if not (r.get("kind") == o["kind"] and r.get("name") == o["name"]
-                                            and r.get("uid") != o["uid"])]
-        if not any(r.get("uid") == o["uid"] for r in owners):
-            owners.append(o)
+    # owned by its ClusterResourceSets only: the Cluster is named by spec.clusterName, and an owner reference to it
+    # (capd-py's before 2026-12-06, upstream's before v1.4) is removed, as upstream's binding controller does
+    # (upstream's e2e asserts exactly the ClusterResourceSet owners)
+    owners = [dict(o) for o in md.get("ownerReferences") or []
+              if not (o.get("kind") == "Cluster" and o.get("name") == cname
+                      and str(o.get("apiVersion", "")).startswith(CLUSTER_GROUP + "/"))]
+    owners = coreutil.ensure_owner_ref(coreutil.current_owner_refs(owners), contract.owner_ref(crs, controller=False))
     return {
         "metadata": {"name": cname, "namespace": cluster["metadata"]["namespace"],
                      "labels": {**(md.get("labels") or {}), CLUSTER_NAME: cname}, "ownerReferences": owners},
@@ -365,9 +368,16 @@ def without_crs(binding: dict[str, Any], crs_name: str) -> dict[str, Any] | None
     return {"metadata": {"ownerReferences": owners}, "spec": {"bindings": bindings}}
 
 
-def binding_obsolete(binding: dict[str, Any], cluster: dict[str, Any] | None) -> bool:
-    """A binding whose Cluster is gone or being deleted is deleted (upstream's binding controller)."""
-    return cluster is None or coreutil.is_deleting(cluster)
+def binding_obsolete(binding: dict[str, Any], cluster: dict[str, Any] | None, hooks_gate: bool = False) -> bool:
+    """A binding whose Cluster is gone or being deleted is deleted (upstream's binding controller). With the
+    RuntimeSDK and ClusterTopology gates (`hooks_gate`), a topology Cluster's binding stays until the Cluster
+    carries the ok-to-delete annotation (its BeforeClusterDelete hooks let go), as upstream's."""
+    if cluster is None:
+        return True
+    if not coreutil.is_deleting(cluster):
+        return False
+    hooks_hold = bool(hooks_gate and contract.dig(cluster, "spec", "topology"))
+    return not hooks_hold or OK_TO_DELETE_ANNOTATION in (cluster["metadata"].get("annotations") or {})
 
 
 # --- status ---------------------------------------------------------------------------------------------

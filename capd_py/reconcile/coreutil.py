@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from capd_py.api import contract
+from capd_py.api import contract, gvk
 from capd_py.api.admission import core as admission_core
 from capd_py.api.labels import CLUSTER_NAME, PAUSED_ANNOTATION
 
@@ -77,6 +77,39 @@ def is_deleting(obj: dict[str, Any] | None) -> bool:
     return bool(obj and obj.get("metadata", {}).get("deletionTimestamp"))
 
 
+def _group(api_version: object) -> str:
+    return gvk.group_of(str(api_version or ""))
+
+
+def ensure_owner_ref(refs: list[dict[str, Any]], owner: dict[str, Any]) -> list[dict[str, Any]]:
+    """`refs` with `owner` in it, as upstream's util.EnsureOwnerRef: a reference to the same object (group, kind
+    and name; any version) is brought to `owner`'s apiVersion and uid (a stale uid is an older object of that
+    name; a stale version is what a restore or upstream's e2e leaves), else `owner` is appended. A controller
+    flag already there stays (the topology controller's claim on an object capd-py also owns)."""
+    out = [dict(r) for r in refs]
+    for r in out:
+        if (r.get("kind") == owner.get("kind") and r.get("name") == owner.get("name")
+                and _group(r.get("apiVersion")) == _group(owner.get("apiVersion"))):
+            r.update({k: owner[k] for k in ("apiVersion", "uid") if k in owner})
+            for flag in ("controller", "blockOwnerDeletion"):
+                if owner.get(flag):
+                    r[flag] = True
+            return out
+    return [*out, dict(owner)]
+
+
+def current_owner_refs(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`refs` with every reference to a kind capd-py serves at the version it serves (upstream's controllers do the
+    same through EnsureOwnerRef; its e2e rewrites all owner references to <group>/v1alpha1 and expects them back).
+    References to kinds capd-py does not serve (a third-party provider's) are left as they are."""
+    out = []
+    for r in refs:
+        served = gvk.by_group_kind(_group(r.get("apiVersion")), str(r.get("kind") or ""))
+        out.append({**r, "apiVersion": served.api_version} if served and r.get("apiVersion") != served.api_version
+                   else r)
+    return out
+
+
 def metadata_patch(obj: dict[str, Any], *, finalizer: str | None = None, owner: dict[str, Any] | None = None,
                    labels: Mapping[str, str | None] | None = None,
                    annotations: Mapping[str, str | None] | None = None,
@@ -94,12 +127,12 @@ def metadata_patch(obj: dict[str, Any], *, finalizer: str | None = None, owner: 
         new_fins = [f for f in new_fins if f != remove_finalizer]
     if new_fins != fins:
         patch["finalizers"] = new_fins
+    refs = list(md.get("ownerReferences") or [])
+    ensured = current_owner_refs(refs)
     if owner is not None:
-        refs = list(md.get("ownerReferences") or [])
-        if not any(r.get("uid") == owner.get("uid") for r in refs):
-            # a stale reference to an older object of the same kind/name is replaced
-            refs = [r for r in refs if not (r.get("kind") == owner.get("kind") and r.get("name") == owner.get("name"))]
-            patch["ownerReferences"] = [*refs, owner]
+        ensured = ensure_owner_ref(ensured, owner)
+    if ensured != refs:
+        patch["ownerReferences"] = ensured
     cur_labels = md.get("labels") or {}
     add_l = {k: v for k, v in (labels or {}).items() if v is not None and cur_labels.get(k) != v}
     if add_l:

@@ -78,11 +78,21 @@ def new_docker_machine(dmp: dict[str, Any], mp: dict[str, Any], name: str) -> di
 
 
 def instances_of(dmp: dict[str, Any], mp: dict[str, Any], dms: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The pool's DockerMachines: labelled with its MachinePool's name and owned by this DockerMachinePool."""
+    """The pool's DockerMachines: labelled with its Cluster's and MachinePool's names, as upstream lists them (not by
+    owner reference: one whose owner references were removed, e.g. by a restore, is still an instance, and is not
+    replaced by a new one; `missing_pool_owner` says which get the pool's reference back)."""
     want = rmp.pool_labels(mp)
-    return sorted((d for d in dms if contract.has_owner(d, dmp)
-                   and all((d["metadata"].get("labels") or {}).get(k) == v for k, v in want.items())),
+    return sorted((d for d in dms if all((d["metadata"].get("labels") or {}).get(k) == v for k, v in want.items())),
                   key=lambda d: d["metadata"]["name"])
+
+
+def missing_pool_owner(dmp: dict[str, Any], insts: list[Instance]) -> list[dict[str, Any]]:
+    """Instances without the pool's owner reference at its served version (upstream computeDesiredDevMachine
+    ensures it on every pass), not being deleted."""
+    ref = contract.owner_ref(dmp, controller=False)
+    return [i.dm for i in insts if not i.deleting and not any(
+        o.get("uid") == ref["uid"] and o.get("apiVersion") == ref["apiVersion"]
+        for o in i.dm["metadata"].get("ownerReferences") or [])]
 
 
 def machine_of(dm: dict[str, Any], machines: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract
-from capd_py.api.labels import CONTROL_PLANE, TEMPLATE_HASH
+from capd_py.api.labels import CONTROL_PLANE, CONTROL_PLANE_NAME, MACHINE_POOL_NAME, SET_NAME, TEMPLATE_HASH
 from capd_py.reconcile import coreutil, machinepool
 from capd_py.reconcile.machinedeployment import template_hash
 
@@ -86,6 +86,16 @@ def owner_remediated_status(machine: dict[str, Any], reason: str, message: str) 
     st["conditions"] = cond.set_condition(st.get("conditions"), OWNER_REMEDIATED, False, reason, message,
                                           observed_generation=(machine.get("metadata") or {}).get("generation"))
     return st
+
+
+def cluster_adopts(machine: dict[str, Any]) -> bool:
+    """Whether the Cluster becomes the Machine's owner: a stand-alone Machine only (upstream's shouldAdopt). A
+    Machine a MachineSet, MachinePool or control plane made (its label says which) waits for that owner to adopt
+    it again, e.g. after its owner references were removed or a restore from backup, so it never ends with two."""
+    if contract.controller_owner(machine) is not None or contract.core_owner_name(machine, "Cluster"):
+        return False
+    labels = machine["metadata"].get("labels") or {}
+    return not any(k in labels for k in (SET_NAME, MACHINE_POOL_NAME, CONTROL_PLANE_NAME))
 
 
 def is_control_plane(machine: dict[str, Any]) -> bool:
@@ -164,7 +174,7 @@ def external_owner_refs(obj: dict[str, Any], machine: dict[str, Any],
     mine = contract.owner_ref(machine, controller=True)
     existing = next((r for r in cur if r.get("uid") == uid), None)
     if existing and existing.get("controller"):
-        mine = existing
+        mine = {**existing, "apiVersion": mine["apiVersion"]}  # as it is, at the served version
     want = [*keep, mine]
     return None if want == cur else want
 

@@ -170,6 +170,11 @@ def machine_patch(mp: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any]
            if (md.get("annotations") or {}).get(k) != v}
     if labels or ann:
         patch["metadata"] = {**({"labels": labels} if labels else {}), **({"annotations": ann} if ann else {})}
+    # the pool controls its Machines (upstream adopts an orphan one, e.g. after its owner references were removed)
+    refs = list(md.get("ownerReferences") or [])
+    owners = coreutil.ensure_owner_ref(coreutil.current_owner_refs(refs), contract.owner_ref(mp, controller=True))
+    if owners != refs:
+        patch.setdefault("metadata", {})["ownerReferences"] = owners
     sp: dict[str, Any] = {}
     name = data_secret_name(mp)
     if name and contract.dig(spec, "bootstrap", "dataSecretName") != name \
@@ -391,6 +396,12 @@ def compute_status(obs: Observed) -> dict[str, Any]:
             st["nodeRefs"] = nr.refs
         else:
             st.pop("nodeRefs", None)
+        # the v1beta1 counters upstream still keeps (status.deprecated.v1beta1; a v1beta1 client reads them as
+        # status.readyReplicas ..., and upstream's e2e waits on readyReplicas there): Nodes ready / available
+        v1beta1 = dict(contract.dig(st, "deprecated", "v1beta1", default={}) or {})
+        v1beta1.update({"readyReplicas": nr.ready, "availableReplicas": nr.available,
+                        "unavailableReplicas": int(st.get("replicas") or 0) - nr.available})
+        st["deprecated"] = {**(st.get("deprecated") or {}), "v1beta1": v1beta1}
 
     # replicas (MachinePool Machines: from the Machines, as upstream setReplicas)
     machines = obs.machines

@@ -46,6 +46,14 @@ _TEN_DAYS = 864000.0
 # --- membership ---------------------------------------------------------------------------------
 
 
+def cluster_adopts(ms: dict[str, Any]) -> bool:
+    """Whether the Cluster becomes the MachineSet's owner: a stand-alone MachineSet only (upstream's shouldAdopt);
+    one a MachineDeployment made (its deployment-name label) waits for the MachineDeployment to adopt it again."""
+    if contract.core_owner_name(ms, "MachineDeployment") or contract.core_owner_name(ms, "Cluster"):
+        return False
+    return DEPLOYMENT_NAME not in (ms["metadata"].get("labels") or {})
+
+
 def owns(ms: dict[str, Any], machine: dict[str, Any]) -> bool:
     o = contract.controller_owner(machine, "MachineSet")
     return bool(o and o.get("uid") == ms["metadata"]["uid"])

@@ -57,6 +57,11 @@ def run(args: list[str], input_: str | None = None, check: bool = True, timeout:
     return p
 
 
+def cli(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """`capd-py ARGS` in this interpreter with exactly `env` (a home of the test's own, say); not checked."""
+    return subprocess.run([*CAPD, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
 _WAIT_ERRORS = (AssertionError, subprocess.SubprocessError, json.JSONDecodeError, KeyError)
 
 

@@ -11,7 +11,6 @@ import asyncio
 import os
 import secrets
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,16 +24,11 @@ from capd_py.api.gvk import GVK, NODE
 from capd_py.cli import management as mgmt
 from capd_py.kube.client import Kube
 from capd_py.kube.crds import load_crds
-from capd_py.testing.e2e import CAPD, kubectl_bin, run, wait_for
+from capd_py.testing.e2e import CAPD, cli, kubectl_bin, run, wait_for
 
 pytestmark = pytest.mark.e2e
 
 IMAGE = mgmt.DEFAULT_NODE_IMAGE
-
-
-def cli(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "capd_py.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
 
 
 @dataclass

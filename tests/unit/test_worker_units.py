@@ -79,7 +79,7 @@ def test_uses_plane(plane, n):
 @pytest.mark.parametrize("n", range(4))
 def test_alone(n):
     _record(f"a{n}")
-    time.sleep(0.3)
+    time.sleep(0.8)  # long enough for the second worker to be up under load (0.3 s: one worker took all four once)
 '''
 
 

@@ -185,7 +185,16 @@ def needs_write(desired: dict[str, Any], current: dict[str, Any] | None) -> bool
     if want_hash != have_hash:
         return True
     return not subset(desired.get("spec") or {}, current.get("spec") or {}) or \
-        not subset(desired["metadata"].get("labels") or {}, current["metadata"].get("labels") or {})
+        not subset(desired["metadata"].get("labels") or {}, current["metadata"].get("labels") or {}) or \
+        not _has_owner_refs(current, desired["metadata"].get("ownerReferences") or [])
+
+
+def _has_owner_refs(current: dict[str, Any], want: list[dict[str, Any]]) -> bool:
+    """Every owner reference the topology sets is there, at its version (a removed one comes back, as upstream's
+    apply restores it; another controller may add the controller flag to it)."""
+    have = current["metadata"].get("ownerReferences") or []
+    return all(any(h.get("uid") == w.get("uid") and h.get("apiVersion") == w.get("apiVersion") for h in have)
+               for w in want)
 
 
 def _merge_maps(*maps: dict[str, str] | None) -> dict[str, str]:

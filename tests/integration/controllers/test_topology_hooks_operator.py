@@ -43,6 +43,7 @@ class Extension:
     def __init__(self) -> None:
         self.sdk = FakeRuntimeSDK()
         self.holding: set[str] = set()
+        self.namespace = ""  # the test's, once known
         for h in LIFECYCLE:
             self.sdk.register(f"{h.name.lower()}.test-extension", h, self._responder(h))
 
@@ -54,14 +55,20 @@ class Extension:
         return answer
 
     def called(self, hook: str) -> list[dict[str, Any]]:
-        return [req for h, _, req in self.sdk.calls if h == hook]
+        return [req for h, _, req in self.sdk.calls if h == hook and self._ours(req)]
 
     def first_calls(self) -> list[str]:
         out: list[str] = []
-        for h in self.sdk.hook_calls():
-            if h not in out:
+        for h, _, req in self.sdk.calls:
+            if self._ours(req) and h not in out:
                 out.append(h)
         return out
+
+    def _ours(self, req: Mapping[str, Any]) -> bool:
+        """A call about this test's Cluster: the session's envtest is shared, and this operator also reconciles
+        Clusters earlier tests left being deleted (it called their BeforeClusterDelete first in a loaded run)."""
+        md = (req.get("cluster") or {}).get("metadata") or {}
+        return not self.namespace or md.get("namespace") == self.namespace
 
 
 @pytest.fixture
@@ -98,6 +105,7 @@ def _topology(c: dict[str, Any] | None) -> tuple[str, str, str]:
 async def test_lifecycle_hooks_gate_creation_each_upgrade_step_and_deletion(
         operator: tuple[Manager, Extension], kube: Kube, namespace: str) -> None:
     _, ext = operator
+    ext.namespace = namespace
     ext.holding = {"BeforeClusterCreate"}
     docs = parse_documents(generate_cluster(NAME, namespace=namespace, flavor="development",
                                             control_plane_machine_count=1, worker_machine_count=1, env={}))

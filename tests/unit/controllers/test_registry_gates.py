@@ -16,7 +16,9 @@ def _keys(gates: dict[str, bool] | None = None) -> set[str]:
 def test_gated_controllers() -> None:
     everything = _keys()
     assert {"ClusterClass", "ClusterTopology", "MachinePool", "DockerMachinePool"} <= everything
-    assert _keys({"ClusterTopology": False}) == everything - {"ClusterClass", "ClusterTopology"}
+    # the topology controllers of MachineDeployments and MachineSets too (their finalizers, upstream's)
+    assert _keys({"ClusterTopology": False}) == everything - {"ClusterClass", "ClusterTopology",
+                                                              "MachineDeploymentTopology", "MachineSetTopology"}
     assert _keys({"MachinePool": False}) == everything - {"MachinePool", "DockerMachinePool", "DevMachinePool"}
     # RuntimeSDK: off by default, as upstream; on, the ExtensionConfig controller runs
     assert "ExtensionConfig" not in everything

@@ -163,8 +163,9 @@ def test_binding_records_results_with_owners_and_label() -> None:
                rcrs.Applied("Secret", "sec", res[1].hash, False, "2026-01-01T00:00:00Z", "boom")]
     d = rcrs.binding_after(None, crs(), cluster(), results)
     assert d["metadata"]["name"] == "c1" and d["metadata"]["labels"] == {CLUSTER_NAME: "c1"}
+    # owned by the ClusterResourceSet only (upstream's e2e asserts it): the Cluster is spec.clusterName
     assert [(o["kind"], o["uid"], o.get("controller")) for o in d["metadata"]["ownerReferences"]] == [
-        ("Cluster", "c1-uid", None), ("ClusterResourceSet", "crs-uid", None)]
+        ("ClusterResourceSet", "crs-uid", None)]
     assert d["spec"] == {"clusterName": "c1", "bindings": [{"clusterResourceSetName": "crs", "resources": [
         {"name": "cm", "kind": "ConfigMap", "applied": True, "lastAppliedTime": "2026-01-01T00:00:00Z",
          "hash": res[0].hash},
@@ -180,7 +181,7 @@ def test_binding_records_results_with_owners_and_label() -> None:
                             crs(), cluster(), [rcrs.Applied("Secret", "sec", "sha256:n", True, "t2")])
     assert [b["clusterResourceSetName"] for b in d2["spec"]["bindings"]] == ["other", "crs"]
     assert [r["applied"] for r in d2["spec"]["bindings"][1]["resources"]] == [True, True]
-    assert [o["name"] for o in d2["metadata"]["ownerReferences"]] == ["other", "c1", "crs"]
+    assert [o["name"] for o in d2["metadata"]["ownerReferences"]] == ["other", "crs"]
     assert rcrs.binding_changed(other, d2) and not rcrs.binding_changed({**d2}, d2)
 
 
@@ -199,6 +200,28 @@ def test_binding_obsolete_when_the_cluster_is_gone_or_deleting() -> None:
     b = binding([])
     assert rcrs.binding_obsolete(b, None) and rcrs.binding_obsolete(b, cluster(deleting=True))
     assert not rcrs.binding_obsolete(b, cluster())
+
+
+def test_a_bindings_old_cluster_owner_reference_is_removed() -> None:
+    """Bindings written before (capd-py's, upstream's before v1.4) had the Cluster as an owner; it goes, as
+    upstream's binding controller removes it."""
+    old = binding([])
+    old["metadata"]["ownerReferences"] = [
+        {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "c1", "uid": "c1-uid"},
+        {"apiVersion": "addons.cluster.x-k8s.io/v1beta2", "kind": "ClusterResourceSet", "name": "crs",
+         "uid": "crs-uid"}]
+    d = rcrs.binding_after(old, crs(), cluster(), [])
+    assert [o["kind"] for o in d["metadata"]["ownerReferences"]] == ["ClusterResourceSet"]
+    assert rcrs.binding_changed(old, d)
+
+
+def test_a_topology_bindings_deletion_waits_for_ok_to_delete_with_runtime_sdk() -> None:
+    b = binding([])
+    deleting = cluster(deleting=True)
+    deleting["spec"] = {"topology": {"classRef": {"name": "cc"}}}
+    assert rcrs.binding_obsolete(b, deleting) and not rcrs.binding_obsolete(b, deleting, hooks_gate=True)
+    deleting["metadata"]["annotations"] = {"runtime.cluster.x-k8s.io/ok-to-delete": ""}
+    assert rcrs.binding_obsolete(b, deleting, hooks_gate=True)
 
 
 # --- objects ------------------------------------------------------------------------------------------------

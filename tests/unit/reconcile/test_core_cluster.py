@@ -230,3 +230,10 @@ def test_deletion_waits_for_before_cluster_delete(topology: bool, annotations: d
                                                            "Waiting for BeforeClusterDelete hook", [])
     else:
         assert p.step == "workers"
+
+
+def test_the_cluster_controls_its_objects_with_a_topology_only() -> None:
+    """upstream ensureOwnerRefAndLabel: controller owner of the InfrastructureCluster and control plane when the
+    Cluster has a managed topology (its e2e asserts it for ClusterClass clusters), a plain owner otherwise."""
+    assert rc.controls_its_objects({"spec": {"topology": {"classRef": {"name": "cc"}, "version": "v1.35.4"}}})
+    assert not rc.controls_its_objects({"spec": {"controlPlaneRef": {"kind": "KubeadmControlPlane"}}})

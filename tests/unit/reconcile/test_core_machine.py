@@ -311,3 +311,22 @@ def test_infrastructure_and_bootstrap_ready_mirror_the_providers_ready() -> None
     del im["status"]["conditions"]
     st = rm_.compute_status(rm_.Observed(machine=m, infra=im, bootstrap=bc))
     assert {c["type"]: c for c in st["conditions"]}["InfrastructureReady"]["status"] == "True"
+
+
+def _owned(kind: str, controller: bool = False) -> dict[str, Any]:
+    o: dict[str, Any] = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": kind, "name": "x", "uid": "u"}
+    if controller:
+        o["controller"] = True
+    return o
+
+
+def test_the_cluster_adopts_stand_alone_machines_only() -> None:
+    """upstream's shouldAdopt: a Machine made by a MachineSet, MachinePool or control plane waits for that owner
+    after its owner references are removed (upstream's e2e removes them all and expects exactly one owner back)."""
+    def _m(labels: dict[str, str], owners: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"metadata": {"name": "m", "labels": labels, "ownerReferences": owners}}
+    assert rm.cluster_adopts(_m({}, []))
+    assert not rm.cluster_adopts(_m({}, [_owned("Cluster")]))
+    assert not rm.cluster_adopts(_m({}, [_owned("MachineSet", controller=True)]))
+    for label in ("cluster.x-k8s.io/set-name", "cluster.x-k8s.io/pool-name", "cluster.x-k8s.io/control-plane-name"):
+        assert not rm.cluster_adopts(_m({label: "owner"}, [])), label

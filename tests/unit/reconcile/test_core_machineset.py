@@ -255,3 +255,13 @@ def test_limit_remediation_max_in_flight() -> None:
     assert names(rms.limit_remediation(cands, [going], 2, 3)) == ["a"]
     assert names(rms.limit_remediation(cands, [going], "50%", 4)) == ["a"]
     assert rms.limit_remediation(cands, [going], 1, 3) == []
+
+
+def test_the_cluster_adopts_stand_alone_machinesets_only() -> None:
+    """upstream's shouldAdopt: a MachineSet a MachineDeployment made waits for it to adopt it again."""
+    def ms(labels: dict[str, str], owner_kinds: list[str]) -> dict[str, Any]:
+        return {"metadata": {"name": "ms", "labels": labels, "ownerReferences": [
+            {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": k, "name": "x", "uid": "u"} for k in owner_kinds]}}
+    assert rms.cluster_adopts(ms({}, []))
+    assert not rms.cluster_adopts(ms({}, ["Cluster"])) and not rms.cluster_adopts(ms({}, ["MachineDeployment"]))
+    assert not rms.cluster_adopts(ms({"cluster.x-k8s.io/deployment-name": "md"}, []))

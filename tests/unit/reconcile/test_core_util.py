@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from capd_py.api import selectors
@@ -31,7 +33,7 @@ def test_metadata_patch_replaces_stale_owner_and_removes_finalizer() -> None:
     p = coreutil.metadata_patch(o, owner={"uid": "new", "kind": "K", "name": "n"}, remove_finalizer="f")
     assert p is not None
     assert p["metadata"]["finalizers"] == ["g"]
-    assert [r["uid"] for r in p["metadata"]["ownerReferences"]] == ["z", "new"]
+    assert [r["uid"] for r in p["metadata"]["ownerReferences"]] == ["new", "z"]  # in place, as upstream's
 
 
 @pytest.mark.parametrize("sel,labels,ok", [
@@ -91,3 +93,18 @@ def test_replicas_of_unset_reads_as_the_defaulting_webhook_would() -> None:
     assert coreutil.replicas_of({"metadata": {"annotations": {lo: "0", hi: "2"}}, "spec": {}}) == 0
     assert coreutil.replicas_of({"metadata": {"annotations": {lo: "x", hi: "2"}}, "spec": {}}) == 1
     assert coreutil.replicas_of({"metadata": {"annotations": {lo: "0", hi: "2"}}, "spec": {"replicas": 2}}) == 2
+
+
+def test_ensure_owner_ref_brings_a_reference_to_the_current_version_in_place() -> None:
+    """upstream's e2e rewrites every owner reference to <group>/v1alpha1 and expects the controllers to bring them
+    back to the served version (util.EnsureOwnerRef matches group, kind and name, any version)."""
+    cluster: dict[str, Any] = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "c", "uid": "u"}
+    old: list[dict[str, Any]] = [{"apiVersion": "cluster.x-k8s.io/v1alpha1", "kind": "Cluster", "name": "c", "uid": "u",
+            "controller": True, "blockOwnerDeletion": True},
+           {"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "Cluster", "name": "c", "uid": "i"}]
+    got = coreutil.ensure_owner_ref(old, cluster)
+    assert got[0] == {**cluster, "controller": True, "blockOwnerDeletion": True}  # the controller claim stays
+    assert got[1] == old[1]  # another group's kind of the same name is another object
+    assert coreutil.ensure_owner_ref(got, cluster) == got
+    assert coreutil.metadata_patch(obj(ownerReferences=got), owner=cluster) is None
+    assert coreutil.ensure_owner_ref([], cluster) == [cluster]

@@ -103,14 +103,20 @@ def test_template_hash_follows_version_and_template() -> None:
     assert rdmp.template_hash(dmp(), with_boot) != h1
 
 
-def test_only_the_pools_own_docker_machines_are_instances() -> None:
+def test_the_pools_instances_are_found_by_labels_as_upstreams() -> None:
+    """A DockerMachine of the pool (its cluster and pool labels) whose owner references were removed (a restore;
+    upstream's e2e removes them all) is still an instance, so nothing is created in its place; it gets the pool's
+    reference back. Another pool's is not one."""
     pool, pool_mp = dmp(), mp()
     mine = instance(pool, pool_mp, "a")
-    foreign = dict(mine, metadata={**mine["metadata"], "ownerReferences": []})
+    stripped = instance(pool, pool_mp, "c")
+    stripped["metadata"]["ownerReferences"] = []
     other_pool = instance(pool, pool_mp, "b")
     other_pool["metadata"]["labels"][MACHINE_POOL_NAME] = "other"
-    got = insts(pool, pool_mp, [mine, foreign, other_pool])
-    assert [i.name for i in got] == ["a"] and got[0].machine is not None and got[0].current
+    got = insts(pool, pool_mp, [mine, stripped, other_pool])
+    assert [i.name for i in got] == ["a", "c"] and got[0].machine is not None and got[0].current
+    assert rdmp.missing_pool_owner(pool, got) == [stripped]
+    assert rdmp.plan(mp(replicas=2), got).create == 0
 
 
 def test_scale_up_and_down() -> None:

@@ -141,6 +141,9 @@ def test_machine_before_bootstrap_data_waits_with_an_empty_secret_name_then_gets
     # a version bump does not touch existing Machines (their instances are replaced instead)
     pool["spec"]["template"]["spec"]["version"] = "v1.35.0"
     assert rmp.machine_patch(pool, m) is None
+    # a pool Machine whose owner references were removed (a restore; upstream's e2e) is adopted again
+    owners = m["metadata"].pop("ownerReferences")
+    assert rmp.machine_patch(pool, m) == {"metadata": {"ownerReferences": owners}}
 
 
 def test_machines_controlled_by_others_are_not_the_pools() -> None:
@@ -210,6 +213,8 @@ def test_status_of_a_running_pool() -> None:
     assert st["initialization"] == {"bootstrapDataSecretCreated": True, "infrastructureProvisioned": True}
     assert (st["replicas"], st["readyReplicas"], st["availableReplicas"], st["upToDateReplicas"]) == (2, 2, 2, 2)
     assert [r["name"] for r in st["nodeRefs"]] == ["n-a", "n-b"]
+    # the v1beta1 counters upstream keeps from the Nodes (upstream's e2e waits on readyReplicas there)
+    assert st["deprecated"]["v1beta1"] == {"readyReplicas": 2, "availableReplicas": 2, "unavailableReplicas": 0}
     assert st["phase"] == "Running" and st["observedGeneration"] == 3
     view = {"status": st}
     for t in ("BootstrapConfigReady", "InfrastructureReady", "MachinesReady", "MachinesUpToDate", "Available"):

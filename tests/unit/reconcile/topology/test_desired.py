@@ -394,3 +394,15 @@ def test_an_autoscaled_machine_deployment_is_left_its_replicas() -> None:
     md["spec"]["replicas"] = 2  # the autoscaler, through the scale subresource
     plan = w.step(c)
     assert plan.writes == [] and w.of("MachineDeployment")[0]["spec"]["replicas"] == 2
+
+
+def test_a_removed_or_stale_owner_reference_is_written_again() -> None:
+    """upstream's e2e removes every owner reference (and rewrites them to v1alpha1) and expects the topology's back:
+    the desired object is applied again when one of its owner references is missing or at another version."""
+    ref = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "c", "uid": "u"}
+    desired = {"metadata": {"labels": {}, "ownerReferences": [ref]}, "spec": {"x": 1}}
+    current = {"metadata": {"labels": {}, "ownerReferences": [{**ref, "controller": True}]}, "spec": {"x": 1}}
+    assert not D.needs_write(desired, current)
+    assert D.needs_write(desired, {**current, "metadata": {"labels": {}}})
+    stale = {**ref, "apiVersion": "cluster.x-k8s.io/v1alpha1"}
+    assert D.needs_write(desired, {**current, "metadata": {"labels": {}, "ownerReferences": [stale]}})
