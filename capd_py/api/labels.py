@@ -11,6 +11,7 @@ MACHINE_NAME = "cluster.x-k8s.io/machine-name"  # placed on the container too
 MHC_NAME = "cluster.x-k8s.io/mhc-name"
 TEMPLATE_HASH = "machine-template-hash"
 WATCH_FILTER = "cluster.x-k8s.io/watch-filter"
+MANAGEMENT_LABEL = "io.x-k8s.capd-py.management"  # docker label on a capd-py management cluster's node and volumes
 
 PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
 # upstream clusterctl (cmd/clusterctl/api/v1alpha3 labels.go / annotations.go)

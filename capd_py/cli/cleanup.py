@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from capd_py.api import dockerhosts as dh
-from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_MANAGED, CONTAINER_NAMESPACE
+from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_MANAGED, CONTAINER_NAMESPACE, MANAGEMENT_LABEL
 from capd_py.cli import hosts
 from capd_py.cli import management as mgmt
 from capd_py.runtime.protocol import ContainerRuntime, RuntimeError_
@@ -24,7 +24,7 @@ from capd_py.runtime.protocol import ContainerRuntime, RuntimeError_
 MANAGEMENT_TIMEOUT = 20.0
 
 LABEL_PREFIX = "io.x-k8s.capd-py."
-LABEL_KEYS = (CONTAINER_MANAGED, CONTAINER_CLUSTER, mgmt.MANAGEMENT_LABEL)
+LABEL_KEYS = (CONTAINER_MANAGED, CONTAINER_CLUSTER, MANAGEMENT_LABEL)
 
 
 def ours(labels: dict[str, str] | None) -> bool:
@@ -56,7 +56,7 @@ async def remote_clusters(kube: Any) -> list[Remote]:
 
 def management_kubeconfigs(rt: ContainerRuntime) -> list[Path]:
     """The kubeconfigs of the management clusters running on the local daemon (`capd-py init` wrote them)."""
-    names = {c.labels.get(mgmt.MANAGEMENT_LABEL, "") for c in rt.list_containers({mgmt.MANAGEMENT_LABEL: ""})
+    names = {c.labels.get(MANAGEMENT_LABEL, "") for c in rt.list_containers({MANAGEMENT_LABEL: ""})
              if c.running}
     return [p for p in (mgmt.kubeconfig_path(n) for n in sorted(names) if n) if p.exists()]
 

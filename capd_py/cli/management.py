@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from capd_py.api import features
-from capd_py.api.labels import CONTAINER_MANAGED, CONTAINER_ROLE
+from capd_py.api.labels import CONTAINER_MANAGED, CONTAINER_ROLE, MANAGEMENT_LABEL
 from capd_py.cli.kubeconfig import rewrite_server, write_private
 from capd_py.cli.steps import Steps
 from capd_py.cli.waiting import poll
@@ -36,7 +36,6 @@ from capd_py.runtime.protocol import (
     RuntimeError_,
 )
 
-MANAGEMENT_LABEL = "io.x-k8s.capd-py.management"
 DEFAULT_NAME = "capd-mgmt"
 DEFAULT_NODE_IMAGE = "capd-py/node:v1.34.4"
 POD_SUBNET = subnets.MANAGEMENT_POD_CIDR

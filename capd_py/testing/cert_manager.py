@@ -39,34 +39,41 @@ DEPLOYMENTS = ("cert-manager", "cert-manager-webhook", "cert-manager-cainjector"
 MAKE_HINT = ("build it with `make cert-manager` (hack/build-cert-manager.sh, from the Go module proxy and the source "
              "bundle in hack/third_party; a cached build re-creates missing images in seconds)")
 
-# clusterctl's probe (cmd/clusterctl/client/cluster/assets/cert-manager-test-resources.yaml)
-PROBE_NAMESPACE = "cert-manager-test"
-PROBE = f"""\
+
+def self_signed_certificate(namespace: str, issuer: str, certificate: str, dns_name: str, secret: str) -> str:
+    """A Namespace, a self-signed Issuer in it and a Certificate for `dns_name` from that Issuer into `secret`."""
+    return f"""\
 apiVersion: v1
 kind: Namespace
 metadata:
-  name: {PROBE_NAMESPACE}
+  name: {namespace}
 ---
 apiVersion: cert-manager.io/v1
 kind: Issuer
 metadata:
-  name: test-selfsigned
-  namespace: {PROBE_NAMESPACE}
+  name: {issuer}
+  namespace: {namespace}
 spec:
   selfSigned: {{}}
 ---
 apiVersion: cert-manager.io/v1
 kind: Certificate
 metadata:
-  name: selfsigned-cert
-  namespace: {PROBE_NAMESPACE}
+  name: {certificate}
+  namespace: {namespace}
 spec:
   dnsNames:
-  - example.com
-  secretName: selfsigned-cert-tls
+  - {dns_name}
+  secretName: {secret}
   issuerRef:
-    name: test-selfsigned
+    name: {issuer}
 """
+
+
+# clusterctl's probe (cmd/clusterctl/client/cluster/assets/cert-manager-test-resources.yaml)
+PROBE_NAMESPACE = "cert-manager-test"
+PROBE = self_signed_certificate(PROBE_NAMESPACE, "test-selfsigned", "selfsigned-cert", "example.com",
+                                "selfsigned-cert-tls")
 
 
 class CertManagerError(Exception):

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from capd_py.api.labels import MANAGEMENT_LABEL
 from capd_py.controllers.manager import ACTIVITY_FILE_ENV
 from capd_py.kube.crds import install_crds
 from capd_py.testing.envtest import EnvTest, cache_dir, stop_process_group
@@ -60,6 +61,17 @@ def run(args: list[str], input_: str | None = None, check: bool = True, timeout:
 def cli(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
     """`capd-py ARGS` in this interpreter with exactly `env` (a home of the test's own, say); not checked."""
     return subprocess.run([*CAPD, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def remove_management(name: str, env: dict[str, str], timeout: float = 120) -> None:
+    """`capd-py delete management --name NAME`, then whatever still carries that management cluster's label (its
+    node container, volumes), so that no fixture leaves a node behind, whatever failed before."""
+    cli("delete", "management", "--name", name, env=env, timeout=timeout)
+    label = f"label={MANAGEMENT_LABEL}={name}"
+    for c in run(["docker", "ps", "-a", "-q", "--filter", label], check=False).stdout.split():
+        run(["docker", "rm", "-f", "-v", c], check=False)
+    for v in run(["docker", "volume", "ls", "-q", "--filter", label], check=False).stdout.split():
+        run(["docker", "volume", "rm", "-f", v], check=False)
 
 
 _WAIT_ERRORS = (AssertionError, subprocess.SubprocessError, json.JSONDecodeError, KeyError)

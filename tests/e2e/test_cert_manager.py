@@ -22,14 +22,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import docker
 import pytest
 
 from capd_py.cli import management as mgmt
 from capd_py.runtime.docker_runtime import DockerRuntime
 from capd_py.testing import cert_manager
 from capd_py.testing.clusterctl import local_repository
-from capd_py.testing.e2e import cli, kubectl_bin, run, wait_for
+from capd_py.testing.e2e import cli, kubectl_bin, remove_management, run, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cert_manager, pytest.mark.timeout(1200)]
 
@@ -54,7 +53,6 @@ def with_cert_manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Made
         pytest.fail(why, pytrace=False)
     name = f"e2e-cm-{secrets.token_hex(2)}"
     env = {**os.environ, "CAPD_PY_HOME": str(tmp_path_factory.mktemp("cert-manager") / "home"), "CAPD_PY_PLAIN": "1"}
-    client = docker.from_env()
     try:
         t0 = time.monotonic()
         r = cli("init", "--for-clusterctl", "--name", name, env=env)
@@ -67,39 +65,10 @@ def with_cert_manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Made
         made = Made(name, env, kc, node, {"init --for-clusterctl": t1 - t0, "install_cert_manager": t2 - t1})
         print(f"\ncapd-py init --for-clusterctl {t1 - t0:.1f}s, install_cert_manager {t2 - t1:.1f}s")
         yield made
-    finally:  # never leave a node behind, whatever failed
-        cli("delete", "management", "--name", name, env=env, timeout=120)
-        for c in client.containers.list(all=True, filters={"label": f"{mgmt.MANAGEMENT_LABEL}={name}"}):
-            c.remove(force=True, v=True)
-        client.close()
+    finally:
+        remove_management(name, env)
 
 
-CERTIFICATE = """\
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: {ns}
----
-apiVersion: cert-manager.io/v1
-kind: Issuer
-metadata:
-  name: selfsigned
-  namespace: {ns}
-spec:
-  selfSigned: {{}}
----
-apiVersion: cert-manager.io/v1
-kind: Certificate
-metadata:
-  name: serving
-  namespace: {ns}
-spec:
-  dnsNames:
-  - capd-py.example.com
-  secretName: serving-tls
-  issuerRef:
-    name: selfsigned
-"""
 
 
 def test_a_self_signed_certificate_becomes_ready(with_cert_manager: Made) -> None:
@@ -114,7 +83,8 @@ def test_a_self_signed_certificate_becomes_ready(with_cert_manager: Made) -> Non
 
     ns = f"cm-{secrets.token_hex(3)}"
     t0 = time.monotonic()
-    run([kubectl_bin(), *kc, "apply", "-f", "-"], input_=CERTIFICATE.format(ns=ns))
+    run([kubectl_bin(), *kc, "apply", "-f", "-"], input_=cert_manager.self_signed_certificate(
+        ns, "selfsigned", "serving", "capd-py.example.com", "serving-tls"))
     cert = wait_for(lambda: (c := cert_manager.certificate(m.kubeconfig, ns, "serving")) and cert_manager.ready(c)
                     and c, 120, "the Certificate Ready", interval=1.0)
     print(f"\nCertificate Ready {time.monotonic() - t0:.1f}s after apply")

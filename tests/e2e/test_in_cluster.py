@@ -11,6 +11,7 @@ session's envtest plane."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import time
@@ -20,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from capd_py.cli import management as mgmt
-from capd_py.testing.e2e import CAPD, K8S_VERSION, docker_leftovers, kubectl_bin, run, wait_for
+from capd_py.api.labels import MANAGEMENT_LABEL
+from capd_py.testing.e2e import CAPD, K8S_VERSION, docker_leftovers, kubectl_bin, remove_management, run, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2400)]
 
@@ -69,7 +70,7 @@ class InCluster:
 
 
 def management_leftovers(name: str) -> dict[str, list[str]]:
-    lab = f"label={mgmt.MANAGEMENT_LABEL}={name}"
+    lab = f"label={MANAGEMENT_LABEL}={name}"
     ps = run(["docker", "ps", "-a", "-q", "--filter", lab]).stdout.split()
     vols = run(["docker", "volume", "ls", "-q", "--filter", lab]).stdout.split()
     return {k: v for k, v in {"containers": ps, "volumes": vols}.items() if v}
@@ -83,10 +84,7 @@ def in_cluster(tmp_path: Path) -> Iterator[InCluster]:
     try:
         yield ic
     finally:  # whatever failed: no node, cluster container, network or volume stays behind
-        for c in run(["docker", "ps", "-a", "-q", "--filter", f"label={mgmt.MANAGEMENT_LABEL}={ic.name}"],
-                     check=False).stdout.split():
-            run(["docker", "rm", "-f", "-v", c], check=False)
-        ic.capd("delete", "management", "--name", ic.name, check=False, timeout=120)
+        remove_management(ic.name, {**os.environ, **ic.env})
 
 
 def test_in_cluster_controllers_survive_losing_their_leader(in_cluster: InCluster) -> None:

@@ -21,10 +21,11 @@ import pytest
 import yaml
 
 from capd_py.api.gvk import GVK, NODE
+from capd_py.api.labels import MANAGEMENT_LABEL
 from capd_py.cli import management as mgmt
 from capd_py.kube.client import Kube
 from capd_py.kube.crds import load_crds
-from capd_py.testing.e2e import CAPD, cli, kubectl_bin, run, wait_for
+from capd_py.testing.e2e import CAPD, cli, kubectl_bin, remove_management, run, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -66,11 +67,9 @@ def management_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mad
         made = Made(name, env, r, time.monotonic() - t0)
         print(f"\n$ capd-py init --name {name} ({made.init_seconds:.1f}s)")
         yield made
-    finally:  # never leave a node behind, whatever failed
-        cli("delete", "management", "--name", name, env=env, timeout=120)
-        for c in client.containers.list(all=True, filters={"label": f"{mgmt.MANAGEMENT_LABEL}={name}"}):
-            c.remove(force=True, v=True)
+    finally:
         client.close()
+        remove_management(name, env)
 
 
 def test_init_makes_a_management_cluster_and_init_again_reuses_it(management_cluster: Made) -> None:
@@ -87,7 +86,7 @@ def test_init_makes_a_management_cluster_and_init_again_reuses_it(management_clu
     node = client.containers.get(f"{name}-control-plane")
     port = node.attrs["NetworkSettings"]["Ports"]["6443/tcp"][0]
     assert server == f"https://127.0.0.1:{port['HostPort']}" and port["HostIp"] == "127.0.0.1"
-    assert node.labels[mgmt.MANAGEMENT_LABEL] == name
+    assert node.labels[MANAGEMENT_LABEL] == name
     client.close()
 
     crd = GVK("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False)
@@ -157,8 +156,8 @@ def test_delete_management(management_cluster: Made) -> None:
     assert r.returncode == 0, r.stderr
     client = docker.from_env()
     try:
-        assert not client.containers.list(all=True, filters={"label": f"{mgmt.MANAGEMENT_LABEL}={m.name}"})
-        assert not client.volumes.list(filters={"label": f"{mgmt.MANAGEMENT_LABEL}={m.name}"})
+        assert not client.containers.list(all=True, filters={"label": f"{MANAGEMENT_LABEL}={m.name}"})
+        assert not client.volumes.list(filters={"label": f"{MANAGEMENT_LABEL}={m.name}"})
     finally:
         client.close()
     assert not m.kubeconfig.exists()

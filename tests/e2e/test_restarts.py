@@ -30,12 +30,14 @@ from typing import Any
 
 import pytest
 
+from capd_py.api.labels import MANAGEMENT_LABEL
 from capd_py.cli import management as mgmt
 from capd_py.testing.e2e import (
     KEEP_APP,
     docker_leftovers,
     kubectl_bin,
     nodes_ready,
+    remove_management,
     run,
     wait_for,
     workload_kubectl,
@@ -159,10 +161,7 @@ def env(tmp_path: Path) -> Iterator[Env]:
     finally:
         e.kill_controllers()
         print(f"\n--- controllers log tail ---\n{e.log.read_text(errors='replace')[-6000:] if e.log.exists() else ''}")
-        e.capd("delete", "management", "--name", e.name, check=False, timeout=120)
-        for label in (f"{mgmt.MANAGEMENT_LABEL}={e.name}",):
-            for c in run(["docker", "ps", "-a", "-q", "--filter", f"label={label}"]).stdout.split():
-                run(["docker", "rm", "-f", "-v", c], check=False)
+        remove_management(e.name, {**e.env, "CAPD_PY_KUBECONFIG": str(e.kubeconfig)})
 
 
 def _timed(what: str, fn: Callable[[], Any]) -> float:
@@ -273,7 +272,7 @@ def test_cluster_survives_controller_kills_restarts_and_lost_containers(env: Env
     # 6. the management cluster
     env.kill_controllers(signal.SIGTERM)
     env.capd("delete", "management", "--name", env.name, timeout=120)
-    label = f"label={mgmt.MANAGEMENT_LABEL}={env.name}"
+    label = f"label={MANAGEMENT_LABEL}={env.name}"
     assert not run(["docker", "ps", "-a", "-q", "--filter", label]).stdout.split()
     assert not run(["docker", "volume", "ls", "-q", "--filter", label]).stdout.split()
 

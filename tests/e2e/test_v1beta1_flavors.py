@@ -29,8 +29,8 @@ import pytest
 import yaml
 
 from capd_py.cli.generate import generate_cluster, parse_documents
-from capd_py.cli.management import DEFAULT_NODE_IMAGE, MANAGEMENT_LABEL
-from capd_py.testing.e2e import K8S_VERSION, docker_leftovers, kubectl_bin, run, wait_for
+from capd_py.cli.management import DEFAULT_NODE_IMAGE
+from capd_py.testing.e2e import K8S_VERSION, docker_leftovers, kubectl_bin, remove_management, run, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -81,10 +81,7 @@ def management(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Management]
                                     (["volume", "ls"], ["volume", "rm"])):
                 for item in run(["docker", *listing, "-q", "--filter", label], check=False).stdout.split():
                     run(["docker", *remove, item], check=False)
-        subprocess.run([sys.executable, "-m", "capd_py.cli", "delete", "management", "--name", m.name],
-                       env=m.env, capture_output=True, timeout=180)
-        for c in run(["docker", "ps", "-aq", "--filter", f"label={MANAGEMENT_LABEL}={m.name}"]).stdout.split():
-            run(["docker", "rm", "-fv", c], check=False)
+        remove_management(m.name, {**os.environ, **m.env}, timeout=180)
 
 
 def test_upstream_v1_10_v1beta1_classic_flavor_becomes_available(management: Management, clusterctl: str,
