@@ -14,6 +14,7 @@ READY = "Ready"
 AVAILABLE = "Available"
 PAUSED = "Paused"
 DELETING = "Deleting"
+NODE_READY = "NodeReady"  # a Machine's mirror of its Node's Ready condition
 
 TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
 

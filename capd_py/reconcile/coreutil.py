@@ -209,6 +209,20 @@ def status_int(obj: dict[str, Any], field: str) -> int:
     return int(contract.dig(obj, "status", field) or 0)
 
 
+def with_v1beta1_counters(status: dict[str, Any], **counts: int) -> dict[str, Any]:
+    """`status` with `counts` in status.deprecated.v1beta1, the replica counters upstream still keeps for v1beta1
+    clients (its conversion serves them as a v1beta1 object's status.readyReplicas ...); the rest of
+    deprecated.v1beta1 (conditions, failureReason) stays as it is."""
+    deprecated = dict(status.get("deprecated") or {})
+    deprecated["v1beta1"] = {**(deprecated.get("v1beta1") or {}), **counts}
+    return {**status, "deprecated": deprecated}
+
+
+def v1beta1_int(obj: dict[str, Any] | None, field: str) -> int:
+    """A counter of status.deprecated.v1beta1 (0 when unset)."""
+    return int(contract.dig(obj or {}, "status", "deprecated", "v1beta1", field) or 0)
+
+
 # (status, reason, message) of a condition, for a caller's own setter
 Condition = tuple[bool, str, str]
 

@@ -23,7 +23,6 @@ from capd_py.reconcile.machinedeployment import template_hash
 # Condition types / reasons (upstream names).
 BOOTSTRAP_CONFIG_READY = "BootstrapConfigReady"
 INFRASTRUCTURE_READY = "InfrastructureReady"
-NODE_READY = "NodeReady"
 NODE_HEALTHY = "NodeHealthy"
 HEALTH_CHECK_SUCCEEDED = "HealthCheckSucceeded"
 OWNER_REMEDIATED = "OwnerRemediated"
@@ -344,29 +343,29 @@ def compute_status(obs: Observed) -> dict[str, Any]:
             st["nodeInfo"] = ni
         ready = _node_condition(obs.node, "Ready")
         if ready is None or ready.get("status") == "Unknown":
-            setc(NODE_READY, cond.UNKNOWN, R_NODE_READY_UNKNOWN, "Node Ready condition is Unknown")
+            setc(cond.NODE_READY, cond.UNKNOWN, R_NODE_READY_UNKNOWN, "Node Ready condition is Unknown")
         elif ready.get("status") == "True":
-            setc(NODE_READY, True, R_NODE_READY)
+            setc(cond.NODE_READY, True, R_NODE_READY)
         else:
-            setc(NODE_READY, False, R_NODE_NOT_READY, ready.get("message") or "")
+            setc(cond.NODE_READY, False, R_NODE_NOT_READY, ready.get("message") or "")
         s, r, msg = node_health(obs.node)
         setc(NODE_HEALTHY, s, r, msg)
     elif not obs.workload_reachable:
         if node_ref:
-            setc(NODE_READY, cond.UNKNOWN, R_CONNECTION_DOWN, "Cannot reach the workload cluster")
+            setc(cond.NODE_READY, cond.UNKNOWN, R_CONNECTION_DOWN, "Cannot reach the workload cluster")
             setc(NODE_HEALTHY, cond.UNKNOWN, R_CONNECTION_DOWN, "Cannot reach the workload cluster")
         else:
             msg = "Waiting for the workload cluster to be reachable"
-            setc(NODE_READY, cond.UNKNOWN, R_NODE_DOES_NOT_EXIST, msg)
+            setc(cond.NODE_READY, cond.UNKNOWN, R_NODE_DOES_NOT_EXIST, msg)
             setc(NODE_HEALTHY, cond.UNKNOWN, R_NODE_DOES_NOT_EXIST, msg)
     elif node_ref:
         msg = f"Node {node_ref} has been deleted"
-        setc(NODE_READY, False, R_NODE_DELETED, msg)
+        setc(cond.NODE_READY, False, R_NODE_DELETED, msg)
         setc(NODE_HEALTHY, False, R_NODE_DELETED, msg)
     else:
         pid = spec.get("providerID")
         msg = f"Waiting for a Node with spec.providerID {pid} to exist" if pid else "Waiting for spec.providerID"
-        setc(NODE_READY, cond.UNKNOWN, R_NODE_DOES_NOT_EXIST, msg)
+        setc(cond.NODE_READY, cond.UNKNOWN, R_NODE_DOES_NOT_EXIST, msg)
         setc(NODE_HEALTHY, cond.UNKNOWN, R_NODE_DOES_NOT_EXIST, msg)
 
     utd = up_to_date({**m, "status": st}, obs.machine_set, obs.machine_deployment, obs.now)

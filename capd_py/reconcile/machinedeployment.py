@@ -289,6 +289,13 @@ def compute_status(md: dict[str, Any], mss: list[dict[str, Any]], new_name: str 
     st["availableReplicas"] = sum(coreutil.status_int(m, "availableReplicas") for m in mss)
     new = next((m for m in mss if m["metadata"]["name"] == new_name), None)
     st["upToDateReplicas"] = coreutil.status_int(new, "upToDateReplicas") if new else 0
+    # upstream's calculateV1Beta1Status: from the MachineSets' own v1beta1 counters; unavailable against their
+    # spec.replicas, never below zero (a scale-down has more available than desired)
+    available = sum(coreutil.v1beta1_int(m, "availableReplicas") for m in mss)
+    st = coreutil.with_v1beta1_counters(
+        st, updatedReplicas=coreutil.status_int(new, "replicas") if new else 0,
+        readyReplicas=sum(coreutil.v1beta1_int(m, "readyReplicas") for m in mss), availableReplicas=available,
+        unavailableReplicas=max(0, sum(coreutil.replicas_of(m, 0) for m in mss) - available))
     st["selector"] = selectors.selector_string(contract.dig(md, "spec", "selector"))
     if not st["selector"]:
         st.pop("selector")  # the CRD wants at least one character

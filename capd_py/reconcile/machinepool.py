@@ -398,10 +398,8 @@ def compute_status(obs: Observed) -> dict[str, Any]:
             st.pop("nodeRefs", None)
         # the v1beta1 counters upstream still keeps (status.deprecated.v1beta1; a v1beta1 client reads them as
         # status.readyReplicas ..., and upstream's e2e waits on readyReplicas there): Nodes ready / available
-        v1beta1 = dict(contract.dig(st, "deprecated", "v1beta1", default={}) or {})
-        v1beta1.update({"readyReplicas": nr.ready, "availableReplicas": nr.available,
-                        "unavailableReplicas": int(st.get("replicas") or 0) - nr.available})
-        st["deprecated"] = {**(st.get("deprecated") or {}), "v1beta1": v1beta1}
+        st = coreutil.with_v1beta1_counters(st, readyReplicas=nr.ready, availableReplicas=nr.available,
+                                            unavailableReplicas=int(st.get("replicas") or 0) - nr.available)
 
     # replicas (MachinePool Machines: from the Machines, as upstream setReplicas)
     machines = obs.machines

@@ -301,6 +301,17 @@ def aggregate(machines: list[dict[str, Any]], ctype: str, ok: str, bad: str, unk
     return cond.TRUE, ok, ""
 
 
+def v1beta1_counters(ms: dict[str, Any], owned: list[dict[str, Any]]) -> dict[str, int]:
+    """Upstream's v1beta1 MachineSet counters (reconcileV1Beta1Status): Machines carrying every label of the
+    template, Machines whose Node is Ready, and of those the available ones. Upstream reads each Node; the
+    Machine's NodeReady condition mirrors it, and its Available condition already holds minReadySeconds."""
+    template = contract.dig(ms, "spec", "template", "metadata", "labels") or {}
+    labelled = sum(1 for m in owned if template.items() <= (m["metadata"].get("labels") or {}).items())
+    node_ready = [m for m in owned if contract.dig(m, "status", "nodeRef") and cond.is_true(m, cond.NODE_READY)]
+    return {"fullyLabeledReplicas": labelled, "readyReplicas": len(node_ready),
+            "availableReplicas": sum(1 for m in node_ready if cond.is_true(m, cond.AVAILABLE))}
+
+
 def compute_status(ms: dict[str, Any], owned: list[dict[str, Any]], p: Plan | None = None) -> dict[str, Any]:
     old = dict(ms.get("status") or {})
     st = dict(old)
@@ -316,6 +327,7 @@ def compute_status(ms: dict[str, Any], owned: list[dict[str, Any]], p: Plan | No
     st["readyReplicas"] = sum(1 for m in owned if cond.is_true(m, cond.READY))
     st["availableReplicas"] = sum(1 for m in owned if cond.is_true(m, cond.AVAILABLE))
     st["upToDateReplicas"] = sum(1 for m in owned if is_up_to_date(ms, m) and not coreutil.is_deleting(m))
+    st = coreutil.with_v1beta1_counters(st, **v1beta1_counters(ms, owned))
     st["selector"] = selectors.selector_string(contract.dig(ms, "spec", "selector"))
     if not st["selector"]:
         st.pop("selector")  # the CRD wants at least one character

@@ -9,6 +9,7 @@ from typing import Any
 from capd_py.api import conditions
 from capd_py.api import versions as versions_mod
 from capd_py.reconcile import certs as certs_mod
+from capd_py.reconcile import coreutil
 from capd_py.reconcile.kcp.common import (
     AVAILABLE,
     CERTIFICATES_AVAILABLE,
@@ -110,6 +111,13 @@ def apply(st: Status, kcp: dict[str, Any], views: list[MachineView], versions: l
     s["readyReplicas"] = sum(1 for v in views if v.ready)
     s["availableReplicas"] = sum(1 for v in views if v.available)
     s["upToDateReplicas"] = sum(1 for v in views if v.up_to_date)
+    # upstream's updateV1Beta1Status: ready = the control plane's Ready Nodes (none counted while the workload
+    # cluster cannot be read or the KCP is being deleted)
+    ready_nodes = sum(1 for v in views if v.node_name and v.node_ready) \
+        if workload_reachable and not kcp["metadata"].get("deletionTimestamp") else 0
+    s["deprecated"] = coreutil.with_v1beta1_counters(
+        s, updatedReplicas=s["upToDateReplicas"], readyReplicas=ready_nodes,
+        unavailableReplicas=len(views) - ready_nodes)["deprecated"]
     ver = min_version(versions)
     if ver:
         s["version"] = ver

@@ -275,3 +275,17 @@ def test_template_refs() -> None:
     md["spec"]["template"]["spec"]["infrastructureRef"]["kind"] = "DockerMachine"
     assert rmd.template_refs(md) == []
     assert rmd.template_refs({"spec": {}}) == []
+
+
+def test_v1beta1_counters_from_the_machinesets() -> None:
+    # upstream's calculateV1Beta1Status: updated = the new MachineSet's replicas; ready / available summed from the
+    # MachineSets' v1beta1 counters; unavailable = their spec.replicas minus available, never below zero
+    def one(name: str, spec: int, replicas: int, ready: int, available: int) -> dict:
+        return {"metadata": {"name": name}, "spec": {"replicas": spec},
+                "status": {"replicas": replicas, "deprecated": {"v1beta1": {"readyReplicas": ready,
+                                                                            "availableReplicas": available}}}}
+    st = rmd.compute_status(md(3), [one("new", 2, 2, 2, 1), one("old", 2, 2, 1, 1)], "new", [])
+    assert st["deprecated"]["v1beta1"] == {"updatedReplicas": 2, "readyReplicas": 3, "availableReplicas": 2,
+                                           "unavailableReplicas": 2}
+    down = rmd.compute_status(md(1), [one("new", 0, 3, 3, 3)], "new", [])
+    assert down["deprecated"]["v1beta1"]["unavailableReplicas"] == 0

@@ -265,3 +265,25 @@ def test_the_cluster_adopts_stand_alone_machinesets_only() -> None:
     assert rms.cluster_adopts(ms({}, []))
     assert not rms.cluster_adopts(ms({}, ["Cluster"])) and not rms.cluster_adopts(ms({}, ["MachineDeployment"]))
     assert not rms.cluster_adopts(ms({"cluster.x-k8s.io/deployment-name": "md"}, []))
+
+
+def test_v1beta1_counters_from_node_readiness_and_template_labels() -> None:
+    # upstream's reconcileV1Beta1Status: labelled as the template says, Node Ready (the Machine's NodeReady
+    # mirror), and of those available; a Machine without a Node counts for neither
+    node_ready = condition("NodeReady", "True", 1000)
+    a = owned("a", version="v1.34.4")
+    a["status"]["conditions"].append(node_ready)
+    b = owned("b", version="v1.34.4")  # Available, but no NodeReady seen yet
+    c = owned("c", version="v1.34.4")
+    c["status"]["conditions"] = [node_ready, condition("Available", "False", 10)]
+    d = machine("d", owner=OWN, conds=[node_ready], version="v1.34.4")  # no nodeRef
+    for m in (a, b, d):
+        m["metadata"]["labels"] = {"pool": "a", "other": "x"}  # the template's labels, and more
+    c["metadata"]["labels"] = {"pool": "b"}  # not labelled as the template
+    st = rms.compute_status(ms(4), [a, b, c, d])
+    assert st["deprecated"]["v1beta1"] == {"fullyLabeledReplicas": 3, "readyReplicas": 2, "availableReplicas": 1}
+    # what else deprecated.v1beta1 holds (its conditions) stays
+    s = ms(4)
+    s["status"] = {"deprecated": {"v1beta1": {"conditions": [{"type": "Ready"}], "readyReplicas": 9}}}
+    again = rms.compute_status(s, [a])["deprecated"]["v1beta1"]
+    assert again["conditions"] == [{"type": "Ready"}] and again["readyReplicas"] == 1

@@ -207,3 +207,13 @@ def test_recheck_soon_until_every_component_is_healthy_and_available() -> None:
     assert status.recheck_after(_status(True, "True", "True"), True, 60.0) == 60.0
     assert status.recheck_after(_status(True, "True", "True"), False, 5.0) is None
     assert status.recheck_after({}, True, 5.0) == 5.0
+
+
+def test_v1beta1_counters() -> None:
+    # upstream's updateV1Beta1Status: updated = up-to-date Machines, ready = Ready control-plane Nodes,
+    # unavailable = Machines minus those; no Node counted while the workload cluster cannot be read
+    views = [view("m1"), view("m2", outdated=True), view("m3", healthy=False)]
+    assert run(views).final()["deprecated"]["v1beta1"] == {"updatedReplicas": 2, "readyReplicas": 2,
+                                                          "unavailableReplicas": 1}
+    assert run(views, reachable=False).final()["deprecated"]["v1beta1"] == {
+        "updatedReplicas": 2, "readyReplicas": 0, "unavailableReplicas": 3}
