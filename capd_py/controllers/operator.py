@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import os
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -111,18 +110,6 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-def management_client(kubeconfig: str | None) -> Kube:
-    """From a kubeconfig; inside a pod without one, from the service account."""
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        import kubernetes.client
-        import kubernetes.config
-
-        cfg = kubernetes.client.Configuration()
-        kubernetes.config.load_incluster_config(client_configuration=cfg)
-        return Kube._from_cfg(cfg)
-    return Kube.from_kubeconfig(kubeconfig)
-
-
 def make_ctx(kube: Kube, runtime: Any = None, settings: Settings | None = None,
              workload: WorkloadClients | None = None) -> Ctx:
     """Reads through a watch-fed cache (the Manager fills its Store), writes to `kube`."""
@@ -160,7 +147,7 @@ async def run(kubeconfig: str | None, runtime: Any = None, threads: int = 64,
     # Docker calls are blocking and run via asyncio.to_thread (Kube calls are async over aiohttp): give them room.
     loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=threads,
                                                                     thread_name_prefix="capd-py-io"))
-    kube = management_client(kubeconfig)
+    kube = Kube.for_management(kubeconfig)
     ctx = make_ctx(kube, runtime, workload=workload)
     manager = Manager(ctx, all_controllers(ctx.settings.feature_gates, ctx.settings.controllers), cached=CACHED_KINDS)
     if on_manager:

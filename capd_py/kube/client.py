@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 import tempfile
 import time
 from collections import Counter, deque
@@ -115,6 +116,16 @@ class Kube:
         cfg = kubernetes.client.Configuration()
         kubernetes.config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
         return cls._from_cfg(cfg)
+
+    @classmethod
+    def for_management(cls, kubeconfig: str | None = None) -> Kube:
+        """From `kubeconfig` ($KUBECONFIG / ~/.kube/config when None); inside a pod without one, from its service
+        account (the in-cluster controllers, the packaged test extension)."""
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            cfg = kubernetes.client.Configuration()
+            kubernetes.config.load_incluster_config(client_configuration=cfg)
+            return cls._from_cfg(cfg)
+        return cls.from_kubeconfig(kubeconfig)
 
     @classmethod
     def from_kubeconfig_text(cls, text: str | bytes) -> Kube:

@@ -28,7 +28,7 @@ import yaml
 from capd_py.api import features
 from capd_py.api.versions import CLUSTER_API_VERSION
 from capd_py.kube.components import write_repository
-from capd_py.testing import release_mirror
+from capd_py.testing import release_mirror, test_extension_provider
 from capd_py.testing.cert_manager import install_cert_manager
 from capd_py.testing.envtest import cache_dir
 from capd_py.testing.upstream import capd_netd_manifest
@@ -51,6 +51,9 @@ PROVIDERS: Mapping[tuple[str, str], tuple[str, str]] = {
     ("kubeadm", "BootstrapProvider"): ("bootstrap-kubeadm", "bootstrap-components.yaml"),
     ("kubeadm", "ControlPlaneProvider"): ("control-plane-kubeadm", "control-plane-components.yaml"),
     ("docker", "InfrastructureProvider"): ("infrastructure-docker", "infrastructure-components.yaml"),
+    # upstream's test extension image -> capd-py's test extension, packaged the same way (test_extension_provider)
+    (test_extension_provider.NAME, test_extension_provider.PROVIDER_TYPE): (
+        test_extension_provider.LABEL, test_extension_provider.FILE_NAME),
 }
 
 
@@ -122,7 +125,7 @@ def e2e_config(upstream: Mapping[str, Any], inputs: Inputs) -> dict[str, Any]:
     for p in upstream["providers"]:
         served = PROVIDERS.get((p["name"], p["type"]))
         if served is None:
-            continue  # test-extension: upstream's runtime extension image (docs/conformance.md)
+            continue
         label, file_name = served
         base = inputs.repository / label / inputs.version
         files = [{"sourcePath": str(base / "metadata.yaml")}]
@@ -210,6 +213,7 @@ def prepare(work: Path, suite: Path) -> Path:
     """Write the repository, flavors, CNI file and e2e config under `work`; the config's path."""
     repository = work / "repository"
     write_repository(repository, image=CONTROLLERS_IMAGE)
+    test_extension_provider.write(repository, CLUSTER_API_VERSION, CONTROLLERS_IMAGE)
     flavors = render_flavors(suite / "bin" / "kustomize", suite / "data" / "infrastructure-docker" / "main",
                              work / "flavors")
     cni = work / "cni" / "capd-netd.yaml"

@@ -258,7 +258,7 @@ def _api_message(exc: KubeError) -> str:
 
 
 def _kube_from_env() -> Kube:
-    return Kube.from_kubeconfig(os.environ.get("CAPD_PY_KUBECONFIG") or None)
+    return Kube.for_management(os.environ.get("CAPD_PY_KUBECONFIG") or None)
 
 
 # -- topology mutation ---------------------------------------------------------------------------------------

@@ -95,3 +95,30 @@ def test_results_and_table_from_a_junit_report(tmp_path: Path) -> None:
     assert "| When testing MachineDeployment scale out/in Should scale | failed | 89 s | Timed out" in text
     assert "| When testing Node drain A node should be drained | not run |  |  |" in text
     assert text.rstrip().endswith("1 of 3 upstream specs pass.")
+
+
+def test_the_test_extension_is_packaged_where_upstreams_runtimesdk_specs_look_for_it(tmp_path: Path) -> None:
+    from capd_py.cli.extension import load_extension
+    from capd_py.testing import test_extension_provider as tep
+
+    entry = tep.write(tmp_path / "repo", "v1.13.6", "docker.io/capd-py/controllers:dev")
+    assert entry == {"name": "test-extension", "type": "RuntimeExtensionProvider",
+                     "url": str(tmp_path / "repo/runtime-extension-test-extension/v1.13.6/"
+                                "runtime-extension-components.yaml")}
+    assert (tmp_path / "repo/runtime-extension-test-extension/v1.13.6/metadata.yaml").is_file()
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in tep.documents("img")}
+    # the names upstream's cluster_upgrade_runtimesdk spec puts into its ExtensionConfig
+    service = docs[("Service", "test-extension-webhook-service")]
+    assert service["metadata"]["namespace"] == "test-extension-system"
+    cert = docs[("Certificate", "test-extension-serving-cert")]["spec"]
+    assert cert["secretName"] == "test-extension-webhook-service-cert"
+    assert "test-extension-webhook-service.test-extension-system.svc" in cert["dnsNames"]
+    pod = docs[("Deployment", "test-extension-controller-manager")]["spec"]["template"]
+    assert pod["metadata"]["labels"] == service["spec"]["selector"]
+    container = pod["spec"]["containers"][0]
+    assert container["image"] == "img"
+    assert container["volumeMounts"][0]["mountPath"] == container["args"][container["args"].index("--cert-dir") + 1]
+    assert pod["spec"]["volumes"][0]["secret"]["secretName"] == cert["secretName"]
+    assert load_extension(container["args"][2]).registrations  # what it serves imports and registers handlers
+    assert {d["metadata"]["labels"]["cluster.x-k8s.io/provider"] for d in docs.values()} == {
+        "runtime-extension-test-extension"}
