@@ -1,6 +1,7 @@
 """Upstream `clusterctl init` (the real v1.13.6 binary) installs capd-py from the repository `capd-py clusterctl
 repository` writes, on an empty envtest API server; `clusterctl upgrade plan` and `clusterctl delete --all` work on
-it (docs/clusterctl.md "Installing capd-py with clusterctl").
+it, and `clusterctl upgrade apply` takes it to the next capd-py release (docs/clusterctl.md "Installing capd-py with
+clusterctl").
 
 envtest has no nodes and runs no controllers: the Deployment never becomes Ready (clusterctl does not wait for it
 unless asked to with --wait-providers), so the test checks what clusterctl installed and recorded. cert-manager:
@@ -46,6 +47,7 @@ VALIDATING = GVK("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfigu
                  "validatingwebhookconfigurations", namespaced=False)
 INIT = ["init", "--core", "cluster-api", "--bootstrap", "kubeadm", "--control-plane", "kubeadm",
         "--infrastructure", "docker"]
+NEXT_RELEASE = "v1.13.99"  # a later capd-py release in the same contract, for `clusterctl upgrade apply`
 NAMESPACES = {"cluster-api": "capd-py-system", "bootstrap-kubeadm": "capi-kubeadm-bootstrap-system",
               "control-plane-kubeadm": "capi-kubeadm-control-plane-system", "infrastructure-docker": "capd-system"}
 
@@ -77,7 +79,7 @@ def _in(env: EnvTest, fn: Any) -> Any:
     return asyncio.run(go())
 
 
-def test_clusterctl_init_upgrade_plan_and_delete(clusterctl_binary: Path, empty: EnvTest, tmp_path: Path,
+def test_clusterctl_init_upgrade_and_delete(clusterctl_binary: Path, empty: EnvTest, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     config = write_repository(tmp_path / "repository")
     kc = str(empty.kubeconfig_path)
@@ -212,3 +214,28 @@ def test_clusterctl_init_upgrade_plan_and_delete(clusterctl_binary: Path, empty:
     r = clusterctl.run([*INIT, "--kubeconfig", kc], config, tmp_path)
     assert r.stdout.count("Installing provider") + r.stderr.count("Installing provider") == 4
     _in(empty, installed)
+
+    # upgrade apply to the next capd-py release: its repository written into the same directory (as the next
+    # release's `capd-py clusterctl repository DIR` does; the config now names its version), then clusterctl's own
+    # upgrade within the contract: every provider at the new version, the Deployment running the new image, and the
+    # CRDs updated in place (same uid: the objects they hold stay)
+    uids = {c["metadata"]["name"]: c["metadata"]["uid"]
+            for c in _in(empty, lambda k: k.list(CRD, None, selector="clusterctl.cluster.x-k8s.io"))}
+    write_repository(tmp_path / "repository", version=NEXT_RELEASE, image="capd-py/controllers:next")
+    plan = clusterctl.run(["upgrade", "plan", "--kubeconfig", kc], config, tmp_path).stdout
+    rows = {line.split()[0]: line.split() for line in plan.splitlines() if line.strip()}
+    for name in NAMESPACES:
+        assert rows[name][-2:] == [CLUSTER_API_VERSION, NEXT_RELEASE], plan  # current version, next version
+    r = clusterctl.run(["upgrade", "apply", "--contract", "v1beta2", "--kubeconfig", kc], config, tmp_path)
+
+    async def upgraded(k: Kube) -> None:
+        assert {p["metadata"]["name"]: p["version"] for p in await k.list(PROVIDER, None)} == {
+            n: NEXT_RELEASE for n in NAMESPACES}
+        dep = await k.get(DEPLOYMENT, "capd-py-system", "capd-py-controllers")
+        assert dep is not None
+        assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "docker.io/capd-py/controllers:next"
+        crds = await k.list(CRD, None, selector="clusterctl.cluster.x-k8s.io")
+        assert {c["metadata"]["name"]: c["metadata"]["uid"] for c in crds} == uids
+    _in(empty, upgraded)
+    again = clusterctl.run(["upgrade", "plan", "--kubeconfig", kc], config, tmp_path).stdout
+    assert "You are already up to date!" in again, again
