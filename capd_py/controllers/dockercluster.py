@@ -74,6 +74,17 @@ async def _wanted_images(ctx: Ctx, dc: dict[str, Any], cluster: dict[str, Any]) 
 
 async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
     """A DockerCluster, or a DevCluster with the docker backend."""
+    try:
+        return await _reconcile_docker(ctx, sub)
+    except DaemonUnreachable as e:
+        # the host answered its placement check and stopped answering after it (seen: a dockerd halted while a
+        # reconcile was under way reset its connection): reported as when it does not answer at all, no traceback
+        return await _fail(ctx, sub.obj, dcr.LBState(False, dcr.R_HOST_UNREACHABLE,
+                                                      f"docker host {dh.host_of(sub.obj) or dh.LOCAL}: {e}"),
+                           requeue_after=15)
+
+
+async def _reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
     dc, cluster, namespace, name = sub.obj, sub.cluster, sub.namespace, sub.name
     kinds = infrakinds.kinds_of(dc)
     cluster_name = cluster_name_of(dc)

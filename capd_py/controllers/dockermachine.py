@@ -93,17 +93,22 @@ async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
     except RuntimeError_ as e:  # its docker host does not answer: say so (provisioned and addresses are kept)
         return _host_failure(sub, f"docker host: {e}",
                              Phase.HOST_UNREACHABLE if dockerhost.unreachable(e) else Phase.CONTAINER_ERROR)
-    for _ in range(dd.MAX_STEPS):
-        action = dd.decide(obs)
-        if isinstance(action, dd.ENDS):
-            return await _end(ctx, obs, action)
-        try:
-            obs = await _apply(ctx, infra, obs, action)
-        except RuntimeError_ as e:
-            after = dd.after_error(obs, action, str(e))
-            if after is None:
+    try:
+        for _ in range(dd.MAX_STEPS):
+            action = dd.decide(obs)
+            if isinstance(action, dd.ENDS):
+                return await _end(ctx, obs, action)
+            try:
+                obs = await _apply(ctx, infra, obs, action)
+            except DaemonUnreachable:
                 raise
-            obs = after
+            except RuntimeError_ as e:
+                after = dd.after_error(obs, action, str(e))
+                if after is None:
+                    raise
+                obs = after
+    except DaemonUnreachable as e:  # it answered when observed and stopped answering since (a dockerd halted)
+        return _host_failure(sub, f"docker host: {e}", Phase.HOST_UNREACHABLE)
     raise AssertionError(f"DockerMachine {sub.namespace}/{sub.name}: no decision after {dd.MAX_STEPS} steps")
 
 

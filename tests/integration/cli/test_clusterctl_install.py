@@ -237,5 +237,5 @@ def test_clusterctl_init_upgrade_and_delete(clusterctl_binary: Path, empty: EnvT
         crds = await k.list(CRD, None, selector="clusterctl.cluster.x-k8s.io")
         assert {c["metadata"]["name"]: c["metadata"]["uid"] for c in crds} == uids
     _in(empty, upgraded)
-    again = clusterctl.run(["upgrade", "plan", "--kubeconfig", kc], config, tmp_path).stdout
-    assert "You are already up to date!" in again, again
+    latest = clusterctl.run(["upgrade", "plan", "--kubeconfig", kc], config, tmp_path).stdout
+    assert "You are already up to date!" in latest, latest

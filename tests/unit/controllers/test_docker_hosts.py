@@ -47,6 +47,10 @@ class MemKube:
         obj["metadata"].setdefault("annotations", {}).update(ann)
         return obj
 
+    async def create(self, g: GVK, obj: dict[str, Any]) -> dict[str, Any]:
+        self.objs[(g.kind, obj["metadata"].get("namespace", ""), obj["metadata"].get("name", ""))] = obj
+        return obj
+
 
 def _configmap(**entries: str) -> dict[str, Any]:
     return {"kind": "ConfigMap", "metadata": {"namespace": dh.NAMESPACE, "name": dh.CONFIGMAP}, "data": entries}
@@ -314,3 +318,27 @@ async def test_a_docker_machine_looking_for_its_image_gets_it_from_another_host(
     assert got.image_present is True and two.loads == [custom]
     missing = await dmc._apply(ctx, infra, obs, dd.LookImage("capd-py/node:v9.9.9"))  # on no host: ImageNotFound
     assert missing.image_present is False
+
+
+class HaltingRuntime(FakeRuntime):
+    """A docker host that answers the placement check and then goes away mid-reconcile (seen in the multihost e2e
+    test: a dockerd halted while a reconcile was under way reset its connection)."""
+
+    def get_container(self, name: str) -> Any:
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+
+async def test_a_host_that_goes_away_during_a_reconcile_is_reported_not_raised() -> None:
+    from capd_py.controllers import dockercluster
+    from capd_py.controllers.skeleton import Subject
+    dc = _dc("c1", "u1", host="two")
+    dc["metadata"]["labels"] = {"cluster.x-k8s.io/cluster-name": "c1"}
+    dc["metadata"]["ownerReferences"] = [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "c1",
+                                          "uid": "cu1", "controller": True}]
+    kube = MemKube(_configmap(two="endpoint: unix:///run/capd-py-dockerd-2.sock"), dc)
+    ctx, _ = _ctx(kube, FakeRuntime(images={LB}), {"two": HaltingRuntime(images={LB})})
+    out = await dockercluster.reconcile_docker(ctx, Subject(dc, _cluster("c1")))
+    assert out.status is not None and out.requeue_after == 15
+    lb = next(c for c in out.status["conditions"] if c["type"] == "LoadBalancerAvailable")
+    assert lb["reason"] == "DockerHostUnreachable"
+    assert lb["message"].startswith("docker host two: docker daemon not reachable: ") and "reset" in lb["message"]
