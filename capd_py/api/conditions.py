@@ -60,6 +60,39 @@ def set_condition(
     return out
 
 
+# v1beta1's conditions (status.deprecated.v1beta1.conditions): a False one carries a severity; a True one no reason
+SEVERITY_ERROR, SEVERITY_WARNING, SEVERITY_INFO = "Error", "Warning", "Info"
+
+
+def set_v1beta1(conditions: list[dict[str, Any]] | None, ctype: str, status: bool, reason: str = "",
+                message: str = "", severity: str = "", now: str | None = None) -> list[dict[str, Any]]:
+    """`conditions` (v1beta1 form, upstream's v1beta1conditions.MarkTrue / MarkFalse) with `ctype` set: True drops
+    reason, message and severity; the transition time moves only when the status does."""
+    st = TRUE if status else FALSE
+    c: dict[str, Any] = {"type": ctype, "status": st}
+    if not status:
+        c.update({k: v for k, v in (("severity", severity), ("reason", reason), ("message", message)) if v})
+    old = next((o for o in conditions or [] if o.get("type") == ctype), None)
+    c["lastTransitionTime"] = old["lastTransitionTime"] if old and old.get("status") == st and \
+        old.get("lastTransitionTime") else (now or now_iso())
+    if old is None:
+        return [*(conditions or []), c]
+    return [c if o.get("type") == ctype else o for o in conditions or []]
+
+
+def v1beta1_summary(conditions: list[dict[str, Any]], types: tuple[str, ...], now: str | None = None
+                    ) -> list[dict[str, Any]]:
+    """`conditions` with Ready summarising `types` as upstream's v1beta1conditions.SetSummary does: True when all
+    are True, else the first False of the highest severity (its reason, severity and message)."""
+    rank = {SEVERITY_ERROR: 0, SEVERITY_WARNING: 1, SEVERITY_INFO: 2, "": 3}
+    falses = [c for t in types for c in conditions if c.get("type") == t and c.get("status") == FALSE]
+    if not falses:
+        return set_v1beta1(conditions, READY, True, now=now)
+    worst = min(falses, key=lambda c: rank.get(c.get("severity", ""), 3))
+    return set_v1beta1(conditions, READY, False, worst.get("reason", ""), worst.get("message", ""),
+                       worst.get("severity", ""), now=now)
+
+
 def _cond(ctype: str, st: str, reason: str, message: str, gen: int | None, ltt: str) -> dict[str, Any]:
     c: dict[str, Any] = {"type": ctype, "status": st, "reason": reason, "message": message,
                          "lastTransitionTime": ltt}

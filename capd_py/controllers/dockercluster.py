@@ -18,7 +18,7 @@ from typing import Any
 from capd_py.api import contract, infrakinds
 from capd_py.api import dockerhosts as dh
 from capd_py.api.containers import ContainerInfo, NetworkInfo
-from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, GVK, INFRA_GROUP, KUBEADM_CONTROL_PLANE, MACHINE
+from capd_py.api.gvk import CLUSTER, DOCKER_CLUSTER, GVK, INFRA_GROUP, MACHINE
 from capd_py.api.labels import (
     CLUSTER_NAME,
     CONTAINER_MACHINE,
@@ -35,7 +35,6 @@ from capd_py.kube import events
 from capd_py.kube.cache import Reader
 from capd_py.reconcile import coreutil, ipfamily, subnets
 from capd_py.reconcile import dockercluster as dcr
-from capd_py.reconcile import dockermachine as dmr
 from capd_py.runtime.networks import NoFreeSubnet
 from capd_py.runtime.protocol import DaemonUnreachable, RuntimeError_
 
@@ -55,19 +54,6 @@ async def _sync_lb(ctx: Ctx, infra: DockerInfra, k: infrakinds.InfraKinds, names
     machines = await ctx.kube.list(MACHINE, namespace, selector=f"{CLUSTER_NAME}={cluster},{CONTROL_PLANE}")
     dms = await ctx.kube.list(k.machine, namespace, labels={CLUSTER_NAME: cluster})
     return await infra.sync_lb(namespace, cluster, network, dcr.deleting_machines(machines, dms), family)
-
-
-async def _wanted_images(ctx: Ctx, dc: dict[str, Any], cluster: dict[str, Any]) -> list[str]:
-    """The images a docker host needs for this cluster: its load balancer's and the node image of its Kubernetes
-    version (the topology's, else a KubeadmControlPlane's), when known."""
-    out = [dcr.lb_image(dc, ctx.settings.haproxy_image)]
-    version = ((cluster.get("spec") or {}).get("topology") or {}).get("version")
-    ref = contract.ref(cluster, "spec", "controlPlaneRef")
-    if not version and ref and ref["kind"] == KUBEADM_CONTROL_PLANE.kind:
-        kcp = await ctx.kube.get(KUBEADM_CONTROL_PLANE, dc["metadata"].get("namespace") or "", ref["name"])
-        version = ((kcp or {}).get("spec") or {}).get("version")
-    image = dmr.node_image({}, {"spec": {"version": version}}, ctx.settings.node_image_repository)
-    return out + ([image] if image else [])
 
 
 # --- reconcile ------------------------------------------------------------------------------------
@@ -96,7 +82,7 @@ async def _reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
         return Outcome(requeue_after=ctx.settings.poll_seconds)
 
     try:
-        where, dc = await dockerhost.place(ctx, dc, await _wanted_images(ctx, dc, cluster))
+        where, dc = await dockerhost.place(ctx, dc, await dockerhost.wanted_images(ctx, dc, cluster))
     except dockerhost.NotPlaced as e:
         return await _fail(ctx, dc, dcr.LBState(False, e.reason, e.message), requeue_after=15)
     except RuntimeError_ as e:  # the host does not answer, or copying an image there failed

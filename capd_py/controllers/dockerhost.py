@@ -13,10 +13,11 @@ from typing import Any
 
 from capd_py.api import contract
 from capd_py.api import dockerhosts as dh
-from capd_py.api.gvk import DOCKER_CLUSTER
+from capd_py.api.gvk import DOCKER_CLUSTER, KUBEADM_CONTROL_PLANE
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.reconcile import dockercluster as dcr
+from capd_py.reconcile import dockermachine as dmr
 from capd_py.reconcile import placement
 from capd_py.runtime import images
 from capd_py.runtime.protocol import DaemonUnreachable, RuntimeError_
@@ -162,3 +163,16 @@ async def copy_images(ctx: Ctx, hosts: dict[str, dh.DockerHost], source: str, ta
         log.info("copying image %s from docker host %s to %s", ref, source, target.host.name)
         await target.infra.call(images.copy_image, src.infra.runtime, target.infra.runtime, ref)
     return todo
+
+
+async def wanted_images(ctx: Ctx, dc: dict[str, Any], cluster: dict[str, Any]) -> list[str]:
+    """The images a docker host needs for this cluster: its load balancer's and the node image of its Kubernetes
+    version (the topology's, else a KubeadmControlPlane's), when known."""
+    out = [dcr.lb_image(dc, ctx.settings.haproxy_image)]
+    version = ((cluster.get("spec") or {}).get("topology") or {}).get("version")
+    ref = contract.ref(cluster, "spec", "controlPlaneRef")
+    if not version and ref and ref["kind"] == KUBEADM_CONTROL_PLANE.kind:
+        kcp = await ctx.kube.get(KUBEADM_CONTROL_PLANE, dc["metadata"].get("namespace") or "", ref["name"])
+        version = ((kcp or {}).get("spec") or {}).get("version")
+    image = dmr.node_image({}, {"spec": {"version": version}}, ctx.settings.node_image_repository)
+    return out + ([image] if image else [])

@@ -208,7 +208,7 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
             break
     if p.create or p.delete or p.remediate:
         owned = rms.machines_of(ms, await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: cn}))
-    st = rms.compute_status(ms, owned, p)
+    st = rms.compute_status(ms, owned, p, preflight=scale_up_held, creation_error=error_msg)
     if scale_up_held:
         held_msg = preflight.scaling_up_message(len(owned), coreutil.replicas_of(ms), scale_up_held)
         st["conditions"] = cond.set_condition(st["conditions"], rms.SCALING_UP, True, "ScalingUp", held_msg,

@@ -13,6 +13,7 @@ import datetime as _dt
 import math
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -312,7 +313,41 @@ def v1beta1_counters(ms: dict[str, Any], owned: list[dict[str, Any]]) -> dict[st
             "availableReplicas": sum(1 for m in node_ready if cond.is_true(m, cond.AVAILABLE))}
 
 
-def compute_status(ms: dict[str, Any], owned: list[dict[str, Any]], p: Plan | None = None) -> dict[str, Any]:
+V1B1_MACHINES_CREATED, V1B1_RESIZED = "MachinesCreated", "Resized"
+
+
+def v1beta1_conditions(ms: dict[str, Any], owned: list[dict[str, Any]], ready: int, preflight: Sequence[str] = (),
+                       creation_error: str = "") -> list[dict[str, Any]]:
+    """status.deprecated.v1beta1.conditions as upstream's MachineSet controller keeps them (syncReplicas and
+    reconcileV1Beta1Status): MachinesCreated False while the preflight checks hold a scale up or a Machine cannot be
+    made, True once the count is reached or going down; Resized False while scaling, True when every Machine's Node
+    is Ready; Ready their summary. `ready`: the v1beta1 readyReplicas. (Upstream also aggregates the Machines'
+    v1beta1 Ready conditions as MachinesReady; capd-py's Machines carry v1beta2 conditions only.)"""
+    conds = list(contract.dig(ms, "status", "deprecated", "v1beta1", "conditions") or [])
+    if preflight:
+        conds = cond.set_v1beta1(conds, V1B1_MACHINES_CREATED, False, "PreflightCheckFailed", "; ".join(preflight),
+                                 cond.SEVERITY_ERROR)
+    elif creation_error:
+        conds = cond.set_v1beta1(conds, V1B1_MACHINES_CREATED, False, "MachineCreationFailed", creation_error,
+                                 cond.SEVERITY_ERROR)
+    desired = 0 if coreutil.is_deleting(ms) else coreutil.replicas_of(ms)
+    current = len(owned)
+    if current < desired:
+        conds = cond.set_v1beta1(conds, V1B1_RESIZED, False, "ScalingUp", f"Scaling up MachineSet to {desired} "
+                                 f"replicas (actual {current})", cond.SEVERITY_WARNING)
+    elif current > desired:
+        conds = cond.set_v1beta1(conds, V1B1_RESIZED, False, "ScalingDown", f"Scaling down MachineSet to {desired} "
+                                 f"replicas (actual {current})", cond.SEVERITY_WARNING)
+        conds = cond.set_v1beta1(conds, V1B1_MACHINES_CREATED, True)
+    else:
+        if ready == current:
+            conds = cond.set_v1beta1(conds, V1B1_RESIZED, True)
+        conds = cond.set_v1beta1(conds, V1B1_MACHINES_CREATED, True)
+    return cond.v1beta1_summary(conds, (V1B1_MACHINES_CREATED, V1B1_RESIZED))
+
+
+def compute_status(ms: dict[str, Any], owned: list[dict[str, Any]], p: Plan | None = None,
+                   preflight: Sequence[str] = (), creation_error: str = "") -> dict[str, Any]:
     old = dict(ms.get("status") or {})
     st = dict(old)
     gen = ms["metadata"].get("generation")
@@ -327,7 +362,10 @@ def compute_status(ms: dict[str, Any], owned: list[dict[str, Any]], p: Plan | No
     st["readyReplicas"] = sum(1 for m in owned if cond.is_true(m, cond.READY))
     st["availableReplicas"] = sum(1 for m in owned if cond.is_true(m, cond.AVAILABLE))
     st["upToDateReplicas"] = sum(1 for m in owned if is_up_to_date(ms, m) and not coreutil.is_deleting(m))
-    st = coreutil.with_v1beta1_counters(st, **v1beta1_counters(ms, owned))
+    counters = v1beta1_counters(ms, owned)
+    st = coreutil.with_v1beta1_counters(st, **counters)
+    st["deprecated"]["v1beta1"]["conditions"] = v1beta1_conditions(ms, owned, counters["readyReplicas"], preflight,
+                                                                   creation_error)
     st["selector"] = selectors.selector_string(contract.dig(ms, "spec", "selector"))
     if not st["selector"]:
         st.pop("selector")  # the CRD wants at least one character

@@ -281,9 +281,35 @@ def test_v1beta1_counters_from_node_readiness_and_template_labels() -> None:
         m["metadata"]["labels"] = {"pool": "a", "other": "x"}  # the template's labels, and more
     c["metadata"]["labels"] = {"pool": "b"}  # not labelled as the template
     st = rms.compute_status(ms(4), [a, b, c, d])
-    assert st["deprecated"]["v1beta1"] == {"fullyLabeledReplicas": 3, "readyReplicas": 2, "availableReplicas": 1}
-    # what else deprecated.v1beta1 holds (its conditions) stays
+    counters = {k: v for k, v in st["deprecated"]["v1beta1"].items() if k != "conditions"}
+    assert counters == {"fullyLabeledReplicas": 3, "readyReplicas": 2, "availableReplicas": 1}
+    # what else deprecated.v1beta1 holds (a failureReason) stays
     s = ms(4)
-    s["status"] = {"deprecated": {"v1beta1": {"conditions": [{"type": "Ready"}], "readyReplicas": 9}}}
+    s["status"] = {"deprecated": {"v1beta1": {"failureReason": "InvalidConfiguration", "readyReplicas": 9}}}
     again = rms.compute_status(s, [a])["deprecated"]["v1beta1"]
-    assert again["conditions"] == [{"type": "Ready"}] and again["readyReplicas"] == 1
+    assert again["failureReason"] == "InvalidConfiguration" and again["readyReplicas"] == 1
+
+
+def test_v1beta1_conditions_say_why_machines_are_not_created() -> None:
+    # upstream's e2e (cluster_upgrade_runtimesdk) reads them: MachinesCreated False, PreflightCheckFailed, while the
+    # preflight checks hold a scale up; Resized False while scaling; Ready their summary (the Error first)
+    a = owned("a", version="v1.34.4")
+    held = ['MachineSet version (1.34.4) and ControlPlane version (1.36.0) do not conform to kubeadm version skew '
+            'policy ("KubeadmVersionSkew" preflight check failed)']
+    st = rms.compute_status(ms(2), [a], preflight=held)
+    byt = {c["type"]: c for c in st["deprecated"]["v1beta1"]["conditions"]}
+    assert byt["MachinesCreated"] == {"type": "MachinesCreated", "status": "False", "severity": "Error",
+                                      "reason": "PreflightCheckFailed", "message": held[0],
+                                      "lastTransitionTime": byt["MachinesCreated"]["lastTransitionTime"]}
+    assert (byt["Resized"]["status"], byt["Resized"]["reason"], byt["Resized"]["severity"]) == (
+        "False", "ScalingUp", "Warning")
+    assert byt["Resized"]["message"] == "Scaling up MachineSet to 2 replicas (actual 1)"
+    assert (byt["Ready"]["status"], byt["Ready"]["reason"]) == ("False", "PreflightCheckFailed")
+    # the count reached and every Node Ready: all True, without reasons; a second pass changes nothing
+    a["status"]["conditions"].append(condition("NodeReady", "True", 1000))
+    s = ms(1)
+    s["status"] = rms.compute_status(s, [a])
+    done = {c["type"]: c for c in s["status"]["deprecated"]["v1beta1"]["conditions"]}
+    assert {t: (c["status"], "reason" in c) for t, c in done.items()} == {
+        "MachinesCreated": ("True", False), "Resized": ("True", False), "Ready": ("True", False)}
+    assert rms.compute_status(s, [a]) == s["status"]
