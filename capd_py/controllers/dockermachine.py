@@ -93,6 +93,11 @@ async def reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
     except RuntimeError_ as e:  # its docker host does not answer: say so (provisioned and addresses are kept)
         return _host_failure(sub, f"docker host: {e}",
                              Phase.HOST_UNREACHABLE if dockerhost.unreachable(e) else Phase.CONTAINER_ERROR)
+    return await _steps(ctx, sub, infra, obs)
+
+
+async def _steps(ctx: Ctx, sub: Subject, infra: DockerInfra, obs: dd.Observed) -> Outcome:
+    """Decide, apply, look again, until a decision ends the reconcile."""
     try:
         for _ in range(dd.MAX_STEPS):
             action = dd.decide(obs)

@@ -342,3 +342,23 @@ async def test_a_host_that_goes_away_during_a_reconcile_is_reported_not_raised()
     lb = next(c for c in out.status["conditions"] if c["type"] == "LoadBalancerAvailable")
     assert lb["reason"] == "DockerHostUnreachable"
     assert lb["message"].startswith("docker host two: docker daemon not reachable: ") and "reset" in lb["message"]
+
+
+class StopsOnStart(FakeRuntime):
+    def start_container(self, name: str) -> None:
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+
+async def test_a_docker_machines_host_that_goes_away_mid_step_is_reported_not_raised(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from capd_py.controllers import dockermachine as dmc
+    from capd_py.controllers.skeleton import Subject
+    from capd_py.reconcile import dockermachine_decide as dd
+    dm = {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerMachine",
+          "metadata": {"namespace": "ns", "name": "m1", "generation": 1}, "spec": {}}
+    monkeypatch.setattr(dd, "decide", lambda o: dd.StartContainer("c1-m1"))  # the step under test
+    out = await dmc._steps(_ctx(MemKube(), FakeRuntime(), {})[0], Subject(dm, None), DockerInfra(StopsOnStart()),
+                           dd.Observed(dm, None, None))
+    assert out.status is not None and out.requeue_after == 15
+    provisioned = next(c for c in out.status["conditions"] if c["type"] == "ContainerProvisioned")
+    assert provisioned["reason"] == "DockerHostUnreachable" and "reset" in provisioned["message"]
