@@ -207,6 +207,10 @@ async def test_namespace_selector_reads_the_namespaces_labels(operator: Operator
     sdk = service_of(operator)
     await eventually(lambda: registered(sdk, "BeforeClusterCreate", f"create.{name}"), 30, "registered")
     mine = RuntimeSDKService(operator.manager.ctx.kube, registry=sdk.registry)  # namespaces from the cache
+
+    async def cached() -> bool:  # the fixture made the namespace just before: the watch brings it a moment later
+        return await operator.manager.ctx.kube.get(NAMESPACE, None, namespace) is not None
+    await eventually(cached, 30, "the test's namespace in the operator's cache")
     request = rh.request(rh.BEFORE_CLUSTER_CREATE)
     try:
         extension.calls.clear()
