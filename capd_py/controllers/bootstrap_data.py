@@ -46,7 +46,7 @@ async def ensure_data_secret_owner(kube: Kube, cfg: Obj) -> None:
         return
     have = list(sec["metadata"].get("ownerReferences") or [])
     # a KubeadmConfig of another uid (an older one of that name) is replaced, as is a reference at another version
-    refs = coreutil.ensure_owner_ref(coreutil.current_owner_refs(have), contract.owner_ref(cfg))
+    refs = coreutil.ensured_owner_refs(have, contract.owner_ref(cfg))
     if refs == have:
         return
     rv = sec["metadata"]["resourceVersion"]

@@ -339,7 +339,7 @@ def binding_after(binding: dict[str, Any] | None, crs: dict[str, Any], cluster: 
     owners = [dict(o) for o in md.get("ownerReferences") or []
               if not (o.get("kind") == "Cluster" and o.get("name") == cname
                       and str(o.get("apiVersion", "")).startswith(CLUSTER_GROUP + "/"))]
-    owners = coreutil.ensure_owner_ref(coreutil.current_owner_refs(owners), contract.owner_ref(crs, controller=False))
+    owners = coreutil.ensured_owner_refs(owners, contract.owner_ref(crs, controller=False))
     return {
         "metadata": {"name": cname, "namespace": cluster["metadata"]["namespace"],
                      "labels": {**(md.get("labels") or {}), CLUSTER_NAME: cname}, "ownerReferences": owners},

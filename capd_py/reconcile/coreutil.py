@@ -110,6 +110,13 @@ def current_owner_refs(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def ensured_owner_refs(refs: list[dict[str, Any]], owner: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The owner references a controller leaves: each at the version capd-py serves (current_owner_refs), and
+    `owner`, when given, ensured among them (ensure_owner_ref)."""
+    current = current_owner_refs(refs)
+    return current if owner is None else ensure_owner_ref(current, owner)
+
+
 def metadata_patch(obj: dict[str, Any], *, finalizer: str | None = None, owner: dict[str, Any] | None = None,
                    labels: Mapping[str, str | None] | None = None,
                    annotations: Mapping[str, str | None] | None = None,
@@ -128,9 +135,7 @@ def metadata_patch(obj: dict[str, Any], *, finalizer: str | None = None, owner: 
     if new_fins != fins:
         patch["finalizers"] = new_fins
     refs = list(md.get("ownerReferences") or [])
-    ensured = current_owner_refs(refs)
-    if owner is not None:
-        ensured = ensure_owner_ref(ensured, owner)
+    ensured = ensured_owner_refs(refs, owner)
     if ensured != refs:
         patch["ownerReferences"] = ensured
     cur_labels = md.get("labels") or {}

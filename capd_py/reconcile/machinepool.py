@@ -172,7 +172,7 @@ def machine_patch(mp: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any]
         patch["metadata"] = {**({"labels": labels} if labels else {}), **({"annotations": ann} if ann else {})}
     # the pool controls its Machines (upstream adopts an orphan one, e.g. after its owner references were removed)
     refs = list(md.get("ownerReferences") or [])
-    owners = coreutil.ensure_owner_ref(coreutil.current_owner_refs(refs), contract.owner_ref(mp, controller=True))
+    owners = coreutil.ensured_owner_refs(refs, contract.owner_ref(mp, controller=True))
     if owners != refs:
         patch.setdefault("metadata", {})["ownerReferences"] = owners
     sp: dict[str, Any] = {}
