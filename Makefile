@@ -26,7 +26,7 @@ CONFORMANCE_VERSION ?= v1.14.2
 CERT_MANAGER_VERSION ?= v1.21.1
 export CAPD_PY_CACHE ?= $(HOME)/.cache/capd-py
 # The suite runs in TEST_WORKERS pytest-xdist processes (tests/conftest.py: tests sharing a cluster go to one worker
-# together; a `host_exclusive` test runs alone; CAPD_PY_E2E_WORKERS=2 of them take the e2e tier from the start, tests/
+# together; a `host_exclusive` test runs alone; CAPD_PY_E2E_WORKERS=2 of them go on into the e2e tier, tests/
 # worker_units.py). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 4
 PYTEST := $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup

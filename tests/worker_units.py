@@ -13,9 +13,8 @@ tests/conftest.py gives the users of a shared cluster, or its module when it use
 of the run; the controller reads it once collection is complete. A group is one unit,
 sent to one worker whole, in its collection order; a worker gets its next unit when it has one test left besides
 the one it runs (xdist starts a test once the next is known). The queue keeps the collection order, which
-tests/conftest.py made cheapest tier first and, within a tier, longest unit first. `make test` runs 4 workers: 2 of
-them (CAPD_PY_E2E_WORKERS) take the e2e tier from the start of the run, the others the waiting-bound unit and
-integration tiers beside it (UnitScheduling).
+tests/conftest.py made cheapest tier first and, within a tier, longest unit first. `make test` runs 4 workers for
+the waiting-bound unit and integration tiers and lets 2 of them (CAPD_PY_E2E_WORKERS) go on into the e2e tier.
 """
 
 from __future__ import annotations
@@ -29,12 +28,11 @@ import pytest
 from xdist.scheduler.loadscope import LoadScopeScheduling
 
 from capd_py.testing.host_lock import lock_dir
-from capd_py.testing.tiers import EXCLUSIVE_GROUP, group_of, tier_of
+from capd_py.testing.tiers import group_of, tier_of
 
 # e2e tests at a time: two real clusters' nodes keep 2 cores busy (measured: two workers left the CPU 0-30 % idle in
 # the e2e tier and 60-70 % idle in the integration tier, which more workers speed up)
 E2E_WORKERS_ENV = "CAPD_PY_E2E_WORKERS"
-EXCLUSIVE_SCOPE = f"@{EXCLUSIVE_GROUP}"
 
 
 def groups_file(run: str) -> Path:
@@ -42,15 +40,9 @@ def groups_file(run: str) -> Path:
 
 
 class UnitScheduling(LoadScopeScheduling):
-    """xdist's scope scheduling with our units (`@group` or the test itself), one test queued ahead, and two lanes:
-    e2e units (and the host-exclusive one, which spans tiers) on at most E2E_WORKERS workers, from the start of the
-    run, the other tiers on the rest, each lane in the queue's order (longest first).
-
-    Why the e2e lane starts at once (measured 2026-12-06, warm whole run 36.2 min): fed one queue in tier order,
-    all four workers went through the unit and integration tiers first (9.6 min) and only then did two of them
-    start the rest of the e2e tier (26.5 min of it on two workers). The e2e tier is the long pole; the other tiers,
-    waiting-bound, fit beside it on the other workers. While the host-exclusive unit runs, no second worker joins
-    the e2e lane (its test would wait for the docker host's lock): it takes `docker_free` work, queued first."""
+    """xdist's scope scheduling with our units (`@group` or the test itself), one test queued ahead, and e2e tests on
+    at most E2E_WORKERS workers: once the queue reaches the e2e tier, a worker beyond those is shut down (it ends
+    the test it has and exits) instead of taking e2e tests, so they run in the queue's order (longest first)."""
 
     def __init__(self, config: pytest.Config, log: Any = None) -> None:
         super().__init__(config, log)
@@ -58,13 +50,9 @@ class UnitScheduling(LoadScopeScheduling):
         self._e2e_workers: set[Any] = set()
         self._e2e_max = int(os.environ.get(E2E_WORKERS_ENV, "2"))
         self._tests_root = config.rootpath / "tests"
-        self._exclusive_node: Any = None  # the worker the host-exclusive unit went to
 
     def _is_e2e(self, nodeid: str) -> bool:
         return tier_of(self.config.rootpath / nodeid.split("::", 1)[0], self._tests_root) == "e2e"
-
-    def _in_e2e_lane(self, scope: str, unit: dict[str, bool]) -> bool:
-        return scope == EXCLUSIVE_SCOPE or any(self._is_e2e(nodeid) for nodeid in unit)
 
     def _read_groups(self) -> dict[str, str]:
         runs = {n.workerinput["testrunuid"] for n in self.registered_collections}
@@ -83,47 +71,20 @@ class UnitScheduling(LoadScopeScheduling):
         group = self._groups.get(nodeid)
         return f"@{group}" if group else nodeid
 
-    def _exclusive_running(self) -> bool:
-        node = self._exclusive_node
-        return node is not None and not all(self.assigned_work.get(node, {}).get(EXCLUSIVE_SCOPE, {}).values())
-
-    def _next_scope(self, node: Any) -> str | None:
-        """The unit `node` runs next (joining the e2e lane when it takes one), or None: it has nothing to do."""
-        first_e2e = next((s for s, u in self.workqueue.items() if self._in_e2e_lane(s, u)), None)
-        first_other = next((s for s, u in self.workqueue.items() if not self._in_e2e_lane(s, u)), None)
-        if node in self._e2e_workers:
-            return first_e2e or first_other
-        lane_open = len(self._e2e_workers) < self._e2e_max
-        if first_e2e is not None and lane_open and (first_e2e == EXCLUSIVE_SCOPE or not self._exclusive_running()):
-            self._e2e_workers.add(node)
-            return first_e2e
-        if first_other is not None:
-            return first_other
-        if first_e2e is not None and lane_open:  # nothing else left: wait for the docker host in the lane
-            self._e2e_workers.add(node)
-            return first_e2e
-        return None
-
-    def _assign_work_unit(self, node: Any) -> None:
-        scope = self._next_scope(node)
-        if scope is None:
-            node.shutdown()
-            return
-        work_unit = self.workqueue.pop(scope)
-        if scope == EXCLUSIVE_SCOPE:
-            self._exclusive_node = node
-        self.assigned_work.setdefault(node, {})[scope] = work_unit
-        worker_collection = self.registered_collections[node]
-        node.send_runtest_some([worker_collection.index(nodeid) for nodeid, done in work_unit.items() if not done])
-
     def _reschedule(self, node: Any) -> None:
         if node.shutting_down:
             return
         if not self.workqueue:
             node.shutdown()
             return
-        if self._pending_of(self.assigned_work.get(node, {})) > 1:
+        if self._pending_of(self.assigned_work[node]) > 1:
             return
+        head = next(iter(self.workqueue.values()))  # the next unit (the host-exclusive one spans tiers)
+        if any(self._is_e2e(nodeid) for nodeid in head) and node not in self._e2e_workers:
+            if len(self._e2e_workers) >= self._e2e_max:
+                node.shutdown()
+                return
+            self._e2e_workers.add(node)
         self._assign_work_unit(node)
 
 

@@ -99,8 +99,8 @@ def unit_of(item: Any) -> str:
 
 def order_by_tier(items: list[Any], tests_root: Path, durations: dict[str, float] | None = None) -> None:
     """Sort `items` in place: the `host_exclusive` unit first of all, then by tier, cheapest first (unit,
-    integration, e2e; items outside the tiers last): a unit failure shows in a minute, and the workers that are not
-    in the e2e lane (tests/worker_units.py: two workers take the e2e tier from the start) go cheapest first.
+    integration, e2e; items outside the tiers last): a unit failure shows in a minute instead of after the e2e
+    tier, and the e2e management plane (a session fixture) starts late, so it does not idle through the other tiers.
 
     The exclusive tests (a second dockerd, docker's address pools used up) hold the docker host alone for minutes:
     at the start they run beside the unit tier and the `docker_free` integration tests, which do not wait for the

@@ -107,56 +107,16 @@ def test_e2e(n):
     time.sleep(0.2)
 '''
 
-EXCLUSIVE_TEST = '''
-import os, time
-import pytest
 
-@pytest.mark.host_exclusive
-def test_alone():
-    with open(os.environ["RECORD"], "a") as f:
-        f.write(f"x {os.environ['PYTEST_XDIST_WORKER']} {time.monotonic()}\\n")
-    time.sleep(1.0)
-    with open(os.environ["RECORD"], "a") as f:
-        f.write(f"x-end {os.environ['PYTEST_XDIST_WORKER']} {time.monotonic()}\\n")
-'''
-
-
-def _tiers(root: Path, exclusive: bool = False) -> None:
-    (root / "tests" / "unit").mkdir(parents=True)
-    (root / "tests" / "e2e").mkdir(parents=True)
-    unit = SUITE.replace("test_grouped", "test_g")
-    if exclusive:  # more unit work than the exclusive test's second, so the other workers have some all along
-        unit = unit.replace("range(6)", "range(12)").replace("time.sleep(0.3)", "time.sleep(0.4)")
-    (root / "tests" / "unit" / "test_u.py").write_text(unit)
-    (root / "tests" / "e2e" / "test_e.py").write_text(E2E_SUITE)
-    if exclusive:
-        # queued first, as tests/conftest.py orders it
-        (root / "tests" / "e2e" / "test_a_x.py").write_text(EXCLUSIVE_TEST)
-
-
-def test_e2e_tests_start_at_once_on_two_workers_in_queue_order_beside_the_other_tiers(tmp_path: Path) -> None:
-    """4 workers: the e2e tier on two of them from the start, in its collection order; the unit tests on the other
-    two meanwhile (a single queue in tier order held the e2e tier back until every unit and integration test had
-    started)."""
-    _tiers(tmp_path)
+def test_e2e_tests_run_on_at_most_two_workers_in_queue_order(tmp_path: Path) -> None:
+    """4 workers: the unit tests spread over all of them, the e2e tier's over two only, in their collection order."""
+    (tmp_path / "tests" / "unit").mkdir(parents=True)
+    (tmp_path / "tests" / "e2e").mkdir(parents=True)
+    (tmp_path / "tests" / "unit" / "test_u.py").write_text(SUITE.replace("test_grouped", "test_g"))
+    (tmp_path / "tests" / "e2e" / "test_e.py").write_text(E2E_SUITE)
     ran = _run(tmp_path, 4, "tests/unit", "tests/e2e")
     e2e = sorted((float(t[0]), name, worker) for name, worker, *t in ran if name.startswith("e"))
-    e2e_workers = {worker for _, _, worker in e2e}
-    assert len(e2e_workers) == 2, e2e
+    assert len({worker for _, _, worker in e2e}) <= 2, e2e
     # in queue order, up to the two running at once (which of a pair starts first is a race)
     assert all(abs(int(name[1:]) - pos) <= 1 for pos, (_, name, _) in enumerate(e2e)), e2e
-    # both lanes from the start: the first e2e tests began before the unit tier's last one
-    assert [name for name, *_ in ran].index("e0") < [name for name, *_ in ran].index("s5"), ran
-    assert {worker for name, worker, *_ in ran if name.startswith("s")} - e2e_workers, ran
-
-
-def test_no_e2e_test_starts_while_the_host_exclusive_unit_runs(tmp_path: Path) -> None:
-    """The host-exclusive unit first, in the e2e lane; no second worker joins the lane before it ends (its tests
-    would wait for the docker host), the unit tests run beside it."""
-    _tiers(tmp_path, exclusive=True)
-    ran = _run(tmp_path, 4, "tests/unit", "tests/e2e")
-    at = {name: float(t[0]) for name, _, *t in ran if t}
-    assert all(at[f"e{n}"] >= at["x-end"] for n in range(8)), ran
-    exclusive_worker = next(worker for name, worker, *_ in ran if name == "x")
-    assert {worker for name, worker, *_ in ran if name.startswith(("s", "g"))} - {exclusive_worker}, ran
-    assert len({worker for name, worker, *_ in ran if name.startswith("e")}) == 2, ran
+    assert len({worker for name, worker, *_ in ran if name.startswith("s")}) >= 3, ran
