@@ -35,6 +35,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from capd_py.api import kubeyaml
+
 NAMESPACE = "capd-py-system"
 CONFIGMAP = "capd-py-docker-hosts"
 LOCAL = "local"
@@ -134,7 +136,7 @@ def parse_host(name: str, value: str) -> DockerHost:
     if not _NAME_RE.match(name) or len(name) > 63:
         raise HostConfigError(f"{where}: the name must be a lowercase RFC 1123 label (a-z, 0-9, '-')")
     try:
-        doc = yaml.safe_load(value)
+        doc = kubeyaml.load(value)
     except yaml.YAMLError as e:
         raise HostConfigError(f"{where}: not YAML: {e}") from e
     if not isinstance(doc, dict):

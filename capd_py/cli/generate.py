@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from capd_py.api import kubeyaml
+
 DEFAULT_KUBERNETES_VERSION = "v1.34.4"
 
 # `$${...}` escapes; otherwise ${NAME}, ${NAME:=default}, ${NAME:-default}, ${NAME=default}, ${NAME-default}.
@@ -131,7 +133,7 @@ def expand(text: str, values: Mapping[str, str]) -> str:
 def parse_documents(text: str) -> list[dict[str, Any]]:
     """Multi-document YAML into a list of objects; empty documents are skipped."""
     try:
-        docs = list(yaml.safe_load_all(text))
+        docs = list(kubeyaml.load_all(text))
     except yaml.YAMLError as e:
         raise TemplateError(f"invalid YAML: {e}") from None
     out: list[dict[str, Any]] = []

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from capd_py.api import contract, infrakinds
+from capd_py.api import contract, infrakinds, kubeyaml
 from capd_py.api.gvk import CLUSTER, DEV_CLUSTER, DOCKER_CLUSTER, SECRET
 from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_NAMESPACE, CONTAINER_ROLE, LB_HOST_PORT_ANNOTATION
 from capd_py.kube.client import Kube
@@ -32,7 +32,7 @@ def rewrite_server(text: str | bytes, server: str, context_name: str | None = No
     an IPv6 address (an IPv6 cluster's endpoint: its API server certificate names that address, not 127.0.0.1)
     keeps it as `tls-server-name`, so the certificate is checked against the name it carries."""
     try:
-        cfg: Any = yaml.safe_load(text)
+        cfg: Any = kubeyaml.load(text)
     except yaml.YAMLError as e:
         raise KubeconfigError(f"kubeconfig is not valid YAML: {e}") from None
     if not isinstance(cfg, dict) or not cfg.get("clusters"):
@@ -52,7 +52,7 @@ def rewrite_server(text: str | bytes, server: str, context_name: str | None = No
 
 
 def server_of(text: str | bytes) -> str:
-    cfg = yaml.safe_load(text)
+    cfg = kubeyaml.load(text)
     return str(cfg["clusters"][0]["cluster"]["server"])
 
 
@@ -143,7 +143,7 @@ def cluster_ca(text: str | bytes | None) -> str | None:
     if not text:
         return None
     try:
-        cfg: Any = yaml.safe_load(text)
+        cfg: Any = kubeyaml.load(text)
         ca = cfg["clusters"][0]["cluster"].get("certificate-authority-data")
     except (yaml.YAMLError, KeyError, IndexError, TypeError, AttributeError):
         return None

@@ -19,10 +19,9 @@ from typing import Any
 
 import kubernetes.client
 import kubernetes.config
-import yaml
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
-from capd_py.api import statuspatch
+from capd_py.api import kubeyaml, statuspatch
 from capd_py.api.gvk import GVK
 from capd_py.api.labels import FIELD_MANAGER
 from capd_py.kube.transport import AioTransport, StreamError, Unreachable
@@ -129,7 +128,7 @@ class Kube:
 
     @classmethod
     def from_kubeconfig_text(cls, text: str | bytes) -> Kube:
-        data = yaml.safe_load(text)
+        data = kubeyaml.load(text)
         cfg = kubernetes.client.Configuration()
         loader = kubernetes.config.kube_config.KubeConfigLoader(
             config_dict=data, temp_file_path=tempfile.gettempdir())

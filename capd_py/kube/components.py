@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from capd_py.api import kubeyaml
 from capd_py.api.versions import CLUSTER_API_VERSION
 from capd_py.kube import admission_webhook
 from capd_py.kube import conversion_webhook as cw
@@ -44,7 +45,7 @@ def release(image: str = DEFAULT_IMAGE) -> list[components.ProviderComponents]:
     v = components.VARIABLES
     text = controllers_manifest(imageload.normalize(image), v["@PRIVILEGED_MODE@"], v["@NETWORK@"],
                                 components.network_pool_variable(pool), components.feature_gates_variables())
-    controllers = [d for d in yaml.safe_load_all(text) if d]
+    controllers = [d for d in kubeyaml.load_all(text) if d]
     crds, admission = _served()
     return components.split(crds, controllers, admission)
 

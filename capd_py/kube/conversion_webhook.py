@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import yaml
 from aiohttp import web
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
+from capd_py.api import kubeyaml
 from capd_py.api.conversion import ConversionError, spoke_version
 from capd_py.api.conversion.review import review
 from capd_py.api.gvk import CRD, GVK, SECRET
@@ -231,7 +231,7 @@ def v1beta1_served(crd: dict[str, Any], directory: Path = V1BETA1_SCHEMAS) -> di
     """Upstream's v1beta1 version of this CRD as vendored (files are named as crds/: <group>_<plural>.yaml):
     `openAPIV3Schema`, `subresources`, `additionalPrinterColumns`."""
     path = _v1beta1_path(crd, directory)
-    return yaml.safe_load(path.read_text())  # type: ignore[no-any-return]
+    return kubeyaml.load(path.read_text())  # type: ignore[no-any-return]
 
 
 def v1beta1_schema(crd: dict[str, Any], directory: Path = V1BETA1_SCHEMAS) -> dict[str, Any]:

@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
+from capd_py.api import kubeyaml
 from capd_py.api.gvk import CRD
 from capd_py.kube.client import Kube
 
@@ -38,7 +38,7 @@ def load_crds(directory: Path | None = None) -> list[dict[str, Any]]:
     d = directory or crds_dir()
     out: list[dict[str, Any]] = []
     for p in sorted(d.glob("*.yaml")):
-        for doc in yaml.safe_load_all(p.read_text()):
+        for doc in kubeyaml.load_all(p.read_text()):
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                 out.append(doc)
     return sorted(out, key=lambda c: str(c["metadata"]["name"]))

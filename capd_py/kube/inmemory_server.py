@@ -24,9 +24,9 @@ import socket
 from dataclasses import replace
 from typing import Any
 
-import yaml
 from aiohttp import web
 
+from capd_py.api import kubeyaml
 from capd_py.kube.client import KubeError
 from capd_py.kube.conversion_webhook import server_ssl_context
 from capd_py.kube.inmemory import InMemoryAPI, InMemoryClusters
@@ -208,7 +208,7 @@ class InMemoryServer:
             try:
                 body = json.loads(raw) if raw else None
             except ValueError:
-                body = yaml.safe_load(raw)  # a server-side apply body may be YAML
+                body = kubeyaml.load(raw)  # a server-side apply body may be YAML
         try:
             out = api.call(request.method, what.path, body, list(query.items()),
                            content_type=request.content_type)

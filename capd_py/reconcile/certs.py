@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from capd_py.api import kubeyaml
 from capd_py.api.labels import CLUSTER_NAME
 
 SECRET_TYPE = "cluster.x-k8s.io/secret"
@@ -297,7 +298,7 @@ def kubeconfig_needs_regeneration(secret: dict[str, Any] | None, endpoint: dict[
 def _kubeconfig_facts(raw: str) -> tuple[str | None, bytes, _dt.datetime] | None:
     """(server, CA certificate, client certificate notAfter) of a base64 kubeconfig, None if unreadable."""
     try:
-        cfg = yaml.safe_load(base64.b64decode(raw))
+        cfg = kubeyaml.load(base64.b64decode(raw))
         cl = cfg["clusters"][0]["cluster"]
         usr = cfg["users"][0]["user"]
         cert = x509.load_pem_x509_certificate(base64.b64decode(usr["client-certificate-data"]))

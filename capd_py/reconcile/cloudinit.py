@@ -24,6 +24,8 @@ from typing import Any
 
 import yaml
 
+from capd_py.api import kubeyaml
+
 BOOTSTRAP_SENTINEL = "/run/cluster-api/bootstrap-success.complete"   # upstream CAPD's marker
 BOOTSTRAP_LOG = "/var/log/capd-py-bootstrap.log"
 WORK_DIR = "/run/capd-py/bootstrap"
@@ -129,7 +131,7 @@ def parse(data: str | bytes) -> CloudConfig:
         return CloudConfig(write_files=[WriteFile("/run/capd-py/user-script", text.encode(), "0755")],
                            runcmd=[("/run/capd-py/user-script",)])
     try:
-        doc = yaml.safe_load(text)
+        doc = kubeyaml.load(text)
     except yaml.YAMLError as e:
         raise CloudInitError(f"bootstrap data is not valid YAML: {e}") from e
     if doc is None:

@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from capd_py.api import conditions as cond
-from capd_py.api import contract, selectors
+from capd_py.api import contract, kubeyaml, selectors
 from capd_py.api.gvk import CLUSTER_GROUP
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.api.runtime_hooks import OK_TO_DELETE_ANNOTATION
@@ -162,7 +162,7 @@ def _parsed(value: bytes) -> bytes:
 
 def _parse_objects(value: bytes) -> list[dict[str, Any]]:
     text = value.decode()
-    docs = json.loads(text) if text.lstrip().startswith("[") else list(yaml.safe_load_all(text))
+    docs = json.loads(text) if text.lstrip().startswith("[") else list(kubeyaml.load_all(text))
     objs: list[dict[str, Any]] = []
     for i, d in enumerate(docs, 1):
         if d is None:

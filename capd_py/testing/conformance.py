@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from capd_py.api import features
+from capd_py.api import features, kubeyaml
 from capd_py.api.versions import CLUSTER_API_VERSION
 from capd_py.kube.components import write_repository
 from capd_py.testing import release_mirror, test_extension_provider
@@ -219,7 +219,7 @@ def prepare(work: Path, suite: Path) -> Path:
     cni = work / "cni" / "capd-netd.yaml"
     cni.parent.mkdir(parents=True, exist_ok=True)
     cni.write_text(capd_netd_manifest())
-    upstream = yaml.safe_load((suite / "config" / "docker.yaml").read_text())
+    upstream = kubeyaml.load((suite / "config" / "docker.yaml").read_text())
     config = e2e_config(upstream, Inputs(repository=repository, flavors=flavors, cni=cni, data=suite / "data"))
     (path := work / "e2e-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return path

@@ -13,9 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from capd_py.api import gvk
+from capd_py.api import gvk, kubeyaml
 from capd_py.api.conversion import from_hub, to_hub
 from capd_py.kube import admission_webhook
 from capd_py.kube.client import Kube
@@ -90,7 +88,7 @@ def contains(actual: Any, expected: Any) -> bool:
 def upstream_v1beta1(namespace: str, file: str = "e2e-bases.yaml") -> list[dict[str, Any]]:
     """The Cluster API objects (v1beta1) of an upstream manifest in tests/fixtures/upstream/v1beta1, in `namespace`."""
     out = []
-    for d in yaml.safe_load_all((UPSTREAM_V1BETA1 / file).read_text()):
+    for d in kubeyaml.load_all((UPSTREAM_V1BETA1 / file).read_text()):
         if d and d["apiVersion"].endswith("cluster.x-k8s.io/v1beta1"):
             d["metadata"]["namespace"] = namespace
             out.append(d)

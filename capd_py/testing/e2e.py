@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from capd_py.api import kubeyaml
 from capd_py.api.labels import MANAGEMENT_LABEL
 from capd_py.controllers.manager import ACTIVITY_FILE_ENV
 from capd_py.kube.crds import install_crds
@@ -410,7 +410,7 @@ class LBProbe:
     """Polls the workload API through the load balancer's host port while something disruptive runs."""
 
     def __init__(self, kubeconfig: Path):
-        cfg = yaml.safe_load(kubeconfig.read_text())
+        cfg = kubeyaml.load(kubeconfig.read_text())
         self.server = cfg["clusters"][0]["cluster"]["server"]
         self.ctx = ssl.create_default_context()
         self.ctx.check_hostname = False
@@ -454,7 +454,7 @@ class ServiceProbe(LBProbe):
 
     def __init__(self, kubeconfig: Path, service: str, namespace: str = "default", port: int = 80):
         super().__init__(kubeconfig)
-        user = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]
+        user = kubeyaml.load(kubeconfig.read_text())["users"][0]["user"]
         self._dir = tempfile.TemporaryDirectory()
         cert, key = Path(self._dir.name) / "c.crt", Path(self._dir.name) / "c.key"
         cert.write_bytes(base64.b64decode(user["client-certificate-data"]))

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
+from capd_py.api import kubeyaml
 
 Obj = dict[str, Any]
 
@@ -61,7 +61,7 @@ def documents(path: Path, values: dict[str, str], namespace: str | None = None, 
               ) -> list[Obj]:
     """The objects of the template at `path` after substitution (each put in `namespace` when given)."""
     out: list[Obj] = []
-    for d in yaml.safe_load_all(substitute(path.read_text(), values, strict=strict)):
+    for d in kubeyaml.load_all(substitute(path.read_text(), values, strict=strict)):
         if isinstance(d, dict) and d.get("kind"):
             if namespace is not None:
                 d.setdefault("metadata", {})["namespace"] = namespace

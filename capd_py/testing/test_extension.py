@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from capd_py.api import runtime_hooks
+from capd_py.api import kubeyaml, runtime_hooks
 from capd_py.api.gvk import CONFIG_MAP
 from capd_py.api.runtime_hooks import FAILURE, SUCCESS, Hook
 from capd_py.kube.client import Kube, KubeError
@@ -87,7 +87,7 @@ def decode_preloaded_response(data: str, hook: Hook) -> dict[str, Any]:
     YAML or JSON, keys matched to the response's fields case-insensitively, unknown keys ignored, a null leaves the
     field unset. Raises HookError naming the hook on malformed data or a value of the wrong type."""
     try:
-        doc = yaml.safe_load(data) if data.strip() else None
+        doc = kubeyaml.load(data) if data.strip() else None
     except yaml.YAMLError as exc:
         raise HookError(f'failed to read "{hook.name}" response information from ConfigMap: {exc}') from exc
     if doc is None:

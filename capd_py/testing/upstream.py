@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
-
+from capd_py.api import kubeyaml
 from capd_py.testing.e2e import K8S_VERSION, run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,7 +19,7 @@ POD_CIDR6, SERVICE_CIDR6 = "fd00:100:96::/48", "fd00:100:64::/108"
 
 def capd_netd_manifest() -> str:
     """The CNI manifest capd-py's default template delivers through its ClusterResourceSet."""
-    docs = yaml.safe_load_all((REPO / "templates" / "cluster-template.yaml").read_text())
+    docs = kubeyaml.load_all((REPO / "templates" / "cluster-template.yaml").read_text())
     cm = next(d for d in docs if d and d.get("kind") == "ConfigMap")
     return str(cm["data"]["resources"])
 

@@ -55,9 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from capd_py.api import features
+from capd_py.api import features, kubeyaml
 from capd_py.api.versions import CLUSTER_API_VERSION
 from capd_py.testing.envtest import cache_dir, free_port, stop_process_group, write_serving_cert
 
@@ -122,7 +120,7 @@ def built_versions(version: str = CLUSTER_API_VERSION) -> str:
 def extra_crds(roles: Iterable[str], version: str = CLUSTER_API_VERSION) -> list[dict[str, Any]]:
     """Upstream's CRDs that `roles` watch and capd-py does not define (install them beside capd-py's)."""
     names = sorted({f for r in roles for f in ROLES[r].extra_crds})
-    return [yaml.safe_load((root(version) / "crds" / n).read_text()) for n in names]
+    return [kubeyaml.load((root(version) / "crds" / n).read_text()) for n in names]
 
 
 def feature_gates(overrides: Mapping[str, bool] | None = None) -> str:
@@ -175,7 +173,7 @@ class UpstreamManager:
             raise UpstreamManagerError(f"{path} is missing; {MAKE_HINT}")
         ca = base64.b64encode(self.ca_bundle).decode()
         out = []
-        for doc in yaml.safe_load_all(path.read_text()):
+        for doc in kubeyaml.load_all(path.read_text()):
             if not doc:
                 continue
             doc["metadata"] = {"name": f"upstream-{self.role}-{doc['metadata']['name']}"}

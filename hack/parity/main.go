@@ -1,9 +1,9 @@
-// Command parity generates capd-py's conformance corpus for ClusterClass patch templates and variables by
-// running every case through upstream's own code: Go's text/template with sprig's HermeticTxtFuncMap (the
-// versions sigs.k8s.io/cluster-api v1.13 links) and a verbatim copy of the cluster-api module's
-// internal/topology/variables package (copied into the build directory by hack/parity/run.sh, since
-// internal/ packages cannot be imported), which validates with k8s.io/apiextensions-apiserver's structural
-// schemas, kube-openapi and the apiserver's CEL.
+// Command parity generates capd-py's conformance corpus for ClusterClass patch templates and variables, and for
+// YAML as Kubernetes reads it (yaml.go: sigs.k8s.io/yaml), by running every case through upstream's own code:
+// Go's text/template with sprig's HermeticTxtFuncMap (the versions sigs.k8s.io/cluster-api v1.13 links) and a
+// verbatim copy of the cluster-api module's internal/topology/variables package (copied into the build directory
+// by hack/parity/run.sh, since internal/ packages cannot be imported), which validates with
+// k8s.io/apiextensions-apiserver's structural schemas, kube-openapi and the apiserver's CEL.
 //
 // Generation is deterministic: hand-written seeds plus cases drawn from math/rand seeded with -seed. The
 // output is JSON lines, gzipped (no name, no timestamp: the same input gives the same bytes).
@@ -33,6 +33,7 @@ func main() {
 	write(filepath.Join(*out, "templates.jsonl.gz"), tpl)
 	vars := generateVariableCases(*seed, *nVariables)
 	write(filepath.Join(*out, "variables.jsonl.gz"), vars)
+	write(filepath.Join(*out, "yaml.jsonl.gz"), generateYAMLCases())
 }
 
 func write(path string, cases []map[string]any) {

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from capd_py.api import contract
+from capd_py.api import contract, kubeyaml
 from capd_py.api.labels import CLONED_FROM_NAME
 from capd_py.reconcile.kcp.common import CERTIFICATES_EXPIRY_ANNOTATION, infra_template_ref, parse_time
 from capd_py.reconcile.kcp.desiredstate import default_feature_gates
@@ -112,7 +112,7 @@ def updated_cluster_configuration(current_yaml: str, kcp: dict[str, Any], cluste
     """The kube-system/kubeadm-config `ClusterConfiguration` a joining machine should see: kubeadm join
     reads it from the cluster, so before adding a machine of a new version (or with changed control-plane
     settings) it must carry spec.version and the KCP's clusterConfiguration sections. None: unchanged."""
-    cur = yaml.safe_load(current_yaml or "") or {}
+    cur = kubeyaml.load(current_yaml or "") or {}
     if not isinstance(cur, dict):
         return None
     spec = contract.dig(kcp, "spec", "kubeadmConfigSpec", default={}) or {}

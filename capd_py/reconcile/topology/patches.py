@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from capd_py.api import conversion, gvk
+from capd_py.api import conversion, gvk, kubeyaml
 from capd_py.api import runtime_hooks as hooks
 from capd_py.reconcile.topology import gotemplate
 from capd_py.reconcile.topology.gotemplate import go_quote
@@ -165,7 +165,7 @@ def _render(text: str, data: dict[str, Any], what: str) -> Any:
     except gotemplate.TemplateError as e:
         raise PatchError(f"{what}: {e}") from e
     try:
-        return yaml.safe_load(out)
+        return kubeyaml.load(out)
     except yaml.YAMLError as e:
         raise PatchError(f"{what}: rendered template is not YAML/JSON: {out!r}") from e
 
