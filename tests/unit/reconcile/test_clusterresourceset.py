@@ -297,3 +297,10 @@ def test_a_repeated_failure_leaves_the_binding_unchanged() -> None:
     ok = rcrs.binding_after(first, crs, cluster, [rcrs.Applied("ConfigMap", "cm", "sha256:1", applied=True,
                                                                time="2026-01-01T00:00:20Z")])
     assert rcrs.binding_changed(first, ok)
+
+
+def test_a_configmaps_unquoted_date_stays_a_string_as_kubectl_reads_it() -> None:
+    """Issue 42: `released: 2024-01-01` in a resource failed with "unmarshallable object" (a PyYAML date)."""
+    value = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: info\ndata:\n  released: 2024-01-01\n  at: 12:30\n"
+    [obj] = rcrs.parse_objects(value)
+    assert obj["data"] == {"released": "2024-01-01", "at": "12:30"}
