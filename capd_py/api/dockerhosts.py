@@ -27,7 +27,6 @@ Pure: parsing, validation and rendering only; the clients are made in capd_py.ru
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +35,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from capd_py.api import kubeyaml
+from capd_py.api.admission import checks
 
 NAMESPACE = "capd-py-system"
 CONFIGMAP = "capd-py-docker-hosts"
@@ -54,7 +54,6 @@ SCHEMES = ("unix", "tcp", "ssh")
 TLS_KEYS = ("ca.pem", "cert.pem", "key.pem")
 # `ssh-privatekey` as Kubernetes' kubernetes.io/ssh-auth Secrets name it; `known_hosts` in OpenSSH's format
 SSH_KEYS = ("ssh-privatekey", "known_hosts")
-_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _FIELDS = {"endpoint", "tlsSecretName", "sshSecretName", "labels", "capacity", "insecure", "address"}
 
 
@@ -133,7 +132,7 @@ def endpoint_errors(endpoint: str) -> list[str]:
 def parse_host(name: str, value: str) -> DockerHost:
     """One ConfigMap entry. HostConfigError names what is wrong."""
     where = f"docker host {name!r}"
-    if not _NAME_RE.match(name) or len(name) > 63:
+    if not checks.is_dns1123_label(name):
         raise HostConfigError(f"{where}: the name must be a lowercase RFC 1123 label (a-z, 0-9, '-')")
     try:
         doc = kubeyaml.load(value)

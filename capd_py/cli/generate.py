@@ -17,12 +17,12 @@ from typing import Any
 import yaml
 
 from capd_py.api import kubeyaml
+from capd_py.api.admission import checks
 
 DEFAULT_KUBERNETES_VERSION = "v1.34.4"
 
 # `$${...}` escapes; otherwise ${NAME}, ${NAME:=default}, ${NAME:-default}, ${NAME=default}, ${NAME-default}.
 _VAR = re.compile(r"\$(\$)?\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[=-])([^}]*))?\}")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _K8S_VERSION = re.compile(r"^v\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?$")
 _CIDR = re.compile(r"^[0-9a-fA-F:.]+/\d{1,3}$")
 
@@ -150,10 +150,10 @@ def validate_values(values: Mapping[str, str]) -> None:
     """Catch the mistakes the API server would report late or confusingly."""
     errs: list[str] = []
     name = values.get("CLUSTER_NAME")
-    if name is not None and (not _DNS_LABEL.match(name) or len(name) > 40):
+    if name is not None and (not checks.is_dns1123_label(name) or len(name) > 40):
         errs.append(f"cluster name {name!r} must be a lowercase DNS label (a-z, 0-9, '-') of at most 40 characters")
     ns = values.get("NAMESPACE")
-    if ns and not _DNS_LABEL.match(ns):
+    if ns and not checks.is_dns1123_label(ns):
         errs.append(f"namespace {ns!r} must be a lowercase DNS label")
     v = values.get("KUBERNETES_VERSION")
     if v and not _K8S_VERSION.match(v):

@@ -9,24 +9,26 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from capd_py.api import conditions
+from capd_py.api import conditions, godur
 
 _BULLET = re.compile(r"^\s*\*\s*")
 # the Machine conditions that say why it is not Ready yet, in the order a machine goes through them
 _STEPS = ("BootstrapConfigReady", "InfrastructureReady", "NodeReady", "NodeHealthy")
-DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?$")
 
 
 def parse_duration(text: str) -> float:
-    """`--wait` values as kind and clusterctl take them: 90s, 5m, 1h30m, or plain seconds (0: do not wait)."""
+    """`--wait` values as kind and clusterctl take them: a Go duration (90s, 5m, 1h30m) or plain seconds (0: do
+    not wait)."""
     t = text.strip()
     if re.fullmatch(r"\d+(\.\d+)?", t):
         return float(t)
-    m = DURATION.match(t)
-    if not t or m is None or not any(m.groups()):
+    try:
+        seconds = godur.parse(t)
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0:
         raise ValueError(f"invalid duration {text!r}: use e.g. 90s, 5m, 1h30m or seconds")
-    h, mi, s = (float(g) if g else 0.0 for g in m.groups())
-    return h * 3600 + mi * 60 + s
+    return seconds
 
 
 def _first_line(msg: str) -> str:

@@ -18,17 +18,11 @@ from typing import Any
 
 import aiohttp
 
+from capd_py.api import godur
+
 
 class HandlerUnreachable(Exception):
     """The call did not produce an answer (upstream errCallingExtensionHandler); the message says why."""
-
-
-def go_duration(seconds: float) -> str:
-    """time.Duration.String() of whole seconds and minutes, as upstream puts the timeout in the query."""
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    return f"{s // 60}m{s % 60}s"
 
 
 class RuntimeClient:
@@ -65,7 +59,7 @@ class RuntimeClient:
         """POST `body` to `url` (with `?timeout=<d>` as upstream adds), bounded by `timeout_seconds`; the decoded
         JSON object answered with 200. HandlerUnreachable otherwise."""
         context = self.ssl_context(ca_pem)
-        params = {"timeout": go_duration(timeout_seconds)} if timeout_seconds else None
+        params = {"timeout": godur.format_seconds(int(timeout_seconds))} if timeout_seconds else None
         try:
             async with asyncio.timeout(timeout_seconds or None):
                 async with self._session().post(url, data=json.dumps(body).encode(), params=params, ssl=context,

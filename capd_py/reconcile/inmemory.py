@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from capd_py.api import conditions as cond
-from capd_py.api import contract
+from capd_py.api import contract, godur
 from capd_py.reconcile import coreutil
 
 VM_PROVISIONED = "VMProvisioned"
@@ -45,8 +44,6 @@ R_INVALID = "InvalidProvisioningSettings"
 PARTS = {VM_PROVISIONED: "vm", NODE_PROVISIONED: "node", ETCD_PROVISIONED: "etcd", API_SERVER_PROVISIONED: "apiServer"}
 CONTROL_PLANE_PODS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)")
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
 def provider_id(dev_machine: dict[str, Any]) -> str:
@@ -85,19 +82,10 @@ def should_serve(o: Observed, plan: Plan, serving: bool) -> bool:
 
 
 def parse_duration(text: str) -> float:
-    """A metav1.Duration (Go duration) string in seconds: "10s", "1m30s", "500ms", "0"; ValueError otherwise."""
+    """A metav1.Duration (Go duration) string in seconds: "10s", "1m30s", "500ms", "0" (empty: 0); ValueError
+    otherwise."""
     t = text.strip()
-    if t in ("0", ""):
-        return 0.0
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(t):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(t):
-        raise ValueError(f"invalid duration {text!r}")
-    return total
+    return godur.parse(t) if t else 0.0
 
 
 def _share(uid: str, part: str) -> float:

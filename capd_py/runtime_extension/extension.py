@@ -14,12 +14,12 @@ import asyncio
 import inspect
 import json
 import logging
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from capd_py.api import runtime_hooks
+from capd_py.api.admission import checks
 from capd_py.api.runtime_hooks import DISCOVERY, FAIL, FAILURE, HOOKS, IGNORE, SUCCESS, Hook
 from capd_py.runtime_extension.types import DiscoveryResponse, ExtensionHandler
 
@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 MAX_TIMEOUT_SECONDS = 30
 
 
@@ -85,7 +84,7 @@ class Extension:
         """Register `func` (sync or async; it takes the request dict and returns the response fields, or None for
         a plain Success) for `hook` under `name`."""
         h = _hook(hook)
-        if len(name) > 63 or not _DNS1123_LABEL.match(name):
+        if not checks.is_dns1123_label(name):
             raise ExtensionError(f"handler name {name!r} is not valid: a DNS-1123 label (lowercase alphanumerics "
                                  "and '-', starting and ending alphanumeric, at most 63 characters)")
         if any(r.name == name for r in self._by_path.values()):

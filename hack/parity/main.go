@@ -1,5 +1,6 @@
-// Command parity generates capd-py's conformance corpus for ClusterClass patch templates and variables, and for
-// YAML as Kubernetes reads it (yaml.go: sigs.k8s.io/yaml), by running every case through upstream's own code:
+// Command parity generates capd-py's conformance corpus for ClusterClass patch templates and variables, for YAML
+// as Kubernetes reads it (yaml.go: sigs.k8s.io/yaml) and for Go durations (durations.go), by running every case
+// through upstream's own code:
 // Go's text/template with sprig's HermeticTxtFuncMap (the versions sigs.k8s.io/cluster-api v1.13 links) and a
 // verbatim copy of the cluster-api module's internal/topology/variables package (copied into the build directory
 // by hack/parity/run.sh, since internal/ packages cannot be imported), which validates with
@@ -34,6 +35,7 @@ func main() {
 	vars := generateVariableCases(*seed, *nVariables)
 	write(filepath.Join(*out, "variables.jsonl.gz"), vars)
 	write(filepath.Join(*out, "yaml.jsonl.gz"), generateYAMLCases())
+	write(filepath.Join(*out, "durations.jsonl.gz"), generateDurationCases())
 }
 
 func write(path string, cases []map[string]any) {

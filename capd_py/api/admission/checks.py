@@ -22,7 +22,10 @@ DNS1123_SUBDOMAIN_MAX = 253
 KUBE_SEMVER = re.compile(r"^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)([-0-9a-zA-Z_\.+]*)?$")
 
 
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
+def regex_error(msg: str, fmt: str, *examples: str) -> str:
+    """validation.RegexError: its examples joined as Go joins them ("'a',  or 'b', regex used ...")."""
+    if not examples:
+        return f"{msg} (regex used for validation is '{fmt}')"
     shown = ",  or ".join(f"'{e}'" for e in examples)
     return f"{msg} (e.g. {shown}, regex used for validation is '{fmt}')"
 
@@ -32,8 +35,8 @@ def label_value_errors(value: str) -> list[str]:
     errs = []
     if len(value) > LABEL_VALUE_MAX:
         errs.append(f"must be no more than {LABEL_VALUE_MAX} characters")
-    if not _LABEL_VALUE_RE.match(value):
-        errs.append(_regex_error("a valid label must be an empty string or consist of alphanumeric characters, '-', "
+    if not _LABEL_VALUE_RE.fullmatch(value):
+        errs.append(regex_error("a valid label must be an empty string or consist of alphanumeric characters, '-', "
                                  "'_' or '.', and must start and end with an alphanumeric character",
                                  _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errs
@@ -44,8 +47,8 @@ def dns1123_subdomain_errors(value: str) -> list[str]:
     errs = []
     if len(value) > DNS1123_SUBDOMAIN_MAX:
         errs.append(f"must be no more than {DNS1123_SUBDOMAIN_MAX} characters")
-    if not _DNS1123_SUBDOMAIN_RE.match(value):
-        errs.append(_regex_error("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
+        errs.append(regex_error("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
                                  "'-' or '.', and must start and end with an alphanumeric character",
                                  _DNS1123_SUBDOMAIN_FMT, "example.com"))
     return errs
@@ -61,56 +64,58 @@ def _label_errors(value: str, pattern: re.Pattern[str], message: str) -> list[st
     out = []
     if len(value) > DNS_LABEL_MAX:
         out.append(f"must be no more than {DNS_LABEL_MAX} characters")
-    if not pattern.match(value):
+    if not pattern.fullmatch(value):
         out.append(message)
     return out
 
 
 def dns1123_label_errors(value: str) -> list[str]:
     """validation.IsDNS1123Label."""
-    return _label_errors(value, _DNS1123_LABEL_RE, _regex_error(
+    return _label_errors(value, _DNS1123_LABEL_RE, regex_error(
         "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
         "end with an alphanumeric character", _DNS1123_LABEL_FMT, "my-name", "123-abc"))
 
 
+def is_dns1123_label(value: str) -> bool:
+    """A lowercase RFC 1123 label of at most 63 characters (a container, host or namespace name)."""
+    return not dns1123_label_errors(value)
+
+
 def dns1035_label_errors(value: str) -> list[str]:
     """validation.IsDNS1035Label."""
-    return _label_errors(value, _DNS1035_LABEL_RE, _regex_error(
+    return _label_errors(value, _DNS1035_LABEL_RE, regex_error(
         "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
         "character, and end with an alphanumeric character", _DNS1035_LABEL_FMT, "my-name", "abc-123"))
 
 
 def qualified_name_errors(value: str) -> list[str]:
-    """validation.IsQualifiedName (label and annotation keys)."""
+    """validation.IsQualifiedName (label and annotation keys), message for message: an empty prefix or a bad one is
+    reported and the name part is still checked; an empty name part is both empty and not matching."""
     parts = value.split("/")
+    errs: list[str] = []
     if len(parts) == 1:
         name = parts[0]
     elif len(parts) == 2:
         prefix, name = parts
         if not prefix:
-            return ["prefix part must be non-empty"]
-        errs = [f"prefix part {m}" for m in dns1123_subdomain_errors(prefix)]
-        if errs:
-            return errs + _name_part_errors(name)
+            errs.append("prefix part must be non-empty")
+        else:
+            errs += [f"prefix part {m}" for m in dns1123_subdomain_errors(prefix)]
     else:
-        return [_regex_error("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must "
-                             "start and end with an alphanumeric character", _QUALIFIED_NAME_FMT,
-                             "MyName", "my.name", "123-abc")
+        return ["a qualified name " + regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, *_QUALIFIED_NAME_EXAMPLES)
                 + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
-    return _name_part_errors(name)
-
-
-def _name_part_errors(name: str) -> list[str]:
     if not name:
-        return ["name part must be non-empty"]
-    errs = []
-    if len(name) > LABEL_VALUE_MAX:
+        errs.append("name part must be non-empty")
+    elif len(name) > LABEL_VALUE_MAX:
         errs.append(f"name part must be no more than {LABEL_VALUE_MAX} characters")
-    if not _QUALIFIED_NAME_RE.match(name):
-        errs.append(_regex_error("name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
-                                 "and end with an alphanumeric character", _QUALIFIED_NAME_FMT,
-                                 "MyName", "my.name", "123-abc"))
+    if not _QUALIFIED_NAME_RE.fullmatch(name):
+        errs.append("name part " + regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, *_QUALIFIED_NAME_EXAMPLES))
     return errs
+
+
+_QUALIFIED_NAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                       "alphanumeric character")
+_QUALIFIED_NAME_EXAMPLES = ("MyName", "my.name", "123-abc")
 
 
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024

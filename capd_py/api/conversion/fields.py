@@ -5,9 +5,10 @@ Every function here mutates the dict it is given; the dispatcher hands the per-k
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from capd_py.api import godur
 
 Obj = dict[str, Any]
 
@@ -114,10 +115,6 @@ def items(obj: Mapping[str, Any], path: str) -> list[Obj]:
 
 # ------------------------------------------------------------------------------------------ durations
 
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
-
 def duration_to_seconds(value: Any) -> int:
     """A Go duration string (metav1.Duration, e.g. "10m0s", "1.5h", "300ms") as whole seconds.
 
@@ -125,37 +122,21 @@ def duration_to_seconds(value: Any) -> int:
     """
     if isinstance(value, int | float) and not isinstance(value, bool):
         return int(value)
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str):
         raise ConversionError(f"invalid duration {value!r}")
-    text, sign = value, 1
-    if text[0] in "+-":
-        sign, text = (-1 if text[0] == "-" else 1), text[1:]
-    if text == "0":
-        return 0
-    total, pos = 0.0, 0
-    for match in _DURATION.finditer(text):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        pos = match.end()
-    if pos != len(text) or pos == 0:
-        raise ConversionError(f"invalid duration {value!r}")
-    return sign * int(total)
+    try:
+        nanos = godur.parse_nanos(value)
+    except ValueError as e:
+        raise ConversionError(f"invalid duration {value!r}: {e}") from e
+    whole = abs(nanos) // 1_000_000_000
+    return -whole if nanos < 0 else whole
 
 
 def seconds_to_duration(seconds: Any) -> str:
     """Whole seconds as Go's time.Duration.String() prints them ("0s", "45s", "10m0s", "1h0m0s")."""
     if not isinstance(seconds, int) or isinstance(seconds, bool):
         raise ConversionError(f"invalid seconds {seconds!r}")
-    sign = "-" if seconds < 0 else ""
-    s = abs(seconds)
-    hours, rest = divmod(s, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{sign}{hours}h{minutes}m{secs}s"
-    if minutes:
-        return f"{sign}{minutes}m{secs}s"
-    return f"{sign}{secs}s"
+    return godur.format_nanos(seconds * 1_000_000_000)
 
 
 def duration_up(obj: Obj, src: str, dst: str) -> None:

@@ -22,8 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from capd_py.api import contract
-from capd_py.api.conversion.fields import seconds_to_duration
+from capd_py.api import contract, godur
 from capd_py.api.labels import KCP_REMEDIATION_FOR, KCP_REMEDIATION_IN_PROGRESS
 from capd_py.reconcile.kcp.common import Action, MachineView
 
@@ -74,11 +73,6 @@ def _parse_time(v: Any) -> _dt.datetime | None:
     return _dt.datetime.fromisoformat(str(v).replace("Z", "+00:00"))
 
 
-def go_duration(seconds: int) -> str:
-    """A duration as Go's time.Duration prints it (upstream's messages show it so): 0s, 45s, 5m0s, 1h0m0s."""
-    return seconds_to_duration(max(0, int(seconds)))
-
-
 def machines_to_remediate(live: list[MachineView]) -> list[MachineView]:
     """Marked machines in the order remediation takes them: not provisioned (no node) first, then unhealthy
     static pods, then the oldest (upstream's "most broken first")."""
@@ -107,7 +101,7 @@ def retry_limits(kcp: dict[str, Any], sick: MachineView, now: _dt.datetime) -> t
     data = RemediationData(sick.name, now, last.retry_count)
     if last_time + _dt.timedelta(seconds=retry_period) > now:
         msg = (f"KubeadmControlPlane can't remediate this machine because the operation already failed in the latest "
-               f"{go_duration(retry_period)} (RetryPeriodSeconds)")
+               f"{godur.format_seconds(max(0, int(retry_period)))} (RetryPeriodSeconds)")
         return data, _hold(sick, R_DEFERRED, f"Machine {sick.name}: {msg}", msg)
     max_retry = contract.dig(kcp, "spec", "remediation", "maxRetry")
     if max_retry is not None and data.retry_count >= int(max_retry):

@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from capd_py.api.admission import checks
 from capd_py.reconcile.topology import cel
 from capd_py.reconcile.topology.gotemplate import go_json, go_quote, go_regexp, go_sprint
 
@@ -298,51 +299,8 @@ def _walk_schemas(s: Mapping[str, Any], path: str, nested: bool = True) -> Itera
 # Labels and annotations (metav1validation.ValidateLabels, apivalidation.ValidateAnnotations).
 # ---------------------------------------------------------------------------------------------------------------
 
-_QNAME_FMT: Final = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QNAME_RE: Final = re.compile(_QNAME_FMT)
-_DNS1123_SUB_FMT: Final = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_DNS1123_SUB_RE: Final = re.compile(_DNS1123_SUB_FMT)
-_LABEL_VALUE_FMT: Final = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"
-_LABEL_VALUE_RE: Final = re.compile(_LABEL_VALUE_FMT)
-
-
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    return msg + " (e.g. " + "".join(("or " if i else "") + f"'{e}', " for i, e in enumerate(examples)) \
-        + f"regex used for validation is '{fmt}')"
-
-
-_QNAME_MSG: Final = _regex_error("must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
-                                 "with an alphanumeric character", _QNAME_FMT, "MyName", "my.name", "123-abc")
-
-
-def _qualified_name_errors(value: str) -> list[str]:
-    errs: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            if len(prefix) > 253:
-                errs.append("prefix part must be no more than 253 characters")
-            if not _DNS1123_SUB_RE.fullmatch(prefix):
-                errs.append("prefix part " + _regex_error(
-                    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-                    "and must start and end with an alphanumeric character", _DNS1123_SUB_FMT, "example.com"))
-    else:
-        return ["a qualified name " + _QNAME_MSG.replace("must consist", "must consist", 1)
-                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif len(name) > 63:
-        errs.append("name part must be no more than 63 characters")
-    if not _QNAME_RE.fullmatch(name):
-        errs.append("name part " + _QNAME_MSG)
-    return errs
+# label keys, values and annotation keys as apimachinery checks them: api/admission/checks.py (one home; upstream's
+# webhooks and the variables' metadata validation call the same apimachinery functions)
 
 
 def _validate_map(m: Any, path: str, what: str,
@@ -362,15 +320,9 @@ def _validate_labels(labels: Any, path: str) -> list[_FieldError]:
 def _label_errors(labels: Mapping[Any, Any], path: str) -> list[_FieldError]:
     errs: list[_FieldError] = []
     for k, v in labels.items():
-        errs += [_FieldError(_INVALID, path, k, m) for m in _qualified_name_errors(str(k))]
+        errs += [_FieldError(_INVALID, path, k, m) for m in checks.qualified_name_errors(str(k))]
         value = v if isinstance(v, str) else str(v)
-        if len(value) > 63:
-            errs.append(_FieldError(_INVALID, _key(path, k), value, "must be no more than 63 characters"))
-        if not _LABEL_VALUE_RE.fullmatch(value):
-            errs.append(_FieldError(_INVALID, _key(path, k), value, _regex_error(
-                "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and "
-                "must start and end with an alphanumeric character", _LABEL_VALUE_FMT, "MyValue", "my_value",
-                "12345")))
+        errs += [_FieldError(_INVALID, _key(path, k), value, m) for m in checks.label_value_errors(value)]
     return errs
 
 
@@ -382,7 +334,7 @@ def _annotation_errors(annotations: Mapping[Any, Any], path: str) -> list[_Field
     errs: list[_FieldError] = []
     total = 0
     for k, v in annotations.items():
-        msgs = _qualified_name_errors(str(k).lower())
+        msgs = checks.qualified_name_errors(str(k).lower())
         if msgs:
             errs.append(_FieldError(_INVALID, path, k, "; ".join(msgs)))
         total += len(str(k)) + len(str(v))

@@ -4,7 +4,6 @@ against the caBundle, the timeout bounding a call, and every way a call can fail
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from capd_py.kube.conversion_webhook import server_ssl_context
-from capd_py.kube.runtime_client import HandlerUnreachable, RuntimeClient, go_duration
+from capd_py.kube.runtime_client import HandlerUnreachable, RuntimeClient
 from capd_py.reconcile import servingcert
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
@@ -96,6 +95,3 @@ async def test_every_failure_to_answer_is_handler_unreachable(server: Server) ->
         await client.close()
 
 
-def test_go_duration() -> None:
-    assert [go_duration(s) for s in (1, 10, 30, 90)] == ["1s", "10s", "30s", "1m30s"]
-    assert json.dumps(go_duration(10)) == '"10s"'

@@ -11,12 +11,13 @@ pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("5m", 300), ("1h30m", 5400), ("300", 300), ("0", 0),
-                                                ("1.5m", 90), ("2h", 7200), ("1m30s", 90)])
+                                                ("1.5m", 90), ("2h", 7200), ("1m30s", 90),
+                                                ("500ms", 0.5)])  # a Go duration, as kind's --wait
 def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "soon", "5x", "m", "-5s", "5ms"])
+@pytest.mark.parametrize("text", ["", "soon", "5x", "m", "-5s", "5 m"])
 def test_parse_duration_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="invalid duration"):
         parse_duration(text)

@@ -58,3 +58,23 @@ def test_template_metadata() -> None:
                                      "spec.template.metadata")
     assert [e.field for e in errs] == ["spec.template.metadata.labels", "spec.template.metadata.labels",
                                        "spec.template.metadata.annotations"]
+
+
+_QN = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+       "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+       "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+
+
+@pytest.mark.parametrize(("key", "errors"), [
+    # apimachinery's IsQualifiedName, message for message (validation.go): an empty prefix does not stop the name
+    # check, an empty name is both empty and not matching, RegexError joins its examples with "',  or '"
+    ("/", ["prefix part must be non-empty", "name part must be non-empty", f"name part {_QN}"]),
+    ("example.com/", ["name part must be non-empty", f"name part {_QN}"]),
+    ("/name", ["prefix part must be non-empty"]),
+    ("a/b/c", [f"a qualified name {_QN} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]),
+    ("Bad_/x", ["prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
+                "or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"]),
+])
+def test_qualified_name_messages_as_apimachinery(key: str, errors: list[str]) -> None:
+    assert checks.qualified_name_errors(key) == errors

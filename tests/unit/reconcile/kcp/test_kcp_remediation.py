@@ -62,12 +62,6 @@ def test_remediation_data_round_trips_as_upstream_json() -> None:
     assert d.to_status() == {"machine": "m1", "time": "2026-01-01T12:00:00Z", "retryCount": 2}
 
 
-@pytest.mark.parametrize(("seconds", "text"), [(0, "0s"), (45, "45s"), (300, "5m0s"), (3600, "1h0m0s"),
-                                               (3725, "1h2m5s")])
-def test_go_duration(seconds: int, text: str) -> None:
-    assert remediation.go_duration(seconds) == text
-
-
 def test_a_first_remediation_starts_a_sequence_and_records_it() -> None:
     ms = [view("m1"), view("m2", 1, remediate=True), view("m3", 2)]
     a = remediation.remediation_step(_kcp(), ms, True, NOW)
