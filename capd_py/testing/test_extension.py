@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from capd_py.api import kubeyaml, runtime_hooks
+from capd_py.api import kubeyaml, runtime_hooks, versions
 from capd_py.api.gvk import CONFIG_MAP
 from capd_py.api.runtime_hooks import FAILURE, SUCCESS, Hook
 from capd_py.kube.client import Kube, KubeError
@@ -595,13 +595,9 @@ VERSIONS_ENV = "CAPD_PY_TEST_EXTENSION_VERSIONS"
 DEFAULT_VERSIONS = ("v1.34.4", "v1.35.4")
 
 
-def _semver_key(version: str) -> tuple[Any, ...]:
-    """Order of semantic versions (a release after its pre-releases; build metadata ignored)."""
-    core, _, _ = parse_tolerant(version).partition("+")
-    main, _, pre = core.partition("-")
-    nums = tuple(int(p) for p in main.split("."))
-    ids = tuple((0, int(i), "") if i.isdigit() else (1, 0, i) for i in pre.split(".")) if pre else ()
-    return (*nums, 0 if pre else 1, ids)
+def _semver_key(version: str) -> versions.Version:
+    """semver.ParseTolerant's version, ordered as semver orders (api/versions.Version)."""
+    return versions.parse("v" + parse_tolerant(version))
 
 
 def upgrade_plan(versions: list[str] | tuple[str, ...], to_version: str, from_control_plane: str
@@ -630,11 +626,11 @@ def upgrade_plan(versions: list[str] | tuple[str, ...], to_version: str, from_co
         if key == desired:
             break
     plan: list[str] = []
-    minor = current[1]
-    if minor == desired[1] and candidates:  # a patch upgrade: the minor loop below would not add it
+    minor = current.minor
+    if minor == desired.minor and candidates:  # a patch upgrade: the minor loop below would not add it
         plan.append(candidates[0])
     for v in candidates:
-        v_minor = _semver_key(v)[1]
+        v_minor = _semver_key(v).minor
         if v_minor > minor:
             plan.append(v)
         elif v_minor == minor and plan:
