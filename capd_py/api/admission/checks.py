@@ -203,3 +203,14 @@ def cidr_error(cidr: str) -> str | None:
     except ValueError:
         return f"invalid CIDR address: {cidr}"
     return None
+
+
+def int_value(value: Any) -> int:
+    """intstr.IntOrString.IntValue(): an int as it is; a string through strconv.Atoi, 0 when it does not parse
+    ("50%", "0\"", "" are all 0). Upstream's KCP validates and rolls out with it."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    text = str(value)
+    return int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else 0

@@ -118,7 +118,7 @@ def _rollout_and_cert_validity(spec: dict[str, Any], prefix: str = "spec") -> li
             errs.append(required(f"{prefix}.rollout.strategy.type", "only RollingUpdate is supported"))
         surge = _get(strategy, "rollingUpdate", "maxSurge")
         if surge is not None:
-            surge_int = surge if isinstance(surge, int) else _int_prefix(str(surge))
+            surge_int = checks.int_value(surge)
             if surge_int == 0 and (spec.get("replicas") or 0) < 3 and spec.get("replicas") is not None:
                 errs.append(required(f"{prefix}.rollout.strategy.rollingUpdate", "when KubeadmControlPlane is "
                                      "configured to scale-in, replica count needs to be at least 3"))
@@ -139,14 +139,6 @@ def _rollout_and_cert_validity(spec: dict[str, Any], prefix: str = "spec") -> li
             errs.append(invalid(f"{prefix}.rollout.before.certificatesExpiryDays", before,
                                 f"must be less than certificateValidityPeriodDays ({days})"))
     return errs
-
-
-def _int_prefix(text: str) -> int:
-    """intstr.IntValue() of a string: strconv.Atoi, 0 when it does not parse."""
-    try:
-        return int(text)
-    except ValueError:
-        return 0
 
 
 def cluster_configuration_errors(old: dict[str, Any] | None, new: dict[str, Any] | None,

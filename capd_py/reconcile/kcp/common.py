@@ -4,11 +4,11 @@ control-plane Machine, the next-step `Action`, and spec accessors."""
 from __future__ import annotations
 
 import datetime as _dt
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from capd_py.api import contract
+from capd_py.api.admission import checks
 from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE
 
 # --- conditions (v1beta2 types) -------------------------------------------------------------------
@@ -111,9 +111,9 @@ def max_surge(kcp: dict[str, Any]) -> int:
     v = contract.dig(kcp, "spec", "rollout", "strategy", "rollingUpdate", "maxSurge")
     if v is None:
         return 1
-    if isinstance(v, str) and v.endswith("%"):
-        return math.ceil(replicas(kcp) * int(v[:-1]) / 100)
-    return max(0, min(1, int(v)))  # one machine at a time either way
+    # upstream reads it with IntValue() (update.go): a string that is no integer ("50%", upstream's e2e
+    # kcp-scale-in flavor's `0"`) is 0; the webhook allows only 0 and 1
+    return max(0, min(1, checks.int_value(v)))
 
 
 def infra_template_ref(kcp: dict[str, Any]) -> dict[str, str] | None:

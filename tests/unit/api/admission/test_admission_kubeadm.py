@@ -116,6 +116,9 @@ def test_rollout_and_certificate_validity() -> None:
     assert fields(kubeadm.validate_kubeadmcontrolplane(None, kcp(rollout={"strategy": {
         "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 2}}}))) == [
         "spec.rollout.strategy.rollingUpdate.maxSurge"]
+    # upstream's e2e kcp-scale-in flavor renders `maxSurge: 0"` (a string): IntValue() 0, allowed with 3 replicas
+    assert not kubeadm.validate_kubeadmcontrolplane(None, kcp(replicas=3, rollout={"strategy": {
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": '0"'}}}))
     days = "spec.kubeadmConfigSpec.clusterConfiguration.certificateValidityPeriodDays"
     assert fields(kubeadm.validate_kubeadmcontrolplane(None, kcp(kubeadmConfigSpec={"clusterConfiguration": {
         "certificateValidityPeriodDays": 4000}}))) == [days]
