@@ -22,9 +22,16 @@ STOP_SECONDS = 10.0
 STOP_RECANCEL_SECONDS = 1.0
 
 
+# how soon an event may run a key whose last reconcile reported a failure (its backoff applies without events)
+EVENT_HOLD = 5.0
+
+
 @dataclass
 class Result:
     requeue_after: float | None = None
+    # the reconcile ended on an error it reported (a condition) instead of raising: backed off exponentially, and
+    # no event meanwhile (its own status write, objects it touched) runs it again before the backoff is over
+    failed: bool = False
 
 
 class WorkQueue:
@@ -37,6 +44,7 @@ class WorkQueue:
         self._active: set[Key] = set()
         self._dirty: set[Key] = set()
         self._failures: dict[Key, int] = {}
+        self._held: dict[Key, float] = {}  # a failed key's backoff: not run again before this (monotonic)
         self._seq = 0
         self._cond = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
@@ -45,7 +53,9 @@ class WorkQueue:
         self._wake_pending = False
 
     def add(self, key: Key, after: float = 0.0) -> None:
-        due = time.monotonic() + max(0.0, after)
+        # a key whose reconcile reported a failure is held: an event (often its own last write's) brings it forward
+        # to the end of the hold at the soonest
+        due = max(time.monotonic() + max(0.0, after), self._held.get(key, 0.0))
         if key in self._active and after <= 0:
             self._dirty.add(key)
             return
@@ -127,10 +137,17 @@ class WorkQueue:
         while True:
             key = await self._next()
             requeue: float | None = None
+            backoff: float | None = None
             try:
                 res = await self._handler(key)
-                self._failures.pop(key, None)
-                requeue = res.requeue_after if res else None
+                if res is not None and res.failed:
+                    backoff = self._backoff(key)
+                    log.info("reconcile %s/%s/%s reported a failure (attempt %d, again in %.3gs)", *key,
+                             self._failures[key], backoff)
+                else:
+                    self._failures.pop(key, None)
+                    self._held.pop(key, None)
+                    requeue = res.requeue_after if res else None
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - one key's failure must not stop the worker
@@ -141,11 +158,25 @@ class WorkQueue:
             finally:
                 self.processed += 1
                 self._active.discard(key)
-            if key in self._dirty:
+            if backoff is not None:  # a reported failure: its backoff, or an event's (held: EVENT_HOLD)
+                self.add(key, after=backoff)
+                if key in self._dirty:
+                    self._dirty.discard(key)
+                    self.add(key)
+            elif key in self._dirty:
                 self._dirty.discard(key)
                 self.add(key)
             elif requeue is not None:
                 self.add(key, after=requeue)
+
+    def _backoff(self, key: Key) -> float:
+        n = self._failures.get(key, 0) + 1
+        self._failures[key] = n
+        wait = min(self._max, self._base * 2 ** (n - 1))
+        # events may bring it back sooner than the backoff, but not sooner than EVENT_HOLD: a user's fix is seen
+        # within seconds, a pass that triggers itself (its status write, its objects) runs once per EVENT_HOLD
+        self._held[key] = time.monotonic() + min(wait, EVENT_HOLD)
+        return wait
 
 
 def awaiting(task: asyncio.Task[Any]) -> list[str]:

@@ -48,16 +48,20 @@ class Outcome:
     - status: the status it wants (None: it has nothing to say about status this time);
     - obj: the newest copy it holds, when it wrote the object itself (the status diff is taken against it);
     - done: for a delete, whether cleanup is finished (the finalizer goes);
-    - requeue_after: when to look again although nothing happens."""
+    - requeue_after: when to look again although nothing happens;
+    - failed: it ended on an error it reports in the status (the queue backs off instead of requeue_after)."""
 
     status: Obj | None = None
     obj: Obj | None = None
     done: bool = True
     requeue_after: float | None = None
     owned_conditions: Iterable[str] | None = None
+    failed: bool = False  # an error reported in the status: the queue backs off (Result.failed)
 
     @property
     def result(self) -> Result | None:
+        if self.failed:
+            return Result(failed=True)
         return Result(requeue_after=self.requeue_after) if self.requeue_after else None
 
 

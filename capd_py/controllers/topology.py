@@ -29,6 +29,7 @@ from capd_py.api.labels import CLUSTER_NAME, TOPOLOGY_DEPLOYMENT_NAME, TOPOLOGY_
 from capd_py.api.runtime_sdk import RuntimeSDKError
 from capd_py.controllers import topology_external
 from capd_py.controllers import topology_hooks as TH
+from capd_py.controllers import topology_writes as TW
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, get_ref, gvk_of, resolve
 from capd_py.controllers.mappers import Controller, Mapper, cluster_label_mapper
@@ -162,19 +163,11 @@ def _outcome(cluster: dict[str, Any], ok: bool, reason: str, message: str = "",
                    requeue_after=requeue_after, owned_conditions=(TOPOLOGY_RECONCILED,))
 
 
-async def _write(ctx: Ctx, w: D.Write) -> None:
-    g = await gvk_of(ctx, w.obj)
-    if g is None:
-        raise D.TopologyError(f"{w.obj['kind']} ({w.obj['apiVersion']}) is not served")
-    md = w.obj["metadata"]
-    if w.create:
-        ctx.log.info("topology %s/%s: creating %s %s", md["namespace"], md["labels"].get(CLUSTER_NAME, ""),
-                     w.obj["kind"], md["name"])
-    # created by server-side apply too, as upstream's topology controller creates: a POST made another manager
-    # (an Update one) co-owner of every field, so a later apply could never drop a list-map entry or a field the
-    # class no longer wants (a version-dependent kubeletExtraArgs entry stayed beside its successor, and the
-    # KubeadmControlPlane's upgrade was refused: "kubeletExtraArgs names must be unique")
-    await ctx.kube.apply(g, w.obj, manager=D.FIELD_MANAGER)
+def _failed(cluster: dict[str, Any], message: str) -> Outcome:
+    """TopologyReconciled=False with the cause, and the queue backs off (as upstream returns the error)."""
+    out = _outcome(cluster, False, D.R_FAILED, message)
+    out.failed = True
+    return out
 
 
 async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
@@ -191,6 +184,7 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     if why:
         return _outcome(cluster, False, D.R_CLASS_NOT_RECONCILED, why, poll)
     hk: H.Decision | None = None
+    created: list[dict[str, Any]] = []
     try:
         bp = await _blueprint(ctx, cc)
         cur = await _current(ctx, cluster, bp)
@@ -201,26 +195,35 @@ async def _reconcile(ctx: Ctx, sub: Subject) -> Outcome:
                                 hk.retry_after_seconds)
         plan = await topology_external.compute(ctx, cluster, bp, cur, _rand,  # external patches' calls too
                                                **TH.holds(hk))
-        for w in plan.writes:
-            await _write(ctx, w)
-        if plan.cluster_refs:
-            cluster = await kube.merge_patch(CLUSTER, namespace, name, {"spec": plan.cluster_refs})
+        try:
+            for w in plan.writes:
+                await TW.write(ctx, w)
+                if w.create:
+                    created.append(w.obj)
+            if plan.cluster_refs:
+                cluster = await kube.merge_patch(CLUSTER, namespace, name, {"spec": plan.cluster_refs})
+        except Exception:
+            # upstream hangs what a pass creates off a temporary owner and collects it when the pass fails; here
+            # the pass removes them itself: a pass retried while a write is refused leaves nothing behind (names
+            # are new each pass: 353 DockerClusters and templates in 90 s before)
+            await TW.remove_created(ctx, created)
+            raise
         for obj in plan.deletes:
             g = await gvk_of(ctx, obj)
             if g is not None:
                 ctx.log.info("topology %s/%s: deleting %s %s", namespace, name, obj["kind"], obj["metadata"]["name"])
                 await delete_obj(kube, g, obj)
     except D.TopologyError as e:
-        return _outcome(cluster, False, D.R_FAILED, str(e), poll)
+        return _failed(cluster, str(e))
     except RuntimeSDKError as e:
-        return _outcome(cluster, False, D.R_FAILED, str(e), poll)
+        return _failed(cluster, str(e))
     except KubeError as e:
         if e.conflict:
             ctx.log.debug("topology %s/%s: write conflict (%s), reconciling again", namespace, name, e)
             raise
         # the API server refused what we computed (e.g. a patch made the spec invalid): that is the user's to fix
         ctx.log.warning("topology %s/%s: the API server refused a write: %s", namespace, name, e)
-        return _outcome(cluster, False, D.R_FAILED, f"{e.reason}: {e}", poll)
+        return _failed(cluster, f"{e.reason}: {e}")
     if hk is not None and hk.blocking:
         # upstream: a blocking hook is the first detail of the upgrade's condition; look again when it said to
         return _outcome(cluster, False, H.R_CLUSTER_UPGRADING, TH.upgrade_message(hk, cluster, cur),

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from capd_py.api.gvk import KUBEADM_CONFIG_TEMPLATE
-from capd_py.controllers import topology
+from capd_py.controllers import topology_writes
 from capd_py.kube.client import Kube
 from capd_py.reconcile.topology import desired as D
 from capd_py.testing.inprocess import direct_ctx
@@ -28,10 +28,10 @@ def template(namespace: str, node_labels: str) -> dict[str, Any]:
 
 async def test_an_entry_the_topology_created_is_replaced_by_its_next_apply(kube: Kube, namespace: str) -> None:
     ctx = direct_ctx(kube)
-    await topology._write(ctx, D.Write(template(namespace, "kubernetesVersion=v1.34.4"), create=True))
+    await topology_writes.write(ctx, D.Write(template(namespace, "kubernetesVersion=v1.34.4"), create=True))
     # the next pass wants the entry for the new version (an external patch keyed on builtin.controlPlane.version)
     want = template(namespace, "kubernetesVersion=v1.35.4")
-    await topology._write(ctx, D.Write(copy.deepcopy(want), create=False))
+    await topology_writes.write(ctx, D.Write(copy.deepcopy(want), create=False))
     got = await kube.get(KUBEADM_CONFIG_TEMPLATE, namespace, "c1-md-0-abcde")
     assert got is not None
     args = got["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"]

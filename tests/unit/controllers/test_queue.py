@@ -118,6 +118,35 @@ async def test_requeue_after_is_honoured() -> None:
     assert len(times) == 2 and times[1] - times[0] >= 0.14
 
 
+async def test_a_reported_failure_backs_off_and_its_own_events_do_not_bring_it_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reconcile that reports a failure (Result.failed: an error in a condition) is backed off like a raise, and
+    an event meanwhile (here: one it causes itself, as its status write would) runs it again only after the hold;
+    a success ends the hold."""
+    monkeypatch.setattr("capd_py.controllers.queue.EVENT_HOLD", 0.2)
+    key: Key = ("Cluster", "ns", "c")
+    times: list[float] = []
+    q: WorkQueue
+
+    async def handle(k: Key) -> Result | None:
+        times.append(time.monotonic())
+        if len(times) <= 3:
+            q.add(k)  # its own write's event, while it runs
+            return Result(failed=True)
+        return None
+
+    q = WorkQueue(handle, workers=1, base_backoff=0.1, max_backoff=1.0)
+    q.start()
+    q.add(key)
+    await settle(q, 1.2)
+    await q.stop()
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    # without the hold the self-caused event ran it again at once, hundreds of times in that second
+    assert len(times) == 4, gaps
+    assert gaps[0] >= 0.095 and gaps[1] >= 0.19 and gaps[2] >= 0.19, gaps  # 0.1, then 0.2 (held), 0.2 (held)
+    assert key not in q._failures and key not in q._held
+
+
 def _obj(name: str, rv: str, owner: str | None = None) -> dict[str, Any]:
     md: dict[str, Any] = {"name": name, "namespace": "ns", "resourceVersion": rv, "uid": f"uid-{name}"}
     if owner:
