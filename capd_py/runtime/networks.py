@@ -55,15 +55,25 @@ def ensure_network(rt: ContainerRuntime, name: str, labels: dict[str, str],
     got = rt.get_network(name)
     if got is not None:
         return got
+    # subnets docker refused although no network listed them (one being removed still holds its pool in docker's
+    # IPAM; another process's network made since the listing): not chosen again by this call (found 2026-12-06:
+    # five attempts all chose 172.16.0.0/20 while a network of a test that had just ended was going away)
+    refused: list[subnets.Taken] = []
     for attempt in Retrying(retry=retry_if_exception_type(SubnetTaken), stop=stop_after_attempt(CHOICE_ATTEMPTS),
                             reraise=True):
         with attempt:
-            taken = [*avoid, *neighbours(rt, routes_image)]
+            taken = [*avoid, *refused, *neighbours(rt, routes_image)]
             choice = subnets.choose(pool, taken, version=4)
             if choice.subnet is None:
                 raise NoFreeSubnet(f"docker network {name}: {choice.message(pool)}")
             choice6 = subnets.choose(pool, taken, version=6) if ipv6 else None
             if choice6 is not None and choice6.subnet is None:
                 raise NoFreeSubnet(f"docker network {name} (IPv6): {choice6.message(pool)}")
-            return rt.create_network(name, labels, choice.subnet, choice6.subnet or "" if choice6 else "")
+            try:
+                return rt.create_network(name, labels, choice.subnet, choice6.subnet or "" if choice6 else "")
+            except SubnetTaken:
+                refused.append(subnets.Taken(choice.subnet, "a subnet docker refused as taken"))
+                if choice6 is not None and choice6.subnet:
+                    refused.append(subnets.Taken(choice6.subnet, "a subnet docker refused as taken"))
+                raise
     raise AssertionError("unreachable: tenacity reraises the last SubnetTaken")

@@ -50,6 +50,25 @@ def test_a_subnet_taken_between_choice_and_create_is_chosen_again() -> None:
     assert calls == ["172.16.0.0/24", "172.16.1.0/24"] and net.subnet == "172.16.1.0/24"
 
 
+def test_a_subnet_docker_refuses_though_no_network_lists_it_is_not_chosen_again() -> None:
+    """A network being removed still holds its pool in docker's IPAM but is no longer listed: docker refuses its
+    subnet, and the next attempt takes another one instead of the same one five times."""
+    rt = FakeRuntime()
+    real_create = rt.create_network
+    calls: list[str] = []
+
+    def held_by_a_network_going_away(name: str, labels: dict[str, str], subnet: str,
+                                     subnet6: str = "") -> NetworkInfo:
+        calls.append(subnet)
+        if subnet == "172.16.0.0/24":
+            raise SubnetTaken("Pool overlaps with other one on this address space")
+        return real_create(name, labels, subnet)
+
+    rt.create_network = held_by_a_network_going_away  # type: ignore[method-assign]
+    net = networks.ensure_network(rt, "mine", {}, subnets.parse_pool("172.16.0.0/16:24"))
+    assert calls == ["172.16.0.0/24", "172.16.1.0/24"] and net.subnet == "172.16.1.0/24"
+
+
 def test_an_ipv6_cluster_network_gets_an_ipv6_subnet_too_avoiding_its_cidrs() -> None:
     rt = FakeRuntime()
     rt.create_network("other", {}, "172.16.0.0/24", "fd00:0:0:1::/64")
