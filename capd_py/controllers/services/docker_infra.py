@@ -39,6 +39,7 @@ from capd_py.runtime.protocol import (
 )
 
 log = logging.getLogger("capd_py.docker_infra")
+_Created = tuple[ContainerInfo | None, Exception | None]  # an in-flight creation's outcome
 T = TypeVar("T")
 
 # docker reserves a name before the container can be inspected: how long to look for a container
@@ -54,7 +55,7 @@ class DockerInfra:
         # the container these controllers run in (in-cluster: the management node; "" on the host, which
         # reaches every docker network anyway)
         self.controllers_container = controllers_container
-        self._inflight: dict[str, asyncio.Future[ContainerInfo]] = {}
+        self._inflight: dict[str, asyncio.Future[_Created]] = {}
         self._lb_locks: dict[tuple[str, str], asyncio.Lock] = {}
         # the configuration this process last had each load balancer reload: one on disk may never have been
         # loaded (a controller killed between the write and the SIGHUP)
@@ -151,17 +152,21 @@ class DockerInfra:
         address of the network, else the lowest free one), so it keeps its address across restarts."""
         fut = self._inflight.get(spec.name)
         if fut is None:
-            fut = asyncio.ensure_future(self._create(spec))
-            self._inflight[spec.name] = fut
+            fut = self._inflight[spec.name] = asyncio.ensure_future(self._create_outcome(spec))
             name = spec.name
+            fut.add_done_callback(lambda f: self._inflight.pop(name, None) if self._inflight.get(name) is f else None)
+        info, error = await asyncio.shield(fut)
+        if info is None:
+            raise error or RuntimeError_(f"creating container {spec.name}: no outcome")
+        return info
 
-            def _done(f: asyncio.Future[ContainerInfo]) -> None:
-                if self._inflight.get(name) is f:
-                    self._inflight.pop(name, None)
-                if not f.cancelled():
-                    f.exception()  # retrieved: a failure is reported to whoever awaited it
-            fut.add_done_callback(_done)
-        return await asyncio.shield(fut)
+    async def _create_outcome(self, spec: ContainerSpec) -> _Created:
+        """The creation as a task that never ends in an exception: kopf re-raises, when the operator stops, every
+        task that did, and the controllers exited with a container create's error."""
+        try:
+            return await self._create(spec), None
+        except Exception as e:  # noqa: BLE001 - handed to the awaiter, who raises it
+            return None, e
 
     async def _create(self, spec: ContainerSpec) -> ContainerInfo:
         spec = await self._with_address(spec)
@@ -203,10 +208,7 @@ class DockerInfra:
         """Wait for an in-flight creation of `name` (started by a cancelled reconcile) to finish."""
         fut = self._inflight.get(name)
         if fut is not None:
-            try:
-                await asyncio.shield(fut)
-            except Exception:  # noqa: BLE001 - its failure is the creator's business; we only wait
-                pass
+            await asyncio.shield(fut)  # its outcome (a failure too) is the creator's business; we only wait
 
     async def settle_all(self) -> None:
         for name in list(self._inflight):

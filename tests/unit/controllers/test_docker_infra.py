@@ -35,6 +35,24 @@ def test_ctx_holds_one_service_over_its_runtime() -> None:
     assert ctx.infra is fresh
 
 
+async def test_a_failed_creation_raises_for_its_caller_and_leaves_no_failed_task() -> None:
+    """The error goes to whoever awaits the creation; the task that ran it ends without one, since kopf re-raises
+    every task that ended in an error while the operator stops (the controllers exited with a container create's
+    error that way)."""
+    rt = FakeRuntime()  # no network "net": the create fails
+    infra = DockerInfra(rt)
+    before = asyncio.all_tasks()
+    with pytest.raises(RuntimeError_, match="network net not found"):
+        await infra.create_container(_spec())
+    await asyncio.sleep(0)
+    ran = [t for t in asyncio.all_tasks() | set(infra._inflight.values()) if t not in before]
+    assert not infra.creating("c1-m1") and ran == []
+    # the task itself: re-run one and look at how it ended
+    task = asyncio.ensure_future(infra._create_outcome(_spec()))
+    info, error = await task
+    assert info is None and isinstance(error, RuntimeError_) and task.exception() is None
+
+
 async def test_concurrent_creates_make_one_container_and_survive_cancellation() -> None:
     rt = FakeRuntime()
     networks.ensure_network(rt, "net", {})
