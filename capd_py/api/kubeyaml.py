@@ -43,7 +43,7 @@ _UINT64 = (1 << 64) - 1
 
 def _go_int(text: str) -> int | None:
     """strconv.ParseInt(text, 0, 64), then ParseUint: base prefixes 0x / 0o / 0b / a leading 0 (octal)."""
-    sign, digits = (text[0], text[1:]) if text[:1] in "+-" else ("", text)
+    sign, digits = (text[0], text[1:]) if text[:1] in ("+", "-") else ("", text)
     low = digits.lower()
     base, body = ((16, digits[2:]) if low.startswith("0x") else (8, digits[2:]) if low.startswith("0o")
                   else (2, digits[2:]) if low.startswith("0b") else (8, digits[1:]) if len(digits) > 1
@@ -67,10 +67,7 @@ def resolve(text: str) -> Any:
     if text in _MAP:
         return _MAP[text]
     if text[0] == ".":
-        try:
-            return float(text) if re.fullmatch(r"\.[0-9]+([eE][-+]?[0-9]+)?", text) else text
-        except ValueError:
-            return text
+        return float(text) if re.fullmatch(r"\.[0-9]+([eE][-+]?[0-9]+)?", text) else text
     if text[0] in "+-0123456789":
         plain = text.replace("_", "")
         value = _go_int(plain)

@@ -25,8 +25,8 @@ def parse_duration(text: str) -> float:
     try:
         seconds = godur.parse(t)
     except ValueError:
-        seconds = -1.0
-    if seconds < 0:
+        seconds = None
+    if seconds is None or seconds < 0:  # a wait cannot be negative
         raise ValueError(f"invalid duration {text!r}: use e.g. 90s, 5m, 1h30m or seconds")
     return seconds
 

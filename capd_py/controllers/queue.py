@@ -30,7 +30,7 @@ EVENT_HOLD = 5.0
 class Result:
     requeue_after: float | None = None
     # the reconcile ended on an error it reported (a condition) instead of raising: backed off exponentially, and
-    # no event meanwhile (its own status write, objects it touched) runs it again before the backoff is over
+    # an event meanwhile (its own status write, objects it touched) runs it again no sooner than EVENT_HOLD
     failed: bool = False
 
 
@@ -44,7 +44,7 @@ class WorkQueue:
         self._active: set[Key] = set()
         self._dirty: set[Key] = set()
         self._failures: dict[Key, int] = {}
-        self._held: dict[Key, float] = {}  # a failed key's backoff: not run again before this (monotonic)
+        self._held: dict[Key, float] = {}  # a key that reported a failure: no event runs it before this (monotonic)
         self._seq = 0
         self._cond = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
@@ -158,11 +158,10 @@ class WorkQueue:
             finally:
                 self.processed += 1
                 self._active.discard(key)
-            if backoff is not None:  # a reported failure: its backoff, or an event's (held: EVENT_HOLD)
-                self.add(key, after=backoff)
-                if key in self._dirty:
-                    self._dirty.discard(key)
-                    self.add(key)
+            if backoff is not None:  # a reported failure: after its backoff, or after the hold if an event came
+                dirty = key in self._dirty
+                self._dirty.discard(key)
+                self.add(key, after=0.0 if dirty else backoff)
             elif key in self._dirty:
                 self._dirty.discard(key)
                 self.add(key)
