@@ -150,7 +150,7 @@ builds: docker
 
 # The one test command: lint, then every tier.
 test: lint builds
-	$(PYTEST) -q -rfEs --tier-report
+	CAPD_PY_TIER_REPORT=$${CAPD_PY_TIER_REPORT:-$(CAPD_PY_CACHE)/test-report.json} $(PYTEST) -q -rfEs --tier-report
 
 quickstart: venv
 	$(MAKE) --no-print-directory images K8S_VERSIONS=$(K8S_VERSION)

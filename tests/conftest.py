@@ -4,7 +4,8 @@
   `-m unit` selects every unit test; a test outside the tier folders or marked with another tier's marker stops
   the run at collection (a usage error). tests/unit/test_test_layout.py checks the files agree.
 - `--tier-report` (`make test`): at the end, each tier's test count, wall-clock time and summed durations, then the
-  20 slowest tests; env `CAPD_PY_TIER_REPORT=FILE` writes the same as JSON. Every run records each passed test's
+  20 slowest tests; env `CAPD_PY_TIER_REPORT=FILE` writes the same as JSON, with each test's worker, start and stop
+  (`make test`: $CAPD_PY_CACHE/test-report.json). Every run records each passed test's
   time in $CAPD_PY_CACHE/test-durations.json; the next orders each tier's tests longest first by it, or on a fresh
   machine by tests/durations.json (committed; the workers then end together; only the time depends on the order).
 - Workers (`make test`: `-n 4`, two of them into the e2e tier; pytest-xdist, scheduled by tests/worker_units.py):

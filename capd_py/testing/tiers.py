@@ -168,8 +168,9 @@ class Phase:
 def aggregate(phases: Iterable[Phase], slowest: int = SLOWEST) -> dict[str, Any]:
     """Per tier (in the order the tiers started): tests, wall_s (first start to last stop of its phases), sum_s
     (their durations), start/stop; `all` the same over every test; `slowest` the `slowest` tests by the sum of
-    their phases, slowest first (ties by node id). A SESSION_TEARDOWN phase counts in `all` and as
-    `session_teardown` only."""
+    their phases, slowest first (ties by node id); `timeline` every test's worker, start and stop, in the order they
+    started (which lanes waited, and for what). A SESSION_TEARDOWN phase counts in `all` and as `session_teardown`
+    only."""
     tests: dict[str, dict[str, Any]] = {}
     ends = []
     for p in phases:
@@ -177,7 +178,7 @@ def aggregate(phases: Iterable[Phase], slowest: int = SLOWEST) -> dict[str, Any]
             ends.append(p)
             continue
         t = tests.setdefault(p.nodeid, {"nodeid": p.nodeid, "tier": p.tier, "seconds": 0.0, "start": p.start,
-                                        "stop": p.stop})
+                                        "stop": p.stop, "worker": p.worker})
         t["seconds"] += p.duration
         t[p.when] = t.get(p.when, 0.0) + p.duration
         t["start"], t["stop"] = min(t["start"], p.start), max(t["stop"], p.stop)
@@ -201,6 +202,8 @@ def aggregate(phases: Iterable[Phase], slowest: int = SLOWEST) -> dict[str, Any]
                              for p in ends],
         "slowest": [{"nodeid": t["nodeid"], "tier": t["tier"], "seconds": round(t["seconds"], 3),
                      **{w: round(t.get(w, 0.0), 3) for w in ("setup", "call", "teardown")}} for t in ranked],
+        "timeline": [{"nodeid": t["nodeid"], "tier": t["tier"], "worker": t["worker"], "start": t["start"],
+                      "stop": t["stop"]} for t in sorted(tests.values(), key=lambda t: (t["start"], t["nodeid"]))],
     }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,7 +83,15 @@ def test_a_test_skipped_at_setup_counts_with_its_one_phase() -> None:
 
 def test_nothing_run_is_an_empty_report() -> None:
     assert aggregate([]) == {"tiers": [], "all": {"tests": 0, "wall_s": 0.0, "sum_s": 0.0}, "session_teardown": [],
-                             "slowest": []}
+                             "slowest": [], "timeline": []}
+
+
+def test_the_timeline_says_which_worker_ran_each_test_when_in_the_order_they_started() -> None:
+    phases = [*_phases("e/a", "e2e", 3.0, 5.0, 5.0, 0.0), *_phases("u/b", "unit", 1.0, 0.0, 1.0, 0.0)]
+    phases = [replace(p, worker="gw1" if p.nodeid == "e/a" else "gw0") for p in phases]
+    assert aggregate(phases)["timeline"] == [
+        {"nodeid": "u/b", "tier": "unit", "worker": "gw0", "start": 1.0, "stop": 2.0},
+        {"nodeid": "e/a", "tier": "e2e", "worker": "gw1", "start": 3.0, "stop": 13.0}]
 
 
 def test_the_session_teardown_counts_in_all_but_in_no_tier_and_no_test() -> None:
