@@ -5,8 +5,10 @@ upstream's docker e2e values, applied unchanged with kubectl to a management clu
 `kubectl get clusters.v1beta1.cluster.x-k8s.io -o yaml` reads it back in v1beta1.
 
 As tests/e2e/test_upstream_templates.py: the CNI is capd-netd's manifest (upstream's kindnet would be pulled) and
-DOCKER_PRELOAD_IMAGES is left unset. A management cluster of its own, shared by this module's tests: the tier's
-shared one is an envtest serving v1beta2 only.
+DOCKER_PRELOAD_IMAGES is left unset. A management cluster of its own, shared by this module's tests (the tier's
+shared one is an envtest serving v1beta2 only): an API server of its own made one by `capd-py init --kubeconfig`
+(CRDs, host controllers, the same host mode as `capd-py init`'s node; issue 40: no node whose only use would be to
+run an API server).
 
 Then upstream v1.10's ClusterClass flavor (`clusterclass-quick-start.yaml` + `cluster-template-development.yaml`,
 v1beta1, tests/fixtures/upstream/v1beta1/development.yaml): the class's patches are written for v1beta1 templates
@@ -30,7 +32,9 @@ import yaml
 
 from capd_py.cli.generate import generate_cluster, parse_documents
 from capd_py.cli.management import DEFAULT_NODE_IMAGE
+from capd_py.reconcile import servingcert
 from capd_py.testing.e2e import K8S_VERSION, docker_leftovers, kubectl_bin, remove_management, run, wait_for
+from capd_py.testing.envtest import EnvTest, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -45,10 +49,10 @@ def capd_netd_manifest() -> str:
 
 
 class Management:
-    def __init__(self, name: str, home: Path):
+    def __init__(self, name: str, home: Path, kubeconfig: Path):
         self.name, self.home = name, home
         self.env = {**os.environ, "CAPD_PY_HOME": str(home), "CAPD_PY_PLAIN": "1"}
-        self.kubeconfig = home / f"{name}.kubeconfig"
+        self.kubeconfig = kubeconfig
         self.clusters: list[str] = []   # workload clusters whose containers teardown removes, whatever failed
 
     def capd(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -68,20 +72,25 @@ class Management:
 def management(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Management]:
     if run(["docker", "image", "inspect", DEFAULT_NODE_IMAGE], check=False).returncode != 0:
         pytest.fail(f"{DEFAULT_NODE_IMAGE} is missing: run `make images`", pytrace=False)
-    m = Management(f"e2e-v1b1-{secrets.token_hex(3)}", tmp_path_factory.mktemp("v1beta1") / "home")
+    api = EnvTest(controller_manager=True).start()   # with garbage collection, as a real cluster's
+    m = Management(f"e2e-v1b1-{secrets.token_hex(3)}", tmp_path_factory.mktemp("v1beta1") / "home",
+                   api.kubeconfig_path)
     try:
         t0 = time.monotonic()
-        m.capd("init", "--name", m.name)
+        # the API server runs on this host: it reaches the controllers' conversion webhook at 127.0.0.1
+        url = servingcert.host_mode_url("127.0.0.1", free_port())
+        m.capd("init", "--kubeconfig", str(api.kubeconfig_path), "--name", m.name, "--webhook-url", url)
         print(f"\ninit {time.monotonic() - t0:.0f}s")
         yield m
-    finally:  # never leave a node behind, whatever failed
+    finally:  # never leave a container behind, whatever failed
         for cluster in m.clusters:
             label = f"label=io.x-k8s.capd-py.cluster={cluster}"
             for listing, remove in ((["ps", "-a"], ["rm", "-fv"]), (["network", "ls"], ["network", "rm"]),
                                     (["volume", "ls"], ["volume", "rm"])):
                 for item in run(["docker", *listing, "-q", "--filter", label], check=False).stdout.split():
                     run(["docker", *remove, item], check=False)
-        remove_management(m.name, {**os.environ, **m.env}, timeout=180)
+        remove_management(m.name, {**os.environ, **m.env}, timeout=180)   # its controllers
+        api.stop()
 
 
 def test_upstream_v1_10_v1beta1_classic_flavor_becomes_available(management: Management, clusterctl: str,

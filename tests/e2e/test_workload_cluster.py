@@ -202,16 +202,19 @@ def md_settled(mgmt: Mgmt, cluster: str, replicas: int) -> bool:
             and st.get("availableReplicas") == replicas and len(machines) == replicas)
 
 
-@pytest.mark.timeout(3000)  # ~17 min on a quiet 2-core machine; leave room for a loaded one
+@pytest.mark.timeout(3000)  # ~6 min on a quiet 2-core machine; leave room for a loaded one
 def test_ha_cluster_scales_workers_and_rolls_control_plane(
         mgmt: Mgmt, cluster_cleanup: list[str], tmp_path: Path) -> None:
     name = "e2e-ha"
     cluster_cleanup.append(name)
     t0 = time.monotonic()
-    kc = create_cluster(mgmt, name, 3, 2, tmp_path, timeout=1500).kubeconfig
-    print(f"\n3 CP + 2 workers: Available after {time.monotonic() - t0:.0f}s")
+    # workers only by scaling (issue 40: each node costs ~20 CPU-s on 2 cores): two joining at once through the
+    # HA endpoint, then one drained and removed; MachineSet/MachineDeployment scaling logic itself is the in-memory
+    # tier's (tests/integration/test_core_controllers.py: test_machinedeployment_scale_and_on_delete, ...)
+    kc = create_cluster(mgmt, name, 3, 0, tmp_path, timeout=1500).kubeconfig
+    print(f"\n3 CP: Available after {time.monotonic() - t0:.0f}s")
 
-    for replicas in (4, 1):
+    for replicas in (2, 1):
         t = time.monotonic()
         scale_md(mgmt, name, replicas)
         wait_for(partial(md_settled, mgmt, name, replicas), 600, f"MachineDeployment at {replicas}", 5)

@@ -176,3 +176,12 @@ def test_tier_targets_select_their_tier_and_nothing_make_test_leaves_out() -> No
             assert not beyond, f"`make test-{tier}` (-m {expr!r}) selects tests `make test` does not: {beyond[:4]}"
             assert _selects(expr, {tier}), f"`make test-{tier}` (-m {expr!r}) leaves plain {tier} tests out"
             assert not [t for t in TIERS if t != tier and _selects(expr, {t})], expr
+
+
+def test_the_shared_quick_cluster_is_upgraded_then_deleted_by_its_last_users() -> None:
+    """The users of `e2e-quick` run in one worker in their files' order (tests/worker_units.py): the readers, and the
+    tests that leave it as they found it, first; test_upgrade.py moves it to the next Kubernetes version; the quick
+    test of test_workload_cluster.py checks it and deletes it, last. A new user must sort before the last two."""
+    users = sorted(p.name for p in (TESTS / "e2e").glob("test_*.py")
+                   if re.search(r"\bquick_cluster: WorkloadCluster\b", p.read_text()))
+    assert users[-2:] == ["test_upgrade.py", "test_workload_cluster.py"], users
