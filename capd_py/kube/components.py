@@ -2,8 +2,8 @@
 goes where is decided in reconcile/components.py; docs/clusterctl.md "Installing capd-py with clusterctl").
 
 `manifests/controllers.yaml` is the one description of the in-cluster controllers: `capd-py init --in-cluster`
-applies it with its placeholders filled from the host (cli/management.py), the core provider's components carry it
-with clusterctl variables in their place."""
+applies it with its placeholders filled from the host (cli/management.py), the infrastructure provider's components
+carry it with clusterctl variables in their place (in capd-system, one replica: reconcile/components.py)."""
 
 from __future__ import annotations
 

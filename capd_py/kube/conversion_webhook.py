@@ -259,56 +259,61 @@ def crds_serving_v1beta1(conversion: dict[str, Any], crds: list[dict[str, Any]] 
 # -- the serving certificate's Secret and the CRDs' caBundle (I/O; the decisions are reconcile/servingcert.py) --
 
 NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)
-# The CRD whose spec.conversion says how every capd-py CRD is converted (they are installed together).
-REFERENCE_CRD = "clusters.cluster.x-k8s.io"
+# The CRD whose spec.conversion says how every capd-py CRD is converted: one of the provider whose components carry
+# the controllers (reconcile/components.py), so its Service reference is where clusterctl put the controllers' Service
+# (every other provider's CRDs name their own namespace after `clusterctl init`, and the controllers fix them).
+REFERENCE_CRD = "dockerclusters.infrastructure.cluster.x-k8s.io"
 
 
 def _conflict(e: BaseException) -> bool:
     return isinstance(e, KubeError) and e.conflict
 
 
-async def ensure_cert(kube: Kube, hosts: tuple[str, ...] | list[str]) -> WebhookCert:
-    """The Secret capd-py-system/capd-py-webhook-cert, created (CA + serving certificate) when missing, its serving
-    certificate re-issued when it misses a host or expires within 30 days, a new CA when the CA is unusable.
+async def ensure_cert(kube: Kube, hosts: tuple[str, ...] | list[str],
+                      namespace: str = servingcert.SECRET_NAMESPACE) -> WebhookCert:
+    """The Secret `namespace`/capd-py-webhook-cert (the Endpoint's secret_namespace), created (CA + serving
+    certificate) when missing, its serving certificate re-issued when it misses a host or expires within 30 days, a
+    new CA when the CA is unusable.
     Several replicas may do this at once: writes carry the resourceVersion read, a conflict means reading again
     (five reads at most; the last conflict is raised)."""
     async for attempt in AsyncRetrying(retry=retry_if_exception(_conflict), stop=stop_after_attempt(5),
                                        reraise=True):
         with attempt:
-            return await _ensure_cert_once(kube, hosts)
+            return await _ensure_cert_once(kube, hosts, namespace)
     raise AssertionError("unreachable: AsyncRetrying returns or raises")
 
 
-async def _ensure_cert_once(kube: Kube, hosts: tuple[str, ...] | list[str]) -> WebhookCert:
-    secret = await kube.get(SECRET, servingcert.SECRET_NAMESPACE, servingcert.SECRET_NAME)
+async def _ensure_cert_once(kube: Kube, hosts: tuple[str, ...] | list[str], namespace: str) -> WebhookCert:
+    secret = await kube.get(SECRET, namespace, servingcert.SECRET_NAME)
     current = WebhookCert.from_secret(secret)
     desired = servingcert.desired_webhook_cert(current, hosts)
     if desired is None and current is not None:
         return current
     assert desired is not None
     if secret is None:
-        await _create_secret(kube, desired)
+        await _create_secret(kube, desired, namespace)
         log.info("created the conversion webhook's CA and serving certificate for %s", ", ".join(hosts))
     else:
-        await kube.replace(SECRET, servingcert.secret_manifest(desired, secret["metadata"]["resourceVersion"]))
+        await kube.replace(SECRET, servingcert.secret_manifest(desired, secret["metadata"]["resourceVersion"],
+                                                               namespace))
         log.info("re-issued the conversion webhook's serving certificate for %s%s", ", ".join(hosts),
                  " (new CA)" if current is None or desired.ca != current.ca else "")
     return desired
 
 
-async def _create_secret(kube: Kube, cert: WebhookCert) -> None:
+async def _create_secret(kube: Kube, cert: WebhookCert, namespace: str) -> None:
     try:
-        await kube.create(SECRET, servingcert.secret_manifest(cert))
+        await kube.create(SECRET, servingcert.secret_manifest(cert, namespace=namespace))
     except KubeError as e:
         if not e.not_found:
             raise
         try:
             await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace",
-                                          "metadata": {"name": servingcert.SECRET_NAMESPACE}})
+                                          "metadata": {"name": namespace}})
         except KubeError as ns_error:
             if not ns_error.conflict:
                 raise
-        await kube.create(SECRET, servingcert.secret_manifest(cert))
+        await kube.create(SECRET, servingcert.secret_manifest(cert, namespace=namespace))
 
 
 async def served_conversion(kube: Kube) -> dict[str, Any] | None:
@@ -325,8 +330,8 @@ def _crd_names() -> list[str]:
 
 async def ensure_ca_bundle(kube: Kube, ca_pem: bytes, names: list[str] | None = None,
                            service: dict[str, Any] | None = None) -> list[str]:
-    """Every capd-py CRD converted by a webhook trusts `ca_pem` and, with `service` (the Service the core CRDs
-    name), names that Service (servingcert.client_config_patch: clusterctl moves the reference into each provider's
+    """Every capd-py CRD converted by a webhook trusts `ca_pem` and, with `service` (the Service REFERENCE_CRD
+    names), names that Service (servingcert.client_config_patch: clusterctl moves the reference into each provider's
     namespace); returns the CRDs patched."""
     wanted = names if names is not None else _crd_names()
     patched: list[str] = []
@@ -351,7 +356,7 @@ async def run_webhook(kube: Kube, bind: str | None = None, refresh_seconds: floa
     during a failover), until cancelled: serve the webhook the CRDs point at (servingcert.endpoint; nothing while
     they are not converted by a webhook), with the certificate from the Secret, re-issued when needed; every
     `refresh_seconds` read both again, reload a changed certificate and keep the CRDs' caBundle current (every
-    CRD and webhook configuration at start, when the core CRDs' CA differs, and every RECHECK_EVERY refreshes: CRDs
+    CRD and webhook configuration at start, when REFERENCE_CRD's CA differs, and every RECHECK_EVERY refreshes: CRDs
     installed later, e.g. by `clusterctl init` of another capd-py provider, get theirs).
     `ready` is set once a server listens."""
     server: WebhookServer | None = None
@@ -371,7 +376,7 @@ async def run_webhook(kube: Kube, bind: str | None = None, refresh_seconds: floa
                         await server.stop()
                         server, served = None, None
                 else:
-                    cert = await ensure_cert(kube, ep.hosts)
+                    cert = await ensure_cert(kube, ep.hosts, ep.secret_namespace)
                     if not checked_all or servingcert.ca_bundle_of(conversion) != cert.ca.cert:
                         service = (((conversion or {}).get("webhook") or {}).get("clientConfig") or {}).get("service")
                         await ensure_ca_bundle(kube, cert.ca.cert, service=service)

@@ -6,17 +6,23 @@ moves every namespaced object into the provider's one Namespace (the single `Nam
 than one is refused), labels every object `clusterctl.cluster.x-k8s.io: ""` + `cluster.x-k8s.io/provider: <manifest
 label>`, and records a `Provider` in that namespace (upstream cmd/clusterctl/client/repository/components.go).
 
-capd-py serves the four providers from one process, so one provider carries the process:
+capd-py serves the four providers from one process, so one provider carries the process: the infrastructure
+provider, as upstream's e2e framework expects of the Docker provider (its in-memory dialer port-forwards to the one
+pod labelled `control-plane: controller-manager` in capd-system, where the in-memory clusters' API servers are):
 
-- core `cluster-api`, namespace capd-py-system: the controllers manifest (`kube/manifests/controllers.yaml`:
-  ServiceAccount, RBAC, the webhook Service, the Deployment), the core CRDs, the admission webhook configurations;
+- core `cluster-api`, capi-system: its CRDs (Cluster, Machine*, ClusterClass, ...);
 - bootstrap `kubeadm`, capi-kubeadm-bootstrap-system: its CRDs (KubeadmConfig, KubeadmConfigTemplate);
 - control-plane `kubeadm`, capi-kubeadm-control-plane-system: its CRDs (KubeadmControlPlane(Template));
-- infrastructure `docker`, capd-system: its CRDs (Docker*, Dev*).
+- infrastructure `docker`, capd-system: the controllers manifest (`kube/manifests/controllers.yaml`: ServiceAccount,
+  RBAC, the webhook Service, the Deployment, moved from capd-py-system into capd-system, one replica as upstream
+  CAPD's), its CRDs (Docker*, Dev*), the admission webhook configurations.
 
-A CRD belongs to the provider its `cluster.x-k8s.io/provider` label names (hack/gen_crds.py writes it). The
-webhooks' CA is made by the controllers at start (reconcile/servingcert.py) and written into the CRDs' and the
-webhook configurations' `caBundle` by them, so the components carry none: no cert-manager `Certificate` and no
+Without the infrastructure provider no controller runs: `clusterctl delete --infrastructure docker` stops the other
+three providers' controllers too (docs/clusterctl.md). A CRD belongs to the provider its `cluster.x-k8s.io/provider`
+label names (hack/gen_crds.py writes it). clusterctl points every CRD's conversion Service at its own provider's
+namespace; the controllers point them back at theirs (kube/conversion_webhook.py). The webhooks' CA is made by the
+controllers at start (reconcile/servingcert.py) and written into the CRDs' and the webhook configurations'
+`caBundle` by them, so the components carry none: no cert-manager `Certificate` and no
 `cert-manager.io/inject-ca-from` annotation anywhere.
 """
 
@@ -43,7 +49,11 @@ COMPONENTS_FILE: Mapping[str, str] = {
 METADATA_FILE = "metadata.yaml"
 CONFIG_FILE = "clusterctl.yaml"
 CONTRACT = "v1beta2"
+# the controllers manifest's namespace (`capd-py init --in-cluster`), and where the components put it instead
 CONTROLLERS_NAMESPACE = "capd-py-system"
+CARRIER = inventory.INFRASTRUCTURE
+# the label upstream's e2e framework finds the Docker provider's pod by (test/framework/cluster_proxy.go)
+POD_LABELS: Mapping[str, str] = {"control-plane": "controller-manager"}
 
 # The controllers manifest's placeholders, as clusterctl variables (names and defaults: capd-py's environment
 # variables for the same settings; the feature gates as upstream's core components spell them).
@@ -93,10 +103,47 @@ def without_ca_bundle(doc: Obj) -> Obj:
     return out
 
 
+def in_namespace(docs: Sequence[Obj], old: str, new: str) -> list[Obj]:
+    """Copies of `docs` with namespace `old` replaced by `new` wherever it names where something lives: the
+    Namespace document, namespaced objects, RoleBinding / ClusterRoleBinding subjects, and the Service references
+    of CRD conversion and admission webhooks (what clusterctl's target-namespace rewrite touches)."""
+    out = []
+    for doc in docs:
+        d = copy.deepcopy(doc)
+        meta = d.setdefault("metadata", {})
+        if d.get("kind") == "Namespace" and meta.get("name") == old:
+            meta["name"] = new
+        if meta.get("namespace") == old:
+            meta["namespace"] = new
+        for subject in d.get("subjects") or []:
+            if subject.get("namespace") == old:
+                subject["namespace"] = new
+        clients = [h.get("clientConfig") for h in d.get("webhooks") or []]
+        clients.append((((d.get("spec") or {}).get("conversion") or {}).get("webhook") or {}).get("clientConfig"))
+        for c in clients:
+            service = (c or {}).get("service")
+            if isinstance(service, dict) and service.get("namespace") == old:
+                service["namespace"] = new
+        out.append(d)
+    return out
+
+
+def _one_replica(docs: list[Obj]) -> list[Obj]:
+    """The controllers Deployment at one replica with POD_LABELS on its pods (upstream CAPD's shape)."""
+    for d in docs:
+        if d.get("kind") == "Deployment":
+            spec = d.setdefault("spec", {})
+            spec["replicas"] = 1
+            labels = spec.setdefault("template", {}).setdefault("metadata", {}).setdefault("labels", {})
+            labels.update(POD_LABELS)
+    return docs
+
+
 def split(crds: Iterable[Obj], controllers: Sequence[Obj], admission: Sequence[Obj]) -> list[ProviderComponents]:
     """The four providers' components, in inventory.PROVIDERS order. `controllers`: the controllers manifest's
-    documents (exactly one Namespace, capd-py-system); `admission`: the webhook configurations; `crds`: every
-    capd-py CRD (serving v1beta1 through the webhook). ValueError for a CRD no provider claims."""
+    documents (exactly one Namespace, CONTROLLERS_NAMESPACE); `admission`: the webhook configurations; `crds`: every
+    capd-py CRD (serving v1beta1 through the webhook). Everything of the controllers' moves into the carrier's
+    namespace. ValueError for a CRD no provider claims."""
     by_label: dict[str, list[Obj]] = {p.manifest_label: [] for p in inventory.PROVIDERS}
     for crd in crds:
         label = ((crd.get("metadata") or {}).get("labels") or {}).get(PROVIDER_NAME_LABEL, "")
@@ -110,12 +157,19 @@ def split(crds: Iterable[Obj], controllers: Sequence[Obj], admission: Sequence[O
     out = []
     for p in inventory.PROVIDERS:
         own = sorted(by_label[p.manifest_label], key=lambda c: str(c["metadata"]["name"]))
-        if p.type == inventory.CORE:
-            docs = [*(copy.deepcopy(d) for d in controllers), *own, *(without_ca_bundle(a) for a in admission)]
-            out.append(ProviderComponents(p, CONTROLLERS_NAMESPACE, tuple(docs)))
+        if p.type == CARRIER:
+            process = _one_replica(in_namespace(controllers, CONTROLLERS_NAMESPACE, p.namespace))
+            docs = [*process, *in_namespace(own, CONTROLLERS_NAMESPACE, p.namespace),
+                    *in_namespace([without_ca_bundle(a) for a in admission], CONTROLLERS_NAMESPACE, p.namespace)]
         else:
-            out.append(ProviderComponents(p, p.namespace, (_namespace(p.namespace), *own)))
+            docs = [_namespace(p.namespace), *in_namespace(own, CONTROLLERS_NAMESPACE, carrier_namespace())]
+        out.append(ProviderComponents(p, p.namespace, tuple(docs)))
     return out
+
+
+def carrier_namespace() -> str:
+    """The namespace of the provider whose components carry the controllers (capd-system)."""
+    return next(p.namespace for p in inventory.PROVIDERS if p.type == CARRIER)
 
 
 def metadata(version: str) -> Obj:

@@ -102,8 +102,9 @@ class WebhookCert:
         return cls(KeyPair(raw[CA_CRT], raw[CA_KEY]), KeyPair(raw[TLS_CRT], raw[TLS_KEY]))
 
 
-def secret_manifest(cert: WebhookCert, resource_version: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": SECRET_NAME, "namespace": SECRET_NAMESPACE,
+def secret_manifest(cert: WebhookCert, resource_version: str | None = None, namespace: str = SECRET_NAMESPACE
+                    ) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": SECRET_NAME, "namespace": namespace,
                             "labels": {"app.kubernetes.io/part-of": "capd-py"}}
     if resource_version:
         meta["resourceVersion"] = resource_version
@@ -134,12 +135,15 @@ def desired_webhook_cert(current: WebhookCert | None, hosts: Sequence[str], now:
 @dataclass(frozen=True)
 class Endpoint:
     """Where this process serves the webhook the CRDs point at: the address it binds, the certificate's hosts,
-    and whether several processes share the port (in-cluster: two hostNetwork replicas on one node)."""
+    whether several processes share the port (in-cluster: two hostNetwork replicas on one node), and the namespace
+    of the certificate's Secret (in-cluster the Service's, the controllers' own: capd-py-system for `capd-py init
+    --in-cluster`, capd-system for clusterctl's components; SECRET_NAMESPACE in host mode)."""
 
     bind: str
     port: int
     hosts: tuple[str, ...]
     reuse_port: bool
+    secret_namespace: str = SECRET_NAMESPACE
 
 
 def host_mode_url(address: str, port: int = DEFAULT_PORT) -> str:
@@ -177,8 +181,9 @@ def endpoint(conversion: dict[str, Any] | None, bind: str | None = None, port: i
         return Endpoint(bind, parts.port or 443, url_hosts(str(client["url"])), reuse_port=False)
     service = client.get("service") or {}
     if service.get("name"):
-        hosts = service_hosts(str(service.get("namespace") or SECRET_NAMESPACE), str(service["name"]))
-        return Endpoint(bind or "0.0.0.0", port, hosts, reuse_port=True)
+        namespace = str(service.get("namespace") or SECRET_NAMESPACE)
+        return Endpoint(bind or "0.0.0.0", port, service_hosts(namespace, str(service["name"])), reuse_port=True,
+                        secret_namespace=namespace)
     return None
 
 
@@ -187,8 +192,8 @@ def client_config_patch(conversion: dict[str, Any] | None, ca_pem: bytes,
     """The merge patch of a CRD's `spec.conversion` that makes its webhook trust `ca_pem` and, when it names a
     Service and `service` is given, name that Service's namespace and name (None: nothing to change; a CRD not
     converted by a webhook is left alone). `clusterctl init` moves every CRD's Service reference into its provider's
-    namespace (capi-kubeadm-bootstrap-system, capd-system, ...), where capd-py has no Service: the controllers
-    point them back at theirs, the one the core CRDs name (docs/clusterctl.md)."""
+    namespace (capi-system, capi-kubeadm-bootstrap-system, ...), where capd-py has no Service: the controllers
+    point them back at theirs, the one the infrastructure provider's CRDs name (docs/clusterctl.md)."""
     if not conversion or conversion.get("strategy") != "Webhook":
         return None
     client = (conversion.get("webhook") or {}).get("clientConfig") or {}

@@ -111,6 +111,6 @@ def test_clusterctl_init_finds_cert_manager_and_installs_capd_py(with_cert_manag
     out = r.stdout + r.stderr
     assert "Skipping installing cert-manager as it is already installed" in out
     assert 'Installing provider="cluster-api"' in out
-    deployment = run([kubectl_bin(), "--kubeconfig", str(m.kubeconfig), "-n", "capd-py-system", "get", "deployment",
+    deployment = run([kubectl_bin(), "--kubeconfig", str(m.kubeconfig), "-n", "capd-system", "get", "deployment",
                       "capd-py-controllers", "-o", "jsonpath={.status.conditions[?(@.type=='Available')].status}"])
     assert deployment.stdout == "True"

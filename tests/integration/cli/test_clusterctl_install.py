@@ -48,7 +48,7 @@ VALIDATING = GVK("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfigu
 INIT = ["init", "--core", "cluster-api", "--bootstrap", "kubeadm", "--control-plane", "kubeadm",
         "--infrastructure", "docker"]
 NEXT_RELEASE = "v1.13.99"  # a later capd-py release in the same contract, for `clusterctl upgrade apply`
-NAMESPACES = {"cluster-api": "capd-py-system", "bootstrap-kubeadm": "capi-kubeadm-bootstrap-system",
+NAMESPACES = {"cluster-api": "capi-system", "bootstrap-kubeadm": "capi-kubeadm-bootstrap-system",
               "control-plane-kubeadm": "capi-kubeadm-control-plane-system", "infrastructure-docker": "capd-system"}
 
 
@@ -96,7 +96,7 @@ def test_clusterctl_init_upgrade_and_delete(clusterctl_binary: Path, empty: EnvT
 
     async def nothing(k: Kube) -> None:
         assert await k.get(CRD, None, "clusters.cluster.x-k8s.io") is None
-        assert await k.get(NAMESPACE, None, "capd-py-system") is None
+        assert await k.get(NAMESPACE, None, "capd-system") is None
     _in(empty, nothing)
 
     # with one (a test double: its CRDs, which is what clusterctl probes)
@@ -129,22 +129,26 @@ def test_clusterctl_init_upgrade_and_delete(clusterctl_binary: Path, empty: EnvT
         assert crds["dockermachines.infrastructure.cluster.x-k8s.io"]["metadata"]["labels"][
             "cluster.x-k8s.io/provider"] == "infrastructure-docker"
         clusters = crds["clusters.cluster.x-k8s.io"]
-        assert clusters["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["namespace"] == "capd-py-system"
+        # clusterctl moved the reference into the core provider's namespace (the controllers point it back)
+        assert clusters["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["namespace"] == "capi-system"
         assert {v["name"] for v in clusters["spec"]["versions"]} == {"v1beta1", "v1beta2"}
         # CRD patterns with `$` survive clusterctl's variable substitution
         assert "$" in str(clusters["spec"]["versions"])
-        # the one Deployment, variables substituted
-        dep = await k.get(DEPLOYMENT, "capd-py-system", "capd-py-controllers")
+        # the one Deployment, the infrastructure provider's as upstream CAPD's (one replica, the pod label upstream's
+        # e2e framework finds it by), variables substituted
+        dep = await k.get(DEPLOYMENT, "capd-system", "capd-py-controllers")
         assert dep is not None
-        assert dep["metadata"]["labels"]["cluster.x-k8s.io/provider"] == "cluster-api"
+        assert dep["metadata"]["labels"]["cluster.x-k8s.io/provider"] == "infrastructure-docker"
+        assert dep["spec"]["replicas"] == 1
+        assert dep["spec"]["template"]["metadata"]["labels"]["control-plane"] == "controller-manager"
         c = dep["spec"]["template"]["spec"]["containers"][0]
         assert c["image"] == "docker.io/capd-py/controllers:dev"
         env = {e["name"]: e.get("value") for e in c["env"]}
         assert env["CAPD_PY_NETWORK"] == "mgmt-net" and env["CAPD_PY_PRIVILEGED_MODE"] == "privileged"
         assert env["CAPD_PY_FEATURE_GATES"].startswith("MachinePool=false,ClusterTopology=true,")
         assert [d["metadata"]["name"] for d in await k.list(DEPLOYMENT, None)] == ["capd-py-controllers"]
-        for g, ns, name in ((SERVICE, "capd-py-system", "capd-py-webhook"),
-                            (SERVICE_ACCOUNT, "capd-py-system", "capd-py-controllers"),
+        for g, ns, name in ((SERVICE, "capd-system", "capd-py-webhook"),
+                            (SERVICE_ACCOUNT, "capd-system", "capd-py-controllers"),
                             (MUTATING, None, MUTATING_NAME), (VALIDATING, None, VALIDATING_NAME)):
             o = await k.get(g, ns, name)
             assert o is not None and o["metadata"]["labels"]["clusterctl.cluster.x-k8s.io"] == "", (g.kind, name)
@@ -154,7 +158,8 @@ def test_clusterctl_init_upgrade_and_delete(clusterctl_binary: Path, empty: EnvT
 
     # clusterctl moved each provider's CRDs' conversion Service into that provider's namespace (components.go,
     # fixCRDWebhookNamespaceReference), where there is none; the controllers' webhook loop points them back at the
-    # Service the core CRDs name and writes its CA (what run_webhook does at start, here without serving)
+    # Service the infrastructure provider's CRDs name (theirs, in capd-system) and writes its CA (what run_webhook
+    # does at start, here without serving)
     async def conversion_services(k: Kube) -> dict[str, str]:
         return {c["metadata"]["name"]: c["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["namespace"]
                 for c in await k.list(CRD, None, selector="clusterctl.cluster.x-k8s.io")
@@ -162,7 +167,7 @@ def test_clusterctl_init_upgrade_and_delete(clusterctl_binary: Path, empty: EnvT
     before = _in(empty, conversion_services)
     assert before["kubeadmconfigs.bootstrap.cluster.x-k8s.io"] == "capi-kubeadm-bootstrap-system"
     assert before["dockermachines.infrastructure.cluster.x-k8s.io"] == "capd-system"
-    assert before["clusters.cluster.x-k8s.io"] == "capd-py-system"
+    assert before["clusters.cluster.x-k8s.io"] == "capi-system"
     ca = servingcert.new_webhook_ca().cert
 
     async def fix(k: Kube) -> None:
@@ -173,7 +178,7 @@ def test_clusterctl_init_upgrade_and_delete(clusterctl_binary: Path, empty: EnvT
         for c in await k.list(CRD, None, selector="clusterctl.cluster.x-k8s.io"):
             assert servingcert.client_config_patch(c["spec"].get("conversion"), ca, core) is None
     _in(empty, fix)
-    assert set(_in(empty, conversion_services).values()) == {"capd-py-system"}
+    assert set(_in(empty, conversion_services).values()) == {"capd-system"}
 
     # upgrade plan: the four providers at the repository's version; cert-manager is not clusterctl's (no labels)
     out = clusterctl.run(["upgrade", "plan", "--kubeconfig", kc], config, tmp_path).stdout
@@ -194,14 +199,14 @@ def test_clusterctl_init_upgrade_and_delete(clusterctl_binary: Path, empty: EnvT
 
     async def deleted(k: Kube) -> None:
         assert await k.list(PROVIDER, None) == []
-        assert await k.get(DEPLOYMENT, "capd-py-system", "capd-py-controllers") is None
-        for g, ns, name in ((SERVICE, "capd-py-system", "capd-py-webhook"),
-                            (SERVICE_ACCOUNT, "capd-py-system", "capd-py-controllers"),
-                            (ROLE, "capd-py-system", "capd-py-controllers-leader-election"),
+        assert await k.get(DEPLOYMENT, "capd-system", "capd-py-controllers") is None
+        for g, ns, name in ((SERVICE, "capd-system", "capd-py-webhook"),
+                            (SERVICE_ACCOUNT, "capd-system", "capd-py-controllers"),
+                            (ROLE, "capd-system", "capd-py-controllers-leader-election"),
                             (MUTATING, None, MUTATING_NAME), (VALIDATING, None, VALIDATING_NAME)):
             assert await k.get(g, ns, name) is None, (g.kind, name)
         assert await k.get(CRD, None, "clusters.cluster.x-k8s.io") is not None
-        assert await k.get(NAMESPACE, None, "capd-py-system") is not None
+        assert await k.get(NAMESPACE, None, "capd-system") is not None
         left = [name for g, name in ((CLUSTER_ROLE, "capd-py-controllers"),
                                      (CLUSTER_ROLE, "capd-py-controllers-aggregated"),
                                      (CLUSTER_ROLE_BINDING, "capd-py-controllers-aggregated"))
@@ -231,7 +236,7 @@ def test_clusterctl_init_upgrade_and_delete(clusterctl_binary: Path, empty: EnvT
     async def upgraded(k: Kube) -> None:
         assert {p["metadata"]["name"]: p["version"] for p in await k.list(PROVIDER, None)} == {
             n: NEXT_RELEASE for n in NAMESPACES}
-        dep = await k.get(DEPLOYMENT, "capd-py-system", "capd-py-controllers")
+        dep = await k.get(DEPLOYMENT, "capd-system", "capd-py-controllers")
         assert dep is not None
         assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "docker.io/capd-py/controllers:next"
         crds = await k.list(CRD, None, selector="clusterctl.cluster.x-k8s.io")

@@ -59,19 +59,23 @@ def test_crds_serve_v1beta1_through_the_controllers_service_without_a_ca() -> No
             if conv.get("strategy") != "Webhook":
                 continue
             client = conv["webhook"]["clientConfig"]
-            assert client == {"service": {"namespace": "capd-py-system", "name": "capd-py-webhook", "port": 443,
+            assert client == {"service": {"namespace": "capd-system", "name": "capd-py-webhook", "port": 443,
                                           "path": "/convert"}}, c["metadata"]["name"]
     core = _by_label()["cluster-api"].crds()
     clusters = next(c for c in core if c["metadata"]["name"] == "clusters.cluster.x-k8s.io")
     assert {v["name"] for v in clusters["spec"]["versions"]} == {"v1beta1", "v1beta2"}
 
 
-def test_one_deployment_in_the_core_provider_with_clusterctl_variables() -> None:
+def test_one_deployment_in_the_infrastructure_provider_with_clusterctl_variables() -> None:
+    """As upstream CAPD's: one replica in capd-system whose pod is labelled control-plane=controller-manager
+    (upstream's e2e framework port-forwards to exactly that pod to reach in-memory clusters' API servers)."""
     release = _by_label()
     deployments = [(label, d) for label, p in release.items() for d in p.documents if d["kind"] == "Deployment"]
-    assert [label for label, _ in deployments] == ["cluster-api"]
+    assert [label for label, _ in deployments] == ["infrastructure-docker"]
     dep = deployments[0][1]
-    assert (dep["metadata"]["namespace"], dep["metadata"]["name"]) == ("capd-py-system", "capd-py-controllers")
+    assert (dep["metadata"]["namespace"], dep["metadata"]["name"]) == ("capd-system", "capd-py-controllers")
+    assert dep["spec"]["replicas"] == 1
+    assert dep["spec"]["template"]["metadata"]["labels"]["control-plane"] == "controller-manager"
     c = dep["spec"]["template"]["spec"]["containers"][0]
     # canonical: clusterctl refuses `capd-py/controllers:dev` ("repository name must be canonical")
     assert c["image"] == "docker.io/capd-py/controllers:dev" and c["imagePullPolicy"] == "Never"
@@ -83,16 +87,21 @@ def test_one_deployment_in_the_core_provider_with_clusterctl_variables() -> None
     assert env["CAPD_PY_FEATURE_GATES"] == components.feature_gates_variables()
     # the same manifest `capd-py init --in-cluster` applies (one home), placeholders filled differently
     plain = [d for d in yaml.safe_load_all(kc.controllers_manifest("i", "p", "n", "pool", "g")) if d]
-    core = release["cluster-api"].documents
-    assert [(d["kind"], d["metadata"]["name"]) for d in plain] == [
-        (d["kind"], d["metadata"]["name"]) for d in core if d["kind"] not in (
+    carrier = release["infrastructure-docker"].documents
+    assert [(d["kind"], d["metadata"]["name"].replace("capd-py-system", "capd-system")) for d in plain] == [
+        (d["kind"], d["metadata"]["name"]) for d in carrier if d["kind"] not in (
             "CustomResourceDefinition", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")]
-    hooks = {d["metadata"]["name"]: d for d in core if d["kind"].endswith("WebhookConfiguration")}
+    assert {d["metadata"].get("namespace") for d in plain} == {None, "capd-py-system"}
+    assert {d["metadata"].get("namespace") for d in carrier} == {None, "capd-system"}
+    hooks = {d["metadata"]["name"]: d for d in carrier if d["kind"].endswith("WebhookConfiguration")}
     assert set(hooks) == {MUTATING_NAME, VALIDATING_NAME}
     for h in hooks.values():
         for w in h["webhooks"]:
             assert "caBundle" not in w["clientConfig"]
-            assert w["clientConfig"]["service"]["namespace"] == "capd-py-system"
+            assert w["clientConfig"]["service"]["namespace"] == "capd-system"
+    for d in carrier:
+        for subject in d.get("subjects") or []:
+            assert subject["namespace"] == "capd-system", d["metadata"]["name"]
 
 
 def test_variables_are_only_the_documented_ones() -> None:
@@ -101,7 +110,7 @@ def test_variables_are_only_the_documented_ones() -> None:
     for p in _release():
         text = kc.dump(p.documents)
         found = set(re.findall(r"\$\{([A-Za-z0-9_]+)(:=[^}]*)?\}", text))
-        if p.provider.manifest_label != "cluster-api":
+        if p.provider.manifest_label != "infrastructure-docker":
             assert not found, (p.provider.manifest_label, found)
             continue
         assert all(default for _, default in found), found
@@ -120,7 +129,7 @@ def test_write_repository_layout(tmp_path: Path) -> None:
         assert meta["releaseSeries"] == [{"major": 1, "minor": 13, "contract": "v1beta2"}]
         docs = [d for d in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if d]
         assert docs
-    core = Path(providers[0]["url"].removeprefix("file://")).read_text()
-    assert "image: example.com/capd-py/controllers:v9" in core
+    infra = Path(providers[3]["url"].removeprefix("file://")).read_text()
+    assert providers[3]["name"] == "docker" and "image: example.com/capd-py/controllers:v9" in infra
     # no folded lines: clusterctl substitutes variables in the text, before parsing it
-    assert "value: MachinePool=${EXP_MACHINE_POOL:=true},ClusterTopology=" in core
+    assert "value: MachinePool=${EXP_MACHINE_POOL:=true},ClusterTopology=" in infra

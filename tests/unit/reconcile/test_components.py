@@ -36,7 +36,7 @@ def test_split_gives_each_provider_its_crds_and_one_namespace() -> None:
             crd("k.cp", "control-plane-kubeadm"), crd("d.infra", "infrastructure-docker")]
     got = components.split(crds, CONTROLLERS, ADMISSION)
     assert [(p.provider.manifest_label, p.namespace, p.file_name) for p in got] == [
-        ("cluster-api", "capd-py-system", "core-components.yaml"),
+        ("cluster-api", "capi-system", "core-components.yaml"),
         ("bootstrap-kubeadm", "capi-kubeadm-bootstrap-system", "bootstrap-components.yaml"),
         ("control-plane-kubeadm", "capi-kubeadm-control-plane-system", "control-plane-components.yaml"),
         ("infrastructure-docker", "capd-system", "infrastructure-components.yaml")]
@@ -44,10 +44,41 @@ def test_split_gives_each_provider_its_crds_and_one_namespace() -> None:
         ["a.core", "z.core"], ["b.bootstrap"], ["k.cp"], ["d.infra"]]
     for p in got:  # clusterctl takes a provider's namespace from its one Namespace document (more are refused)
         assert [d["metadata"]["name"] for d in p.documents if d["kind"] == "Namespace"] == [p.namespace]
-    core = got[0]
-    assert [d["kind"] for d in core.documents if d["kind"] not in ("CustomResourceDefinition",)] == [
+    infra = got[3]  # the provider that carries the controllers: upstream's e2e finds CAPD's pod in capd-system
+    assert [d["kind"] for d in infra.documents if d["kind"] not in ("CustomResourceDefinition",)] == [
         "Namespace", "Deployment", "ValidatingWebhookConfiguration"]
-    assert all(d["kind"] in ("Namespace", "CustomResourceDefinition") for p in got[1:] for d in p.documents)
+    assert all(d["kind"] in ("Namespace", "CustomResourceDefinition") for p in got[:3] for d in p.documents)
+    dep = next(d for d in infra.documents if d["kind"] == "Deployment")
+    assert dep["metadata"]["namespace"] == "capd-system" and dep["spec"]["replicas"] == 1
+    assert dep["spec"]["template"]["metadata"]["labels"] == {"control-plane": "controller-manager"}
+    assert "spec" not in CONTROLLERS[1]  # inputs untouched
+
+
+def test_every_webhook_reference_names_the_controllers_service_in_capd_system() -> None:
+    """clusterctl moves each provider's references into its own namespace; the file itself names where the Service
+    is, and the controllers point the moved ones back (kube/conversion_webhook.py)."""
+    hook = {**ADMISSION[0], "webhooks": [{"name": "a", "clientConfig": {
+        "service": {"namespace": "capd-py-system", "name": "capd-py-webhook"}}}]}
+    got = components.split([crd("a.core", "cluster-api"), crd("d.infra", "infrastructure-docker")], CONTROLLERS,
+                           [hook])
+    services = [c["spec"]["conversion"]["webhook"]["clientConfig"]["service"] for p in got for c in p.crds()]
+    assert services == [{"namespace": "capd-system", "name": "capd-py-webhook"}] * 2
+    (admission,) = [d for d in got[3].documents if d["kind"] == "ValidatingWebhookConfiguration"]
+    assert admission["webhooks"][0]["clientConfig"]["service"]["namespace"] == "capd-system"
+
+
+def test_in_namespace_moves_what_names_the_namespace() -> None:
+    docs: list[Obj] = [
+        {"kind": "Namespace", "metadata": {"name": "old"}},
+        {"kind": "Service", "metadata": {"name": "s", "namespace": "old"}},
+        {"kind": "ClusterRoleBinding", "metadata": {"name": "b"},
+         "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": "old"},
+                      {"kind": "ServiceAccount", "name": "x", "namespace": "elsewhere"}]},
+        {"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "elsewhere"}}]
+    got = components.in_namespace(docs, "old", "new")
+    assert got[0]["metadata"]["name"] == "new" and got[1]["metadata"]["namespace"] == "new"
+    assert [s["namespace"] for s in got[2]["subjects"]] == ["new", "elsewhere"]
+    assert got[3] == docs[3] and docs[1]["metadata"]["namespace"] == "old"
 
 
 def test_no_ca_bundle_no_cert_manager() -> None:
@@ -55,8 +86,8 @@ def test_no_ca_bundle_no_cert_manager() -> None:
     got = components.split([crd("a.core", "cluster-api")], CONTROLLERS, ADMISSION)
     core = got[0]
     c = core.crds()[0]["spec"]["conversion"]["webhook"]["clientConfig"]
-    assert "caBundle" not in c and c["service"] == {"namespace": "capd-py-system", "name": "capd-py-webhook"}
-    hook = next(d for d in core.documents if d["kind"] == "ValidatingWebhookConfiguration")
+    assert "caBundle" not in c and c["service"] == {"namespace": "capd-system", "name": "capd-py-webhook"}
+    hook = next(d for d in got[3].documents if d["kind"] == "ValidatingWebhookConfiguration")
     assert hook["webhooks"][0]["clientConfig"] == {}
     assert ADMISSION[0]["webhooks"][0]["clientConfig"] == {"caBundle": ""}  # inputs untouched
     for p in got:

@@ -91,13 +91,20 @@ def test_what_to_serve_follows_the_crds_conversion() -> None:
     assert endpoint(by_service) == Endpoint("0.0.0.0", 9443, ("capd-py-webhook.capd-py-system.svc",
                                                                "capd-py-webhook.capd-py-system.svc.cluster.local"),
                                             reuse_port=True)
+    assert [getattr(endpoint(c), "secret_namespace", None) for c in (by_url, by_service)] == ["capd-py-system"] * 2
+    # clusterctl's components: the Service, so the controllers and their certificate's Secret, in capd-system
+    in_capd_system = {"strategy": "Webhook", "webhook": {"clientConfig": {"service": {
+        "namespace": "capd-system", "name": "capd-py-webhook", "port": 443, "path": "/convert"}}}}
+    ep = endpoint(in_capd_system)
+    assert ep is not None and ep.secret_namespace == "capd-system"
+    assert ep.hosts == ("capd-py-webhook.capd-system.svc", "capd-py-webhook.capd-system.svc.cluster.local")
     assert endpoint({"strategy": "None"}) is None
     assert endpoint(None) is None
 
 
 def test_client_config_patch_trusts_the_ca_and_names_the_core_service() -> None:
     """clusterctl moves each provider's CRDs' Service reference into the provider's namespace: the controllers point
-    it back at theirs (the core CRDs'), and write their CA; a CRD already right gets no patch."""
+    it back at theirs (the Docker* CRDs'), and write their CA; a CRD already right gets no patch."""
     import base64
 
     ca = b"-----CA-----"
