@@ -13,6 +13,7 @@ routes. The pool is a list of `BASE/PREFIX:SIZE` ranges cut into subnets of pref
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -119,8 +120,20 @@ def overlapping(cidr: str, taken: Iterable[Taken]) -> list[Taken]:
     return [t for t in taken if _overlaps(net, t.network)]
 
 
-def choose(pool: Sequence[PoolRange], taken: Sequence[Taken], version: int = 4) -> Choice:
-    """The first subnet of the pool's ranges of IP `version` that overlaps nothing in `taken`.
+def start_of(key: str) -> int:
+    """A stable number for `key` (a network's name): where choose() begins looking in each range (sha256, not
+    Python's per-process hash, so every process and every run agrees)."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") if key else 0
+
+
+def choose(pool: Sequence[PoolRange], taken: Sequence[Taken], version: int = 4, start: int = 0) -> Choice:
+    """The first subnet of the pool's ranges of IP `version` that overlaps nothing in `taken`, each range looked
+    through from its subnet number `start` (modulo the range's count) to its end, then from its beginning.
+
+    start 0 is first-fit (the management cluster's network). A workload cluster's network starts at its name's
+    number (start_of): a cluster gets the same subnet each time it is made while that one is free, and a subnet a
+    deleted cluster freed is not the next one every other cluster asks for: a snapshot's restore finds its
+    addresses free, and two clusters made at once by different processes rarely race for one subnet.
 
     A taken range that covers a candidate skips every candidate inside it at once, so a wide pod CIDR or a
     /8 route costs one step, not one per subnet."""
@@ -131,18 +144,20 @@ def choose(pool: Sequence[PoolRange], taken: Sequence[Taken], version: int = 4) 
         if r.base.version != version:
             continue
         step = 1 << (r.base.max_prefixlen - r.size)
-        addr = int(r.base.network_address)
-        end = int(r.base.broadcast_address)
-        while addr <= end:
-            cand = ipaddress.ip_network((addr, r.size))
-            hit = [(n, t) for n, t in nets if _overlaps(cand, n)]
-            if not hit:
-                return Choice(str(cand))
-            for _, t in hit:
-                blockers.setdefault(t, None)
-            # jump past the furthest end among the ranges in the way (aligned to the subnet size)
-            last = max(int(n.broadcast_address) for n, _ in hit)
-            addr = max(addr + step, (last // step + 1) * step)
+        first = int(r.base.network_address)
+        count = 1 << (r.size - r.base.prefixlen)
+        middle = first + (start % count) * step
+        for addr, end in ((middle, int(r.base.broadcast_address)), (first, middle - 1)):
+            while addr <= end:
+                cand = ipaddress.ip_network((addr, r.size))
+                hit = [(n, t) for n, t in nets if _overlaps(cand, n)]
+                if not hit:
+                    return Choice(str(cand))
+                for _, t in hit:
+                    blockers.setdefault(t, None)
+                # jump past the furthest end among the ranges in the way (aligned to the subnet size)
+                last = max(int(n.broadcast_address) for n, _ in hit)
+                addr = max(addr + step, (last // step + 1) * step)
     return Choice(None, tuple(blockers))
 
 

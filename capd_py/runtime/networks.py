@@ -48,10 +48,12 @@ def outside_ranges(rt: ContainerRuntime, management_network: str, routes_image: 
 def ensure_network(rt: ContainerRuntime, name: str, labels: dict[str, str],
                    pool: Sequence[subnets.PoolRange] = DEFAULT_POOL,
                    avoid: Sequence[subnets.Taken] = (), ipv6: bool = False,
-                   routes_image: str = "") -> NetworkInfo:
+                   routes_image: str = "", start_at_name: bool = False) -> NetworkInfo:
     """The network `name` as it is, or made with the pool's first IPv4 subnet (and with `ipv6`, its first IPv6
     one too) that overlaps neither `avoid` (the cluster's own CIDRs) nor any docker network or host route
-    (`routes_image`: neighbours). NoFreeSubnet when there is none."""
+    (`routes_image`: neighbours); with `start_at_name`, first from the name's place in each range
+    (subnets.choose, start_of: a workload cluster's network). NoFreeSubnet when there is none."""
+    start = subnets.start_of(name) if start_at_name else 0
     got = rt.get_network(name)
     if got is not None:
         return got
@@ -63,10 +65,10 @@ def ensure_network(rt: ContainerRuntime, name: str, labels: dict[str, str],
                             reraise=True):
         with attempt:
             taken = [*avoid, *refused, *neighbours(rt, routes_image)]
-            choice = subnets.choose(pool, taken, version=4)
+            choice = subnets.choose(pool, taken, version=4, start=start)
             if choice.subnet is None:
                 raise NoFreeSubnet(f"docker network {name}: {choice.message(pool)}")
-            choice6 = subnets.choose(pool, taken, version=6) if ipv6 else None
+            choice6 = subnets.choose(pool, taken, version=6, start=start) if ipv6 else None
             if choice6 is not None and choice6.subnet is None:
                 raise NoFreeSubnet(f"docker network {name} (IPv6): {choice6.message(pool)}")
             try:

@@ -110,13 +110,14 @@ class DockerInfra:
                              ipv6: bool = False, routes_image: str = "") -> NetworkInfo:
         """The network `name`, made when missing with a subnet of the pool (an IPv6 one too with `ipv6`) that
         overlaps neither `avoid` nor any docker network or host route (networks.NoFreeSubnet when none is left;
-        `routes_image` reads the host's routes where this process cannot: ContainerRuntime.host_routes)."""
+        `routes_image` reads the host's routes where this process cannot: ContainerRuntime.host_routes), looked
+        for from the name's place in the pool (networks.ensure_network start_at_name: a workload cluster's)."""
         got = await self.call(self.runtime.get_network, name)
         if got is not None:
             return got
         async with self._network_create:
             return await self.call(networks.ensure_network, self.runtime, name, labels, self.network_pool, avoid,
-                                   ipv6, routes_image)
+                                   ipv6, routes_image, True)
 
     async def outside_ranges(self, management_network: str, routes_image: str = "") -> list[subnets.Taken]:
         """What a cluster's pods must be able to reach outside it: the management cluster's network and the

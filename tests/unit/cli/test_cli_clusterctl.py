@@ -24,17 +24,17 @@ def test_repository_prints_the_config_it_wrote(tmp_path: Path, monkeypatch: pyte
     names = [(p["name"], p["type"]) for p in yaml.safe_load(config.read_text())["providers"]]
     assert names == [("cluster-api", "CoreProvider"), ("kubeadm", "BootstrapProvider"),
                      ("kubeadm", "ControlPlaneProvider"), ("docker", "InfrastructureProvider")]
-    core = (tmp_path / "repo" / "cluster-api").glob("*/core-components.yaml")
-    assert "image: docker.io/capd-py/controllers:dev" in next(core).read_text()
+    infra = (tmp_path / "repo" / "infrastructure-docker").glob("*/infrastructure-components.yaml")
+    assert "image: docker.io/capd-py/controllers:dev" in next(infra).read_text()
 
 
 def test_repository_image_from_the_environment_or_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CAPD_PY_CONTROLLERS_IMAGE", "capd-py/controllers:env")
     assert runner.invoke(app, ["clusterctl", "repository", str(tmp_path / "a")]).exit_code == 0
-    assert "docker.io/capd-py/controllers:env" in next((tmp_path / "a").rglob("core-components.yaml")).read_text()
+    assert "docker.io/capd-py/controllers:env" in next((tmp_path / "a").rglob("infrastructure-components.yaml")).read_text()
     r = runner.invoke(app, ["clusterctl", "repository", str(tmp_path / "b"), "--image", "reg.local:5000/c:1"])
     assert r.exit_code == 0
-    assert "image: reg.local:5000/c:1" in next((tmp_path / "b").rglob("core-components.yaml")).read_text()
+    assert "image: reg.local:5000/c:1" in next((tmp_path / "b").rglob("infrastructure-components.yaml")).read_text()
 
 
 def test_repository_refuses_a_file(tmp_path: Path) -> None:

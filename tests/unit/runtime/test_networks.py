@@ -99,3 +99,18 @@ def test_outside_ranges_names_the_management_network_and_bridges() -> None:
     assert got == ["the management cluster's network capd-py 172.16.0.0/24", "docker network kind 172.18.0.0/16",
                    "host route 192.168.1.0/24"]
     assert [str(t) for t in networks.outside_ranges(rt, "absent")][0] == "docker network capd-py 172.16.0.0/24"
+
+
+def test_a_workload_network_is_made_from_its_names_place_and_again_there_after_its_deletion() -> None:
+    rt = FakeRuntime()
+    pool = subnets.parse_pool("172.16.0.0/12:20")
+    name = "capd-py-default-e2e-life"
+    want = subnets.choose(pool, [], start=subnets.start_of(name)).subnet
+    assert want != "172.16.0.0/20"   # not the first-fit choice every other network would make
+    first = networks.ensure_network(rt, name, {}, pool, start_at_name=True)
+    assert first.subnet == want
+    rt.remove_network(name)
+    other = networks.ensure_network(rt, "capd-py-default-another", {}, pool, start_at_name=True)
+    assert other.subnet != want      # the freed subnet is not the next network's
+    assert networks.ensure_network(rt, name, {}, pool, start_at_name=True).subnet == want
+    assert networks.ensure_network(rt, "capd-py", {}, pool).subnet == "172.16.0.0/20"   # first-fit without it
