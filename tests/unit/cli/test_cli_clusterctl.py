@@ -31,7 +31,8 @@ def test_repository_prints_the_config_it_wrote(tmp_path: Path, monkeypatch: pyte
 def test_repository_image_from_the_environment_or_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CAPD_PY_CONTROLLERS_IMAGE", "capd-py/controllers:env")
     assert runner.invoke(app, ["clusterctl", "repository", str(tmp_path / "a")]).exit_code == 0
-    assert "docker.io/capd-py/controllers:env" in next((tmp_path / "a").rglob("infrastructure-components.yaml")).read_text()
+    infra = next((tmp_path / "a").rglob("infrastructure-components.yaml"))
+    assert "docker.io/capd-py/controllers:env" in infra.read_text()
     r = runner.invoke(app, ["clusterctl", "repository", str(tmp_path / "b"), "--image", "reg.local:5000/c:1"])
     assert r.exit_code == 0
     assert "image: reg.local:5000/c:1" in next((tmp_path / "b").rglob("infrastructure-components.yaml")).read_text()
