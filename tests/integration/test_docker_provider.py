@@ -668,14 +668,17 @@ async def test_load_balancer_image_named_as_upstream_capd(ctx: Ctx, namespace: s
 
 
 async def test_network_subnet_skips_the_cluster_pod_cidr(ctx: Ctx, namespace: str, runtime: DockerRuntime) -> None:
-    """The pool's first subnets lie inside the Cluster's pod CIDR (as docker's 192.168.x.0/20 lay inside
-    upstream's 192.168.0.0/16): the network takes the first subnet outside it, and the cluster is served."""
+    """The pool's first range lies inside the Cluster's pod CIDR (as docker's 192.168.x.0/20 lay inside
+    upstream's 192.168.0.0/16): the network takes a subnet outside it (the one at its name's place in the next
+    range, subnets.start_of), and the cluster is served."""
     inside, outside = _free_ranges(runtime, 2)
     _use_pool(ctx, f"{inside}:24,{outside}:24")
     cluster, dc = await make_cluster(ctx.kube, namespace, pods=[inside])
     dc = await drive_to(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, dc["metadata"]["name"], provisioned, timeout=60)
-    net = runtime.get_network(dcr.network_name(namespace, cluster["metadata"]["name"]))
-    assert net is not None and net.subnet == outside.replace(".0.0/16", ".0.0/24")
+    name = dcr.network_name(namespace, cluster["metadata"]["name"])
+    net = runtime.get_network(name)
+    want = subnets.choose(subnets.parse_pool(f"{outside}:24"), [], start=subnets.start_of(name)).subnet
+    assert net is not None and net.subnet == want and not subnets.overlapping(net.subnet, [subnets.Taken(inside, "")])
     assert dc is not None and addresses.in_subnet(net, dc["spec"]["controlPlaneEndpoint"]["host"])
     overlap = cond.get(dc, dcr.CLUSTER_NETWORK_OVERLAP)
     assert overlap is not None and overlap["status"] == "False", overlap
