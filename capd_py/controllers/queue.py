@@ -15,8 +15,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
+
+from capd_py.kube.client import KubeError
+from capd_py.runtime.protocol import RuntimeError_
+
 Key = tuple[str, str, str]
 log = logging.getLogger("capd_py.queue")
+# what a reconcile may meet from the outside (the API server's refusals, a docker daemon's errors, the network):
+# logged as one line with its cause (issue 42 item 5: "never a traceback"); any other exception is a bug and keeps its
+# traceback. Both back off the same way.
+OPERATIONAL_ERRORS: tuple[type[BaseException], ...] = (KubeError, RuntimeError_, aiohttp.ClientError, OSError,
+                                                        TimeoutError)
 # How long `stop` waits for the workers in all, and how often it repeats the cancellation meanwhile.
 STOP_SECONDS = 10.0
 STOP_RECANCEL_SECONDS = 1.0
@@ -150,11 +160,15 @@ class WorkQueue:
                     requeue = res.requeue_after if res else None
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - one key's failure must not stop the worker
+            except Exception as e:  # noqa: BLE001 - one key's failure must not stop the worker
                 n = self._failures.get(key, 0) + 1
                 self._failures[key] = n
                 requeue = min(self._max, self._base * 2 ** (n - 1))
-                log.exception("reconcile %s/%s/%s failed (attempt %d, retry in %.3gs)", *key, n, requeue)
+                if isinstance(e, OPERATIONAL_ERRORS):  # the API server or docker said no: the cause, not a traceback
+                    log.error("reconcile %s/%s/%s failed (attempt %d, retry in %.3gs): %s: %s", *key, n, requeue,
+                              type(e).__name__, e)
+                else:  # anything else is capd-py's bug: where it happened matters
+                    log.exception("reconcile %s/%s/%s failed (attempt %d, retry in %.3gs)", *key, n, requeue)
             finally:
                 self.processed += 1
                 self._active.discard(key)

@@ -14,7 +14,9 @@ from capd_py.controllers.manager import Manager
 from capd_py.controllers.mappers import Controller, ReconcileFn, owner_mapper
 from capd_py.controllers.queue import Key, Result, WorkQueue
 from capd_py.kube.cache import Store
+from capd_py.kube.client import KubeError
 from capd_py.kube.workload import WorkloadClients
+from capd_py.runtime.protocol import RuntimeError_
 
 pytestmark = pytest.mark.unit
 
@@ -101,6 +103,34 @@ async def test_failures_back_off_exponentially_and_success_resets() -> None:
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert gaps[0] >= 0.045 and gaps[1] >= 0.095 and gaps[2] >= 0.19
     assert ("Machine", "ns", "a") not in q._failures
+
+
+async def test_an_api_or_docker_error_logs_its_cause_in_one_line_a_bug_its_traceback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 42 item 5: what the API server or docker refused is said with its cause, never as a traceback; any
+    other exception is capd-py's bug and keeps its traceback. Both back off."""
+    errors: dict[str, Exception] = {
+        "api": KubeError(403, "Forbidden", 'secrets "c1-kubeconfig" is forbidden: namespace t-1 is being terminated'),
+        "docker": RuntimeError_("create network capd-py-x: Pool overlaps with other one on this address space"),
+        "bug": KeyError("spec")}
+
+    async def handle(k: Key) -> Result | None:
+        raise errors[k[2]]
+
+    q = WorkQueue(handle, workers=1, base_backoff=5.0, max_backoff=5.0)
+    q.start()
+    with caplog.at_level("ERROR", logger="capd_py.queue"):
+        for name in errors:
+            q.add(("Machine", "ns", name))
+        await settle(q, 0.3)
+    await q.stop()
+    by = {r.getMessage().split("/")[2].split(" ")[0]: r for r in caplog.records}
+    assert by["api"].exc_info is None and by["docker"].exc_info is None
+    assert "KubeError: 403 Forbidden: secrets \"c1-kubeconfig\" is forbidden" in by["api"].getMessage()
+    assert by["docker"].getMessage().endswith("RuntimeError_: create network capd-py-x: Pool overlaps with other one "
+                                              "on this address space")
+    assert by["bug"].exc_info is not None   # a bug: where it happened
+    assert all(q._failures[("Machine", "ns", n)] == 1 for n in errors)   # each backs off
 
 
 async def test_requeue_after_is_honoured() -> None:
