@@ -40,7 +40,9 @@ def _run(root: Path, workers: int, *paths: str) -> list[list[str]]:
     """pytest with `workers` xdist workers scheduled by worker_units on `paths` under `root`; the lines the suite's
     tests recorded, split."""
     record = root / "record"
-    env = {**os.environ, "RECORD": str(record), "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    # the scheduler's default e2e workers (2), whatever the caller's CAPD_PY_E2E_WORKERS (worker_units.E2E_WORKERS_ENV)
+    env = {**{k: v for k, v in os.environ.items() if k != "CAPD_PY_E2E_WORKERS"}, "RECORD": str(record),
+           "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
     p = subprocess.run([sys.executable, "-m", "pytest", "-p", "worker_units", "-p", "no:cacheprovider", "-n",
                         str(workers), "--dist", "loadgroup", "-q", "-c", os.devnull, "--rootdir", str(root),
                         *(paths or (str(root),))],
