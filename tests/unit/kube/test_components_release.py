@@ -16,7 +16,7 @@ from capd_py.api.versions import CLUSTER_API_VERSION
 from capd_py.kube import components as kc
 from capd_py.kube.admission_webhook import MUTATING_NAME, VALIDATING_NAME
 from capd_py.kube.crds import load_crds
-from capd_py.reconcile import components
+from capd_py.reconcile import components, servingcert
 
 pytestmark = pytest.mark.unit
 
@@ -77,6 +77,9 @@ def test_one_deployment_in_the_infrastructure_provider_with_clusterctl_variables
     assert dep["spec"]["replicas"] == 1
     assert dep["spec"]["template"]["metadata"]["labels"]["control-plane"] == "controller-manager"
     c = dep["spec"]["template"]["spec"]["containers"][0]
+    # Available only once the webhook server listens (clusterctl init --wait-providers waits for that; found by
+    # upstream's scale spec, whose first write came 7 s after init and was refused)
+    assert c["readinessProbe"]["tcpSocket"] == {"port": servingcert.DEFAULT_PORT}
     # canonical: clusterctl refuses `capd-py/controllers:dev` ("repository name must be canonical")
     assert c["image"] == "docker.io/capd-py/controllers:dev" and c["imagePullPolicy"] == "Never"
     env = {e["name"]: e.get("value") for e in c["env"]}
