@@ -397,7 +397,7 @@ def install_crds(kubeconfig: str | Path, timeout: float = 120, webhook_url: str 
     by the controllers' webhook: its certificate Secret is made first (once), its CA goes into every caBundle, and
     upstream's defaulting/validating admission webhooks with it (kube/admission_webhook.py). Then upstream
     clusterctl's provider inventory (kube/inventory.py), so clusterctl works against the cluster."""
-    from capd_py.kube import admission_webhook, crds, inventory
+    from capd_py.kube import admission_webhook, components, crds, inventory
     from capd_py.kube import conversion_webhook as cw
     from capd_py.kube.client import Kube, KubeError
     from capd_py.reconcile import servingcert
@@ -408,8 +408,7 @@ def install_crds(kubeconfig: str | Path, timeout: float = 120, webhook_url: str 
         if webhook_url or webhook_service:
             hosts = servingcert.url_hosts(webhook_url) if webhook_url else servingcert.service_hosts()
             cert = await cw.ensure_cert(kube, hosts)
-            service = {"namespace": servingcert.SECRET_NAMESPACE, "name": servingcert.SERVICE_NAME,
-                       "port": servingcert.SERVICE_PORT}
+            service = components.webhook_service()
             manifests = cw.crds_serving_v1beta1(cw.webhook_conversion(
                 cert.ca.cert, url=webhook_url, service=None if webhook_url else service))
             admission = admission_webhook.configurations(

@@ -25,8 +25,8 @@ log = logging.getLogger("capd_py.queue")
 # what a reconcile may meet from the outside (the API server's refusals, a docker daemon's errors, the network):
 # logged as one line with its cause (issue 42 item 5: "never a traceback"); any other exception is a bug and keeps its
 # traceback. Both back off the same way.
-OPERATIONAL_ERRORS: tuple[type[BaseException], ...] = (KubeError, RuntimeError_, aiohttp.ClientError, OSError,
-                                                        TimeoutError)
+# (OSError covers TimeoutError and the socket errors)
+OPERATIONAL_ERRORS: tuple[type[BaseException], ...] = (KubeError, RuntimeError_, aiohttp.ClientError, OSError)
 # How long `stop` waits for the workers in all, and how often it repeats the cancellation meanwhile.
 STOP_SECONDS = 10.0
 STOP_RECANCEL_SECONDS = 1.0

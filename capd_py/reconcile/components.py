@@ -154,15 +154,17 @@ def split(crds: Iterable[Obj], controllers: Sequence[Obj], admission: Sequence[O
     namespaces = [d for d in controllers if d.get("kind") == "Namespace"]
     if [n["metadata"]["name"] for n in namespaces] != [CONTROLLERS_NAMESPACE]:
         raise ValueError(f"the controllers manifest must hold one Namespace, {CONTROLLERS_NAMESPACE}")
+    carrier = carrier_namespace()
     out = []
     for p in inventory.PROVIDERS:
-        own = sorted(by_label[p.manifest_label], key=lambda c: str(c["metadata"]["name"]))
+        own = in_namespace(sorted(by_label[p.manifest_label], key=lambda c: str(c["metadata"]["name"])),
+                           CONTROLLERS_NAMESPACE, carrier)
         if p.type == CARRIER:
-            process = _one_replica(in_namespace(controllers, CONTROLLERS_NAMESPACE, p.namespace))
-            docs = [*process, *in_namespace(own, CONTROLLERS_NAMESPACE, p.namespace),
-                    *in_namespace([without_ca_bundle(a) for a in admission], CONTROLLERS_NAMESPACE, p.namespace)]
+            process = _one_replica(in_namespace(controllers, CONTROLLERS_NAMESPACE, carrier))
+            docs = [*process, *own, *in_namespace([without_ca_bundle(a) for a in admission], CONTROLLERS_NAMESPACE,
+                                                  carrier)]
         else:
-            docs = [_namespace(p.namespace), *in_namespace(own, CONTROLLERS_NAMESPACE, carrier_namespace())]
+            docs = [_namespace(p.namespace), *own]
         out.append(ProviderComponents(p, p.namespace, tuple(docs)))
     return out
 

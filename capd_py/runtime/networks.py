@@ -53,10 +53,10 @@ def ensure_network(rt: ContainerRuntime, name: str, labels: dict[str, str],
     one too) that overlaps neither `avoid` (the cluster's own CIDRs) nor any docker network or host route
     (`routes_image`: neighbours); with `start_at_name`, first from the name's place in each range
     (subnets.choose, start_of: a workload cluster's network). NoFreeSubnet when there is none."""
-    start = subnets.start_of(name) if start_at_name else 0
     got = rt.get_network(name)
     if got is not None:
         return got
+    start = subnets.start_of(name) if start_at_name else 0
     # subnets docker refused although no network listed them (one being removed still holds its pool in docker's
     # IPAM; another process's network made since the listing): not chosen again by this call (found 2026-12-06:
     # five attempts all chose 172.16.0.0/20 while a network of a test that had just ended was going away)

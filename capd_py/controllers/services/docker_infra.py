@@ -15,6 +15,7 @@ controller process has: no in-flight calls, no locks.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -116,8 +117,8 @@ class DockerInfra:
         if got is not None:
             return got
         async with self._network_create:
-            return await self.call(networks.ensure_network, self.runtime, name, labels, self.network_pool, avoid,
-                                   ipv6, routes_image, True)
+            return await self.call(functools.partial(networks.ensure_network, start_at_name=True), self.runtime,
+                                   name, labels, self.network_pool, avoid, ipv6, routes_image)
 
     async def outside_ranges(self, management_network: str, routes_image: str = "") -> list[subnets.Taken]:
         """What a cluster's pods must be able to reach outside it: the management cluster's network and the
