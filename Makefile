@@ -74,7 +74,7 @@ clusterctl:
 
 # Upstream Cluster API's managers (core, kubeadm bootstrap, kubeadm control plane, CAPD = Docker + in-memory provider)
 # from the Go module proxy, cached in $(CAPD_PY_CACHE)/upstream/<version>/ (hack/build-upstream.sh; docs/upstream.md).
-# Run as host processes by capd_py/testing/upstream_managers.py. Not a prerequisite of `test` yet.
+# Run as host processes by capd_py/testing/upstream_managers.py; `builds` (so `make test`) builds them.
 upstream:
 	nice -n 10 bash hack/timed.sh "upstream managers $(CLUSTERCTL_VERSION)" bash hack/build-upstream.sh $(CLUSTERCTL_VERSION)
 

@@ -4,8 +4,8 @@
 Run `python hack/gen_crds.py` after changing a schema (or capd_py/api/versions.py); commit the output.
 `python hack/gen_crds.py --check` exits 1 if the committed YAML is stale.
 
-Validation lives here as OpenAPI constraints and CEL (x-kubernetes-validations): there is no webhook
-server. See docs/DEVELOPING.md "Validation" for what can and cannot be checked at admission.
+Validation lives here as OpenAPI constraints and CEL (x-kubernetes-validations); what a schema cannot say is
+checked by capd-py's admission webhooks (capd_py/kube/admission_webhook.py, docs/validation.md).
 """
 
 from __future__ import annotations
