@@ -91,10 +91,11 @@ docker tag "$ECHO" capd-py/echo:latest
 
 # --- the node image ------------------------------------------------------------------------------
 # Built as kind builds its node image: a plain image (binaries, units, config), then a container of it
-# runs containerd alone, the component images are imported into its k8s.io namespace (content only, as
-# kind: `--no-unpack`; the CRI unpacks an image the first time a container uses it), containerd stops,
+# runs containerd alone, the component images are imported into its k8s.io namespace, containerd stops,
 # and the container is committed with the image's own config restored. A node has its images the moment
-# containerd starts: nothing is imported at boot.
+# containerd starts: nothing is imported at boot. Unlike kind, the images every node runs are unpacked here
+# too (UNPACK below): unpacking them at each boot cost every node 2-5 CPU-seconds of containerd (measured
+# 2026-12-07: a bare node's containerd 2.5 CPU-s with pause, kube-proxy and the CNI unpacked, 0.19 without).
 [[ -n "${CAPD_PY_COMPONENTS_ONLY:-}" ]] && { ok "component images of $K8S ready"; exit 0; }
 # Upgrades: while a cluster moves between adjacent minors, a new node runs the old version's kube-proxy and
 # CoreDNS until the control plane updates them, and an old node the new kube-proxy until it is replaced. No
@@ -129,15 +130,13 @@ else
   mkdir -p "$ctx/files/kind/images" "$ctx/files/kind/manifests"
   sed "s#@NETD_IMAGE@#$NETD#" "$here/netd/default-cni.yaml.in" > "$ctx/files/kind/manifests/default-cni.yaml"
   printf '%s\n' "${PRELOAD[@]}" > "$ctx/files/kind/images/list"   # what the node has (benches, checks)
-  # what every node runs, unpacked in the background at boot (capd-unpack-images); the rest on demand
-  printf '%s\n' "$(tag_for pause)" "$(tag_for kube-proxy)" "$NETD" > "$ctx/files/kind/images/unpack"
   cp "$KBIN/kubelet" "$KBIN/kubeadm" "$KBIN/kubectl" "$ctx/"
   cat > "$ctx/Dockerfile" <<DOCKERFILE
 ARG BASE
 FROM \${BASE}
 COPY kubelet kubeadm kubectl /usr/bin/
 COPY files/ /
-RUN systemctl enable containerd.service kubelet.service capd-unpack-images.service >/dev/null 2>&1 \\
+RUN systemctl enable containerd.service kubelet.service >/dev/null 2>&1 \\
  && systemctl mask getty.target console-getty.service systemd-firstboot.service systemd-udevd.service \\
       systemd-modules-load.service sys-kernel-debug.mount sys-kernel-tracing.mount >/dev/null 2>&1 \\
  && systemctl set-default multi-user.target >/dev/null 2>&1 \\
@@ -160,19 +159,32 @@ DOCKERFILE
   bc="capd-py-node-build-$$"
   cleanup_build() { docker rm -f -v "$bc" >/dev/null 2>&1 || true; }
   trap cleanup_build EXIT
-  docker run -d --name "$bc" "${priv[@]}" --tmpfs /run --tmpfs /tmp --entrypoint sleep "$STAGE" infinity >/dev/null
+  # containerd's overlayfs snapshots on a volume (/unpack) while it unpacks: a layer is applied onto its parents
+  # through an overlay mount, whose upper dir cannot be on the container's own overlay root
+  docker run -d --name "$bc" "${priv[@]}" --tmpfs /run --tmpfs /tmp -v /unpack --entrypoint sleep "$STAGE" infinity \
+    >/dev/null
   bx() { docker exec "$bc" "$@"; }
-  docker exec -d "$bc" sh -c 'exec containerd >/tmp/containerd.log 2>&1'
+  bx sh -c 'cp /etc/containerd/config.toml /tmp/build.toml &&
+    printf "\n[plugins.\"io.containerd.snapshotter.v1.overlayfs\"]\n  root_path = \"/unpack/overlayfs\"\n" >> /tmp/build.toml'
+  docker exec -d "$bc" sh -c 'exec containerd --config /tmp/build.toml >/tmp/containerd.log 2>&1'
   for i in $(seq 1 60); do bx ctr version >/dev/null 2>&1 && break; sleep 0.5; done
   bx ctr version >/dev/null || { bx cat /tmp/containerd.log >&2; echo " ✗ containerd did not start" >&2; exit 1; }
   # pinned: containerd >= 1.7 tells kubelet's image GC to keep it (kind does the same); 1.6 ignores it
   docker save "${PRELOAD[@]}" | docker exec -i "$bc" ctr --namespace k8s.io images import \
     --label io.cri-containerd.pinned=pinned --all-platforms --no-unpack - >/dev/null
   have=$(bx ctr --namespace k8s.io images ls -q)
+  # containerd names an image without a registry as docker does
+  ref_of() { local first=${1%%/*}
+    if [[ "$1" == */* && ( "$first" == *.* || "$first" == *:* || "$first" == localhost ) ]]; then echo "$1"; else echo "docker.io/$1"; fi; }
   for i in "${PRELOAD[@]}"; do
-    first=${i%%/*}   # containerd names an image without a registry as docker does
-    [[ "$i" == */* && ( "$first" == *.* || "$first" == *:* || "$first" == localhost ) ]] && ref=$i || ref="docker.io/$i"
-    grep -qxF "$ref" <<<"$have" || { echo " ✗ $ref missing from containerd after the import" >&2; exit 1; }
+    grep -qxF "$(ref_of "$i")" <<<"$have" || { echo " ✗ $(ref_of "$i") missing from containerd after the import" >&2; exit 1; }
+  done
+  # Unpacked here: what every node runs (pause, kube-proxy, the CNI daemon) and what control planes run; the
+  # rest (the adjacent minors' kube-proxy and CoreDNS, the demo app) as kind does, by the CRI on first use.
+  UNPACK=("${WANT[@]}" "$NETD")
+  for i in "${UNPACK[@]}"; do
+    bx sh -c 'mkdir -p /tmp/m && ctr -n k8s.io images mount "$1" /tmp/m >/dev/null && ctr -n k8s.io images unmount --rm /tmp/m >/dev/null' \
+      _ "$(ref_of "$i")" || { echo " ✗ unpacking $i failed" >&2; exit 1; }
   done
   # stop containerd cleanly (its bolt databases closed; PID 1 is sleep, so it stays a zombie), then drop
   # what a node recreates at boot
@@ -180,9 +192,20 @@ DOCKERFILE
     for i in $(seq 1 100); do grep -q "^State:.*Z" /proc/$p/status 2>/dev/null || [ ! -e /proc/$p ] && exit 0; sleep 0.1; done
     exit 1' || { bx tail -5 /tmp/containerd.log >&2; echo " ✗ containerd did not stop" >&2; exit 1; }
   bx sh -c 'cd /var/lib/containerd && rm -rf io.containerd.snapshotter.v1.* io.containerd.runtime.* tmpmounts io.containerd.grpc.v1.cri'
+  # The snapshots leave /var the way the blobs do (below): read in place from the image layer as the lower
+  # layers of the node's containers, while the snapshotter's root (its metadata and one symlink per snapshot)
+  # is in /var, which docker copies into each node's volume, where the CRI makes the containers' upper dirs.
+  # A whiteout (a 0:0 character device) would become a deleted file in the committed layer: none may be there.
+  bx sh -c 'set -e; S=/unpack/overlayfs/snapshots; R=/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs
+    w=$(find "$S" -type c -exec stat -c "%t:%T %n" {} + | grep "^0:0 " || true)
+    [ -z "$w" ] || { echo "an unpacked image has overlay whiteouts: $w" >&2; exit 1; }
+    mkdir -p "$R/snapshots" /kind/containerd/snapshots
+    cp -a /unpack/overlayfs/metadata.db "$R/"
+    for d in "$S"/*; do id=${d##*/}; cp -a "$d" "/kind/containerd/snapshots/$id"; ln -s "/kind/containerd/snapshots/$id" "$R/snapshots/$id"; done' \
+    || { echo " ✗ moving the unpacked snapshots into the image failed" >&2; exit 1; }
   # The blobs live outside /var: docker copies an image's /var into each node's fresh /var volume at
   # `docker run` (767 MB here); read in place from the image layer they cost a node nothing, and the CRI
-  # unpacks what it runs into the snapshotter on the /var volume (overlayfs needs a non-overlay upper).
+  # unpacks what was not unpacked above into the snapshotter on the /var volume when it first runs it.
   bx sh -c 'mkdir -p /kind/containerd && mv /var/lib/containerd/io.containerd.content.v1.content /kind/containerd/content &&
     ln -s /kind/containerd/content /var/lib/containerd/io.containerd.content.v1.content'
   docker stop -t 1 "$bc" >/dev/null
