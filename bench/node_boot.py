@@ -1,6 +1,6 @@
 """How fast a node container is ready to bootstrap: `docker run` -> containerd answering -> every preloaded
-image listed in containerd's k8s.io namespace -> systemd up (-> pause, kube-proxy and the CNI image unpacked
-by the background unit). One node container made exactly as capd-py
+image listed in containerd's k8s.io namespace -> systemd up (-> the node-wide images unpacked: by a background
+unit in node images before 2026-12-07, at image build time since, when this step is immediate). One node container made exactly as capd-py
 makes it (same image, flags and mounts, through the runtime Protocol), measured `--runs` times, removed.
 
     .venv/bin/python bench/node_boot.py [--runs 3]
@@ -69,7 +69,7 @@ def systemd_up(rt: ContainerRuntime, name: str) -> bool:
 
 def node_images_unpacked(rt: ContainerRuntime, name: str) -> bool:
     """capd-unpack-images (pause, kube-proxy, CNI unpacked in the background) has finished, or the image has no
-    such unit (older images imported everything before systemd was up)."""
+    such unit (its images unpacked at build time, or imported before systemd was up in the oldest ones)."""
     res = rt.exec(name, ["systemctl", "show", "-p", "LoadState", "-p", "ExecMainExitTimestampMonotonic",
                          "capd-unpack-images"])
     props = dict(line.split("=", 1) for line in res.output.splitlines() if "=" in line)
