@@ -1,7 +1,8 @@
-"""A MachinePool on the shared `e2e-quick` cluster (no cluster of its own): 1 -> 3 -> 1 replicas with Ready
+"""A MachinePool on the shared `e2e-quick` cluster (no cluster of its own): 1 -> 2 -> 1 replicas with Ready
 workload Nodes behind status.nodeRefs, through `kubectl scale` (the scale subresource); deleting the pool leaves
 no container, Node or object of it. (The module sorts before test_workload_cluster.py, whose quick test deletes
-e2e-quick last.)"""
+e2e-quick last.) Two pool instances made at once are test_flavors.py's (its pool starts at 2): here one more
+node is enough to scale up (issue 40: each node costs ~20 CPU-s)."""
 
 from __future__ import annotations
 
@@ -73,8 +74,8 @@ def test_machine_pool_scales_with_ready_nodes(mgmt: Mgmt, quick_cluster: Workloa
                     and st.get("phase") == "Running")
 
         wait_for(lambda: at(1), 420, f"MachinePool {pool} with 1 Ready node", 5)
-        mgmt.kubectl("scale", "machinepool", pool, "-n", "default", "--replicas=3")
-        wait_for(lambda: at(3), 600, f"MachinePool {pool} with 3 Ready nodes", 5)
+        mgmt.kubectl("scale", "machinepool", pool, "-n", "default", "--replicas=2")
+        wait_for(lambda: at(2), 600, f"MachinePool {pool} with 2 Ready nodes", 5)
         mp = mgmt.get("machinepool", pool)
         nodes = ready_nodes(quick_cluster)
         for ref in mp["status"]["nodeRefs"]:
