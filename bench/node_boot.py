@@ -1,7 +1,8 @@
 """How fast a node container is ready to bootstrap: `docker run` -> containerd answering -> every preloaded
 image listed in containerd's k8s.io namespace -> systemd up (-> the node-wide images unpacked: by a background
-unit in node images before 2026-12-07, at image build time since, when this step is immediate). One node container made exactly as capd-py
-makes it (same image, flags and mounts, through the runtime Protocol), measured `--runs` times, removed.
+unit in node images before 2026-12-07, at image build time since, when this step is immediate). One node
+container made exactly as capd-py makes it (same image, flags and mounts, through the runtime Protocol), measured
+`--runs` times, removed.
 
     .venv/bin/python bench/node_boot.py [--runs 3]
 """

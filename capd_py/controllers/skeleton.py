@@ -19,7 +19,9 @@ from capd_py.api.gvk import CLUSTER, GVK
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers import lifecycle
 from capd_py.controllers.context import Ctx
-from capd_py.controllers.queue import Result
+from capd_py.controllers.queue import OPERATIONAL_ERRORS, Result
+from capd_py.kube import events
+from capd_py.kube.client import KubeError
 from capd_py.reconcile import coreutil
 
 Obj = dict[str, Any]
@@ -133,7 +135,11 @@ async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
     if coreutil.is_deleting(obj):
         if kind.finalizer and not lifecycle.has_finalizer(obj, kind.finalizer):
             return None  # our cleanup is done; someone else's finalizer holds the object
-        out = await kind.delete(ctx, Subject(obj, cluster))
+        try:
+            out = await kind.delete(ctx, Subject(obj, cluster))
+        except OPERATIONAL_ERRORS as e:
+            await _report(ctx, obj, e)
+            raise
         latest = out.obj or obj
         if out.done:
             if kind.finalizer:
@@ -145,9 +151,25 @@ async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
     extra = kind.metadata(obj, cluster) if kind.metadata else {}
     # always: besides the finalizer and `extra`, owner references to our kinds are brought to the served version
     obj = await lifecycle.ensure_metadata(kube, kind.gvk, obj, finalizer=kind.finalizer, **extra)
-    out = await kind.reconcile(ctx, Subject(obj, cluster))
+    try:
+        out = await kind.reconcile(ctx, Subject(obj, cluster))
+    except OPERATIONAL_ERRORS as e:
+        await _report(ctx, obj, e)
+        raise
     await _write(ctx, kind, out.obj or obj, out)
     return out.result
+
+
+RECONCILE_ERROR = "ReconcileError"
+
+
+async def _report(ctx: Ctx, obj: Obj, e: BaseException) -> None:
+    """A pass the API server, docker or the network ended: a Warning Event on the object with the cause (issue 42
+    item 5), one Event whose count grows while it repeats (the queue backs the pass off and logs one line). A
+    conflict is not reported: the pass runs again at once on the newer object."""
+    if isinstance(e, KubeError) and e.conflict:
+        return
+    await events.record(ctx.kube, obj, RECONCILE_ERROR, f"{type(e).__name__}: {e}")
 
 
 async def _write(ctx: Ctx, kind: Kind, obj: Obj, out: Outcome, paused: bool = False) -> None:

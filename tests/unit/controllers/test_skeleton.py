@@ -12,7 +12,9 @@ from capd_py.api.gvk import CLUSTER, MACHINE_SET
 from capd_py.api.labels import PAUSED_ANNOTATION
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, run
+from capd_py.kube.client import KubeError
 from capd_py.runtime.fake import FakeRuntime
+from capd_py.runtime.protocol import RuntimeError_
 from capd_py.testing.fake_workload import FakeWorkloadKube
 
 pytestmark = pytest.mark.unit
@@ -198,3 +200,48 @@ async def test_an_object_that_is_gone_tells_the_kind_s_gone_hook_only() -> None:
     assert gone == [("ns", "nosuch")] and rec.calls == []
     await run(ctx, kind, "ns", "ms")  # an object that exists is reconciled, not told gone
     assert gone == [("ns", "nosuch")] and [c[0] for c in rec.calls] == ["reconcile"]
+
+
+class Failing(Recorder):
+    """A kind whose pass the API server or docker ends."""
+
+    def __init__(self, error: BaseException):
+        super().__init__()
+        self.error = error
+
+    async def reconcile(self, ctx: Ctx, sub: Subject) -> Outcome:
+        self.calls.append(("reconcile", sub))
+        raise self.error
+
+
+def events_of(kube: FakeWorkloadKube) -> list[dict[str, Any]]:
+    kube.sync()
+    return [o for (resource, _, _), o in kube.objects.items() if resource == "events"]
+
+
+async def test_a_failed_pass_is_one_warning_event_with_its_cause_counting_repeats_and_still_raises() -> None:
+    rec = Failing(RuntimeError_("docker: 400 invalid reference format: 'a b'"))
+    ctx, kind, kube = setup(rec)
+    for _ in range(3):
+        with pytest.raises(RuntimeError_):  # the queue still sees it: backoff and its one log line
+            await run(ctx, kind, "ns", "ms")
+    [ev] = events_of(kube)  # one object, not one per retry
+    assert (ev["type"], ev["reason"], ev["count"]) == ("Warning", "ReconcileError", 3)
+    assert ev["message"] == "RuntimeError_: docker: 400 invalid reference format: 'a b'"
+    assert ev["involvedObject"]["kind"] == "MachineSet" and ev["metadata"]["namespace"] == "ns"
+    rec.error = KubeError(422, "Invalid", "spec.replicas: Invalid value: -1")
+    with pytest.raises(KubeError):
+        await run(ctx, kind, "ns", "ms")
+    assert sorted(e["reason"] + ":" + str(e["count"]) for e in events_of(kube)) == [
+        "ReconcileError:1", "ReconcileError:3"]
+
+
+async def test_a_conflict_or_a_bug_makes_no_event() -> None:
+    rec = Failing(KubeError(409, "Conflict", "the object has been modified"))
+    ctx, kind, kube = setup(rec)
+    with pytest.raises(KubeError):
+        await run(ctx, kind, "ns", "ms")
+    rec.error = ValueError("a bug: the queue logs its traceback")
+    with pytest.raises(ValueError):
+        await run(ctx, kind, "ns", "ms")
+    assert events_of(kube) == []
