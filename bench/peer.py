@@ -489,7 +489,7 @@ def capd_py_controllers(kubeconfig: str) -> int:
     """Every capd-py controller and its webhooks, with the in-memory FakeRuntime and fake workload clusters."""
     from capd_py.controllers.manager import Manager
     from capd_py.controllers.operator import run
-    from capd_py.runtime.fake import FakeRuntime
+    from capd_py.testing.fake_runtime import FakeRuntime
     from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads
 
     runtime = FakeRuntime()

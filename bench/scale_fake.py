@@ -48,8 +48,8 @@ from capd_py.controllers.queue import Key, Result  # noqa: E402
 from capd_py.kube.cache import Store  # noqa: E402
 from capd_py.kube.client import Kube, KubeError, WriteCounter  # noqa: E402
 from capd_py.kube.crds import install_crds  # noqa: E402
-from capd_py.runtime.fake import FakeRuntime  # noqa: E402
 from capd_py.testing.envtest import EnvTest  # noqa: E402
+from capd_py.testing.fake_runtime import FakeRuntime  # noqa: E402
 
 NAMESPACE = GVK("", "v1", "Namespace", "namespaces", namespaced=False)
 WRITES = ("create", "apply", "merge_patch", "json_patch", "replace", "delete_returning")

@@ -35,7 +35,7 @@ from capd_py.reconcile.cloudinit import BOOTSTRAP_SENTINEL
 from capd_py.reconcile.dockercluster import ROLE_CONTROL_PLANE, ROLE_WORKER
 from capd_py.reconcile.dockermachine import provider_id
 from capd_py.reconcile.kcp.common import STATIC_PODS
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.fake_runtime import FakeRuntime
 
 
 def _kubelet_version(image: str) -> str:

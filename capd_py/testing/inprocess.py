@@ -23,8 +23,8 @@ from capd_py.controllers.queue import awaiting
 from capd_py.kube.client import Kube
 from capd_py.kube.crds import install_crds
 from capd_py.kube.workload import WorkloadClients
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
+from capd_py.testing.fake_runtime import FakeRuntime
 from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads
 
 

@@ -21,8 +21,8 @@ from capd_py.api.containers import HostCapacity
 from capd_py.api.gvk import DOCKER_MACHINE_TEMPLATE, GVK, MACHINE_DEPLOYMENT
 from capd_py.controllers import dockermachinetemplate as c_dmt
 from capd_py.kube.client import Kube
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest, cache_dir, free_port, stop_process_group
+from capd_py.testing.fake_runtime import FakeRuntime
 from capd_py.testing.inprocess import direct_ctx
 
 pytestmark = [pytest.mark.integration, pytest.mark.autoscaler]

@@ -409,7 +409,7 @@ async def test_delete_while_provisioning_leaves_nothing(ctx: Ctx, namespace: str
 
 async def test_fake_runtime_drives_the_controllers(kube: Kube, namespace: str) -> None:
     """The FakeRuntime (for benchmarks of the core controllers) provisions like the real one."""
-    from capd_py.runtime.fake import FakeRuntime
+    from capd_py.testing.fake_runtime import FakeRuntime
 
     fake = FakeRuntime()
     ctx = Ctx(kube=kube, runtime=fake, settings=Settings(privileged_mode="restricted", poll_seconds=0.1),
@@ -451,7 +451,7 @@ async def test_fake_runtime_drives_the_controllers(kube: Kube, namespace: str) -
 async def test_node_container_boots_before_its_bootstrap_data(kube: Kube, namespace: str) -> None:
     """A worker's container is created while the Machine waits for bootstrap data, the join runs in that same
     container once the data appears, and deleting a Machine that is still waiting leaves nothing behind."""
-    from capd_py.runtime.fake import LAUNCH_TAG, FakeRuntime
+    from capd_py.testing.fake_runtime import LAUNCH_TAG, FakeRuntime
 
     fake = FakeRuntime()
     ctx = Ctx(kube=kube, runtime=fake, settings=Settings(privileged_mode="restricted", poll_seconds=0.1),
@@ -497,7 +497,7 @@ async def test_node_container_boots_before_its_bootstrap_data(kube: Kube, namesp
 async def test_version_without_node_image_waits_for_make_images(kube: Kube, namespace: str) -> None:
     """An admitted version nobody built a node image for: ContainerProvisioned=False / ImageNotFound naming
     `make images K8S_VERSION=<version>`, no container; once the image exists the machine provisions."""
-    from capd_py.runtime.fake import FakeRuntime
+    from capd_py.testing.fake_runtime import FakeRuntime
 
     fake = FakeRuntime()
     ctx = Ctx(kube=kube, runtime=fake, settings=Settings(privileged_mode="restricted", poll_seconds=0.1),
@@ -535,7 +535,7 @@ async def test_workload_node_gets_provider_id_and_paused_is_honoured(envtest: An
     """The envtest API server doubles as the workload cluster: its kubeconfig goes in <cluster>-kubeconfig."""
     from capd_py.api.gvk import NODE
     from capd_py.api.labels import PAUSED_ANNOTATION
-    from capd_py.runtime.fake import FakeRuntime
+    from capd_py.testing.fake_runtime import FakeRuntime
 
     fake = FakeRuntime()
     ctx = Ctx(kube=kube, runtime=fake, settings=Settings(privileged_mode="restricted", poll_seconds=0.1),
@@ -918,7 +918,7 @@ async def test_upstream_clusterctl_move_keeps_the_containers(kube: Kube, namespa
     DockerCluster is provisioned again with no new container, and the DockerMachine is provisioned by its
     providerID alone (no new container, no second bootstrap, even after a restart emptied the container's /run)."""
     from capd_py.api.labels import DELETE_FOR_MOVE_ANNOTATION
-    from capd_py.runtime.fake import LAUNCH_TAG, FakeRuntime
+    from capd_py.testing.fake_runtime import LAUNCH_TAG, FakeRuntime
 
     fake = FakeRuntime()
     ctx = Ctx(kube=kube, runtime=fake, settings=Settings(privileged_mode="restricted", poll_seconds=0.1),

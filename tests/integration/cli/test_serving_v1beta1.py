@@ -48,7 +48,7 @@ REFRESH_SECONDS = 1
 CONTROLLERS = """
 import asyncio, logging, sys
 from capd_py.controllers.operator import run
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.fake_runtime import FakeRuntime
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 asyncio.run(run(sys.argv[1], runtime=FakeRuntime(), webhook_refresh_seconds=float(sys.argv[2])))
 """

@@ -24,8 +24,8 @@ from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile import dockermachine as dmr
 from capd_py.reconcile.cloudinit import LAUNCH_TAG
 from capd_py.reconcile.imageload import RECORDED_ANNOTATION, normalize
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.protocol import ExecResult
+from capd_py.testing.fake_runtime import FakeRuntime
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.docker_free]
 

@@ -9,7 +9,7 @@ from capd_py.api.containers import HostCapacity
 from capd_py.api.gvk import DOCKER_MACHINE_TEMPLATE
 from capd_py.controllers import dockermachinetemplate as c_dmt
 from capd_py.kube.client import Kube
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.fake_runtime import FakeRuntime
 from capd_py.testing.inprocess import direct_ctx
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker_free]

@@ -19,8 +19,8 @@ from capd_py.controllers.manager import Manager
 from capd_py.controllers.operator import LeadershipLost, run
 from capd_py.kube.client import Kube
 from capd_py.kube.leader import Config
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
+from capd_py.testing.fake_runtime import FakeRuntime
 from capd_py.testing.inprocess import NoWorkloads, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker_free]

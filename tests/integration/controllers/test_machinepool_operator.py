@@ -35,10 +35,10 @@ from capd_py.controllers.manager import Manager
 from capd_py.kube.client import Kube
 from capd_py.reconcile.dockercluster import ROLE_WORKER
 from capd_py.reconcile.kubeadmconfig import token_secret_name
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing import envsubst
 from capd_py.testing.envsubst import E2E_VARIABLES
 from capd_py.testing.envtest import EnvTest
+from capd_py.testing.fake_runtime import FakeRuntime
 from capd_py.testing.inprocess import eventually, in_process_operator
 from capd_py.testing.quiet import quiet_versions
 from capd_py.testing.upstream import UPSTREAM

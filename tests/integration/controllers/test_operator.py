@@ -18,8 +18,8 @@ from capd_py.controllers.manager import Manager
 from capd_py.kube.cached import CachedKube
 from capd_py.kube.client import Kube
 from capd_py.reconcile.dockercluster import ROLE_LB
-from capd_py.runtime.fake import LAUNCH_TAG, FakeRuntime
 from capd_py.testing.envtest import EnvTest
+from capd_py.testing.fake_runtime import LAUNCH_TAG, FakeRuntime
 from capd_py.testing.inprocess import eventually, in_process_operator
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker_free]

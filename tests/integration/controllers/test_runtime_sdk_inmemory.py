@@ -115,10 +115,10 @@ from capd_py.cli.apply import apply_objects
 from capd_py.controllers.manager import Manager
 from capd_py.kube.client import Kube, KubeError
 from capd_py.reconcile import servingcert
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing import envsubst
 from capd_py.testing import test_extension as te
 from capd_py.testing.envtest import MAKE_HINT, EnvTest, free_port, missing_binaries
+from capd_py.testing.fake_runtime import FakeRuntime
 from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloads
 from capd_py.testing.inprocess import eventually, operator_in_thread
 from capd_py.testing.quiet import activity, quiet_versions, wait_quiet

@@ -21,8 +21,8 @@ from capd_py.cli.apply import apply_objects
 from capd_py.cli.generate import generate_cluster, parse_documents
 from capd_py.controllers.manager import Manager
 from capd_py.kube.client import Kube
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.testing.envtest import EnvTest
+from capd_py.testing.fake_runtime import FakeRuntime
 from capd_py.testing.inprocess import NoWorkloads, eventually, operator_in_thread
 from capd_py.testing.runtime_sdk_fake import FakeRuntimeSDK
 

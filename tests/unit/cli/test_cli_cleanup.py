@@ -6,8 +6,8 @@ import pytest
 
 from capd_py.cli import cleanup
 from capd_py.runtime import networks
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.protocol import ContainerSpec
+from capd_py.testing.fake_runtime import FakeRuntime
 
 pytestmark = pytest.mark.unit
 

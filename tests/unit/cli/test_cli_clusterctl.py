@@ -48,7 +48,7 @@ def test_repository_refuses_a_file(tmp_path: Path) -> None:
 def test_init_for_clusterctl_loads_the_image_and_installs_nothing(monkeypatch: pytest.MonkeyPatch,
                                                                  tmp_path: Path) -> None:
     from capd_py.cli import management as mgmt
-    from capd_py.runtime.fake import FakeRuntime
+    from capd_py.testing.fake_runtime import FakeRuntime
 
     made: list[object] = []
     monkeypatch.setattr(mgmt, "default_runtime", FakeRuntime)

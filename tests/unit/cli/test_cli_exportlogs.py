@@ -12,8 +12,8 @@ from capd_py.api.labels import CLUSTER_NAME, CONTAINER_CLUSTER, CONTAINER_MACHIN
 from capd_py.cli import exportlogs as ex
 from capd_py.reconcile import haproxy
 from capd_py.reconcile.cloudinit import BOOTSTRAP_LOG
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.protocol import ContainerSpec, ExecResult
+from capd_py.testing.fake_runtime import FakeRuntime
 
 pytestmark = pytest.mark.unit
 

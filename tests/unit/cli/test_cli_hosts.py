@@ -13,8 +13,8 @@ from capd_py.api.gvk import GVK
 from capd_py.cli import hosts as hc
 from capd_py.cli.main import app
 from capd_py.runtime import endpoints
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.protocol import RuntimeError_
+from capd_py.testing.fake_runtime import FakeRuntime
 
 pytestmark = pytest.mark.unit
 runner = CliRunner()

@@ -10,8 +10,8 @@ from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_MACHINE, CONTAINER_N
 from capd_py.cli import loadimage as li
 from capd_py.kube.client import KubeError
 from capd_py.reconcile.imageload import RECORDED_ANNOTATION
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.protocol import ContainerSpec
+from capd_py.testing.fake_runtime import FakeRuntime
 
 pytestmark = pytest.mark.unit
 

@@ -142,7 +142,7 @@ def test_init_refuses_a_bad_feature_gate_variable_before_creating_anything(monke
 
 def test_delete_refuses_a_stopped_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     from capd_py.cli import main as cli_main
-    from capd_py.runtime.fake import FakeRuntime
+    from capd_py.testing.fake_runtime import FakeRuntime
     from capd_py.testing.fake_workload import FakeWorkloadKube
 
     kube = FakeWorkloadKube(FakeRuntime(), "mgmt", "mgmt")

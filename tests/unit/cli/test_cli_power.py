@@ -18,8 +18,8 @@ from capd_py.api.labels import (
 from capd_py.cli import power
 from capd_py.cli.steps import Steps
 from capd_py.runtime import networks
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.protocol import ContainerSpec
+from capd_py.testing.fake_runtime import FakeRuntime
 from capd_py.testing.fake_workload import FakeWorkloadKube
 
 pytestmark = pytest.mark.unit

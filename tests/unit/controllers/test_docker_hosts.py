@@ -16,9 +16,9 @@ from capd_py.controllers import dockerhost
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.services.docker_hosts import DockerHosts
 from capd_py.controllers.services.docker_infra import DockerInfra
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.images import copy_image
 from capd_py.runtime.protocol import ContainerInfo, ContainerRuntime, DaemonUnreachable, RuntimeError_
+from capd_py.testing.fake_runtime import FakeRuntime
 
 pytestmark = pytest.mark.unit
 

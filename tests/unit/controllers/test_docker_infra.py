@@ -16,8 +16,8 @@ from capd_py.reconcile import dockercluster as dcr
 from capd_py.reconcile import haproxy
 from capd_py.reconcile.dockercluster import deleting_machines
 from capd_py.runtime import networks
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, NetworkInfo, RuntimeError_
+from capd_py.testing.fake_runtime import FakeRuntime
 
 pytestmark = pytest.mark.unit
 

@@ -17,7 +17,7 @@ from capd_py.controllers import extensionconfig
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.services.runtime_sdk import RuntimeSDKService
 from capd_py.kube.runtime_client import HandlerUnreachable
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.fake_runtime import FakeRuntime
 from capd_py.testing.fake_workload import FakeWorkloadKube
 
 pytestmark = pytest.mark.unit

@@ -11,7 +11,7 @@ import pytest
 from capd_py.controllers import inmemory_cluster
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.kube.workload import WorkloadClients
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.fake_runtime import FakeRuntime
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ from capd_py.controllers.kcp import scale
 from capd_py.kube.etcd import EtcdError
 from capd_py.kube.etcd_fake import FakeEtcd
 from capd_py.reconcile import kcp as rk
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.fake_runtime import FakeRuntime
 
 pytestmark = pytest.mark.unit
 

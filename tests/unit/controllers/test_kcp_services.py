@@ -15,7 +15,7 @@ from capd_py.controllers.services.certificates import ClusterCertificates
 from capd_py.kube.client import KubeError
 from capd_py.reconcile import certs
 from capd_py.reconcile import kcp as rk
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.fake_runtime import FakeRuntime
 
 pytestmark = pytest.mark.unit
 

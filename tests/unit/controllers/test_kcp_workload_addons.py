@@ -16,7 +16,7 @@ from capd_py.reconcile.cloudinit import BOOTSTRAP_SENTINEL
 from capd_py.reconcile.dockermachine import node_spec
 from capd_py.reconcile.kcp import workload_upgrade as wu
 from capd_py.runtime import networks
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.fake_runtime import FakeRuntime
 from capd_py.testing.fake_workload import FakeWorkloadKube
 
 pytestmark = pytest.mark.unit

@@ -13,8 +13,8 @@ from capd_py.api.labels import PAUSED_ANNOTATION
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, run
 from capd_py.kube.client import KubeError
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.protocol import RuntimeError_
+from capd_py.testing.fake_runtime import FakeRuntime
 from capd_py.testing.fake_workload import FakeWorkloadKube
 
 pytestmark = pytest.mark.unit

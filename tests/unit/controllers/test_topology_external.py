@@ -23,7 +23,7 @@ from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.skeleton import Subject
 from capd_py.reconcile import clusterclass as rcc
 from capd_py.reconcile.topology import desired as D
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.fake_runtime import FakeRuntime
 from capd_py.testing.runtime_sdk_fake import FakeRuntimeSDK
 from capd_py.testing.topology import blueprint as topology_blueprint
 

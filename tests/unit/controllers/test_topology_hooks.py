@@ -19,7 +19,7 @@ from capd_py.controllers import topology, topology_hooks
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.skeleton import run
 from capd_py.reconcile.topology import desired as D
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.fake_runtime import FakeRuntime
 from capd_py.testing.fake_workload import FakeWorkloadKube
 from capd_py.testing.runtime_sdk_fake import FakeRuntimeSDK
 

@@ -7,9 +7,9 @@ import threading
 import pytest
 
 from capd_py.reconcile import imageload
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.images import load_images, local_ids, node_ids
 from capd_py.runtime.protocol import ContainerSpec, ExecResult
+from capd_py.testing.fake_runtime import FakeRuntime
 
 pytestmark = pytest.mark.unit
 

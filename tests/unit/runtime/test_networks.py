@@ -4,8 +4,8 @@ import pytest
 
 from capd_py.reconcile import subnets
 from capd_py.runtime import networks
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.protocol import NetworkInfo, SubnetTaken
+from capd_py.testing.fake_runtime import FakeRuntime
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,7 @@ from capd_py.reconcile.cloudinit import BOOTSTRAP_SENTINEL
 from capd_py.reconcile.dockermachine import node_spec
 from capd_py.reconcile.kcp.observe import CONTROL_PLANE_POD_SELECTOR, machine_view, pod_ready
 from capd_py.runtime import networks
-from capd_py.runtime.fake import FakeRuntime
+from capd_py.testing.fake_runtime import FakeRuntime
 from capd_py.testing.fake_workload import FakeWorkloadEtcd, FakeWorkloadKube, FakeWorkloads, kubeconfig_secret_value
 
 pytestmark = pytest.mark.unit

@@ -4,8 +4,8 @@ import pytest
 
 from capd_py.reconcile import cloudinit
 from capd_py.runtime import networks
-from capd_py.runtime.fake import FakeRuntime
 from capd_py.runtime.protocol import ContainerSpec, ExecResult, PortMapping, RuntimeError_
+from capd_py.testing.fake_runtime import FakeRuntime
 
 pytestmark = pytest.mark.unit
 
