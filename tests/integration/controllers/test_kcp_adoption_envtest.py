@@ -72,7 +72,10 @@ async def certificates_of(kube: Kube, ns: str, owner: Obj) -> None:
 
 
 async def events(kube: Kube, ns: str, reason: str) -> list[str]:
-    return [e["message"] for e in await kube.list(EVENT, ns) if e.get("reason") == reason]
+    """Each Event's message once per time it was recorded (a repeat is one Event whose count grows, as client-go's
+    correlator makes it)."""
+    return [e["message"] for e in await kube.list(EVENT, ns) if e.get("reason") == reason
+            for _ in range(int(e.get("count") or 1))]
 
 
 async def control_plane_machines(kube: Kube, ns: str) -> list[Obj]:
