@@ -135,11 +135,7 @@ async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
     if coreutil.is_deleting(obj):
         if kind.finalizer and not lifecycle.has_finalizer(obj, kind.finalizer):
             return None  # our cleanup is done; someone else's finalizer holds the object
-        try:
-            out = await kind.delete(ctx, Subject(obj, cluster))
-        except OPERATIONAL_ERRORS as e:
-            await _report(ctx, obj, e)
-            raise
+        out = await _reported(ctx, obj, kind.delete(ctx, Subject(obj, cluster)))
         latest = out.obj or obj
         if out.done:
             if kind.finalizer:
@@ -151,11 +147,7 @@ async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
     extra = kind.metadata(obj, cluster) if kind.metadata else {}
     # always: besides the finalizer and `extra`, owner references to our kinds are brought to the served version
     obj = await lifecycle.ensure_metadata(kube, kind.gvk, obj, finalizer=kind.finalizer, **extra)
-    try:
-        out = await kind.reconcile(ctx, Subject(obj, cluster))
-    except OPERATIONAL_ERRORS as e:
-        await _report(ctx, obj, e)
-        raise
+    out = await _reported(ctx, obj, kind.reconcile(ctx, Subject(obj, cluster)))
     await _write(ctx, kind, out.obj or obj, out)
     return out.result
 
@@ -163,13 +155,16 @@ async def run(ctx: Ctx, kind: Kind, namespace: str, name: str) -> Result | None:
 RECONCILE_ERROR = "ReconcileError"
 
 
-async def _report(ctx: Ctx, obj: Obj, e: BaseException) -> None:
-    """A pass the API server, docker or the network ended: a Warning Event on the object with the cause (issue 42
-    item 5), one Event whose count grows while it repeats (the queue backs the pass off and logs one line). A
-    conflict is not reported: the pass runs again at once on the newer object."""
-    if isinstance(e, KubeError) and e.conflict:
-        return
-    await events.record(ctx.kube, obj, RECONCILE_ERROR, f"{type(e).__name__}: {e}")
+async def _reported(ctx: Ctx, obj: Obj, step: Awaitable[Outcome]) -> Outcome:
+    """The kind's pass; one the API server, docker or the network ends is a Warning Event on the object with the
+    cause (issue 42 item 5), one Event whose count grows while it repeats, and still raises (the queue backs the pass
+    off and logs one line). A conflict is not reported: the pass runs again at once on the newer object."""
+    try:
+        return await step
+    except OPERATIONAL_ERRORS as e:
+        if not (isinstance(e, KubeError) and e.conflict):
+            await events.record(ctx.kube, obj, RECONCILE_ERROR, f"{type(e).__name__}: {e}")
+        raise
 
 
 async def _write(ctx: Ctx, kind: Kind, obj: Obj, out: Outcome, paused: bool = False) -> None:
