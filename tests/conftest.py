@@ -84,13 +84,40 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     order_by_tier(items, TESTS, {**read_durations(SEED_DURATIONS), **read_durations(durations_file())})
 
 
+# modules marked `host_exclusive` as a whole, while `_docker_host_module_exclusive` holds the host for them
+_EXCLUSIVE_MODULES: set[Path] = set()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _docker_host_module_exclusive(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module marked `host_exclusive` (its `pytestmark`) holds the host alone from before its module-scoped
+    fixtures are set up until after they are torn down: those run outside any test's own lock (a module fixture comes
+    before function-scoped ones, autouse or not), and a second dockerd starting or stopping there changed the host's
+    bridges and iptables chains beside other workers' tests."""
+    module = request.node
+    if not any(m.name == "host_exclusive" for m in module.own_markers):
+        yield
+        return
+    with host_share(exclusive=True):
+        _EXCLUSIVE_MODULES.add(module.path)
+        try:
+            yield
+        finally:
+            _EXCLUSIVE_MODULES.discard(module.path)
+
+
 @pytest.fixture(autouse=True)
 def _docker_host_share(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The docker host's lock around every integration and e2e test that uses docker (before its other fixtures:
-    autouse ones come first), shared or, for `host_exclusive`, alone. A `docker_free` test takes no lock, so it runs
-    beside an exclusive one; its DOCKER_HOST names no daemon, so a docker call there fails at once instead of
-    racing the exclusive test (the marker is checked, not trusted)."""
+    """The docker host's lock around every integration and e2e test that uses docker (before its other function-
+    scoped fixtures: autouse ones come first), shared or, for `host_exclusive`, alone. A `docker_free` test takes no
+    lock, so it runs beside an exclusive one; its DOCKER_HOST names no daemon, so a docker call there fails at once
+    instead of racing the exclusive test (the marker is checked, not trusted). A test of a module that holds the host
+    already (`_docker_host_module_exclusive`) takes nothing more: a second flock of this process would wait on the
+    first forever."""
     if request.node.get_closest_marker("unit") is not None:
+        yield
+        return
+    if request.node.path in _EXCLUSIVE_MODULES:
         yield
         return
     if request.node.get_closest_marker(DOCKER_FREE) is not None:

@@ -25,7 +25,6 @@ from capd_py.runtime import endpoints, networks
 from capd_py.runtime.docker_runtime import DockerRuntime
 from capd_py.runtime.protocol import ContainerSpec, RuntimeError_
 from capd_py.testing.envtest import free_port
-from capd_py.testing.host_lock import host_share
 
 # a second dockerd: its own bridge and rules on this host (see tests/e2e/test_multihost.py)
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.host_exclusive]
@@ -49,12 +48,9 @@ def tls_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     name = f"tls{secrets.token_hex(2)}"
     args = (f"--host tcp://127.0.0.1:{port} --tlsverify --tlscacert {tmp_path / 'ca.pem'} "
             f"--tlscert {tmp_path / 'server.pem'} --tlskey {tmp_path / 'server-key.pem'}")
-    # The daemon's start and stop change the host's bridges and iptables chains: alone, like the tests (a module
-    # fixture is set up before the tests' own lock and torn down after it; a network isolation check on another
-    # worker saw a peer answer while a second dockerd came or went)
-    with host_share(exclusive=True):
-        sock = subprocess.run(["bash", str(SCRIPT), "start", name], check=True, capture_output=True, text=True,
-                              timeout=120, env={**os.environ, "CAPD_PY_DOCKERD_ARGS": args}).stdout.strip()
+    # started and stopped with the host to itself: the module is `host_exclusive` as a whole (tests/conftest.py)
+    sock = subprocess.run(["bash", str(SCRIPT), "start", name], check=True, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "CAPD_PY_DOCKERD_ARGS": args}).stdout.strip()
     try:
         # the image, through the daemon's own socket by the docker CLI (copying 272 MB through the SDK over TLS takes
         # ~2 min; capd-py's image copy between hosts is tested in tests/e2e/test_multihost.py)
@@ -62,8 +58,7 @@ def tls_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
                        capture_output=True, timeout=300)
         yield f"tcp://127.0.0.1:{port}", {"ca.pem": ca.cert, "cert.pem": client.cert, "key.pem": client.key}
     finally:
-        with host_share(exclusive=True):
-            subprocess.run(["bash", str(SCRIPT), "stop", name], check=False, capture_output=True, timeout=120)
+        subprocess.run(["bash", str(SCRIPT), "stop", name], check=False, capture_output=True, timeout=120)
 
 
 def test_node_container_on_a_tls_host(tls_daemon: tuple[str, dict[str, bytes]]) -> None:
