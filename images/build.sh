@@ -157,12 +157,15 @@ DOCKERFILE
           --security-opt systempaths=unconfined --device-cgroup-rule 'a *:* rwm'); fi
   # No /var volume (unlike a node): what containerd writes under /var/lib/containerd must be committed.
   bc="capd-py-node-build-$$"
-  cleanup_build() { docker rm -f -v "$bc" >/dev/null 2>&1 || true; }
+  cleanup_build() { docker rm -f -v "$bc" >/dev/null 2>&1 || true; docker volume rm -f "$bc" >/dev/null 2>&1 || true; }
   trap cleanup_build EXIT
   # containerd's overlayfs snapshots on a volume (/unpack) while it unpacks: a layer is applied onto its parents
-  # through an overlay mount, whose upper dir cannot be on the container's own overlay root
-  docker run -d --name "$bc" "${priv[@]}" --tmpfs /run --tmpfs /tmp -v /unpack --entrypoint sleep "$STAGE" infinity \
-    >/dev/null
+  # through an overlay mount, whose upper dir cannot be on the container's own overlay root. A named volume: an
+  # anonymous one (`-v /unpack`) is a VOLUME of the container's config, which `docker commit` keeps, and every node
+  # container would get an empty /unpack volume that outlives it wherever it is removed without -v.
+  docker volume create "$bc" >/dev/null
+  docker run -d --name "$bc" "${priv[@]}" --tmpfs /run --tmpfs /tmp -v "$bc:/unpack" --entrypoint sleep "$STAGE" \
+    infinity >/dev/null
   bx() { docker exec "$bc" "$@"; }
   bx sh -c 'cp /etc/containerd/config.toml /tmp/build.toml &&
     printf "\n[plugins.\"io.containerd.snapshotter.v1.overlayfs\"]\n  root_path = \"/unpack/overlayfs\"\n" >> /tmp/build.toml'

@@ -76,3 +76,15 @@ def test_load_skip_reload_and_a_big_image_into_two_nodes(rt: DockerRuntime) -> N
                 rt.client.images.remove(img, force=True)
             except Exception:  # noqa: BLE001 - already gone
                 pass
+
+
+@pytest.mark.parametrize("version", ["v1.34.4", "v1.35.4"])  # the Makefile's K8S_VERSIONS
+def test_the_node_image_declares_no_volume(rt: DockerRuntime, version: str) -> None:
+    """A VOLUME in the node image gives every node container an anonymous volume of its own, which outlives the
+    container wherever a tool removes it without its volumes (images/build.sh once committed its build volume
+    /unpack that way: one empty volume left per cluster upstream CAPD deleted). A node's /var volume is the one
+    the runtime asks for at `docker run`, as kind does."""
+    image = f"capd-py/node:{version}"
+    if not rt.image_exists(image):
+        pytest.fail(f"{image} is missing: run `make images`", pytrace=False)
+    assert not rt.api.inspect_image(image)["Config"].get("Volumes"), image
