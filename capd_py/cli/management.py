@@ -584,7 +584,8 @@ def controllers_image_tag() -> str:
 
 def build_controllers_image(runtime: ContainerRuntime, tag: str | None = None) -> str:
     """Build images/controllers: a wheelhouse of capd-py + dependencies made by the host's pip, then an
-    image build FROM the local capd-py/base image (no image pulls, no package index in the build)."""
+    image build FROM the local capd-py/base image (no image pulls, no package index in the build); capd-py's own
+    wheel goes in a directory of its own, installed in the last layer."""
     import shutil
     import tempfile
 
@@ -602,6 +603,11 @@ def build_controllers_image(runtime: ContainerRuntime, tag: str | None = None) -
                             str(REPO_ROOT)], capture_output=True, text=True)
         if w.returncode != 0:
             raise ManagementError(f"building wheels failed:\n{w.stderr[-3000:]}")
+        # capd-py's wheel apart from its dependencies' (images/controllers/Dockerfile: their layers are reused)
+        own = ctx / "capd-py-wheel"
+        own.mkdir()
+        for wheel in (ctx / "wheels").glob("capd_py-*.whl"):
+            wheel.rename(own / wheel.name)
         try:
             runtime.build_image(str(ctx), tag, {"BASE": bases[-1]})
         except RuntimeError_ as e:
