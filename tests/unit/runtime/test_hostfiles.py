@@ -28,3 +28,16 @@ def test_what_the_secret_lacks_is_said() -> None:
     want = "docker host b: its TLS Secret capd-py-system/b-tls lacks cert.pem, key.pem"
     with pytest.raises(RuntimeError_, match=want):
         hostfiles.private_copy(TLS, {"ca.pem": b"CA"})
+
+
+def test_the_folder_goes_when_the_process_exits() -> None:
+    import subprocess
+    import sys
+
+    code = ("from capd_py.api import dockerhosts as dh; from capd_py.runtime import hostfiles\n"
+            "h = dh.parse_host('b', 'endpoint: tcp://b:2376\\ntlsSecretName: b-tls')\n"
+            "folder, _ = hostfiles.private_copy(h, {'ca.pem': b'CA', 'cert.pem': b'C', 'key.pem': b'K'})\n"
+            "print(folder)")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.strip()
+    assert Path(out).name.startswith("capd-py-b-"), out
+    assert not Path(out).exists(), f"{out} (a private key's folder) outlived its process"
