@@ -103,6 +103,9 @@ class Ctx:
     runtime_sdk: RuntimeSDK = field(default_factory=NoRuntimeSDK)
     # lifecycle hooks that answered "not yet": not asked again before their retryAfterSeconds (topology controller)
     hook_cache: HookCache = field(default_factory=HookCache)
+    # what each KCP's etcd last reported: (namespace, KCP) -> (monotonic time, the nodes it was read through, the
+    # reconcile.kcp.etcdhealth.EtcdObservation); controllers/kcp/observe.py reads etcd again after ETCD_RECHECK
+    etcd_reads: dict[tuple[str, str], tuple[float, frozenset[str], Any]] = field(default_factory=dict)
     # the Docker infrastructure service over `runtime`, made on first use (see `infra`)
     _infra: DockerInfra | None = field(default=None, init=False, repr=False, compare=False)
     # one DockerInfra per configured docker host (issue 32), `local` being `infra`; made on first use

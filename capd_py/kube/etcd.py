@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import kubernetes.client
 from kubernetes.stream import stream as k8s_stream
 
-from capd_py.api.etcd import EtcdMember, EtcdStatus
+from capd_py.api.etcd import ALARM_NAMES, EtcdAlarm, EtcdMember, EtcdStatus
 from capd_py.kube.client import Kube
 
 ETCD_PKI = "/etc/kubernetes/pki/etcd"
@@ -36,6 +36,9 @@ class EtcdClient(Protocol):
     async def members(self) -> list[EtcdMember]: ...
 
     async def status(self) -> EtcdStatus: ...
+
+    async def alarms(self) -> list[EtcdAlarm]:
+        """The cluster's active alarms (every member's)."""
 
     async def move_leader(self, leader: EtcdMember, to: int) -> None:
         """Hand leadership from `leader` (the current leader) to member `to`."""
@@ -61,7 +64,8 @@ def parse_members(out: str) -> list[EtcdMember]:
     """`etcdctl member list -w json` output."""
     try:
         doc = json.loads(out)
-        return [EtcdMember(_member_id(m.get("ID")), str(m.get("name") or ""), tuple(m.get("clientURLs") or ()))
+        return [EtcdMember(_member_id(m.get("ID")), str(m.get("name") or ""), tuple(m.get("clientURLs") or ()),
+                           bool(m.get("isLearner")))
                 for m in doc.get("members") or []]
     except (ValueError, TypeError, AttributeError) as e:
         raise EtcdError(f"cannot parse the etcd member list: {e}") from e
@@ -71,9 +75,22 @@ def parse_status(out: str) -> EtcdStatus:
     """`etcdctl endpoint status -w json` output (one entry per endpoint; we ask one)."""
     try:
         doc = json.loads(out)
-        return EtcdStatus(int(doc[0]["Status"]["leader"]) if doc else 0)
+        if not doc:
+            return EtcdStatus(0)
+        st = doc[0]["Status"]
+        return EtcdStatus(int(st["leader"]), tuple(str(e) for e in st.get("errors") or ()))
     except (ValueError, KeyError, IndexError, TypeError) as e:
         raise EtcdError(f"cannot parse the etcd endpoint status: {e}") from e
+
+
+def parse_alarms(out: str) -> list[EtcdAlarm]:
+    """`etcdctl alarm list -w json` output (no `alarms` key when there is none)."""
+    try:
+        doc = json.loads(out)
+        return [EtcdAlarm(_member_id(a.get("memberID")), ALARM_NAMES.get(int(a.get("alarm") or 0), str(a.get("alarm"))))
+                for a in doc.get("alarms") or []]
+    except (ValueError, TypeError, AttributeError) as e:
+        raise EtcdError(f"cannot parse the etcd alarm list: {e}") from e
 
 
 def _exec_blocking(cfg: kubernetes.client.Configuration, pod: str, cmd: list[str],
@@ -116,6 +133,9 @@ class ExecEtcdClient:
 
     async def status(self) -> EtcdStatus:
         return parse_status(await self._etcdctl("endpoint", "status", "-w", "json"))
+
+    async def alarms(self) -> list[EtcdAlarm]:
+        return parse_alarms(await self._etcdctl("alarm", "list", "-w", "json"))
 
     async def move_leader(self, leader: EtcdMember, to: int) -> None:
         # move-leader has to be sent to the leader itself

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from capd_py.api.etcd import EtcdMember, EtcdStatus
+from capd_py.api.etcd import EtcdAlarm, EtcdMember, EtcdStatus
 from capd_py.kube.etcd import EtcdClient, EtcdError
 
 
@@ -18,8 +18,11 @@ class FakeEtcd:
     calls: list[tuple[str, str, str]] = field(default_factory=list)
     # (node the client was made for, name of the removed member)
     removed: list[tuple[str, str]] = field(default_factory=list)
-    # operation name ("members", "status", "move_leader", "remove_member") -> error to raise instead
+    # operation name ("members", "status", "alarms", "move_leader", "remove_member") -> error to raise instead
     fail: dict[str, Exception] = field(default_factory=dict)
+    # what `alarms()` reports, and what `status()` reports wrong (StatusResponse.errors) through a node's member
+    alarm_list: list[EtcdAlarm] = field(default_factory=list)
+    status_errors: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _next_id: int = 0x10
 
     @classmethod
@@ -69,7 +72,11 @@ class FakeEtcdClient:
 
     async def status(self) -> EtcdStatus:
         self._enter("status")
-        return EtcdStatus(self.cluster.leader)
+        return EtcdStatus(self.cluster.leader, self.cluster.status_errors.get(self.node, ()))
+
+    async def alarms(self) -> list[EtcdAlarm]:
+        self._enter("alarms")
+        return list(self.cluster.alarm_list)
 
     async def move_leader(self, leader: EtcdMember, to: int) -> None:
         self._enter("move_leader", format(to, "x"))

@@ -255,5 +255,54 @@ def test_ha_cluster_scales_workers_and_rolls_control_plane(
     # the roll-up conditions follow the control plane's within a resync or two
     wait_for(lambda: mgmt.condition("cluster", name, "Available"), 300, "cluster Available after the rollout", 5)
 
+    etcd_member_removed_as_upstream_reports_it(mgmt, kc, kcp_name)
     mgmt.capd("delete", "cluster", name, "--wait", "--timeout", "600")
     wait_for(lambda: not docker_leftovers(name), 120, "no docker leftovers")
+
+
+ETCDCTL = ["etcdctl", "--endpoints=https://127.0.0.1:2379", "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
+           "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt",
+           "--key=/etc/kubernetes/pki/etcd/healthcheck-client.key"]
+
+
+def etcd_member_removed_as_upstream_reports_it(mgmt: Mgmt, kc: Path, kcp_name: str) -> None:
+    """Issue 42 item 6: the KCP reads etcd's member list (not the etcd containers): every Machine's EtcdMemberHealthy
+    is True; once one Machine's member is removed from etcd (its container untouched, and the cluster still has a
+    quorum), that Machine says so, EtcdClusterHealthy turns False and Available turns False because members and
+    Machines no longer match (upstream's messages), while the API keeps answering."""
+    def machines() -> list[dict[str, Any]]:
+        return json.loads(mgmt.kubectl("get", "machines", "-n", "default", "-l",
+                                       f"cluster.x-k8s.io/control-plane-name={kcp_name}", "-o", "json"))["items"]
+
+    def cond(obj: dict[str, Any], ctype: str) -> dict[str, Any]:
+        return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == ctype), {})
+
+    wait_for(lambda: all(cond(m, "EtcdMemberHealthy").get("status") == "True" for m in machines())
+             and cond(mgmt.get("kubeadmcontrolplane", kcp_name), "EtcdClusterHealthy").get("status") == "True",
+             120, "every control-plane Machine's etcd member healthy", 5)
+    ms = sorted(machines(), key=lambda m: m["metadata"]["name"])
+    victim, via = ms[0], ms[1]
+    node, via_node = victim["status"]["nodeRef"]["name"], via["status"]["nodeRef"]["name"]
+    listed = json.loads(workload_kubectl(kc, "exec", "-n", "kube-system", f"etcd-{via_node}", "--",
+                                         *ETCDCTL, "member", "list", "-w", "json"))
+    member = next(m for m in listed["members"] if m.get("name") == node)
+    workload_kubectl(kc, "exec", "-n", "kube-system", f"etcd-{via_node}", "--", *ETCDCTL, "member", "remove",
+                     format(int(member["ID"]), "x"))
+    missing = f"Etcd doesn't have an etcd member for Node {node}"
+
+    def reported() -> bool:
+        m = next(x for x in machines() if x["metadata"]["name"] == victim["metadata"]["name"])
+        kcp = mgmt.get("kubeadmcontrolplane", kcp_name)
+        return (cond(m, "EtcdMemberHealthy").get("message") == missing
+                and cond(kcp, "EtcdClusterHealthy").get("status") == "False"
+                and cond(kcp, "Available").get("status") == "False")
+
+    wait_for(reported, 240, "the removed etcd member reported", 5)
+    kcp = mgmt.get("kubeadmcontrolplane", kcp_name)
+    assert cond(kcp, "EtcdClusterHealthy")["message"] == \
+        f"* Machine {victim['metadata']['name']}:\n  * EtcdMemberHealthy: {missing}"
+    assert cond(kcp, "Available")["message"] == \
+        "The list of etcd members does not match the list of Machines and Nodes"
+    assert all(cond(m, "EtcdMemberHealthy").get("status") == "True" for m in machines()
+               if m["metadata"]["name"] != victim["metadata"]["name"])
+    workload_kubectl(kc, "get", "--raw", "/readyz")  # two members: quorum, the API answers

@@ -31,7 +31,7 @@ from capd_py.kube.client import KubeError
 from capd_py.reconcile import certs as certs_mod
 from capd_py.reconcile import coreutil
 from capd_py.reconcile import kcp as rk
-from capd_py.reconcile.kcp import adoption
+from capd_py.reconcile.kcp import adoption, etcdhealth
 from capd_py.reconcile.kcp import observe as rk_observe
 from capd_py.reconcile.kcp import status as kcp_status
 from capd_py.reconcile.kubeadmconfig import cluster_infrastructure_provisioned
@@ -68,10 +68,17 @@ class _Pass:
     views: list[rk.MachineView] = field(default_factory=list)
     w: Workload = field(default_factory=Workload)
     initialized: bool = False
+    # what the control plane's etcd reported (None: not read: not initialized, or an external etcd), and what
+    # follows from it for the Machines and the KCP (made by `status`)
+    etcd_read: etcdhealth.EtcdObservation | None = None
+    etcd: etcdhealth.Assessment | None = None
 
     def status(self) -> None:
+        if self.etcd_read is not None:
+            now = _now()
+            self.etcd = etcdhealth.assess(self.views, self.etcd_read, etcdhealth.initialized_since(self.kcp, now), now)
         kcp_status.apply_pass(self.st, self.kcp, self.views, self.machines, self.initialized, self.w.reachable,
-                              self.w.error, self.pending)
+                              self.w.error, self.pending, self.etcd)
 
     async def restatus(self) -> list[rk.MachineView]:
         """Recompute the status after a step so it reflects the Machine just created / deleted (and equals
@@ -130,10 +137,12 @@ async def _main(p: _Pass) -> float | None:
     if p.initialized:
         await observe.record_certificate_expiries(ctx, kcp, p.machines, p.w)
     p.views = await observe.views(ctx, kcp, p.machines, p.w, _now())
+    if p.initialized and etcdhealth.managed(kcp):
+        p.etcd_read = await observe.etcd(ctx, kcp, p.w, p.views)
     if rk.stale_in_progress(kcp, p.views):
         p.pending[KCP_REMEDIATION_IN_PROGRESS] = None
     p.status()
-    await machines.set_up_to_date(kube, p.machines, p.views)
+    await machines.set_conditions(kube, p.machines, p.views, p.etcd)
     await machines.patch_in_place(kube, kcp, p.machines)
     problem = await scale.run_cleanup_hooks(ctx, kcp, p.machines, p.views, p.w.kube, kcp_deleting=False)
     if problem:  # a deleting Machine waits for its etcd member's removal

@@ -1,6 +1,6 @@
-"""What a KCP pass writes to its Machines besides creating and deleting them (scale.py): their UpToDate and
-OwnerRemediated conditions (the control plane's to set, as upstream KCP) and the machine-template fields changed in
-place without a rollout. The values are `reconcile.kcp`'s."""
+"""What a KCP pass writes to its Machines besides creating and deleting them (scale.py): their UpToDate,
+EtcdMemberHealthy and OwnerRemediated conditions (the control plane's to set, as upstream KCP) and the
+machine-template fields changed in place without a rollout. The values are `reconcile.kcp`'s."""
 
 from __future__ import annotations
 
@@ -10,17 +10,21 @@ from capd_py.api.gvk import MACHINE
 from capd_py.controllers import lifecycle
 from capd_py.kube.client import Kube
 from capd_py.reconcile import kcp as rk
+from capd_py.reconcile.kcp import etcdhealth
 from capd_py.reconcile.kcp import status as kcp_status
 
 Obj = dict[str, Any]
 
 
-async def set_up_to_date(kube: Kube, machines: list[Obj], views: list[rk.MachineView]) -> None:
-    """The UpToDate condition of every owned Machine."""
+async def set_conditions(kube: Kube, machines: list[Obj], views: list[rk.MachineView],
+                         etcd: etcdhealth.Assessment | None) -> None:
+    """The UpToDate and EtcdMemberHealthy conditions of every owned Machine."""
     by_name = {v.name: v for v in views}
+    members = etcd.members if etcd is not None else {}
     for m in machines:
-        v = by_name.get(m["metadata"]["name"])
-        status = kcp_status.machine_up_to_date_status(m, v) if v is not None else None
+        name = m["metadata"]["name"]
+        v = by_name.get(name)
+        status = kcp_status.machine_conditions_status(m, v, members.get(name)) if v is not None else None
         if status is not None and not m["metadata"].get("deletionTimestamp"):
             await lifecycle.write_status(kube, MACHINE, m, status)
 

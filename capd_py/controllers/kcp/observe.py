@@ -6,21 +6,27 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from capd_py.api import contract
+from capd_py.api import conditions, contract
 from capd_py.api.gvk import KUBEADM_CONFIG, MACHINE, NODE, POD
 from capd_py.api.labels import CLUSTER_NAME, CONTROL_PLANE
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import get_ref
 from capd_py.kube.client import Kube, Unreachable, WorkloadError
+from capd_py.kube.etcd import EtcdError
 from capd_py.kube.workload import unreachable
 from capd_py.reconcile import kcp as rk
-from capd_py.reconcile.kcp import rollout
+from capd_py.reconcile.kcp import etcdhealth, rollout
 from capd_py.reconcile.kcp.observe import CONTROL_PLANE_POD_SELECTOR
 
 WORKLOAD_TIMEOUT = 10.0
+# how long what etcd reported stands while the control-plane Nodes stay the same: each read is three etcdctl execs
+# through the workload API (status, members, alarms), and a KCP coming up passes every 2 s (upstream reads etcd on
+# every reconcile, through a port-forward and a gRPC client, which cost less than an exec)
+ETCD_RECHECK = 10.0
 
 
 @dataclass
@@ -107,3 +113,44 @@ async def record_certificate_expiries(ctx: Ctx, kcp: dict[str, Any], machines: l
         expiry = await ctx.probe.serving_cert_not_after(ip, rollout.API_SERVER_PORT)
         if expiry:
             await kube.merge_patch(KUBEADM_CONFIG, ns, cref["name"], rollout.certificate_expiry_patch(expiry))
+
+
+async def etcd(ctx: Ctx, kcp: dict[str, Any], w: Workload, views: list[rk.MachineView]) -> etcdhealth.EtcdObservation:
+    """What the control plane's etcd reports, read through the first control-plane node whose etcd answers (those
+    whose member was healthy last time first), as upstream's getCurrentEtcdMembersAndAlarms."""
+    if not w.reachable or w.kube is None:
+        return etcdhealth.EtcdObservation(failure=etcdhealth.Cond(
+            conditions.UNKNOWN, "ConnectionDown", f"The workload cluster API is not reachable: {w.error}"))
+    nodes = etcdhealth.nodes_to_ask(views)
+    if not nodes:
+        return etcdhealth.EtcdObservation()
+    key = (kcp["metadata"]["namespace"], kcp["metadata"]["name"])
+    cached = ctx.etcd_reads.get(key)
+    if cached is not None and cached[1] == frozenset(nodes) and time.monotonic() - cached[0] < ETCD_RECHECK:
+        return cached[2]
+    obs = await _read_etcd(ctx, w.kube, nodes)
+    ctx.etcd_reads[key] = (time.monotonic(), frozenset(nodes), obs)
+    return obs
+
+
+async def _read_etcd(ctx: Ctx, workload: Kube, nodes: list[str]) -> etcdhealth.EtcdObservation:
+    error = ""
+    for node in nodes:
+        client = ctx.etcd.for_node(workload, node)
+        try:
+            st = await client.status()
+        except EtcdError as e:
+            error = str(e)
+            continue
+        if st.errors:
+            return etcdhealth.EtcdObservation(failure=etcdhealth.endpoint_errors(f"etcd-{node}", st.errors))
+        try:
+            members = await client.members()
+        except EtcdError as e:
+            return etcdhealth.EtcdObservation(failure=etcdhealth.members_failed(str(e)))
+        try:
+            alarms = await client.alarms()
+        except EtcdError as e:
+            return etcdhealth.EtcdObservation(failure=etcdhealth.alarms_failed(str(e)))
+        return etcdhealth.EtcdObservation(tuple(members), tuple(alarms))
+    return etcdhealth.EtcdObservation(failure=etcdhealth.connect_failed(error))

@@ -9,6 +9,7 @@ the way upstream splits its KCP controller:
 - `workload_upgrade` the workload's kube-proxy DaemonSet and CoreDNS Deployment after an upgrade
 - `remediation`  replacing machines a MachineHealthCheck marked
 - `etcd`         which etcd member goes with a machine, moving leadership off it
+- `etcdhealth`   what etcd's member list and alarms say: EtcdMemberHealthy, EtcdClusterHealthy, Available's etcd half
 - `status`       status and conditions
 - `deletion`     deleting the KCP
 

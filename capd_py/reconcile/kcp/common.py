@@ -21,6 +21,7 @@ ROLLING_OUT = "RollingOut"
 SCALING_UP = "ScalingUp"
 SCALING_DOWN = "ScalingDown"
 ETCD_CLUSTER_HEALTHY = "EtcdClusterHealthy"
+ETCD_MEMBER_HEALTHY = "EtcdMemberHealthy"  # on each Machine
 COMPONENTS_HEALTHY = "ControlPlaneComponentsHealthy"
 DELETING = "Deleting"
 REMEDIATING = "Remediating"
@@ -59,6 +60,12 @@ class MachineView:
     machine_available: bool | None = None
     remediate: bool = False                # a MachineHealthCheck asked the owner to remediate (OwnerRemediated=False)
     remediation_for: str = ""              # its remediation-for annotation: it replaced a remediated Machine
+    # for its etcd member's health (reconcile/kcp/etcdhealth.py): upstream goes by status.nodeRef, not by a Node found
+    node_ref: str = ""                     # status.nodeRef.name
+    provider_id: str = ""
+    infra_kind: str = ""                   # spec.infrastructureRef.kind
+    node_created: _dt.datetime | None = None
+    etcd_member: dict[str, Any] | None = None  # the Machine's EtcdMemberHealthy condition as it is
 
     @property
     def up_to_date(self) -> bool:

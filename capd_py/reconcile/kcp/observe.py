@@ -13,7 +13,7 @@ from capd_py.api.labels import (
     KCP_REMEDIATION_FOR,
     NODE_ROLE_CONTROL_PLANE,
 )
-from capd_py.reconcile.kcp.common import STATIC_PODS, MachineView, parse_time
+from capd_py.reconcile.kcp.common import ETCD_MEMBER_HEALTHY, STATIC_PODS, MachineView, parse_time
 from capd_py.reconcile.kcp.rollout import outdated_reasons
 
 # what the controller lists in the workload cluster's kube-system namespace
@@ -114,4 +114,9 @@ def machine_view(kcp: dict[str, Any], machine: dict[str, Any], config: dict[str,
         machine_available=cond_status(machine, conditions.AVAILABLE),
         remediate=cond_status(machine, "OwnerRemediated") is False,
         remediation_for=str((md.get("annotations") or {}).get(KCP_REMEDIATION_FOR) or ""),
+        node_ref=str(contract.dig(machine, "status", "nodeRef", "name") or ""),
+        provider_id=contract.provider_id(machine) or "",
+        infra_kind=str(contract.dig(machine, "spec", "infrastructureRef", "kind") or ""),
+        node_created=parse_time(node["metadata"].get("creationTimestamp")) if node else None,
+        etcd_member=conditions.get(machine, ETCD_MEMBER_HEALTHY),
     )

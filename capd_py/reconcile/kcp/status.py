@@ -10,12 +10,14 @@ from capd_py.api import conditions
 from capd_py.api import versions as versions_mod
 from capd_py.reconcile import certs as certs_mod
 from capd_py.reconcile import coreutil
+from capd_py.reconcile.kcp import etcdhealth
 from capd_py.reconcile.kcp.common import (
     AVAILABLE,
     CERTIFICATES_AVAILABLE,
     COMPONENTS_HEALTHY,
     DELETING,
     ETCD_CLUSTER_HEALTHY,
+    ETCD_MEMBER_HEALTHY,
     INITIALIZED,
     MACHINES_READY,
     MACHINES_UP_TO_DATE,
@@ -101,9 +103,10 @@ def availability(live: list[MachineView], initialized: bool) -> tuple[bool, str]
 
 
 def apply(st: Status, kcp: dict[str, Any], views: list[MachineView], versions: list[str], initialized: bool,
-          workload_reachable: bool, workload_error: str = "") -> None:
+          workload_reachable: bool, workload_error: str = "", etcd: etcdhealth.Assessment | None = None) -> None:
     """Replica counts, version, initialization and every machine / health condition.
-    `versions`: the owned Machines' spec.version."""
+    `versions`: the owned Machines' spec.version. `etcd`: what the control plane's own etcd reported (None: an
+    external etcd, or not read: Available then goes by the control-plane components and etcd containers)."""
     want = replicas(kcp)
     live = [v for v in views if not v.deleting]
     s = st.status
@@ -132,8 +135,11 @@ def apply(st: Status, kcp: dict[str, Any], views: list[MachineView], versions: l
     else:
         st.set(INITIALIZED, False, "NotInitialized", "Control plane not yet initialized")
 
-    available, why = availability(live, initialized)
-    st.set(AVAILABLE, available, "Available" if available else "NotAvailable", why)
+    if initialized and etcd is not None:
+        st.set(AVAILABLE, etcd.available.status, etcd.available.reason, etcd.available.message)
+    else:
+        available, why = availability(live, initialized)
+        st.set(AVAILABLE, available, "Available" if available else "NotAvailable", why)
 
     if not views:
         st.set(MACHINES_READY, True, "NoReplicas")
@@ -169,9 +175,12 @@ def apply(st: Status, kcp: dict[str, Any], views: list[MachineView], versions: l
         st.set(ETCD_CLUSTER_HEALTHY, conditions.UNKNOWN, "ConnectionDown", msg)
         st.set(COMPONENTS_HEALTHY, conditions.UNKNOWN, "ConnectionDown", msg)
     else:
-        bad_etcd = sorted(v.name for v in live if not v.pods_ready.get("etcd"))
-        st.set(ETCD_CLUSTER_HEALTHY, not bad_etcd, "NotHealthy" if bad_etcd else "Healthy",
-               f"etcd not running/ready on Machine {', '.join(bad_etcd)}" if bad_etcd else "")
+        if etcd is not None:
+            st.set(ETCD_CLUSTER_HEALTHY, etcd.cluster.status, etcd.cluster.reason, etcd.cluster.message)
+        else:
+            bad_etcd = sorted(v.name for v in live if not v.pods_ready.get("etcd"))
+            st.set(ETCD_CLUSTER_HEALTHY, not bad_etcd, "NotHealthy" if bad_etcd else "Healthy",
+                   f"etcd not running/ready on Machine {', '.join(bad_etcd)}" if bad_etcd else "")
         bad = sorted(f"{v.name} ({', '.join(p for p in STATIC_PODS[:3] if not v.pods_ready.get(p))})"
                      for v in live if not all(v.pods_ready.get(p) for p in STATIC_PODS[:3]))
         st.set(COMPONENTS_HEALTHY, not bad, "NotHealthy" if bad else "Healthy",
@@ -196,30 +205,37 @@ def progress(st: Status, kcp: dict[str, Any], action: Action, machines: int) -> 
         st.set(SCALING_UP, True, "ScalingUp", f"Scaling up from {machines} to {want} replicas; {action.message}")
 
 
-def machine_up_to_date_status(machine: dict[str, Any], view: MachineView) -> dict[str, Any] | None:
-    """The Machine's status with the UpToDate condition the control plane owns (upstream KCP's
-    reconcileMachineUpToDateCondition), or None when the Machine already says so (no write)."""
+def machine_conditions_status(machine: dict[str, Any], view: MachineView,
+                              etcd_member: etcdhealth.Cond | None = None) -> dict[str, Any] | None:
+    """The Machine's status with the conditions the control plane owns: UpToDate (upstream KCP's
+    reconcileMachineUpToDateCondition) and, when etcd was read, EtcdMemberHealthy; None when the Machine already
+    says so (no write)."""
     if view.up_to_date:
-        want: tuple[str, str, str] = (conditions.TRUE, "UpToDate", "")
+        wants = [(UP_TO_DATE, conditions.TRUE, "UpToDate", "")]
     else:
-        want = (conditions.FALSE, "NotUpToDate", "; ".join(f"* {r}" for r in view.outdated_reasons))
-    cur = conditions.get(machine, UP_TO_DATE)
-    if cur and (cur.get("status"), cur.get("reason"), cur.get("message") or "") == want:
-        return None
+        wants = [(UP_TO_DATE, conditions.FALSE, "NotUpToDate", "; ".join(f"* {r}" for r in view.outdated_reasons))]
+    if etcd_member is not None:
+        wants.append((ETCD_MEMBER_HEALTHY, etcd_member.status, etcd_member.reason, etcd_member.message))
     status = dict(machine.get("status") or {})
-    status["conditions"] = conditions.set_condition(status.get("conditions"), UP_TO_DATE, want[0], want[1], want[2],
-                                              machine["metadata"].get("generation"))
-    return status
+    changed = False
+    for ctype, cstatus, reason, message in wants:
+        cur = conditions.get(machine, ctype)
+        if cur and (cur.get("status"), cur.get("reason"), cur.get("message") or "") == (cstatus, reason, message):
+            continue
+        status["conditions"] = conditions.set_condition(status.get("conditions"), ctype, cstatus, reason, message,
+                                                        machine["metadata"].get("generation"))
+        changed = True
+    return status if changed else None
 
 
 
 def apply_pass(st: Status, kcp: dict[str, Any], views: list[MachineView], machines: list[dict[str, Any]],
                initialized: bool, workload_reachable: bool, workload_error: str,
-               pending_annotations: dict[str, str | None]) -> None:
+               pending_annotations: dict[str, str | None], etcd: etcdhealth.Assessment | None = None) -> None:
     """`apply` for one pass, plus status.lastRemediation as the KCP's annotations will be once the pass has
     written the ones it changes (`pending_annotations`, None: removed)."""
     apply(st, kcp, views, [str((m.get("spec") or {}).get("version") or "") for m in machines], initialized,
-          workload_reachable, workload_error)
+          workload_reachable, workload_error, etcd)
     ann = {k: v for k, v in {**(kcp["metadata"].get("annotations") or {}), **pending_annotations}.items()
            if v is not None}
     last = last_remediation({"metadata": {"annotations": ann}},

@@ -35,6 +35,19 @@ def test_parse_status() -> None:
             etcd.parse_status(bad)
 
 
+def test_learners_status_errors_and_alarms() -> None:
+    """etcdctl's `-w json` prints Go's encoding of etcd's protobuf types: omitempty fields, enums as numbers."""
+    out = json.dumps({"members": [{"ID": 1, "name": "n1"}, {"ID": 2, "name": "n2", "isLearner": True}]})
+    assert [m.is_learner for m in etcd.parse_members(out)] == [False, True]
+    assert etcd.parse_status(json.dumps([{"Status": {"leader": 7, "errors": ["NOSPACE"]}}])) == \
+        etcd.EtcdStatus(7, ("NOSPACE",))
+    assert etcd.parse_alarms(json.dumps({"header": {"cluster_id": 5}})) == []
+    assert etcd.parse_alarms(json.dumps({"alarms": [{"memberID": 2, "alarm": 1}, {"memberID": 3, "alarm": 2}]})) == [
+        etcd.EtcdAlarm(2, "NOSPACE"), etcd.EtcdAlarm(3, "CORRUPT")]
+    with pytest.raises(etcd.EtcdError):
+        etcd.parse_alarms("nope")
+
+
 async def test_commands_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, list[str]]] = []
 

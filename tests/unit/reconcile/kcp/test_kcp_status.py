@@ -163,13 +163,13 @@ def test_spec_status_and_certificates() -> None:
 def test_machines_up_to_date_condition_is_written_only_when_it_changes() -> None:
     m: dict[str, Any] = {"metadata": {"name": "m1", "generation": 1}, "status": {"conditions": [
         {"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "t"}]}}
-    st = status.machine_up_to_date_status(m, view("m1"))
+    st = status.machine_conditions_status(m, view("m1"))
     assert st is not None
     got = {c["type"]: c for c in st["conditions"]}
     assert got["UpToDate"]["status"] == "True" and got["Ready"]["status"] == "True"
-    assert status.machine_up_to_date_status({**m, "status": st}, view("m1")) is None
+    assert status.machine_conditions_status({**m, "status": st}, view("m1")) is None
     old = view("m1", outdated=True)
-    st2 = status.machine_up_to_date_status({**m, "status": st}, old)
+    st2 = status.machine_conditions_status({**m, "status": st}, old)
     assert st2 is not None
     c = {c["type"]: c for c in st2["conditions"]}["UpToDate"]
     assert (c["status"], c["reason"]) == ("False", "NotUpToDate") and "v1.33.0" in c["message"]
