@@ -125,7 +125,10 @@ class ExecEtcdClient:
             [*(a for a in ETCDCTL_BASE if not a.startswith("--endpoints=")), f"--endpoints={endpoint}"]
         rc, out, err = await asyncio.to_thread(_exec_blocking, self._cfg, self.pod, [*base, *args])
         if rc != 0:
-            raise EtcdError(f"etcdctl {' '.join(args)} in {self.pod}: exit {rc}: {err.strip()[:300]}")
+            # its last line ("Error: context deadline exceeded"): the lines before are timestamped log records, and
+            # the message ends up in conditions, which must not change between two identical failures
+            last = next((line for line in reversed(err.strip().splitlines()) if line.strip()), "")
+            raise EtcdError(f"etcdctl {' '.join(args)} in {self.pod}: exit {rc}: {last.strip()[:300]}")
         return out
 
     async def members(self) -> list[EtcdMember]:
