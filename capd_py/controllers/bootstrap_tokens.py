@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 from capd_py.api.gvk import CONFIG_MAP, SECRET
+from capd_py.controllers import entropy
 from capd_py.controllers.context import Ctx
 from capd_py.kube.client import Kube, Unreachable, WorkloadError
 from capd_py.reconcile import kubeadmconfig as kc
@@ -29,7 +30,7 @@ async def workload(ctx: Ctx, cluster: dict[str, Any]) -> Kube | None:
 async def create(wl: Kube) -> str | Unreachable:
     """A new join token's Secret in the workload cluster, cluster-info signed for it; the token, or the
     Unreachable error when the workload API did not answer (an API error propagates)."""
-    token = kc.new_token()
+    token = entropy.bootstrap_token()
     try:
         await wl.create(SECRET, kc.token_secret(token, now(), TOKEN_TTL))
     except Unreachable as e:

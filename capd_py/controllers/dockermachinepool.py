@@ -12,6 +12,7 @@ from typing import Any
 from capd_py.api import contract, infrakinds
 from capd_py.api.gvk import CLUSTER, DOCKER_MACHINE_POOL, GVK, INFRA_GROUP, MACHINE, MACHINE_POOL
 from capd_py.api.labels import CLUSTER_NAME, FINALIZER_DOCKER_MACHINE_POOL, MACHINE_POOL_NAME
+from capd_py.controllers import entropy
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj
 from capd_py.controllers.lifecycle import ensure_metadata
@@ -44,7 +45,7 @@ async def _instances(ctx: Ctx, dmp: dict[str, Any], mp: dict[str, Any]) -> list[
 
 async def _create(ctx: Ctx, dmp: dict[str, Any], mp: dict[str, Any]) -> str:
     for _ in range(3):  # a random name taken already: draw again
-        obj = rdmp.new_docker_machine(dmp, mp, rdmp.instance_name(mp))
+        obj = rdmp.new_docker_machine(dmp, mp, rdmp.instance_name(mp, entropy.random_suffix()))
         try:
             await ctx.kube.create(infrakinds.kinds_of(dmp).machine, obj)
             return str(obj["metadata"]["name"])

@@ -8,7 +8,7 @@ from capd_py.api import conditions as cond
 from capd_py.api import contract, features
 from capd_py.api.gvk import KUBEADM_CONTROL_PLANE, MACHINE, MACHINE_DEPLOYMENT, MACHINE_SET
 from capd_py.api.labels import CLUSTER_NAME, DEPLOYMENT_NAME, FINALIZER_MACHINE_SET, TEMPLATE_HASH
-from capd_py.controllers import lifecycle
+from capd_py.controllers import entropy, lifecycle
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import delete_obj, ensure_metadata, get_ref, gvk_of, read_ref
 from capd_py.controllers.mappers import Controller, owner_mapper, referrers_mapper
@@ -49,7 +49,7 @@ async def _clone(ctx: Ctx, ms: dict[str, Any], ref: dict[str, str] | None, name:
 
 
 async def _create_machine(ctx: Ctx, ms: dict[str, Any]) -> str:
-    name = rms.machine_name(ms)
+    name = rms.machine_name(ms, entropy.random_suffix())
     tspec = contract.dig(ms, "spec", "template", "spec", default={}) or {}
     boot_ref = contract.ref(tspec, "bootstrap", "configRef")
     infra_ref = contract.ref(tspec, "infrastructureRef")

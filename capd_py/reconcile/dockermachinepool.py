@@ -28,7 +28,6 @@ from capd_py.api.infrakinds import instance_spec, kinds_of, pool_template
 from capd_py.api.labels import DELETE_MACHINE_ANNOTATION, FINALIZER_MACHINE, POOL_TEMPLATE_HASH_LABEL
 from capd_py.reconcile import coreutil
 from capd_py.reconcile import machinepool as rmp
-from capd_py.reconcile.machineset import random_suffix
 
 INFRASTRUCTURE_MACHINE_KIND = "DockerMachine"
 REPLICAS_READY = "ReplicasReady"
@@ -56,11 +55,11 @@ def template_hash(dmp: dict[str, Any], mp: dict[str, Any]) -> str:
     return coreutil.stable_hash(h)
 
 
-def instance_name(mp: dict[str, Any], suffix: str | None = None) -> str:
+def instance_name(mp: dict[str, Any], suffix: str) -> str:
     """`<MachinePool name>-<random>` (the DockerMachine, its Machine and, prefixed with the cluster name unless
     it starts with it, its container)."""
     base = mp["metadata"]["name"]
-    rnd = suffix or random_suffix()
+    rnd = suffix
     name = f"{base}-{rnd}"
     return name if len(name) <= 63 else f"{base[:57]}-{rnd}"
 

@@ -12,7 +12,6 @@ import copy
 import datetime as _dt
 import math
 import re
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -179,23 +178,23 @@ def limit_remediation(candidates: list[dict[str, Any]], deployment_machines: lis
 
 # --- cloning ------------------------------------------------------------------------------------
 
-def random_suffix(n: int = 5) -> str:
-    return "".join(secrets.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(n))
+# the letters of a random name suffix (upstream's utilrand: consonants and digits; drawn by controllers/entropy.py)
+SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 _NAMING_VAR = re.compile(r"\{\{\s*\.(cluster\.name|machineSet\.name|random)\s*\}\}")
 
 
-def machine_name(ms: dict[str, Any], suffix: str | None = None) -> str:
-    """spec.machineNaming.template (variables .cluster.name, .machineSet.name, .random), default
-    `{{ .machineSet.name }}-{{ .random }}`; over 63 characters: cut to 58 plus a random 5."""
-    rnd = suffix or random_suffix()
+def machine_name(ms: dict[str, Any], suffix: str) -> str:
+    """spec.machineNaming.template (variables .cluster.name, .machineSet.name, .random: `suffix`, five random
+    characters), default `{{ .machineSet.name }}-{{ .random }}`; over 63 characters: cut to 58 plus the suffix."""
+    rnd = suffix
     tpl = contract.dig(ms, "spec", "machineNaming", "template") or "{{ .machineSet.name }}-{{ .random }}"
     values = {"cluster.name": contract.dig(ms, "spec", "clusterName") or "",
               "machineSet.name": ms["metadata"]["name"], "random": rnd}
     name = _NAMING_VAR.sub(lambda mt: values[mt.group(1)], tpl)
     if len(name) > 63:
-        name = name[:58] + random_suffix()
+        name = name[:58] + rnd[:5]
     return name
 
 

@@ -61,8 +61,8 @@ def test_init_config_validates(tmp_path: Path) -> None:
 @pytest.mark.parametrize("control_plane", [False, True])
 def test_join_config_validates(tmp_path: Path, control_plane: bool) -> None:
     cs = cluster_certs()
-    out = kc.render_join(_spec(), CLUSTER, control_plane=control_plane, token=kc.new_token(), ca_cert=cs["ca"].cert,
-                         certs=cs if control_plane else None, templates=TEMPLATES)
+    out = kc.render_join(_spec(), CLUSTER, control_plane=control_plane, token="abcdef.0123456789abcdef",
+                         ca_cert=cs["ca"].cert, certs=cs if control_plane else None, templates=TEMPLATES)
     _validate(tmp_path, _kubeadm_yaml(out, kc.JOIN_CONFIG_PATH))
 
 

@@ -15,11 +15,12 @@ from capd_py.api.gvk import CONFIG_MAP, KUBEADM_CONFIG, MACHINE
 from capd_py.api.labels import KCP_CLEANUP_HOOK
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.coreio import gvk_of, read_ref
+from capd_py.controllers.entropy import random_suffix
 from capd_py.kube import events
 from capd_py.kube.client import Kube, KubeError, Unreachable, WorkloadError
 from capd_py.kube.etcd import EtcdClient, EtcdError
 from capd_py.reconcile import kcp as rk
-from capd_py.reconcile.machineset import instance_kind, random_suffix
+from capd_py.reconcile.machineset import instance_kind
 
 # what removing an etcd member through the workload fails with: etcdctl's answer (EtcdError), the workload API
 # (WorkloadError), the exec stream's socket (OSError)

@@ -54,7 +54,7 @@ async def test_commands_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     def run(cfg: Any, pod: str, cmd: list[str], timeout: float = 60) -> tuple[int, str, str]:
         calls.append((pod, cmd))
         if "remove" in cmd:
-            return 1, "", '{"level":"warn","ts":"2026-12-07T06:00:00.1Z","msg":"retrying"}\netcdserver: member not found\n'
+            return 1, "", '{"level":"warn","ts":"2026-12-07T06:00:00Z"}\netcdserver: member not found\n'
 
         return 0, "", ""
     monkeypatch.setattr(etcd, "_exec_blocking", run)

@@ -83,7 +83,7 @@ def test_new_instance_shape() -> None:
     assert rdmp.instance_name(mp(), "xyz12") == "c1-mp-0-xyz12"
     long = mp()
     long["metadata"]["name"] = "p" * 70
-    assert len(rdmp.instance_name(long)) <= 63
+    assert rdmp.instance_name(long, "xyz12") == "p" * 57 + "-xyz12"
 
 
 def test_template_hash_follows_version_and_template() -> None:

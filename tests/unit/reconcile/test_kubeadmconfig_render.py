@@ -66,7 +66,7 @@ def test_init_cloud_config() -> None:
 
 def test_worker_join_has_real_ca_hash_and_no_keys() -> None:
     cs = cluster_certs()
-    token = kc.new_token()
+    token = "abcdef.0123456789abcdef"
     out = kc.render_join(SPEC, CLUSTER, control_plane=False, token=token, ca_cert=cs["ca"].cert,
                          templates=TEMPLATES)
     cloud = yaml.safe_load(out)
@@ -85,8 +85,8 @@ def test_worker_join_has_real_ca_hash_and_no_keys() -> None:
 
 def test_control_plane_join_carries_certs() -> None:
     cs = cluster_certs()
-    out = kc.render_join(SPEC, CLUSTER, control_plane=True, token=kc.new_token(), ca_cert=cs["ca"].cert, certs=cs,
-                         templates=TEMPLATES)
+    out = kc.render_join(SPEC, CLUSTER, control_plane=True, token="abcdef.0123456789abcdef", ca_cert=cs["ca"].cert,
+                         certs=cs, templates=TEMPLATES)
     files = _files(yaml.safe_load(out))
     assert files["/etc/kubernetes/pki/etcd/ca.key"]["content"] == cs["etcd"].key.decode()
     assert files["/etc/kubernetes/pki/front-proxy-ca.key"]["permissions"] == "0600"
