@@ -9,6 +9,7 @@ Decisions (what a secret holds, when a kubeconfig needs regenerating, key valida
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,8 @@ class ClusterCertificates:
         `owner`); a secret another writer created meanwhile wins."""
         found, missing = await self.lookup(kube, namespace, cluster)
         for p in missing:
-            kp = certs_mod.generate(p)
+            # an RSA-2048 key each (~50-100 ms of CPU): off the event loop, which serves every controller
+            kp = await asyncio.to_thread(certs_mod.generate, p)
             try:
                 await kube.create(SECRET, certs_mod.certificate_secret(cluster, namespace, p, kp, owner))
                 found[p] = kp
@@ -66,7 +68,7 @@ class ClusterCertificates:
         why = certs_mod.kubeconfig_needs_regeneration(cur, endpoint, ca)
         if why is None:
             return
-        text = certs_mod.admin_kubeconfig(cname, endpoint, ca)
+        text = await asyncio.to_thread(certs_mod.admin_kubeconfig, cname, endpoint, ca)  # a new key: off the loop
         want = certs_mod.kubeconfig_secret(cname, ns, text, owner)
         if cur is None:
             try:
