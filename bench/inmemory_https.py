@@ -1,6 +1,6 @@
 """What one call into an in-memory workload cluster costs the controllers: in process (the store's `call`, what
 capd-py's controllers do) vs over HTTPS (capd-py's own API client with the cluster's admin kubeconfig, through
-capd_py/kube/inmemory_server.py on this event loop, as upstream's controllers reach their in-memory clusters).
+capd_py/kube/inmemory_api_server.py on this event loop, as upstream's controllers reach their in-memory clusters).
 The calls are the ones the controllers make of a workload cluster (get a Node, list Nodes, list the kube-system
 Pods of a component, merge-patch a Node); the store holds a 1 CP + 3 W cluster. No API server, no docker.
 
@@ -21,8 +21,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from capd_py.kube.client import Kube  # noqa: E402
-from capd_py.kube.inmemory import InMemoryClusters  # noqa: E402
-from capd_py.kube.inmemory_server import InMemoryServer  # noqa: E402
+from capd_py.kube.inmemory_api import InMemoryClusters  # noqa: E402
+from capd_py.kube.inmemory_api_server import InMemoryServer  # noqa: E402
 from capd_py.reconcile import certs  # noqa: E402
 
 HOST = "127.0.0.1"

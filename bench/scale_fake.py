@@ -2,7 +2,7 @@
 against a real envtest API server (etcd + kube-apiserver), on the user-facing in-memory backend: the clusters are
 `capd-py generate cluster --flavor in-memory` (upstream v1.14's DevCluster / DevMachineTemplate with
 `spec.backend.inMemory`, startup durations 0s), so no container is made and each workload cluster is the
-controllers' in-memory one (capd_py/kube/inmemory.py, served through the same WorkloadClients and etcd clients
+controllers' in-memory one (capd_py/kube/inmemory_api.py, served through the same WorkloadClients and etcd clients
 `capd-py controllers` runs: docs/dev-kinds.md). The container runtime is the FakeRuntime only because the process
 needs one (nothing uses it: the benchmark checks that no container was made).
 N clusters of 1 control-plane machine + M-1 workers each are applied at once.

@@ -17,7 +17,7 @@ from capd_py.controllers.services.docker_infra import DockerInfra
 from capd_py.kube.client import Kube
 from capd_py.kube.contracts import Contracts
 from capd_py.kube.etcd import EtcdClients, ExecEtcdClients
-from capd_py.kube.inmemory import InMemoryEtcdClients
+from capd_py.kube.inmemory_api import InMemoryEtcdClients
 from capd_py.kube.probe import CertProbe, TLSProbe
 from capd_py.reconcile import inmemory_api, preflight, subnets
 from capd_py.reconcile.dockercluster import DEFAULT_LB_IMAGE
@@ -59,7 +59,8 @@ class Settings:
     management_cidrs: tuple[str, ...] = field(default_factory=lambda: subnets.parse_cidrs(
         os.environ.get("CAPD_PY_MANAGEMENT_CIDRS") or subnets.DEFAULT_MANAGEMENT_CIDRS, "CAPD_PY_MANAGEMENT_CIDRS"))
     management_network: str = field(default_factory=lambda: os.environ.get("CAPD_PY_NETWORK", "capd-py"))
-    # where the DevCluster inMemory backend's workload clusters are served over HTTPS (capd_py/kube/inmemory_server.py):
+    # where the DevCluster inMemory backend's workload clusters are served over HTTPS
+    # (capd_py/kube/inmemory_api_server.py):
     # the controllers' address (upstream: the pod's POD_IP; 127.0.0.1 for a controllers process on the host) and
     # the range their ports come from (upstream's 20000-30000)
     in_memory_host: str = field(default_factory=lambda: os.environ.get("CAPD_PY_IN_MEMORY_HOST")

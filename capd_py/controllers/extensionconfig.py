@@ -24,7 +24,7 @@ from capd_py.controllers.queue import Result
 from capd_py.controllers.services.runtime_sdk import RuntimeSDKService
 from capd_py.controllers.skeleton import Kind, Outcome, Subject, run
 from capd_py.kube.cache import Reader
-from capd_py.reconcile.runtime import extensionconfig as rec
+from capd_py.reconcile.runtime_sdk import extensionconfig as rec
 
 Obj = dict[str, Any]
 # while the registry is cold (upstream: RequeueAfter 10 s)

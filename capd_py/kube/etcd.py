@@ -3,7 +3,7 @@
 The real client runs `etcdctl` inside the etcd static pod of one control-plane node
 (`kube-system/etcd-<node>`) over the workload API's exec websocket, with the node's healthcheck-client
 certificate: nothing needs to reach etcd's port from the management cluster. Controllers get clients
-from `ctx.etcd` (an `EtcdClients`); unit tests use `capd_py.kube.etcd_fake.FakeEtcd` instead.
+from `ctx.etcd` (an `EtcdClients`); unit tests use `capd_py.kube.inmemory_etcd.FakeEtcd` instead.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from kubernetes.config.config_exception import ConfigException
 
 from capd_py.api.gvk import SECRET
 from capd_py.kube.client import Kube, WorkloadError
-from capd_py.kube.inmemory import InMemoryAPI, InMemoryClusters
-from capd_py.kube.inmemory_server import InMemoryServer
+from capd_py.kube.inmemory_api import InMemoryAPI, InMemoryClusters
+from capd_py.kube.inmemory_api_server import InMemoryServer
 from capd_py.kube.nodewatch import Listener, NodeWatch
 from capd_py.kube.transport import Unreachable
 

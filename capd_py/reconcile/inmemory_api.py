@@ -1,7 +1,7 @@
 """What an in-memory workload cluster's API server answers (pure: no I/O), as upstream v1.14's in-memory API server
 (test/infrastructure/inmemory/pkg/server/api: handler.go's routes, const.go's discovery, watch.go's events). The
-HTTPS adapter (capd_py/kube/inmemory_server.py) parses nothing itself: `route` says what a request is, the store
-(capd_py/kube/inmemory.py `InMemoryAPI.call`) does it, and the functions here shape the answer.
+HTTPS adapter (capd_py/kube/inmemory_api_server.py) parses nothing itself: `route` says what a request is, the store
+(capd_py/kube/inmemory_api.py `InMemoryAPI.call`) does it, and the functions here shape the answer.
 
 The requests answered are upstream's: `/` (health), discovery (`/api`, `/api/v1`, `/apis`, `/apis/<g>/<v>`) of the
 resources in `RESOURCES` only, and get / list / watch / create / update / patch / delete of those resources, cluster

@@ -3,7 +3,7 @@ kubelet, just what the controllers read from and write to a workload cluster, ke
 
 - `FakeWorkloads` is a `WorkloadClients`: `get(namespace, cluster)` answers (once the `<cluster>-kubeconfig`
   Secret exists, like the real one) with one `FakeWorkloadKube` per cluster.
-- `FakeWorkloadKube` is an in-memory workload API (`capd_py.kube.inmemory.InMemoryAPI`, the store the DevCluster
+- `FakeWorkloadKube` is an in-memory workload API (`capd_py.kube.inmemory_api.InMemoryAPI`, the store the DevCluster
   `inMemory` backend serves users with).
 - What kubeadm and the kubelet would create is synthesised from the `FakeRuntime`'s node containers of that
   cluster once their bootstrap has run (the success sentinel file exists): a Ready Node named after the
@@ -29,7 +29,7 @@ from capd_py.api.labels import CONTAINER_CLUSTER, CONTAINER_NAMESPACE, CONTAINER
 from capd_py.api.versions import DEFAULT_VERSION, parse
 from capd_py.kube.client import Kube
 from capd_py.kube.etcd import EtcdClient
-from capd_py.kube.inmemory import InMemoryAPI
+from capd_py.kube.inmemory_api import InMemoryAPI
 from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile.cloudinit import BOOTSTRAP_SENTINEL
 from capd_py.reconcile.dockercluster import ROLE_CONTROL_PLANE, ROLE_WORKER

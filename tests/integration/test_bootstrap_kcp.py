@@ -31,7 +31,7 @@ from capd_py.controllers import kcp as c_kcp
 from capd_py.controllers import kubeadmconfig as c_kc
 from capd_py.controllers.context import Ctx
 from capd_py.kube.client import Kube
-from capd_py.kube.etcd_fake import FakeEtcd
+from capd_py.kube.inmemory_etcd import FakeEtcd
 from capd_py.kube.workload import WorkloadClients
 from capd_py.reconcile import certs
 from capd_py.reconcile import kubeadmconfig as kc

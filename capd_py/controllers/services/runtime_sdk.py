@@ -1,6 +1,6 @@
 """The Runtime SDK service on the controller context (`Ctx.runtime_sdk` while the RuntimeSDK gate is on): the
-registry of discovered handlers (reconcile/runtime/registry.py), filled by the ExtensionConfig controller, and the
-HTTPS client (kube/runtime_client.py) that calls them. Semantics: capd_py/api/runtime_sdk.py (upstream
+registry of discovered handlers (reconcile/runtime_sdk/registry.py), filled by the ExtensionConfig controller, and the
+HTTPS client (kube/runtime_sdk_client.py) that calls them. Semantics: capd_py/api/runtime_sdk.py (upstream
 internal/runtime/client: handlers called one after the other, the first failure ends the call)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from capd_py.api.gvk import NAMESPACE
 from capd_py.api.runtime_hooks import DEFAULT_TIMEOUT_SECONDS, DISCOVERY, Hook
 from capd_py.api.runtime_sdk import HookResult, RuntimeSDKError
 from capd_py.kube.client import Kube
-from capd_py.kube.runtime_client import HandlerUnreachable, RuntimeClient
-from capd_py.reconcile.runtime import calls, discovery
-from capd_py.reconcile.runtime.extensionconfig import ca_pem
-from capd_py.reconcile.runtime.registry import Registration, Registry, RegistryError, namespace_selected
+from capd_py.kube.runtime_sdk_client import HandlerUnreachable, RuntimeClient
+from capd_py.reconcile.runtime_sdk import calls, discovery
+from capd_py.reconcile.runtime_sdk.extensionconfig import ca_pem
+from capd_py.reconcile.runtime_sdk.registry import Registration, Registry, RegistryError, namespace_selected
 
 log = logging.getLogger("capd_py.runtime_sdk")
 

@@ -47,7 +47,7 @@ from capd_py.cli.apply import apply_objects
 from capd_py.cli.generate import generate_cluster, parse_documents
 from capd_py.cli.kubeconfig import workload_kubeconfig
 from capd_py.kube.client import Kube
-from capd_py.kube.inmemory import InMemoryAPI
+from capd_py.kube.inmemory_api import InMemoryAPI
 from capd_py.reconcile.dockercluster import ROLE_CONTROL_PLANE, ROLE_LB, ROLE_WORKER
 from capd_py.testing import envsubst
 from capd_py.testing.e2e import kubectl_async

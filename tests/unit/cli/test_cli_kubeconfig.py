@@ -16,7 +16,7 @@ from capd_py.cli.kubeconfig import (
     workload_kubeconfig,
     write_private,
 )
-from capd_py.kube.inmemory import InMemoryAPI
+from capd_py.kube.inmemory_api import InMemoryAPI
 from capd_py.runtime.protocol import ContainerInfo
 
 pytestmark = pytest.mark.unit

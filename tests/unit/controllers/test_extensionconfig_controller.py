@@ -16,7 +16,7 @@ from capd_py.api.runtime_sdk import RuntimeSDKError
 from capd_py.controllers import extensionconfig
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.services.runtime_sdk import RuntimeSDKService
-from capd_py.kube.runtime_client import HandlerUnreachable
+from capd_py.kube.runtime_sdk_client import HandlerUnreachable
 from capd_py.testing.fake_runtime import FakeRuntime
 from capd_py.testing.fake_workload import FakeWorkloadKube
 

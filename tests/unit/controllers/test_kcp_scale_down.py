@@ -9,7 +9,7 @@ import pytest
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.kcp import scale
 from capd_py.kube.etcd import EtcdError
-from capd_py.kube.etcd_fake import FakeEtcd
+from capd_py.kube.inmemory_etcd import FakeEtcd
 from capd_py.reconcile import kcp as rk
 from capd_py.testing.fake_runtime import FakeRuntime
 

@@ -12,7 +12,7 @@ from capd_py.api import runtime_hooks as rh
 from capd_py.api.gvk import GVK
 from capd_py.api.runtime_sdk import RuntimeSDKError
 from capd_py.controllers.services.runtime_sdk import RuntimeSDKService
-from capd_py.kube.runtime_client import HandlerUnreachable
+from capd_py.kube.runtime_sdk_client import HandlerUnreachable
 
 pytestmark = pytest.mark.unit
 

@@ -1,11 +1,11 @@
-"""The in-memory workload store (capd_py/kube/inmemory.py) tells its watchers of every write, as the HTTPS server's
-watches need (capd_py/kube/inmemory_server.py)."""
+"""The in-memory workload store (capd_py/kube/inmemory_api.py) tells its watchers of every write, as the HTTPS server's
+watches need (capd_py/kube/inmemory_api_server.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from capd_py.kube.inmemory import InMemoryAPI
+from capd_py.kube.inmemory_api import InMemoryAPI
 
 pytestmark = pytest.mark.unit
 

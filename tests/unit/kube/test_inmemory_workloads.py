@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from capd_py.api.gvk import NODE, POD, SECRET
-from capd_py.kube.inmemory import InMemoryAPI, InMemoryEtcdClients
+from capd_py.kube.inmemory_api import InMemoryAPI, InMemoryEtcdClients
 from capd_py.kube.workload import WorkloadClients
 
 pytestmark = pytest.mark.unit

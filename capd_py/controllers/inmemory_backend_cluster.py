@@ -1,8 +1,9 @@
 """A DevCluster's `inMemory` backend (upstream v1.14's in-memory cluster backend): no network, no load balancer;
 the cluster's workload API is an in-memory store in this process (`ctx.workload.in_memory_cluster`,
-capd_py/kube/inmemory.py) that every controller reaching the cluster through `ctx.workload` gets, and that users
-reach over HTTPS at the endpoint: a port of this process's in-memory server (capd_py/kube/inmemory_server.py), given
-here, listened on once the first control-plane machine's API server exists (capd_py/controllers/inmemory_machine.py).
+capd_py/kube/inmemory_api.py) that every controller reaching the cluster through `ctx.workload` gets, and that users
+reach over HTTPS at the endpoint: a port of this process's in-memory server (capd_py/kube/inmemory_api_server.py), given
+here, listened on once the first control-plane machine's API server exists
+(capd_py/controllers/inmemory_backend_machine.py).
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import logging
 
 from capd_py.api import contract
 from capd_py.api.gvk import DEV_CLUSTER
-from capd_py.controllers import dockercluster, inmemory_machine
+from capd_py.controllers import dockercluster, inmemory_backend_machine
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.skeleton import Outcome, Subject
-from capd_py.reconcile import inmemory
+from capd_py.reconcile import inmemory_backend
 
 log = logging.getLogger("capd_py.devcluster.inmemory")
 
@@ -24,10 +25,10 @@ async def reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     cluster_name = dockercluster.cluster_name_of(dc)
     if not cluster_name or sub.cluster is None:
         return Outcome(requeue_after=ctx.settings.poll_seconds)
-    (await inmemory_machine.cluster_store(ctx, ns, cluster_name)).infrastructure = sub.name
+    (await inmemory_backend_machine.cluster_store(ctx, ns, cluster_name)).infrastructure = sub.name
     server = ctx.workload.in_memory_server(ctx.settings.in_memory_host, ctx.settings.in_memory_ports)
     current = contract.control_plane_endpoint(dc)
-    want, serves = inmemory.listener_port(current, server.host)
+    want, serves = inmemory_backend.listener_port(current, server.host)
     if serves:
         try:
             port = server.assign(ns, cluster_name, want)
@@ -37,9 +38,9 @@ async def reconcile(ctx: Ctx, sub: Subject) -> Outcome:
         if current is None:
             dc = await ctx.kube.merge_patch(DEV_CLUSTER, ns, sub.name, {
                 "metadata": {"resourceVersion": dc["metadata"]["resourceVersion"]},
-                "spec": {"controlPlaneEndpoint": inmemory.endpoint(server.host, port)}})
+                "spec": {"controlPlaneEndpoint": inmemory_backend.endpoint(server.host, port)}})
             log.info("%s/%s: in-memory workload cluster %s at %s", ns, sub.name, cluster_name, server.address(port))
-    return Outcome(status=inmemory.cluster_status(dc), obj=dc)
+    return Outcome(status=inmemory_backend.cluster_status(dc), obj=dc)
 
 
 async def delete(ctx: Ctx, sub: Subject) -> Outcome:

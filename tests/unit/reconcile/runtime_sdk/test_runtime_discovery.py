@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from capd_py.api import runtime_hooks as rh
-from capd_py.reconcile.runtime.discovery import DiscoveryError, status_handlers, validate
+from capd_py.reconcile.runtime_sdk.discovery import DiscoveryError, status_handlers, validate
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,5 @@
 """The in-memory workload clusters over HTTPS (an adapter: what a request returns is decided by
-capd_py/reconcile/inmemory_api.py and done by the cluster's store, capd_py/kube/inmemory.py `InMemoryAPI`).
+capd_py/reconcile/inmemory_api.py and done by the cluster's store, capd_py/kube/inmemory_api.py `InMemoryAPI`).
 
 As upstream v1.14's `WorkloadClustersMux` (test/infrastructure/inmemory/pkg/server/mux.go): one HTTP server for every
 in-memory cluster of the controllers process, a listening socket per cluster on a port from a range (default
@@ -29,7 +29,7 @@ from aiohttp import web
 from capd_py.api import kubeyaml
 from capd_py.kube.client import KubeError
 from capd_py.kube.conversion_webhook import server_ssl_context
-from capd_py.kube.inmemory import InMemoryAPI, InMemoryClusters
+from capd_py.kube.inmemory_api import InMemoryAPI, InMemoryClusters
 from capd_py.reconcile import inmemory_api
 from capd_py.reconcile.certs import KeyPair, new_key_pem
 from capd_py.reconcile.servingcert import new_serving_cert

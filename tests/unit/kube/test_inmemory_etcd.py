@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from capd_py.kube.etcd import EtcdClients, EtcdError
-from capd_py.kube.etcd_fake import FakeEtcd
+from capd_py.kube.inmemory_etcd import FakeEtcd
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ import pytest
 
 from capd_py.api import conditions as cond
 from capd_py.api.runtime_hooks import INJECT_CA_FROM_SECRET_ANNOTATION
-from capd_py.reconcile.runtime import extensionconfig as rec
+from capd_py.reconcile.runtime_sdk import extensionconfig as rec
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
 """A DevMachine's `inMemory` backend (upstream v1.14's in-memory machine backend): no container. The machine's VM
 record, Node, etcd member and control-plane Pods are written into its cluster's in-memory workload API
-(capd_py/kube/inmemory.py) when capd_py/reconcile/inmemory.py says their startup time has come; the Machine,
+(capd_py/kube/inmemory_api.py) when capd_py/reconcile/inmemory_backend.py says their startup time has come; the Machine,
 KubeadmControlPlane and Cluster controllers then find them as they find a real cluster's."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from capd_py.api.gvk import DEV_MACHINE, MACHINE, SECRET
 from capd_py.api.labels import CLUSTER_NAME
 from capd_py.controllers.context import Ctx
 from capd_py.controllers.skeleton import Outcome, Subject
-from capd_py.kube.inmemory import KUBE_SYSTEM, InMemoryAPI
-from capd_py.reconcile import certs, coreutil, inmemory
+from capd_py.kube.inmemory_api import KUBE_SYSTEM, InMemoryAPI
+from capd_py.reconcile import certs, coreutil, inmemory_backend
 from capd_py.reconcile.coreutil import utcnow
 
 log = logging.getLogger("capd_py.devmachine.inmemory")
@@ -23,10 +23,10 @@ VM_RESOURCE = "cloudmachines"  # upstream's in-memory cloud keeps a CloudMachine
 CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
 
 
-def _observe(api: InMemoryAPI, o: inmemory.Observed) -> inmemory.Observed:
-    name = inmemory.node_name(o.dm)
+def _observe(api: InMemoryAPI, o: inmemory_backend.Observed) -> inmemory_backend.Observed:
+    name = inmemory_backend.node_name(o.dm)
     vm = api.object(VM_RESOURCE, None, name)
-    return inmemory.Observed(
+    return inmemory_backend.Observed(
         o.dm, o.machine, o.cluster, o.now,
         vm_created=coreutil.parse_time((vm or {}).get("metadata", {}).get("creationTimestamp")),
         node=api.object("nodes", None, name) is not None,
@@ -41,41 +41,41 @@ async def reconcile(ctx: Ctx, sub: Subject) -> Outcome:
     if machine is None or cluster is None:
         return Outcome(requeue_after=ctx.settings.poll_seconds)
     api = await cluster_store(ctx, ns, cluster["metadata"]["name"])
-    obs = _observe(api, inmemory.Observed(dm, machine, cluster, utcnow()))
-    plan = inmemory.decide(obs)
+    obs = _observe(api, inmemory_backend.Observed(dm, machine, cluster, utcnow()))
+    plan = inmemory_backend.decide(obs)
     if plan.provider_id:
         dm = await ctx.kube.merge_patch(DEV_MACHINE, ns, sub.name, {
             "metadata": {"resourceVersion": dm["metadata"]["resourceVersion"]},
             "spec": {"providerID": plan.provider_id}})
-    _make(api, dm, machine, inmemory.Restore(plan.create_vm, plan.create_node, plan.create_etcd,
+    _make(api, dm, machine, inmemory_backend.Restore(plan.create_vm, plan.create_node, plan.create_etcd,
                                              plan.create_api_server))
     await _serve(ctx, ns, cluster["metadata"]["name"], obs, plan)
     return Outcome(status=plan.status, obj=dm, requeue_after=plan.requeue_after)
 
 
-def _make(api: InMemoryAPI, dm: dict[str, Any], machine: dict[str, Any], parts: inmemory.Restore) -> None:
+def _make(api: InMemoryAPI, dm: dict[str, Any], machine: dict[str, Any], parts: inmemory_backend.Restore) -> None:
     """Write the machine's parts into its cluster's store, in order: the VM record, the Node, the etcd Pod and
     member, the control-plane Pods (with the first one what `kubeadm init` uploads)."""
-    name, version = inmemory.node_name(dm), str(contract.dig(machine, "spec", "version") or "")
+    name, version = inmemory_backend.node_name(dm), str(contract.dig(machine, "spec", "version") or "")
     cp = "cluster.x-k8s.io/control-plane" in ((machine.get("metadata") or {}).get("labels") or {})
     if parts.vm:
         api.put_object(VM_RESOURCE, {"apiVersion": "virtual.cluster.x-k8s.io/v1alpha1", "kind": "CloudMachine",
                                      "metadata": {"name": name}})
     if parts.node:
-        api.add_node(name, inmemory.provider_id(dm), cp, version, taints=[CONTROL_PLANE_TAINT] if cp else None)
+        api.add_node(name, inmemory_backend.provider_id(dm), cp, version, taints=[CONTROL_PLANE_TAINT] if cp else None)
         log.info("%s/%s: in-memory Node %s", api.namespace, dm["metadata"]["name"], name)
     if parts.etcd:
         api.add_static_pods(name, ["etcd"])
         api.etcd.add(name)
     if parts.api_server:
-        api.add_static_pods(name, inmemory.CONTROL_PLANE_PODS)
+        api.add_static_pods(name, inmemory_backend.CONTROL_PLANE_PODS)
         api.add_kubeadm_objects(version)
 
 
 async def cluster_store(ctx: Ctx, ns: str, cluster_name: str) -> InMemoryAPI:
     """The cluster's in-memory workload store; when this process has none yet (it restarted, or the cluster moved in
     from another management cluster) it is made with what the cluster's provisioned machines had in it
-    (`inmemory.restore`), before anyone else reads it (no await between making it and filling it)."""
+    (`inmemory_backend.restore`), before anyone else reads it (no await between making it and filling it)."""
     api = ctx.workload.in_memory.get(ns, cluster_name)
     if api is not None:
         return api
@@ -91,7 +91,7 @@ async def cluster_store(ctx: Ctx, ns: str, cluster_name: str) -> InMemoryAPI:
             continue
         owner = contract.controller_owner(dm, "Machine")
         machine = machines.get(owner["name"]) if owner else None
-        parts = inmemory.restore(dm, machine)
+        parts = inmemory_backend.restore(dm, machine)
         if machine is not None and parts.vm:
             _make(api, dm, machine, parts)
             restored.append(dm["metadata"]["name"])
@@ -101,11 +101,13 @@ async def cluster_store(ctx: Ctx, ns: str, cluster_name: str) -> InMemoryAPI:
     return api
 
 
-async def _serve(ctx: Ctx, ns: str, cluster_name: str, obs: inmemory.Observed, plan: inmemory.Plan) -> None:
+async def _serve(ctx: Ctx, ns: str, cluster_name: str, obs: inmemory_backend.Observed,
+                 plan: inmemory_backend.Plan) -> None:
     """The cluster's first API server opens its HTTPS listener, with a certificate signed by the cluster's CA (the
     `<cluster>-ca` Secret, made by KCP before any machine)."""
     server = ctx.workload.in_memory_server(ctx.settings.in_memory_host, ctx.settings.in_memory_ports)
-    if server.port(ns, cluster_name) is None or not inmemory.should_serve(obs, plan, server.serving(ns, cluster_name)):
+    if server.port(ns, cluster_name) is None or \
+            not inmemory_backend.should_serve(obs, plan, server.serving(ns, cluster_name)):
         return
     ca = certs.keypair_from_secret(await ctx.kube.get(SECRET, ns, certs.secret_name(cluster_name, "ca")))
     if ca is None or not ca.key:
@@ -121,7 +123,7 @@ async def delete(ctx: Ctx, sub: Subject) -> Outcome:
     api = ctx.workload.in_memory.get(ns, cluster_name) if cluster_name else None
     if api is None:
         return Outcome()
-    name = inmemory.node_name(dm)
+    name = inmemory_backend.node_name(dm)
     for resource, namespace in (("nodes", None), (VM_RESOURCE, None)):
         api.remove_object(resource, namespace, name)
     for m in [m for m in api.etcd.members.values() if m.name == name]:

@@ -11,7 +11,7 @@ import pytest
 
 from capd_py.api import conditions as cond
 from capd_py.reconcile import coreutil
-from capd_py.reconcile import inmemory as im
+from capd_py.reconcile import inmemory_backend as im
 
 pytestmark = pytest.mark.unit
 

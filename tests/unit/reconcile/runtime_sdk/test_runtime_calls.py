@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from capd_py.api import runtime_hooks as rh
-from capd_py.reconcile.runtime.calls import CallError, aggregate, status_error, url_for, with_settings
+from capd_py.reconcile.runtime_sdk.calls import CallError, aggregate, status_error, url_for, with_settings
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
 """In-memory workload clusters: what the controllers read from and write to a workload cluster's API server, kept in
 the controllers' memory, with no API server, kubelet or etcd behind it. The DevCluster / DevMachine `inMemory`
-backend (upstream v1.14's in-memory provider, capd_py/controllers/inmemory_*.py) keeps one `InMemoryAPI` per
+backend (upstream v1.14's in-memory provider, capd_py/controllers/inmemory_backend_*.py) keeps one `InMemoryAPI` per
 cluster in `InMemoryClusters` (on `WorkloadClients.in_memory`): the machines write their Node, control-plane Pods
 and etcd member into it, and every controller reaching the cluster through `ctx.workload` / `ctx.etcd` gets it.
 
@@ -31,7 +31,7 @@ from capd_py.api.labels import NODE_ROLE_CONTROL_PLANE
 from capd_py.api.versions import DEFAULT_VERSION, parse
 from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.etcd import EtcdClient, EtcdClients
-from capd_py.kube.etcd_fake import FakeEtcd
+from capd_py.kube.inmemory_etcd import FakeEtcd
 from capd_py.reconcile import inmemory_api
 
 KUBE_SYSTEM = "kube-system"

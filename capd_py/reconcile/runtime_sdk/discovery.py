@@ -9,7 +9,7 @@ from typing import Any
 from capd_py.api import runtime_hooks
 from capd_py.api.admission.checks import dns1123_label_errors
 from capd_py.api.runtime_hooks import DEFAULT_TIMEOUT_SECONDS, FAIL, IGNORE
-from capd_py.reconcile.runtime.registry import aggregate_message, parse_group_version
+from capd_py.reconcile.runtime_sdk.registry import aggregate_message, parse_group_version
 
 MAX_TIMEOUT_SECONDS = 30
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from capd_py.api import runtime_hooks as rh
-from capd_py.reconcile.runtime.registry import Registry, RegistryError, namespace_selected, parse_group_version
+from capd_py.reconcile.runtime_sdk.registry import Registry, RegistryError, namespace_selected, parse_group_version
 
 pytestmark = pytest.mark.unit
 API = rh.API_VERSION

@@ -57,7 +57,7 @@ def node_name(dev_machine: dict[str, Any]) -> str:
 
 
 def endpoint(host: str, port: int) -> dict[str, Any]:
-    """The DevCluster's spec.controlPlaneEndpoint: its listener's address (capd_py/kube/inmemory_server.py)."""
+    """The DevCluster's spec.controlPlaneEndpoint: its listener's address (capd_py/kube/inmemory_api_server.py)."""
     return {"host": host, "port": port}
 
 

@@ -1,4 +1,4 @@
-"""The in-memory clusters' HTTPS server (capd_py/kube/inmemory_server.py) with the real kubectl and capd-py's own
+"""The in-memory clusters' HTTPS server (capd_py/kube/inmemory_api_server.py) with the real kubectl and capd-py's own
 API client: a kubeconfig made from the cluster's CA reaches the store at the port given to the cluster (the serving
 certificate verifies against that CA), `kubectl get nodes` / `get pods -A` / `version` / `api-resources` show
 what the store holds, watches follow its writes (kubectl wait, capd-py's Node watch), two clusters on two ports
@@ -21,8 +21,8 @@ import pytest
 
 from capd_py.kube import nodewatch
 from capd_py.kube.client import Kube
-from capd_py.kube.inmemory import InMemoryClusters
-from capd_py.kube.inmemory_server import InMemoryServer
+from capd_py.kube.inmemory_api import InMemoryClusters
+from capd_py.kube.inmemory_api_server import InMemoryServer
 from capd_py.reconcile import certs
 from capd_py.testing.e2e import kubectl_async, kubectl_bin
 

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from capd_py.kube.conversion_webhook import server_ssl_context
-from capd_py.kube.runtime_client import HandlerUnreachable, RuntimeClient
+from capd_py.kube.runtime_sdk_client import HandlerUnreachable, RuntimeClient
 from capd_py.reconcile import servingcert
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker_free]

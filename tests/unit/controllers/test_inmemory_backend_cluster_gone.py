@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from capd_py.controllers import inmemory_cluster
+from capd_py.controllers import inmemory_backend_cluster
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.kube.workload import WorkloadClients
 from capd_py.testing.fake_runtime import FakeRuntime
@@ -33,7 +33,7 @@ async def test_a_moved_devcluster_releases_its_store_and_port_only() -> None:
         ports[(ns, cluster)] = server.assign(ns, cluster, _free_port())
     ctx.workload.in_memory_cluster("a", "c3")  # no DevCluster recorded (only its machines reconciled so far)
 
-    await inmemory_cluster.gone(ctx, "a", "c1-xyz")
+    await inmemory_backend_cluster.gone(ctx, "a", "c1-xyz")
     assert ctx.workload.in_memory.get("a", "c1") is None and server.port("a", "c1") is None
     # the port is free again: another process (the move's target) can bind it
     with socket.socket() as sock:
@@ -42,6 +42,6 @@ async def test_a_moved_devcluster_releases_its_store_and_port_only() -> None:
     assert {(api.namespace, api.cluster) for api in ctx.workload.in_memory.all()} == {("a", "c2"), ("b", "c1"),
                                                                                       ("a", "c3")}
     assert server.port("a", "c2") == ports[("a", "c2")] and server.port("b", "c1") == ports[("b", "c1")]
-    await inmemory_cluster.gone(ctx, "a", "nosuch")  # nothing of this process: nothing happens
+    await inmemory_backend_cluster.gone(ctx, "a", "nosuch")  # nothing of this process: nothing happens
     assert len(ctx.workload.in_memory) == 3
     await server.close()
