@@ -8,6 +8,7 @@ them all.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shlex
 import signal
@@ -654,7 +655,9 @@ def in_cluster_manifest(image: str, privileged: str, network: str = "capd-py",
     from capd_py.kube.components import controllers_manifest
 
     pool_text = ",".join(str(p) for p in (pool or subnets.parse_pool(subnets.DEFAULT_POOL)))
-    return controllers_manifest(image, privileged, network, pool_text, gates)
+    # clusterctl's variable for upstream CAPD's DOCKER_NETWORK, as `clusterctl init` would substitute it
+    return controllers_manifest(image, privileged, network, pool_text, gates,
+                                json.dumps(os.environ.get("CAPD_DOCKER_NETWORK", "")))
 
 
 def deploy_in_cluster(m: ManagementCluster) -> None:

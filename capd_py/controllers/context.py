@@ -35,6 +35,10 @@ class Settings:
     node_image_repository: str = field(
         default_factory=lambda: os.environ.get("CAPD_PY_NODE_IMAGE_REPO", "capd-py/node"))
     haproxy_image: str = field(default_factory=lambda: os.environ.get("CAPD_PY_HAPROXY_IMAGE", DEFAULT_LB_IMAGE))
+    # the docker network new clusters join instead of one of their own (upstream CAPD's manager reads DOCKER_NETWORK,
+    # set from clusterctl's CAPD_DOCKER_NETWORK; a host process reads either); "" : a network per cluster
+    docker_network: str = field(default_factory=lambda: os.environ.get("DOCKER_NETWORK")
+                                or os.environ.get("CAPD_DOCKER_NETWORK", ""))
     resync_seconds: float = field(default_factory=lambda: float(os.environ.get("CAPD_PY_RESYNC_SECONDS", "60")))
     # Every Nth resync lists from the API server too (drops cached copies a watch gap left behind).
     relist_every: int = 10

@@ -89,6 +89,7 @@ async def _reconcile_docker(ctx: Ctx, sub: Subject) -> Outcome:
         return await _fail(ctx, dc, dcr.LBState(False, _reason(e), f"docker host {dh.host_of(dc) or dh.LOCAL}: {e}"),
                            requeue_after=15)
     infra, address = where.infra, where.host.address
+    dc = await dockerhost.record_network(ctx, dc)
     network = dcr.network_name(namespace, cluster_name, dc)
     bad_family = dcr.family_error(cluster)
     if bad_family:  # the Cluster's change brings us back

@@ -1,4 +1,5 @@
-"""Which docker host a DockerCluster (and its DockerMachines) live on, and that host's DockerInfra (issue 32).
+"""Which docker host a DockerCluster (and its DockerMachines) live on, and that host's DockerInfra (issue 32); and
+which docker network, when the controllers are given a default one (`record_network`).
 
 Observe here (the hosts ConfigMap, every DockerCluster's placement, which host has the images), decide in
 capd_py.reconcile.placement, and write the choice into the DockerCluster's annotation once. Missing images are
@@ -125,6 +126,20 @@ async def place(ctx: Ctx, dc: dict[str, Any], wanted_images: list[str]) -> tuple
         log.info("%s/%s: %s", dc["metadata"].get("namespace"), dc["metadata"]["name"], p.message)
     await _bring_images(ctx, hosts, got, wanted_images, p.copy_from)
     return got, dc
+
+
+async def record_network(ctx: Ctx, dc: dict[str, Any]) -> dict[str, Any]:
+    """A new DockerCluster joins the controllers' default docker network (upstream CAPD's DOCKER_NETWORK), written
+    into its network annotation once, as a user would name a shared network (reconcile.dockercluster
+    network_to_record); the DockerCluster as it is now."""
+    network = dcr.network_to_record(dc, ctx.settings.docker_network)
+    if network is None:
+        return dc
+    log.info("%s/%s: joins the docker network %s (DOCKER_NETWORK)", dc["metadata"].get("namespace"),
+             dc["metadata"]["name"], network)
+    return await ctx.kube.merge_patch(DOCKER_CLUSTER, dc["metadata"].get("namespace") or "", dc["metadata"]["name"],
+                                      {"metadata": {"resourceVersion": dc["metadata"]["resourceVersion"],
+                                                    "annotations": {dcr.NETWORK_ANNOTATION: network}}})
 
 
 async def bring_images(ctx: Ctx, target: Where, refs: list[str]) -> None:

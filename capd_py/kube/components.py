@@ -25,10 +25,13 @@ CONTROLLERS_MANIFEST = MANIFESTS / "controllers.yaml"
 DEFAULT_IMAGE = "capd-py/controllers:dev"
 
 
-def controllers_manifest(image: str, privileged: str, network: str, pool: str, gates: str) -> str:
-    """controllers.yaml with its placeholders filled (plain values, or clusterctl variables)."""
+def controllers_manifest(image: str, privileged: str, network: str, pool: str, gates: str,
+                         docker_network: str = '""') -> str:
+    """controllers.yaml with its placeholders filled (plain values, or clusterctl variables; `docker_network` is
+    YAML: a quoted string or the variable)."""
     return (CONTROLLERS_MANIFEST.read_text().replace("@IMAGE@", image).replace("@PRIVILEGED_MODE@", privileged)
-            .replace("@NETWORK_POOL@", pool).replace("@NETWORK@", network).replace("@FEATURE_GATES@", gates))
+            .replace("@NETWORK_POOL@", pool).replace("@NETWORK@", network).replace("@FEATURE_GATES@", gates)
+            .replace("@DOCKER_NETWORK@", docker_network))
 
 
 def webhook_service() -> dict[str, Any]:
@@ -44,7 +47,8 @@ def release(image: str = DEFAULT_IMAGE) -> list[components.ProviderComponents]:
     pool = ",".join(str(p) for p in subnets.parse_pool(subnets.DEFAULT_POOL))
     v = components.VARIABLES
     text = controllers_manifest(imageload.normalize(image), v["@PRIVILEGED_MODE@"], v["@NETWORK@"],
-                                components.network_pool_variable(pool), components.feature_gates_variables())
+                                components.network_pool_variable(pool), components.feature_gates_variables(),
+                                v["@DOCKER_NETWORK@"])
     controllers = [d for d in kubeyaml.load_all(text) if d]
     crds, admission = _served()
     return components.split(crds, controllers, admission)

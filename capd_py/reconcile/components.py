@@ -60,6 +60,9 @@ POD_LABELS: Mapping[str, str] = {"control-plane": "controller-manager"}
 VARIABLES: Mapping[str, str] = {
     "@PRIVILEGED_MODE@": "${CAPD_PY_PRIVILEGED_MODE:=privileged}",
     "@NETWORK@": "${CAPD_PY_NETWORK:=capd-py}",
+    # upstream CAPD's variable (its manager's DOCKER_NETWORK), spelled as upstream: clusterctl counts an empty default
+    # as none and would refuse `init` without the variable
+    "@DOCKER_NETWORK@": '${CAPD_DOCKER_NETWORK:=""}',
 }
 
 

@@ -62,6 +62,19 @@ def network_name(namespace: str, cluster: str, dc: dict[str, Any] | None = None)
     return ann.get(NETWORK_ANNOTATION) or f"capd-py-{namespace}-{cluster}"
 
 
+def network_to_record(dc: dict[str, Any], default_network: str) -> str | None:
+    """The docker network to record on a DockerCluster that names none, when the controllers have a default one
+    (upstream CAPD's DOCKER_NETWORK, clusterctl's CAPD_DOCKER_NETWORK: every cluster joins that network instead of
+    one of its own). Recorded once, before the cluster has a load balancer: it then stays the cluster's network
+    whatever the setting becomes (a cluster made before it keeps its own network). None: nothing to record."""
+    md = dc.get("metadata") or {}
+    ann = md.get("annotations") or {}
+    if not default_network or ann.get(NETWORK_ANNOTATION) or LB_HOST_PORT_ANNOTATION in ann \
+            or contract.infra_provisioned(dc):
+        return None
+    return default_network
+
+
 def network_is_shared(dc: dict[str, Any] | None) -> bool:
     return bool((((dc or {}).get("metadata") or {}).get("annotations") or {}).get(NETWORK_ANNOTATION))
 

@@ -612,15 +612,17 @@ def test_privileged_mode_starts_here_too(runtime: DockerRuntime, namespace: str)
 
 
 async def test_shared_network_annotation(ctx: Ctx, namespace: str, runtime: DockerRuntime) -> None:
+    """A network shared by clusters and never removed with them: named by the controllers' DOCKER_NETWORK (upstream
+    CAPD's, clusterctl's CAPD_DOCKER_NETWORK), recorded on the new DockerCluster as the annotation a user can set."""
     from capd_py.api.labels import NETWORK_ANNOTATION
 
     shared = f"capd-py-shared-{secrets.token_hex(3)}"
+    ctx.settings = dataclasses.replace(ctx.settings, docker_network=shared)
     cluster, dc = await make_cluster(ctx.kube, namespace)
     name = dc["metadata"]["name"]
-    await ctx.kube.merge_patch(DOCKER_CLUSTER, namespace, name,
-                               {"metadata": {"annotations": {NETWORK_ANNOTATION: shared}}})
     try:
         dc = await drive_to(dcc.reconcile, ctx, DOCKER_CLUSTER, namespace, name, provisioned, timeout=60)
+        assert dc is not None and dc["metadata"]["annotations"][NETWORK_ANNOTATION] == shared
         lb = runtime.get_container(f"{cluster['metadata']['name']}-lb")
         assert lb is not None and shared in lb.ipv4
         assert dc is not None and dc["spec"]["controlPlaneEndpoint"]["host"] == lb.ipv4[shared]

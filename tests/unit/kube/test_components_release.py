@@ -118,7 +118,9 @@ def test_variables_are_only_the_documented_ones() -> None:
             continue
         assert all(default for _, default in found), found
         assert {v for v, _ in found} == {"CAPD_PY_PRIVILEGED_MODE", "CAPD_PY_NETWORK", "CAPD_PY_NETWORK_POOL",
-                                         *features.INIT_VARIABLES}
+                                         "CAPD_DOCKER_NETWORK", *features.INIT_VARIABLES}
+        # upstream CAPD's variable as upstream spells it (an empty default is no default to clusterctl)
+        assert "value: ${CAPD_DOCKER_NETWORK:=\"\"}" in text
 
 
 def test_write_repository_layout(tmp_path: Path) -> None:

@@ -43,6 +43,16 @@ def test_names_and_labels() -> None:
     assert lab[CONTAINER_ROLE] == "load-balancer"
 
 
+def test_the_controllers_default_network_is_recorded_on_new_clusters_only() -> None:
+    """Upstream CAPD's DOCKER_NETWORK: new clusters join it; a cluster that names a network keeps it, and one that
+    already has its load balancer (or is provisioned) keeps its own network whatever the setting becomes."""
+    assert dcr.network_to_record(_dc(), "kind") == "kind"
+    assert dcr.network_to_record(_dc(), "") is None
+    assert dcr.network_to_record(_dc(md={"annotations": {NETWORK_ANNOTATION: "mine"}}), "kind") is None
+    assert dcr.network_to_record(_dc(md={"annotations": {dcr.LB_HOST_PORT_ANNOTATION: "32768"}}), "kind") is None
+    assert dcr.network_to_record(_dc(status={"initialization": {"provisioned": True}}), "kind") is None
+
+
 def test_lb_spec_publishes_6443_on_loopback() -> None:
     s = dcr.lb_spec("ns", "c1", "capd-py/haproxy:2.6", "net")
     assert s.name == "c1-lb" and not s.node and s.network == "net"
