@@ -54,7 +54,6 @@ class MachineView:
     node_name: str = ""
     node_ready: bool = False
     pods_ready: dict[str, bool] = field(default_factory=dict)  # static pod component -> running & ready
-    etcd_running: bool | None = None       # its etcd container runs (None: not observed; pods_ready["etcd"] stands)
     outdated_reasons: list[str] = field(default_factory=list)
     machine_ready: bool | None = None      # Machine Ready condition, when the Machine controller sets it
     machine_available: bool | None = None

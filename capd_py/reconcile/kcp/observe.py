@@ -37,23 +37,6 @@ def pod_ready(pod: dict[str, Any]) -> bool:
                for c in contract.dig(pod, "status", "conditions", default=[]) or [])
 
 
-def container_running(pod: dict[str, Any], container: str) -> bool:
-    """The pod's `container` runs (whatever its readiness: a restarted kubelet re-probes running containers)."""
-    return contract.dig(pod, "status", "phase") == "Running" and any(
-        s.get("name") == container and (s.get("state") or {}).get("running") is not None
-        for s in contract.dig(pod, "status", "containerStatuses", default=[]) or [])
-
-
-def etcd_running(pod: dict[str, Any] | None) -> bool | None:
-    """Whether the etcd Pod's container runs; None when the Pod reports no container statuses at all (the
-    in-memory provider's Pods, like upstream's, carry a phase and a Ready condition only): its readiness stands."""
-    if pod is None:
-        return False
-    if not contract.dig(pod, "status", "containerStatuses"):
-        return None
-    return container_running(pod, "etcd")
-
-
 def node_concerns_control_plane(node: dict[str, Any], cluster: dict[str, Any]) -> bool:
     """Whether a workload Node's change can change the control plane's state: any Node while the control
     plane is not initialized (the first one's registration ends the wait), control-plane Nodes after."""
@@ -107,7 +90,6 @@ def machine_view(kcp: dict[str, Any], machine: dict[str, Any], config: dict[str,
         node_name=nname, node_ready=bool(node and node_ready(node)),
         pods_ready={p: bool(nname and f"{p}-{nname}" in pods and pod_ready(pods[f"{p}-{nname}"]))
                     for p in STATIC_PODS},
-        etcd_running=etcd_running(pods.get(f"etcd-{nname}") if nname else None),
         outdated_reasons=outdated_reasons(kcp, machine, (config or {}).get("spec") if config else None, infra, now,
                                           config_meta=(config or {}).get("metadata")),
         machine_ready=cond_status(machine, conditions.READY),

@@ -79,34 +79,21 @@ def set_spec_status(st: Status, kcp: dict[str, Any], cluster_name: str) -> None:
         st.set(REPLICAS_WARNING, False, "OddReplicas")
 
 
-def availability(live: list[MachineView], initialized: bool) -> tuple[bool, str]:
-    """Upstream's KCP Available (setAvailableCondition): initialized, a quorum of the voting etcd members healthy,
-    and at least one machine with every control-plane component healthy. A machine still joining does not count
-    against the quorum: kubeadm adds its etcd member as a learner and promotes it before the machine's kubelet can
-    register its Node through the local API server, so a member votes once its machine has a Node (upstream reads
-    the member list; capd-py goes by the Node and the etcd container). Returns (available, the reasons when not)."""
-    if not initialized:
-        return False, "Control plane not yet initialized"
-    voting = [v for v in live if v.node_name]
-    # upstream asks etcd itself (EtcdMemberHealthy); the running etcd container is the nearest capd-py observes
-    # without a call per member: its Pod's readiness lags seconds behind each kubelet restart
-    healthy_members = sum(1 for v in voting if (v.pods_ready.get("etcd") if v.etcd_running is None else v.etcd_running))
-    quorum = len(voting) // 2 + 1
-    components_ok = sum(1 for v in live if v.passes_preflight)
-    why = []
-    if healthy_members < quorum:
-        why.append(f"* {healthy_members} of {len(voting)} etcd members healthy, at least {quorum} required for etcd "
-                   "quorum")
-    if components_ok < 1:
-        why.append("* There are no Machines with healthy control plane components, at least 1 required")
-    return not why, "\n".join(why)
+def external_etcd_availability(views: list[MachineView]) -> tuple[bool, str]:
+    """Upstream's Available for an initialized control plane whose etcd is external (`clusterConfiguration.etcd.
+    external`: no member of it on the machines): one Machine with a provider ID whose API server, controller manager
+    and scheduler are healthy. (With its own etcd, reconcile/kcp/etcdhealth.py decides.) (available, why not)."""
+    if any(v.provider_id and all(v.pods_ready.get(p) for p in STATIC_PODS[:3]) for v in views):
+        return True, ""
+    return False, "* There are no Machines with healthy control plane components, at least 1 required"
 
 
 def apply(st: Status, kcp: dict[str, Any], views: list[MachineView], versions: list[str], initialized: bool,
           workload_reachable: bool, workload_error: str = "", etcd: etcdhealth.Assessment | None = None) -> None:
     """Replica counts, version, initialization and every machine / health condition.
     `versions`: the owned Machines' spec.version. `etcd`: what the control plane's own etcd reported (None: an
-    external etcd, or not read: Available then goes by the control-plane components and etcd containers)."""
+    external etcd: Available goes by the control-plane components alone, and EtcdClusterHealthy is not set, as
+    upstream)."""
     want = replicas(kcp)
     live = [v for v in views if not v.deleting]
     s = st.status
@@ -135,10 +122,12 @@ def apply(st: Status, kcp: dict[str, Any], views: list[MachineView], versions: l
     else:
         st.set(INITIALIZED, False, "NotInitialized", "Control plane not yet initialized")
 
-    if initialized and etcd is not None:
+    if not initialized:
+        st.set(AVAILABLE, False, "NotAvailable", "Control plane not yet initialized")
+    elif etcd is not None:
         st.set(AVAILABLE, etcd.available.status, etcd.available.reason, etcd.available.message)
     else:
-        available, why = availability(live, initialized)
+        available, why = external_etcd_availability(views)
         st.set(AVAILABLE, available, "Available" if available else "NotAvailable", why)
 
     if not views:
@@ -167,20 +156,18 @@ def apply(st: Status, kcp: dict[str, Any], views: list[MachineView], versions: l
     else:
         st.set(SCALING_DOWN, False, "NotScalingDown")
 
+    external = initialized and etcd is None  # no etcd of its own: upstream leaves EtcdClusterHealthy to others
     if not initialized or not views:
         st.set(ETCD_CLUSTER_HEALTHY, conditions.UNKNOWN, "HealthUnknown", "Control plane not yet initialized")
         st.set(COMPONENTS_HEALTHY, conditions.UNKNOWN, "HealthUnknown", "Control plane not yet initialized")
     elif not workload_reachable:
         msg = f"The workload cluster API is not reachable: {workload_error}"
-        st.set(ETCD_CLUSTER_HEALTHY, conditions.UNKNOWN, "ConnectionDown", msg)
+        if not external:
+            st.set(ETCD_CLUSTER_HEALTHY, conditions.UNKNOWN, "ConnectionDown", msg)
         st.set(COMPONENTS_HEALTHY, conditions.UNKNOWN, "ConnectionDown", msg)
     else:
         if etcd is not None:
             st.set(ETCD_CLUSTER_HEALTHY, etcd.cluster.status, etcd.cluster.reason, etcd.cluster.message)
-        else:
-            bad_etcd = sorted(v.name for v in live if not v.pods_ready.get("etcd"))
-            st.set(ETCD_CLUSTER_HEALTHY, not bad_etcd, "NotHealthy" if bad_etcd else "Healthy",
-                   f"etcd not running/ready on Machine {', '.join(bad_etcd)}" if bad_etcd else "")
         bad = sorted(f"{v.name} ({', '.join(p for p in STATIC_PODS[:3] if not v.pods_ready.get(p))})"
                      for v in live if not all(v.pods_ready.get(p) for p in STATIC_PODS[:3]))
         st.set(COMPONENTS_HEALTHY, not bad, "NotHealthy" if bad else "Healthy",

@@ -33,8 +33,11 @@ def kcp(**spec: Any) -> dict[str, Any]:
 
 def view(name: str, minutes: int = 0, fd: str = "", healthy: bool = True, outdated: bool = False,
          **kw: Any) -> rk.MachineView:
+    # a healthy view has its Node (named after it, as status.nodeRef says) and a provider ID
     fields: dict[str, Any] = {"node_name": name if healthy else "", "node_ready": healthy,
-                              "pods_ready": dict(ALL_PODS) if healthy else {}, **kw}
+                              "node_ref": name if healthy else "",
+                              "provider_id": f"docker:////{name}" if healthy else "",
+                              "infra_kind": "DockerMachine", "pods_ready": dict(ALL_PODS) if healthy else {}, **kw}
     return rk.MachineView(name=name, created=NOW + dt.timedelta(minutes=minutes), failure_domain=fd,
                           outdated_reasons=["Version v1.33.0, v1.34.4 required"] if outdated else [], **fields)
 

@@ -63,27 +63,18 @@ def test_machine_view() -> None:
                             "etcd": False}
     assert v.machine_ready is False and v.machine_available is None and not v.ready
     assert v.created.hour == 10 and v.up_to_date
-
-
-def test_etcd_running_is_the_container_not_the_readiness() -> None:
-    """Right after a kubelet restart the etcd Pod is not Ready while its container (the member) runs on."""
-    restarted = {"metadata": {"name": "etcd-m1"}, "status": {
-        "phase": "Running", "conditions": [{"type": "Ready", "status": "False"}],
-        "containerStatuses": [{"name": "etcd", "ready": False,
-                               "state": {"running": {"startedAt": "2026-01-01T10:00:00Z"}}}]}}
-    v = observe.machine_view(kcp(), machine("m1"), None, None, [node("m1")], {"etcd-m1": restarted}, NOW)
-    assert v.etcd_running and not v.pods_ready["etcd"]
-    waiting = {"metadata": {"name": "etcd-m1"}, "status": {
-        "phase": "Running",
-        "containerStatuses": [{"name": "etcd", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}
-    assert not observe.machine_view(kcp(), machine("m1"), None, None, [node("m1")], {"etcd-m1": waiting},
-                                    NOW).etcd_running
-    assert not observe.machine_view(kcp(), machine("m1"), None, None, [], {"etcd-m1": restarted}, NOW).etcd_running
-    # an in-memory Pod (phase and Ready condition only, no container statuses): its readiness stands
-    in_memory = {"metadata": {"name": "etcd-m1"}, "status": {
-        "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
-    v = observe.machine_view(kcp(), machine("m1"), None, None, [node("m1")], {"etcd-m1": in_memory}, NOW)
-    assert v.etcd_running is None and v.pods_ready["etcd"]
+    # what its etcd member's health is read against: upstream goes by status.nodeRef and the provider ID
+    assert v.node_ref == "" and v.provider_id == "" and v.etcd_member is None
+    m["status"]["nodeRef"] = {"name": "m1"}
+    m["spec"]["providerID"] = "docker:////m1"
+    m["spec"]["infrastructureRef"] = {"kind": "DockerMachine", "name": "m1"}
+    m["status"]["conditions"].append({"type": "EtcdMemberHealthy", "status": "True"})
+    made = node("m1")
+    made["metadata"]["creationTimestamp"] = "2026-01-01T10:05:00Z"
+    v = observe.machine_view(kcp(), m, None, None, [made], pods, NOW)
+    assert (v.node_ref, v.provider_id, v.infra_kind) == ("m1", "docker:////m1", "DockerMachine")
+    assert v.etcd_member == {"type": "EtcdMemberHealthy", "status": "True"} and v.node_created is not None
+    assert v.node_created.minute == 5
 
 
 def test_machine_view_without_node_or_timestamps() -> None:

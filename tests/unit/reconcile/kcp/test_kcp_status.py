@@ -7,14 +7,18 @@ from typing import Any
 import pytest
 
 from capd_py.api import conditions
+from capd_py.api.etcd import EtcdAlarm, EtcdMember
 from capd_py.reconcile import certs
 from capd_py.reconcile import kcp as rk
+from capd_py.reconcile.kcp import etcdhealth as eh
 from capd_py.reconcile.kcp import status
 
 try:
-    from kcp_fixtures import kcp, view
+    from kcp_fixtures import NOW, kcp, view
 except ImportError:  # pragma: no cover - when run as a package
-    from .kcp_fixtures import kcp, view  # type: ignore[no-redef]
+    from .kcp_fixtures import NOW, kcp, view  # type: ignore[no-redef]
+
+MEMBERS = "one member per Machine with a Node"
 
 pytestmark = pytest.mark.unit
 
@@ -24,11 +28,20 @@ def conds(st: conditions.StatusBuilder) -> dict[str, dict[str, Any]]:
 
 
 def run(views: list[rk.MachineView], *, initialized: bool = True, reachable: bool = True, error: str = "",
-        versions: list[str] | None = None, **spec: Any) -> conditions.StatusBuilder:
+        versions: list[str] | None = None, etcd: eh.EtcdObservation | str | None = MEMBERS,
+        **spec: Any) -> conditions.StatusBuilder:
+    """`etcd`: what etcd reported (by default a healthy member for each Machine with a Node; None: an external
+    etcd)."""
     k = kcp(**spec)
     st = conditions.StatusBuilder(k)
+    obs = eh.EtcdObservation(tuple(EtcdMember(i + 1, v.node_ref) for i, v in enumerate(views) if v.node_ref)) \
+        if etcd == MEMBERS else etcd
+    if not reachable and etcd == MEMBERS:
+        obs = eh.EtcdObservation(failure=eh.Cond(conditions.UNKNOWN, "ConnectionDown", error))
+    assert not isinstance(obs, str)
+    assessment = eh.assess(views, obs, NOW, NOW) if obs is not None and initialized else None
     status.apply(st, k, views, versions if versions is not None else ["v1.34.4"] * len(views), initialized,
-                 reachable, error)
+                 reachable, error, assessment)
     return st
 
 
@@ -70,26 +83,29 @@ def test_no_machines() -> None:
 
 
 def test_available_while_a_machine_joins() -> None:
-    """Upstream's Available through a scale-up from 1: the joining machine (no Node yet: its etcd member is a
-    learner) does not break the quorum; once it has a Node its member votes, and it counts when its etcd is Ready."""
+    """Upstream's Available through a scale-up from 1: a joining machine without a Node (its etcd member not added,
+    or a learner) does not vote; once its member is promoted it counts by what etcd says, not by its Pods."""
     joining = view("m2", healthy=False)
     c = conds(run([view("m1"), joining]))
-    assert c[rk.AVAILABLE]["status"] == "True", c[rk.AVAILABLE]
-    registered = view("m2", pods_ready={"kube-apiserver": True})
-    c = conds(run([view("m1"), registered]))
-    assert c[rk.AVAILABLE]["status"] == "False"
-    assert "1 of 2 etcd members healthy, at least 2 required" in c[rk.AVAILABLE]["message"]
+    assert c[rk.AVAILABLE]["status"] == "True" and c[rk.AVAILABLE]["message"] == "", c[rk.AVAILABLE]
+    learner = view("m2", pods_ready={"kube-apiserver": True})
+    obs = eh.EtcdObservation((EtcdMember(1, "m1"), EtcdMember(2, "m2", is_learner=True)))
+    c = conds(run([view("m1"), learner], etcd=obs))
+    assert c[rk.AVAILABLE]["status"] == "True"
+    assert c[rk.ETCD_CLUSTER_HEALTHY]["message"] == ("* Machine m2:\n  * EtcdMemberHealthy: Waiting for learner etcd "
+                                                     "member to be promoted")
+    promoted = view("m2", pods_ready={"kube-apiserver": True})
+    assert conds(run([view("m1"), promoted]))[rk.AVAILABLE]["status"] == "True"
     assert conds(run([view("m1"), view("m2"), view("m3", healthy=False)]))[rk.AVAILABLE]["status"] == "True"
 
 
-def test_a_running_etcd_member_counts_while_its_pod_is_not_ready() -> None:
-    """After a kubelet restart (capd-py kicks it after a control-plane join) the etcd Pod's readiness lags; the
-    member serves meanwhile and keeps the quorum, as upstream's etcd-level EtcdMemberHealthy would say."""
-    kicked = view("m2", etcd_running=True)
+def test_an_etcd_member_is_healthy_by_what_etcd_says_not_by_its_pod() -> None:
+    """After a kubelet restart (capd-py kicks it after a control-plane join) the etcd Pod's readiness lags while
+    the member serves: the member list and alarms decide (upstream's EtcdMemberHealthy)."""
+    kicked = view("m2")
     kicked.pods_ready["etcd"] = False
-    assert conds(run([view("m1", etcd_running=True), kicked]))[rk.AVAILABLE]["status"] == "True"
-    down = view("m2", etcd_running=False)
-    assert conds(run([view("m1", etcd_running=True), down]))[rk.AVAILABLE]["status"] == "False"
+    c = conds(run([view("m1"), kicked]))
+    assert c[rk.AVAILABLE]["status"] == "True" and c[rk.ETCD_CLUSTER_HEALTHY]["status"] == "True"
 
 
 def test_available_needs_one_machine_with_every_component_healthy() -> None:
@@ -105,16 +121,29 @@ def test_available_needs_one_machine_with_every_component_healthy() -> None:
 
 
 def test_quorum_and_component_health() -> None:
-    sick = view("m2")
-    sick.pods_ready["etcd"] = False
+    long_unhealthy = {"type": "EtcdMemberHealthy", "status": "False", "lastTransitionTime": "2026-01-01T11:00:00Z"}
+    sick = view("m2", etcd_member=long_unhealthy)
     sick.pods_ready["kube-scheduler"] = False
-    c = conds(run([view("m1"), sick, view("m3", healthy=False)]))
+    obs = eh.EtcdObservation((EtcdMember(1, "m1"), EtcdMember(2, "m2"), EtcdMember(3, "m3")),
+                             (EtcdAlarm(2, "NOSPACE"), EtcdAlarm(3, "NOSPACE")))
+    c = conds(run([view("m1"), sick, view("m3", etcd_member=long_unhealthy)], etcd=obs))
     assert c[rk.AVAILABLE]["status"] == "False"
-    assert c[rk.AVAILABLE]["message"] == "* 1 of 2 etcd members healthy, at least 2 required for etcd quorum"
-    assert c[rk.MACHINES_READY]["message"] == "Machine m2, m3 not ready"
-    assert c[rk.ETCD_CLUSTER_HEALTHY]["message"] == "etcd not running/ready on Machine m2, m3"
-    assert c[rk.COMPONENTS_HEALTHY]["message"] == ("Control plane components not healthy on m2 (kube-scheduler); "
-                                                   "m3 (kube-apiserver, kube-controller-manager, kube-scheduler)")
+    assert c[rk.AVAILABLE]["message"] == ("* 1 of 3 etcd members is healthy, at least 2 healthy member required for "
+                                          "etcd quorum")
+    assert c[rk.MACHINES_READY]["message"] == "Machine m2 not ready"
+    assert c[rk.ETCD_CLUSTER_HEALTHY]["message"] == ("* Machines m2, m3:\n  * EtcdMemberHealthy: Etcd reports "
+                                                     "alarms: NOSPACE")
+    assert c[rk.COMPONENTS_HEALTHY]["message"] == "Control plane components not healthy on m2 (kube-scheduler)"
+
+
+def test_external_etcd() -> None:
+    """With an external etcd (no member on the machines) Available goes by the components, and EtcdClusterHealthy is
+    not the KCP's to set (upstream v1beta2)."""
+    no_etcd_pods = [view(n, pods_ready={p: True for p in rk.STATIC_PODS[:3]}) for n in ("m1", "m2")]
+    c = conds(run(no_etcd_pods, etcd=None))
+    assert c[rk.AVAILABLE]["status"] == "True" and rk.ETCD_CLUSTER_HEALTHY not in c
+    no_etcd_pods[0].pods_ready["kube-apiserver"] = no_etcd_pods[1].pods_ready["kube-apiserver"] = False
+    assert conds(run(no_etcd_pods, etcd=None))[rk.AVAILABLE]["status"] == "False"
 
 
 def test_workload_unreachable() -> None:
