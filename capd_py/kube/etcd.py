@@ -13,7 +13,9 @@ import json
 from typing import Any, Protocol
 
 import kubernetes.client
+from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import stream as k8s_stream
+from websocket import WebSocketException
 
 from capd_py.api.etcd import ALARM_NAMES, EtcdAlarm, EtcdMember, EtcdStatus
 from capd_py.kube.client import Kube
@@ -123,7 +125,13 @@ class ExecEtcdClient:
     async def _etcdctl(self, *args: str, endpoint: str | None = None) -> str:
         base = ETCDCTL_BASE if endpoint is None else \
             [*(a for a in ETCDCTL_BASE if not a.startswith("--endpoints=")), f"--endpoints={endpoint}"]
-        rc, out, err = await asyncio.to_thread(_exec_blocking, self._cfg, self.pod, [*base, *args])
+        try:
+            rc, out, err = await asyncio.to_thread(_exec_blocking, self._cfg, self.pod, [*base, *args])
+        except ApiException as e:  # the exec itself was refused: no such Pod (yet), the API server's error
+            raise EtcdError(f"etcdctl {' '.join(args)} in {self.pod}: the exec failed: {e.status} {e.reason}") from e
+        except (WebSocketException, OSError) as e:  # the stream broke
+            raise EtcdError(f"etcdctl {' '.join(args)} in {self.pod}: the exec stream failed: "
+                            f"{e.__class__.__name__}") from e
         if rc != 0:
             # its last line ("Error: context deadline exceeded"): the lines before are timestamped log records, and
             # the message ends up in conditions, which must not change between two identical failures

@@ -68,3 +68,19 @@ async def test_commands_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(etcd.EtcdError, match=r"member remove ff in etcd-cp-1: exit 1: etcdserver: member not found$"):
         await c.remove_member(255)
     assert calls[-1][1][:2] == ["etcdctl", "--endpoints=https://127.0.0.1:2379"]
+
+
+async def test_a_refused_or_broken_exec_is_an_etcd_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No etcd Pod yet (404), or the stream breaking: an EtcdError the KCP reports in EtcdMemberHealthy, not a
+    traceback of the reconcile."""
+    from kubernetes.client.exceptions import ApiException
+    from websocket import WebSocketConnectionClosedException
+
+    for error, said in ((ApiException(status=404, reason="Not Found"), "the exec failed: 404 Not Found"),
+                        (WebSocketConnectionClosedException("gone"), "the exec stream failed: "
+                                                                     "WebSocketConnectionClosedException")):
+        def run(cfg: Any, pod: str, cmd: list[str], timeout: float = 60, e: Exception = error) -> tuple[int, str, str]:
+            raise e
+        monkeypatch.setattr(etcd, "_exec_blocking", run)
+        with pytest.raises(etcd.EtcdError, match=f"^etcdctl endpoint status -w json in etcd-cp-1: {said}$"):
+            await etcd.ExecEtcdClients().for_node(FakeWorkload(), "cp-1").status()  # type: ignore[arg-type]
