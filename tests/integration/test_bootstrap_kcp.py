@@ -416,6 +416,9 @@ async def make_healthy(kube: Kube, ns: str, machine_name: str) -> None:
             "phase": "Running", "conditions": [
                 {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}},
             subresource="status")
+    # the Machine controller copies the infrastructure machine's providerID (upstream's Available counts only
+    # Machines that have one) and links the Node
+    await kube.merge_patch(MACHINE, ns, machine_name, {"spec": {"providerID": f"docker:////{machine_name}"}})
     m = await kube.get(MACHINE, ns, machine_name)
     assert m is not None
     await kube.patch_status(MACHINE, m, {**(m.get("status") or {}), "nodeRef": {"name": machine_name}})
