@@ -22,6 +22,8 @@ from capd_py.kube.client import Kube
 
 ETCD_PKI = "/etc/kubernetes/pki/etcd"
 LOCAL_ENDPOINT = "https://127.0.0.1:2379"
+# kubeadm has etcd listen on the loopback of the node's IP family: an IPv6 node's etcd answers on [::1] only
+LOCAL_ENDPOINTS = (LOCAL_ENDPOINT, "https://[::1]:2379")
 ETCDCTL_BASE = ["etcdctl", f"--endpoints={LOCAL_ENDPOINT}", f"--cacert={ETCD_PKI}/ca.crt",
                 f"--cert={ETCD_PKI}/healthcheck-client.crt", f"--key={ETCD_PKI}/healthcheck-client.key",
                 "--command-timeout=15s"]
@@ -118,13 +120,31 @@ def _exec_blocking(cfg: kubernetes.client.Configuration, pod: str, cmd: list[str
 class ExecEtcdClient:
     """etcdctl through the etcd static pod `etcd-<node>` of the workload cluster."""
 
-    def __init__(self, workload: Kube, node: str):
+    def __init__(self, workload: Kube, node: str, loopbacks: dict[tuple[str, str], str] | None = None):
         self._cfg = workload.api.configuration
         self.pod = f"etcd-{node}"
+        # (API server, pod) -> the loopback endpoint its etcd answered on (shared by the clients of one ExecEtcdClients)
+        self._loopbacks = {} if loopbacks is None else loopbacks
 
     async def _etcdctl(self, *args: str, endpoint: str | None = None) -> str:
-        base = ETCDCTL_BASE if endpoint is None else \
-            [*(a for a in ETCDCTL_BASE if not a.startswith("--endpoints=")), f"--endpoints={endpoint}"]
+        if endpoint is not None:
+            return await self._run(args, endpoint)
+        key = (str(getattr(self._cfg, "host", "")), self.pod)
+        known = self._loopbacks.get(key, LOCAL_ENDPOINT)
+        order = [known, *(e for e in LOCAL_ENDPOINTS if e != known)]
+        for i, local in enumerate(order):
+            try:
+                out = await self._run(args, local)
+            except EtcdError:
+                if i + 1 < len(order):
+                    continue  # the other loopback (an IPv6 node), or the same failure again
+                raise
+            self._loopbacks[key] = local
+            return out
+        raise AssertionError("unreachable")
+
+    async def _run(self, args: tuple[str, ...], endpoint: str) -> str:
+        base = [*(a for a in ETCDCTL_BASE if not a.startswith("--endpoints=")), f"--endpoints={endpoint}"]
         try:
             rc, out, err = await asyncio.to_thread(_exec_blocking, self._cfg, self.pod, [*base, *args])
         except ApiException as e:  # the exec itself was refused: no such Pod (yet), the API server's error
@@ -161,5 +181,8 @@ class ExecEtcdClient:
 class ExecEtcdClients:
     """The `EtcdClients` controllers use for real workload clusters."""
 
+    def __init__(self) -> None:
+        self.loopbacks: dict[tuple[str, str], str] = {}
+
     def for_node(self, workload: Kube, node: str) -> EtcdClient:
-        return ExecEtcdClient(workload, node)
+        return ExecEtcdClient(workload, node, self.loopbacks)

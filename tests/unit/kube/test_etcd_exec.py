@@ -67,7 +67,25 @@ async def test_commands_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
         await c.move_leader(etcd.EtcdMember(2, "cp-2"), 1)
     with pytest.raises(etcd.EtcdError, match=r"member remove ff in etcd-cp-1: exit 1: etcdserver: member not found$"):
         await c.remove_member(255)
-    assert calls[-1][1][:2] == ["etcdctl", "--endpoints=https://127.0.0.1:2379"]
+    # a failure on the IPv4 loopback is tried on the IPv6 one too (an IPv6 node's etcd listens there only)
+    tried = [next(a for a in cmd if a.startswith("--endpoints=")) for _, cmd in calls[-2:]]
+    assert tried == ["--endpoints=https://127.0.0.1:2379", "--endpoints=https://[::1]:2379"]
+
+
+async def test_an_ipv6_nodes_etcd_is_asked_on_its_loopback_and_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def run(cfg: Any, pod: str, cmd: list[str], timeout: float = 60) -> tuple[int, str, str]:
+        calls.append(next(a for a in cmd if a.startswith("--endpoints=")))
+        if "127.0.0.1" in calls[-1]:
+            return 1, "", "Error: context deadline exceeded\n"
+        return 0, json.dumps({"members": [{"ID": 1, "name": "cp-1"}]}), ""
+    monkeypatch.setattr(etcd, "_exec_blocking", run)
+    clients = etcd.ExecEtcdClients()
+    assert [m.name for m in await clients.for_node(FakeWorkload(), "cp-1").members()] == ["cp-1"]  # type: ignore[arg-type]
+    assert [m.name for m in await clients.for_node(FakeWorkload(), "cp-1").members()] == ["cp-1"]  # type: ignore[arg-type]
+    assert calls == ["--endpoints=https://127.0.0.1:2379", "--endpoints=https://[::1]:2379",
+                     "--endpoints=https://[::1]:2379"]
 
 
 async def test_a_refused_or_broken_exec_is_an_etcd_error(monkeypatch: pytest.MonkeyPatch) -> None:
