@@ -116,8 +116,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeSch
 @pytest.hookimpl(trylast=True)  # after the markers are given and `-m` deselected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is None or config.getvalue("dist") != "loadgroup":
-        return  # only our scheduler reads (and removes) the file: `-n 2` alone left one per run in the lock dir
+    if workerinput is None:
+        return
     groups = {item.nodeid: g for item in items if (g := group_of(item)) is not None}
     path = groups_file(workerinput["testrunuid"])
     tmp = path.with_name(f"{path.name}.{os.getpid()}")
