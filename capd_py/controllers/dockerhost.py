@@ -120,9 +120,7 @@ async def place(ctx: Ctx, dc: dict[str, Any], wanted_images: list[str]) -> tuple
         raise NotPlaced(p.reason, p.message)
     got = await _infra(ctx, hosts[p.host])
     if p.new:
-        dc = await ctx.kube.merge_patch(DOCKER_CLUSTER, dc["metadata"].get("namespace") or "", dc["metadata"]["name"],
-                                        {"metadata": {"resourceVersion": dc["metadata"]["resourceVersion"],
-                                                      "annotations": {dh.DOCKER_HOST_ANNOTATION: p.host}}})
+        dc = await _annotate(ctx, dc, dh.DOCKER_HOST_ANNOTATION, p.host)
         log.info("%s/%s: %s", dc["metadata"].get("namespace"), dc["metadata"]["name"], p.message)
     await _bring_images(ctx, hosts, got, wanted_images, p.copy_from)
     return got, dc
@@ -137,9 +135,15 @@ async def record_network(ctx: Ctx, dc: dict[str, Any]) -> dict[str, Any]:
         return dc
     log.info("%s/%s: joins the docker network %s (DOCKER_NETWORK)", dc["metadata"].get("namespace"),
              dc["metadata"]["name"], network)
+    return await _annotate(ctx, dc, dcr.NETWORK_ANNOTATION, network)
+
+
+async def _annotate(ctx: Ctx, dc: dict[str, Any], key: str, value: str) -> dict[str, Any]:
+    """Record a choice on the DockerCluster once: the patch names the resourceVersion the choice was made from, so a
+    concurrent change (another choice) makes it fail rather than be overwritten."""
     return await ctx.kube.merge_patch(DOCKER_CLUSTER, dc["metadata"].get("namespace") or "", dc["metadata"]["name"],
                                       {"metadata": {"resourceVersion": dc["metadata"]["resourceVersion"],
-                                                    "annotations": {dcr.NETWORK_ANNOTATION: network}}})
+                                                    "annotations": {key: value}}})
 
 
 async def bring_images(ctx: Ctx, target: Where, refs: list[str]) -> None:

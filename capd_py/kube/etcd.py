@@ -21,10 +21,10 @@ from capd_py.api.etcd import ALARM_NAMES, EtcdAlarm, EtcdMember, EtcdStatus
 from capd_py.kube.client import Kube
 
 ETCD_PKI = "/etc/kubernetes/pki/etcd"
-LOCAL_ENDPOINT = "https://127.0.0.1:2379"
 # kubeadm has etcd listen on the loopback of the node's IP family: an IPv6 node's etcd answers on [::1] only
-LOCAL_ENDPOINTS = (LOCAL_ENDPOINT, "https://[::1]:2379")
-ETCDCTL_BASE = ["etcdctl", f"--endpoints={LOCAL_ENDPOINT}", f"--cacert={ETCD_PKI}/ca.crt",
+LOCAL_ENDPOINTS = ("https://127.0.0.1:2379", "https://[::1]:2379")
+# every etcdctl command but its --endpoints
+ETCDCTL_BASE = ["etcdctl", f"--cacert={ETCD_PKI}/ca.crt",
                 f"--cert={ETCD_PKI}/healthcheck-client.crt", f"--key={ETCD_PKI}/healthcheck-client.key",
                 "--command-timeout=15s"]
 EXEC_TIMEOUT = 60.0
@@ -130,23 +130,24 @@ class ExecEtcdClient:
         if endpoint is not None:
             return await self._run(args, endpoint)
         key = (str(getattr(self._cfg, "host", "")), self.pod)
-        known = self._loopbacks.get(key, LOCAL_ENDPOINT)
-        order = [known, *(e for e in LOCAL_ENDPOINTS if e != known)]
-        for i, local in enumerate(order):
+        known = self._loopbacks.get(key, LOCAL_ENDPOINTS[0])
+        failed: EtcdError | None = None
+        # the loopback that answered last time first, then the other (an IPv6 node), whose failure is the one said
+        for local in (known, *(e for e in LOCAL_ENDPOINTS if e != known)):
             try:
                 out = await self._run(args, local)
-            except EtcdError:
-                if i + 1 < len(order):
-                    continue  # the other loopback (an IPv6 node), or the same failure again
-                raise
+            except EtcdError as e:
+                failed = e
+                continue
             self._loopbacks[key] = local
             return out
-        raise AssertionError("unreachable")
+        assert failed is not None
+        raise failed
 
     async def _run(self, args: tuple[str, ...], endpoint: str) -> str:
-        base = [*(a for a in ETCDCTL_BASE if not a.startswith("--endpoints=")), f"--endpoints={endpoint}"]
         try:
-            rc, out, err = await asyncio.to_thread(_exec_blocking, self._cfg, self.pod, [*base, *args])
+            rc, out, err = await asyncio.to_thread(_exec_blocking, self._cfg, self.pod,
+                                                   [*ETCDCTL_BASE, f"--endpoints={endpoint}", *args])
         except ApiException as e:  # the exec itself was refused: no such Pod (yet), the API server's error
             raise EtcdError(f"etcdctl {' '.join(args)} in {self.pod}: the exec failed: {e.status} {e.reason}") from e
         except (WebSocketException, OSError) as e:  # the stream broke

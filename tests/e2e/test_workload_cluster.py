@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from capd_py.api import conditions
 from capd_py.controllers.cluster import PROBE_SECONDS
 from capd_py.controllers.machine import HEALTHY_POLL
 from capd_py.testing.e2e import (
@@ -275,7 +276,7 @@ def etcd_member_removed_as_upstream_reports_it(mgmt: Mgmt, kc: Path, kcp_name: s
                                        f"cluster.x-k8s.io/control-plane-name={kcp_name}", "-o", "json"))["items"]
 
     def cond(obj: dict[str, Any], ctype: str) -> dict[str, Any]:
-        return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == ctype), {})
+        return conditions.get(obj, ctype) or {}
 
     wait_for(lambda: all(cond(m, "EtcdMemberHealthy").get("status") == "True" for m in machines())
              and cond(mgmt.get("kubeadmcontrolplane", kcp_name), "EtcdClusterHealthy").get("status") == "True",

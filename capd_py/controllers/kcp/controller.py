@@ -220,6 +220,7 @@ async def _delete(ctx: Ctx, sub: Subject) -> Outcome:
     await scale.run_cleanup_hooks(ctx, kcp, ours, [], None, kcp_deleting=True)
     step = rk.deletion_step(everything, ours)
     if step.done:
+        ctx.etcd_reads.pop((ns, sub.name), None)  # what its etcd last said goes with it
         return Outcome(done=True)
     by_name = {m["metadata"]["name"]: m for m in ours}
     for n in step.delete:
