@@ -16,11 +16,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from capd_py.api.gvk import LEASE
 from capd_py.controllers.context import Ctx, Settings
 from capd_py.controllers.manager import Manager
 from capd_py.controllers.operator import run
 from capd_py.controllers.queue import awaiting
-from capd_py.kube.client import Kube
+from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.crds import install_crds
 from capd_py.kube.workload import WorkloadClients
 from capd_py.testing.envtest import EnvTest
@@ -36,6 +37,22 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 60, 
         if time.monotonic() > deadline:
             raise AssertionError(f"not reached within {timeout:.0f}s: {what}; {await state() if state else ''}")
         await asyncio.sleep(0.3)
+
+
+async def take_lease(kube: Kube, namespace: str, name: str, holder: str) -> None:
+    """Another process takes a Lease the way a client does: read, change, write, and read again when the
+    leader's renewal wrote in between (a renewal every fraction of a second races one read-modify-write)."""
+    for _ in range(10):
+        lease = await kube.get(LEASE, namespace, name)
+        assert lease is not None, f"no Lease {namespace}/{name}"
+        lease["spec"]["holderIdentity"] = holder
+        try:
+            await kube.replace(LEASE, lease)
+            return
+        except KubeError as e:
+            if not e.conflict:
+                raise
+    raise AssertionError(f"Lease {namespace}/{name} not taken in 10 tries: every write raced a renewal")
 
 
 def _stacks(loop: asyncio.AbstractEventLoop | None) -> str:

@@ -17,11 +17,11 @@ from capd_py.cli.apply import apply_objects
 from capd_py.cli.generate import generate_cluster, parse_documents
 from capd_py.controllers.manager import Manager
 from capd_py.controllers.operator import LeadershipLost, run
-from capd_py.kube.client import Kube, KubeError
+from capd_py.kube.client import Kube
 from capd_py.kube.leader import Config
 from capd_py.testing.envtest import EnvTest
 from capd_py.testing.fake_runtime import FakeRuntime
-from capd_py.testing.inprocess import NoWorkloads, eventually
+from capd_py.testing.inprocess import NoWorkloads, eventually, take_lease
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
@@ -126,29 +126,13 @@ async def test_only_the_leader_reconciles_and_the_other_takes_over(envtest: EnvT
             await eventually(b_took_over, 20, "replica b leads and reconciles")
 
 
-async def take_lease(kube: Kube, namespace: str, holder: str) -> None:
-    """Another process takes the Lease the way a client does: read, change, write, and read again when the
-    leader's renewal wrote in between (a renewal every 0.4 s races a plain read-modify-write)."""
-    for _ in range(10):
-        lease = await kube.get(LEASE, namespace, "capd-py-controllers")
-        assert lease is not None
-        lease["spec"]["holderIdentity"] = holder
-        try:
-            await kube.replace(LEASE, lease)
-            return
-        except KubeError as e:
-            if not e.conflict:
-                raise
-    raise AssertionError("the Lease could not be taken in 10 tries: every write raced a renewal")
-
-
 async def test_a_leader_that_loses_its_lease_stops(envtest: EnvTest, kube: Kube, namespace: str) -> None:
     async with replica(str(envtest.kubeconfig_path), kube, namespace, "a") as a:
         async def a_leads() -> bool:
             return await lease_holder(kube, namespace) == "a"
         await eventually(a_leads, 20, "replica a holds the lease")
         await asyncio.sleep(1)
-        await take_lease(kube, namespace, "someone-else")
+        await take_lease(kube, namespace, "capd-py-controllers", "someone-else")
         assert await asyncio.to_thread(a.done.wait, 15), "the replica kept running without its lease"
         assert isinstance(a.error, LeadershipLost), a.error
         assert await lease_holder(kube, namespace) == "someone-else"  # not released: it was not ours

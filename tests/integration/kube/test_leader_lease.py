@@ -11,6 +11,7 @@ import pytest
 from capd_py.api.gvk import LEASE
 from capd_py.kube.client import Kube
 from capd_py.kube.leader import Config, LeaderElector, Record
+from capd_py.testing.inprocess import take_lease
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker_free]
 
@@ -79,10 +80,7 @@ async def test_a_leader_whose_lease_was_taken_stops_at_once(kube: Kube, namespac
     ta = asyncio.create_task(a.run())
     try:
         await within(a.leading, 5)
-        lease = await kube.get(LEASE, namespace, "test-lease")
-        assert lease is not None
-        lease["spec"]["holderIdentity"] = "intruder"
-        await kube.replace(LEASE, lease)
+        await take_lease(kube, namespace, "test-lease", "intruder")
         await within(a.lost, 3 * FAST["retry_period"] + 1.0)  # its next renewal sees someone else's lease
         assert not a.leading.is_set()
         await asyncio.wait_for(ta, 1)  # run() returns
