@@ -68,6 +68,7 @@ from capd_py.kube.crds import install_crds  # noqa: E402
 from capd_py.kube.transport import Unreachable  # noqa: E402
 from capd_py.reconcile.servingcert import host_mode_url, new_webhook_ca  # noqa: E402
 from capd_py.testing import upstream_managers as um  # noqa: E402
+from capd_py.testing.admission_oracle import upstream_crds  # noqa: E402
 from capd_py.testing.envtest import EnvTest, free_port, stop_process_group  # noqa: E402
 
 NAMESPACE = "bench"
@@ -178,7 +179,7 @@ async def capd_py_side(env: EnvTest) -> AsyncIterator[list[int]]:
 @asynccontextmanager
 async def upstream_side(env: EnvTest) -> AsyncIterator[list[int]]:
     """Upstream's CRD bases, its four managers, their webhook configurations."""
-    crds = [_with_contract_labels(c) for p in sorted((um.root() / "crds").glob("*/*.yaml")) for c in _yaml_docs(p)]
+    crds = upstream_crds()
     kube = env.kube()
     try:
         await install_crds(kube, wait=True, crds=crds)
@@ -192,19 +193,6 @@ async def upstream_side(env: EnvTest) -> AsyncIterator[list[int]]:
             yield [m.proc.pid for m in managers if m.proc is not None]
     finally:
         kube.close()
-
-
-def _with_contract_labels(crd: Obj) -> Obj:
-    """The contract labels upstream's kustomize config adds to its CRD bases (`cluster.x-k8s.io/<contract>:
-    <version>`, how the core finds a provider's version): one per served v1beta1/v1beta2 version."""
-    served = [v["name"] for v in crd["spec"]["versions"] if v.get("served") and v["name"] in ("v1beta1", "v1beta2")]
-    crd["metadata"].setdefault("labels", {}).update({f"cluster.x-k8s.io/{v}": v for v in served})
-    return crd
-
-
-def _yaml_docs(p: Path) -> list[Obj]:
-    import yaml
-    return [d for d in yaml.safe_load_all(p.read_text()) if d]
 
 
 SIDES = {"capd-py": (capd_py_side, capd_py_objects), "upstream": (upstream_side, upstream_objects)}
@@ -351,7 +339,7 @@ async def _upstream_plane(tmp: Path) -> AsyncIterator[tuple[str, list[int]]]:
     if made_net:  # CAPD's default network (a kind management cluster would have made it)
         run(["docker", "network", "create", "--label", "io.x-k8s.capd-py.test=peer-bench", "kind"])
     try:
-        crds = [_with_contract_labels(c) for p in sorted((um.root() / "crds").glob("*/*.yaml")) for c in _yaml_docs(p)]
+        crds = upstream_crds()
         kube = env.kube()
         try:
             await install_crds(kube, wait=True, crds=crds)

@@ -5,11 +5,14 @@ CRDs when they are converted by a webhook (capd-py init), failurePolicy Fail, si
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
+import functools
 import json
 import logging
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,9 +20,11 @@ from aiohttp import web
 
 from capd_py.api import features
 from capd_py.api.admission import KINDS, admit, webhook_name
+from capd_py.api.admission.fielderrors import FieldError
 from capd_py.api.admission.review import SCALE, VERSION
-from capd_py.api.gvk import GVK, KUBEADM_CONTROL_PLANE
+from capd_py.api.gvk import CLUSTER, CLUSTER_CLASS, GVK, KUBEADM_CONTROL_PLANE
 from capd_py.kube.client import Kube, KubeError
+from capd_py.reconcile.topology import classchecks
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +66,59 @@ async def answer(body: Any, mutate: bool, kube: Kube | None, gates: Mapping[str,
         except KubeError as e:
             return 200, _errored(req, f"failed to get KubeadmControlPlane {req.get('namespace')}/{req.get('name')}: "
                                       f"{e}")
-    out = admit(body, mutate, read=lambda _ns, _name: kcp, gates=gates)
+    class_defaulting = class_validation = None
+    if (resource.get("group"), resource.get("resource")) == CLUSTERS and kube is not None \
+            and not req.get("subResource") and req.get("operation") in ("CREATE", "UPDATE") \
+            and ((req.get("object") or {}).get("spec") or {}).get("topology"):
+        try:
+            cc, ready = await cluster_class(kube, req.get("object") or {}, req.get("namespace") or "")
+        except KubeError as e:
+            return 200, _errored(req, f"Cluster {req.get('name', '')} can't be defaulted. ClusterClass can not be "
+                                      f"retrieved: {e}")
+        if mutate and cc is not None and ready:
+            class_defaulting = functools.partial(_defaulted_by, cc)
+        if not mutate:
+            class_validation = functools.partial(_validated_by, cc)
+    out = admit(body, mutate, read=lambda _ns, _name: kcp, gates=gates, class_defaulting=class_defaulting,
+                class_validation=class_validation)
     response = out["response"]
     if not response["allowed"]:
         log.info("admission refused %s %s/%s: %s", req.get("operation"), req.get("namespace"), req.get("name"),
                  response["status"]["message"])
     return 200, out
+
+
+CLUSTERS = (CLUSTER.group, CLUSTER.plural)
+# upstream's pollClusterClassForCluster: a class created beside the Cluster gets this long to be reconciled
+CLASS_POLL, CLASS_POLL_INTERVAL = 2.0, 0.2
+
+
+async def cluster_class(kube: Kube, cluster: dict[str, Any], namespace: str) -> tuple[dict[str, Any] | None, bool]:
+    """A topology Cluster's ClusterClass and whether it is reconciled, waiting up to CLASS_POLL for it to exist and
+    be reconciled as upstream's webhooks do (upstream defaults and checks the variables only against a reconciled
+    class; the other checks take the class as it is)."""
+    topo = (cluster.get("spec") or {}).get("topology")
+    ref = topo.get("classRef") if isinstance(topo, dict) else None
+    if not isinstance(ref, dict) or not ref.get("name"):
+        return None, False
+    deadline = time.monotonic() + CLASS_POLL
+    while True:
+        cc = await kube.get(CLUSTER_CLASS, ref.get("namespace") or namespace, str(ref["name"]))
+        if cc is not None and classchecks.reconciled(cc):
+            return cc, True
+        if time.monotonic() >= deadline:
+            return cc, False
+        await asyncio.sleep(CLASS_POLL_INTERVAL)
+
+
+def _defaulted_by(cc: dict[str, Any], cluster: dict[str, Any], old: dict[str, Any] | None
+                  ) -> tuple[dict[str, Any], list[FieldError]]:
+    return classchecks.default_and_validate_variables(cluster, old, cc)
+
+
+def _validated_by(cc: dict[str, Any] | None, cluster: dict[str, Any], old: dict[str, Any] | None
+                  ) -> list[FieldError]:
+    return classchecks.validate_cluster_for_class(cluster, old, cc)
 
 
 def _handler(mutate: bool, kube: Kube | None, gates: Mapping[str, bool]) -> Any:

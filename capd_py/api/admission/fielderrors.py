@@ -14,8 +14,15 @@ INVALID = "FieldValueInvalid"
 REQUIRED = "FieldValueRequired"
 FORBIDDEN = "FieldValueForbidden"
 INTERNAL = "InternalError"
+NOT_SUPPORTED = "FieldValueNotSupported"
+DUPLICATE = "FieldValueDuplicate"
+TOO_LONG = "FieldValueTooLong"
+TOO_MANY = "FieldValueTooMany"
 
-_TITLE = {INVALID: "Invalid value", REQUIRED: "Required value", FORBIDDEN: "Forbidden", INTERNAL: "Internal error"}
+_TITLE = {INVALID: "Invalid value", REQUIRED: "Required value", FORBIDDEN: "Forbidden", INTERNAL: "Internal error",
+          NOT_SUPPORTED: "Unsupported value", DUPLICATE: "Duplicate value", TOO_LONG: "Too long",
+          TOO_MANY: "Too many"}
+REASON_OF_TITLE = {title: reason for reason, title in _TITLE.items()}
 _OMIT = object()
 
 
@@ -38,8 +45,11 @@ class FieldError:
     field: str
     detail: str
     value: Any = _OMIT
+    text: str = ""  # the body as printed elsewhere (topology variables print values as Go does)
 
     def body(self) -> str:
+        if self.text:
+            return self.text
         out = _TITLE[self.type]
         if self.type == INVALID:
             out += f": {_value(None if self.value is _OMIT else self.value)}"
@@ -59,6 +69,10 @@ def required(field: str, detail: str) -> FieldError:
 
 def forbidden(field: str, detail: str) -> FieldError:
     return FieldError(FORBIDDEN, field, detail)
+
+
+def internal(field: str, detail: str) -> FieldError:
+    return FieldError(INTERNAL, field, detail)
 
 
 def message(kind: str, group: str, name: str, errors: list[FieldError]) -> str:

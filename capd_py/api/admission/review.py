@@ -104,12 +104,21 @@ def _request_kind(request: dict[str, Any]) -> Kind | None:
     return _BY_RESOURCE.get((resource.get("group", ""), resource.get("resource", "")))
 
 
+# A Cluster's defaulting from its ClusterClass (the caller reads the class): (defaulted Cluster, old) -> (Cluster
+# with its topology variables defaulted, what is wrong with them)
+ClassDefaulting = Callable[[dict[str, Any], dict[str, Any] | None], tuple[dict[str, Any], list[FieldError]]]
+# ... and its validation against the class: (Cluster, old) -> what is wrong
+ClassValidation = Callable[[dict[str, Any], dict[str, Any] | None], list[FieldError]]
+
+
 def admit(review: dict[str, Any], mutate: bool,
           read: Callable[[str, str], dict[str, Any] | None] | None = None,
-          gates: Mapping[str, bool] | None = None) -> dict[str, Any]:
+          gates: Mapping[str, bool] | None = None, class_defaulting: ClassDefaulting | None = None,
+          class_validation: ClassValidation | None = None) -> dict[str, Any]:
     """The AdmissionReview answering `review`: with `mutate` the defaults as a JSON patch, else allowed or refused
     with upstream's messages. Kinds and operations without a rule are allowed unchanged. `read(namespace, name)`
-    gives the KubeadmControlPlane a scale request names (the one rule that needs another object, as upstream).
+    gives the KubeadmControlPlane a scale request names (a rule that needs another object, as upstream);
+    `class_defaulting` / `class_validation` the Cluster's defaulting and checks from its ClusterClass (the other).
     `gates`: the feature gates the rules depend on (capd_py/api/features.py; defaults where left out)."""
     request = review.get("request") or {}
     uid = request.get("uid", "")
@@ -146,6 +155,12 @@ def admit(review: dict[str, Any], mutate: bool,
                 name = str((obj.get("metadata") or {}).get("name") or "")
                 response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))
                 return out
+            if class_defaulting is not None:
+                defaulted, errors = class_defaulting(defaulted, old)
+                if errors:
+                    name = str((obj.get("metadata") or {}).get("name") or "")
+                    response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))
+                    return out
             ops = json_patch(obj, defaulted)
             if ops:
                 response["patchType"] = "JSONPatch"
@@ -157,6 +172,8 @@ def admit(review: dict[str, Any], mutate: bool,
     if old is not None and (obj.get("metadata") or {}).get("deletionTimestamp"):
         return out
     errors = kind.validate(old, obj, gates)
+    if class_validation is not None:
+        errors += class_validation(obj, old)
     if errors:
         name = str((obj.get("metadata") or {}).get("name") or request.get("name") or "")
         response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))

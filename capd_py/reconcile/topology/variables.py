@@ -52,7 +52,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from capd_py.api.admission import checks
+from capd_py.api.admission import checks, fielderrors
+from capd_py.api.admission.fielderrors import FieldError
 from capd_py.reconcile.topology import cel
 from capd_py.reconcile.topology.gotemplate import go_json, go_quote, go_regexp, go_sprint
 
@@ -98,14 +99,21 @@ class _FieldError:
     bad_value: Any = _OMIT
     detail: str = ""
 
-    def __str__(self) -> str:
+    def body(self) -> str:
         if self.kind in (_REQUIRED, _FORBIDDEN, _TOO_LONG, _INTERNAL) or isinstance(self.bad_value, _Omit):
             body = self.kind
         else:
             body = f"{self.kind}: {_value_str(self.bad_value)}"
         if self.detail:
             body += f": {self.detail}"
-        return f"{self.field}: {body}"
+        return body
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.body()}"
+
+    def as_field_error(self) -> FieldError:
+        """The admission form: a cause's reason and field, the message as printed here."""
+        return FieldError(fielderrors.REASON_OF_TITLE[self.kind], self.field, self.detail, text=self.body())
 
 
 def _not_supported(path: str, value: Any, valid: Sequence[str]) -> _FieldError:
@@ -1298,6 +1306,13 @@ def default_values(defs: Sequence[Mapping[str, Any]], values: Sequence[Mapping[s
 def validate_values(defs: Sequence[Mapping[str, Any]], values: Sequence[Mapping[str, Any]],
                     path: str = "spec.topology.variables", overrides: bool = False,
                     old_values: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+    """`value_errors` as upstream prints them."""
+    return [str(e) for e in value_errors(defs, values, path, overrides, old_values)]
+
+
+def value_errors(defs: Sequence[Mapping[str, Any]], values: Sequence[Mapping[str, Any]],
+                 path: str = "spec.topology.variables", overrides: bool = False,
+                 old_values: Sequence[Mapping[str, Any]] | None = None) -> list[FieldError]:
     """Problems with a Cluster's variable values (or, with `overrides`, a MachineDeployment / MachinePool /
     control plane's `variables.overrides`, where nothing is required), as upstream's messages under `path`.
 
@@ -1314,13 +1329,13 @@ def validate_values(defs: Sequence[Mapping[str, Any]], values: Sequence[Mapping[
                                     f"variable {go_quote(name)} is set more than once"))
         seen.add(name)
     if errs:
-        return [str(e) for e in errs]
+        return [e.as_field_error() for e in errs]
     index, dup = _definitions(defs)
     if dup:
         listed = "[" + ",".join(f"Name: {d.get('name')}" for d in defs if isinstance(d, Mapping)) + "]"
         causes = ", ".join(f"variable {go_quote(n)} has conflicting definitions" for n in sorted(dup))
-        return [str(_FieldError(_INVALID, path, listed, "variable definitions in the ClusterClass not valid: "
-                                + (causes if len(dup) == 1 else f"[{causes}]")))]
+        return [_FieldError(_INVALID, path, listed, "variable definitions in the ClusterClass not valid: "
+                            + (causes if len(dup) == 1 else f"[{causes}]")).as_field_error()]
     if not overrides:
         for name, d in index.items():
             if d.get("required") is True and name not in seen:
@@ -1334,7 +1349,7 @@ def validate_values(defs: Sequence[Mapping[str, Any]], values: Sequence[Mapping[
             errs.append(_FieldError(_INVALID, fld, _raw(value), "variable is not defined"))
             continue
         errs += _value_errors(name, value, _schema_of(definition), fld, old_index.get(name, _OMIT))
-    return [str(e) for e in errs]
+    return [e.as_field_error() for e in errs]
 
 
 def _value_errors(name: str, value: Any, schema: Any, fld: str, old: Any = _OMIT) -> list[_FieldError]:

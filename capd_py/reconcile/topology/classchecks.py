@@ -1,0 +1,182 @@
+"""What upstream's Cluster webhook decides from the Cluster's ClusterClass (internal/webhooks/cluster.go): once the
+class is reconciled, its defaulting webhook defaults the topology's variables (the Cluster's and the control
+plane / MachineDeployment / MachinePool overrides) and refuses values its variable schemas refuse, in one step so
+that both read the same class. The webhook server reads the class (kube/admission_webhook.py); this decides."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from capd_py.api import conditions
+from capd_py.api.admission.fielderrors import FieldError, forbidden, internal, invalid, required
+from capd_py.reconcile.topology import variables as V
+from capd_py.reconcile.topology.desired import class_variables
+
+Obj = dict[str, Any]
+VARIABLES_READY = "VariablesReady"
+
+
+def reconciled(cc: Obj) -> bool:
+    """clusterClassIsReconciled: the controller saw this generation and its variables are ready."""
+    status = cc.get("status") or {}
+    if status.get("observedGeneration") != (cc.get("metadata") or {}).get("generation"):
+        return False
+    c = conditions.get(cc, VARIABLES_READY)
+    return c is not None and c.get("status") != conditions.FALSE
+
+
+def _topology(obj: Obj | None) -> Obj:
+    t = ((obj or {}).get("spec") or {}).get("topology")
+    return t if isinstance(t, dict) else {}
+
+
+def _overrides(holder: Any) -> list[Any]:
+    if not isinstance(holder, dict):
+        return []
+    vs = (holder.get("variables") or {}) if isinstance(holder.get("variables"), dict) else {}
+    return list(vs.get("overrides") or [])
+
+
+def _workers(topo: Obj, kind: str) -> list[Obj]:
+    ws = topo.get("workers") if isinstance(topo.get("workers"), dict) else {}
+    return [w for w in (ws or {}).get(kind) or [] if isinstance(w, dict)]
+
+
+def default_and_validate_variables(cluster: Obj, old: Obj | None, cc: Obj) -> tuple[Obj, list[FieldError]]:
+    """DefaultAndValidateVariables: the Cluster with its variables defaulted, and what is wrong with them (values
+    checked after defaulting; transition rules against the old Cluster's values)."""
+    out = copy.deepcopy(cluster)
+    topo = _topology(out)
+    old_topo = _topology(old)
+    defs, _ = class_variables(cc)
+    defaulted = V.default_values(defs, list(topo.get("variables") or []))
+    if defaulted or "variables" in topo:
+        topo["variables"] = defaulted
+    cp: Obj = topo["controlPlane"] if isinstance(topo.get("controlPlane"), dict) else {}
+    if _overrides(cp):
+        cp["variables"]["overrides"] = V.default_values(defs, _overrides(cp), top_level_missing=False)
+    for kind in ("machineDeployments", "machinePools"):
+        for w in _workers(topo, kind):
+            if _overrides(w):
+                w["variables"]["overrides"] = V.default_values(defs, _overrides(w), top_level_missing=False)
+    errs = V.value_errors(defs, list(topo.get("variables") or []), "spec.topology.variables",
+                          old_values=list(old_topo.get("variables") or []) if old is not None else None)
+    if _overrides(cp):
+        errs += V.value_errors(defs, _overrides(cp), "spec.topology.controlPlane.variables.overrides", overrides=True,
+                               old_values=_overrides(old_topo.get("controlPlane")) if old is not None else None)
+    for kind in ("machineDeployments", "machinePools"):
+        olds = {w.get("name"): _overrides(w) for w in _workers(old_topo, kind)}
+        for w in _workers(topo, kind):
+            if _overrides(w):
+                errs += V.value_errors(defs, _overrides(w),
+                                       f"spec.topology.workers.{kind}[{w.get('name')}].variables.overrides",
+                                       overrides=True,
+                                       old_values=olds.get(w.get("name")) if old is not None else None)
+    return out, errs
+
+
+AUTOSCALER_ANNOTATIONS = ("cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size",
+                          "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size")
+
+
+def _defined(health_check: Any) -> bool:
+    """A healthCheck's IsDefined: checks or remediation say something."""
+    return isinstance(health_check, dict) and bool(health_check.get("checks") or health_check.get("remediation"))
+
+
+def _worker_classes(cc: Obj, kind: str) -> dict[str, Obj]:
+    ws = (cc.get("spec") or {}).get("workers") or {}
+    return {str(c.get("class")): c for c in ws.get(kind) or [] if isinstance(c, dict)}
+
+
+def _workers_defined(topo: Obj, cc: Obj, kind: str, what: str) -> list[FieldError]:
+    """Machine{Deployment,Pool}TopologiesAreValidAndDefinedInClusterClass."""
+    classes = _worker_classes(cc, kind)
+    errs: list[FieldError] = []
+    names: set[str] = set()
+    for i, w in enumerate(_workers(topo, kind)):
+        at = f"spec.topology.workers.{kind}[{i}]"
+        if str(w.get("class", "")) not in classes:
+            errs.append(invalid(f"{at}.class", w.get("class", ""), f"{what}Class with name "
+                                f"{json.dumps(str(w.get('class', '')))} does not exist in ClusterClass "
+                                f"{json.dumps(cc['metadata']['name'])}"))
+        name = str(w.get("name") or "")
+        if not name:
+            errs.append(required(f"{at}.name", "name must not be empty"))
+            continue
+        if name in names:
+            errs.append(invalid(f"{at}.name", name, f"name must be unique. {what} with name {json.dumps(name)} is "
+                                                    f"defined more than once"))
+        names.add(name)
+    return errs
+
+
+def _health_checks(topo: Obj, cc: Obj) -> list[FieldError]:
+    """validateMachineHealthChecks' parts that read the class."""
+    errs: list[FieldError] = []
+    cp = topo.get("controlPlane") if isinstance(topo.get("controlPlane"), dict) else {}
+    hc = (cp or {}).get("healthCheck")
+    cc_cp = (cc.get("spec") or {}).get("controlPlane") or {}
+    path = "spec.topology.controlPlane.healthCheck"
+    if _defined(hc) and not ((cc_cp.get("machineInfrastructure") or {}).get("templateRef") or {}).get("name"):
+        errs.append(forbidden(path, "can be only set if spec.controlPlane.machineInfrastructure is set in "
+                                    "ClusterClass"))
+    if isinstance(hc, dict) and hc.get("enabled") is True and not _defined(hc) and \
+            not _defined(cc_cp.get("healthCheck")):
+        errs.append(forbidden(f"{path}.enable", "cannot be set to true as healthCheck definition is not available in "
+                                                "the Cluster topology or the ClusterClass"))
+    classes = _worker_classes(cc, "machineDeployments")
+    for md in _workers(topo, "machineDeployments"):
+        md_hc = md.get("healthCheck")
+        mdc = classes.get(str(md.get("class", "")))
+        if mdc is not None and isinstance(md_hc, dict) and md_hc.get("enabled") is True and not _defined(md_hc) \
+                and not _defined(mdc.get("healthCheck")):
+            errs.append(forbidden(f"spec.topology.workers.machineDeployments[{md.get('name', '')}].healthCheck"
+                                  f".enable", "cannot be set to true as healthCheck definition is not available in "
+                                              "the Cluster topology or the ClusterClass"))
+    return errs
+
+
+def _autoscaler_in_class(cluster: Obj, topo: Obj, cc: Obj) -> list[FieldError]:
+    """validateAutoscalerAnnotationsForCluster's half that reads the class (the other is the CRD's rule)."""
+    errs: list[FieldError] = []
+    classes = _worker_classes(cc, "machineDeployments")
+    md_meta = cluster.get("metadata") or {}
+    for md in _workers(topo, "machineDeployments"):
+        if md.get("replicas") is None:
+            continue
+        mdc = classes.get(str(md.get("class", "")))
+        annotations = ((mdc or {}).get("metadata") or {}).get("annotations") or {}
+        if any(a in annotations for a in AUTOSCALER_ANNOTATIONS):
+            errs.append(invalid(f"spec.topology.workers.machineDeployments[{md.get('name', '')}].replicas",
+                                md.get("replicas"),
+                                f"cannot be set for cluster {json.dumps(md_meta.get('name', ''))} in namespace "
+                                f"{json.dumps(md_meta.get('namespace', ''))} if the source class "
+                                f"{json.dumps(str(md.get('class', '')))} of this MachineDeploymentTopology has "
+                                f"autoscaler annotations"))
+    return errs
+
+
+def validate_cluster_for_class(cluster: Obj, old: Obj | None, cc: Obj | None) -> list[FieldError]:
+    """The Cluster validating webhook's checks against the class (ValidateClusterForClusterClass, the autoscaler
+    annotations of the class): `cc` is the class however far it is reconciled, None when it does not exist (an
+    update then fails as upstream's does: the class must exist)."""
+    topo = _topology(cluster)
+    if cc is None:
+        if old is not None and _topology(old):
+            ref = topo.get("classRef") or {}
+            ns = ref.get("namespace") or (cluster.get("metadata") or {}).get("namespace", "")
+            return [internal("spec.topology.class", f"ClusterClass {ns}/{ref.get('name', '')} not found")]
+        return []
+    errs: list[FieldError] = []
+    versions = (cc.get("spec") or {}).get("kubernetesVersions") or []
+    if versions and topo.get("version") not in versions:
+        errs.append(invalid("spec.topology.version", topo.get("version"),
+                            "version must match one of the versions defined in the ClusterClass"))
+    errs += _workers_defined(topo, cc, "machineDeployments", "MachineDeployment")
+    errs += _workers_defined(topo, cc, "machinePools", "MachinePool")
+    errs += _health_checks(topo, cc)
+    errs += _autoscaler_in_class(cluster, topo, cc)
+    return errs
