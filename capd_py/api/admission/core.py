@@ -180,8 +180,8 @@ def default_machinehealthcheck(obj: dict[str, Any], old: dict[str, Any] | None =
 
 
 def default_cluster(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The `v` prefix of spec.topology.version. Upstream also defaults topology variables from the ClusterClass
-    (a read of another object): not done here, see docs/DEVELOPING.md."""
+    """The `v` prefix of spec.topology.version. The topology variables' defaults come from the ClusterClass (a read
+    of another object): reconcile/topology/classchecks.py, called by the webhook server (docs/validation.md)."""
     out = copy.deepcopy(obj)
     topology = _get(out, "spec", "topology")
     if isinstance(topology, dict) and topology:
@@ -458,8 +458,9 @@ def _upgrade_while_hook_pending(old: dict[str, Any] | None, new: dict[str, Any])
 
 def validate_cluster(
         old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
-    """The checks of upstream's Cluster webhook that need no other object. Those on the ClusterClass (variables,
-    class/version skew, ...) are the topology controller's (a condition), see docs/DEVELOPING.md."""
+    """The checks of upstream's Cluster webhook that need no other object. Those on the ClusterClass are
+    reconcile/topology/classchecks.py's (the webhook server reads the class); version skew on updates is the
+    topology controller's (a condition), see docs/validation.md."""
     spec = new.get("spec") or {}
     errs = _name_as_label(new, "")
     if old is not None:
