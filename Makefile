@@ -23,6 +23,8 @@ CLUSTER_AUTOSCALER_VERSION ?= 1.35.2
 # `make conformance`: upstream's own e2e suite (sigs.k8s.io/cluster-api/test/e2e) at CONFORMANCE_VERSION against
 # capd-py; CONFORMANCE_FOCUS / CONFORMANCE_SKIP are ginkgo regular expressions (docs/conformance.md).
 CONFORMANCE_VERSION ?= v1.14.2
+# the admission differential's inputs in `make conformance` (capd_py/testing/admission_oracle.py; `make test` runs 500)
+ADMISSION_INPUTS ?= 5000
 CERT_MANAGER_VERSION ?= v1.21.1
 export CAPD_PY_CACHE ?= $(HOME)/.cache/capd-py
 # The suite runs in TEST_WORKERS pytest-xdist processes (tests/conftest.py: tests sharing a cluster go to one worker
@@ -122,9 +124,12 @@ test-cert-manager: venv images clusterctl cert-manager
 
 # Upstream's e2e suite against a capd-py management cluster made for it (capd_py/testing/conformance.py); the table
 # of results goes to stdout and $(CAPD_PY_CACHE)/conformance/last-report.md. Not part of `make test` (hours).
-conformance: venv images e2e-suite cert-manager
+conformance: venv images e2e-suite cert-manager upstream
+	mkdir -p $(CAPD_PY_CACHE)/conformance
+	$(VENV)/bin/python -m capd_py.testing.admission_oracle --inputs $(ADMISSION_INPUTS) \
+	  --report $(CAPD_PY_CACHE)/conformance/admission-report.md > /dev/null || admission_rc=$$?; \
 	CAPD_PY_CONFORMANCE_VERSION=$(CONFORMANCE_VERSION) $(VENV)/bin/python -m capd_py.testing.conformance \
-	  --report $(CAPD_PY_CACHE)/conformance/last-report.md
+	  --report $(CAPD_PY_CACHE)/conformance/last-report.md && exit $${admission_rc:-0}
 
 lint: venv
 	$(VENV)/bin/ruff check capd_py tests bench examples
