@@ -66,7 +66,7 @@ async def answer(body: Any, mutate: bool, kube: Kube | None, gates: Mapping[str,
         except KubeError as e:
             return 200, _errored(req, f"failed to get KubeadmControlPlane {req.get('namespace')}/{req.get('name')}: "
                                       f"{e}")
-    class_defaulting = class_validation = None
+    extra_defaulting = extra_validation = None
     if (resource.get("group"), resource.get("resource")) == CLUSTERS and kube is not None \
             and not req.get("subResource") and req.get("operation") in ("CREATE", "UPDATE") \
             and ((req.get("object") or {}).get("spec") or {}).get("topology"):
@@ -76,11 +76,11 @@ async def answer(body: Any, mutate: bool, kube: Kube | None, gates: Mapping[str,
             return 200, _errored(req, f"Cluster {req.get('name', '')} can't be defaulted. ClusterClass can not be "
                                       f"retrieved: {e}")
         if mutate and cc is not None and ready:
-            class_defaulting = functools.partial(_defaulted_by, cc)
+            extra_defaulting = functools.partial(_defaulted_by, cc)
         if not mutate:
-            class_validation = functools.partial(_validated_by, cc)
-    out = admit(body, mutate, read=lambda _ns, _name: kcp, gates=gates, class_defaulting=class_defaulting,
-                class_validation=class_validation)
+            extra_validation = functools.partial(_validated_by, cc)
+    out = admit(body, mutate, read=lambda _ns, _name: kcp, gates=gates, extra_defaulting=extra_defaulting,
+                extra_validation=extra_validation)
     response = out["response"]
     if not response["allowed"]:
         log.info("admission refused %s %s/%s: %s", req.get("operation"), req.get("namespace"), req.get("name"),

@@ -104,21 +104,21 @@ def _request_kind(request: dict[str, Any]) -> Kind | None:
     return _BY_RESOURCE.get((resource.get("group", ""), resource.get("resource", "")))
 
 
-# A Cluster's defaulting from its ClusterClass (the caller reads the class): (defaulted Cluster, old) -> (Cluster
-# with its topology variables defaulted, what is wrong with them)
-ClassDefaulting = Callable[[dict[str, Any], dict[str, Any] | None], tuple[dict[str, Any], list[FieldError]]]
-# ... and its validation against the class: (Cluster, old) -> what is wrong
-ClassValidation = Callable[[dict[str, Any], dict[str, Any] | None], list[FieldError]]
+# Rules the caller adds to a kind's own (those that read another object, e.g. a Cluster's ClusterClass, or that live
+# above this layer, e.g. ClusterClass variable schemas): (object defaulted so far, old) -> (defaulted, problems) ...
+ExtraDefaulting = Callable[[dict[str, Any], dict[str, Any] | None], tuple[dict[str, Any], list[FieldError]]]
+# ... and (object, old) -> problems
+ExtraValidation = Callable[[dict[str, Any], dict[str, Any] | None], list[FieldError]]
 
 
 def admit(review: dict[str, Any], mutate: bool,
           read: Callable[[str, str], dict[str, Any] | None] | None = None,
-          gates: Mapping[str, bool] | None = None, class_defaulting: ClassDefaulting | None = None,
-          class_validation: ClassValidation | None = None) -> dict[str, Any]:
+          gates: Mapping[str, bool] | None = None, extra_defaulting: ExtraDefaulting | None = None,
+          extra_validation: ExtraValidation | None = None) -> dict[str, Any]:
     """The AdmissionReview answering `review`: with `mutate` the defaults as a JSON patch, else allowed or refused
     with upstream's messages. Kinds and operations without a rule are allowed unchanged. `read(namespace, name)`
     gives the KubeadmControlPlane a scale request names (a rule that needs another object, as upstream);
-    `class_defaulting` / `class_validation` the Cluster's defaulting and checks from its ClusterClass (the other).
+    `extra_defaulting` / `extra_validation`: the caller's rules (a Cluster's from its ClusterClass, the other read).
     `gates`: the feature gates the rules depend on (capd_py/api/features.py; defaults where left out)."""
     request = review.get("request") or {}
     uid = request.get("uid", "")
@@ -155,8 +155,8 @@ def admit(review: dict[str, Any], mutate: bool,
                 name = str((obj.get("metadata") or {}).get("name") or "")
                 response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))
                 return out
-            if class_defaulting is not None:
-                defaulted, errors = class_defaulting(defaulted, old)
+            if extra_defaulting is not None:
+                defaulted, errors = extra_defaulting(defaulted, old)
                 if errors:
                     name = str((obj.get("metadata") or {}).get("name") or "")
                     response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))
@@ -172,8 +172,8 @@ def admit(review: dict[str, Any], mutate: bool,
     if old is not None and (obj.get("metadata") or {}).get("deletionTimestamp"):
         return out
     errors = kind.validate(old, obj, gates)
-    if class_validation is not None:
-        errors += class_validation(obj, old)
+    if extra_validation is not None:
+        errors += extra_validation(obj, old)
     if errors:
         name = str((obj.get("metadata") or {}).get("name") or request.get("name") or "")
         response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))
