@@ -21,7 +21,7 @@ from aiohttp import web
 from capd_py.api import features
 from capd_py.api.admission import KINDS, admit, webhook_name
 from capd_py.api.admission.fielderrors import FieldError
-from capd_py.api.admission.review import SCALE, VERSION
+from capd_py.api.admission.review import SCALE, VERSION, ExtraDefaulting, ExtraValidation
 from capd_py.api.gvk import CLUSTER, CLUSTER_CLASS, GVK, KUBEADM_CONTROL_PLANE
 from capd_py.kube.client import Kube, KubeError
 from capd_py.reconcile.topology import classchecks
@@ -66,7 +66,8 @@ async def answer(body: Any, mutate: bool, kube: Kube | None, gates: Mapping[str,
         except KubeError as e:
             return 200, _errored(req, f"failed to get KubeadmControlPlane {req.get('namespace')}/{req.get('name')}: "
                                       f"{e}")
-    extra_defaulting = extra_validation = None
+    extra_defaulting: ExtraDefaulting | None = None
+    extra_validation: ExtraValidation | None = None
     if (resource.get("group"), resource.get("resource")) == CLUSTERS and kube is not None \
             and not req.get("subResource") and req.get("operation") in ("CREATE", "UPDATE") \
             and ((req.get("object") or {}).get("spec") or {}).get("topology"):
@@ -79,6 +80,9 @@ async def answer(body: Any, mutate: bool, kube: Kube | None, gates: Mapping[str,
             extra_defaulting = functools.partial(_defaulted_by, cc)
         if not mutate:
             extra_validation = functools.partial(_validated_by, cc)
+    if not mutate and (resource.get("group"), resource.get("resource")) == CLUSTER_CLASSES \
+            and not req.get("subResource"):
+        extra_validation = _clusterclass_validated
     out = admit(body, mutate, read=lambda _ns, _name: kcp, gates=gates, extra_defaulting=extra_defaulting,
                 extra_validation=extra_validation)
     response = out["response"]
@@ -89,6 +93,7 @@ async def answer(body: Any, mutate: bool, kube: Kube | None, gates: Mapping[str,
 
 
 CLUSTERS = (CLUSTER.group, CLUSTER.plural)
+CLUSTER_CLASSES = (CLUSTER_CLASS.group, CLUSTER_CLASS.plural)
 # upstream's pollClusterClassForCluster: a class created beside the Cluster gets this long to be reconciled
 CLASS_POLL, CLASS_POLL_INTERVAL = 2.0, 0.2
 
@@ -114,6 +119,10 @@ async def cluster_class(kube: Kube, cluster: dict[str, Any], namespace: str) -> 
 def _defaulted_by(cc: dict[str, Any], cluster: dict[str, Any], old: dict[str, Any] | None
                   ) -> tuple[dict[str, Any], list[FieldError]]:
     return classchecks.default_and_validate_variables(cluster, old, cc)
+
+
+def _clusterclass_validated(cc: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+    return classchecks.validate_clusterclass(cc, old)
 
 
 def _validated_by(cc: dict[str, Any] | None, cluster: dict[str, Any], old: dict[str, Any] | None

@@ -180,3 +180,10 @@ def validate_cluster_for_class(cluster: Obj, old: Obj | None, cc: Obj | None) ->
     errs += _health_checks(topo, cc)
     errs += _autoscaler_in_class(cluster, topo, cc)
     return errs
+
+
+def validate_clusterclass(cc: Obj, old: Obj | None) -> list[FieldError]:
+    """The ClusterClass webhook's variable rules (ValidateClusterClassVariables): names, schemas, defaults and
+    examples against their own schema."""
+    defs = (cc.get("spec") or {}).get("variables")
+    return V.class_variable_errors(defs if defs is not None else [], "spec.variables")

@@ -1206,8 +1206,13 @@ def _schema_of(d: Any) -> Any:
 def validate_class_variables(defs: Sequence[Mapping[str, Any]], path: str = "spec.variables") -> list[str]:
     """ClusterClass `spec.variables` problems, one message per problem, prefixed by the field path
     (e.g. `spec.variables[podSecurityStandard].schema.openAPIV3Schema.properties[enabled].default: ...`)."""
+    return [str(e) for e in class_variable_errors(defs, path)]
+
+
+def class_variable_errors(defs: Sequence[Mapping[str, Any]], path: str = "spec.variables") -> list[FieldError]:
+    """`validate_class_variables` as admission causes (upstream's ClusterClass webhook refuses them)."""
     if not isinstance(defs, list):
-        return [str(_FieldError(_INVALID, path, _OMIT, "must be a list of variables"))]
+        return [_FieldError(_INVALID, path, _OMIT, "must be a list of variables").as_field_error()]
     errs: list[_FieldError] = []
     seen: set[str] = set()
     for d in defs:
@@ -1242,7 +1247,7 @@ def validate_class_variables(defs: Sequence[Mapping[str, Any]], path: str = "spe
             continue
         errs += _x_metadata_errors(schema, sp)
         errs += _root_schema_errors(name, schema, sp)
-    return [str(e) for e in errs]
+    return [e.as_field_error() for e in errs]
 
 
 def _definitions(defs: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Mapping[str, Any]], set[str]]:

@@ -10,6 +10,7 @@ from capd_py.reconcile.topology.classchecks import (
     default_and_validate_variables,
     reconciled,
     validate_cluster_for_class,
+    validate_clusterclass,
 )
 
 
@@ -122,3 +123,15 @@ def test_without_its_class_a_new_cluster_passes_and_an_update_does_not() -> None
     errs = validate_cluster_for_class(c, c, None)
     assert [(e.type, e.field, e.detail) for e in errs] == [
         (fielderrors.INTERNAL, "spec.topology.class", "ClusterClass ns/cc not found")]
+
+
+def test_clusterclass_variables_are_refused_as_upstreams_clusterclass_webhook_does() -> None:
+    s = {"openAPIV3Schema": {"type": "string"}}
+    cc = {"metadata": {"name": "cc"}, "spec": {"variables": [
+        {"name": "a", "required": True, "schema": s}, {"name": "a", "required": False, "schema": s},
+        {"name": "b", "required": False, "schema": {"openAPIV3Schema": {"type": "integer", "default": "x"}}}]}}
+    errs = validate_clusterclass(cc, None)
+    assert [(e.type, e.field) for e in errs] == [
+        (fielderrors.INVALID, "spec.variables[a].name"),
+        (fielderrors.INVALID, "spec.variables[b].schema.openAPIV3Schema.default")], [str(e) for e in errs]
+    assert validate_clusterclass({"metadata": {"name": "cc"}, "spec": {}}, None) == []
