@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import base64
+import fcntl
 import os
 import re
 import shutil
@@ -149,6 +150,7 @@ class UpstreamManager:
     ca_bundle: bytes = b""  # PEM of the CA that signed the webhook server's certificate
     proc: subprocess.Popen[bytes] | None = None
     _log: Any = None
+    _debug_port_lock: Any = None
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -198,9 +200,12 @@ class UpstreamManager:
         why = missing(self.version)
         if why:
             raise UpstreamManagerError(why)
-        if ROLES[self.role].binary == "capd-manager" and not _port_free(CAPD_DEBUG_PORT):
-            raise UpstreamManagerError(f"port {CAPD_DEBUG_PORT} (CAPD's in-memory debug server) is taken: "
-                                       "another CAPD manager runs on this host; one per host")
+        if ROLES[self.role].binary == "capd-manager":
+            self._debug_port_lock = _take_debug_port(CAPD_PORT_WAIT)
+            if not _port_free(CAPD_DEBUG_PORT):
+                self._release_debug_port()
+                raise UpstreamManagerError(f"port {CAPD_DEBUG_PORT} (CAPD's in-memory debug server) is taken: "
+                                           "a CAPD manager runs on this host outside capd-py's tests; one per host")
         self.dir = Path(tempfile.mkdtemp(prefix=f"capd-py-upstream-{self.role}-"))
         atexit.register(self.stop)
         self.ca_bundle = write_serving_cert(self._d / "webhook-certs")
@@ -225,7 +230,13 @@ class UpstreamManager:
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
+        self._release_debug_port()
         atexit.unregister(self.stop)
+
+    def _release_debug_port(self) -> None:
+        f, self._debug_port_lock = self._debug_port_lock, None
+        if f is not None:
+            f.close()  # closing drops the flock
 
     def __enter__(self) -> UpstreamManager:
         return self.start()
@@ -290,6 +301,26 @@ class UpstreamManager:
                 raise UpstreamManagerError(f"upstream {self.role} manager not {what} after {timeout:.0f} s "
                                            f"{detail()}:\n{self.log_tail()}")
             time.sleep(0.2)
+
+
+# CAPD binds its debug port whatever its role: one CAPD manager per host. Test processes (xdist workers, a
+# conformance or oracle run beside `make test`) take turns through this lock instead of failing on the port.
+CAPD_PORT_LOCK = Path(tempfile.gettempdir()) / "capd-py-capd-manager.lock"
+CAPD_PORT_WAIT = 900.0
+
+
+def _take_debug_port(timeout: float) -> Any:
+    f = open(CAPD_PORT_LOCK, "a")  # noqa: SIM115 - held until the manager stops
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return f
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                f.close()
+                raise UpstreamManagerError(f"another CAPD manager held {CAPD_PORT_LOCK} for {timeout:.0f}s") from None
+            time.sleep(0.5)
 
 
 def _port_free(port: int) -> bool:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -47,3 +50,24 @@ def test_missing_build_names_the_make_target(tmp_path: Path, monkeypatch: pytest
 def test_unknown_role() -> None:
     with pytest.raises(um.UpstreamManagerError, match="unknown role"):
         um.UpstreamManager("kubeadm", Path("/dev/null"))
+
+
+def test_capd_managers_take_turns_on_the_debug_port_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CAPD binds its debug port whatever its role: a second test process waits for the first one's manager to stop
+    instead of failing on the port, and gives up with a clear error after its timeout."""
+    monkeypatch.setattr(um, "CAPD_PORT_LOCK", tmp_path / "capd.lock")
+    held = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time\n"
+        f"f = open({str(tmp_path / 'capd.lock')!r}, 'a'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+        "print('held', flush=True); time.sleep(1.5)")], stdout=subprocess.PIPE)
+    try:
+        assert held.stdout is not None and held.stdout.readline().strip() == b"held"
+        with pytest.raises(um.UpstreamManagerError, match="held .* for 0s"):
+            um._take_debug_port(0.3)
+        start = time.monotonic()
+        f = um._take_debug_port(10)  # the holder exits after 1.5 s: the lock is ours then
+        assert 0.5 < time.monotonic() - start < 5
+        f.close()
+    finally:
+        held.kill()
+        held.wait()
