@@ -22,18 +22,6 @@ ld+=" -X $ver.gitMajor=1 -X $ver.gitMinor=$(cut -d. -f2 <<<"${VERSION#v}")"
 ld+=" -X $ver.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo " • building clusterctl $VERSION ($pkg from the Go module proxy; takes a while on a cold cache)" >&2
 start=$(date +%s)
-# `make upstream` (managers) and `make e2e-suite` leave a wrapper module of this Cluster API version whose packages
-# are compiled in the Go build cache already (the same module versions and flags): clusterctl built there costs its
-# own packages and the link only (SHARED_TAGS: the e2e suite's build tag, so its compiled packages match).
-for shared in "$CACHE/upstream/$VERSION/src" "$CACHE/conformance/$VERSION/src"; do
-  [[ -f "$shared/go.mod" ]] || continue
-  echo "   in ${shared#"$CACHE"/}'s module (its compiled packages shared)" >&2
-  (cd "$shared" && GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" CGO_ENABLED=0 \
-     go build ${SHARED_TAGS:+-tags "$SHARED_TAGS"} -trimpath -ldflags "$ld" -o "$OUT/clusterctl" "$pkg")
-  touch "$OUT/.complete"
-  echo " ✓ clusterctl $VERSION in $OUT ($(( $(date +%s) - start )) s)" >&2
-  exit 0
-done
 root_mod=$(go mod download -json "sigs.k8s.io/cluster-api@$VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
 if ! grep -q '^replace ' "$root_mod"; then
   CGO_ENABLED=0 GOBIN="$OUT" go install -trimpath -ldflags "$ld" "$pkg@$VERSION"
