@@ -144,16 +144,19 @@ async def verdict(kube: Kube, case: Case) -> Verdict:
     raise AssertionError("unreachable")
 
 
-async def create_fixtures(kube: Kube, objs: list[Obj]) -> None:
-    """The namespace and the objects every case may refer to (ClusterClasses and their templates)."""
+async def create_fixtures(kube: Kube, objs: list[Obj]) -> dict[str, str]:
+    """The namespace and the objects every case may refer to (ClusterClasses and their templates); returns the
+    refused ones (kind/name -> why: e.g. an ignition template while its feature gate is off, on both sides)."""
     with contextlib.suppress(KubeError):
         await kube.create(gvk.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    refused = {}
     for o in objs:
         try:
             await kube.create(of(o), copy.deepcopy(o))
         except KubeError as e:
             if e.status != 409:
-                raise AssertionError(f"fixture {o['kind']}/{o['metadata']['name']} refused: {e}") from e
+                refused[f"{o['kind']}/{o['metadata']['name']}"] = str(e)
+    return refused
 
 
 @dataclass(frozen=True)
@@ -195,12 +198,14 @@ def planes() -> Iterator[tuple[EnvTest, EnvTest]]:
     """capd-py's plane (its webhook process) and upstream's (its managers), both with the fixtures created."""
     with started_as_init_does() as mine, upstream_plane() as theirs:
         objs = fixtures(NAMESPACE)
+        refused = []
         for env in (mine, theirs):
             k = env.kube()
             try:
-                asyncio.run(create_fixtures(k, objs))
+                refused.append(asyncio.run(create_fixtures(k, objs)))
             finally:
                 k.close()
+        assert refused[0].keys() == refused[1].keys(), f"fixtures refused: capd-py {refused[0]}, upstream {refused[1]}"
         yield mine, theirs
 
 

@@ -163,9 +163,11 @@ def cluster_configuration_errors(old: dict[str, Any] | None, new: dict[str, Any]
     return errs
 
 
-def kubeadm_config_spec_errors(spec: dict[str, Any] | None, path: str, is_kcp: bool) -> list[FieldError]:
-    """KubeadmConfigSpec.Validate: files and users (one source each, secret name and key, unique file paths), the
-    discovery kubeconfig's user, and (KCP) the same control plane health check timeout for init and join."""
+def kubeadm_config_spec_errors(spec: dict[str, Any] | None, path: str, is_kcp: bool,
+                               gates: Gates | None = None) -> list[FieldError]:
+    """KubeadmConfigSpec.Validate: files and users (one source each, secret name and key, unique file paths),
+    ignition (its feature gate, what it cannot do), disk layouts, the discovery kubeconfig's user, and (KCP) the
+    same control plane health check timeout for init and join."""
     spec = spec or {}
     errs: list[FieldError] = []
     seen: set[str] = set()
@@ -186,6 +188,14 @@ def kubeadm_config_spec_errors(spec: dict[str, Any] | None, path: str, is_kcp: b
                                                          "single user"))
         if source:
             errs += _secret_ref(source, f"{path}.users[{i}].passwdFrom")
+    errs += _ignition_errors(spec, path, gates)
+    for i, p in enumerate(_get(spec, "diskSetup", "partitions") or []):
+        layout = p.get("diskLayout") if isinstance(p, dict) else None
+        if isinstance(layout, list) and layout:
+            total = sum(int(x.get("percentage") or 0) for x in layout if isinstance(x, dict))
+            if total > 100:
+                errs.append(invalid(f"{path}.diskSetup.partitions[{i}].diskLayout", total,
+                                    "the sum of all partition percentages must not be greater than 100"))
     user = _get(spec, "joinConfiguration", "discovery", "file", "kubeConfig", "user") or {}
     if user.get("authProvider") and user.get("exec"):
         errs.append(invalid(f"{path}.joinConfiguration.discovery.file.kubeconfig.user", user,
@@ -200,6 +210,40 @@ def kubeadm_config_spec_errors(spec: dict[str, Any] | None, path: str, is_kcp: b
             field = "timeouts.controlPlaneComponentHealthCheckSeconds"
             errs.append(invalid(f"{path}.initConfiguration.{field}", a, detail))
             errs.append(invalid(f"{path}.joinConfiguration.{field}", b, detail))
+    return errs
+
+
+IGNITION = "ignition"
+_GATE_OFF = "can be set only if the KubeadmBootstrapFormatIgnition feature gate is enabled"
+_NOT_WITH_IGNITION = 'not supported when spec.format is set to: "ignition"'
+
+
+def _ignition_errors(spec: dict[str, Any], path: str, gates: Gates | None) -> list[FieldError]:
+    """validateIgnition: the format and its settings need the KubeadmBootstrapFormatIgnition gate; with it, what
+    Ignition cannot express is refused."""
+    fmt, ignition = spec.get("format"), spec.get("ignition")
+    if not enabled(gates, features.KUBEADM_BOOTSTRAP_FORMAT_IGNITION):
+        errs = [forbidden(f"{path}.format", _GATE_OFF)] if fmt == IGNITION else []
+        return errs + ([forbidden(f"{path}.ignition", _GATE_OFF)] if ignition else [])
+    if fmt != IGNITION:
+        return [invalid(f"{path}.format", fmt or "", 'must be set to "ignition" if spec.ignition is set')] \
+            if ignition else []
+    errs = [forbidden(f"{path}.users[{i}].inactive", _NOT_WITH_IGNITION)
+            for i, u in enumerate(spec.get("users") or []) if isinstance(u, dict) and u.get("inactive") is True]
+    errs += [forbidden(f"{path}.files[{i}].encoding", _NOT_WITH_IGNITION)
+             for i, f in enumerate(spec.get("files") or [])
+             if isinstance(f, dict) and f.get("encoding") in ("gzip", "gzip+base64")]
+    if spec.get("bootCommands") is not None:
+        errs.append(forbidden(f"{path}.bootCommands", _NOT_WITH_IGNITION))
+    for i, p in enumerate(_get(spec, "diskSetup", "partitions") or []):
+        table = p.get("tableType") if isinstance(p, dict) else None
+        if table and table != "gpt":
+            errs.append(invalid(f"{path}.diskSetup.partitions[{i}].tableType", table,
+                                'only partition type "gpt" is supported when spec.format is set to "ignition"'))
+    for i, fs in enumerate(_get(spec, "diskSetup", "filesystems") or []):
+        if isinstance(fs, dict):
+            errs += [forbidden(f"{path}.diskSetup.filesystems[{i}].{k}", _NOT_WITH_IGNITION)
+                     for k in ("replaceFS", "partition") if fs.get(k)]
     return errs
 
 
@@ -282,7 +326,8 @@ def validate_kubeadmcontrolplane(
             errs.append(forbidden("spec.version", f"cannot update Kubernetes version from {previous} to {wanted}"))
         errs += cluster_configuration_errors(_get(old, "spec", "kubeadmConfigSpec", "clusterConfiguration"),
                                              new_config)
-    errs += kubeadm_config_spec_errors(spec.get("kubeadmConfigSpec"), "spec.kubeadmConfigSpec", is_kcp=True)
+    errs += kubeadm_config_spec_errors(spec.get("kubeadmConfigSpec"), "spec.kubeadmConfigSpec", is_kcp=True,
+                                       gates=gates)
     return errs
 
 
@@ -313,19 +358,21 @@ def validate_kubeadmcontrolplanetemplate(
     errs += checks.object_meta_errors(_get(spec, "machineTemplate", "metadata"), f"{base}.machineTemplate.metadata")
     errs += cluster_configuration_errors(None, _get(spec, "kubeadmConfigSpec", "clusterConfiguration"),
                                          f"{base}.kubeadmConfigSpec.clusterConfiguration")
-    errs += kubeadm_config_spec_errors(spec.get("kubeadmConfigSpec"), f"{base}.kubeadmConfigSpec", is_kcp=True)
+    errs += kubeadm_config_spec_errors(spec.get("kubeadmConfigSpec"), f"{base}.kubeadmConfigSpec", is_kcp=True,
+                                       gates=gates)
     errs += checks.object_meta_errors(_get(new, "spec", "template", "metadata"), "spec.template.metadata")
     return errs
 
 
 def validate_kubeadmconfig(
         old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
-    return kubeadm_config_spec_errors(new.get("spec"), "spec", is_kcp=False)
+    return kubeadm_config_spec_errors(new.get("spec"), "spec", is_kcp=False, gates=gates)
 
 
 def validate_kubeadmconfigtemplate(
         old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
-    return kubeadm_config_spec_errors(_get(new, "spec", "template", "spec"), "spec.template.spec", is_kcp=False)
+    return kubeadm_config_spec_errors(_get(new, "spec", "template", "spec"), "spec.template.spec", is_kcp=False,
+                                      gates=gates)
 
 
 def scale_denial(kcp: dict[str, Any] | None, replicas: int) -> str | None:

@@ -177,3 +177,25 @@ def test_kcp_template() -> None:
     bad["spec"]["template"]["spec"]["machineNaming"] = {"template": "x"}
     assert [e.field for e in kubeadm.validate_kubeadmcontrolplanetemplate(None, bad)] == [
         "spec.template.spec.rollout.strategy.rollingUpdate.maxSurge", "spec.template.spec.machineNaming.template"]
+
+
+def test_ignition_needs_its_feature_gate_and_refuses_what_ignition_cannot_express() -> None:
+    """KubeadmConfigSpec.validateIgnition (upstream's ignition e2e flavor runs with the gate on)."""
+    spec: dict[str, Any] = {"format": "ignition", "ignition": {"containerLinuxConfig": {"strict": True}},
+                            "files": [{"path": "/a", "content": "x", "encoding": "gzip"}], "bootCommands": ["x"],
+                            "users": [{"name": "u", "inactive": True}],
+                            "diskSetup": {"partitions": [{"device": "/dev/a", "layout": True, "tableType": "mbr",
+                                                          "diskLayout": [{"percentage": 60}, {"percentage": 50}]}]}}
+    off = kubeadm.kubeadm_config_spec_errors(spec, "spec", is_kcp=False, gates={})
+    assert [(e.type, e.field) for e in off] == [
+        ("FieldValueForbidden", "spec.format"), ("FieldValueForbidden", "spec.ignition"),
+        ("FieldValueInvalid", "spec.diskSetup.partitions[0].diskLayout")]
+    assert off[0].detail == "can be set only if the KubeadmBootstrapFormatIgnition feature gate is enabled"
+    on = kubeadm.kubeadm_config_spec_errors(spec, "spec", is_kcp=False, gates={"KubeadmBootstrapFormatIgnition": True})
+    assert [e.field for e in on] == ["spec.users[0].inactive", "spec.files[0].encoding", "spec.bootCommands",
+                                     "spec.diskSetup.partitions[0].tableType",
+                                     "spec.diskSetup.partitions[0].diskLayout"]
+    cloud_init = kubeadm.kubeadm_config_spec_errors({"ignition": {"containerLinuxConfig": {"strict": True}}}, "spec",
+                                                    is_kcp=False, gates={"KubeadmBootstrapFormatIgnition": True})
+    assert [(e.field, e.detail) for e in cloud_init] == [("spec.format", 'must be set to "ignition" if spec.ignition '
+                                                                         'is set')]
