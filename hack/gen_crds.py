@@ -993,8 +993,10 @@ def _scaled_status(extra: dict[str, S] | None = None) -> S:
 
 
 def _cluster_name_match() -> S:
+    # upstream's MachineSet/MachineDeployment/MachinePool webhooks name spec.clusterName, with this message
     return rule("self.template.spec.clusterName == self.clusterName",
-                "spec.template.spec.clusterName must match spec.clusterName")
+                "spec.clusterName and spec.template.spec.clusterName must be set to the same value",
+                fieldPath=".clusterName")
 
 
 def _selector_matches_template() -> S:

@@ -24,6 +24,7 @@ from capd_py.api.admission.fielderrors import FieldError
 from capd_py.api.admission.review import SCALE, VERSION, ExtraDefaulting, ExtraValidation
 from capd_py.api.gvk import CLUSTER, CLUSTER_CLASS, GVK, KUBEADM_CONTROL_PLANE
 from capd_py.kube.client import Kube, KubeError
+from capd_py.kube.crds import load_crds
 from capd_py.reconcile.topology import classchecks
 
 log = logging.getLogger(__name__)
@@ -84,12 +85,24 @@ async def answer(body: Any, mutate: bool, kube: Kube | None, gates: Mapping[str,
             and not req.get("subResource"):
         extra_validation = _clusterclass_validated
     out = admit(body, mutate, read=lambda _ns, _name: kcp, gates=gates, extra_defaulting=extra_defaulting,
-                extra_validation=extra_validation)
+                extra_validation=extra_validation,
+                schema=served_schemas().get((resource.get("group", ""), resource.get("resource", ""))))
     response = out["response"]
     if not response["allowed"]:
         log.info("admission refused %s %s/%s: %s", req.get("operation"), req.get("namespace"), req.get("name"),
                  response["status"]["message"])
     return 200, out
+
+
+@functools.cache
+def served_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    """(group, plural) -> the openAPIV3Schema of the version the webhooks see (v1beta2), from capd-py's CRDs."""
+    out = {}
+    for crd in load_crds():
+        for v in crd["spec"]["versions"]:
+            if v["name"] == VERSION:
+                out[(crd["spec"]["group"], crd["spec"]["names"]["plural"])] = v["schema"]["openAPIV3Schema"]
+    return out
 
 
 CLUSTERS = (CLUSTER.group, CLUSTER.plural)

@@ -134,7 +134,7 @@ STRICTER_THAN_UPSTREAM_CRDS: list[tuple[str, str]] = [
     (".matchLabels: maxProperties 64", "deliberate: bounds the CEL cost of the selector-matches-labels rule"),
     ("CEL 'clusterName is immutable'",
      "upstream Machine/MachineSet/MachineDeployment/MachinePool/MHC/binding webhooks"),
-    ("CEL 'spec.template.spec.clusterName must match spec.clusterName'",
+    ("CEL 'spec.clusterName and spec.template.spec.clusterName must be set to the same value'",
      "upstream MachineSet/Deployment/MachinePool webhooks"),
     ("CEL 'taints feature for MachinePools is not yet implemented'", "upstream MachinePool webhook"),
     ("CEL 'order must not be set if drain behavior is", "upstream MachineDrainRule webhook"),

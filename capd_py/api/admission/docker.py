@@ -62,7 +62,7 @@ def default_dockerclustertemplate(obj: dict[str, Any], old: dict[str, Any] | Non
 
 def _sorted_failure_domains(spec: dict[str, Any] | None, path: str) -> list[FieldError]:
     domains = (spec or {}).get("failureDomains") or []
-    names = [str(d.get("name") or "") for d in domains]
+    names = [str(d.get("name") or "") for d in domains if isinstance(d, dict)]
     if names != sorted(names):
         return [invalid(f"{path}.failureDomains", domains, "failure domains must be sorted by name")]
     return []

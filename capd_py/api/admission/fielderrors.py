@@ -90,7 +90,7 @@ def invalid_status(kind: str, group: str, name: str, errors: list[FieldError]) -
                         "causes": [{"reason": e.type, "message": e.body(), "field": e.field} for e in errors]}}
 
 
-def denied_status(msg: str, code: int = 403) -> dict[str, Any]:
-    """admission.Denied(msg): a plain refusal without field causes."""
+def denied_status(msg: str, code: int = 403, reason: str = "Forbidden") -> dict[str, Any]:
+    """admission.Denied(msg) (or, with code 400, admission.Errored): a plain refusal without field causes."""
     return {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure", "message": msg,
-            "reason": "Forbidden", "code": code}
+            "reason": reason, "code": code}

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capd_py.api.admission import core, dev, docker, kubeadm, runtime
+from capd_py.api.admission.decode import decode_error
 from capd_py.api.admission.fielderrors import FieldError, denied_status, invalid_status
 
 Defaulter = Callable[[dict[str, Any], dict[str, Any] | None], dict[str, Any]]
@@ -114,11 +115,14 @@ ExtraValidation = Callable[[dict[str, Any], dict[str, Any] | None], list[FieldEr
 def admit(review: dict[str, Any], mutate: bool,
           read: Callable[[str, str], dict[str, Any] | None] | None = None,
           gates: Mapping[str, bool] | None = None, extra_defaulting: ExtraDefaulting | None = None,
-          extra_validation: ExtraValidation | None = None) -> dict[str, Any]:
+          extra_validation: ExtraValidation | None = None, schema: Mapping[str, Any] | None = None
+          ) -> dict[str, Any]:
     """The AdmissionReview answering `review`: with `mutate` the defaults as a JSON patch, else allowed or refused
     with upstream's messages. Kinds and operations without a rule are allowed unchanged. `read(namespace, name)`
     gives the KubeadmControlPlane a scale request names (a rule that needs another object, as upstream);
     `extra_defaulting` / `extra_validation`: the caller's rules (a Cluster's from its ClusterClass, the other read).
+    `schema`: the kind's openAPIV3Schema: an object that does not decode into it is refused first (400), as
+    upstream's decoder refuses it (decode.py).
     `gates`: the feature gates the rules depend on (capd_py/api/features.py; defaults where left out)."""
     request = review.get("request") or {}
     uid = request.get("uid", "")
@@ -140,6 +144,10 @@ def admit(review: dict[str, Any], mutate: bool,
         return out
     obj = request.get("object") or {}
     old = request.get("oldObject") if operation == "UPDATE" else None
+    undecodable = decode_error(obj, schema) if schema is not None else None
+    if undecodable:
+        response.update(allowed=False, status=denied_status(undecodable, code=400, reason="BadRequest"))
+        return out
     if mutate:
         if kind.default is not None:
             try:

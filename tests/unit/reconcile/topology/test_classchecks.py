@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from capd_py.api.admission import fielderrors
 from capd_py.reconcile.topology.classchecks import (
     default_and_validate_variables,
@@ -12,6 +14,8 @@ from capd_py.reconcile.topology.classchecks import (
     validate_cluster_for_class,
     validate_clusterclass,
 )
+
+pytestmark = pytest.mark.unit
 
 
 def klass(generation: int = 1, observed: int = 1, ready: str = "True") -> dict[str, Any]:

@@ -1,0 +1,60 @@
+"""What upstream's webhooks do before any rule: decode the object into its Go type. A mutating webhook sees the
+object before the API server validates it against the CRD's schema, so a value of the wrong JSON type reaches it;
+upstream's decoder refuses it (`admission.Errored(400, "json: cannot unmarshal ...")`) where capd-py's rules, written
+for well-typed objects, would fail in the middle. `decode_error` is that first step, read from the CRD's schema.
+Pure: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+_JSON_KIND = {bool: "bool", str: "string", int: "number", float: "number", list: "array", dict: "object"}
+
+
+def _json_kind(value: Any) -> str:
+    return _JSON_KIND.get(type(value), type(value).__name__)
+
+
+def _fits(value: Any, schema: Mapping[str, Any]) -> bool:
+    if schema.get("x-kubernetes-int-or-string"):
+        return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    t = schema.get("type")
+    if t == "object":
+        return isinstance(value, dict)
+    if t == "array":
+        return isinstance(value, list)
+    if t == "string":
+        return isinstance(value, str)
+    if t == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if t == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if t == "boolean":
+        return isinstance(value, bool)
+    return True  # no type: anything (x-kubernetes-preserve-unknown-fields, embedded resources)
+
+
+def decode_error(value: Any, schema: Mapping[str, Any] | None, path: str = "") -> str | None:
+    """The first value of `value` that does not decode into the type `schema` describes, as Go's encoding/json
+    words it (null decodes into anything: Go's zero value), or None."""
+    if value is None or not isinstance(schema, Mapping):
+        return None
+    if not _fits(value, schema):
+        want = "IntOrString" if schema.get("x-kubernetes-int-or-string") else str(schema.get("type"))
+        return f"json: cannot unmarshal {_json_kind(value)} into Go struct field {path.lstrip('.')} of type {want}"
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        for k, v in value.items():
+            sub = props.get(k) if k in props else (extra if isinstance(extra, Mapping) else None)
+            err = decode_error(v, sub, f"{path}.{k}")
+            if err:
+                return err
+    elif isinstance(value, list):
+        items = schema.get("items")
+        for v in value:
+            err = decode_error(v, items if isinstance(items, Mapping) else None, path)
+            if err:
+                return err
+    return None

@@ -1,0 +1,45 @@
+"""Objects of the wrong JSON types are refused before any rule, as upstream's decoder refuses them (400)."""
+
+from __future__ import annotations
+
+import pytest
+
+from capd_py.api.admission.decode import decode_error
+from capd_py.api.admission.review import admit
+
+pytestmark = pytest.mark.unit
+
+SCHEMA = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+    "version": {"type": "string"}, "replicas": {"type": "integer"}, "paused": {"type": "boolean"},
+    "maxSurge": {"x-kubernetes-int-or-string": True}, "list": {"type": "array", "items": {"type": "string"}},
+    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+    "free": {"x-kubernetes-preserve-unknown-fields": True}}}}}
+
+
+@pytest.mark.parametrize("spec,error", [
+    ({"version": 1}, "json: cannot unmarshal number into Go struct field spec.version of type string"),
+    ({"replicas": 1.5}, "json: cannot unmarshal number into Go struct field spec.replicas of type integer"),
+    ({"replicas": True}, "json: cannot unmarshal bool into Go struct field spec.replicas of type integer"),
+    ({"paused": "true"}, "json: cannot unmarshal string into Go struct field spec.paused of type boolean"),
+    ({"maxSurge": 1.5}, "json: cannot unmarshal number into Go struct field spec.maxSurge of type IntOrString"),
+    ({"list": ["a", 1]}, "json: cannot unmarshal number into Go struct field spec.list of type string"),
+    ({"labels": {"a": []}}, "json: cannot unmarshal array into Go struct field spec.labels.a of type string"),
+    ("x", "json: cannot unmarshal string into Go struct field spec of type object"),
+])
+def test_a_value_go_cannot_decode_is_named(spec: object, error: str) -> None:
+    assert decode_error({"spec": spec}, SCHEMA) == error
+
+
+def test_what_go_decodes_passes() -> None:
+    ok = {"spec": {"version": "v1", "replicas": 3, "paused": None, "maxSurge": "10%", "list": [],
+                   "labels": {"a": "b"}, "free": {"any": [1, "x"]}, "unknown": 5}}
+    assert decode_error(ok, SCHEMA) is None
+
+
+def test_admission_refuses_an_undecodable_object_with_400_before_its_rules() -> None:
+    review = {"request": {"uid": "u", "operation": "CREATE",
+                          "resource": {"group": "cluster.x-k8s.io", "resource": "machines"},
+                          "object": {"metadata": {"name": "m"}, "spec": {"version": 1}}}}
+    out = admit(review, mutate=True, schema=SCHEMA)["response"]
+    assert out["allowed"] is False and out["status"]["code"] == 400
+    assert out["status"]["message"].startswith("json: cannot unmarshal number")
