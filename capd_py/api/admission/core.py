@@ -189,6 +189,15 @@ def default_cluster(obj: dict[str, Any], old: dict[str, Any] | None = None) -> d
     return out
 
 
+def default_clusterresourceset(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
+    """upstream's ClusterResourceSet defaulting: strategy ApplyOnce when empty (the CRD defaults a missing one)."""
+    out = copy.deepcopy(obj)
+    spec = _d(out, "spec")
+    if not spec.get("strategy"):
+        spec["strategy"] = "ApplyOnce"
+    return out
+
+
 def format_value(value: str) -> str:
     """upstream util/labels/format.MustFormatValue: a name that is not a valid label value becomes
     `hash_<base64 fnv32a>_z`."""

@@ -22,6 +22,7 @@ CONTROLPLANE = "controlplane.cluster.x-k8s.io"
 BOOTSTRAP = "bootstrap.cluster.x-k8s.io"
 INFRASTRUCTURE = "infrastructure.cluster.x-k8s.io"
 RUNTIME = "runtime.cluster.x-k8s.io"
+ADDONS = "addons.cluster.x-k8s.io"
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,9 @@ KINDS: tuple[Kind, ...] = (
     Kind(CONTROLPLANE, "KubeadmControlPlaneTemplate", "kubeadmcontrolplanetemplates", None,
          kubeadm.validate_kubeadmcontrolplanetemplate),
     Kind(BOOTSTRAP, "KubeadmConfig", "kubeadmconfigs", None, kubeadm.validate_kubeadmconfig),
-    Kind(BOOTSTRAP, "KubeadmConfigTemplate", "kubeadmconfigtemplates", None, kubeadm.validate_kubeadmconfigtemplate),
+    Kind(BOOTSTRAP, "KubeadmConfigTemplate", "kubeadmconfigtemplates", kubeadm.default_kubeadmconfigtemplate,
+         kubeadm.validate_kubeadmconfigtemplate),
+    Kind(ADDONS, "ClusterResourceSet", "clusterresourcesets", core.default_clusterresourceset, None),
     Kind(INFRASTRUCTURE, "DockerCluster", "dockerclusters", docker.default_dockercluster,
          docker.validate_dockercluster),
     Kind(INFRASTRUCTURE, "DockerClusterTemplate", "dockerclustertemplates", docker.default_dockerclustertemplate,

@@ -282,3 +282,9 @@ def test_feature_gates_change_the_rules_as_upstreams() -> None:
     skipped["metadata"]["annotations"] = {core.SKIP_PREFLIGHT_CHECKS: "Nope"}
     assert core.validate_machinedeployment(None, skipped)
     assert not core.validate_machinedeployment(None, skipped, {"MachineSetPreflightChecks": False})
+
+
+def test_a_clusterresourceset_strategy_defaults_to_apply_once_as_upstreams_webhook() -> None:
+    from capd_py.api.admission.core import default_clusterresourceset
+    assert default_clusterresourceset({"spec": {"strategy": ""}})["spec"]["strategy"] == "ApplyOnce"
+    assert default_clusterresourceset({"spec": {"strategy": "Reconcile"}})["spec"]["strategy"] == "Reconcile"

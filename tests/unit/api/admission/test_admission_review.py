@@ -151,6 +151,8 @@ def test_webhook_names_are_upstreams() -> None:
         "default.cluster.cluster.x-k8s.io", "default.machine.cluster.x-k8s.io", "default.machineset.cluster.x-k8s.io",
         "default.machinedeployment.cluster.x-k8s.io", "default.machinepool.cluster.x-k8s.io",
         "default.machinehealthcheck.cluster.x-k8s.io", "default.kubeadmcontrolplane.controlplane.cluster.x-k8s.io",
+        "default.kubeadmconfigtemplate.bootstrap.cluster.x-k8s.io",
+        "default.clusterresourceset.addons.cluster.x-k8s.io",
         "default.dockercluster.infrastructure.cluster.x-k8s.io",
         "default.dockerclustertemplate.infrastructure.cluster.x-k8s.io",
         # upstream v1.14's Dev* webhooks (test/infrastructure/docker/config/webhook/manifests.yaml)
