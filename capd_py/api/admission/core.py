@@ -465,6 +465,19 @@ def _upgrade_while_hook_pending(old: dict[str, Any] | None, new: dict[str, Any])
                     f'version cannot be changed when the "{AFTER_CLUSTER_UPGRADE.name}" hook is still blocking')]
 
 
+def _topology_metadata(topology: Any) -> list[FieldError]:
+    """validateTopologyMetadata: the labels and annotations of the control plane and of each worker topology."""
+    if not isinstance(topology, dict):
+        return []
+    errs = checks.object_meta_errors(_get(topology, "controlPlane", "metadata"), "spec.topology.controlPlane.metadata")
+    for kind in ("machineDeployments", "machinePools"):
+        for w in _get(topology, "workers", kind) or []:
+            if isinstance(w, dict):
+                errs += checks.object_meta_errors(w.get("metadata"),
+                                                  f"spec.topology.workers.{kind}[{w.get('name', '')}].metadata")
+    return errs
+
+
 def validate_cluster(
         old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
     """The checks of upstream's Cluster webhook that need no other object. Those on the ClusterClass are
@@ -486,6 +499,7 @@ def validate_cluster(
                 errs.append(invalid(f"spec.clusterNetwork.{part}.cidrBlocks[{i}]", cidr, err))
     if spec.get("topology"):
         errs += _version(_get(spec, "topology", "version"), "spec.topology.version")
+        errs += _topology_metadata(spec["topology"])
         errs += _upgrade_while_hook_pending(old, new)
         if not _get(spec, "topology", "classRef", "name"):
             errs.append(required("spec.topology.classRef.name", "cannot be empty"))

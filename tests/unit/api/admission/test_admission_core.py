@@ -288,3 +288,17 @@ def test_a_clusterresourceset_strategy_defaults_to_apply_once_as_upstreams_webho
     from capd_py.api.admission.core import default_clusterresourceset
     assert default_clusterresourceset({"spec": {"strategy": ""}})["spec"]["strategy"] == "ApplyOnce"
     assert default_clusterresourceset({"spec": {"strategy": "Reconcile"}})["spec"]["strategy"] == "Reconcile"
+
+
+def test_topology_metadata_labels_and_annotations_are_checked_as_upstream() -> None:
+    """validateTopologyMetadata (upstream's differential found capd-py admitting these)."""
+    from capd_py.api.admission.core import validate_cluster
+    cluster = {"metadata": {"name": "c"}, "spec": {"topology": {
+        "classRef": {"name": "cc"}, "version": "v1.35.0",
+        "controlPlane": {"metadata": {"labels": {"ok": "10.0.0.0/8"}}},
+        "workers": {"machineDeployments": [{"name": "md", "class": "w",
+                                            "metadata": {"annotations": {"a/b/c": "x"}}}]}}}}
+    errs = validate_cluster(None, cluster)
+    assert [(e.type, e.field) for e in errs] == [
+        ("FieldValueInvalid", "spec.topology.controlPlane.metadata.labels"),
+        ("FieldValueInvalid", "spec.topology.workers.machineDeployments[md].metadata.annotations")]
