@@ -71,7 +71,9 @@ async def answer(body: Any, mutate: bool, kube: Kube | None, gates: Mapping[str,
     extra_validation: ExtraValidation | None = None
     if (resource.get("group"), resource.get("resource")) == CLUSTERS and kube is not None \
             and not req.get("subResource") and req.get("operation") in ("CREATE", "UPDATE") \
-            and ((req.get("object") or {}).get("spec") or {}).get("topology"):
+            and ((req.get("object") or {}).get("spec") or {}).get("topology") \
+            and not ((req.get("object") or {}).get("metadata") or {}).get("deletionTimestamp"):
+        # (a Cluster being deleted only loses finalizers: never held up by its class, whatever became of it)
         try:
             cc, ready = await cluster_class(kube, req.get("object") or {}, req.get("namespace") or "")
         except KubeError as e:

@@ -109,3 +109,16 @@ async def test_answers_follow_the_gates() -> None:
     assert off["response"]["allowed"] is False
     _, on = await aw.answer(_review(machine, "machines"), False, None, {"MachineTaintPropagation": True})
     assert on["response"]["allowed"] is True
+
+
+async def test_a_topology_cluster_reads_its_class_unless_it_is_being_deleted() -> None:
+    cluster = {"metadata": {"name": "c"}, "spec": {"topology": {"classRef": {"name": "cc"}, "version": "v1.35.0"}}}
+    kube = FakeKube({"metadata": {"name": "cc", "generation": 1}, "spec": {},
+                     "status": {"observedGeneration": 1, "conditions": [{"type": "VariablesReady", "status": "True"}],
+                                "variables": []}})
+    status, body = await aw.answer(_review(cluster, "clusters"), True, kube)  # type: ignore[arg-type]
+    assert status == 200 and body["response"]["allowed"] is True and kube.reads == 1
+    deleting = {**cluster, "metadata": {"name": "c", "deletionTimestamp": "2026-12-07T00:00:00Z"}}
+    await aw.answer(_review(deleting, "clusters"), True, kube)  # type: ignore[arg-type]
+    await aw.answer(_review(deleting, "clusters"), False, kube)  # type: ignore[arg-type]
+    assert kube.reads == 1, "a Cluster being deleted is never held up by (or waits for) its class"
