@@ -75,7 +75,8 @@ async def answer(body: Any, mutate: bool, kube: Kube | None, gates: Mapping[str,
             and not ((req.get("object") or {}).get("metadata") or {}).get("deletionTimestamp"):
         # (a Cluster being deleted only loses finalizers: never held up by its class, whatever became of it)
         try:
-            cc, ready = await cluster_class(kube, req.get("object") or {}, req.get("namespace") or "")
+            # the defaulting webhook waits for a class being reconciled; the validating one takes what is there
+            cc, ready = await cluster_class(kube, req.get("object") or {}, req.get("namespace") or "", wait=mutate)
         except KubeError as e:
             return 200, _errored(req, f"Cluster {req.get('name', '')} can't be defaulted. ClusterClass can not be "
                                       f"retrieved: {e}")
@@ -109,14 +110,17 @@ def served_schemas() -> dict[tuple[str, str], dict[str, Any]]:
 
 CLUSTERS = (CLUSTER.group, CLUSTER.plural)
 CLUSTER_CLASSES = (CLUSTER_CLASS.group, CLUSTER_CLASS.plural)
-# upstream's pollClusterClassForCluster: a class created beside the Cluster gets this long to be reconciled
+# upstream's pollClusterClassForCluster: a class created just before the Cluster gets this long to be reconciled
 CLASS_POLL, CLASS_POLL_INTERVAL = 2.0, 0.2
 
 
-async def cluster_class(kube: Kube, cluster: dict[str, Any], namespace: str) -> tuple[dict[str, Any] | None, bool]:
-    """A topology Cluster's ClusterClass and whether it is reconciled, waiting up to CLASS_POLL for it to exist and
-    be reconciled as upstream's webhooks do (upstream defaults and checks the variables only against a reconciled
-    class; the other checks take the class as it is)."""
+async def cluster_class(kube: Kube, cluster: dict[str, Any], namespace: str, wait: bool = True
+                        ) -> tuple[dict[str, Any] | None, bool]:
+    """A topology Cluster's ClusterClass and whether it is reconciled. With `wait`, a class that exists but is not
+    reconciled yet (created just before the Cluster) gets up to CLASS_POLL, as upstream's poll gives it; a class that
+    does not exist gets no wait (upstream polls for it too, but an apply sends its objects one after the other: a
+    class that is missing when its Cluster arrives does not appear meanwhile). Upstream defaults and checks the
+    variables only against a reconciled class; its other checks take the class as it is."""
     topo = (cluster.get("spec") or {}).get("topology")
     ref = topo.get("classRef") if isinstance(topo, dict) else None
     if not isinstance(ref, dict) or not ref.get("name"):
@@ -124,9 +128,9 @@ async def cluster_class(kube: Kube, cluster: dict[str, Any], namespace: str) -> 
     deadline = time.monotonic() + CLASS_POLL
     while True:
         cc = await kube.get(CLUSTER_CLASS, ref.get("namespace") or namespace, str(ref["name"]))
-        if cc is not None and classchecks.reconciled(cc):
-            return cc, True
-        if time.monotonic() >= deadline:
+        if cc is None or classchecks.reconciled(cc):
+            return cc, cc is not None
+        if not wait or time.monotonic() >= deadline:
             return cc, False
         await asyncio.sleep(CLASS_POLL_INTERVAL)
 
