@@ -26,7 +26,11 @@ def _default_spec(spec: dict[str, Any]) -> None:
         ep = spec["controlPlaneEndpoint"] = {}
     if not ep.get("port"):
         ep["port"] = API_SERVER_PORT
-    for fd in spec.get("failureDomains") or []:
+    domains = spec.get("failureDomains")
+    if isinstance(domains, list):
+        # Go decodes a null entry as an empty FailureDomain and answers with it (then its name is missing)
+        spec["failureDomains"] = domains = [{} if fd is None else fd for fd in domains]
+    for fd in domains or []:
         if isinstance(fd, dict) and fd.get("controlPlane") is None:
             fd["controlPlane"] = False
 

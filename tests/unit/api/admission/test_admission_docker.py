@@ -76,3 +76,9 @@ def test_only_docker_cluster_kinds_are_defaulted() -> None:
     defaulted = {k.kind for k in KINDS if k.group == "infrastructure.cluster.x-k8s.io" and k.default is not None
                  and k.kind.startswith("Docker")}
     assert defaulted == {"DockerCluster", "DockerClusterTemplate"}
+
+
+def test_a_null_failure_domain_becomes_an_empty_one_as_gos_decoder_makes_it() -> None:
+    from capd_py.api.admission.docker import default_dockercluster
+    out = default_dockercluster({"spec": {"failureDomains": [None, {"name": "fd1"}]}})
+    assert out["spec"]["failureDomains"] == [{"controlPlane": False}, {"name": "fd1", "controlPlane": False}]
