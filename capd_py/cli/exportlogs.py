@@ -58,7 +58,10 @@ NODE_COMMANDS: dict[str, list[str]] = {
 }
 # a directory of a container as a base64 gzip tarball through exec (docker cp cannot see tmpfs mounts, and the
 # exec API is text); tar's exit 1 ("file changed as we read it": logs being written) is not a failure
-TAR_SCRIPT = 'cd "$1" && { tar -chzf - "$2" 2>/dev/null || [ $? -eq 1 ]; } | base64'
+# tar into a file first: its exit status and last error line reach the caller (a pipe into base64 hid them: a
+# failed tar of /var/log/pods arrived as "not a gzip file"). Exit 1 (a file changed while read) is a success.
+TAR_SCRIPT = ('cd "$1" && t=$(mktemp) && e=$(mktemp) && { tar -chzf "$t" "$2" 2>"$e"; rc=$?; } ; '
+              'if [ $rc -gt 1 ]; then tail -n 3 "$e"; rm -f "$t" "$e"; exit $rc; fi; base64 "$t"; rm -f "$t" "$e"')
 WORKLOAD_SCRIPT = ("k='kubectl --kubeconfig=/etc/kubernetes/admin.conf'; "
                    "for w in 'get nodes -o wide' 'get pods -A -o wide' 'get events -A --sort-by=.lastTimestamp'; do "
                    "echo \"\\$ kubectl $w\"; $k $w 2>&1; echo; done")
@@ -173,11 +176,16 @@ def untar_b64(text: str, dest: Path) -> int:
         return sum(1 for m in members if m.isfile())
 
 
-def copy_dir(runtime: ContainerRuntime, container: str, parent: str, pattern: str, dest: Path) -> int:
-    res = runtime.exec(container, ["sh", "-c", TAR_SCRIPT, "sh", parent, pattern])
-    if res.exit_code != 0:
-        raise RuntimeError_(f"tar of {parent}/{pattern}: exit {res.exit_code}: {res.output.strip()[-300:]}")
-    return untar_b64(res.output, dest)
+def copy_dir(runtime: ContainerRuntime, container: str, parent: str, pattern: str, dest: Path,
+             attempts: int = 2) -> int:
+    """`parent/pattern` of a container into `dest`; tried again once when tar fails (logs rotate under it)."""
+    for attempt in range(attempts):
+        res = runtime.exec(container, ["sh", "-c", TAR_SCRIPT, "sh", parent, pattern])
+        if res.exit_code == 0:
+            return untar_b64(res.output, dest)
+        if attempt == attempts - 1:
+            raise RuntimeError_(f"tar of {parent}/{pattern}: exit {res.exit_code}: {res.output.strip()[-300:]}")
+    return 0
 
 
 def _safe(report: Report, what: str, fn: Callable[[], None]) -> None:

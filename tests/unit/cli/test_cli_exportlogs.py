@@ -143,3 +143,29 @@ def test_a_cluster_on_another_docker_host_is_read_there_and_the_management_node_
     # the cluster's host has no management node: asked there, nothing would be found
     with pytest.raises(ex.ExportError, match="unknown cluster"):
         ex.export(here, "default", "c1", tmp_path / "x", ([], []), None, None)
+
+def test_a_failed_tar_is_tried_again_and_then_reported_with_its_error(tmp_path: Path) -> None:
+    import base64 as b64
+    import io
+    import tarfile
+    from types import SimpleNamespace
+
+    from capd_py.cli.exportlogs import RuntimeError_, copy_dir
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("pods/a/0.log")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    good = SimpleNamespace(exit_code=0, output=b64.b64encode(buf.getvalue()).decode())
+    bad = SimpleNamespace(exit_code=2, output="tar: pods/a/0.log: file shrank by 10 bytes; padding with zeros\n")
+
+    class Runtime:
+        def __init__(self, results: list[SimpleNamespace]) -> None:
+            self.results = results
+
+        def exec(self, name: str, cmd: list[str]) -> SimpleNamespace:
+            return self.results.pop(0)
+    assert copy_dir(Runtime([bad, good]), "n", "/var/log", "pods", tmp_path) >= 1  # type: ignore[arg-type]
+    assert (tmp_path / "pods" / "a" / "0.log").read_text() == "hi"
+    with pytest.raises(RuntimeError_, match="exit 2: tar: pods/a/0.log: file shrank"):
+        copy_dir(Runtime([bad, bad]), "n", "/var/log", "pods", tmp_path)  # type: ignore[arg-type]
