@@ -68,7 +68,6 @@ from capd_py.kube.crds import install_crds  # noqa: E402
 from capd_py.kube.transport import Unreachable  # noqa: E402
 from capd_py.reconcile.servingcert import host_mode_url, new_webhook_ca  # noqa: E402
 from capd_py.testing import upstream_managers as um  # noqa: E402
-from capd_py.testing.admission_oracle import upstream_crds  # noqa: E402
 from capd_py.testing.envtest import EnvTest, free_port, stop_process_group  # noqa: E402
 
 NAMESPACE = "bench"
@@ -179,16 +178,10 @@ async def capd_py_side(env: EnvTest) -> AsyncIterator[list[int]]:
 @asynccontextmanager
 async def upstream_side(env: EnvTest) -> AsyncIterator[list[int]]:
     """Upstream's CRD bases, its four managers, their webhook configurations."""
-    crds = upstream_crds()
     kube = env.kube()
     try:
-        await install_crds(kube, wait=True, crds=crds)
         with ExitStack() as stack:
-            managers = [stack.enter_context(um.UpstreamManager(r, env.kubeconfig_path)) for r in UPSTREAM_ROLES]
-            for m in managers:
-                m.wait_healthy(60)
-                m.wait_started(timeout=120)
-            await admission_webhook.install(kube, [c for m in managers for c in m.webhook_configurations()])
+            managers = await um.serve(kube, env.kubeconfig_path, stack, UPSTREAM_ROLES)
             assert all(m.proc is not None for m in managers)
             yield [m.proc.pid for m in managers if m.proc is not None]
     finally:
@@ -339,18 +332,12 @@ async def _upstream_plane(tmp: Path) -> AsyncIterator[tuple[str, list[int]]]:
     if made_net:  # CAPD's default network (a kind management cluster would have made it)
         run(["docker", "network", "create", "--label", "io.x-k8s.capd-py.test=peer-bench", "kind"])
     try:
-        crds = upstream_crds()
         kube = env.kube()
         try:
-            await install_crds(kube, wait=True, crds=crds)
             with docker_shim.running(tmp / "docker-shim.sock") as shim, ExitStack() as stack:
-                managers = [stack.enter_context(um.UpstreamManager(
-                    r, env.kubeconfig_path, env={"DOCKER_HOST": f"unix://{shim.listen}"} if r == "docker" else {}))
-                    for r in ("core", "kubeadm-bootstrap", "kubeadm-control-plane", "docker")]
-                for m in managers:
-                    m.wait_healthy(60)
-                    m.wait_started(timeout=120)
-                await admission_webhook.install(kube, [c for m in managers for c in m.webhook_configurations()])
+                managers = await um.serve(kube, env.kubeconfig_path, stack,
+                                          ("core", "kubeadm-bootstrap", "kubeadm-control-plane", "docker"),
+                                          {"docker": {"DOCKER_HOST": f"unix://{shim.listen}"}})
                 yield str(env.kubeconfig_path), [m.proc.pid for m in managers if m.proc is not None]
         finally:
             kube.close()

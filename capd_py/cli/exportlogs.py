@@ -179,13 +179,11 @@ def untar_b64(text: str, dest: Path) -> int:
 def copy_dir(runtime: ContainerRuntime, container: str, parent: str, pattern: str, dest: Path,
              attempts: int = 2) -> int:
     """`parent/pattern` of a container into `dest`; tried again once when tar fails (logs rotate under it)."""
-    for attempt in range(attempts):
+    for _ in range(attempts):
         res = runtime.exec(container, ["sh", "-c", TAR_SCRIPT, "sh", parent, pattern])
         if res.exit_code == 0:
             return untar_b64(res.output, dest)
-        if attempt == attempts - 1:
-            raise RuntimeError_(f"tar of {parent}/{pattern}: exit {res.exit_code}: {res.output.strip()[-300:]}")
-    return 0
+    raise RuntimeError_(f"tar of {parent}/{pattern}: exit {res.exit_code}: {res.output.strip()[-300:]}")
 
 
 def _safe(report: Report, what: str, fn: Callable[[], None]) -> None:

@@ -9,8 +9,8 @@ capd_py.testing.admission_inputs (seeded mutations of upstream's own templates).
 
     python -m capd_py.testing.admission_oracle --inputs 5000 --seed 1 --report /tmp/admission.md
 
-runs the comparison outside pytest (`make conformance`); tests/integration/test_admission_differential.py runs a
-fixed sample in `make test`.
+runs the comparison outside pytest (`make conformance`; docs/conformance.md: once no disagreement is left, a fixed
+sample joins `make test`).
 """
 
 from __future__ import annotations
@@ -28,12 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capd_py.api import conditions, gvk, kubeyaml
+from capd_py.api import conditions, gvk
 from capd_py.api.versions import CLUSTER_API_VERSION
 from capd_py.kube import admission_webhook
 from capd_py.kube.client import Kube, KubeError
 from capd_py.kube.conversion_webhook import crds_serving_v1beta1, webhook_conversion
-from capd_py.kube.crds import install_crds
 from capd_py.reconcile.servingcert import host_mode_url, new_webhook_ca
 from capd_py.testing import upstream_managers as um
 from capd_py.testing.admission_inputs import Case, cases, fixtures
@@ -49,20 +48,6 @@ ROLES = ("core", "kubeadm-bootstrap", "kubeadm-control-plane", "docker")
 NAMESPACE = "oracle"
 
 
-def with_contract_labels(crd: Obj) -> Obj:
-    """The contract labels upstream's kustomize config adds to its CRD bases (`cluster.x-k8s.io/<contract>:
-    <version>`, how the core finds a provider's version): one per served v1beta1/v1beta2 version."""
-    served = [v["name"] for v in crd["spec"]["versions"] if v.get("served") and v["name"] in ("v1beta1", "v1beta2")]
-    crd["metadata"].setdefault("labels", {}).update({f"cluster.x-k8s.io/{v}": v for v in served})
-    return crd
-
-
-def upstream_crds(version: str = CLUSTER_API_VERSION) -> list[Obj]:
-    """Upstream's CRD bases as its release installs them (kept by `make upstream` in the cache)."""
-    return [with_contract_labels(d) for p in sorted((um.root(version) / "crds").glob("*/*.yaml"))
-            for d in kubeyaml.load_all(p.read_text()) if d]
-
-
 @contextlib.contextmanager
 def upstream_plane(roles: Sequence[str] = ROLES) -> Iterator[EnvTest]:
     """An API server with upstream's CRDs, its managers running and their webhook configurations installed. CAPD's
@@ -73,14 +58,8 @@ def upstream_plane(roles: Sequence[str] = ROLES) -> Iterator[EnvTest]:
     with EnvTest() as env, contextlib.ExitStack() as stack:
         k = env.kube()
         try:
-            asyncio.run(install_crds(k, wait=True, crds=upstream_crds()))
-            env_of = {"docker": {"DOCKER_HOST": f"unix://{env.dir}/no-docker.sock"}}
-            managers = [stack.enter_context(um.UpstreamManager(r, env.kubeconfig_path, env=env_of.get(r, {})))
-                        for r in roles]
-            for m in managers:
-                m.wait_healthy(60)
-                m.wait_started(timeout=120)
-            asyncio.run(admission_webhook.install(k, [c for m in managers for c in m.webhook_configurations()]))
+            asyncio.run(um.serve(k, env.kubeconfig_path, stack, roles,
+                                 {"docker": {"DOCKER_HOST": f"unix://{env.dir}/no-docker.sock"}}))
         finally:
             k.close()
         yield env

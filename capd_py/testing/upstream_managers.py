@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import base64
+import contextlib
 import fcntl
 import os
 import re
@@ -58,6 +59,9 @@ from typing import Any
 
 from capd_py.api import features, kubeyaml
 from capd_py.api.versions import CLUSTER_API_VERSION
+from capd_py.kube import admission_webhook
+from capd_py.kube.client import Kube
+from capd_py.kube.crds import install_crds
 from capd_py.testing.envtest import cache_dir, free_port, stop_process_group, write_serving_cert
 
 MAKE_HINT = "build them with `make upstream` (hack/build-upstream.sh)"
@@ -321,6 +325,34 @@ def _take_debug_port(timeout: float) -> Any:
                 f.close()
                 raise UpstreamManagerError(f"another CAPD manager held {CAPD_PORT_LOCK} for {timeout:.0f}s") from None
             time.sleep(0.5)
+
+
+def with_contract_labels(crd: dict[str, Any]) -> dict[str, Any]:
+    """The contract labels upstream's kustomize config adds to its CRD bases (`cluster.x-k8s.io/<contract>:
+    <version>`, how the core finds a provider's version): one per served v1beta1/v1beta2 version."""
+    served = [v["name"] for v in crd["spec"]["versions"] if v.get("served") and v["name"] in ("v1beta1", "v1beta2")]
+    crd["metadata"].setdefault("labels", {}).update({f"cluster.x-k8s.io/{v}": v for v in served})
+    return crd
+
+
+def upstream_crds(version: str = CLUSTER_API_VERSION) -> list[dict[str, Any]]:
+    """Upstream's CRD bases as its release installs them (kept by `make upstream` in the cache)."""
+    return [with_contract_labels(d) for p in sorted((root(version) / "crds").glob("*/*.yaml"))
+            for d in kubeyaml.load_all(p.read_text()) if d]
+
+
+async def serve(kube: Kube, kubeconfig: Path, stack: contextlib.ExitStack, roles: Sequence[str],
+                env_of: Mapping[str, Mapping[str, str]] | None = None) -> list[UpstreamManager]:
+    """An API server as upstream's release sets it up: its CRD bases installed, the managers of `roles` running
+    (entered on `stack`, so they stop with it; `env_of[role]`: extra environment), healthy, their controllers
+    started, and their webhook configurations installed."""
+    await install_crds(kube, wait=True, crds=upstream_crds())
+    managers = [stack.enter_context(UpstreamManager(r, kubeconfig, env=(env_of or {}).get(r, {}))) for r in roles]
+    for m in managers:
+        m.wait_healthy(60)
+        m.wait_started(timeout=120)
+    await admission_webhook.install(kube, [c for m in managers for c in m.webhook_configurations()])
+    return managers
 
 
 def _port_free(port: int) -> bool:

@@ -162,16 +162,14 @@ def admit(review: dict[str, Any], mutate: bool,
             # the CRD schema refuses before the validating webhook runs, naming the labels only: refuse here with
             # what upstream's validation says (metadata.name first).
             errors = kind.validate(old, defaulted, gates) if kind.validate is not None else []
-            if any(e.field == "metadata.name" for e in errors):
+            if not any(e.field == "metadata.name" for e in errors):
+                errors = []
+                if extra_defaulting is not None:
+                    defaulted, errors = extra_defaulting(defaulted, old)
+            if errors:
                 name = str((obj.get("metadata") or {}).get("name") or "")
                 response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))
                 return out
-            if extra_defaulting is not None:
-                defaulted, errors = extra_defaulting(defaulted, old)
-                if errors:
-                    name = str((obj.get("metadata") or {}).get("name") or "")
-                    response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))
-                    return out
             ops = json_patch(obj, defaulted)
             if ops:
                 response["patchType"] = "JSONPatch"

@@ -10,12 +10,13 @@ import json
 from typing import Any
 
 from capd_py.api import conditions
+from capd_py.api.admission.core import AUTOSCALER_MAX_SIZE, AUTOSCALER_MIN_SIZE
 from capd_py.api.admission.fielderrors import FieldError, forbidden, internal, invalid, required
+from capd_py.reconcile.clusterclass import VARIABLES_READY
 from capd_py.reconcile.topology import variables as V
 from capd_py.reconcile.topology.desired import class_variables
 
 Obj = dict[str, Any]
-VARIABLES_READY = "VariablesReady"
 
 
 def reconciled(cc: Obj) -> bool:
@@ -77,10 +78,6 @@ def default_and_validate_variables(cluster: Obj, old: Obj | None, cc: Obj) -> tu
     return out, errs
 
 
-AUTOSCALER_ANNOTATIONS = ("cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size",
-                          "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size")
-
-
 def _defined(health_check: Any) -> bool:
     """A healthCheck's IsDefined: checks or remediation say something."""
     return isinstance(health_check, dict) and bool(health_check.get("checks") or health_check.get("remediation"))
@@ -116,8 +113,8 @@ def _workers_defined(topo: Obj, cc: Obj, kind: str, what: str) -> list[FieldErro
 def _health_checks(topo: Obj, cc: Obj) -> list[FieldError]:
     """validateMachineHealthChecks' parts that read the class."""
     errs: list[FieldError] = []
-    cp = topo.get("controlPlane") if isinstance(topo.get("controlPlane"), dict) else {}
-    hc = (cp or {}).get("healthCheck")
+    cp: Obj = topo["controlPlane"] if isinstance(topo.get("controlPlane"), dict) else {}
+    hc = cp.get("healthCheck")
     cc_cp = (cc.get("spec") or {}).get("controlPlane") or {}
     path = "spec.topology.controlPlane.healthCheck"
     if _defined(hc) and not ((cc_cp.get("machineInfrastructure") or {}).get("templateRef") or {}).get("name"):
@@ -149,7 +146,7 @@ def _autoscaler_in_class(cluster: Obj, topo: Obj, cc: Obj) -> list[FieldError]:
             continue
         mdc = classes.get(str(md.get("class", "")))
         annotations = ((mdc or {}).get("metadata") or {}).get("annotations") or {}
-        if any(a in annotations for a in AUTOSCALER_ANNOTATIONS):
+        if AUTOSCALER_MIN_SIZE in annotations or AUTOSCALER_MAX_SIZE in annotations:
             errs.append(invalid(f"spec.topology.workers.machineDeployments[{md.get('name', '')}].replicas",
                                 md.get("replicas"),
                                 f"cannot be set for cluster {json.dumps(md_meta.get('name', ''))} in namespace "
