@@ -15,14 +15,16 @@ K8S_VERSIONS ?= v1.34.4 v1.35.4
 # Upstream Cluster API: CLUSTERCTL_VERSION is the release capd-py follows (its managers, `make upstream`, and the
 # clusterctl most tests use); CLUSTERCTL_V1_14 renders upstream v1.14's Dev* templates in the e2e tier.
 # `make clusterctl` builds every version in CLUSTERCTL_VERSIONS (each cached per version); one version:
-# `make clusterctl CLUSTERCTL_VERSIONS=v1.14.0`.
-CLUSTERCTL_VERSION ?= v1.13.6
-CLUSTERCTL_V1_14 ?= v1.14.0
-CLUSTERCTL_VERSIONS ?= $(CLUSTERCTL_VERSION) $(CLUSTERCTL_V1_14)
-CLUSTER_AUTOSCALER_VERSION ?= 1.35.2
+# `make clusterctl CLUSTERCTL_VERSIONS=v1.14.2`.
 # `make conformance`: upstream's own e2e suite (sigs.k8s.io/cluster-api/test/e2e) at CONFORMANCE_VERSION against
 # capd-py; CONFORMANCE_FOCUS / CONFORMANCE_SKIP are ginkgo regular expressions (docs/conformance.md).
 CONFORMANCE_VERSION ?= v1.14.2
+CLUSTERCTL_VERSION ?= v1.13.6
+# v1.14's clusterctl at the suite's release: `make e2e-suite` builds it in the suite's module, and `make upstream`
+# v1.13's in the managers' module, sharing their compiled packages (hack/build-clusterctl.sh MODULE_DIR)
+CLUSTERCTL_V1_14 ?= $(CONFORMANCE_VERSION)
+CLUSTERCTL_VERSIONS ?= $(CLUSTERCTL_VERSION) $(CLUSTERCTL_V1_14)
+CLUSTER_AUTOSCALER_VERSION ?= 1.35.2
 # the admission differential's inputs in `make conformance` (capd_py/testing/admission_oracle.py; `make test` runs 500)
 ADMISSION_INPUTS ?= 5000
 CERT_MANAGER_VERSION ?= v1.21.1
@@ -40,7 +42,7 @@ builds images binaries clusterctl upstream e2e-suite cert-manager cluster-autosc
 # This sandbox refuses --privileged; real machines can use CAPD_PY_PRIVILEGED_MODE=privileged.
 export CAPD_PY_PRIVILEGED_MODE ?= $(shell bash hack/privilege-mode.sh 2>/dev/null || echo privileged)
 
-.PHONY: e2e-suite cert-manager conformance venv docker builds images images-check binaries clusterctl upstream test-upstream parity-corpus cluster-autoscaler test-autoscaler test-cert-manager test test-unit test-integration test-e2e lint quickstart clean-clusters
+.PHONY: e2e-suite cert-manager cert-manager-manifests-check conformance venv docker builds images images-check binaries clusterctl upstream test-upstream parity-corpus cluster-autoscaler test-autoscaler test-cert-manager test test-unit test-integration test-e2e lint quickstart clean-clusters
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -119,6 +121,13 @@ e2e-suite:
 cert-manager: docker
 	nice -n 10 bash hack/timed.sh "cert-manager $(CERT_MANAGER_VERSION)" bash hack/build-cert-manager.sh $(CERT_MANAGER_VERSION)
 
+# cert-manager's static manifests rendered again with helm (compiled from source), compared with the committed pair
+# the build uses (hack/third_party/cert-manager-<version>-manifests.tar.gz); CAPD_PY_CERT_MANAGER_RENDER=write
+# bash hack/build-cert-manager.sh rewrites it. Into a cache of its own: the default one keeps its build.
+cert-manager-manifests-check: docker
+	@d=$$(mktemp -d); CAPD_PY_CACHE=$$d CAPD_PY_CERT_MANAGER_RENDER=check nice -n 10 bash hack/build-cert-manager.sh \
+	  $(CERT_MANAGER_VERSION); rc=$$?; chmod -R u+w "$$d"; rm -rf "$$d"; exit $$rc
+
 test-cert-manager: venv images clusterctl cert-manager
 	CAPD_PY_CERT_MANAGER_VERSION=$(CERT_MANAGER_VERSION) $(VENV)/bin/pytest -m cert_manager -q -s tests/e2e/test_cert_manager.py
 
@@ -143,23 +152,26 @@ test-unit: venv
 test-integration: venv images upstream
 	$(PYTEST) -m "integration and not autoscaler and not cert_manager" -q -rfEs --tier-report
 
-test-e2e: venv images clusterctl upstream
+test-e2e: venv images upstream e2e-suite cert-manager clusterctl
 	$(PYTEST) -m "e2e and not autoscaler and not cert_manager" -q -rfEs --tier-report
 
-# What the whole suite needs built, in two chains side by side: the Kubernetes chain (`images`: compiles, links,
-# downloads, debootstrap) kept 1.3 of the 2 cores busy on average over a cold build (measured 2026-12-06, 30 min
-# wall), so upstream's Go builds (`clusterctl upstream e2e-suite`, niced; the e2e suite for upstream's PR-blocking
-# spec, tests/e2e/test_upstream_e2e_suite.py) run beside it and fill the rest; their output is shown when they are
-# done. cert-manager (for that spec too) follows the images in the Kubernetes chain: on a fresh machine (2026-12-06,
-# eb1c4f7) the images were done at 20 min and the Go chain at 26.4 min with cert-manager's 3.7 in it.
-# Each step is timed (hack/timed.sh).
+# What the whole suite needs built before its tests, in two chains side by side: the Kubernetes chain (`images`:
+# compiles, links, downloads, debootstrap) and upstream's Go builds (`upstream e2e-suite clusterctl`, niced: the
+# managers with clusterctl v1.13 in one module, the e2e suite with clusterctl v1.14 in another, each clusterctl
+# sharing its module's compiled packages), which fill the cores the first leaves idle; their output is shown when
+# they are done. A cold build is CPU-bound (docs/ENVIRONMENT.md "Session 27": ~2 480 CPU-s, ~27 min); cert-manager
+# (~310 CPU-s) is left to `test`, which builds it beside the tests. Each step is timed (hack/timed.sh).
 builds: docker
-	@set -e; log=$$(mktemp); $(MAKE) --no-print-directory clusterctl upstream e2e-suite >"$$log" 2>&1 & side=$$!; \
-	if ! $(MAKE) --no-print-directory images cert-manager; then kill $$side 2>/dev/null; cat "$$log" >&2; exit 1; fi; \
+	@set -e; log=$$(mktemp); $(MAKE) --no-print-directory upstream e2e-suite clusterctl >"$$log" 2>&1 & side=$$!; \
+	if ! $(MAKE) --no-print-directory images; then kill $$side 2>/dev/null; cat "$$log" >&2; exit 1; fi; \
 	if ! wait $$side; then cat "$$log" >&2; exit 1; fi; cat "$$log" >&2; rm -f "$$log"
 
 # The one test command: lint, then every tier.
+# cert-manager (only upstream's quick-start spec needs it) builds beside the tests, in the idle time the e2e tier
+# leaves (hack/late-build.sh, capd_py/testing/late_builds.py); its log is shown at the end, as the builds' are.
 test: lint builds
+	@bash hack/late-build.sh start cert-manager $(MAKE) --no-print-directory cert-manager
+	trap 'bash hack/late-build.sh finish cert-manager || exit 1' EXIT; \
 	CAPD_PY_TIER_REPORT=$${CAPD_PY_TIER_REPORT:-$(CAPD_PY_CACHE)/test-report.json} $(PYTEST) -q -rfEs --tier-report
 
 quickstart: venv

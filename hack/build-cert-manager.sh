@@ -10,7 +10,8 @@
 # rebuilds any of the three images dockerd no longer has, or has from another build, from the cached binaries):
 #   images/{controller,webhook,cainjector}/  the binaries and each image's build context;
 #   docker images quay.io/jetstack/cert-manager-{controller,webhook,cainjector}:<version>;
-#   cert-manager.yaml, cert-manager.crds.yaml  the static manifests of the release; VERSIONS; bin/helm.
+#   cert-manager.yaml, cert-manager.crds.yaml  the static manifests of the release; VERSIONS; bin/helm (when
+#                                              rendering: below).
 #
 # Source. The root module github.com/cert-manager/cert-manager@<version> (pkg/, internal/, the Helm chart, the
 # release Makefiles) comes from the Go module proxy. Two things do not; they come from CAPD_PY_CERT_MANAGER_SRC
@@ -75,6 +76,7 @@ CACHE="${CAPD_PY_CACHE:-$HOME/.cache/capd-py}"
 ROOT="$CACHE/cert-manager/$VERSION"
 BINS=(controller webhook cainjector)
 REPO="quay.io/jetstack"
+THIRD_PARTY="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/third_party"
 command -v go >/dev/null || PATH="/usr/local/go/bin:$PATH"
 step() { echo " • $*" >&2; }
 ok() { echo " ✓ $*" >&2; }
@@ -114,7 +116,7 @@ start=$(date +%s)
 WORK="$(mktemp -d)"
 trap 'chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
 # default: the bundle committed beside this script (hack/third_party/README.md says what it holds and where from)
-bundled="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/third_party/cert-manager-$VERSION-src.tar.gz"
+bundled="$THIRD_PARTY/cert-manager-$VERSION-src.tar.gz"
 [[ -n "${CAPD_PY_CERT_MANAGER_SRC:-}" || ! -f "$bundled" ]] || CAPD_PY_CERT_MANAGER_SRC="$bundled"
 given="${CAPD_PY_CERT_MANAGER_SRC:-}"
 if [[ -z "$given" ]]; then
@@ -172,6 +174,22 @@ for b in "${BINS[@]}"; do
   echo "   $b: $(( $(date +%s) - t )) s, $(du -m "$ROOT/images/$b/$b" | cut -f1) MB" >&2
 done
 
+# --- the static manifests: committed, or rendered with helm ---------------------------------------------------
+# Rendering needs helm compiled from source (~90 CPU-s cold, a twelfth of this script's build), and the manifests
+# are a pure function of the module's chart, so the rendered pair is committed (hack/third_party/cert-manager-
+# <version>-manifests.tar.gz, made by CAPD_PY_CERT_MANAGER_RENDER=write) and used when present. RENDER=check (`make
+# cert-manager-manifests-check`, outside `make test`) renders with helm and fails unless the committed pair is
+# byte-identical; RENDER=write renders and (re)writes the committed pair.
+RENDER="${CAPD_PY_CERT_MANAGER_RENDER:-}"
+committed="$THIRD_PARTY/cert-manager-$VERSION-manifests.tar.gz"
+[[ -z "$RENDER" || "$RENDER" == check || "$RENDER" == write ]] ||
+  die "CAPD_PY_CERT_MANAGER_RENDER=$RENDER: want check or write (or nothing: the committed manifests if any)"
+[[ "$RENDER" != check || -f "$committed" ]] || die "no committed manifests to check: $committed"
+if [[ -z "$RENDER" && -f "$committed" ]]; then
+  step "the static manifests rendered earlier ($committed; CAPD_PY_CERT_MANAGER_RENDER=check renders them again)"
+  tar -xzf "$committed" -C "$ROOT" cert-manager.yaml cert-manager.crds.yaml ||
+    die "$committed does not hold cert-manager.yaml and cert-manager.crds.yaml"
+else
 # --- helm, at the version cert-manager's release pins ---------------------------------------------------------
 HELM_VERSION=$(sed -n 's/^tools += helm=\(v[0-9.]*\)$/\1/p' "$SRC/make/_shared/tools/00_mod.mk")
 [[ -n "$HELM_VERSION" ]] || die "no helm version in make/_shared/tools/00_mod.mk"
@@ -213,6 +231,20 @@ sed -e "s/YEAR/$year/g" < "$SRC/hack/boilerplate-yaml.txt" > "$WORK/license.yaml
 bash "$SRC/hack/concat-yaml.sh" "$SRC/deploy/manifests/namespace.yaml" "$WORK/crds.yaml" "$WORK/noncrd.yaml" \
   | cat "$WORK/license.yaml" - > "$ROOT/cert-manager.yaml"
 cat "$WORK/license.yaml" "$WORK/crds.yaml" > "$ROOT/cert-manager.crds.yaml"
+if [[ "$RENDER" == check ]]; then
+  mkdir -p "$WORK/committed"
+  tar -xzf "$committed" -C "$WORK/committed"
+  for f in cert-manager.yaml cert-manager.crds.yaml; do
+    cmp -s "$WORK/committed/$f" "$ROOT/$f" || die "$f rendered now differs from $committed's: diff -u $WORK/committed/$f $ROOT/$f"
+  done
+  ok "the committed manifests equal helm's rendering"
+elif [[ "$RENDER" == write ]]; then
+  # reproducible bytes: fixed owner, mode and time, no gzip name or time
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mode=0644 --mtime=@0 -C "$ROOT" -cf - \
+    cert-manager.yaml cert-manager.crds.yaml | gzip -9n > "$committed"
+  ok "wrote $committed"
+fi
+fi
 # what the nodes will be asked for: exactly the three images built here, never pulled
 want=$(for b in "${BINS[@]}"; do echo "$REPO/cert-manager-$b:$VERSION"; done)
 got=$(sed -n 's/^ *image: "\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$ROOT/cert-manager.yaml" | sort -u)
@@ -259,7 +291,8 @@ done
   echo "github.com/cert-manager/cert-manager $VERSION (Go module proxy) commit $COMMIT"
   echo "cmd/ tree sha256 $digest (CAPD_PY_CERT_MANAGER_SRC=${CAPD_PY_CERT_MANAGER_SRC})"
   [[ -z "$offline" ]] || echo "modules from CAPD_PY_CERT_MANAGER_SRC's goproxy/: $(cd "$offline" && find . -name '*.zip' | sed 's|^\./||; s|/@v/|@|; s|\.zip$||' | tr '\n' ' ')"
-  echo "helm.sh/helm/$HELM_MAJOR $HELM_VERSION"
+  if [[ -n "${HELM_VERSION:-}" ]]; then echo "manifests rendered by helm.sh/helm/$HELM_MAJOR $HELM_VERSION"
+  else echo "manifests from $committed (sha256 $(sha256sum "$committed" | cut -c1-64))"; fi
   go version
   for b in "${BINS[@]}"; do echo "$REPO/cert-manager-$b:$VERSION $(docker image inspect -f '{{ .Id }}' "$REPO/cert-manager-$b:$VERSION")"; done
   echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( $(date +%s) - start )) s"

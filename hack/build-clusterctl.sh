@@ -4,8 +4,18 @@
 # refuses, so a wrapper module requires the root module and its api module at the same version and builds
 # cmd/clusterctl. Cached per version under $CAPD_PY_CACHE/clusterctl/<version>/: a second run is a no-op.
 # v1.13.6 cold ~3-9 min on 2 cores; v1.14.0 (wrapper module, nearly cold) 168 s. Run it with `nice` beside other work.
+#
+#   hack/build-clusterctl.sh VERSION [MODULE_DIR]
+#
+# MODULE_DIR: build it in that Go module instead (one that requires sigs.k8s.io/cluster-api at VERSION and imports
+# cmd/clusterctl from its tools.go: hack/build-upstream.sh's and hack/build-e2e-suite.sh's wrapper modules). Its
+# packages and their dependencies are then compiled already, so clusterctl costs its own packages and a link (~15
+# CPU-s) instead of a build of its own (~150-170 CPU-s cold: cluster-api's go.mod alone resolves golang.org/x/net,
+# grpc and others at other patch versions than those modules, so the Go build cache shares nothing). The cluster-api
+# code is the release's; its dependencies are at that module's versions (recorded in $OUT/VERSIONS).
 set -euo pipefail
 VERSION="${1:-v1.13.6}"
+MODULE_DIR="${2:-}"
 CACHE="${CAPD_PY_CACHE:-$HOME/.cache/capd-py}"
 OUT="$CACHE/clusterctl/$VERSION"
 if [[ -f "$OUT/.complete" && -x "$OUT/clusterctl" ]]; then
@@ -22,6 +32,14 @@ ld+=" -X $ver.gitMajor=1 -X $ver.gitMinor=$(cut -d. -f2 <<<"${VERSION#v}")"
 ld+=" -X $ver.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo " • building clusterctl $VERSION ($pkg from the Go module proxy; takes a while on a cold cache)" >&2
 start=$(date +%s)
+if [[ -n "$MODULE_DIR" ]]; then
+  (cd "$MODULE_DIR" && CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$OUT/clusterctl" "$pkg")
+  { echo "sigs.k8s.io/cluster-api $VERSION"; echo "built in $(sed -n 's/^module //p' "$MODULE_DIR/go.mod")"
+    echo "(its dependencies at that module's versions: $MODULE_DIR/go.mod)"; go version; } > "$OUT/VERSIONS"
+  touch "$OUT/.complete"
+  echo " ✓ clusterctl $VERSION in $OUT ($(( $(date +%s) - start )) s, in $MODULE_DIR)" >&2
+  exit 0
+fi
 root_mod=$(go mod download -json "sigs.k8s.io/cluster-api@$VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
 if ! grep -q '^replace ' "$root_mod"; then
   CGO_ENABLED=0 GOBIN="$OUT" go install -trimpath -ldflags "$ld" "$pkg@$VERSION"

@@ -13,6 +13,7 @@
 # Cached under $CAPD_PY_CACHE/conformance/<version>/: bin/e2e.test, bin/kustomize, data/ (test/e2e/data),
 # config/ (test/e2e/config), VERSIONS. A second run is a no-op.
 set -euo pipefail
+HACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VERSION="${1:-${CAPD_PY_CONFORMANCE_VERSION:-v1.14.2}}"
 KUSTOMIZE_VERSION="${CAPD_PY_KUSTOMIZE_VERSION:-v5.7.1}"  # upstream main pins v5.7.0 (not served); v5.8 needs go 1.27
 CACHE="${CAPD_PY_CACHE:-$HOME/.cache/capd-py}"
@@ -61,7 +62,10 @@ cat > tools.go <<EOF
 
 package tools
 
-import _ "sigs.k8s.io/cluster-api/test/e2e"
+import (
+	_ "sigs.k8s.io/cluster-api/cmd/clusterctl"
+	_ "sigs.k8s.io/cluster-api/test/e2e"
+)
 EOF
 go mod tidy >/dev/null 2>tidy.log || { cat tidy.log >&2; exit 1; }
 
@@ -76,6 +80,9 @@ echo " • compiling kustomize $KUSTOMIZE_VERSION" >&2
 t=$(date +%s)
 GOBIN="$OUT" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
 echo "   kustomize: $(( $(date +%s) - t )) s" >&2
+
+# clusterctl of the same release, in this module (hack/build-clusterctl.sh: its compiled packages are shared here)
+bash "$HACK/build-clusterctl.sh" "$VERSION" "$SRC"
 
 # the suite reads its data (flavors, CNI, extension configs) and e2e config relative to the package directory
 cp -r "$test_dir/e2e/data" "$ROOT/data"

@@ -17,6 +17,7 @@
 # without the conversion-webhook patches, for an API server without capd-py's CRDs), VERSIONS. A second run is a
 # no-op. Beside other work run it as `nice -n 19 ionice -c3` (GOMAXPROCS=1 also limits go build's parallelism).
 set -euo pipefail
+HACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VERSION="${1:-v1.13.6}"
 TEST_VERSION="${2:-${CAPD_PY_UPSTREAM_TEST_VERSION:-}}"
 CACHE="${CAPD_PY_CACHE:-$HOME/.cache/capd-py}"
@@ -98,6 +99,7 @@ EOF
   echo "package tools"
   echo "import ("
   for m in "${MANAGERS[@]}"; do echo "	_ \"${PKG[$m]}\""; done
+  echo "	_ \"sigs.k8s.io/cluster-api/cmd/clusterctl\""
   echo ")"
 } > tools.go
 go mod tidy >/dev/null 2>tidy.log || { cat tidy.log >&2; exit 1; }
@@ -123,6 +125,8 @@ for d in core:"$core_dir/config/crd/bases" bootstrap:"$core_dir/bootstrap/kubead
   chmod 0644 "$ROOT/crds/${d%%:*}"/*.yaml
 done
 copy_webhooks "$core_dir" "$test_dir"
+# clusterctl of the same release, in this module (hack/build-clusterctl.sh: its compiled packages are shared here)
+bash "$HACK/build-clusterctl.sh" "$VERSION" "$SRC"
 {
   echo "sigs.k8s.io/cluster-api $VERSION"
   echo "sigs.k8s.io/cluster-api/test $TEST_VERSION"

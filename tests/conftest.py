@@ -34,6 +34,7 @@ import pytest
 
 from capd_py.api.gvk import GVK
 from capd_py.kube.client import Kube
+from capd_py.testing import late_builds
 from capd_py.testing.envtest import MAKE_HINT, EnvTest, binary_paths, cache_dir, missing_binaries, started_with_crds
 from capd_py.testing.host_lock import host_share
 from capd_py.testing.tiers import DOCKER_FREE, SLOWEST, TierReport, mark_tiers, order_by_tier, read_durations
@@ -82,6 +83,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(group))
     order_by_tier(items, TESTS, {**read_durations(SEED_DURATIONS), **read_durations(durations_file())})
+
+
+# how long a `late_build` test waits for its build once nothing else is left to run (a cold cert-manager build under
+# `nice -n 19` beside the e2e tier: ~10-20 min)
+LATE_BUILD_WAIT = 1800.0
+
+
+@pytest.fixture(autouse=True)
+def _late_builds(request: pytest.FixtureRequest) -> None:
+    """A test marked `late_build(name, ...)` starts once those builds, which `make test` runs beside the tests, are
+    done (capd_py/testing/late_builds.py); the scheduler (tests/worker_units.py) holds it back meanwhile, so this
+    waits only when nothing else was left. Before the host lock (defined first): waiting holds no part of it."""
+    for marker in request.node.iter_markers(late_builds.MARKER):
+        for name in marker.args:
+            try:
+                late_builds.wait(str(name), LATE_BUILD_WAIT)
+            except late_builds.LateBuildFailed as e:
+                pytest.fail(str(e), pytrace=False)
 
 
 # modules marked `host_exclusive` as a whole, while `_docker_host_module_exclusive` holds the host for them

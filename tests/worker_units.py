@@ -8,6 +8,10 @@ Our own scheduler (`--dist loadgroup` selects it), for two reasons measured on 2
 - xdist keeps up to three tests queued on a worker, so one worker could hold the tier's last long tests while the
   other went idle.
 
+A test marked `late_build` (capd_py/testing/late_builds.py: it needs a build `make test` runs beside the tests) is
+passed over while that build runs: a free worker gets the first unit in the queue whose late builds are ready, so the
+test runs once its build is done, at its own place in the queue when the build was cached.
+
 Workers write each collected test's group (capd_py.testing.tiers.group_of: its `xdist_group` marker, which
 tests/conftest.py gives the users of a shared cluster, or its module when it uses a module-scoped fixture) to a file
 of the run; the controller reads it once collection is complete. A group is one unit,
@@ -38,6 +42,7 @@ from typing import Any
 import pytest
 from xdist.scheduler.loadscope import LoadScopeScheduling
 
+from capd_py.testing import late_builds
 from capd_py.testing.host_lock import lock_dir
 from capd_py.testing.tiers import group_of, tier_of
 
@@ -58,6 +63,8 @@ class UnitScheduling(LoadScopeScheduling):
     def __init__(self, config: pytest.Config, log: Any = None) -> None:
         super().__init__(config, log)
         self._groups: dict[str, str] | None = None
+        self._late: dict[str, list[str]] = {}  # node id -> the late builds it needs
+        self._built: set[str] = set()  # late builds seen ready (they stay so)
         self._e2e_workers: set[Any] = set()
         self._e2e_max = int(os.environ.get(E2E_WORKERS_ENV, "2"))
         self._tests_root = config.rootpath / "tests"
@@ -70,11 +77,32 @@ class UnitScheduling(LoadScopeScheduling):
         groups: dict[str, str] = {}
         for run in runs:
             try:
-                groups.update(json.loads(groups_file(run).read_text()))
-            except (OSError, ValueError) as e:  # a worker that collected wrote it before saying so: a bug
+                written = json.loads(groups_file(run).read_text())
+                groups.update(written["groups"])
+                self._late.update(written["late"])
+            except (OSError, ValueError, KeyError, TypeError) as e:  # written before the worker said it collected
                 raise RuntimeError(f"the workers' test groups are unreadable: {e}") from e
             groups_file(run).unlink(missing_ok=True)
         return groups
+
+    def _ready(self, scope: str) -> bool:
+        """Whether every late build the unit's tests need is done (or none was started)."""
+        for nodeid in self.workqueue[scope]:
+            for name in self._late.get(nodeid, ()):
+                if name not in self._built:
+                    if not late_builds.ready(name):
+                        return False
+                    self._built.add(name)
+        return True
+
+    def _next_scope(self) -> str:
+        """The first unit in the queue whose late builds are ready; the first of all when none is (its test then
+        waits for its build: nothing else is left to run)."""
+        return next((scope for scope in self.workqueue if self._ready(scope)), next(iter(self.workqueue)))
+
+    def _assign_work_unit(self, node: Any) -> None:
+        self.workqueue.move_to_end(self._next_scope(), last=False)
+        super()._assign_work_unit(node)
 
     def _split_scope(self, nodeid: str) -> str:
         if self._groups is None:
@@ -90,7 +118,7 @@ class UnitScheduling(LoadScopeScheduling):
             return
         if self._pending_of(self.assigned_work[node]) > 1:
             return
-        head = next(iter(self.workqueue.values()))  # the next unit (the host-exclusive one spans tiers)
+        head = self.workqueue[self._next_scope()]  # the next unit (the host-exclusive one spans tiers)
         if any(self._is_e2e(nodeid) for nodeid in head) and node not in self._e2e_workers:
             if len(self._e2e_workers) >= self._e2e_max:
                 node.shutdown()
@@ -119,7 +147,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if workerinput is None:
         return
     groups = {item.nodeid: g for item in items if (g := group_of(item)) is not None}
+    late = {item.nodeid: [str(a) for m in item.iter_markers(late_builds.MARKER) for a in m.args] for item in items
+            if item.get_closest_marker(late_builds.MARKER) is not None}
     path = groups_file(workerinput["testrunuid"])
     tmp = path.with_name(f"{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(groups))
+    tmp.write_text(json.dumps({"groups": groups, "late": late}))
     tmp.replace(path)

@@ -80,7 +80,7 @@ def quick_cluster(shared_clusters: SharedClusters) -> WorkloadCluster:
 
 CLUSTERCTL_VERSION = os.environ.get("CAPD_PY_CLUSTERCTL_VERSION", "v1.13.6")
 # upstream v1.14's Dev* templates are rendered by the clusterctl of their release (Makefile CLUSTERCTL_V1_14)
-CLUSTERCTL_V1_14 = os.environ.get("CAPD_PY_CLUSTERCTL_V1_14", "v1.14.0")
+CLUSTERCTL_V1_14 = os.environ.get("CAPD_PY_CLUSTERCTL_V1_14", "v1.14.2")
 
 
 def _clusterctl(version: str) -> str:

@@ -1,5 +1,5 @@
 """tests/worker_units.py with real pytest-xdist workers: a group's tests run in one worker, in their order, however
-many there are; other tests spread over both workers."""
+many there are; other tests spread over both workers; a `late_build` test waits in the queue for its build."""
 
 from __future__ import annotations
 
@@ -122,3 +122,55 @@ def test_e2e_tests_run_on_at_most_two_workers_in_queue_order(tmp_path: Path) -> 
     # in queue order, up to the two running at once (which of a pair starts first is a race)
     assert all(abs(int(name[1:]) - pos) <= 1 for pos, (_, name, _) in enumerate(e2e)), e2e
     assert len({worker for name, worker, *_ in ran if name.startswith("s")}) >= 3, ran
+
+
+LATE_SUITE = '''
+import os, time
+from pathlib import Path
+import pytest
+
+def _record(name):
+    with open(os.environ["RECORD"], "a") as f:
+        f.write(f"{name} {os.environ['PYTEST_XDIST_WORKER']}\\n")
+
+@pytest.mark.late_build("thing")
+def test_late():
+    _record("late")
+
+@pytest.mark.parametrize("n", range(6))
+def test_other(n):
+    _record(f"o{n}")
+    time.sleep(0.2)
+    if n == 1:  # the late build ends
+        d = Path(os.environ["CAPD_PY_CACHE"]) / "late-builds"
+        (d / "thing.rc").write_text("0")
+'''
+
+
+def test_a_late_build_test_waits_in_the_queue_until_its_build_is_done(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """First in the queue, but its build runs (a live process in thing.pid): the worker takes the others until the
+    build's status appears (written by o1), then the late test next, not at the end."""
+    late = tmp_path / "cache" / "late-builds"
+    late.mkdir(parents=True)
+    build = subprocess.Popen(["sleep", "60"])
+    try:
+        (late / "thing.pid").write_text(str(build.pid))
+        monkeypatch.setenv("CAPD_PY_CACHE", str(tmp_path / "cache"))
+        (tmp_path / "test_late.py").write_text(LATE_SUITE)
+        order = [name for name, _ in _run(tmp_path, 1, "test_late.py")]
+    finally:
+        build.kill()
+        build.wait()
+    assert order[0] != "late" and order.index("late") > order.index("o1"), order
+    assert order.index("late") <= order.index("o1") + 3 < len(order), order
+
+
+def test_a_late_build_test_keeps_its_place_when_the_build_is_done(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "cache" / "late-builds").mkdir(parents=True)
+    (tmp_path / "cache" / "late-builds" / "thing.rc").write_text("0")
+    monkeypatch.setenv("CAPD_PY_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "test_late.py").write_text(LATE_SUITE.replace('(d / "thing.rc").write_text("0")', "pass"))
+    order = [name for name, _ in _run(tmp_path, 1, "test_late.py")]
+    assert order[0] == "late", order
