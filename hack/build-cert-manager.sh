@@ -180,6 +180,10 @@ done
 # <version>-manifests.tar.gz, made by CAPD_PY_CERT_MANAGER_RENDER=write) and used when present. RENDER=check (`make
 # cert-manager-manifests-check`, outside `make test`) renders with helm and fails unless the committed pair is
 # byte-identical; RENDER=write renders and (re)writes the committed pair.
+# the licence header of the manifests and the images' /licenses/LICENSE (make/licenses.mk, hack/boilerplate-yaml.txt)
+year=$(sed -n 's/^LICENSE_YEAR=\([0-9]*\)$/\1/p' "$SRC/make/licenses.mk")
+[[ -n "$year" ]] || die "no LICENSE_YEAR in make/licenses.mk"
+sed -e "s/YEAR/$year/g" < "$SRC/hack/boilerplate-yaml.txt" > "$WORK/license.yaml"
 RENDER="${CAPD_PY_CERT_MANAGER_RENDER:-}"
 committed="$THIRD_PARTY/cert-manager-$VERSION-manifests.tar.gz"
 [[ -z "$RENDER" || "$RENDER" == check || "$RENDER" == write ]] ||
@@ -208,8 +212,6 @@ step "rendering cert-manager.yaml (the chart packaged and templated as cert-mana
 mk="$SRC/make/manifests.mk"
 flags='--kube-version="1.29.0" --api-versions="" --namespace=cert-manager --set="creator=static" --set="startupapicheck.enabled=false"'
 grep -qF -- "$flags" "$mk" || die "make/manifests.mk no longer renders with $flags: read its static manifest targets again"
-year=$(sed -n 's/^LICENSE_YEAR=\([0-9]*\)$/\1/p' "$SRC/make/licenses.mk")
-[[ -n "$year" ]] || die "no LICENSE_YEAR in make/licenses.mk"
 chart_src="$SRC/deploy/charts/cert-manager"
 chart="$WORK/helm/cert-manager"
 mkdir -p "$chart/templates"
@@ -227,7 +229,6 @@ render() {  # extra --set flags...
 render > "$WORK/noncrd.yaml"
 render --set="crds.enabled=true" > "$WORK/all.yaml"
 (cd "$SRC" && go run hack/extractcrd/main.go "$WORK/all.yaml") > "$WORK/crds.yaml"
-sed -e "s/YEAR/$year/g" < "$SRC/hack/boilerplate-yaml.txt" > "$WORK/license.yaml"
 bash "$SRC/hack/concat-yaml.sh" "$SRC/deploy/manifests/namespace.yaml" "$WORK/crds.yaml" "$WORK/noncrd.yaml" \
   | cat "$WORK/license.yaml" - > "$ROOT/cert-manager.yaml"
 cat "$WORK/license.yaml" "$WORK/crds.yaml" > "$ROOT/cert-manager.crds.yaml"
