@@ -67,8 +67,10 @@ images: images-check docker
 	if ! wait $$base; then cat "$$log" >&2; exit 1; fi; cat "$$log" >&2; rm -f "$$log"; \
 	for v in $(K8S_VERSIONS); do echo "== components of Kubernetes $$v" >&2; \
 	  CAPD_PY_COMPONENTS_ONLY=1 bash hack/timed.sh "component images $$v" bash images/build.sh $$v; done; \
-	for v in $(K8S_VERSIONS); do echo "== node image of Kubernetes $$v" >&2; \
-	  CAPD_PY_UPGRADE_PEERS="$(K8S_VERSIONS)" bash hack/timed.sh "node image $$v" bash images/build.sh $$v; done
+	pids=(); logs=(); for v in $(K8S_VERSIONS); do l=$$(mktemp); logs+=("$$l"); \
+	  { echo "== node image of Kubernetes $$v"; CAPD_PY_UPGRADE_PEERS="$(K8S_VERSIONS)" \
+	    bash hack/timed.sh "node image $$v" bash images/build.sh $$v; } >"$$l" 2>&1 & pids+=($$!); done; \
+	rc=0; for pid in "$${pids[@]}"; do wait $$pid || rc=1; done; cat "$${logs[@]}" >&2; rm -f "$${logs[@]}"; exit $$rc
 
 # CAPD_PY_K8S_BIN_DIR (official release binaries, images/build.sh) holds one version's binaries
 images-check:
@@ -155,20 +157,19 @@ test-integration: venv images upstream
 test-e2e: venv images upstream e2e-suite cert-manager clusterctl
 	$(PYTEST) -m "e2e and not autoscaler and not cert_manager" -q -rfEs --tier-report
 
-# What the whole suite needs built before its tests, in two chains side by side: the Kubernetes chain (`images`:
-# compiles, links, downloads, debootstrap) and upstream's Go builds (`upstream e2e-suite clusterctl`, niced: the
-# managers with clusterctl v1.13 in one module, the e2e suite with clusterctl v1.14 in another, each clusterctl
-# sharing its module's compiled packages), which fill the cores the first leaves idle; their output is shown when
-# they are done. A cold build is CPU-bound (docs/ENVIRONMENT.md "Session 27": ~2 480 CPU-s, ~27 min); cert-manager
-# (~310 CPU-s) is left to `test`, which builds it beside the tests. Each step is timed (hack/timed.sh).
+# What the tests need built before they start, in two chains side by side: the Kubernetes chain (`images`: compiles,
+# links, downloads, debootstrap) and upstream's Go builds (`upstream e2e-suite clusterctl`, niced: the managers with
+# clusterctl v1.13 in one module, the e2e suite with clusterctl v1.14 in another, each clusterctl sharing its module's
+# compiled packages); their output is shown when they are done. A cold build is CPU-bound (docs/ENVIRONMENT.md
+# "Session 27": ~2 480 CPU-s then; "Session 28"). Each step is timed (hack/timed.sh).
 builds: docker
 	@set -e; log=$$(mktemp); $(MAKE) --no-print-directory upstream e2e-suite clusterctl >"$$log" 2>&1 & side=$$!; \
 	if ! $(MAKE) --no-print-directory images; then kill $$side 2>/dev/null; cat "$$log" >&2; exit 1; fi; \
 	if ! wait $$side; then cat "$$log" >&2; exit 1; fi; cat "$$log" >&2; rm -f "$$log"
 
-# The one test command: lint, then every tier.
-# cert-manager (only upstream's quick-start spec needs it) builds beside the tests, in the idle time the e2e tier
-# leaves (hack/late-build.sh, capd_py/testing/late_builds.py); its log is shown at the end, as the builds' are.
+# The one test command: lint, then every tier. cert-manager (~290 CPU-s cold; only upstream's quick-start spec needs
+# it) builds beside the tests at the lowest CPU weight, in the time the e2e tier leaves idle (hack/late-build.sh,
+# capd_py/testing/late_builds.py); the spec runs once it is done; its log is shown at the end, as the builds' are.
 test: lint builds
 	@bash hack/late-build.sh start cert-manager $(MAKE) --no-print-directory cert-manager
 	trap 'bash hack/late-build.sh finish cert-manager || exit 1' EXIT; \

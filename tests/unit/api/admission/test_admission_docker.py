@@ -59,7 +59,7 @@ def test_defaulting_is_idempotent_and_patched() -> None:
     assert docker.default_dockercluster(once) == once
     assert json_patch(once, docker.default_dockercluster(once)) == []
     assert json_patch(dc(), docker.default_dockercluster(dc())) == [
-        {"op": "add", "path": "/spec", "value": {"controlPlaneEndpoint": {"port": 6443}}}]
+        {"op": "add", "path": "/spec", "value": {"controlPlaneEndpoint": {"port": 6443}, "loadBalancer": {}}}]
 
 
 def test_template_stored_before_defaulting_can_be_applied_unchanged() -> None:
@@ -82,3 +82,13 @@ def test_a_null_failure_domain_becomes_an_empty_one_as_gos_decoder_makes_it() ->
     from capd_py.api.admission.docker import default_dockercluster
     out = default_dockercluster({"spec": {"failureDomains": [None, {"name": "fd1"}]}})
     assert out["spec"]["failureDomains"] == [{"controlPlane": False}, {"name": "fd1", "controlPlane": False}]
+
+
+def test_load_balancer_is_an_empty_object_when_unset_as_upstreams_go_encoding_answers() -> None:
+    """Upstream's webhook re-encodes the object from its Go type, where spec.loadBalancer is a struct that omitempty
+    never drops: a DockerCluster(Template) is stored with `loadBalancer: {}` (the admission oracle found it)."""
+    assert docker.default_dockercluster(dc())["spec"]["loadBalancer"] == {}
+    assert docker.default_dockercluster(dc({"loadBalancer": None}))["spec"]["loadBalancer"] == {}
+    assert docker.default_dockerclustertemplate(dct())["spec"]["template"]["spec"]["loadBalancer"] == {}
+    given = {"loadBalancer": {"imageRepository": "r.example"}}
+    assert docker.default_dockercluster(dc(given))["spec"]["loadBalancer"] == given["loadBalancer"]
