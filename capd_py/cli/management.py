@@ -28,6 +28,7 @@ from capd_py.cli.waiting import poll
 from capd_py.reconcile import addresses, subnets
 from capd_py.reconcile.dockercluster import ROLE_MANAGEMENT
 from capd_py.runtime import networks
+from capd_py.runtime.hostprocesses import pid_alive
 from capd_py.runtime.protocol import (
     ContainerInfo,
     ContainerRuntime,
@@ -501,21 +502,6 @@ def _bindable_port(address: str, preferred: int) -> int:
 
 # -- controllers as a host process ------------------------------------------------------------------
 
-def _pid_alive(pid: int) -> bool:
-    """Running (a zombie waiting for a parent that never reaps it counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def _is_our_controllers(pid: int) -> bool:
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -530,7 +516,7 @@ def controllers_pid(name: str = DEFAULT_NAME) -> int | None:
         pid = int(p.read_text().strip())
     except (OSError, ValueError):
         return None
-    return pid if _pid_alive(pid) and _is_our_controllers(pid) else None
+    return pid if pid_alive(pid) and _is_our_controllers(pid) else None
 
 
 def start_controllers(kubeconfig: str | Path, name: str = DEFAULT_NAME, extra_args: list[str] | None = None,
@@ -568,9 +554,9 @@ def stop_controllers(name: str = DEFAULT_NAME, timeout: float = 15) -> bool:
             os.waitpid(pid, os.WNOHANG)  # reap it when it is our child
         except ChildProcessError:
             pass
-        return None if _pid_alive(pid) else True
+        return None if pid_alive(pid) else True
     poll(gone, timeout, 0.2)
-    if _pid_alive(pid):
+    if pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
     return True
 

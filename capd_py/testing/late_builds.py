@@ -15,10 +15,10 @@ pytest starts), `<name>.log`, and `<name>.rc` (its exit status, written when it 
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
+from capd_py.runtime.hostprocesses import pid_alive
 from capd_py.testing.envtest import cache_dir
 
 MARKER = "late_build"
@@ -31,16 +31,6 @@ class LateBuildFailed(Exception):
 
 def late_dir() -> Path:
     return cache_dir() / "late-builds"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _pid(name: str) -> int | None:
@@ -56,7 +46,7 @@ def ready(name: str) -> bool:
     if (late_dir() / f"{name}.rc").is_file():
         return True
     pid = _pid(name)
-    return pid is None or not _alive(pid)
+    return pid is None or not pid_alive(pid)
 
 
 def _tail(name: str) -> str:

@@ -25,6 +25,7 @@ from capd_py.api.labels import MANAGEMENT_LABEL
 from capd_py.cli import management as mgmt
 from capd_py.kube.client import Kube
 from capd_py.kube.crds import load_crds
+from capd_py.runtime.hostprocesses import pid_alive
 from capd_py.testing.e2e import CAPD, cli, kubectl_bin, remove_management, run, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -106,7 +107,7 @@ def test_init_makes_a_management_cluster_and_init_again_reuses_it(management_clu
     asyncio.run(check())
 
     pid = m.pid()
-    assert mgmt._pid_alive(pid)
+    assert pid_alive(pid)
     assert "controllers started" in (home / f"{name}-controllers.log").read_text()
 
     # init again: reuses the cluster, does not start a second controllers process
@@ -161,4 +162,4 @@ def test_delete_management(management_cluster: Made) -> None:
     finally:
         client.close()
     assert not m.kubeconfig.exists()
-    assert not mgmt._pid_alive(pid) or not mgmt._is_our_controllers(pid)
+    assert not pid_alive(pid) or not mgmt._is_our_controllers(pid)
