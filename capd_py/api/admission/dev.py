@@ -39,10 +39,13 @@ def _default_backend(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def default_dev_cluster_spec(spec: dict[str, Any]) -> None:
-    """upstream defaultDevClusterSpec."""
+    """upstream defaultDevClusterSpec, and `backend.docker.loadBalancer: {}` as upstream's webhook answers it (the
+    object re-encoded from its Go type, where that field is a struct omitempty never drops: api/admission/docker.py)."""
     backend = _default_backend(spec)
     docker = backend.get("docker")
     if isinstance(docker, dict):
+        if not isinstance(docker.get("loadBalancer"), dict):
+            docker["loadBalancer"] = {}
         ep = _dict_at(spec, "controlPlaneEndpoint")
         if not ep.get("port"):
             ep["port"] = API_SERVER_PORT

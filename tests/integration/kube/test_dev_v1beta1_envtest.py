@@ -140,7 +140,8 @@ async def test_a_v1beta1_devcluster_naming_no_backend_gets_upstreams_default(kub
                "metadata": {"name": "plain", "namespace": namespace}, "spec": {"backend": {}}}
     await kube.create(of(cluster), copy.deepcopy(cluster))
     hub = await kube.get(at(of(cluster), "v1beta2"), namespace, "plain")
-    assert hub is not None and hub["spec"]["backend"] == {"docker": {}}
+    # loadBalancer: {} as upstream's webhook answers (its Go type's struct field: api/admission/dev.py)
+    assert hub is not None and hub["spec"]["backend"] == {"docker": {"loadBalancer": {}}}
     assert to_hub(cluster)["spec"] == {"backend": {}}  # the default is the webhook's, not the conversion's
 
 

@@ -39,7 +39,8 @@ def test_no_backend_defaults_to_docker(spec: Any) -> None:
     got = dev.default_devmachinetemplate(obj("DevMachineTemplate", spec, template=True))
     assert got["spec"]["template"]["spec"]["backend"] == {"docker": {}}
     cluster = dev.default_devcluster(obj("DevCluster", spec))["spec"]
-    assert cluster == {"backend": {"docker": {}}, "controlPlaneEndpoint": {"port": 6443}}
+    # loadBalancer: {} as upstream's Go re-encoding answers (a struct omitempty never drops)
+    assert cluster == {"backend": {"docker": {"loadBalancer": {}}}, "controlPlaneEndpoint": {"port": 6443}}
     tcluster = dev.default_devclustertemplate(obj("DevClusterTemplate", spec, template=True))
     assert tcluster["spec"]["template"]["spec"] == cluster
 
@@ -133,7 +134,7 @@ def test_the_webhooks_are_upstreams() -> None:
 
 def test_upstream_v1_14_templates_pass_admission_unchanged() -> None:
     """Every Dev* object of upstream v1.14.0's own templates (tests/fixtures/upstream-v1.14, copied unchanged) is
-    admitted, and the defaulting webhook leaves it as written (each names its backend)."""
+    admitted, and the defaulting webhook leaves it as written (each names its backend) but for what upstream's adds."""
     from pathlib import Path
 
     import yaml
@@ -150,8 +151,9 @@ def test_upstream_v1_14_templates_pass_admission_unchanged() -> None:
             defaulted = k.default(d, None)
             want = copy.deepcopy(d)
             tspec = want["spec"]["template"]["spec"]
-            if d["kind"] == "DevClusterTemplate" and "docker" in tspec["backend"]:  # upstream: port 6443
-                tspec["controlPlaneEndpoint"] = {"port": 6443}
+            if d["kind"] == "DevClusterTemplate" and "docker" in tspec["backend"]:  # upstream: port 6443, and
+                tspec["controlPlaneEndpoint"] = {"port": 6443}  # loadBalancer: {} (its Go re-encoding)
+                tspec["backend"]["docker"].setdefault("loadBalancer", {})
             assert defaulted == want, (f.name, d["metadata"]["name"])
             assert k.validate(None, defaulted, None) == [], (f.name, d["metadata"]["name"])
     assert seen == {"DevClusterTemplate", "DevMachineTemplate"}
