@@ -19,20 +19,13 @@ from typing import Any
 from capd_py.api import features
 from capd_py.api.admission import checks
 from capd_py.api.admission.core import Gates, _get, enabled
-from capd_py.api.admission.docker import API_SERVER_PORT
+from capd_py.api.admission.docker import API_SERVER_PORT, dict_at
 from capd_py.api.admission.fielderrors import FieldError, forbidden, invalid
-
-
-def _dict_at(parent: dict[str, Any], key: str) -> dict[str, Any]:
-    v = parent.get(key)
-    if not isinstance(v, dict):
-        v = parent[key] = {}
-    return v
 
 
 def _default_backend(spec: dict[str, Any]) -> dict[str, Any]:
     """upstream: neither inMemory nor docker set -> docker {}. The backend dict."""
-    backend = _dict_at(spec, "backend")
+    backend = dict_at(spec, "backend")
     if backend.get("inMemory") is None and backend.get("docker") is None:
         backend["docker"] = {}
     return backend
@@ -44,9 +37,8 @@ def default_dev_cluster_spec(spec: dict[str, Any]) -> None:
     backend = _default_backend(spec)
     docker = backend.get("docker")
     if isinstance(docker, dict):
-        if not isinstance(docker.get("loadBalancer"), dict):
-            docker["loadBalancer"] = {}
-        ep = _dict_at(spec, "controlPlaneEndpoint")
+        dict_at(docker, "loadBalancer")
+        ep = dict_at(spec, "controlPlaneEndpoint")
         if not ep.get("port"):
             ep["port"] = API_SERVER_PORT
         for fd in docker.get("failureDomains") or []:
@@ -60,7 +52,7 @@ def default_dev_machine_spec(spec: dict[str, Any]) -> None:
 
 
 def _template_spec(out: dict[str, Any]) -> dict[str, Any]:
-    return _dict_at(_dict_at(_dict_at(out, "spec"), "template"), "spec")
+    return dict_at(dict_at(dict_at(out, "spec"), "template"), "spec")
 
 
 def _unchanged_template(obj: dict[str, Any], old: dict[str, Any] | None) -> bool:
@@ -72,7 +64,7 @@ def _unchanged_template(obj: dict[str, Any], old: dict[str, Any] | None) -> bool
 
 def default_devcluster(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
     out = copy.deepcopy(obj)
-    default_dev_cluster_spec(_dict_at(out, "spec"))
+    default_dev_cluster_spec(dict_at(out, "spec"))
     return out
 
 
@@ -86,7 +78,7 @@ def default_devclustertemplate(obj: dict[str, Any], old: dict[str, Any] | None =
 
 def default_devmachine(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
     out = copy.deepcopy(obj)
-    default_dev_machine_spec(_dict_at(out, "spec"))
+    default_dev_machine_spec(dict_at(out, "spec"))
     return out
 
 

@@ -18,17 +18,22 @@ from capd_py.api.admission.fielderrors import FieldError, forbidden, invalid
 API_SERVER_PORT = 6443
 
 
+def dict_at(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """parent[key], made an empty object first when it is missing or null (as Go decodes a struct field)."""
+    v = parent.get(key)
+    if not isinstance(v, dict):
+        v = parent[key] = {}
+    return v
+
+
 def _default_spec(spec: dict[str, Any]) -> None:
     """upstream defaultDockerClusterSpec: controlPlaneEndpoint.port 6443 when unset (0), each failure domain's
     controlPlane false when unset. And `loadBalancer: {}` when unset or null: upstream's webhook answers with the object
     re-encoded from its Go type, where `LoadBalancer DockerLoadBalancer `json:"loadBalancer,omitempty"`` is a struct
     (omitempty never omits one), so every DockerCluster upstream admits is stored with it (the admission oracle's
     verdicts, docs/conformance.md)."""
-    if not isinstance(spec.get("loadBalancer"), dict):
-        spec["loadBalancer"] = {}
-    ep = spec.get("controlPlaneEndpoint")
-    if not isinstance(ep, dict):
-        ep = spec["controlPlaneEndpoint"] = {}
+    dict_at(spec, "loadBalancer")
+    ep = dict_at(spec, "controlPlaneEndpoint")
     if not ep.get("port"):
         ep["port"] = API_SERVER_PORT
     domains = spec.get("failureDomains")
@@ -42,10 +47,7 @@ def _default_spec(spec: dict[str, Any]) -> None:
 
 def default_dockercluster(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
     out = copy.deepcopy(obj)
-    spec = out.get("spec")
-    if not isinstance(spec, dict):
-        spec = out["spec"] = {}
-    _default_spec(spec)
+    _default_spec(dict_at(out, "spec"))
     return out
 
 
@@ -56,16 +58,7 @@ def default_dockerclustertemplate(obj: dict[str, Any], old: dict[str, Any] | Non
     if old is not None and _get(obj, "spec", "template", "spec") == _get(old, "spec", "template", "spec"):
         return obj
     out = copy.deepcopy(obj)
-    spec = out.get("spec")
-    if not isinstance(spec, dict):
-        spec = out["spec"] = {}
-    template = spec.get("template")
-    if not isinstance(template, dict):
-        template = spec["template"] = {}
-    tspec = template.get("spec")
-    if not isinstance(tspec, dict):
-        tspec = template["spec"] = {}
-    _default_spec(tspec)
+    _default_spec(dict_at(dict_at(dict_at(out, "spec"), "template"), "spec"))
     return out
 
 
