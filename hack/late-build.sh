@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# Builds that `make test` runs beside the other builds and the tests instead of before them (capd_py/testing/
-# late_builds.py says which, why, and how tests wait for them).
+# Builds that `make test` runs beside the tests instead of before them (capd_py/testing/late_builds.py says which,
+# why, and how tests wait for them).
 #
-#   hack/late-build.sh start NAME [--after OTHER] COMMAND...
-#        start COMMAND in the background (after OTHER's build has ended, whatever its status), at the lowest CPU
-#        weight: its output to $CAPD_PY_CACHE/late-builds/NAME.log, its exit status to NAME.rc when it ends, the
-#        process id to wait on to NAME.pid (written before this returns)
+#   hack/late-build.sh start NAME COMMAND...
+#        start COMMAND in the background at the lowest CPU weight: its output to $CAPD_PY_CACHE/late-builds/NAME.log,
+#        its exit status to NAME.rc when it ends, the process id to wait on to NAME.pid (written before this returns)
 #   hack/late-build.sh finish NAME...   wait for each to end, show its log on stderr (as `make builds` shows its side
 #                                       chain's), exit 1 if one failed
-#   hack/late-build.sh stop NAME...     end them (their whole process group) and record status 143
 #
 # The lowest CPU weight: `nice -n 19` alone did not keep a build off the tests' CPU (measured 2026-12-07: a cold run's
 # e2e tier summed 61 min against 52-58 with cert-manager compiling beside it). This kernel groups processes by
@@ -22,11 +20,11 @@
 set -euo pipefail
 CACHE="${CAPD_PY_CACHE:-$HOME/.cache/capd-py}"
 DIR="$CACHE/late-builds"
-usage="usage: late-build.sh start NAME [--after OTHER] COMMAND... | finish NAME... | stop NAME..."
+usage="usage: late-build.sh start NAME COMMAND... | finish NAME..."
 verb="${1:?$usage}"; shift
 mkdir -p "$DIR"
 
-# done NAME: true once NAME's build has ended (its status written, or its process gone)
+# ended NAME: true once NAME's build has ended (its status written, or its process gone)
 ended() {
   [[ -f "$DIR/$1.rc" ]] && return 0
   local pid; pid=$(cat "$DIR/$1.pid" 2>/dev/null || true)
@@ -36,23 +34,20 @@ ended() {
 case "$verb" in
   start)
     name="${1:?$usage}"; shift
-    after=""
-    if [[ "${1:-}" == --after ]]; then after="${2:?$usage}"; shift 2; fi
     [[ $# -gt 0 ]] || { echo "late-build.sh start $name: no command" >&2; exit 2; }
-    rm -f "$DIR/$name.rc" "$DIR/$name.log" "$DIR/$name.pid" "$DIR/$name.pgid"
+    rm -f "$DIR/$name.rc" "$DIR/$name.log" "$DIR/$name.pid"
     # the status is written last, through a rename, so a reader never sees a partial one
     (
       set +e
-      if [[ -n "$after" ]]; then while ! ended "$after"; do sleep 2; done; fi
-      # a session of its own (its autogroup niced to 19, where the kernel has autogroups), the process group `stop`
-      # ends; --wait: the status is the command's
-      setsid --wait bash -c 'echo $$ > "$0.pgid"; echo 19 > /proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' \
-        "$DIR/$name" "$@" > "$DIR/$name.log" 2>&1 < /dev/null
+      # a session of its own (its autogroup niced to 19, where the kernel has autogroups); --wait: the status is the
+      # command's
+      setsid --wait bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' _ "$@" \
+        > "$DIR/$name.log" 2>&1 < /dev/null
       echo $? > "$DIR/$name.rc.tmp"
       mv "$DIR/$name.rc.tmp" "$DIR/$name.rc"
     ) > /dev/null 2>&1 &
     echo $! > "$DIR/$name.pid"
-    echo " • $name builds beside the ${after:+$after build and the }tests (lowest CPU weight; log: $DIR/$name.log)" >&2
+    echo " • $name builds beside the tests (lowest CPU weight; log: $DIR/$name.log)" >&2
     ;;
   finish)
     [[ $# -gt 0 ]] || { echo "$usage" >&2; exit 2; }
@@ -62,22 +57,10 @@ case "$verb" in
       echo "== the late build $name" >&2
       cat "$DIR/$name.log" >&2 2>/dev/null || true
       rc=$(cat "$DIR/$name.rc" 2>/dev/null || echo "none")
-      rm -f "$DIR/$name.pid" "$DIR/$name.pgid"
+      rm -f "$DIR/$name.pid"
       if [[ "$rc" != 0 ]]; then echo " ✗ the late build $name ended with status $rc" >&2; failed=1; fi
     done
     exit $failed
-    ;;
-  stop)
-    for name in "$@"; do
-      if ! ended "$name"; then
-        pgid=$(cat "$DIR/$name.pgid" 2>/dev/null || true)
-        [[ -z "$pgid" ]] || kill -TERM -- "-$pgid" 2>/dev/null || true
-        pid=$(cat "$DIR/$name.pid" 2>/dev/null || true)
-        [[ -z "$pid" ]] || kill -TERM "$pid" 2>/dev/null || true
-      fi
-      [[ -f "$DIR/$name.rc" ]] || echo 143 > "$DIR/$name.rc"
-      rm -f "$DIR/$name.pid" "$DIR/$name.pgid"
-    done
     ;;
   *) echo "late-build.sh: unknown verb $verb ($usage)" >&2; exit 2 ;;
 esac

@@ -85,8 +85,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     order_by_tier(items, TESTS, {**read_durations(SEED_DURATIONS), **read_durations(durations_file())})
 
 
-# how long a `late_build` test waits for its build once nothing else is left to run (a cold cert-manager build under
-# `nice -n 19` beside the e2e tier: ~10-20 min)
+# how long a `late_build` test waits for its build once nothing else is left to run (a cold cert-manager build at the
+# lowest CPU weight beside the e2e tier: ~13 min measured)
 LATE_BUILD_WAIT = 1800.0
 
 

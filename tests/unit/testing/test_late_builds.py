@@ -90,17 +90,6 @@ def test_the_script_reports_a_failed_build(cache: Path) -> None:
     assert "broken" in finished.stderr and "status 3" in finished.stderr
 
 
-def test_a_build_after_another_starts_when_that_one_ends(cache: Path) -> None:
-    assert _script("start", "first", "sh", "-c", "sleep 1; date +%s.%N > \"$CAPD_PY_CACHE/first.end\"").returncode == 0
-    assert _script("start", "second", "--after", "first", "sh", "-c",
-                   "date +%s.%N > \"$CAPD_PY_CACHE/second.start\"").returncode == 0
-    finished = _script("finish", "first", "second")
-    assert finished.returncode == 0, finished.stderr
-    first_end = float((cache.parent / "first.end").read_text())
-    second_start = float((cache.parent / "second.start").read_text())
-    assert second_start >= first_end
-
-
 def test_the_build_runs_in_a_session_of_its_own_at_the_lowest_weight(cache: Path) -> None:
     """Its own session (so its own autogroup where the kernel has them, niced to 19) and nice 19 inside it."""
     probe = 'echo "$(ps -o sid= -p $$) $(ps -o ni= -p $$)"; cat /proc/self/autogroup 2>/dev/null || true'
@@ -110,22 +99,3 @@ def test_the_build_runs_in_a_session_of_its_own_at_the_lowest_weight(cache: Path
     assert int(sid) != os.getsid(0) and int(nice) == 19
     if autogroup:  # e.g. "/autogroup-123 nice 19"
         assert autogroup[-1] == "19", autogroup
-
-
-def test_stop_ends_a_running_build_and_records_it(cache: Path) -> None:
-    assert _script("start", "long", "sleep", "60").returncode == 0
-    time.sleep(0.5)
-    pgid = int((cache / "long.pgid").read_text())
-    assert _script("stop", "long").returncode == 0
-    assert (cache / "long.rc").read_text().strip() == "143"
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail("the build's process group outlived stop")
-    with pytest.raises(late_builds.LateBuildFailed, match="exit status 143"):
-        late_builds.wait("long", timeout=1)
