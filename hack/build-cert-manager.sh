@@ -82,6 +82,13 @@ step() { echo " • $*" >&2; }
 ok() { echo " ✓ $*" >&2; }
 die() { echo " ✗ $*" >&2; exit 1; }
 
+# the static manifests: committed, or rendered with helm (below); a wrong setting is refused before any compile
+RENDER="${CAPD_PY_CERT_MANAGER_RENDER:-}"
+committed="$THIRD_PARTY/cert-manager-$VERSION-manifests.tar.gz"
+[[ -z "$RENDER" || "$RENDER" == check || "$RENDER" == write ]] ||
+  die "CAPD_PY_CERT_MANAGER_RENDER=$RENDER: want check or write (or nothing: the committed manifests if any)"
+[[ "$RENDER" != check || -f "$committed" ]] || die "no committed manifests to check: $committed"
+
 # release tag -> its commit, and the sha256 of its cmd/ tree (in cmd/: `find . -type f | LC_ALL=C sort | xargs
 # sha256sum | sha256sum`)
 case "$VERSION" in
@@ -174,21 +181,17 @@ for b in "${BINS[@]}"; do
   echo "   $b: $(( $(date +%s) - t )) s, $(du -m "$ROOT/images/$b/$b" | cut -f1) MB" >&2
 done
 
+# the licence header of the manifests and the images' /licenses/LICENSE (make/licenses.mk, hack/boilerplate-yaml.txt)
+year=$(sed -n 's/^LICENSE_YEAR=\([0-9]*\)$/\1/p' "$SRC/make/licenses.mk")
+[[ -n "$year" ]] || die "no LICENSE_YEAR in make/licenses.mk"
+sed -e "s/YEAR/$year/g" < "$SRC/hack/boilerplate-yaml.txt" > "$WORK/license.yaml"
+
 # --- the static manifests: committed, or rendered with helm ---------------------------------------------------
 # Rendering needs helm compiled from source (~90 CPU-s cold, a twelfth of this script's build), and the manifests
 # are a pure function of the module's chart, so the rendered pair is committed (hack/third_party/cert-manager-
 # <version>-manifests.tar.gz, made by CAPD_PY_CERT_MANAGER_RENDER=write) and used when present. RENDER=check (`make
 # cert-manager-manifests-check`, outside `make test`) renders with helm and fails unless the committed pair is
 # byte-identical; RENDER=write renders and (re)writes the committed pair.
-# the licence header of the manifests and the images' /licenses/LICENSE (make/licenses.mk, hack/boilerplate-yaml.txt)
-year=$(sed -n 's/^LICENSE_YEAR=\([0-9]*\)$/\1/p' "$SRC/make/licenses.mk")
-[[ -n "$year" ]] || die "no LICENSE_YEAR in make/licenses.mk"
-sed -e "s/YEAR/$year/g" < "$SRC/hack/boilerplate-yaml.txt" > "$WORK/license.yaml"
-RENDER="${CAPD_PY_CERT_MANAGER_RENDER:-}"
-committed="$THIRD_PARTY/cert-manager-$VERSION-manifests.tar.gz"
-[[ -z "$RENDER" || "$RENDER" == check || "$RENDER" == write ]] ||
-  die "CAPD_PY_CERT_MANAGER_RENDER=$RENDER: want check or write (or nothing: the committed manifests if any)"
-[[ "$RENDER" != check || -f "$committed" ]] || die "no committed manifests to check: $committed"
 if [[ -z "$RENDER" && -f "$committed" ]]; then
   step "the static manifests rendered earlier ($committed; CAPD_PY_CERT_MANAGER_RENDER=check renders them again)"
   tar -xzf "$committed" -C "$ROOT" cert-manager.yaml cert-manager.crds.yaml ||
