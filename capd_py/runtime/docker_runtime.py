@@ -147,7 +147,7 @@ class DockerRuntime:
         self._tls = str(getattr(self.api, "base_url", "") or "").startswith("https://")
         self._host_netns: bool | None = None
         self._routes_lock = threading.Lock()
-        self._routes_cache: tuple[float, list[str] | None] = (0.0, None)
+        self._routes_cache: tuple[float, list[hostroutes.Route] | None] = (0.0, None)
         self._routes_warned = False
 
     # -- basics ---------------------------------------------------------------------------------
@@ -567,11 +567,14 @@ class DockerRuntime:
             raise RuntimeError_(f"network {name} vanished right after create")
         return got
 
-    def host_routes(self, image: str = "") -> list[str]:
+    def host_routes(self, image: str = "", docker_bridges: bool = True) -> list[str]:
         """The CIDRs routed on the docker host (main table). Read from /proc when this process shares the host's
         network namespace; otherwise (a pod or container on the host, another machine) by a short-lived
         container of `image` (one present on that host) on the host's network, at most every ROUTES_TTL
         seconds. [] when neither can be done (logged once)."""
+        return hostroutes.cidrs(self._host_routes(image), docker_bridges)
+
+    def _host_routes(self, image: str) -> list[hostroutes.Route]:
         if self._shares_host_netns():
             return _own_routes()
         if not image:
@@ -579,7 +582,7 @@ class DockerRuntime:
         with self._routes_lock:
             at, routes = self._routes_cache
             if routes is not None and time.monotonic() - at < ROUTES_TTL:
-                return list(routes)
+                return routes
             if self.image_id(image) is None:  # nothing is pulled: no registry may be reachable
                 return self._routes_unknown(f"image {image} is not on the docker host")
             try:
@@ -591,7 +594,7 @@ class DockerRuntime:
             v4, _, v6 = out.decode("ascii", "replace").partition(_ROUTES_SEPARATOR)
             routes = hostroutes.parse_ipv4(v4.strip()) + hostroutes.parse_ipv6(v6)
             self._routes_cache = (time.monotonic(), routes)
-            return list(routes)
+            return routes
 
     def _shares_host_netns(self) -> bool:
         """Whether this process sees the docker host's routes in its own /proc: the daemon is local (a unix
@@ -600,11 +603,11 @@ class DockerRuntime:
         if self._host_netns is None:
             local = str(getattr(self.api, "base_url", "")).startswith("http+docker://")
             bridge = self.get_network("bridge") if local else None
-            mine = _own_routes() if bridge is not None else []
+            mine = hostroutes.cidrs(_own_routes()) if bridge is not None else []
             self._host_netns = bridge is not None and bool(bridge.subnet) and bridge.subnet in mine
         return self._host_netns
 
-    def _routes_unknown(self, why: str) -> list[str]:
+    def _routes_unknown(self, why: str) -> list[hostroutes.Route]:
         if not self._routes_warned:
             self._routes_warned = True
             log.warning("the docker host's routes cannot be read (%s): network subnets are chosen without them", why)
@@ -727,9 +730,9 @@ class DockerRuntime:
         return self._inspect(name)
 
 
-def _own_routes() -> list[str]:
+def _own_routes() -> list[hostroutes.Route]:
     """The routes of this process's network namespace."""
-    out: list[str] = []
+    out: list[hostroutes.Route] = []
     for name, parse in (("route", hostroutes.parse_ipv4), ("ipv6_route", hostroutes.parse_ipv6)):
         try:
             with open(f"/proc/net/{name}", encoding="ascii") as f:

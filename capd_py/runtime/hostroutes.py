@@ -3,14 +3,18 @@
 A network's subnet must not shadow a route the host already has (a VPN, the LAN, another bridge): docker
 checks that itself when it picks a subnet, but not for one given explicitly, so capd-py reads them.
 Default routes, loopback, link-local and multicast ranges are left out: they overlap everything or nothing
-that matters.
+that matters. Each route keeps its device: a docker bridge's route is another docker network, which docker
+isolates from every other bridge network (what a cluster's pods can reach is decided without them).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 import struct
+from collections.abc import Iterable
+from typing import NamedTuple
 
 _RTF_UP = 0x1
 _SKIP = [ipaddress.ip_network(n) for n in ("127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4",
@@ -22,9 +26,32 @@ def _kept(net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
                                          for s in _SKIP)
 
 
-def parse_ipv4(text: str) -> list[str]:
-    """CIDRs of /proc/net/route (destination and mask in host byte order, hex), up routes only."""
+# docker's bridge devices: the default network's and a user-defined bridge network's (br- and the first 12 hex
+# digits of its ID); a bridge named by com.docker.network.bridge.name is known by its network's subnet instead
+_DOCKER_BRIDGE = re.compile(r"docker0|br-[0-9a-f]{12}")
+
+
+class Route(NamedTuple):
+    cidr: str
+    device: str
+
+
+def is_docker_bridge(device: str) -> bool:
+    return bool(_DOCKER_BRIDGE.fullmatch(device))
+
+
+def cidrs(routes: Iterable[Route], docker_bridges: bool = True) -> list[str]:
+    """The routes' CIDRs, once each; without `docker_bridges`, those of docker's bridge devices left out."""
     out: list[str] = []
+    for r in routes:
+        if (docker_bridges or not is_docker_bridge(r.device)) and r.cidr not in out:
+            out.append(r.cidr)
+    return out
+
+
+def parse_ipv4(text: str) -> list[Route]:
+    """Routes of /proc/net/route (destination and mask in host byte order, hex), up routes only."""
+    out: list[Route] = []
     for line in text.splitlines()[1:]:
         f = line.split()
         if len(f) < 8:
@@ -36,15 +63,15 @@ def parse_ipv4(text: str) -> list[str]:
             net = ipaddress.ip_network(f"{dest}/{mask}", strict=False)
         except (ValueError, struct.error):
             continue
-        if flags & _RTF_UP and _kept(net) and str(net) not in out:
-            out.append(str(net))
+        if flags & _RTF_UP and _kept(net) and Route(str(net), f[0]) not in out:
+            out.append(Route(str(net), f[0]))
     return out
 
 
-def parse_ipv6(text: str) -> list[str]:
-    """CIDRs of /proc/net/ipv6_route (32 hex digits of destination, hex prefix length, ..., device last);
+def parse_ipv6(text: str) -> list[Route]:
+    """Routes of /proc/net/ipv6_route (32 hex digits of destination, hex prefix length, ..., device last);
     the loopback device's entries (the host's own addresses) are left out."""
-    out: list[str] = []
+    out: list[Route] = []
     for line in text.splitlines():
         f = line.split()
         if len(f) < 10 or f[-1] == "lo":
@@ -54,6 +81,6 @@ def parse_ipv6(text: str) -> list[str]:
             net = ipaddress.ip_network(f"{dest}/{int(f[1], 16)}", strict=False)
         except ValueError:
             continue
-        if _kept(net) and str(net) not in out:
-            out.append(str(net))
+        if _kept(net) and Route(str(net), f[-1]) not in out:
+            out.append(Route(str(net), f[-1]))
     return out

@@ -35,14 +35,18 @@ def neighbours(rt: ContainerRuntime, routes_image: str = "") -> list[subnets.Tak
 
 
 def outside_ranges(rt: ContainerRuntime, management_network: str, routes_image: str = "") -> list[subnets.Taken]:
-    """The management cluster's docker network and the host's routes (a docker bridge's route named after its
-    network): what a workload cluster's pods need to reach outside the cluster."""
+    """The management cluster's docker network and the host's routes that are not docker networks: what a
+    workload cluster's pods need to reach outside it. Other docker networks are left out: docker isolates bridge
+    networks from each other, so the pods could not reach them anyway, and other clusters' and tools' networks
+    come and go (a status that followed them would change on a stable cluster: upstream's quick-start spec,
+    "resourceVersions never became stable", 2026-12-07). A docker bridge is known by its device (a route read
+    before its network was removed) and by its network's subnet (a bridge docker was told to name)."""
     nets = _docker_networks(rt)
     mgmt = rt.get_network(management_network)
     own = [replace(t, what=f"the management cluster's network {management_network}")
            for t in subnets.network_taken(management_network, (mgmt.subnets or (mgmt.subnet,)) if mgmt else ())]
-    mine = {o.network for o in own}
-    return own + [t for t in subnets.routes_taken(rt.host_routes(routes_image), nets) if t.network not in mine]
+    routes = subnets.routes_taken(rt.host_routes(routes_image, docker_bridges=False), nets)
+    return own + [t for t in routes if t not in nets]
 
 
 def ensure_network(rt: ContainerRuntime, name: str, labels: dict[str, str],

@@ -86,6 +86,7 @@ class FakeRuntime:
         self._ids = itertools.count(1)
         self._nets = itertools.count(20)
         self.routes: list[str] = []      # what host_routes() answers
+        self.bridge_routes: list[str] = []   # and these too unless asked without docker's bridges' routes
         self.capacity = HostCapacity(cpus=4, memory_bytes=8 * 1024 ** 3)  # what host_capacity() answers
 
     # -- helpers for tests ----------------------------------------------------------------------
@@ -347,8 +348,8 @@ class FakeRuntime:
                                               subnets=tuple(str(m) for m in mine))
             return self.networks[name]
 
-    def host_routes(self, image: str = "") -> list[str]:
-        return list(self.routes)
+    def host_routes(self, image: str = "", docker_bridges: bool = True) -> list[str]:
+        return [*self.routes, *(self.bridge_routes if docker_bridges else ())]
 
     def get_network(self, name: str) -> NetworkInfo | None:
         return self.networks.get(name)

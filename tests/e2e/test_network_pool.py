@@ -84,8 +84,9 @@ def test_pod_cidr_192_168_becomes_available_when_docker_pools_are_used_up(
 
     ips = wait_for(coredns_ips, 180, "CoreDNS pods with an address")
     assert all(ipaddress.ip_address(ip) in PODS for ip in ips), ips
-    # the dummies' 192.168.x subnets are host routes inside the pod CIDR: said on the DockerCluster
+    # the dummies' 192.168.x subnets lie inside the pod CIDR, but they are docker networks, isolated by docker from
+    # the cluster's: the pods lose nothing, so no overlap is said (a condition that followed other networks
+    # would change a stable cluster's status as they come and go: docs/docker-provider.md)
     dc = mgmt.get("dockercluster", name)
     overlap = next(x for x in dc["status"]["conditions"] if x["type"] == "ClusterNetworkOverlap")
-    assert overlap["status"] == "True" and f"the Cluster's pod CIDR {PODS} overlaps" in overlap["message"], overlap
-    assert f"docker network {docker_pools_used_up[-1]} 192.168." in overlap["message"], overlap
+    assert overlap["status"] == "False" and overlap["reason"] == "NoOverlap", overlap

@@ -122,7 +122,7 @@ class DockerInfra:
 
     async def outside_ranges(self, management_network: str, routes_image: str = "") -> list[subnets.Taken]:
         """What a cluster's pods must be able to reach outside it: the management cluster's network and the
-        host's routes (a route of a docker network named after that network)."""
+        host's routes that are not docker networks (networks.outside_ranges)."""
         return await self.call(networks.outside_ranges, self.runtime, management_network, routes_image)
 
     async def remove_network_if_ours(self, name: str, labels: dict[str, str]) -> None:

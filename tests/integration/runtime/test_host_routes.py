@@ -36,7 +36,10 @@ name, ns, image, first, second = sys.argv[1:6]
 routes = rt.host_routes(image)
 net = networks.ensure_network(rt, name, {"io.x-k8s.capd-py.namespace": ns},
                               subnets.parse_pool(f"{first}:24,{second}:24"), routes_image=image)
-print(json.dumps({"own_netns_is_host": rt._shares_host_netns(), "routes": routes, "subnet": net.subnet}))
+rt._routes_cache = (0.0, None)  # read again now that the new network's bridge has its route
+after = rt.host_routes(image)
+print(json.dumps({"own_netns_is_host": rt._shares_host_netns(), "routes": routes, "subnet": net.subnet,
+                  "after": after, "after_without_docker_bridges": rt.host_routes(image, docker_bridges=False)}))
 """
 
 
@@ -82,5 +85,8 @@ def test_a_new_network_never_shadows_a_host_route(rt: DockerRuntime, dummy_route
     assert got["own_netns_is_host"] is (not own_netns), got
     assert first in got["routes"], got
     assert got["subnet"] == second, got
+    # the new network's route is its docker bridge's (br-<id>): left out on request, the other bridge's kept
+    assert second in got["after"] and first in got["after"], got
+    assert second not in got["after_without_docker_bridges"] and first in got["after_without_docker_bridges"], got
     # the helper container is gone
     assert not rt.list_containers({"io.x-k8s.capd-py.helper": "routes"}), "helper container left behind"

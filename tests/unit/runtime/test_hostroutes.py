@@ -34,11 +34,22 @@ IPV6_ROUTE = "".join(f"{line}\n" for line in [
 
 
 def test_ipv4_routes_up_without_default_and_link_local() -> None:
-    assert hostroutes.parse_ipv4(ROUTE) == ["172.17.0.0/16", "192.168.1.0/24", "10.100.0.1/32"]
+    assert hostroutes.parse_ipv4(ROUTE) == [("172.17.0.0/16", "docker0"), ("192.168.1.0/24", "wlan0"),
+                                            ("10.100.0.1/32", "tun0")]
 
 
 def test_ipv6_routes_without_default_link_local_multicast_and_own_addresses() -> None:
-    assert hostroutes.parse_ipv6(IPV6_ROUTE) == ["fd00::/64"]
+    assert hostroutes.parse_ipv6(IPV6_ROUTE) == [("fd00::/64", "eth0")]
+
+
+def test_docker_bridges_routes_are_left_out_when_asked() -> None:
+    """docker0 and a user-defined bridge network's device (br- and 12 hex digits of its ID) are docker's; a
+    device that only looks alike is not."""
+    routes = [hostroutes.Route("172.17.0.0/16", "docker0"), hostroutes.Route("172.18.0.0/16", "br-0123456789ab"),
+              hostroutes.Route("192.168.1.0/24", "wlan0"), hostroutes.Route("10.9.0.0/16", "br-lan"),
+              hostroutes.Route("192.168.1.0/24", "eth1")]
+    assert hostroutes.cidrs(routes) == ["172.17.0.0/16", "172.18.0.0/16", "192.168.1.0/24", "10.9.0.0/16"]
+    assert hostroutes.cidrs(routes, docker_bridges=False) == ["192.168.1.0/24", "10.9.0.0/16"]
 
 
 def test_garbage_lines_are_skipped() -> None:
