@@ -160,6 +160,21 @@ def merge_patches(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def in_place_spec_patch(want: dict[str, Any], have: dict[str, Any]) -> dict[str, Any] | None:
+    """A JSON merge patch ({"spec": ...}) giving a Machine's spec the `want` fields (upstream's in-place
+    propagation from a MachineSet, MachinePool or KCP template), None when they match. Unset, empty and zero count
+    as one; an object field is replaced whole (its keys `want` lacks are removed: merge patches merge objects)."""
+    patch: dict[str, Any] = {}
+    for f, v in want.items():
+        cur = have.get(f)
+        if (v or None) == (cur or None):
+            continue
+        if isinstance(v, dict) and isinstance(cur, dict):
+            v = {**{k: None for k in cur if k not in v}, **v}
+        patch[f] = v or None
+    return {"spec": patch} if patch else None
+
+
 def selector_defaults_patch(obj: dict[str, Any], name_label: str) -> dict[str, Any] | None:
     """What upstream's defaulting webhook adds to a MachineSet/MachineDeployment (we run none): its
     own name label (`name_label`) and the cluster-name label in spec.selector.matchLabels and

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capd_py.api import contract
+from capd_py.api.admission.core import NODE_DELETION_TIMEOUT_SECONDS
 from capd_py.api.labels import EXCLUDE_NODE_DRAINING_ANNOTATION
 from capd_py.reconcile import coreutil, drain
 from capd_py.reconcile.machine import (
@@ -47,7 +48,6 @@ from capd_py.reconcile.machine import (
 
 Obj = dict[str, Any]
 
-DEFAULT_NODE_DELETION_TIMEOUT = 10  # seconds, upstream default for nodeDeletionTimeoutSeconds
 DRAIN_START, VOLUME_DETACH_START = "nodeDrainStartTime", "waitForNodeVolumeDetachStartTime"
 PODS, VOLUME_ATTACHMENTS, PERSISTENT_VOLUMES = "pods", "volumeattachments", "persistentvolumes"
 DRAIN_ERROR = "Error draining Node, please check controller logs for errors"
@@ -157,7 +157,7 @@ def node_drain_timeout_passed(machine: Obj, now: _dt.datetime) -> bool:
 
 def node_deletion_timeout_passed(machine: Obj, now: _dt.datetime) -> bool:
     timeout = contract.dig(machine, "spec", "deletion", "nodeDeletionTimeoutSeconds")
-    timeout = DEFAULT_NODE_DELETION_TIMEOUT if timeout is None else int(timeout)
+    timeout = NODE_DELETION_TIMEOUT_SECONDS if timeout is None else int(timeout)
     if timeout == 0:  # 0 means wait forever
         return False
     since = coreutil.parse_time(machine.get("metadata", {}).get("deletionTimestamp"))

@@ -26,6 +26,7 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract
+from capd_py.api.admission.core import machine_deletion
 from capd_py.api.labels import CLUSTER_NAME, MACHINE_POOL_NAME
 from capd_py.reconcile import coreutil
 from capd_py.reconcile.machineset import aggregate
@@ -180,9 +181,9 @@ def machine_patch(mp: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any]
     if name and contract.dig(spec, "bootstrap", "dataSecretName") != name \
             and not contract.ref(spec, "bootstrap", "configRef"):
         sp["bootstrap"] = {"dataSecretName": name}
-    for f in IN_PLACE_MACHINE_FIELDS:
-        if want["spec"].get(f) != spec.get(f):
-            sp[f] = want["spec"].get(f)
+    want_spec = {**{f: want["spec"].get(f) for f in IN_PLACE_MACHINE_FIELDS},
+                 "deletion": machine_deletion(want["spec"].get("deletion"))}
+    sp.update((coreutil.in_place_spec_patch(want_spec, spec) or {}).get("spec") or {})
     if sp:
         patch["spec"] = sp
     return patch or None

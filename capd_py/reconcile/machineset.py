@@ -18,6 +18,7 @@ from typing import Any
 
 from capd_py.api import conditions as cond
 from capd_py.api import contract, selectors
+from capd_py.api.admission.core import machine_deletion
 from capd_py.api.labels import (
     CLONED_FROM_GROUP_KIND,
     CLONED_FROM_NAME,
@@ -261,11 +262,11 @@ IN_PLACE_MACHINE_FIELDS = ("minReadySeconds", "deletion", "readinessGates", "tai
 
 
 def in_place_machine_patch(ms: dict[str, Any], m: dict[str, Any]) -> dict[str, Any] | None:
-    """Spec fields upstream propagates to existing Machines without replacing them."""
+    """Spec fields upstream propagates to existing Machines without replacing them (a merge patch: a deletion
+    timeout the template no longer sets is removed, and the Machine webhook's default counts as set)."""
     tspec = contract.dig(ms, "spec", "template", "spec", default={}) or {}
-    spec = m.get("spec") or {}
-    patch = {f: tspec.get(f) for f in IN_PLACE_MACHINE_FIELDS if tspec.get(f) != spec.get(f)}
-    return {"spec": patch} if patch else None
+    want = {**{f: tspec.get(f) for f in IN_PLACE_MACHINE_FIELDS}, "deletion": machine_deletion(tspec.get("deletion"))}
+    return coreutil.in_place_spec_patch(want, m.get("spec") or {})
 
 
 def is_up_to_date(ms: dict[str, Any], m: dict[str, Any]) -> bool:

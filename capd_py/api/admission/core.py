@@ -69,14 +69,22 @@ def _cluster_name_label(obj: dict[str, Any]) -> None:
 
 # -- defaulting ----------------------------------------------------------------------------------------------------
 
+def machine_deletion(deletion: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A Machine's spec.deletion as upstream's Machine webhook leaves it (DefaultMachineNodeDeletionTimeoutSeconds):
+    nodeDeletionTimeoutSeconds 10 when unset. The MachineSet and KCP controllers compare their templates' deletion
+    through this, so the value the webhook wrote on a Machine is not written away on every pass."""
+    out = dict(deletion or {})
+    out.setdefault("nodeDeletionTimeoutSeconds", NODE_DELETION_TIMEOUT_SECONDS)
+    return out
+
+
 def default_machine(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The cluster-name label and the `v` prefix. Upstream also writes `spec.deletion.nodeDeletionTimeoutSeconds:
-    10`; capd-py leaves it unset (its Machine controller reads unset as the same 10 s): the MachineSet/KCP
-    controllers copy `deletion` from their templates in place and compare, so a value only the Machine carries
-    would be written away and defaulted back on every reconcile (docs/DEVELOPING.md "Validation")."""
+    """The cluster-name label, the `v` prefix and spec.deletion.nodeDeletionTimeoutSeconds (upstream's)."""
     out = copy.deepcopy(obj)
     _cluster_name_label(out)
-    _v_prefix(_d(out, "spec"))
+    spec = _d(out, "spec")
+    _v_prefix(spec)
+    spec["deletion"] = machine_deletion(spec.get("deletion") if isinstance(spec.get("deletion"), dict) else None)
     return out
 
 
@@ -167,7 +175,7 @@ def default_machinepool(obj: dict[str, Any], old: dict[str, Any] | None = None) 
     _cluster_name_label(out)
     _d(out, "spec")["replicas"] = default_replicas(out, old, "MachinePool")
     template_spec = _d(out, "spec", "template", "spec")
-    _d(template_spec, "deletion").setdefault("nodeDeletionTimeoutSeconds", NODE_DELETION_TIMEOUT_SECONDS)
+    template_spec["deletion"] = machine_deletion(_d(template_spec, "deletion"))
     _v_prefix(template_spec)
     return out
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capd_py.api import contract, gvk, versions
+from capd_py.api.admission.core import machine_deletion
 from capd_py.api.gvk import GVK, KUBEADM_CONFIG, MACHINE
 from capd_py.api.labels import (
     CLUSTER_NAME,
@@ -163,9 +164,8 @@ def machine_in_place_patch(kcp: dict[str, Any], machine: dict[str, Any]) -> dict
     """spec.machineTemplate.spec fields upstream changes on existing control-plane Machines without a rollout
     (readinessGates, deletion timeouts, taints) and the control-plane-name label; None when they match."""
     mt = contract.dig(kcp, "spec", "machineTemplate", "spec", default={}) or {}
-    have = machine.get("spec") or {}
-    patch = {k: mt.get(k) for k in MACHINE_TEMPLATE_FIELDS if (mt.get(k) or None) != (have.get(k) or None)}
-    out: dict[str, Any] = {"spec": patch} if patch else {}
+    want = {**{k: mt.get(k) for k in MACHINE_TEMPLATE_FIELDS}, "deletion": machine_deletion(mt.get("deletion"))}
+    out: dict[str, Any] = coreutil.in_place_spec_patch(want, machine.get("spec") or {}) or {}
     # the label every control-plane Machine of the KCP carries (upstream forces it on update): an adopted
     # Machine, made before the KCP, gets it here
     if (machine["metadata"].get("labels") or {}).get(CONTROL_PLANE_NAME) != kcp["metadata"]["name"]:

@@ -227,11 +227,20 @@ def test_status_is_stable() -> None:
 def test_in_place_machine_patch() -> None:
     s = ms()
     m = owned("a")
+    # a Machine as upstream's webhook left it (nodeDeletionTimeoutSeconds defaulted) matches a template without
+    # it: nothing to write on every pass; one made before the webhook defaulted it gets the default once
+    assert rms.in_place_machine_patch(s, m) == {"spec": {"deletion": {"nodeDeletionTimeoutSeconds": 10}}}
+    m["spec"]["deletion"] = {"nodeDeletionTimeoutSeconds": 10}
     assert rms.in_place_machine_patch(s, m) is None
     s["spec"]["template"]["spec"]["minReadySeconds"] = 30
     s["spec"]["template"]["spec"]["deletion"] = {"nodeDrainTimeoutSeconds": 60}
-    assert rms.in_place_machine_patch(s, m) == {"spec": {"minReadySeconds": 30,
-                                                         "deletion": {"nodeDrainTimeoutSeconds": 60}}}
+    assert rms.in_place_machine_patch(s, m) == {"spec": {"minReadySeconds": 30, "deletion": {
+        "nodeDrainTimeoutSeconds": 60, "nodeDeletionTimeoutSeconds": 10}}}
+    # a timeout the template no longer sets is removed (a merge patch keeps what it does not name)
+    m["spec"].update(minReadySeconds=30, deletion={"nodeDrainTimeoutSeconds": 60, "nodeDeletionTimeoutSeconds": 10,
+                                                   "nodeVolumeDetachTimeoutSeconds": 5})
+    assert rms.in_place_machine_patch(s, m) == {"spec": {"deletion": {
+        "nodeVolumeDetachTimeoutSeconds": None, "nodeDrainTimeoutSeconds": 60, "nodeDeletionTimeoutSeconds": 10}}}
 
 
 def test_spec_defaults_patch() -> None:

@@ -135,6 +135,7 @@ def test_machine_before_bootstrap_data_waits_with_an_empty_secret_name_then_gets
     assert m["spec"]["bootstrap"] == {"dataSecretName": ""}  # upstream's value: admitted, waits
     pool["spec"]["template"]["spec"]["bootstrap"]["dataSecretName"] = "c1-mp-0-config"
     m["metadata"]["resourceVersion"] = "1"
+    m["spec"]["deletion"] = {"nodeDeletionTimeoutSeconds": 10}  # upstream's Machine webhook's default
     assert rmp.machine_patch(pool, m) == {"spec": {"bootstrap": {"dataSecretName": "c1-mp-0-config"}}}
     m["spec"]["bootstrap"]["dataSecretName"] = "c1-mp-0-config"
     assert rmp.machine_patch(pool, m) is None

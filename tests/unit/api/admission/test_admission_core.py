@@ -163,7 +163,10 @@ def test_machineset_defaults_hash_a_long_name() -> None:
 def test_machine_defaults_and_bootstrap() -> None:
     got = core.default_machine({"metadata": {"name": "m"}, "spec": {"clusterName": "c1", "version": "1.34.4"}})
     assert got == {"metadata": {"name": "m", "labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
-                   "spec": {"clusterName": "c1", "version": "v1.34.4"}}  # nodeDeletionTimeoutSeconds: see core
+                   "spec": {"clusterName": "c1", "version": "v1.34.4", "deletion": {"nodeDeletionTimeoutSeconds": 10}}}
+    # a value that is set stays, beside the other timeouts
+    kept = core.default_machine({"spec": {"deletion": {"nodeDeletionTimeoutSeconds": 0, "nodeDrainTimeoutSeconds": 5}}})
+    assert kept["spec"]["deletion"] == {"nodeDeletionTimeoutSeconds": 0, "nodeDrainTimeoutSeconds": 5}
     assert fields(core.validate_machine(None, got)) == ["spec.bootstrap"]
     got["metadata"]["labels"]["cluster.x-k8s.io/pool-name"] = "mp"  # a MachinePool's Machine
     assert not core.validate_machine(None, got)

@@ -130,6 +130,7 @@ def test_cluster_secrets_are_controlled_by_the_kcp_user_ones_left_alone() -> Non
 
 def test_adopted_machine_gets_the_control_plane_name_label_in_place() -> None:
     m = standalone()
+    m["spec"]["deletion"] = {"nodeDeletionTimeoutSeconds": 10}  # upstream's Machine webhook's default
     assert rk.machine_in_place_patch(kcp(), m) == {"metadata": {"labels": {
         "cluster.x-k8s.io/control-plane-name": "c1-cp"}}}
     m["metadata"]["labels"]["cluster.x-k8s.io/control-plane-name"] = "c1-cp"
