@@ -197,8 +197,9 @@ def deprecated() -> S:
 
 
 def object_meta(desc: str = "Labels and annotations applied to generated objects.") -> S:
+    """A template's metadata (upstream's ObjectMeta: at least one of labels/annotations when present)."""
     labels = {"type": "object", "additionalProperties": {"type": "string", "maxLength": 63}}  # label value limit
-    return obj({"labels": labels, "annotations": str_map()}, desc=desc)
+    return obj({"labels": labels, "annotations": str_map()}, desc=desc, min_props=1)
 
 
 def label_selector(desc: str) -> S:
@@ -514,9 +515,7 @@ def template_of(desc: str, compatible: bool = False) -> S:
 
 
 def topology_metadata(desc: str = "Labels and annotations for the generated objects.") -> S:
-    s = object_meta(desc)
-    s["minProperties"] = 1
-    return s
+    return object_meta(desc)
 
 
 def naming() -> S:
@@ -1054,7 +1053,7 @@ def mhc_schema() -> tuple[S, S]:
         "remediation": obj({
             "triggerIf": mhc_trigger_if(),
             "templateRef": obj({
-                "apiVersion": string(min_len=1, max_len=317),
+                "apiVersion": string(min_len=1, max_len=317, pattern=API_VERSION),
                 "kind": string(min_len=1, max_len=63, pattern=KIND_PATTERN),
                 "name": string(min_len=1, max_len=253, pattern=DNS1123_SUBDOMAIN),
             }, ["apiVersion", "kind", "name"]),
@@ -1082,8 +1081,11 @@ def kubeadm_config_schema() -> tuple[S, S]:
     return kubeadm_config_spec(), status
 
 
-def template_spec(inner: S, desc: str, immutable_msg: str | None = None) -> S:
-    spec = obj({"metadata": object_meta(), "spec": inner}, desc=desc)
+def template_spec(inner: S, desc: str, immutable_msg: str | None = None, spec_required: bool = False) -> S:
+    """spec.template of a *Template kind: `spec_required` as upstream's infrastructure templates, else (the kubeadm
+    templates) at least one property, as upstream's."""
+    spec = obj({"metadata": object_meta(), "spec": inner}, ["spec"] if spec_required else None, desc=desc,
+               min_props=None if spec_required else 1)
     if immutable_msg:
         cel(spec["properties"]["spec"], rule("self == oldSelf", immutable_msg))
     return obj({"template": spec}, ["template"])
@@ -1142,11 +1144,11 @@ def kcp_template_schema() -> S:
         "kubeadmConfigSpec": kubeadm_config_spec(),
         "machineTemplate": obj({"metadata": object_meta(), "spec": obj({
             "readinessGates": readiness_gates(), "deletion": deletion_timeouts(), "taints": machine_taints(),
-        })}),
+        }, min_props=1)}, min_props=1),
         "rollout": kcp_rollout(),
         "remediation": kcp_remediation(),
         "machineNaming": obj({"template": string(min_len=1, max_len=256)}, min_props=1),
-    })
+    }, min_props=1)
     return template_spec(inner, "KubeadmControlPlane template (for ClusterClass).")
 
 
@@ -1689,7 +1691,8 @@ def all_crds() -> list[S]:
     out.append(crd(gvk.DOCKER_CLUSTER, spec, status, [CLUSTER_LABEL, AGE], spec_required=False))
     out.append(crd(gvk.DOCKER_CLUSTER_TEMPLATE, template_spec(
         docker_cluster_spec(), "DockerCluster template.",
-        "DockerClusterTemplate spec.template.spec is immutable; create a new template instead"), None, [AGE],
+        "DockerClusterTemplate spec.template.spec is immutable; create a new template instead",
+        spec_required=True), None, [AGE],
         spec_required=False))
     spec, status = docker_machine_schema()
     out.append(crd(gvk.DOCKER_MACHINE, spec, status, [
@@ -1700,7 +1703,8 @@ def all_crds() -> list[S]:
     ], spec_required=False))
     out.append(crd(gvk.DOCKER_MACHINE_TEMPLATE, template_spec(
         docker_machine_spec(False), "DockerMachine template.",
-        "DockerMachineTemplate spec.template.spec is immutable; create a new template instead"),
+        "DockerMachineTemplate spec.template.spec is immutable; create a new template instead",
+        spec_required=True),
         obj({"capacity": {"type": "object", "additionalProperties": {
             **int_or_string(), "pattern": QUANTITY}}}, desc="Capacity of machines made from this template."),
         [AGE], spec_required=False))
@@ -1719,7 +1723,8 @@ def all_crds() -> list[S]:
         spec_required=False))
     out.append(crd(gvk.DEV_CLUSTER_TEMPLATE, template_spec(
         dev_cluster_spec(), "DevCluster template.",
-        "DevClusterTemplate spec.template.spec is immutable; create a new template instead"), None, [col(
+        "DevClusterTemplate spec.template.spec is immutable; create a new template instead",
+        spec_required=True), None, [col(
             "Age", ".metadata.creationTimestamp", "date",
             desc="Time duration since creation of the DevClusterTemplate")], spec_required=False))
     spec, status = dev_machine_schema()
@@ -1735,7 +1740,8 @@ def all_crds() -> list[S]:
     ], spec_required=False))
     out.append(crd(gvk.DEV_MACHINE_TEMPLATE, template_spec(
         dev_machine_spec(), "DevMachine template.",
-        "DevMachineTemplate spec.template.spec is immutable; create a new template instead"),
+        "DevMachineTemplate spec.template.spec is immutable; create a new template instead",
+        spec_required=True),
         obj({"capacity": {"type": "object", "additionalProperties": {
             **int_or_string(), "pattern": QUANTITY}}}, desc="Capacity of machines made from this template."),
         [col("Age", ".metadata.creationTimestamp", "date",
