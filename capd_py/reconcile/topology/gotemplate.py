@@ -48,6 +48,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
+from capd_py.reconcile.topology import sprig_text
+
 
 class TemplateError(ValueError):
     """A template that does not parse or does not execute; the message is Go's (with a short position)."""
@@ -3188,6 +3190,22 @@ _SPRIG: Final[dict[str, _Func]] = {
     "mustRegexSplit": _Func(_regex_split, (_STR, _STR, _INT)),
     "regexQuoteMeta": _Func(_regex_quote_meta, (_STR,)),
     "hello": _Func(lambda: "Hello!", ()),
+    # goutils / xstrings text helpers, durations (sprig_text)
+    "abbrev": _Func(sprig_text.abbrev, (_INT, _STR)),
+    "abbrevboth": _Func(sprig_text.abbrevboth, (_INT, _INT, _STR)),
+    "initials": _Func(sprig_text.initials, (_STR,)),
+    "wrap": _Func(sprig_text.wrap, (_INT, _STR)),
+    "wrapWith": _Func(sprig_text.wrap_with, (_INT, _STR, _STR)),
+    "swapcase": _Func(sprig_text.swapcase, (_STR,)),
+    "camelcase": _Func(sprig_text.pascalcase, (_STR,)),
+    "snakecase": _Func(sprig_text.snakecase, (_STR,)),
+    "kebabcase": _Func(sprig_text.kebabcase, (_STR,)),
+    "toDecimal": _Func(lambda v: Int64(sprig_text.to_decimal(_fmt_v(v))), (_ANY,)),
+    "duration": _Func(lambda v: sprig_text.duration(v if isinstance(v, Int64) else None,
+                                                    v if isinstance(v, str) else None), (_ANY,)),
+    "durationRound": _Func(lambda v: sprig_text.duration_round(
+        int(v) if isinstance(v, Int64) else sprig_text.parse_duration_or_zero(v) if isinstance(v, str) else 0),
+        (_ANY,)),
 }
 
 
@@ -3200,11 +3218,10 @@ def _safe_match(rx: str, s: str) -> bool:
 
 # In sprig's hermetic map but not implemented here: a parse error says so instead of "not defined".
 _SPRIG_UNSUPPORTED: Final = frozenset({
-    "ago", "duration", "durationRound", "mustDateModify", "must_date_modify", "mustToDate", "toDate", "unixEpoch",
-    "abbrev", "abbrevboth", "initials", "swapcase", "shuffle", "snakecase", "camelcase", "kebabcase", "wrap",
-    "wrapWith", "toDecimal", "randInt", "bcrypt", "htpasswd", "genPrivateKey", "derivePassword", "buildCustomCert",
-    "genCA", "genCAWithKey", "genSelfSignedCert", "genSelfSignedCertWithKey", "genSignedCert",
-    "genSignedCertWithKey", "encryptAES", "decryptAES", "urlParse", "urlJoin",
+    "ago", "mustDateModify", "must_date_modify", "mustToDate", "toDate", "unixEpoch", "shuffle", "randInt",
+    "bcrypt", "htpasswd", "genPrivateKey", "derivePassword", "buildCustomCert", "genCA", "genCAWithKey",
+    "genSelfSignedCert", "genSelfSignedCertWithKey", "genSignedCert", "genSignedCertWithKey", "encryptAES",
+    "decryptAES", "urlParse", "urlJoin",
 })
 
 _ALL_FUNCS: Final[dict[str, _Func]] = {**_BUILTINS, **_SPRIG}
