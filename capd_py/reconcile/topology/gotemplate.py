@@ -48,7 +48,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
-from capd_py.reconcile.topology import sprig_text
+from capd_py.reconcile.topology import sprig_text, sprig_url
+from capd_py.reconcile.topology.gostrconv import go_quote
 
 
 class TemplateError(ValueError):
@@ -159,33 +160,6 @@ def _go_kind(v: Any) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # Go formatting: strconv.Quote, fmt's %v / Sprint / Sprintf, encoding/json.
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def go_quote(s: str, ascii_only: bool = False) -> str:
-    """strconv.Quote (`%q`): Go escapes, printable runes kept (Go's IsPrint matches Python's isprintable)."""
-    out = ['"']
-    for ch in s:
-        c = ord(ch)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch.isprintable() and (not ascii_only or c < 0x80) and not 0xD800 <= c <= 0xDFFF:
-            out.append(ch)
-        elif ch in _SIMPLE_ESCAPES:
-            out.append(_SIMPLE_ESCAPES[ch])
-        elif c < 0x20 or c == 0x7F:
-            out.append(f"\\x{c:02x}")
-        elif 0xD800 <= c <= 0xDFFF:
-            out.append("\\ufffd")
-        elif c < 0x10000:
-            out.append(f"\\u{c:04x}")
-        else:
-            out.append(f"\\U{c:08x}")
-    out.append('"')
-    return "".join(out)
-
-
-_SIMPLE_ESCAPES: Final = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
-                          "\v": "\\v"}
 
 
 def _quote_rune(c: int, ascii_only: bool = False) -> str:
@@ -3027,6 +3001,31 @@ def _s_round(a: Any, p: int, *r_opt: float) -> float:
     return _fdiv(_ceil(digit) if frac >= round_on else _floor(digit), pw)
 
 
+def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    """A helper's ValueError as the template function's error (sprig panics; text/template reports the panic)."""
+    try:
+        return fn(*args)
+    except ValueError as e:
+        raise _CallError(str(e)) from None
+
+
+def _s_url_join(d: Mapping[str, Any] | None) -> str:
+    """urlJoin: each part must be a string (sprig panics naming the key and the value's kind; a nil value makes
+    reflect panic), in the order Go builds the url.URL."""
+    d = _map_or_empty(d)
+    parts: dict[str, str] = {}
+    for key in ("scheme", "host", "path", "query", "opaque", "fragment", "userinfo"):
+        if key not in d:
+            continue
+        v = d[key]
+        if v is None or v is NO_VALUE:
+            raise _CallError("runtime error: invalid memory address or nil pointer dereference")
+        if not isinstance(v, str):
+            raise _CallError(f"unable to parse {key} key, must be of type string, but {_go_kind(v)} found")
+        parts[key] = v
+    return str(_call(sprig_url.url_join, parts))
+
+
 _SPRIG: Final[dict[str, _Func]] = {
     # strings
     "trunc": _Func(_s_trunc, (_INT, _STR)),
@@ -3203,6 +3202,8 @@ _SPRIG: Final[dict[str, _Func]] = {
     "toDecimal": _Func(lambda v: Int64(sprig_text.to_decimal(_fmt_v(v))), (_ANY,)),
     "duration": _Func(lambda v: sprig_text.duration(v if isinstance(v, Int64) else None,
                                                     v if isinstance(v, str) else None), (_ANY,)),
+    "urlParse": _Func(lambda v: _call(sprig_url.url_parse, v), (_STR,)),
+    "urlJoin": _Func(_s_url_join, (_MAP,)),
     "durationRound": _Func(lambda v: sprig_text.duration_round(
         int(v) if isinstance(v, Int64) else sprig_text.parse_duration_or_zero(v) if isinstance(v, str) else 0),
         (_ANY,)),
@@ -3221,7 +3222,7 @@ _SPRIG_UNSUPPORTED: Final = frozenset({
     "ago", "mustDateModify", "must_date_modify", "mustToDate", "toDate", "unixEpoch", "shuffle", "randInt",
     "bcrypt", "htpasswd", "genPrivateKey", "derivePassword", "buildCustomCert", "genCA", "genCAWithKey",
     "genSelfSignedCert", "genSelfSignedCertWithKey", "genSignedCert", "genSignedCertWithKey", "encryptAES",
-    "decryptAES", "urlParse", "urlJoin",
+    "decryptAES",
 })
 
 _ALL_FUNCS: Final[dict[str, _Func]] = {**_BUILTINS, **_SPRIG}

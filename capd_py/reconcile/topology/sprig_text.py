@@ -31,7 +31,7 @@ def _go_replace(err: UnicodeError) -> tuple[str, int]:
 codecs.register_error("capd-py-go-replace", _go_replace)
 
 
-def _text(data: bytes) -> str:
+def go_text(data: bytes) -> str:
     return data.decode("utf-8", "capd-py-go-replace")
 
 
@@ -107,13 +107,13 @@ def _abbreviate_full(data: bytes, offset: int, max_width: int) -> bytes | None:
 def abbrev(width: int, s: str) -> str:
     if width < 4:
         return s
-    return _text(_abbreviate_full(s.encode(), 0, width) or b"")
+    return go_text(_abbreviate_full(s.encode(), 0, width) or b"")
 
 
 def abbrevboth(left: int, right: int, s: str) -> str:
     if right < 4 or left > 0 and right < 7:
         return s
-    return _text(_abbreviate_full(s.encode(), left, right) or b"")
+    return go_text(_abbreviate_full(s.encode(), left, right) or b"")
 
 
 def initials(s: str) -> str:
@@ -157,7 +157,7 @@ def _wrap_custom(s: str, width: int, newline: str, long_words: bool) -> str:
                 out += data[offset:nxt] + nl
                 offset = nxt + 1
     out += data[offset:]
-    return _text(bytes(out))
+    return go_text(bytes(out))
 
 
 def wrap(width: int, s: str) -> str:

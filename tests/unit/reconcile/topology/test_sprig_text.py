@@ -49,3 +49,17 @@ def test_numbers_and_durations() -> None:
         ["2h", "2h", "59s", "0s", "1mo"]
     # through the template engine: an int literal is Go's int, not int64: sprig's duration reads it as 0
     assert G.render('{{ duration 95 }}|{{ duration "95" }}|{{ duration (int64 95) }}', {}) == "0s|1m35s|1m35s"
+
+
+def test_url_parse_and_join_as_go_net_url() -> None:
+    got = G.render('{{ urlParse "https://u:p%40@example.com:8080/a%20b?b=c#d%2F" | toJson }}', {})
+    assert got == ('{"fragment":"d/","host":"example.com:8080","hostname":"example.com","opaque":"",'
+                   '"path":"/a b","query":"b=c","scheme":"https","userinfo":"u:p%40"}')
+    assert G.render('{{ urlJoin (dict "scheme" "https" "host" "x.io" "path" "/a b" "userinfo" "u:p") }}', {}) == \
+        "https://u:p@x.io/a%20b"
+    assert G.render('{{ urlJoin (dict "path" "a:b") }}', {}) == "./a:b"
+    with pytest.raises(G.TemplateError, match=r'error calling urlParse: unable to parse url: parse "%q": '
+                                              r'invalid URL escape "%q"'):
+        G.render('{{ urlParse "%q" }}', {})
+    with pytest.raises(G.TemplateError, match="unable to parse host key, must be of type string, but int found"):
+        G.render('{{ urlJoin (dict "host" 1) }}', {})
