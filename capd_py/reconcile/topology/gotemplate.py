@@ -48,7 +48,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
-from capd_py.reconcile.topology import sprig_text, sprig_url
+from capd_py.api import godur
+from capd_py.reconcile.topology import gotime, sprig_text, sprig_url
 from capd_py.reconcile.topology.gostrconv import go_quote
 
 
@@ -141,6 +142,8 @@ def go_type_name(v: Any) -> str:
         return "map[string]interface {}"
     if isinstance(v, _GoObject):
         return v.go_type
+    if isinstance(v, gotime.GoTime):
+        return "time.Time"
     return type(v).__name__
 
 
@@ -154,6 +157,8 @@ def _go_kind(v: Any) -> str:
         return "map"
     if isinstance(v, _GoObject):
         return "ptr"
+    if isinstance(v, gotime.GoTime):
+        return "struct"
     return go_type_name(v)
 
 
@@ -239,6 +244,8 @@ def _fmt_v(v: Any) -> str:
         return "[" + " ".join(_fmt_v(e) for e in v) + "]"
     if isinstance(v, dict):
         return "map[" + " ".join(f"{_fmt_v(k)}:{_fmt_v(v[k])}" for k in sorted(v)) + "]"
+    if isinstance(v, gotime.GoTime):
+        return v.string()
     return str(v)
 
 
@@ -565,6 +572,8 @@ def _json_encode(v: Any, indent: str | None = None, escape_html: bool = True, le
         return _json_str(v, escape_html)
     if isinstance(v, _GoObject):
         return _json_str(str(v), escape_html)
+    if isinstance(v, gotime.GoTime):
+        return _json_str(v.rfc3339(), escape_html)
     if isinstance(v, list | dict):
         if not v:
             return "[]" if isinstance(v, list) else "{}"
@@ -1820,6 +1829,7 @@ _STR = "string"
 _INT = "int"
 _BOOL = "bool"
 _MAP = "map[string]interface {}"
+_TIME = "time.Time"
 _CAN_BE_NIL: Final = frozenset({_ANY, _VALUE, _MAP})
 
 
@@ -3009,6 +3019,15 @@ def _call(fn: Callable[..., Any], *args: Any) -> Any:
         raise _CallError(str(e)) from None
 
 
+def _s_to_date(layout: str, value: str, must: bool) -> gotime.GoTime:
+    try:
+        return gotime.parse_in_utc(layout, value)
+    except gotime.ParseError as e:
+        if must:
+            raise _CallError(str(e)) from None
+        return gotime.ZERO
+
+
 def _s_url_join(d: Mapping[str, Any] | None) -> str:
     """urlJoin: each part must be a string (sprig panics naming the key and the value's kind; a nil value makes
     reflect panic), in the order Go builds the url.URL."""
@@ -3203,6 +3222,12 @@ _SPRIG: Final[dict[str, _Func]] = {
     "duration": _Func(lambda v: sprig_text.duration(v if isinstance(v, Int64) else None,
                                                     v if isinstance(v, str) else None), (_ANY,)),
     "urlParse": _Func(lambda v: _call(sprig_url.url_parse, v), (_STR,)),
+    # dates: the local zone is UTC; toDate swallows the parse error (Go's zero Time), mustToDate returns it
+    "toDate": _Func(lambda layout, v: _s_to_date(layout, v, False), (_STR, _STR)),
+    "mustToDate": _Func(lambda layout, v: _s_to_date(layout, v, True), (_STR, _STR)),
+    "unixEpoch": _Func(lambda t: str(t.unix), (_TIME,)),
+    "mustDateModify": _Func(lambda d, t: t.add(_call(godur.parse_nanos, d)), (_STR, _TIME)),
+    "must_date_modify": _Func(lambda d, t: t.add(_call(godur.parse_nanos, d)), (_STR, _TIME)),
     "urlJoin": _Func(_s_url_join, (_MAP,)),
     "durationRound": _Func(lambda v: sprig_text.duration_round(
         int(v) if isinstance(v, Int64) else sprig_text.parse_duration_or_zero(v) if isinstance(v, str) else 0),
@@ -3219,7 +3244,7 @@ def _safe_match(rx: str, s: str) -> bool:
 
 # In sprig's hermetic map but not implemented here: a parse error says so instead of "not defined".
 _SPRIG_UNSUPPORTED: Final = frozenset({
-    "ago", "mustDateModify", "must_date_modify", "mustToDate", "toDate", "unixEpoch", "shuffle", "randInt",
+    "ago", "shuffle", "randInt",
     "bcrypt", "htpasswd", "genPrivateKey", "derivePassword", "buildCustomCert", "genCA", "genCAWithKey",
     "genSelfSignedCert", "genSelfSignedCertWithKey", "genSignedCert", "genSignedCertWithKey", "encryptAES",
     "decryptAES",
@@ -3599,6 +3624,7 @@ class _State:
             _BOOL: isinstance(value, bool),
             "float64": type(value) is float,
             _MAP: type(value) is dict,
+            _TIME: isinstance(value, gotime.GoTime),
         }.get(spec, False)
         if not ok:
             self.errorf(f"wrong type for value; expected {spec}; got {go_type_name(value)}")

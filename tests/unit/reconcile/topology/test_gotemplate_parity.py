@@ -26,8 +26,6 @@ GENERATOR = Path(__file__).resolve().parents[4] / "hack" / "parity" / "templates
 
 # class -> (count in the committed corpus, why it is not fixed)
 ALLOWED: dict[str, tuple[int, str]] = {
-    "unimplemented-sprig": (331, "sprig functions capd-py does not implement (the date helpers: "
-                                 "gotemplate._SPRIG_UNSUPPORTED); parsing fails with a message saying so"),
     "slice-index-interface": (4, "Go's builtin slice does not unwrap interface{} indexes: a data value as an index "
                                  "fails with 'type interface {}' where capd-py names the value's type"),
     "lexer-error-order": (5, "Go's parser reports an earlier semantic error before the lexer's error item; "
