@@ -1502,8 +1502,6 @@ class _Parser:
         it = self.items[min(self.i, len(self.items) - 1)]
         self.i += 1
         self.cur = it
-        if it.typ == "error":
-            self.errorf(it.val)
         return it
 
     def backup(self, n: int = 1) -> None:
@@ -1842,6 +1840,9 @@ class _Func:
     impl: Callable[..., Any]
     params: tuple[str, ...]
     variadic: str | None = None
+    # gets a field's value as Go passes it to a reflect.Value parameter, still an interface{} (_Interface): the
+    # builtin slice's indexes
+    sees_interfaces: bool = False
 
 
 def _truth(v: Any) -> bool:
@@ -2050,8 +2051,16 @@ _BUILTINS: Final[dict[str, _Func]] = {
     "gt": _Func(_b_gt, (_VALUE, _VALUE)),
     "ge": _Func(_b_ge, (_VALUE, _VALUE)),
     # With sprig's map, sprig's `slice` replaces this one (Funcs() take precedence over builtins).
-    "slice": _Func(lambda item, *ix: _b_slice(item, *ix), (_VALUE,), _VALUE),
+    "slice": _Func(lambda item, *ix: _b_slice(item, *ix), (_VALUE,), _VALUE, sees_interfaces=True),
 }
+
+
+@dataclass(frozen=True)
+class _Interface:
+    """A value as Go holds a map[string]interface{} entry read by a field (`.a.b`): of kind interface. Only the
+    builtin slice is given such values for its indexes (_Func.sees_interfaces); every other function, and slice's item,
+    sees what is inside, as Go's indirectInterface and the pipeline's unwrapping do."""
+    value: Any
 
 
 def _b_slice(item: Any, *indexes: Any) -> Any:
@@ -2071,6 +2080,8 @@ def _b_slice(item: Any, *indexes: Any) -> Any:
         raise _CallError(f"can't slice item of type {go_type_name(item)}")
     idx = [0, size, 0]
     for i, index in enumerate(indexes):
+        if isinstance(index, _Interface):  # Go's slice does not look inside an interface{} index
+            raise _CallError("cannot index slice/array with type interface {}")
         if _invalid(index):
             raise _CallError("cannot index slice/array with nil")
         if isinstance(index, bool) or not isinstance(index, int):
@@ -2094,6 +2105,11 @@ def _strval(v: Any) -> str:
     if isinstance(v, str):
         return v
     return _fmt_v(v)
+
+def _reads_a_field(n: _Node) -> bool:
+    """Whether the argument is a field read (`.a`, `$x.a`, `(...).a`): a map[string]interface{} entry."""
+    return isinstance(n, _FieldNode) or isinstance(n, _VariableNode) and len(n.ident) > 1 or \
+        isinstance(n, _ChainNode) and bool(n.fields)
 
 
 def _strslice(v: Any) -> _StrList:
@@ -3019,6 +3035,13 @@ def _call(fn: Callable[..., Any], *args: Any) -> Any:
         raise _CallError(str(e)) from None
 
 
+def _s_deep_copy(v: Any) -> Any:
+    """copystructure.Copy: a nil interface makes reflect panic (deepCopy and mustDeepCopy alike)."""
+    if v is None:
+        raise _CallError("reflect: call of reflect.Value.Type on zero Value")
+    return copy.deepcopy(v)
+
+
 def _s_to_date(layout: str, value: str, must: bool) -> gotime.GoTime:
     try:
         return gotime.parse_in_utc(layout, value)
@@ -3140,8 +3163,8 @@ _SPRIG: Final[dict[str, _Func]] = {
     "kindOf": _Func(_go_kind, (_ANY,)),
     "kindIs": _Func(lambda t, v: t == _go_kind(v), (_STR, _ANY)),
     "deepEqual": _Func(_go_deep_equal, (_ANY, _ANY)),
-    "deepCopy": _Func(copy.deepcopy, (_ANY,)),
-    "mustDeepCopy": _Func(copy.deepcopy, (_ANY,)),
+    "deepCopy": _Func(_s_deep_copy, (_ANY,)),
+    "mustDeepCopy": _Func(_s_deep_copy, (_ANY,)),
     # paths (Linux: os* are the same)
     "base": _Func(_path_base, (_STR,)), "osBase": _Func(_path_base, (_STR,)),
     "dir": _Func(_path_dir, (_STR,)), "osDir": _Func(_path_dir, (_STR,)),
@@ -3590,7 +3613,10 @@ class _State:
         argv = []
         for i, a in enumerate(call_args):
             spec = fn.params[i] if i < len(fn.params) else fn.variadic
-            argv.append(self.eval_arg(dot, spec, a))
+            v = self.eval_arg(dot, spec, a)
+            if i >= 1 and fn.sees_interfaces and v is not NO_VALUE and _reads_a_field(a):
+                v = _Interface(v)
+            argv.append(v)
         if final is not _MISSING:
             last = num_in - 1
             spec = fn.params[last] if last < len(fn.params) else fn.variadic
@@ -3635,6 +3661,8 @@ class _State:
         if isinstance(n, _DotNode):
             return self.validate_type(dot, spec)
         if isinstance(n, _NilNode):
+            if spec == _VALUE:  # a reflect.Value parameter gets the zero Value, Go's invalid value
+                return NO_VALUE
             if spec is None or spec in _CAN_BE_NIL:
                 return None
             self.errorf(f"cannot assign nil to {spec}")
