@@ -26,6 +26,8 @@ from typing import Any
 import celpy
 from celpy import celtypes
 
+from capd_py.reconcile.topology import cel_k8s
+
 _OLD_SELF = re.compile(r"\boldSelf\b")
 _ENV = celpy.Environment()
 
@@ -146,7 +148,21 @@ def _find_all(s: str, pattern: str, n: int = -1) -> Any:
     return celtypes.ListType([_s(x) for x in (found if n < 0 else found[:n])])
 
 
+def _library(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A Kubernetes library function: its conversion errors and type mismatches as cel-go reports them."""
+    @functools.wraps(fn)
+    def call(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except cel_k8s.LibraryError as e:
+            raise CELError(str(e)) from None
+        except cel_k8s.NoOverload:
+            raise CELError("no such overload") from None
+    return call
+
+
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
+    **{name: _library(fn) for name, fn in cel_k8s.FUNCTIONS.items()},
     "lowerAscii": _lower_ascii, "upperAscii": _upper_ascii, "split": _split, "join": _join, "replace": _replace,
     "substring": _substring, "charAt": _char_at, "indexOf": _index_of, "lastIndexOf": _last_index_of,
     "trim": _trim, "reverse": _reverse, "isSorted": _is_sorted, "sum": _sum, "min": _min, "max": _max,

@@ -251,10 +251,13 @@ def _parse_authority(u: _URL, authority: bytes) -> None:
         u.user = (_unescape(name, _USER), _unescape(password, _USER))
 
 
-def _parse(raw: bytes) -> _URL:
-    """url.Parse without the fragment (net/url's parse, not via a request)."""
+def _parse(raw: bytes, via_request: bool = False) -> _URL:
+    """net/url's parse: url.Parse without the fragment, or ParseRequestURI (`via_request`: absolute URI or
+    absolute path)."""
     if any(c < 0x20 or c == 0x7F for c in raw):
         raise ValueError("net/url: invalid control character in URL")
+    if not raw and via_request:
+        raise ValueError("empty url")
     u = _URL()
     if raw == b"*":
         u.path = b"*"
@@ -269,9 +272,11 @@ def _parse(raw: bytes) -> _URL:
         if u.scheme:
             u.opaque = rest
             return u
+        if via_request:
+            raise ValueError("invalid URI for request")
         if b":" in rest.partition(b"/")[0]:
             raise ValueError("first path segment in URL cannot contain colon")
-    if (u.scheme or not rest.startswith(b"///")) and rest.startswith(b"//"):
+    if (u.scheme or not via_request and not rest.startswith(b"///")) and rest.startswith(b"//"):
         authority, slash, tail = rest[2:].partition(b"/")
         rest = slash + tail
         _parse_authority(u, authority)
@@ -297,6 +302,15 @@ def parse_url(text: str) -> _URL:
         raise URLError(f"parse {quote_bytes(raw)}: {e}") from None
     u.raw_fragment = b"" if _escape(u.fragment, _FRAGMENT) == frag else frag
     return u
+
+
+def parse_request_uri(text: str) -> _URL:
+    """url.ParseRequestURI: URLError with Go's message."""
+    raw = text.encode()
+    try:
+        return _parse(raw, via_request=True)
+    except ValueError as e:
+        raise URLError(f"parse {quote_bytes(raw)}: {e}") from None
 
 
 def url_parse(text: str) -> dict[str, Any]:
