@@ -27,6 +27,7 @@ import celpy
 from celpy import celtypes
 
 from capd_py.reconcile.topology import cel_k8s
+from capd_py.reconcile.topology.gotemplate import go_sprint
 
 _OLD_SELF = re.compile(r"\boldSelf\b")
 _ENV = celpy.Environment()
@@ -34,6 +35,27 @@ _ENV = celpy.Environment()
 
 class CELError(Exception):
     """An evaluation error, worded as cel-go's (`no such key: x`, `division by zero`, ...)."""
+
+
+class CELCompileError(CELError):
+    """A rule cel-go would not compile (a function it does not declare), worded as the apiserver reports it: the
+    whole text is the message, no "evaluating rule" after it. cel-python finds it when evaluating."""
+
+
+_UNDECLARED = re.compile(r"undeclared reference to '([^']*)'")
+
+
+def _compile_error(rule: str, name: str) -> CELCompileError:
+    """cel-go's error for a call of an undeclared function: at the call's open parenthesis, with the source line
+    and a marker under it."""
+    m = re.search(rf"(?<![\w.]){re.escape(name)}\s*\(|\.{re.escape(name)}\s*\(", rule)
+    at = rule.index("(", m.start()) if m else 0
+    line_no = rule.count("\n", 0, at) + 1
+    start = rule.rfind("\n", 0, at) + 1
+    line = rule[start:].split("\n", 1)[0]
+    col = at - start + 1
+    return CELCompileError(f"rule compile error: compilation failed: ERROR: <input>:{line_no}:{col}: undeclared "
+                           f"reference to '{name}' (in container '')\n | {line}\n | {'.' * (col - 1)}^")
 
 
 def _s(v: Any) -> celtypes.StringType:
@@ -161,7 +183,17 @@ def _library(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+def _string(v: Any) -> Any:
+    """CEL's string() as cel-go converts: booleans lower case, doubles as Go's %g."""
+    if isinstance(v, bool | celtypes.BoolType):
+        return _s("true" if v else "false")
+    if isinstance(v, float | celtypes.DoubleType):
+        return _s(go_sprint(float(v)))
+    return celtypes.StringType(v)
+
+
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "string": _string,
     **{name: _library(fn) for name, fn in cel_k8s.FUNCTIONS.items()},
     "lowerAscii": _lower_ascii, "upperAscii": _upper_ascii, "split": _split, "join": _join, "replace": _replace,
     "substring": _substring, "charAt": _char_at, "indexOf": _index_of, "lastIndexOf": _last_index_of,
@@ -214,6 +246,10 @@ def _cel_error_text(e: BaseException) -> str:
         return str(e)
     args = getattr(e, "args", ())
     text = str(args[0]) if args else str(e)
+    detail = " ".join(str(a) for a in args)
+    m = re.search(r"invalid literal for (int|float)\(\)|could not convert string to (float)", detail)
+    if m:
+        return f"type conversion error from 'string' to '{'int' if m.group(1) == 'int' else 'double'}'"
     m = re.match(r"no such member in mapping: '(.*)'", text)
     if m:
         return f"no such key: {m.group(1)}"
@@ -237,10 +273,16 @@ def evaluate(rule: str, self_value: Any, old_value: Any = None, has_old: bool = 
         raise
     except (celpy.CELEvalError, celpy.CELParseError, TypeError, ValueError, KeyError, IndexError,
             ZeroDivisionError) as e:
-        raise CELError(_cel_error_text(e)) from e
+        raise _error_of(rule, e) from e
     if isinstance(result, celpy.CELEvalError):
-        raise CELError(_cel_error_text(result))
+        raise _error_of(rule, result)
     return result
+
+
+def _error_of(rule: str, e: BaseException) -> CELError:
+    text = _cel_error_text(e)
+    m = _UNDECLARED.match(text)
+    return _compile_error(rule, m.group(1)) if m else CELError(text)
 
 
 def uses_old_self(rule: str) -> bool:

@@ -1057,7 +1057,8 @@ def _default_errors(s: Mapping[str, Any], path: str) -> list[_FieldError]:
         _prune(pruned, s, "", [], delete=True)
         if not _strict_equal(pruned, d):
             errs.append(_FieldError(_INVALID, dp, d, "must not have unknown fields"))
-        errs += _to_field_errors(dp, _oa_validate(s, d, "", strip=False).errors)
+        found = _to_field_errors(dp, _oa_validate(s, d, "", strip=False).errors)
+        errs += found or _cel_errors(s, d, _OMIT, dp, _SCHEMA_VALUES)
     items = _sub(s, "items")
     if items is not None:
         errs += _default_errors(items, _child(path, "items"))
@@ -1147,11 +1148,15 @@ def _schema_errors(s: Mapping[str, Any], path: str) -> list[_FieldError]:
         return [_not_supported(_child(path, "type"), t, VALID_TYPES)]
     errs: list[_FieldError] = []
     if s.get("example") is not None:
-        errs += _to_field_errors(_child(path, "example"), _oa_validate(s, s["example"], "").errors)
+        ep = _child(path, "example")
+        found = _to_field_errors(ep, _oa_validate(s, s["example"], "").errors)
+        errs += found or _cel_errors(s, s["example"], _OMIT, ep, _SCHEMA_VALUES)
     raw_enum = s.get("enum")
     for i, e in enumerate(raw_enum if isinstance(raw_enum, list) else []):
         if e is not None:
-            errs += _to_field_errors(_key(_child(path, "enum"), i), _oa_validate(s, e, "").errors)
+            ep = _key(_child(path, "enum"), i)
+            found = _to_field_errors(ep, _oa_validate(s, e, "").errors)
+            errs += found or _cel_errors(s, e, _OMIT, ep, _SCHEMA_VALUES)
     ap = _sub(s, "additionalProperties")
     if ap is not None:
         if _props(s):
@@ -1383,8 +1388,11 @@ def _value_errors(name: str, value: Any, schema: Any, fld: str, old: Any = _OMIT
     return _cel_errors(schema, value, old, _child(fld, "value"), raw)
 
 
-def _cel_errors(s: Mapping[str, Any], value: Any, old: Any, path: str, raw: str) -> list[_FieldError]:
-    """apiextensions' CEL validator: this node's rules, then properties, map entries, items (null skipped)."""
+def _cel_errors(s: Mapping[str, Any], value: Any, old: Any, path: str, raw: Any) -> list[_FieldError]:
+    """apiextensions' CEL validator: this node's rules, then properties, map entries, items (null skipped).
+    `raw` is the value errors show (a variable's whole value, as upstream's variable validation shows it), or
+    _SCHEMA_VALUES: a default, example or enum value of a ClusterClass, where a failed rule shows the value at the
+    node and an evaluation error the node's type, as the apiserver's validator does."""
     if value is None:
         return []
     errs: list[_FieldError] = []
@@ -1395,7 +1403,10 @@ def _cel_errors(s: Mapping[str, Any], value: Any, old: Any, path: str, raw: str)
         old_v = cel.to_cel(old, s) if has_old else None
         for rule in rules:
             if isinstance(rule, Mapping):
-                errs += _rule_outcome(rule, s, self_v, old_v, has_old, path, raw)
+                # a list or an object is not shown (the apiserver omits its value from the error)
+                shown = _OMIT if isinstance(value, list | Mapping) else value
+                failed, error = (shown, s.get("type") or "") if raw is _SCHEMA_VALUES else (raw, raw)
+                errs += _rule_outcome(rule, s, self_v, old_v, has_old, path, failed, error)
     props = _props(s)
     if isinstance(value, Mapping):
         old_map = old if isinstance(old, Mapping) else {}
@@ -1412,8 +1423,11 @@ def _cel_errors(s: Mapping[str, Any], value: Any, old: Any, path: str, raw: str)
     return errs
 
 
+_SCHEMA_VALUES: Final = object()
+
+
 def _rule_outcome(rule: Mapping[str, Any], s: Mapping[str, Any], self_v: Any, old_v: Any, has_old: bool,
-                  path: str, raw: str) -> list[_FieldError]:
+                  path: str, raw: Any, error_raw: Any) -> list[_FieldError]:
     text = str(rule.get("rule") or "").strip()
     if not text:
         return []
@@ -1423,12 +1437,15 @@ def _rule_outcome(rule: Mapping[str, Any], s: Mapping[str, Any], self_v: Any, ol
         return []  # a transition rule runs only on updates
     try:
         ok = cel.evaluate(text, self_v, old_v, has_old)
+    except cel.CELCompileError as e:
+        return [_FieldError(_INVALID, path, error_raw, str(e))]
     except cel.CELError as e:
         detail = str(e)
         if detail == "no such overload":
-            return [_FieldError(_INVALID, path, raw, f"'{detail}': call arguments did not match a supported "
-                                                     f"operator, function or macro signature for rule: {rule_str}")]
-        return [_FieldError(_INVALID, path, raw, f"{detail} evaluating rule: {rule_str}")]
+            return [_FieldError(_INVALID, path, error_raw, f"'{detail}': call arguments did not match a supported "
+                                                           f"operator, function or macro signature for rule: "
+                                                           f"{rule_str}")]
+        return [_FieldError(_INVALID, path, error_raw, f"{detail} evaluating rule: {rule_str}")]
     if ok is True or (not isinstance(ok, bool) and bool(ok) and type(ok).__name__ == "BoolType"):
         return []
     fp = str(rule.get("fieldPath") or "")

@@ -56,3 +56,30 @@ def test_quantities_are_exact_and_rounded_up_to_nanos() -> None:
     assert cel_k8s.parse_quantity("0.1n").value == Decimal("1e-9")
     with pytest.raises(ValueError, match="suffix"):
         cel_k8s.parse_quantity("1kM")
+
+
+def test_cel_go_wording_of_conversions_and_undeclared_functions() -> None:
+    assert cel.evaluate('"flag is " + string(self)', cel.to_cel(False, {"type": "boolean"})) == "flag is false"
+    assert cel.evaluate("string(self)", cel.to_cel(1e6, {"type": "number"})) == "1e+06"
+    with pytest.raises(cel.CELError, match="type conversion error from 'string' to 'int'"):
+        _eval("int(self) > 0", "zz9")
+    with pytest.raises(cel.CELCompileError) as e:
+        _eval("self.quote().size() > 4", "x")
+    assert str(e.value) == ("rule compile error: compilation failed: ERROR: <input>:1:11: undeclared reference to "
+                            "'quote' (in container '')\n | self.quote().size() > 4\n | ..........^")
+
+
+def test_class_defaults_examples_and_enums_meet_their_rules() -> None:
+    """As the apiserver validates defaults (and upstream examples and enums): a failed rule shows the value, an
+    evaluation error the schema's type, a list or object value is not shown."""
+    from capd_py.reconcile.topology import variables as V
+    schema = {"type": "string", "default": "a-b", "example": "zz9", "enum": ["1", "a-b", "zz9"],
+              "x-kubernetes-validations": [{"rule": "int(self) > 0"}]}
+    got = V.validate_class_variables([{"name": "v", "schema": {"openAPIV3Schema": schema}}])
+    p = "spec.variables[v].schema.openAPIV3Schema"
+    assert got == [f"{p}.default: Invalid value: \"string\": type conversion error from 'string' to 'int' "
+                   "evaluating rule: int(self) > 0"]   # the default stage stops the later ones, as upstream
+    lst = {"type": "array", "items": {"type": "string"}, "example": ["a"],
+           "x-kubernetes-validations": [{"rule": "self.size() > 1"}]}
+    got = V.validate_class_variables([{"name": "v", "schema": {"openAPIV3Schema": lst}}])
+    assert got == [f"{p}.example: Invalid value: failed rule: self.size() > 1"]
