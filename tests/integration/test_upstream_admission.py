@@ -205,6 +205,14 @@ LAXER_THAN_UPSTREAM_CRDS: list[tuple[str, str]] = [
     (".matchLabels: nullable",
      "deliberate: upstream's templates write `matchLabels:` (null); a create drops it, but server-side apply refuses "
      "a null for a field that is not nullable (hack/gen_crds.py label_selector)"),
+    (".spec.template: minProperties None (upstream 1)",
+     "the kubeadm templates (and the KCP template's spec and machineTemplate): capd-py's v1beta1 conversion gives "
+     "`template: {}` for a template whose spec is empty once converted (upstream's v1.10 development ClusterClass: "
+     "`joinConfiguration: {nodeRegistration: {}}`), which the bound would refuse on the topology's clone and on "
+     "`move` (found 2026-12-07); how upstream stores that object is to be asked of its plane"),
+    (".spec.template.spec: minProperties None (upstream 1)", "as .spec.template"),
+    (".spec.template.spec.machineTemplate: minProperties None (upstream 1)", "as .spec.template"),
+    (".spec.template.spec.machineTemplate.spec: minProperties None (upstream 1)", "as .spec.template"),
     (": does not require ['metadata']",
      "the root of a MachineDrainRule: the API server refuses an object without metadata.name before any schema"),
     (": not validated (preserve-unknown-fields)",
