@@ -15,6 +15,7 @@ from typing import Any
 from celpy import celtypes
 
 from capd_py.reconcile.topology.gostrconv import go_quote
+from capd_py.reconcile.topology.gotemplate import go_sprint
 from capd_py.reconcile.topology.sprig_url import URLError, parse_request_uri, parse_url
 
 
@@ -347,7 +348,7 @@ def _format_string(v: Any) -> str:
     if v is None:
         return "null"
     if isinstance(v, celtypes.DoubleType | float):
-        return repr(float(v)) if float(v) != int(float(v)) or abs(float(v)) >= 1e21 else f"{float(v):g}"
+        return go_sprint(float(v))  # CEL's string() of a double: Go's %g
     if isinstance(v, list):
         return "[" + ", ".join(_format_string(x) for x in v) + "]"
     if isinstance(v, dict):

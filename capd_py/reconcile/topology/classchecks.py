@@ -52,16 +52,26 @@ def default_and_validate_variables(cluster: Obj, old: Obj | None, cc: Obj) -> tu
     topo = _topology(out)
     old_topo = _topology(old)
     defs, _ = class_variables(cc)
-    defaulted = V.default_values(defs, list(topo.get("variables") or []))
+    names = {d.get("name") for d in defs if isinstance(d, dict)}
+
+    def defaults(values: list[Any], top_level_missing: bool = True) -> list[Any]:
+        """DefaultClusterVariables: a list naming a variable the class does not define (or a name twice) is not
+        defaulted at all, as upstream's defaulting fails for it; validation then sees it as given."""
+        given = [v.get("name") for v in values if isinstance(v, dict)]
+        if any(n not in names for n in given) or len(given) != len(set(given)):
+            return values
+        return V.default_values(defs, values, top_level_missing=top_level_missing)
+
+    defaulted = defaults(list(topo.get("variables") or []))
     if defaulted or "variables" in topo:
         topo["variables"] = defaulted
     cp: Obj = topo["controlPlane"] if isinstance(topo.get("controlPlane"), dict) else {}
     if _overrides(cp):
-        cp["variables"]["overrides"] = V.default_values(defs, _overrides(cp), top_level_missing=False)
+        cp["variables"]["overrides"] = defaults(_overrides(cp), top_level_missing=False)
     for kind in ("machineDeployments", "machinePools"):
         for w in _workers(topo, kind):
             if _overrides(w):
-                w["variables"]["overrides"] = V.default_values(defs, _overrides(w), top_level_missing=False)
+                w["variables"]["overrides"] = defaults(_overrides(w), top_level_missing=False)
     errs = V.value_errors(defs, list(topo.get("variables") or []), "spec.topology.variables",
                           old_values=list(old_topo.get("variables") or []) if old is not None else None)
     if _overrides(cp):

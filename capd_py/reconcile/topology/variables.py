@@ -1058,7 +1058,8 @@ def _default_errors(s: Mapping[str, Any], path: str) -> list[_FieldError]:
         if not _strict_equal(pruned, d):
             errs.append(_FieldError(_INVALID, dp, d, "must not have unknown fields"))
         found = _to_field_errors(dp, _oa_validate(s, d, "", strip=False).errors)
-        errs += found or _cel_errors(s, d, _OMIT, dp, _SCHEMA_VALUES)
+        # the apiserver validates a default as an update of itself: transition rules compare it with itself
+        errs += found or _cel_errors(s, d, d, dp, _SCHEMA_VALUES)
     items = _sub(s, "items")
     if items is not None:
         errs += _default_errors(items, _child(path, "items"))
@@ -1150,13 +1151,13 @@ def _schema_errors(s: Mapping[str, Any], path: str) -> list[_FieldError]:
     if s.get("example") is not None:
         ep = _child(path, "example")
         found = _to_field_errors(ep, _oa_validate(s, s["example"], "").errors)
-        errs += found or _cel_errors(s, s["example"], _OMIT, ep, _SCHEMA_VALUES)
+        errs += found or _cel_errors(s, s["example"], _OMIT, ep, _SCHEMA_VALUES, descend=False)
     raw_enum = s.get("enum")
     for i, e in enumerate(raw_enum if isinstance(raw_enum, list) else []):
         if e is not None:
             ep = _key(_child(path, "enum"), i)
             found = _to_field_errors(ep, _oa_validate(s, e, "").errors)
-            errs += found or _cel_errors(s, e, _OMIT, ep, _SCHEMA_VALUES)
+            errs += found or _cel_errors(s, e, _OMIT, ep, _SCHEMA_VALUES, descend=False)
     ap = _sub(s, "additionalProperties")
     if ap is not None:
         if _props(s):
@@ -1382,17 +1383,21 @@ def _value_errors(name: str, value: Any, schema: Any, fld: str, old: Any = _OMIT
     unknown: list[str] = []
     _prune(copy.deepcopy(value), schema, "", unknown, delete=True)
     if unknown:
-        fields = ",".join(sorted(unknown))
+        # upstream prunes the value wrapped as `variableValue` and strips "variableValue." from the paths: one that
+        # starts at a list index keeps the wrapper's name
+        fields = ",".join(sorted(f"variableValue{u}" if u.startswith("[") else u for u in unknown))
         return [_FieldError(_INVALID, fld, raw, f"failed validation: {go_quote(fields)} field(s) are not specified "
                                                 f"in the variable schema of variable {go_quote(name)}")]
     return _cel_errors(schema, value, old, _child(fld, "value"), raw)
 
 
-def _cel_errors(s: Mapping[str, Any], value: Any, old: Any, path: str, raw: Any) -> list[_FieldError]:
+def _cel_errors(s: Mapping[str, Any], value: Any, old: Any, path: str, raw: Any,
+                descend: bool = True) -> list[_FieldError]:
     """apiextensions' CEL validator: this node's rules, then properties, map entries, items (null skipped).
     `raw` is the value errors show (a variable's whole value, as upstream's variable validation shows it), or
     _SCHEMA_VALUES: a default, example or enum value of a ClusterClass, where a failed rule shows the value at the
-    node and an evaluation error the node's type, as the apiserver's validator does."""
+    node and an evaluation error the node's type, as the apiserver's validator does. Without `descend`, only this
+    node's rules (upstream checks an example or enum value against the rules of the node that holds it)."""
     if value is None:
         return []
     errs: list[_FieldError] = []
@@ -1407,6 +1412,8 @@ def _cel_errors(s: Mapping[str, Any], value: Any, old: Any, path: str, raw: Any)
                 shown = _OMIT if isinstance(value, list | Mapping) else value
                 failed, error = (shown, s.get("type") or "") if raw is _SCHEMA_VALUES else (raw, raw)
                 errs += _rule_outcome(rule, s, self_v, old_v, has_old, path, failed, error)
+    if not descend:
+        return errs
     props = _props(s)
     if isinstance(value, Mapping):
         old_map = old if isinstance(old, Mapping) else {}

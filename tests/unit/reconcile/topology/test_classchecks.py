@@ -139,3 +139,17 @@ def test_clusterclass_variables_are_refused_as_upstreams_clusterclass_webhook_do
         (fielderrors.INVALID, "spec.variables[a].name"),
         (fielderrors.INVALID, "spec.variables[b].schema.openAPIV3Schema.default")], [str(e) for e in errs]
     assert validate_clusterclass({"metadata": {"name": "cc"}, "spec": {}}, None) == []
+
+
+def test_a_list_naming_an_undefined_variable_is_not_defaulted() -> None:
+    """Upstream's DefaultClusterVariables fails for the whole list when a value names no definition, so nothing of
+    it is defaulted and validation sees it as given: a required variable the list lacks is reported too (the
+    admission oracle's #204, a renamed variable)."""
+    cc = klass()
+    cc["status"]["variables"][1]["definitions"][0]["required"] = True
+    cc["status"]["variables"][1]["required"] = True
+    out, errs = default_and_validate_variables(cluster([{"name": "nope", "value": 1}]), None, cc)
+    assert out["spec"]["topology"]["variables"] == [{"name": "nope", "value": 1}]
+    assert sorted(e.field for e in errs) == ["spec.topology.variables", "spec.topology.variables[nope]"]
+    out, errs = default_and_validate_variables(cluster([]), None, cc)
+    assert errs == [] and [v["name"] for v in out["spec"]["topology"]["variables"]] == ["shape", "image"]

@@ -35,10 +35,10 @@ ALLOWED: dict[str, tuple[int, str]] = {
         3, "a value of another type than the schema's (an old value) reaches a rule: the apiserver's typed "
            "conversion fails with `invalid data, expected <type>, got <type>`; cel-python compares untyped values"),
     "values: CEL evaluation error wording": (
-        5, "cel-python's evaluation errors are reworded to cel-go's only for the common ones (no such key, division "
+        3, "cel-python's evaluation errors are reworded to cel-go's only for the common ones (no such key, division "
            "by zero, integer overflow, index out of bounds)"),
     "values: CEL rule outcome": (
-        19, "a rule evaluates differently: cel-python has no schema-typed objects (has() on a declared but absent "
+        12, "a rule evaluates differently: cel-python has no schema-typed objects (has() on a declared but absent "
             "field, int/double mixing and size() of an object, which cel-go refuses at compile time, list/map "
             "equality details)"),
 }
