@@ -171,15 +171,20 @@ def _find_all(s: str, pattern: str, n: int = -1) -> Any:
 
 
 def _library(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A Kubernetes library function: its conversion errors and type mismatches as cel-go reports them."""
+    """A Kubernetes library function: its conversion errors and type mismatches as cel-go reports them, returned
+    as CEL error values (not raised), so that `false && ip(x)...` is false as in cel-go, whose logical operators
+    absorb an error when the other side decides."""
     @functools.wraps(fn)
     def call(*args: Any) -> Any:
+        for a in args:
+            if isinstance(a, celpy.CELEvalError):
+                return a
         try:
             return fn(*args)
         except cel_k8s.LibraryError as e:
-            raise CELError(str(e)) from None
+            return celpy.CELEvalError(str(e))
         except cel_k8s.NoOverload:
-            raise CELError("no such overload") from None
+            return celpy.CELEvalError("no such overload")
     return call
 
 

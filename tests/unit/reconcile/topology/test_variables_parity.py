@@ -35,7 +35,7 @@ ALLOWED: dict[str, tuple[int, str]] = {
         3, "a value of another type than the schema's (an old value) reaches a rule: the apiserver's typed "
            "conversion fails with `invalid data, expected <type>, got <type>`; cel-python compares untyped values"),
     "values: CEL evaluation error wording": (
-        3, "cel-python's evaluation errors are reworded to cel-go's only for the common ones (no such key, division "
+        1, "cel-python's evaluation errors are reworded to cel-go's only for the common ones (no such key, division "
            "by zero, integer overflow, index out of bounds)"),
     "values: CEL rule outcome": (
         12, "a rule evaluates differently: cel-python has no schema-typed objects (has() on a declared but absent "
