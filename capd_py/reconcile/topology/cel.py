@@ -212,11 +212,42 @@ def _program(expr: str) -> Any:
     return _ENV.program(_ENV.compile(expr), functions=_FUNCTIONS)
 
 
+def _go_type(value: Any) -> str:
+    """%T of a decoded JSON value, as the apiserver holds it."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int64"
+    if isinstance(value, float):
+        return "float64"
+    if isinstance(value, str):
+        return "string"
+    return "[]interface {}" if isinstance(value, list) else "map[string]interface {}"
+
+
+def _mismatch(value: Any, typ: Any) -> str | None:
+    """The apiserver's UnstructuredToVal error for a value of another type than its schema's (an old value
+    written before the schema changed), None when it fits."""
+    if typ == "object" and not isinstance(value, Mapping):
+        return "invalid data, expected a map for the provided schema with type=object"
+    if typ == "array" and not isinstance(value, list):
+        return "invalid data, expected an array for the provided schema with type=array"
+    scalar = {"string": (str,), "boolean": (bool,), "integer": (int,), "number": (int, float)}.get(str(typ))
+    if scalar is None or (isinstance(value, scalar) and not (typ != "boolean" and isinstance(value, bool))):
+        return None
+    want = {"string": "string", "boolean": "bool", "integer": "int", "number": "float"}[str(typ)]
+    return f"invalid data, expected {want}, got {_go_type(value)}"
+
+
 def to_cel(value: Any, schema: Mapping[str, Any] | None) -> Any:
-    """A JSON value as CEL sees it under `schema`: integers are int, numbers double, objects maps."""
+    """A JSON value as CEL sees it under `schema`: integers are int, numbers double, objects maps; a value of another
+    type than the schema's is a CEL error value, which fails a rule that reads it (as the apiserver's)."""
     typ = schema.get("type") if isinstance(schema, Mapping) else None
     if value is None:
         return None
+    bad = _mismatch(value, typ) if typ else None
+    if bad:
+        return celpy.CELEvalError(bad)
     if isinstance(value, bool):
         return celtypes.BoolType(value)
     if isinstance(value, int | float) and typ == "number":

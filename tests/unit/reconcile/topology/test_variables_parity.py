@@ -31,9 +31,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     "values: Kubernetes CEL library not implemented": (
         1, "cel-go's list extension sort() is not in cel.py; the Kubernetes libraries (ip, cidr, url, quantity, "
            "semver, format) are (cel_k8s.py)"),
-    "values: typed data conversion": (
-        3, "a value of another type than the schema's (an old value) reaches a rule: the apiserver's typed "
-           "conversion fails with `invalid data, expected <type>, got <type>`; cel-python compares untyped values"),
     "values: CEL evaluation error wording": (
         1, "cel-python's evaluation errors are reworded to cel-go's only for the common ones (no such key, division "
            "by zero, integer overflow, index out of bounds)"),
