@@ -1047,7 +1047,15 @@ def _default(x: Any, s: Mapping[str, Any] | None) -> None:
             _default(x[i], items)
 
 
-def _default_errors(s: Mapping[str, Any], path: str) -> list[_FieldError]:
+# An array at the root of a variable's schema has no CEL type: the apiserver types a root schema as a resource
+# (it adds kind, apiVersion and metadata) and that copy drops `items`, so rules cannot be compiled. Measured on
+# the corpus: only when the root itself has rules (then every node with rules is refused so).
+_NO_TYPE_INFO = ("internal error: failed to construct type information for x-kubernetes-validations rules: unable "
+                 "to convert structural schema to CEL declarations")
+_NO_DECL_TYPE = "rule compiler initialization error: failed to convert to declType for CEL validation rules"
+
+
+def _default_errors(s: Mapping[str, Any], path: str, root: bool = False) -> list[_FieldError]:
     """structuraldefaulting.ValidateDefaults: every default (root, items, properties) is pruned-clean and valid."""
     errs: list[_FieldError] = []
     d = s.get("default")
@@ -1058,8 +1066,19 @@ def _default_errors(s: Mapping[str, Any], path: str) -> list[_FieldError]:
         if not _strict_equal(pruned, d):
             errs.append(_FieldError(_INVALID, dp, d, "must not have unknown fields"))
         found = _to_field_errors(dp, _oa_validate(s, d, "", strip=False).errors)
-        # the apiserver validates a default as an update of itself: transition rules compare it with itself
-        errs += found or _cel_errors(s, d, d, dp, _SCHEMA_VALUES)
+        if found:
+            errs += found
+        elif root and s.get("type") == "array" and s.get("x-kubernetes-validations"):
+            # the root's rules cannot be compiled (_NO_TYPE_INFO): the default, and each of its items when the
+            # items have rules, is refused with the compiler's error
+            errs.append(_FieldError(_INVALID, dp, "array", _NO_DECL_TYPE))
+            items = _sub(s, "items")
+            if items is not None and items.get("x-kubernetes-validations") and isinstance(d, list):
+                errs += [_FieldError(_INVALID, _key(dp, i), items.get("type") or "", _NO_DECL_TYPE)
+                         for i in range(len(d))]
+        else:
+            # the apiserver validates a default as an update of itself: transition rules compare it with itself
+            errs += _cel_errors(s, d, d, dp, _SCHEMA_VALUES)
     items = _sub(s, "items")
     if items is not None:
         errs += _default_errors(items, _child(path, "items"))
@@ -1141,39 +1160,60 @@ def _rule_errors(s: Mapping[str, Any], path: str) -> list[_FieldError]:
     return errs
 
 
-def _schema_errors(s: Mapping[str, Any], path: str) -> list[_FieldError]:
+def _schema_errors(s: Mapping[str, Any], path: str, array_root: bool = False) -> list[_FieldError]:
     """validateSchema: types, example and enum values against the schema, properties XOR additionalProperties,
-    recursively; then the static x-kubernetes-validations checks."""
+    recursively; then, on a node with x-kubernetes-validations, the static rule checks, the rules' typing, and when
+    nothing at or under the node was found, its example and enum values against its rules and those under it."""
+    schema, cel_errs = _schema_and_cel_errors(s, path, array_root, typed=True)
+    return schema + cel_errs
+
+
+def _schema_and_cel_errors(s: Mapping[str, Any], path: str, array_root: bool,
+                           typed: bool) -> tuple[list[_FieldError], list[_FieldError]]:
+    """(schema errors, CEL errors) as upstream's OpenAPISchemaErrorList keeps them apart: only schema errors keep a
+    node's rules from being typed; any error keeps its example and enums from being evaluated. `typed`: the node
+    has a CEL context (not under not/allOf/oneOf/anyOf)."""
     t = s.get("type") or ""
     if t and t not in VALID_TYPES:
-        return [_not_supported(_child(path, "type"), t, VALID_TYPES)]
+        return [_not_supported(_child(path, "type"), t, VALID_TYPES)], []
     errs: list[_FieldError] = []
+    cel_errs: list[_FieldError] = []
     if s.get("example") is not None:
-        ep = _child(path, "example")
-        found = _to_field_errors(ep, _oa_validate(s, s["example"], "").errors)
-        errs += found or _cel_errors(s, s["example"], _OMIT, ep, _SCHEMA_VALUES, descend=False)
+        errs += _to_field_errors(_child(path, "example"), _oa_validate(s, s["example"], "").errors)
     raw_enum = s.get("enum")
-    for i, e in enumerate(raw_enum if isinstance(raw_enum, list) else []):
-        if e is not None:
-            ep = _key(_child(path, "enum"), i)
-            found = _to_field_errors(ep, _oa_validate(s, e, "").errors)
-            errs += found or _cel_errors(s, e, _OMIT, ep, _SCHEMA_VALUES, descend=False)
+    enum = [(i, e) for i, e in enumerate(raw_enum if isinstance(raw_enum, list) else []) if e is not None]
+    for i, e in enum:
+        errs += _to_field_errors(_key(_child(path, "enum"), i), _oa_validate(s, e, "").errors)
+    children: list[tuple[Mapping[str, Any], str, bool]] = []
     ap = _sub(s, "additionalProperties")
     if ap is not None:
         if _props(s):
             errs.append(_FieldError(_FORBIDDEN, path, _OMIT, "additionalProperties and properties are mutually "
                                                              "exclusive"))
-        errs += _schema_errors(ap, _child(path, "additionalProperties"))
-    for k, p in _props(s).items():
-        errs += _schema_errors(p, _key(_child(path, "properties"), k))
+        children.append((ap, _child(path, "additionalProperties"), typed))
+    children += [(p, _key(_child(path, "properties"), k), typed) for k, p in _props(s).items()]
     for key in ("items", "not"):
         sub = _sub(s, key)
         if sub is not None:
-            errs += _schema_errors(sub, _child(path, key))
+            children.append((sub, _child(path, key), typed and key == "items"))
     for key in ("allOf", "oneOf", "anyOf"):
-        for i, sub in enumerate(_subs(s, key)):
-            errs += _schema_errors(sub, _key(_child(path, key), i))
-    return errs + _rule_errors(s, path)
+        children += [(sub, _key(_child(path, key), i), False) for i, sub in enumerate(_subs(s, key))]
+    for sub, sub_path, sub_typed in children:
+        schema_sub, cel_sub = _schema_and_cel_errors(sub, sub_path, array_root, sub_typed)
+        errs += schema_sub
+        cel_errs += cel_sub
+    if not s.get("x-kubernetes-validations"):
+        return errs, cel_errs
+    errs += _rule_errors(s, path)
+    if not errs and typed and array_root:
+        cel_errs.append(_FieldError(_INTERNAL, _child(path, "x-kubernetes-validations"), _OMIT, _NO_TYPE_INFO))
+    if errs or cel_errs:
+        return errs, cel_errs
+    if s.get("example") is not None:
+        cel_errs += _cel_errors(s, s["example"], _OMIT, _child(path, "example"), _SCHEMA_VALUES)
+    for i, e in enum:
+        cel_errs += _cel_errors(s, e, _OMIT, _key(_child(path, "enum"), i), _SCHEMA_VALUES)
+    return errs, cel_errs
 
 
 def _root_schema_errors(var: str, s: Any, path: str) -> list[_FieldError]:
@@ -1184,10 +1224,10 @@ def _root_schema_errors(var: str, s: Any, path: str) -> list[_FieldError]:
     errs = sorted(_structural_errors(s, _FIELD_LEVEL, path), key=str)
     if errs:
         return errs
-    errs = _default_errors(s, path)
+    errs = _default_errors(s, path, root=True)
     if errs:
         return errs
-    return _schema_errors(s, path)
+    return _schema_errors(s, path, array_root=s.get("type") == "array" and bool(s.get("x-kubernetes-validations")))
 
 
 def _x_metadata_errors(s: Mapping[str, Any], path: str) -> list[_FieldError]:
@@ -1391,13 +1431,11 @@ def _value_errors(name: str, value: Any, schema: Any, fld: str, old: Any = _OMIT
     return _cel_errors(schema, value, old, _child(fld, "value"), raw)
 
 
-def _cel_errors(s: Mapping[str, Any], value: Any, old: Any, path: str, raw: Any,
-                descend: bool = True) -> list[_FieldError]:
+def _cel_errors(s: Mapping[str, Any], value: Any, old: Any, path: str, raw: Any) -> list[_FieldError]:
     """apiextensions' CEL validator: this node's rules, then properties, map entries, items (null skipped).
     `raw` is the value errors show (a variable's whole value, as upstream's variable validation shows it), or
     _SCHEMA_VALUES: a default, example or enum value of a ClusterClass, where a failed rule shows the value at the
-    node and an evaluation error the node's type, as the apiserver's validator does. Without `descend`, only this
-    node's rules (upstream checks an example or enum value against the rules of the node that holds it)."""
+    node and an evaluation error the node's type, as the apiserver's validator does."""
     if value is None:
         return []
     errs: list[_FieldError] = []
@@ -1412,8 +1450,6 @@ def _cel_errors(s: Mapping[str, Any], value: Any, old: Any, path: str, raw: Any,
                 shown = _OMIT if isinstance(value, list | Mapping) else value
                 failed, error = (shown, s.get("type") or "") if raw is _SCHEMA_VALUES else (raw, raw)
                 errs += _rule_outcome(rule, s, self_v, old_v, has_old, path, failed, error)
-    if not descend:
-        return errs
     props = _props(s)
     if isinstance(value, Mapping):
         old_map = old if isinstance(old, Mapping) else {}

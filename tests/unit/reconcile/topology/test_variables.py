@@ -236,7 +236,7 @@ def test_fields_the_schema_does_not_declare() -> None:
     assert 'failed validation: "test.unknownProperty" field(s)' in check_value(
         nested, {"test": {"knownProperty": False, "unknownProperty": True}})[0]
     in_list = {"type": "array", "items": obj}
-    assert 'failed validation: "[1].x" field(s)' in check_value(in_list, [{}, {"x": 1}])[0]
+    assert 'failed validation: "variableValue[1].x" field(s)' in check_value(in_list, [{}, {"x": 1}])[0]
     # preserve-unknown-fields keeps them, but declared nested properties are still checked
     preserving = {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {"test": obj}}
     assert check_value(preserving, {"anything": {"goes": 1}}) == []
