@@ -105,6 +105,18 @@ def _valid_encoded(s: bytes, mode: str) -> bool:
     return all(chr(c) in "!$&'()*+,;=:@[]%" or not _should_escape(c, mode) for c in s)
 
 
+def _escaped(raw: bytes, value: bytes, mode: str, unescaped: bool = False) -> bytes:
+    """EscapedPath / EscapedFragment: the text as written when it is valid and means `value`, else `value`
+    escaped (or as it is, `unescaped`)."""
+    if raw and _valid_encoded(raw, mode):
+        try:
+            if _unescape(raw, mode) == value:
+                return raw
+        except ValueError:
+            pass
+    return value if unescaped else _escape(value, mode)
+
+
 @dataclass
 class _URL:
     scheme: bytes = b""
@@ -135,22 +147,11 @@ class _URL:
         return host
 
     def escaped_path(self) -> bytes:
-        if self.raw_path and _valid_encoded(self.raw_path, _PATH):
-            try:
-                if _unescape(self.raw_path, _PATH) == self.path:
-                    return self.raw_path
-            except ValueError:
-                pass
-        return b"*" if self.path == b"*" else _escape(self.path, _PATH)
+        # "*" is not escaped (Go's Issue 11202)
+        return _escaped(self.raw_path, self.path, _PATH, unescaped=self.path == b"*")
 
     def escaped_fragment(self) -> bytes:
-        if self.raw_fragment and _valid_encoded(self.raw_fragment, _FRAGMENT):
-            try:
-                if _unescape(self.raw_fragment, _FRAGMENT) == self.fragment:
-                    return self.raw_fragment
-            except ValueError:
-                pass
-        return _escape(self.fragment, _FRAGMENT)
+        return _escaped(self.raw_fragment, self.fragment, _FRAGMENT)
 
     def string(self) -> bytes:
         buf = bytearray()
