@@ -45,6 +45,11 @@ class Extension:
         """Hook calls' paths (a discovery the controller runs meanwhile left out)."""
         return [p for p, _, _ in self.calls if not p.endswith("/discovery")]
 
+    def calls_for(self, cluster: str) -> list[tuple[str, str, dict[str, Any]]]:
+        """The calls of requests about `cluster`: the envtest is shared, and the operator's topology controller calls
+        BeforeClusterCreate for other tests' Clusters through a handler selecting every namespace."""
+        return [c for c in self.calls if ((c[2].get("cluster") or {}).get("metadata") or {}).get("name") == cluster]
+
 
 def handler(name: str, hook: str, **kw: Any) -> dict[str, Any]:
     return {"name": name, "requestHook": {"apiVersion": rh.API_VERSION, "hook": hook}, **kw}
@@ -160,13 +165,14 @@ async def test_discovery_registration_and_calls(operator: Operator, kube: Kube, 
                                                           retryAfterSeconds=20)
         extension.answers[f"{base}/create-too"] = rh.response(rh.BEFORE_CLUSTER_CREATE, message="soon",
                                                               retryAfterSeconds=7)
-        request = rh.request(rh.BEFORE_CLUSTER_CREATE, {"cluster": {"metadata": {"name": "c1"}},
+        request = rh.request(rh.BEFORE_CLUSTER_CREATE, {"cluster": {"metadata": {"name": f"c-{name}"}},
                                                         "settings": {"both": "request"}})
         result = await mine.call_all(rh.BEFORE_CLUSTER_CREATE, request, namespace)
         assert (result.status, result.retry_after_seconds) == ("Success", 7)
         assert sorted(result.message.split(", ")) == ["soon", "wait"]  # joined in call order
-        assert sorted(extension.paths()) == [f"{base}/create", f"{base}/create-too"]
-        path, timeout, body = next(c for c in extension.calls if c[0].endswith("/create"))
+        mine_calls = extension.calls_for(f"c-{name}")
+        assert sorted(p for p, _, _ in mine_calls) == [f"{base}/create", f"{base}/create-too"]  # each once
+        path, timeout, body = next(c for c in mine_calls if c[0].endswith("/create"))
         assert timeout == "5s"  # the handler's timeoutSeconds, as upstream's ?timeout=
         assert body["kind"] == "BeforeClusterCreateRequest" and body["apiVersion"] == rh.API_VERSION
         assert body["settings"] == {"from": "config", "both": "request"}  # the request's own settings win
