@@ -158,21 +158,25 @@ test-e2e: venv images upstream e2e-suite cert-manager clusterctl
 	$(PYTEST) -m "e2e and not autoscaler and not cert_manager" -q -rfEs --tier-report
 
 # What the tests need built before they start, in two chains side by side: the Kubernetes chain (`images`: compiles,
-# links, downloads, debootstrap) and upstream's Go builds (`upstream e2e-suite clusterctl`, niced: the managers with
-# clusterctl v1.13 in one module, the e2e suite with clusterctl v1.14 in another, each clusterctl sharing its module's
-# compiled packages); their output is shown when they are done. A cold build is CPU-bound (docs/ENVIRONMENT.md
+# links, downloads, debootstrap) and upstream's managers with clusterctl v1.13 (niced, one module: clusterctl shares
+# its compiled packages); their output is shown when they are done. Upstream's e2e suite, with clusterctl v1.14 in its
+# module, is built beside the tests (`test`). A cold build is CPU-bound (docs/ENVIRONMENT.md
 # "Session 27": ~2 480 CPU-s then; "Session 28"). Each step is timed (hack/timed.sh).
 builds: docker
-	@set -e; log=$$(mktemp); $(MAKE) --no-print-directory upstream e2e-suite clusterctl >"$$log" 2>&1 & side=$$!; \
+	@set -e; log=$$(mktemp); $(MAKE) --no-print-directory upstream clusterctl CLUSTERCTL_VERSIONS=$(CLUSTERCTL_VERSION) \
+	  >"$$log" 2>&1 & side=$$!; \
 	if ! $(MAKE) --no-print-directory images; then kill $$side 2>/dev/null; cat "$$log" >&2; exit 1; fi; \
 	if ! wait $$side; then cat "$$log" >&2; exit 1; fi; cat "$$log" >&2; rm -f "$$log"
 
-# The one test command: lint, then every tier. cert-manager (~290 CPU-s cold; only upstream's quick-start spec needs
-# it) builds beside the tests at the lowest CPU weight, in the time the e2e tier leaves idle (hack/late-build.sh,
-# capd_py/testing/late_builds.py); the spec runs once it is done; its log is shown at the end, as the builds' are.
+# The one test command: lint, then every tier. cert-manager (~300 CPU-s cold; only upstream's quick-start spec needs
+# it) and upstream's e2e suite with clusterctl v1.14 (~310 CPU-s cold; the quick-start spec and the tests rendering
+# upstream v1.14's templates need them) build beside the tests at the lowest CPU weight, in the time the e2e tier
+# leaves idle (hack/late-build.sh, capd_py/testing/late_builds.py); the tests that need them run once they are done;
+# their logs are shown at the end, as the builds' are.
 test: lint builds
+	@bash hack/late-build.sh start e2e-suite $(MAKE) --no-print-directory e2e-suite
 	@bash hack/late-build.sh start cert-manager $(MAKE) --no-print-directory cert-manager
-	trap 'bash hack/late-build.sh finish cert-manager || exit 1' EXIT; \
+	trap 'bash hack/late-build.sh finish e2e-suite cert-manager || exit 1' EXIT; \
 	CAPD_PY_TIER_REPORT=$${CAPD_PY_TIER_REPORT:-$(CAPD_PY_CACHE)/test-report.json} $(PYTEST) -q -rfEs --tier-report
 
 quickstart: venv

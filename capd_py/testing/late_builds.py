@@ -1,10 +1,12 @@
 """Builds that `make test` runs beside pytest instead of before it, and the tests that wait for them.
 
-cert-manager (~290 CPU-s cold) is needed by one test only, upstream's quick-start spec. Built before pytest it
-lengthened a cold run by its whole time, while the e2e tier leaves 20-45 % of the two cores idle (measured
-2026-12-07, vmstat over a warm run); built beside pytest at the lowest CPU weight (a session of its own whose
-autogroup is niced to 19: hack/late-build.sh says why plain `nice` was not enough) it takes that idle time instead
-of the tests' (docs/ENVIRONMENT.md "Session 28"). A warm run finds it cached within seconds.
+cert-manager (~300 CPU-s cold) is needed by one test only, upstream's quick-start spec; upstream's e2e suite with
+clusterctl v1.14 in its module (~310 CPU-s cold) by that spec and the three tests that render upstream v1.14's
+templates. Built before pytest they lengthened a cold run by their whole time (the builds are CPU-bound), while the
+e2e tier leaves 20-45 % of the two cores idle (measured 2026-12-07, vmstat over warm and cold runs); built beside
+pytest at the lowest CPU weight (a session of its own whose autogroup is niced to 19: hack/late-build.sh says why
+plain `nice` was not enough) they take that idle time instead of the tests' (docs/ENVIRONMENT.md "Session 28",
+"Session 30"). A warm run finds them cached within seconds.
 
 A test that needs one is marked `@pytest.mark.late_build("<name>")`. tests/worker_units.py gives the next free worker
 the first unit in the queue whose late builds are `ready`, so such a test runs as soon as its build is done and a

@@ -96,9 +96,11 @@ def clusterctl() -> str:
     return _clusterctl(CLUSTERCTL_VERSION)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def clusterctl_v1_14() -> str:
-    """Upstream clusterctl v1.14 (`make clusterctl` builds it beside v1.13's)."""
+    """Upstream clusterctl v1.14 (`make e2e-suite` builds it in the suite's module; `make test` beside the tests, so its
+    users are marked `late_build("e2e-suite")`). Per test: looked for after the `_late_builds` wait, not before it as a
+    session fixture would be."""
     return _clusterctl(CLUSTERCTL_V1_14)
 
 

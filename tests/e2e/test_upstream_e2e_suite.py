@@ -19,10 +19,10 @@ import pytest
 
 from capd_py.testing import conformance
 
-# cert-manager builds beside the tests in `make test` (capd_py/testing/late_builds.py): the spec runs once it is
-# done, and waits for it (up to tests/conftest.py's LATE_BUILD_WAIT, 30 min) only when nothing else is left; the spec
-# itself has 30 min
-pytestmark = [pytest.mark.e2e, pytest.mark.late_build("cert-manager"), pytest.mark.timeout(3600)]
+# cert-manager and the e2e suite build beside the tests in `make test` (capd_py/testing/late_builds.py): the spec runs
+# once both are done, and waits for them (up to tests/conftest.py's LATE_BUILD_WAIT, 30 min) only when nothing else is
+# left; the spec itself has 30 min
+pytestmark = [pytest.mark.e2e, pytest.mark.late_build("cert-manager", "e2e-suite"), pytest.mark.timeout(3600)]
 
 FOCUS = r"quick-start with ClusterClass \[PR-Blocking\]"
 # as ginkgo's JUnit report names it: container and leaf texts, then the labels

@@ -190,6 +190,7 @@ def _machines(mgmt: Mgmt, name: str, ns: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(("template", "name"), [("cluster-template-development.yaml", "e2e-up14-dev"),
                                               ("cluster-template-development-mp.yaml", "e2e-up14-mp")],
                          ids=["machinedeployment", "machinepool"])
+@pytest.mark.late_build("e2e-suite")  # clusterctl v1.14 builds beside the tests (tests/e2e/conftest.py)
 def test_upstream_v1_14_development_template_on_docker(clusterctl_v1_14: str, mgmt: Mgmt, own_namespace: str,
                                                        tmp_path: Path, template: str, name: str) -> None:
     """`cluster-template-development` (the worker a MachineDeployment) and `cluster-template-development-mp` (the
@@ -265,6 +266,7 @@ def test_upstream_v1_14_development_template_on_docker(clusterctl_v1_14: str, mg
     print(f"deleted in {deleted:.0f}s; whole test {time.monotonic() - t0:.0f}s")
 
 
+@pytest.mark.late_build("e2e-suite")  # clusterctl v1.14 builds beside the tests (tests/e2e/conftest.py)
 def test_upstream_v1_14_in_memory_template(clusterctl_v1_14: str, mgmt: Mgmt, own_namespace: str,
                                            tmp_path: Path) -> None:
     ns, name = own_namespace, "e2e-up14-mem"
@@ -299,6 +301,7 @@ def test_upstream_v1_14_in_memory_template(clusterctl_v1_14: str, mgmt: Mgmt, ow
     assert not _class_objects_left(mgmt, path, ns)
 
 
+@pytest.mark.late_build("e2e-suite")  # clusterctl v1.14 builds beside the tests (tests/e2e/conftest.py)
 def test_upstream_v1_14_in_memory_topology_flavor_renders_as_envsubst_does(clusterctl_v1_14: str,
                                                                            tmp_path: Path) -> None:
     """upstream v1.14 e2e's `in-memory-topology` flavor (e2e-clusterclass-in-memory + e2e-cluster-template-in-
