@@ -34,6 +34,7 @@ from capd_py.runtime.protocol import (
     ContainerRuntime,
     ContainerSpec,
     Mount,
+    NetworkInfo,
     PortMapping,
     RuntimeError_,
 )
@@ -198,21 +199,29 @@ class ManagementCluster:
         with st.step(f"Ensuring node image ({self.image}) 🖼"):
             pass
         with st.step("Preparing nodes 📦"):
-            try:
-                net = networks.ensure_network(self.rt, self.network, {CONTAINER_MANAGED: "true"}, network_pool(),
-                                              subnets.management_cidrs((POD_SUBNET, SERVICE_SUBNET)),
-                                              routes_image=self.image)
-            except RuntimeError_ as e:
-                raise ManagementError(str(e)) from e
-            # a static address (and the pinned host port the runtime gives a port asked for as 0): the API
-            # server's certificate, etcd and the kubeconfig stay valid after the node is stopped and started
-            taken = addresses.taken_addresses(self.rt.list_containers(None, self.network), self.network)
-            info = self.rt.run_container(ContainerSpec(
-                ipv4=addresses.pick_static(net, taken) or "",
-                name=self.node, image=self.image, hostname=self.node, network=self.network,
-                labels=self.labels, ports=(PortMapping(API_PORT, self.host_port, "127.0.0.1"),),
-                mounts=(Mount("/var/run/docker.sock", DOCKER_SOCKET_IN_NODE),) if self.mount_docker_socket else (),
-                privileged_mode=privileged_mode(), node=True, restart_policy="unless-stopped"))
+            def network() -> NetworkInfo:
+                try:
+                    return networks.ensure_network(self.rt, self.network, {CONTAINER_MANAGED: "true"},
+                                                   network_pool(),
+                                                   subnets.management_cidrs((POD_SUBNET, SERVICE_SUBNET)),
+                                                   routes_image=self.image)
+                except RuntimeError_ as e:
+                    raise ManagementError(str(e)) from e
+
+            def node_spec(net: NetworkInfo) -> ContainerSpec:
+                # a static address (and the pinned host port the runtime gives a port asked for as 0): the API
+                # server's certificate, etcd and the kubeconfig stay valid after the node is stopped and started
+                taken = addresses.taken_addresses(self.rt.list_containers(None, self.network), self.network)
+                return ContainerSpec(
+                    ipv4=addresses.pick_static(net, taken) or "",
+                    name=self.node, image=self.image, hostname=self.node, network=self.network,
+                    labels=self.labels, ports=(PortMapping(API_PORT, self.host_port, "127.0.0.1"),),
+                    mounts=(Mount("/var/run/docker.sock", DOCKER_SOCKET_IN_NODE),) if self.mount_docker_socket
+                    else (),
+                    privileged_mode=privileged_mode(), node=True, restart_policy="unless-stopped")
+
+            # the network is shared with other management clusters: one being deleted meanwhile may remove it
+            info = networks.run_joined(self.rt, network, node_spec)
             self._wait_booted()
         with st.step("Writing configuration 📜"):
             info = self.rt.get_container(self.node) or info

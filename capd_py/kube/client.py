@@ -79,6 +79,8 @@ class WriteCounter:
         self.recent: deque[str] = deque(maxlen=keep)  # "PUT /apis/.../status", newest last
         self.by_resource: Counter[tuple[str, str]] = Counter()  # (method, resource: the plural of the kind)
         self.by_namespace: Counter[str] = Counter()  # "" for cluster-scoped objects
+        # (namespace, method, resource): one namespace's writes of a kind, where a shared API server has others'
+        self.by_namespace_resource: Counter[tuple[str, str, str]] = Counter()
 
     def record(self, method: str, path: str) -> None:
         self.total += 1
@@ -87,6 +89,7 @@ class WriteCounter:
         ns, resource = namespace_and_resource(path)
         self.by_resource[(method, resource)] += 1
         self.by_namespace[ns] += 1
+        self.by_namespace_resource[(ns, method, resource)] += 1
 
 
 def namespace_and_resource(path: str) -> tuple[str, str]:

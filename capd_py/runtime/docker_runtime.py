@@ -50,6 +50,7 @@ from capd_py.runtime.protocol import (
     ExecResult,
     HostCapacity,
     Mount,
+    NetworkGone,
     NetworkInfo,
     PortMapping,
     RuntimeError_,
@@ -73,6 +74,15 @@ def _free_port(host_ip: str) -> int:
     with socket.socket(socket.AF_INET6 if ":" in host_ip else socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host_ip or "127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _container_error(what: str, network: str, e: docker.errors.APIError) -> RuntimeError_:
+    """The error of a failed container create/start: NetworkGone when docker says the container's network does not
+    exist (removed by another process since the caller made sure of it)."""
+    text = f"{what}: {e.explanation or e}"
+    if network and f"network {network} not found" in str(e.explanation or e):
+        return NetworkGone(text)
+    return RuntimeError_(text)
 
 
 def _port_taken(e: Exception) -> bool:
@@ -341,7 +351,7 @@ class DockerRuntime:
         try:
             created = self.api.create_container(**kw)
         except docker.errors.APIError as e:
-            raise RuntimeError_(f"create container {spec.name}: {e.explanation or e}") from e
+            raise _container_error(f"create container {spec.name}", spec.network, e) from e
         if not start:
             info = self.get_container(spec.name)
             if info is None:
@@ -356,7 +366,7 @@ class DockerRuntime:
                 self.api.remove_container(created["Id"], v=True, force=True)
             except docker.errors.APIError as gone:
                 log.warning("removing %s after its failed start: %s", spec.name, gone)
-            raise RuntimeError_(f"start container {spec.name}: {e.explanation or e}") from e
+            raise _container_error(f"start container {spec.name}", spec.network, e) from e
         info = self.get_container(spec.name)
         if info is None:
             raise RuntimeError_(f"container {spec.name} vanished right after start")

@@ -5,17 +5,28 @@ the choice and the creation."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from capd_py.reconcile import subnets
-from capd_py.runtime.protocol import ContainerRuntime, NetworkInfo, RuntimeError_, SubnetTaken
+from capd_py.runtime.protocol import (
+    ContainerInfo,
+    ContainerRuntime,
+    ContainerSpec,
+    NetworkGone,
+    NetworkInfo,
+    RuntimeError_,
+    SubnetTaken,
+)
 
 DEFAULT_POOL = subnets.parse_pool(subnets.DEFAULT_POOL)
 # how often a subnet is chosen again after another network took it first (processes racing for one range)
 CHOICE_ATTEMPTS = 5
+# a shared network made again and the container run again on it, when another process removed the network between
+# the two (each time a whole `capd-py delete` of that network's last user would have to fit in between)
+JOIN_ATTEMPTS = 3
 
 
 class NoFreeSubnet(RuntimeError_):
@@ -83,3 +94,19 @@ def ensure_network(rt: ContainerRuntime, name: str, labels: dict[str, str],
                     refused.append(subnets.Taken(choice6.subnet, "a subnet docker refused as taken"))
                 raise
     raise AssertionError("unreachable: tenacity reraises the last SubnetTaken")
+
+
+def run_joined(rt: ContainerRuntime, network: Callable[[], NetworkInfo],
+               spec_for: Callable[[NetworkInfo], ContainerSpec]) -> ContainerInfo:
+    """Run the container `spec_for` describes on the network `network()` makes sure of; both again when the network
+    was removed between the two (NetworkGone: a shared network goes with its last user, which another process may
+    be deleting meanwhile; found 2026-12-07: `capd-py init` failed with "network capd-py not found" while a test's
+    management cluster was being deleted)."""
+    for attempt in range(JOIN_ATTEMPTS):
+        net = network()
+        try:
+            return rt.run_container(spec_for(net))
+        except NetworkGone:
+            if attempt == JOIN_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")

@@ -17,7 +17,7 @@ from capd_py.api.containers import (
 )
 
 __all__ = ["ContainerInfo", "ContainerRuntime", "ContainerSpec", "ExecResult", "HostCapacity", "Mount", "NetworkInfo",
-           "PortMapping", "RuntimeError_", "SubnetTaken"]
+           "NetworkGone", "PortMapping", "RuntimeError_", "SubnetTaken"]
 
 
 class RuntimeError_(Exception):
@@ -31,6 +31,12 @@ class DaemonUnreachable(RuntimeError_):
 
 class SubnetTaken(RuntimeError_):
     """A network could not be made with the subnet asked for: another network holds an overlapping one."""
+
+
+class NetworkGone(RuntimeError_):
+    """A container could not be created or started because its network no longer exists: another process removed it
+    between the caller's check and the container's start (a shared network, such as the management clusters', goes
+    when its last user is deleted). Nothing of the container is left; the caller makes the network again and retries."""
 
 
 class ContainerRuntime(Protocol):

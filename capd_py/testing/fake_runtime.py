@@ -38,6 +38,7 @@ from capd_py.runtime.protocol import (
     ContainerSpec,
     ExecResult,
     HostCapacity,
+    NetworkGone,
     NetworkInfo,
     RuntimeError_,
     SubnetTaken,
@@ -148,8 +149,8 @@ class FakeRuntime:
             ipv6: dict[str, str] = {}
             if spec.network:
                 net = self.networks.get(spec.network)
-                if net is None:
-                    raise RuntimeError_(f"network {spec.network} not found")
+                if net is None:  # as docker says it (runtime/docker_runtime.py)
+                    raise NetworkGone(f"start container {spec.name}: network {spec.network} not found")
                 if spec.ipv4:
                     if not addresses.in_static_range(net, spec.ipv4):
                         raise RuntimeError_(f"address {spec.ipv4} is not a static address of {spec.network}")

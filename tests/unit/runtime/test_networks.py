@@ -4,7 +4,7 @@ import pytest
 
 from capd_py.reconcile import subnets
 from capd_py.runtime import networks
-from capd_py.runtime.protocol import NetworkInfo, SubnetTaken
+from capd_py.runtime.protocol import ContainerInfo, ContainerSpec, NetworkGone, NetworkInfo, SubnetTaken
 from capd_py.testing.fake_runtime import FakeRuntime
 
 pytestmark = pytest.mark.unit
@@ -120,3 +120,38 @@ def test_a_workload_network_is_made_from_its_names_place_and_again_there_after_i
     assert other.subnet != want      # the freed subnet is not the next network's
     assert networks.ensure_network(rt, name, {}, pool, start_at_name=True).subnet == want
     assert networks.ensure_network(rt, "capd-py", {}, pool).subnet == "172.16.0.0/20"   # first-fit without it
+
+
+def test_a_shared_network_removed_before_the_container_starts_is_made_again() -> None:
+    """`capd-py init` beside the deletion of another management cluster (found in a cold run, 2026-12-07): the shared
+    network went between ensure_network and the node's start; it is made again and the node runs on it."""
+    rt = FakeRuntime()
+    real_run = rt.run_container
+    runs: list[str] = []
+
+    def racing_run(spec: ContainerSpec) -> ContainerInfo:
+        runs.append(spec.network)
+        if len(runs) == 1:
+            rt.remove_network(spec.network)  # the other process's cleanup, just now
+        return real_run(spec)
+
+    rt.run_container = racing_run  # type: ignore[method-assign]
+    pool = subnets.parse_pool("172.16.0.0/16:24")
+
+    def spec_for(net: NetworkInfo) -> ContainerSpec:
+        return ContainerSpec(name="node", image="img", network=net.name)
+    info = networks.run_joined(rt, lambda: networks.ensure_network(rt, "shared", {}, pool), spec_for)
+    assert runs == ["shared", "shared"]
+    assert info.ipv4["shared"] and rt.get_network("shared") is not None
+
+
+def test_a_network_that_keeps_going_away_is_an_error_after_a_few_attempts() -> None:
+    rt = FakeRuntime()
+    pool = subnets.parse_pool("172.16.0.0/16:24")
+
+    def gone(net: NetworkInfo) -> ContainerSpec:
+        rt.remove_network(net.name)
+        return ContainerSpec(name="node", image="img", network=net.name)
+    with pytest.raises(NetworkGone, match="network shared not found"):
+        networks.run_joined(rt, lambda: networks.ensure_network(rt, "shared", {}, pool), gone)
+    assert rt.get_container("node") is None

@@ -322,3 +322,13 @@ def test_wait_resyncs_counts_only_passes_begun_after_it_and_ignores_writes() -> 
                           interval=0.01, what="the drain")
     with pytest.raises(ValueError, match="counts no resync passes"):
         wait_resyncs_sync(WriteCounter())
+
+
+def test_writes_are_counted_by_namespace_and_resource() -> None:
+    c = WriteCounter()
+    c.record("PATCH", "/apis/controlplane.cluster.x-k8s.io/v1beta2/namespaces/mine/kubeadmcontrolplanes/k")
+    c.record("PATCH", "/apis/controlplane.cluster.x-k8s.io/v1beta2/namespaces/old/kubeadmcontrolplanes/k/status")
+    c.record("DELETE", "/apis/controlplane.cluster.x-k8s.io/v1beta2/namespaces/mine/kubeadmcontrolplanes/k")
+    assert c.by_namespace_resource[("mine", "PATCH", "kubeadmcontrolplanes")] == 1
+    assert c.by_namespace_resource[("old", "PATCH", "kubeadmcontrolplanes")] == 1
+    assert c.by_resource[("PATCH", "kubeadmcontrolplanes")] == 2
