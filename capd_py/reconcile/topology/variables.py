@@ -1164,15 +1164,17 @@ def _schema_errors(s: Mapping[str, Any], path: str, array_root: bool = False) ->
     """validateSchema: types, example and enum values against the schema, properties XOR additionalProperties,
     recursively; then, on a node with x-kubernetes-validations, the static rule checks, the rules' typing, and when
     nothing at or under the node was found, its example and enum values against its rules and those under it."""
-    schema, cel_errs = _schema_and_cel_errors(s, path, array_root, typed=True)
+    schema, cel_errs = _schema_and_cel_errors(s, path, array_root, typed=True, uncorrelatable=None)
     return schema + cel_errs
 
 
-def _schema_and_cel_errors(s: Mapping[str, Any], path: str, array_root: bool,
-                           typed: bool) -> tuple[list[_FieldError], list[_FieldError]]:
+def _schema_and_cel_errors(s: Mapping[str, Any], path: str, array_root: bool, typed: bool,
+                           uncorrelatable: str | None) -> tuple[list[_FieldError], list[_FieldError]]:
     """(schema errors, CEL errors) as upstream's OpenAPISchemaErrorList keeps them apart: only schema errors keep a
     node's rules from being typed; any error keeps its example and enums from being evaluated. `typed`: the node
-    has a CEL context (not under not/allOf/oneOf/anyOf)."""
+    has a CEL context (not under not/allOf/oneOf/anyOf). `uncorrelatable`: the path of the first list's `items`
+    above the node (ClusterClass variable lists are atomic: old and new items cannot be matched), where a rule
+    using oldSelf is refused once its node's rules are typed."""
     t = s.get("type") or ""
     if t and t not in VALID_TYPES:
         return [_not_supported(_child(path, "type"), t, VALID_TYPES)], []
@@ -1199,14 +1201,29 @@ def _schema_and_cel_errors(s: Mapping[str, Any], path: str, array_root: bool,
     for key in ("allOf", "oneOf", "anyOf"):
         children += [(sub, _key(_child(path, key), i), False) for i, sub in enumerate(_subs(s, key))]
     for sub, sub_path, sub_typed in children:
-        schema_sub, cel_sub = _schema_and_cel_errors(sub, sub_path, array_root, sub_typed)
+        sub_uncorrelatable = uncorrelatable
+        if sub_uncorrelatable is None and sub_path == _child(path, "items"):
+            sub_uncorrelatable = sub_path
+        schema_sub, cel_sub = _schema_and_cel_errors(sub, sub_path, array_root, sub_typed, sub_uncorrelatable)
         errs += schema_sub
         cel_errs += cel_sub
+    if uncorrelatable is None and _sub(s, "items") is not None:
+        # upstream's validateSchema sets its uncorrelatablePath variable while visiting the items and reads it again
+        # for the node's own rules: a list's own oldSelf rules are refused "within <list>.items" too
+        uncorrelatable = _child(path, "items")
     if not s.get("x-kubernetes-validations"):
         return errs, cel_errs
     errs += _rule_errors(s, path)
     if not errs and typed and array_root:
         cel_errs.append(_FieldError(_INTERNAL, _child(path, "x-kubernetes-validations"), _OMIT, _NO_TYPE_INFO))
+    elif not errs and typed and uncorrelatable is not None:
+        rules = s.get("x-kubernetes-validations")
+        for i, r in enumerate(rules if isinstance(rules, list) else []):
+            rule = str(r.get("rule") or "") if isinstance(r, Mapping) else ""
+            if cel.uses_old_self(rule):
+                cel_errs.append(_FieldError(
+                    _INVALID, _child(_key(_child(path, "x-kubernetes-validations"), i), "rule"), rule,
+                    f"oldSelf cannot be used on the uncorrelatable portion of the schema within {uncorrelatable}"))
     if errs or cel_errs:
         return errs, cel_errs
     if s.get("example") is not None:

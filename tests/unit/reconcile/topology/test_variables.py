@@ -385,6 +385,17 @@ CLASS_CASES: list[tuple[dict[str, Any], list[str]]] = [
       "refer to a valid field",
       f'{P}.x-kubernetes-validations[2].fieldPath: Invalid value: ".list[0]": fieldPath must be a valid path: '
       "expected single quoted string but got 0"]),
+    # oldSelf where old and new cannot be matched: under a list's items (variable lists are atomic), and, as
+    # upstream's validateSchema reads the path it set while visiting the items, on a list's own rules too
+    ({"type": "object", "properties": {
+        "list": {"type": "array", "x-kubernetes-validations": [{"rule": "self.size() >= oldSelf.size()"}],
+                 "items": {"type": "object", "properties": {"name": {"type": "string", "x-kubernetes-validations": [
+                     {"rule": "self == oldSelf"}, {"rule": "self != 'x'"}]}}}},
+        "name": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}},
+     [f'{P}.properties[list].items.properties[name].x-kubernetes-validations[0].rule: Invalid value: "self == '
+      f'oldSelf": oldSelf cannot be used on the uncorrelatable portion of the schema within {P}.properties[list].items',
+      f'{P}.properties[list].x-kubernetes-validations[0].rule: Invalid value: "self.size() >= oldSelf.size()": '
+      f"oldSelf cannot be used on the uncorrelatable portion of the schema within {P}.properties[list].items"]),
 ]
 
 
