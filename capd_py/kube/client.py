@@ -77,9 +77,7 @@ class WriteCounter:
         self.total = 0
         self.last = 0.0  # time.monotonic() of the newest
         self.recent: deque[str] = deque(maxlen=keep)  # "PUT /apis/.../status", newest last
-        self.by_resource: Counter[tuple[str, str]] = Counter()  # (method, resource: the plural of the kind)
-        self.by_namespace: Counter[str] = Counter()  # "" for cluster-scoped objects
-        # (namespace, method, resource): one namespace's writes of a kind, where a shared API server has others'
+        # (namespace: "" for cluster-scoped objects, method, resource: the plural of the kind)
         self.by_namespace_resource: Counter[tuple[str, str, str]] = Counter()
 
     def record(self, method: str, path: str) -> None:
@@ -87,9 +85,22 @@ class WriteCounter:
         self.last = time.monotonic()
         self.recent.append(f"{method} {path}")
         ns, resource = namespace_and_resource(path)
-        self.by_resource[(method, resource)] += 1
-        self.by_namespace[ns] += 1
         self.by_namespace_resource[(ns, method, resource)] += 1
+
+    @property
+    def by_resource(self) -> Counter[tuple[str, str]]:
+        """(method, resource) -> writes, every namespace's."""
+        got: Counter[tuple[str, str]] = Counter()
+        for (_, method, resource), n in self.by_namespace_resource.items():
+            got[(method, resource)] += n
+        return got
+
+    @property
+    def by_namespace(self) -> Counter[str]:
+        got: Counter[str] = Counter()
+        for (ns, _, _), n in self.by_namespace_resource.items():
+            got[ns] += n
+        return got
 
 
 def namespace_and_resource(path: str) -> tuple[str, str]:

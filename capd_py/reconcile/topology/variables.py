@@ -1200,17 +1200,16 @@ def _schema_and_cel_errors(s: Mapping[str, Any], path: str, array_root: bool, ty
             children.append((sub, _child(path, key), typed and key == "items"))
     for key in ("allOf", "oneOf", "anyOf"):
         children += [(sub, _key(_child(path, key), i), False) for i, sub in enumerate(_subs(s, key))]
+    # a list's items cannot be correlated; upstream's validateSchema sets its uncorrelatablePath variable when it visits
+    # the items and reads it again for the node's own rules, so a list's own oldSelf rules are refused so too
+    items_path = _child(path, "items")
+    listed = uncorrelatable or (items_path if _sub(s, "items") is not None else None)
     for sub, sub_path, sub_typed in children:
-        sub_uncorrelatable = uncorrelatable
-        if sub_uncorrelatable is None and sub_path == _child(path, "items"):
-            sub_uncorrelatable = sub_path
-        schema_sub, cel_sub = _schema_and_cel_errors(sub, sub_path, array_root, sub_typed, sub_uncorrelatable)
+        schema_sub, cel_sub = _schema_and_cel_errors(sub, sub_path, array_root, sub_typed,
+                                                     listed if sub_path == items_path else uncorrelatable)
         errs += schema_sub
         cel_errs += cel_sub
-    if uncorrelatable is None and _sub(s, "items") is not None:
-        # upstream's validateSchema sets its uncorrelatablePath variable while visiting the items and reads it again
-        # for the node's own rules: a list's own oldSelf rules are refused "within <list>.items" too
-        uncorrelatable = _child(path, "items")
+    uncorrelatable = listed
     if not s.get("x-kubernetes-validations"):
         return errs, cel_errs
     errs += _rule_errors(s, path)
