@@ -76,14 +76,16 @@ class WriteCounter:
     def __init__(self, keep: int = 20):
         self.total = 0
         self.last = 0.0  # time.monotonic() of the newest
-        self.recent: deque[str] = deque(maxlen=keep)  # "PUT /apis/.../status", newest last
+        # "PATCH /apis/.../status {"status": ...", newest last: the body's start names a write a test did not expect
+        self.recent: deque[str] = deque(maxlen=keep)
         # (namespace: "" for cluster-scoped objects, method, resource: the plural of the kind)
         self.by_namespace_resource: Counter[tuple[str, str, str]] = Counter()
 
-    def record(self, method: str, path: str) -> None:
+    def record(self, method: str, path: str, body: Any = None) -> None:
         self.total += 1
         self.last = time.monotonic()
-        self.recent.append(f"{method} {path}")
+        shown = "" if body is None else " " + _excerpt(body)
+        self.recent.append(f"{method} {path}{shown}")
         ns, resource = namespace_and_resource(path)
         self.by_namespace_resource[(ns, method, resource)] += 1
 
@@ -101,6 +103,17 @@ class WriteCounter:
         for (ns, _, _), n in self.by_namespace_resource.items():
             got[ns] += n
         return got
+
+
+RECENT_BODY_CHARS = 300
+
+
+def _excerpt(body: Any) -> str:
+    try:
+        text = json.dumps(body, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = repr(body)
+    return text if len(text) <= RECENT_BODY_CHARS else text[:RECENT_BODY_CHARS] + "..."
 
 
 def namespace_and_resource(path: str) -> tuple[str, str]:
@@ -177,7 +190,7 @@ class Kube:
             try:
                 return await self._acall(method, path, body, query, content_type, timeout)
             finally:  # once answered (or failed): what a reader sees next includes it
-                self.counter.record(method, path)
+                self.counter.record(method, path, body)
         return await self._acall(method, path, body, query, content_type, timeout)
 
     async def _acall(self, method: str, path: str, body: Any, query: Iterable[tuple[str, Any]],

@@ -95,7 +95,9 @@ class _Watch:
         if n != self.count:
             self.count, self.changed, self.mark, self.started_at_change = n, now, None, self.started
             mine = f"/namespaces/{self.namespace}/"
-            self.recent = [w for w in a.get("recent") or [] if self.namespace is None or mine in w]
+            # "METHOD PATH BODY...": the namespace is the path's (a body may name others)
+            self.recent = [w for w in a.get("recent") or []
+                           if self.namespace is None or mine in (w.split(" ", 2) + [""])[1]]
         self._mark(a, now)
         self.done = int(a.get("resyncs", 0))
         if now - self.changed >= self.window and self.passes_left() == 0:
