@@ -170,13 +170,16 @@ builds: docker
 
 # The one test command: lint, then every tier. cert-manager (~300 CPU-s cold; only upstream's quick-start spec needs
 # it) and upstream's e2e suite with clusterctl v1.14 (~310 CPU-s cold; the quick-start spec and the tests rendering
-# upstream v1.14's templates need them) build beside the tests at the lowest CPU weight, in the time the e2e tier
-# leaves idle (hack/late-build.sh, capd_py/testing/late_builds.py); the tests that need them run once they are done;
-# their logs are shown at the end, as the builds' are.
-test: lint builds
+# upstream v1.14's templates need them) build beside lint, the builds and the tests at the lowest CPU weight, in the
+# time those leave idle (hack/late-build.sh, capd_py/testing/late_builds.py), from the start of the run so that they
+# are done sooner; the tests that need them run once they are done; their logs are shown at the end, as the builds'
+# are. Lint or the builds failing stop them.
+LATE_BUILDS = e2e-suite cert-manager
+test: docker
 	@bash hack/late-build.sh start e2e-suite $(MAKE) --no-print-directory e2e-suite
 	@bash hack/late-build.sh start cert-manager $(MAKE) --no-print-directory cert-manager
-	trap 'bash hack/late-build.sh finish e2e-suite cert-manager || exit 1' EXIT; \
+	@$(MAKE) --no-print-directory lint builds || { bash hack/late-build.sh stop $(LATE_BUILDS); exit 1; }
+	trap 'bash hack/late-build.sh finish $(LATE_BUILDS) || exit 1' EXIT; \
 	CAPD_PY_TIER_REPORT=$${CAPD_PY_TIER_REPORT:-$(CAPD_PY_CACHE)/test-report.json} $(PYTEST) -q -rfEs --tier-report
 
 quickstart: venv

@@ -1,4 +1,5 @@
-"""Builds that `make test` runs beside pytest instead of before it, and the tests that wait for them.
+"""Builds that `make test` runs beside lint, the other builds and pytest instead of before pytest, and the tests
+that wait for them.
 
 cert-manager (~300 CPU-s cold) is needed by one test only, upstream's quick-start spec; upstream's e2e suite with
 clusterctl v1.14 in its module (~310 CPU-s cold) by that spec and the three tests that render upstream v1.14's
@@ -6,7 +7,9 @@ templates. Built before pytest they lengthened a cold run by their whole time (t
 e2e tier leaves 20-45 % of the two cores idle (measured 2026-12-07, vmstat over warm and cold runs); built beside
 pytest at the lowest CPU weight (a session of its own whose autogroup is niced to 19: hack/late-build.sh says why
 plain `nice` was not enough) they take that idle time instead of the tests' (docs/ENVIRONMENT.md "Session 28",
-"Session 30"). A warm run finds them cached within seconds.
+"Session 30"). They start with `make test` itself, before lint and the CPU-bound builds, where they get little but
+the idle seconds of downloads and disk waits, and so are done sooner in the tests (docs/ENVIRONMENT.md "Session 31").
+A warm run finds them cached within seconds.
 
 A test that needs one is marked `@pytest.mark.late_build("<name>")`. tests/worker_units.py gives the next free worker
 the first unit in the queue whose late builds are `ready`, so such a test runs as soon as its build is done and a

@@ -99,3 +99,38 @@ def test_the_build_runs_in_a_session_of_its_own_at_the_lowest_weight(cache: Path
     assert int(sid) != os.getsid(0) and int(nice) == 19
     if autogroup:  # e.g. "/autogroup-123 nice 19"
         assert autogroup[-1] == "19", autogroup
+
+
+def test_stop_ends_every_process_of_a_running_build_and_forgets_it(cache: Path) -> None:
+    """`make test` stops the late builds when lint or the builds before pytest fail: the build's children go too."""
+    child_file = cache.parent / "child.pid"
+    started = _script("start", "long", "sh", "-c", f"sleep 300 & echo $! > {child_file}; wait")
+    assert started.returncode == 0, started.stderr
+    deadline = time.monotonic() + 10
+    while not child_file.is_file() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(child_file.read_text())
+    assert not late_builds.ready("long")
+    stopped = _script("stop", "long")
+    assert stopped.returncode == 0, stopped.stderr
+    assert "stopped" in stopped.stderr
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the build's child outlived stop"
+    assert not any((cache / f"long.{ext}").exists() for ext in ("pid", "sid", "rc"))
+    assert late_builds.ready("long")
+    # nothing running: stop says nothing and succeeds
+    again = _script("stop", "long")
+    assert again.returncode == 0 and "stopped" not in again.stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (not yet reaped by its parent's parent) counts as gone
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
