@@ -9,6 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from capd_py.api import godur
+
+# The string fields of the kinds capd-py admits that upstream's Go types hold as metav1.Duration: decoding parses
+# them (time.ParseDuration), so a string that is not a Go duration is refused there, before any rule (400 `time:
+# invalid duration "x"`). The Dev* and Docker* kinds': DevMachine(Template)'s in-memory provisioning
+# `startupDuration` (vm, node, apiServer, etcd) and the docker backend's / DockerMachine(Template)'s
+# `bootstrapTimeout`. The CRD schema says only `type: string` for them, as upstream's does.
+GO_DURATION_FIELDS = frozenset({"startupDuration", "bootstrapTimeout"})
+
 _JSON_KIND = {bool: "bool", str: "string", int: "number", float: "number", list: "array", dict: "object"}
 
 
@@ -49,6 +58,8 @@ def decode_error(value: Any, schema: Mapping[str, Any] | None, path: str = "") -
         for k, v in value.items():
             sub = props.get(k) if k in props else (extra if isinstance(extra, Mapping) else None)
             err = decode_error(v, sub, f"{path}.{k}")
+            if err is None and k in props and k in GO_DURATION_FIELDS and isinstance(v, str):
+                err = _duration_error(v)
             if err:
                 return err
     elif isinstance(value, list):
@@ -57,4 +68,13 @@ def decode_error(value: Any, schema: Mapping[str, Any] | None, path: str = "") -
             err = decode_error(v, items if isinstance(items, Mapping) else None, path)
             if err:
                 return err
+    return None
+
+
+def _duration_error(text: str) -> str | None:
+    """metav1.Duration's UnmarshalJSON: time.ParseDuration's error, as it words it."""
+    try:
+        godur.parse_nanos(text)
+    except ValueError as e:
+        return str(e)
     return None

@@ -43,3 +43,23 @@ def test_admission_refuses_an_undecodable_object_with_400_before_its_rules() -> 
     out = admit(review, mutate=True, schema=SCHEMA)["response"]
     assert out["allowed"] is False and out["status"]["code"] == 400
     assert out["status"]["message"].startswith("json: cannot unmarshal number")
+
+
+DURATIONS = {"type": "object", "properties": {"provisioning": {"type": "object", "properties": {
+    "startupDuration": {"type": "string"}, "startupJitter": {"type": "string"}}},
+    "bootstrapTimeout": {"type": "string"}}}
+
+
+@pytest.mark.parametrize("value,error", [
+    ({"provisioning": {"startupDuration": "x"}}, 'time: invalid duration "x"'),
+    ({"provisioning": {"startupDuration": "true"}}, 'time: invalid duration "true"'),
+    ({"provisioning": {"startupDuration": "a/b"}}, 'time: invalid duration "a/b"'),
+    ({"provisioning": {"startupDuration": "10"}}, 'time: missing unit in duration "10"'),
+    ({"bootstrapTimeout": "3d"}, 'time: unknown unit "d" in duration "3d"'),
+    ({"provisioning": {"startupDuration": "1m30s", "startupJitter": "x"}}, None),  # the jitter is a plain string
+    ({"bootstrapTimeout": "0"}, None),
+])
+def test_a_go_duration_field_decodes_as_time_parseduration(value: object, error: str | None) -> None:
+    """Upstream's DevMachine(Template) startupDuration and bootstrapTimeout are metav1.Duration: its decoder refuses a
+    string time.ParseDuration refuses (the admission oracle's #215/#293/#347: capd-py accepted them)."""
+    assert decode_error(value, DURATIONS) == error
