@@ -921,11 +921,13 @@ def cluster_schema() -> tuple[S, S]:
     cel(spec,
         rule("has(self.controlPlaneRef) || has(self.infrastructureRef) || has(self.topology)",
              "one of spec.controlPlaneRef, spec.infrastructureRef or spec.topology must be set"),
+        # named at the removed field, as upstream's webhook names them
         rule("!has(oldSelf.infrastructureRef) || has(self.infrastructureRef)",
-             "spec.infrastructureRef cannot be removed"),
-        rule("!has(oldSelf.controlPlaneRef) || has(self.controlPlaneRef)", "spec.controlPlaneRef cannot be removed"),
+             "spec.infrastructureRef cannot be removed", fieldPath=".infrastructureRef"),
+        rule("!has(oldSelf.controlPlaneRef) || has(self.controlPlaneRef)", "spec.controlPlaneRef cannot be removed",
+             fieldPath=".controlPlaneRef"),
         rule("!has(oldSelf.topology) || has(self.topology)",
-             "spec.topology cannot be removed from an existing Cluster"))
+             "spec.topology cannot be removed from an existing Cluster", fieldPath=".topology"))
     workers_or_cp = obj({**{k: integer() for k in ("desiredReplicas", "replicas", "readyReplicas",
                                                    "availableReplicas", "upToDateReplicas")},
                          "versions": arr(obj({"version": string(min_len=1, max_len=256),

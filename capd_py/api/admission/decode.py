@@ -44,6 +44,10 @@ def _fits(value: Any, schema: Mapping[str, Any]) -> bool:
     return True  # no type: anything (x-kubernetes-preserve-unknown-fields, embedded resources)
 
 
+# an integer's Go type, by its schema's format: a number outside the type's range does not decode
+_INT_RANGES = {"int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1)}
+
+
 def decode_error(value: Any, schema: Mapping[str, Any] | None, path: str = "") -> str | None:
     """The first value of `value` that does not decode into the type `schema` describes, as Go's encoding/json
     words it (null decodes into anything: Go's zero value), or None."""
@@ -52,6 +56,10 @@ def decode_error(value: Any, schema: Mapping[str, Any] | None, path: str = "") -
     if not _fits(value, schema):
         want = "IntOrString" if schema.get("x-kubernetes-int-or-string") else str(schema.get("type"))
         return f"json: cannot unmarshal {_json_kind(value)} into Go struct field {path.lstrip('.')} of type {want}"
+    bounds = _INT_RANGES.get(str(schema.get("format"))) if schema.get("type") == "integer" else None
+    if bounds is not None and not bounds[0] <= value <= bounds[1]:
+        return (f"json: cannot unmarshal number {value} into Go struct field {path.lstrip('.')} of type "
+                f"{schema.get('format')}")
     if isinstance(value, dict):
         props = schema.get("properties") or {}
         extra = schema.get("additionalProperties")

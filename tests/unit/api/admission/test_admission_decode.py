@@ -63,3 +63,21 @@ def test_a_go_duration_field_decodes_as_time_parseduration(value: object, error:
     """Upstream's DevMachine(Template) startupDuration and bootstrapTimeout are metav1.Duration: its decoder refuses a
     string time.ParseDuration refuses (the admission oracle's #215/#293/#347: capd-py accepted them)."""
     assert decode_error(value, DURATIONS) == error
+
+
+INTS = {"type": "object", "properties": {"replicas": {"type": "integer", "format": "int32"},
+                                        "generation": {"type": "integer", "format": "int64"},
+                                        "plain": {"type": "integer"}}}
+
+
+@pytest.mark.parametrize("value,error", [
+    ({"replicas": 2147483648}, "json: cannot unmarshal number 2147483648 into Go struct field replicas of type int32"),
+    ({"replicas": -2147483649},
+     "json: cannot unmarshal number -2147483649 into Go struct field replicas of type int32"),
+    ({"generation": 1 << 63}, f"json: cannot unmarshal number {1 << 63} into Go struct field generation of type int64"),
+    ({"replicas": 2147483647, "generation": (1 << 63) - 1, "plain": 1 << 70}, None),
+])
+def test_an_integer_outside_its_go_type_does_not_decode(value: object, error: str | None) -> None:
+    """An int32 field given 2^31 is refused by upstream's decoder (400), before the schema's maximum (the admission
+    oracle's #25 and #397)."""
+    assert decode_error(value, INTS) == error
