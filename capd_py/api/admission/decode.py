@@ -86,3 +86,23 @@ def _duration_error(text: str) -> str | None:
     except ValueError as e:
         return str(e)
     return None
+
+
+def zero_null_items(value: Any, schema: Mapping[str, Any] | None) -> Any:
+    """`value` as upstream's defaulting webhook answers it after decoding into Go types and encoding again: a null
+    item of a list of structs decodes into the struct's zero value, which encodes as `{}` (v1beta2's fields are all
+    omitempty), so the schema then names the item's required fields. A copy; the rest unchanged."""
+    if not isinstance(schema, Mapping):
+        return value
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        return {k: zero_null_items(v, props.get(k) if k in props else (extra if isinstance(extra, Mapping) else None))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        items = schema.get("items")
+        if not isinstance(items, Mapping):
+            return list(value)
+        struct = items.get("type") == "object" and bool(items.get("properties"))
+        return [{} if v is None and struct else zero_null_items(v, items) for v in value]
+    return value

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capd_py.api.admission import core, dev, docker, kubeadm, runtime
-from capd_py.api.admission.decode import decode_error
+from capd_py.api.admission.decode import decode_error, zero_null_items
 from capd_py.api.admission.fielderrors import FieldError, denied_status, invalid_status
 
 Defaulter = Callable[[dict[str, Any], dict[str, Any] | None], dict[str, Any]]
@@ -151,6 +151,10 @@ def admit(review: dict[str, Any], mutate: bool,
     if undecodable:
         response.update(allowed=False, status=denied_status(undecodable, code=400, reason="BadRequest"))
         return out
+    # what upstream's rules see, decoded into Go types: a null list item is its struct's zero value
+    sent, obj = obj, (zero_null_items(obj, schema) if schema is not None else obj)
+    if old is not None and schema is not None:
+        old = zero_null_items(old, schema)
     if mutate:
         if kind.default is not None:
             try:
@@ -170,7 +174,7 @@ def admit(review: dict[str, Any], mutate: bool,
                 name = str((obj.get("metadata") or {}).get("name") or "")
                 response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))
                 return out
-            ops = json_patch(obj, defaulted)
+            ops = json_patch(sent, defaulted)
             if ops:
                 response["patchType"] = "JSONPatch"
                 response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 
-from capd_py.api.admission.decode import decode_error
+from capd_py.api.admission.decode import decode_error, zero_null_items
 from capd_py.api.admission.review import admit
+from capd_py.kube.admission_webhook import served_schemas
 
 pytestmark = pytest.mark.unit
 
@@ -81,3 +85,44 @@ def test_an_integer_outside_its_go_type_does_not_decode(value: object, error: st
     """An int32 field given 2^31 is refused by upstream's decoder (400), before the schema's maximum (the admission
     oracle's #25 and #397)."""
     assert decode_error(value, INTS) == error
+
+
+LISTS = {"type": "object", "properties": {
+    "taints": {"type": "array", "items": {"type": "object", "properties": {"key": {"type": "string"}}}},
+    "names": {"type": "array", "items": {"type": "string"}},
+    "free": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}
+
+
+def test_a_null_item_of_a_list_of_structs_decodes_as_the_zero_struct() -> None:
+    sent = {"taints": [{"key": "a"}, None], "names": ["x", None], "free": [None], "other": None}
+    assert zero_null_items(sent, LISTS) == {"taints": [{"key": "a"}, {}], "names": ["x", None], "free": [None],
+                                             "other": None}
+    assert sent["taints"][1] is None  # a copy
+
+
+def _kcp_with_a_null_taint() -> dict[str, object]:
+    return {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+            "metadata": {"name": "k", "namespace": "ns"},
+            "spec": {"version": "v1.34.4", "replicas": 1,
+                     "machineTemplate": {"spec": {"infrastructureRef": {
+                         "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachineTemplate", "name": "t"},
+                         "taints": [{"key": "a", "effect": "NoSchedule", "propagation": "Always"}, None]}}}}
+
+
+@pytest.mark.parametrize("mutate", [True, False])
+def test_a_null_list_item_is_answered_as_upstream_not_with_a_crash(mutate: bool) -> None:
+    """The admission oracle's #281 (a KubeadmControlPlane's taints[1] null: capd-py's webhook failed with a 500) and
+    #489 (a MachineHealthCheck's unhealthyNodeConditions[0] null): upstream's defaulting webhook answers with the item
+    as `{}`, which the schema then refuses naming its required fields; its validating webhook sees the zero struct."""
+    group, resource = "controlplane.cluster.x-k8s.io", "kubeadmcontrolplanes"
+    review = {"request": {"uid": "u", "operation": "CREATE",
+                          "kind": {"group": group, "version": "v1beta2", "kind": "KubeadmControlPlane"},
+                          "resource": {"group": group, "version": "v1beta2", "resource": resource},
+                          "namespace": "ns", "object": _kcp_with_a_null_taint()}}
+    out = admit(review, mutate=mutate, schema=served_schemas()[(group, resource)])["response"]
+    if mutate:
+        ops = json.loads(base64.b64decode(out["patch"]))
+        taints = next(o for o in ops if o["path"] == "/spec/machineTemplate/spec/taints")
+        assert taints["value"][1] == {}
+    else:  # the gate is off: the taints are refused, as upstream's webhook refuses them
+        assert out["allowed"] is False and out["status"]["code"] == 422
