@@ -377,8 +377,10 @@ def default_kubeadmconfigtemplate(obj: dict[str, Any], old: dict[str, Any] | Non
 
 def validate_kubeadmconfigtemplate(
         old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
-    return kubeadm_config_spec_errors(_get(new, "spec", "template", "spec"), "spec.template.spec", is_kcp=False,
-                                      gates=gates)
+    """upstream's KubeadmConfigTemplate webhook: the template's spec, then its metadata (ObjectMeta.Validate)."""
+    return (kubeadm_config_spec_errors(_get(new, "spec", "template", "spec"), "spec.template.spec", is_kcp=False,
+                                       gates=gates)
+            + checks.object_meta_errors(_get(new, "spec", "template", "metadata"), "spec.template.metadata"))
 
 
 def scale_denial(kcp: dict[str, Any] | None, replicas: int) -> str | None:

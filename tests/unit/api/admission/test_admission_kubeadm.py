@@ -137,6 +137,10 @@ def test_kubeadm_config_spec() -> None:
         "spec.template.spec.files[0]"
     assert not kubeadm.validate_kubeadmconfig(None, {"spec": {}})
     assert not kubeadm.validate_kubeadmconfig(None, {})
+    # the template's metadata as upstream's ObjectMeta.Validate (the admission oracle's #576: a label value "a/b")
+    meta = {"labels": {"ok": "a", "bad": "a/b"}, "annotations": {"-x": "v"}}
+    assert fields(kubeadm.validate_kubeadmconfigtemplate(None, {"spec": {"template": {"metadata": meta}}})) == [
+        "spec.template.metadata.labels", "spec.template.metadata.annotations"]
     timeouts = {"initConfiguration": {"timeouts": {"controlPlaneComponentHealthCheckSeconds": 60}}}
     assert not kubeadm.validate_kubeadmconfig(None, {"spec": timeouts})
     errs = kubeadm.validate_kubeadmcontrolplane(None, kcp(kubeadmConfigSpec=timeouts))
