@@ -89,9 +89,8 @@ def _duration_error(text: str) -> str | None:
 
 
 def zero_null_items(value: Any, schema: Mapping[str, Any] | None) -> Any:
-    """`value` as upstream's defaulting webhook answers it after decoding into Go types and encoding again: a null
-    item of a list of structs decodes into the struct's zero value, which encodes as `{}` (v1beta2's fields are all
-    omitempty), so the schema then names the item's required fields. A copy; the rest unchanged."""
+    """`value` as upstream's rules read it, decoded into Go types: a null item of a list of structs is the struct's
+    zero value, here `{}` (v1beta2's fields are all omitempty). A copy; the rest unchanged."""
     if not isinstance(schema, Mapping):
         return value
     if isinstance(value, dict):

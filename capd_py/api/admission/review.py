@@ -151,8 +151,11 @@ def admit(review: dict[str, Any], mutate: bool,
     if undecodable:
         response.update(allowed=False, status=denied_status(undecodable, code=400, reason="BadRequest"))
         return out
-    # what upstream's rules see, decoded into Go types: a null list item is its struct's zero value
-    sent, obj = obj, (zero_null_items(obj, schema) if schema is not None else obj)
+    # what the rules read: a null item of a list of structs as its zero value, as upstream's rules see it decoded (no
+    # crash on it). The defaults' patch is taken against the same, so it leaves the null for the schema to refuse:
+    # the oracle saw upstream's defaulting answer it as `{}` for some kinds (KubeadmControlPlane taints,
+    # MachineHealthCheck conditions) and keep it for others (KubeadmConfigTemplate kubeletExtraArgs), not yet explained
+    obj = zero_null_items(obj, schema) if schema is not None else obj
     if old is not None and schema is not None:
         old = zero_null_items(old, schema)
     if mutate:
@@ -174,7 +177,7 @@ def admit(review: dict[str, Any], mutate: bool,
                 name = str((obj.get("metadata") or {}).get("name") or "")
                 response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))
                 return out
-            ops = json_patch(sent, defaulted)
+            ops = json_patch(obj, defaulted)
             if ops:
                 response["patchType"] = "JSONPatch"
                 response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()

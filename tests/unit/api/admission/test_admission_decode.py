@@ -110,10 +110,9 @@ def _kcp_with_a_null_taint() -> dict[str, object]:
 
 
 @pytest.mark.parametrize("mutate", [True, False])
-def test_a_null_list_item_is_answered_as_upstream_not_with_a_crash(mutate: bool) -> None:
-    """The admission oracle's #281 (a KubeadmControlPlane's taints[1] null: capd-py's webhook failed with a 500) and
-    #489 (a MachineHealthCheck's unhealthyNodeConditions[0] null): upstream's defaulting webhook answers with the item
-    as `{}`, which the schema then refuses naming its required fields; its validating webhook sees the zero struct."""
+def test_a_null_list_item_is_read_as_its_zero_struct_not_a_crash(mutate: bool) -> None:
+    """The admission oracle's #281: a KubeadmControlPlane's taints[1] null made capd-py's webhook fail with a 500. The
+    rules read it as upstream's read it decoded (the zero struct); the defaults' patch leaves it for the schema."""
     group, resource = "controlplane.cluster.x-k8s.io", "kubeadmcontrolplanes"
     review = {"request": {"uid": "u", "operation": "CREATE",
                           "kind": {"group": group, "version": "v1beta2", "kind": "KubeadmControlPlane"},
@@ -121,8 +120,7 @@ def test_a_null_list_item_is_answered_as_upstream_not_with_a_crash(mutate: bool)
                           "namespace": "ns", "object": _kcp_with_a_null_taint()}}
     out = admit(review, mutate=mutate, schema=served_schemas()[(group, resource)])["response"]
     if mutate:
-        ops = json.loads(base64.b64decode(out["patch"]))
-        taints = next(o for o in ops if o["path"] == "/spec/machineTemplate/spec/taints")
-        assert taints["value"][1] == {}
+        ops = json.loads(base64.b64decode(out["patch"])) if "patch" in out else []
+        assert out["allowed"] is True and not any("taints" in o["path"] for o in ops)
     else:  # the gate is off: the taints are refused, as upstream's webhook refuses them
         assert out["allowed"] is False and out["status"]["code"] == 422
