@@ -94,10 +94,11 @@ LISTS = {"type": "object", "properties": {
 
 
 def test_a_null_item_of_a_list_of_structs_decodes_as_the_zero_struct() -> None:
-    sent = {"taints": [{"key": "a"}, None], "names": ["x", None], "free": [None], "other": None}
+    taints: list[dict[str, str] | None] = [{"key": "a"}, None]
+    sent = {"taints": taints, "names": ["x", None], "free": [None], "other": None}
     assert zero_null_items(sent, LISTS) == {"taints": [{"key": "a"}, {}], "names": ["x", None], "free": [None],
                                              "other": None}
-    assert sent["taints"][1] is None  # a copy
+    assert taints[1] is None  # a copy
 
 
 def _kcp_with_a_null_taint() -> dict[str, object]:
