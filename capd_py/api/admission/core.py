@@ -7,6 +7,7 @@ docs/DEVELOPING.md "Validation"."""
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -536,13 +537,31 @@ def _patch_errors(p: dict[str, Any], path: str, gates: Gates | None) -> list[Fie
     return errs
 
 
+def _json_patch_value_errors(jp: dict[str, Any], path: str) -> list[FieldError]:
+    """upstream validateJSONPatchValues' exactly-one-of: an add or replace needs a value (null is none: Go decodes it
+    into a nil pointer) or a valueFrom, not both. (A schemaless `value` is beyond the CRD's CEL cost budget.)"""
+    if jp.get("op") not in ("add", "replace"):
+        return []
+    has_value, has_from = jp.get("value") is not None, jp.get("valueFrom") is not None
+    if not has_value and not has_from:
+        return [invalid(path, json.dumps(jp, indent=2), "jsonPatch must define one of value or valueFrom")]
+    if has_value and has_from:
+        return [invalid(path, json.dumps(jp, indent=2), "jsonPatch can not define both value and valueFrom")]
+    return []
+
+
 def validate_clusterclass(
         old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
-    """upstream's ClusterClass webhook, the rules on patches' kind (inline or external). The others (variables,
-    selectors, templates, compatibility with the old class and its Clusters) are the CRD's CEL or the
-    controllers' (docs/validation.md)."""
+    """upstream's ClusterClass webhook, the rules on patches' kind (inline or external) and on a jsonPatch's value.
+    The others (variables, selectors, templates, compatibility with the old class and its Clusters) are the CRD's CEL
+    or the controllers' (docs/validation.md)."""
     errs: list[FieldError] = []
     for i, p in enumerate(_get(new, "spec", "patches") or []):
-        if isinstance(p, dict):
-            errs += _patch_errors(p, f"spec.patches[{i}]", gates)
+        if not isinstance(p, dict):
+            continue
+        errs += _patch_errors(p, f"spec.patches[{i}]", gates)
+        for j, d in enumerate(p.get("definitions") or []):
+            for k, jp in enumerate((d.get("jsonPatches") or []) if isinstance(d, dict) else []):
+                if isinstance(jp, dict):
+                    errs += _json_patch_value_errors(jp, f"spec.patches[{i}].definitions[{j}].jsonPatches[{k}]")
     return errs

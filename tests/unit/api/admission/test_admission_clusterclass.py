@@ -53,3 +53,17 @@ def test_the_webhook_refuses_as_upstream() -> None:
         'ClusterClass.cluster.x-k8s.io "cc" is invalid: spec.patches[0].external: Forbidden: patch.external can be '
         "used only if the RuntimeSDK feature flag is enabled")
     assert admit(review, mutate=False, gates={"RuntimeSDK": True})["response"]["allowed"] is True
+
+
+def test_an_add_or_replace_json_patch_needs_exactly_one_of_value_or_value_from() -> None:
+    """upstream validateJSONPatchValues (the admission oracle's #232: `value: null` and no valueFrom was accepted)."""
+    def fields(*jps: dict[str, Any]) -> list[str]:
+        obj = cc({"name": "p", "definitions": [{"selector": {}, "jsonPatches": list(jps)}]})
+        return [f"{e.field}: {e.detail}" for e in core.validate_clusterclass(None, obj, None)]
+    at = "spec.patches[0].definitions[0].jsonPatches"
+    assert fields({"op": "add", "path": "/spec/x", "value": None}) == [
+        f"{at}[0]: jsonPatch must define one of value or valueFrom"]
+    assert fields({"op": "replace", "path": "/spec/x", "value": 1, "valueFrom": {"variable": "v"}}) == [
+        f"{at}[0]: jsonPatch can not define both value and valueFrom"]
+    assert fields({"op": "remove", "path": "/spec/x"}, {"op": "add", "path": "/spec/y", "value": False},
+                  {"op": "add", "path": "/spec/z", "valueFrom": {"template": "t"}}) == []
