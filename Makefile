@@ -176,8 +176,7 @@ builds: docker
 # are. Lint or the builds failing stop them.
 LATE_BUILDS = e2e-suite cert-manager
 test: docker
-	@bash hack/late-build.sh start e2e-suite $(MAKE) --no-print-directory e2e-suite
-	@bash hack/late-build.sh start cert-manager $(MAKE) --no-print-directory cert-manager
+	@for b in $(LATE_BUILDS); do bash hack/late-build.sh start $$b $(MAKE) --no-print-directory $$b || exit 1; done
 	@$(MAKE) --no-print-directory lint builds || { bash hack/late-build.sh stop $(LATE_BUILDS); exit 1; }
 	trap 'bash hack/late-build.sh finish $(LATE_BUILDS) || exit 1' EXIT; \
 	CAPD_PY_TIER_REPORT=$${CAPD_PY_TIER_REPORT:-$(CAPD_PY_CACHE)/test-report.json} $(PYTEST) -q -rfEs --tier-report

@@ -48,6 +48,15 @@ def _fits(value: Any, schema: Mapping[str, Any]) -> bool:
 _INT_RANGES = {"int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1)}
 
 
+def _property_schema(schema: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    """The schema of an object's `key`: its property's, else additionalProperties' (None: unknown, no type)."""
+    props = schema.get("properties") or {}
+    if key in props:
+        return props[key]  # type: ignore[no-any-return]
+    extra = schema.get("additionalProperties")
+    return extra if isinstance(extra, Mapping) else None
+
+
 def decode_error(value: Any, schema: Mapping[str, Any] | None, path: str = "") -> str | None:
     """The first value of `value` that does not decode into the type `schema` describes, as Go's encoding/json
     words it (null decodes into anything: Go's zero value), or None."""
@@ -62,10 +71,8 @@ def decode_error(value: Any, schema: Mapping[str, Any] | None, path: str = "") -
                 f"{schema.get('format')}")
     if isinstance(value, dict):
         props = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
         for k, v in value.items():
-            sub = props.get(k) if k in props else (extra if isinstance(extra, Mapping) else None)
-            err = decode_error(v, sub, f"{path}.{k}")
+            err = decode_error(v, _property_schema(schema, k), f"{path}.{k}")
             if err is None and k in props and k in GO_DURATION_FIELDS and isinstance(v, str):
                 err = _duration_error(v)
             if err:
@@ -94,10 +101,7 @@ def zero_null_items(value: Any, schema: Mapping[str, Any] | None) -> Any:
     if not isinstance(schema, Mapping):
         return value
     if isinstance(value, dict):
-        props = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
-        return {k: zero_null_items(v, props.get(k) if k in props else (extra if isinstance(extra, Mapping) else None))
-                for k, v in value.items()}
+        return {k: zero_null_items(v, _property_schema(schema, k)) for k, v in value.items()}
     if isinstance(value, list):
         items = schema.get("items")
         if not isinstance(items, Mapping):
