@@ -404,7 +404,8 @@ async def test_upstream_v1_10_in_memory_clusterclass_through_v1beta1_becomes_ava
     Cluster, created through v1beta1 (1 control plane + 1 worker instead of the fixture's 3 + 2): the topology
     controller follows the v1beta1 refs to the Dev* templates, the cluster becomes Available on the in-memory
     backend (upstream's startup durations: VM 10 s, the rest 2 s), and its DevMachines read back in v1beta1 as
-    upstream's v1beta1 controllers would have written them (`ready`, no v1beta2-only field)."""
+    upstream's v1beta1 controllers would have written them (`ready`, no v1beta2-only field), the Cluster with
+    `controlPlaneReady` and `infrastructureReady` (moved here from tests/e2e/test_v1beta1_flavors.py by issue 40)."""
     ns = await new_namespace(kube)
     await serving(kube, ns, controllers)
     objs = upstream_v1beta1(ns, "in-memory.yaml")
@@ -430,6 +431,11 @@ async def test_upstream_v1_10_in_memory_clusterclass_through_v1beta1_becomes_ava
         c = await kube.get(cluster_v2, ns, name)
         pytest.fail(f"in-memory cluster not Available within 150s: {(c or {}).get('status')}\n{controllers.tail()}")
     took = time.monotonic() - started
+    # read back in v1beta1: upstream v1.10's status layout, converted from what the controllers wrote
+    spoke = await kube.get(at(of(cluster), "v1beta1"), ns, name)
+    assert spoke is not None and spoke["apiVersion"] == "cluster.x-k8s.io/v1beta1"
+    assert spoke["spec"]["topology"]["class"] == cluster["spec"]["topology"]["class"]
+    assert spoke["status"]["controlPlaneReady"] is True and spoke["status"]["infrastructureReady"] is True
     dev_machine = KINDS[("infrastructure.cluster.x-k8s.io", "DevMachine")]
     machines = await kube.list(at(dev_machine, "v1beta1"), ns)
     assert len(machines) == 2
