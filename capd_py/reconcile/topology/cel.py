@@ -10,7 +10,7 @@ values are not validated.
 The evaluator is cel-python (`celpy`, pure Python, in-process: reconcile/ stays free of I/O), with the
 Kubernetes CEL library functions ClusterClass rules use added here (strings: lowerAscii, upperAscii, split,
 join, replace, substring, trim, indexOf, lastIndexOf, charAt, reverse; lists: isSorted, sum, min, max,
-indexOf, lastIndexOf, distinct; regex: find, findAll). Failures read as upstream's: `failed rule: <rule>`,
+indexOf, lastIndexOf, distinct, sort; regex: find, findAll). Failures read as upstream's: `failed rule: <rule>`,
 the rule's message, or its messageExpression's result; the rule's reason picks the error type; fieldPath
 moves the error; an evaluation error reads `<error> evaluating rule: <rule>`. What differs from upstream is
 listed in tests/unit/reconcile/topology/test_variables_parity.py (the corpus made by upstream's own code).
@@ -160,6 +160,10 @@ def _distinct(lst: list[Any]) -> Any:
     return celtypes.ListType(out)
 
 
+def _sort(lst: list[Any]) -> Any:
+    return celtypes.ListType(sorted(lst))
+
+
 def _find(s: str, pattern: str) -> Any:
     m = re.search(pattern, s)
     return _s(m.group(0) if m else "")
@@ -203,7 +207,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "lowerAscii": _lower_ascii, "upperAscii": _upper_ascii, "split": _split, "join": _join, "replace": _replace,
     "substring": _substring, "charAt": _char_at, "indexOf": _index_of, "lastIndexOf": _last_index_of,
     "trim": _trim, "reverse": _reverse, "isSorted": _is_sorted, "sum": _sum, "min": _min, "max": _max,
-    "distinct": _distinct, "find": _find, "findAll": _find_all,
+    "distinct": _distinct, "sort": _sort, "find": _find, "findAll": _find_all,
 }
 
 
