@@ -1388,24 +1388,22 @@ def resource_ref() -> dict[str, S]:
 
 
 def crs_schema() -> tuple[S, S]:
-    """Upstream's webhook defaults strategy to ApplyOnce, rejects an empty clusterSelector and keeps
-    clusterSelector and strategy immutable; here the CRD does all of it."""
-    selector = label_selector("Selects the Clusters (same namespace) to apply the resources to. Must not be "
-                              "empty. Immutable.")
+    """As upstream's CRD: the selector's shape only. Upstream's ClusterResourceSet webhook (capd-py's:
+    capd_py/api/admission/core.validate_clusterresourceset) parses the selector, refuses an empty one and keeps
+    clusterSelector and strategy immutable."""
+    selector = obj({
+        "matchLabels": {**str_map(), "nullable": True},   # `matchLabels:` (null) of upstream's templates, see above
+        "matchExpressions": arr(obj({"key": string(), "operator": string(), "values": arr(string())},
+                                    ["key", "operator"])),
+    }, desc="Selects the Clusters (same namespace) to apply the resources to. Must not be empty. Immutable.")
     selector["x-kubernetes-map-type"] = "atomic"
-    cel(selector,
-        rule("(has(self.matchLabels) && size(self.matchLabels) > 0) || "
-             "(has(self.matchExpressions) && size(self.matchExpressions) > 0)",
-             "clusterSelector must not be empty (an empty selector selects no Cluster)"),
-        rule("self == oldSelf", "clusterSelector is immutable"))
     spec = obj({
         "clusterSelector": selector,
         "resources": arr(obj(resource_ref(), ["kind", "name"]),
                          "Secrets (of type addons.cluster.x-k8s.io/resource-set) and ConfigMaps whose data values "
                          "hold the objects to apply.", max_items=100, min_items=1),
-        "strategy": immutable(string("ApplyOnce (default) or Reconcile (apply again when the data changes). "
-                                     "Immutable.", enum=["ApplyOnce", "Reconcile"], default="ApplyOnce"),
-                              "strategy"),
+        "strategy": string("ApplyOnce (default) or Reconcile (apply again when the data changes). Immutable.",
+                           enum=["ApplyOnce", "Reconcile"], default="ApplyOnce"),
     }, ["clusterSelector", "resources"])
     status = obj({
         "conditions": conditions(),

@@ -207,6 +207,28 @@ def default_clusterresourceset(obj: dict[str, Any], old: dict[str, Any] | None =
     return out
 
 
+def validate_clusterresourceset(
+        old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
+    """upstream's ClusterResourceSet webhook: the clusterSelector parses as a label selector and is not empty (an
+    empty one selects nothing); clusterSelector and a set strategy are immutable."""
+    spec = new.get("spec") or {}
+    selector = {k: v for k, v in (spec.get("clusterSelector") or {}).items() if v is not None}
+    errs: list[FieldError] = []
+    err = checks.selector_error(selector)
+    if err is not None:
+        errs.append(invalid("spec.clusterSelector", selector, err))
+    elif not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        errs.append(invalid("spec.clusterSelector", selector, "selector must not be empty"))
+    if old is not None:
+        old_spec = old.get("spec") or {}
+        if old_spec.get("strategy") and old_spec.get("strategy") != spec.get("strategy"):
+            errs.append(invalid("spec.strategy", spec.get("strategy") or "", "field is immutable"))
+        old_selector = {k: v for k, v in (old_spec.get("clusterSelector") or {}).items() if v is not None}
+        if old_selector != selector:
+            errs.append(invalid("spec.clusterSelector", selector, "field is immutable"))
+    return errs
+
+
 def format_value(value: str) -> str:
     """upstream util/labels/format.MustFormatValue: a name that is not a valid label value becomes
     `hash_<base64 fnv32a>_z`."""

@@ -305,3 +305,33 @@ def test_topology_metadata_labels_and_annotations_are_checked_as_upstream() -> N
     assert [(e.type, e.field) for e in errs] == [
         ("FieldValueInvalid", "spec.topology.controlPlane.metadata.labels"),
         ("FieldValueInvalid", "spec.topology.workers.machineDeployments[md].metadata.annotations")]
+
+
+def crs(**spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "crs"}, "spec": {"clusterSelector": {"matchLabels": {"cni": "ok"}},
+                                                  "resources": [{"kind": "ConfigMap", "name": "cni"}], **spec}}
+
+
+def test_clusterresourceset_as_upstreams_webhook() -> None:
+    assert core.validate_clusterresourceset(None, crs()) == []
+    assert core.default_clusterresourceset(crs())["spec"]["strategy"] == "ApplyOnce"
+    # the selector parses (metav1.LabelSelectorAsSelector's words) and is not empty
+    bad = core.validate_clusterresourceset(None, crs(clusterSelector={"matchLabels": {"cni": "-10%"}}))
+    assert [(e.field, e.body()) for e in bad] == [(
+        "spec.clusterSelector", 'Invalid value: {"matchLabels":{"cni":"-10%"}}: values[0][cni]: Invalid value: '
+        '"-10%": a valid label must be an empty string or consist of alphanumeric characters, \'-\', \'_\' or \'.\', '
+        "and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex "
+        "used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")]
+    for empty in ({}, {"matchLabels": None}, {"matchLabels": {}, "matchExpressions": []}):
+        errs = core.validate_clusterresourceset(None, crs(clusterSelector=empty))
+        assert [(e.field, e.detail) for e in errs] == [("spec.clusterSelector", "selector must not be empty")]
+    assert core.validate_clusterresourceset(None, crs(clusterSelector={"matchLabels": None, "matchExpressions": [
+        {"key": "cni", "operator": "Exists"}]})) == []
+    # clusterSelector and a set strategy are immutable; resources are not
+    old = crs(strategy="ApplyOnce")
+    assert fields(core.validate_clusterresourceset(old, crs(strategy="Reconcile"))) == ["spec.strategy"]
+    assert fields(core.validate_clusterresourceset(old, crs(strategy="ApplyOnce", clusterSelector={
+        "matchLabels": {"cni": "other"}}))) == ["spec.clusterSelector"]
+    assert core.validate_clusterresourceset(old, crs(strategy="ApplyOnce", resources=[
+        {"kind": "Secret", "name": "x"}])) == []
+    assert core.validate_clusterresourceset(crs(), crs(strategy="Reconcile")) == []  # an unset strategy may be set
