@@ -316,8 +316,6 @@ BAD: list[Bad] = [
     Bad("topology-version-too-old", "Cluster", lambda o: setp(o, "spec.topology", {
         "classRef": {"name": "quick-start"}, "version": "v1.29.0"}), "Kubernetes version is not supported"),
     # required references
-    Bad("machine-bootstrap-empty", "Machine", lambda o: setp(o, "spec.bootstrap", {}),
-        "expected either spec.bootstrap.dataSecretName or spec.bootstrap.configRef to be populated"),
     Bad("machine-no-infrastructureRef", "Machine", lambda o: delp(o, "spec.infrastructureRef"),
         "spec.infrastructureRef: Required value"),
     Bad("machine-no-clusterName", "Machine", lambda o: delp(o, "spec.clusterName"),
@@ -326,8 +324,6 @@ BAD: list[Bad] = [
         lambda o: delp(o, "spec.template.spec.infrastructureRef"), "spec.template.spec.infrastructureRef: Required"),
     Bad("ms-template-no-infrastructureRef", "MachineSet",
         lambda o: delp(o, "spec.template.spec.infrastructureRef"), "spec.template.spec.infrastructureRef: Required"),
-    Bad("md-template-bootstrap-empty", "MachineDeployment", lambda o: setp(o, "spec.template.spec.bootstrap", {}),
-        "expected either spec.bootstrap.dataSecretName or spec.bootstrap.configRef"),
     Bad("kcp-no-infrastructureRef", "KubeadmControlPlane",
         lambda o: delp(o, "spec.machineTemplate.spec.infrastructureRef"),
         "spec.machineTemplate.spec.infrastructureRef: Required value"),
@@ -339,9 +335,6 @@ BAD: list[Bad] = [
     Bad("cluster-without-refs", "Cluster",
         lambda o: delp(delp(o, "spec.infrastructureRef"), "spec.controlPlaneRef"),
         "one of spec.controlPlaneRef, spec.infrastructureRef or spec.topology must be set"),
-    Bad("md-template-clusterName-mismatch", "MachineDeployment",
-        lambda o: setp(o, "spec.template.spec.clusterName", "other"),
-        "spec.clusterName and spec.template.spec.clusterName must be set to the same value"),
     Bad("ms-selector-not-matching-template", "MachineSet",
         lambda o: setp(o, "spec.template.metadata.labels", {"cluster.x-k8s.io/set-name": "other"}),
         "spec.template.metadata.labels must match spec.selector.matchLabels"),
@@ -519,14 +512,6 @@ class Change:
 
 
 IMMUTABLE: list[Change] = [
-    Change("machine-clusterName", "Machine", {"spec": {"clusterName": "other"}}, "clusterName is immutable"),
-    Change("machineset-clusterName", "MachineSet",
-           {"spec": {"clusterName": "other", "template": {"spec": {"clusterName": "other"}}}},
-           "spec.clusterName: Invalid value: \"string\": clusterName is immutable"),
-    Change("machinedeployment-clusterName", "MachineDeployment",
-           {"spec": {"clusterName": "other", "template": {"spec": {"clusterName": "other"}}}},
-           "clusterName is immutable"),
-    Change("mhc-clusterName", "MachineHealthCheck", {"spec": {"clusterName": "other"}}, "clusterName is immutable"),
     Change("dockermachine-customImage", "DockerMachine", {"spec": {"customImage": "kindest/node:v1.34.4"}},
            "spec.customImage cannot be modified"),
     Change("dockermachinetemplate-spec", "DockerMachineTemplate",

@@ -1,8 +1,9 @@
 """Upstream Cluster API v1.13's defaulting and validating webhooks for cluster.x-k8s.io and addons kinds, as pure
 functions: `default_<kind>(obj, old)` returns the defaulted object (a copy), `validate_<kind>(old, new)` the field
-errors with upstream's messages (internal/webhooks/*.go). Rules capd-py's CRDs already enforce with CEL (immutable
-clusterName, version range, selector subset, ...) are not repeated where CEL says the same; see
-docs/DEVELOPING.md "Validation"."""
+errors with upstream's messages (internal/webhooks/*.go). clusterName (immutable, equal to the template's), the
+bootstrap one-of and the ClusterResourceSet selector are checked here only, as upstream (a CEL rule in capd-py's CRD
+answered first, with other causes than upstream's: the admission oracle); the rules capd-py's CRDs still enforce with
+CEL (version range, selector subset, ...) are not repeated here; see docs/DEVELOPING.md "Validation"."""
 
 from __future__ import annotations
 
