@@ -318,6 +318,8 @@ async def test_upstream_templates_are_admitted(kube: Kube, namespace: str, name:
 # flavors upstream's e2e runs with a feature gate that is off by default in upstream v1.13 and in capd-py (on with
 # `capd-py controllers --feature-gates`, which the webhook follows); upstream's webhooks refuse their objects without
 NEEDS_FEATURE_GATE = {"e2e-cluster-template-kcp-md-taints.yaml": "MachineTaintPropagation",
+                      # its Cluster's topology taints (upstream's Cluster webhook: validateTopologyTaints)
+                      "e2e-cluster-template-topology-taints.yaml": "MachineTaintPropagation",
                       # its KubeadmConfigTemplate's format: ignition (KubeadmConfigSpec.validateIgnition; capd-py
                       # cannot turn this gate on: its node images boot cloud-init data only)
                       "e2e-cluster-template-ignition.yaml": "KubeadmBootstrapFormatIgnition",
@@ -598,6 +600,10 @@ ADMISSION: list[Case] = [
     Case("md-template-label-key-invalid", f"{MD} validate (template ObjectMeta.Validate)",
          _md(selector=SELECTOR_A, template={"metadata": {"labels": {"app": "a", "bad key": "x"}}}),
          refused="spec.template.metadata.labels"),
+    Case("cluster-topology-taints-gate-off", f"{CL} validateTopologyTaints (MachineTaintPropagation off)",
+         _cluster(topology={"classRef": {"name": "quick-start"}, "version": "v1.34.4", "controlPlane": {"taints": [
+             {"key": "a", "effect": "NoSchedule", "propagation": "Always"}]}}),
+         refused="spec.topology.controlPlane.taints"),
     Case("md-taints-gate-off", f"{MD} validate (taints.ValidateMachineTaints, MachineTaintPropagation off)",
          _md(template={"spec": {"taints": [{"key": "a", "effect": "NoSchedule", "propagation": "Always"}]}}),
          refused="spec.template.spec.taints"),

@@ -532,11 +532,25 @@ def validate_cluster(
     if spec.get("topology"):
         errs += _version(_get(spec, "topology", "version"), "spec.topology.version")
         errs += _topology_metadata(spec["topology"])
+        errs += _topology_taints(spec["topology"], enabled(gates, features.MACHINE_TAINT_PROPAGATION))
         errs += _upgrade_while_hook_pending(old, new)
         if not _get(spec, "topology", "classRef", "name"):
             errs.append(required("spec.topology.classRef.name", "cannot be empty"))
     if old is not None and _get(old, "spec", "topology") and not spec.get("topology"):
         errs.append(forbidden("spec.topology", "cannot be removed from an existing Cluster"))
+    return errs
+
+
+def _topology_taints(topology: dict[str, Any], propagation: bool) -> list[FieldError]:
+    """upstream validateTopologyTaints: the control plane's and every MachineDeployment's and MachinePool's taints
+    (keyed by name) as ValidateMachineTaints checks a Machine's."""
+    errs = machine_taint_errors(_get(topology, "controlPlane", "taints"), "spec.topology.controlPlane.taints",
+                                propagation)
+    for kind in ("machineDeployments", "machinePools"):
+        for w in _get(topology, "workers", kind) or []:
+            if isinstance(w, dict):
+                errs += machine_taint_errors(w.get("taints"),
+                                             f"spec.topology.workers.{kind}[{w.get('name', '')}].taints", propagation)
     return errs
 
 

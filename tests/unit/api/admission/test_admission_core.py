@@ -335,3 +335,23 @@ def test_clusterresourceset_as_upstreams_webhook() -> None:
     assert core.validate_clusterresourceset(old, crs(strategy="ApplyOnce", resources=[
         {"kind": "Secret", "name": "x"}])) == []
     assert core.validate_clusterresourceset(crs(), crs(strategy="Reconcile")) == []  # an unset strategy may be set
+
+
+def test_topology_taints_as_upstreams_cluster_webhook() -> None:
+    from capd_py.api import features
+    taint = {"key": "a", "effect": "NoSchedule", "propagation": "Always"}
+    cluster = {"metadata": {"name": "c1"}, "spec": {"topology": {
+        "classRef": {"name": "quick-start"}, "version": "v1.34.4", "controlPlane": {"taints": [taint]},
+        "workers": {"machineDeployments": [{"name": "md-0", "class": "w", "taints": [taint]}],
+                    "machinePools": [{"name": "mp-0", "class": "w"}]}}}}
+    off = core.validate_cluster(None, cluster)
+    assert [(e.field, e.detail) for e in off] == [
+        ("spec.topology.controlPlane.taints", "taints are not allowed to be set when the feature gate "
+                                              "MachineTaintPropagation is disabled"),
+        ("spec.topology.workers.machineDeployments[md-0].taints", "taints are not allowed to be set when the feature "
+                                                                  "gate MachineTaintPropagation is disabled")]
+    assert core.validate_cluster(cluster, cluster) == off  # on an update too
+    on = {features.MACHINE_TAINT_PROPAGATION: True}
+    assert core.validate_cluster(None, cluster, on) == []
+    cluster["spec"]["topology"]["workers"]["machinePools"][0]["taints"] = [{**taint, "key": "node.kubernetes.io/x"}]
+    assert fields(core.validate_cluster(None, cluster, on)) == ["spec.topology.workers.machinePools[mp-0].taints[0].key"]
