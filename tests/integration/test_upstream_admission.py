@@ -566,6 +566,8 @@ ADMISSION: list[Case] = [
          _merge(_ms(), {"metadata": {"annotations": AUTOSCALE_0_3}}), defaults={"spec": {"replicas": 0}}),
     Case("md-name-64-chars", f"{MD} validate (name as label value)", _md(LONG), refused="metadata.name"),
     Case("md-name-63-chars", f"{MD} validate", _md(LONG[:63])),
+    Case("md-name-not-a-subdomain", "the API server's ObjectMeta validation (RFC 1123 subdomain), before the webhook",
+         _md("-a"), refused="a lowercase RFC 1123 subdomain"),
     Case("md-name-with-dots", f"{MD} validate (dots are label-value characters)", _md("md.0")),
     Case("md-version-without-v", f"{MD} Default (v prefix)",
          _md(template={"spec": {"version": "1.34.4"}}),

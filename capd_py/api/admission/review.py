@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from capd_py.api.admission import core, dev, docker, kubeadm, runtime
+from capd_py.api.admission import checks, core, dev, docker, kubeadm, runtime
 from capd_py.api.admission.decode import decode_error, zero_null_items
 from capd_py.api.admission.fielderrors import FieldError, denied_status, invalid_status
 
@@ -168,14 +168,15 @@ def admit(review: dict[str, Any], mutate: bool,
                 return out
             # A name that is not a label value becomes a defaulted label value (MachineDeployment selector) that
             # the CRD schema refuses before the validating webhook runs, naming the labels only: refuse here with
-            # what upstream's validation says (metadata.name first).
+            # what upstream's validation says (metadata.name first). Not for a name that is no object name at all:
+            # the API server refuses that itself, as upstream's does (the admission oracle's #443).
+            name = str((obj.get("metadata") or {}).get("name") or "")
             errors = kind.validate(old, defaulted, gates) if kind.validate is not None else []
-            if not any(e.field == "metadata.name" for e in errors):
+            if not any(e.field == "metadata.name" for e in errors) or (name and checks.dns1123_subdomain_errors(name)):
                 errors = []
                 if extra_defaulting is not None:
                     defaulted, errors = extra_defaulting(defaulted, old)
             if errors:
-                name = str((obj.get("metadata") or {}).get("name") or "")
                 response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))
                 return out
             ops = json_patch(obj, defaulted)

@@ -163,3 +163,14 @@ def test_webhook_names_are_upstreams() -> None:
         # upstream's name, "addons" and all (internal/webhooks/extensionconfig.go)
         "default.extensionconfig.runtime.addons.cluster.x-k8s.io"}
     assert "validation.extensionconfig.runtime.cluster.x-k8s.io" in names
+
+
+def test_a_name_that_is_no_label_value_is_refused_when_defaulting_unless_the_api_server_refuses_it() -> None:
+    # 64 characters: a valid object name but no label value; the defaulted selector would meet the CRD's bound on
+    # label values first, so the defaulting webhook answers with upstream's validation (metadata.name)
+    long = admit(review(md("a" * 64), "machinedeployments"), mutate=True)["response"]
+    assert long["allowed"] is False
+    assert long["status"]["details"]["causes"][0]["field"] == "metadata.name"
+    # "-a" is no object name: the API server's ObjectMeta validation refuses it, as upstream's, so the defaulting
+    # webhook does not (the admission oracle's #443)
+    assert admit(review(md("-a"), "machinedeployments"), mutate=True)["response"]["allowed"] is True
