@@ -22,8 +22,18 @@ from capd_py.api import features
 from capd_py.api.admission import KINDS, admit, webhook_name
 from capd_py.api.admission.fielderrors import FieldError
 from capd_py.api.admission.review import SCALE, VERSION, ExtraDefaulting, ExtraValidation
-from capd_py.api.gvk import CLUSTER, CLUSTER_CLASS, GVK, KUBEADM_CONTROL_PLANE
+from capd_py.api.gvk import (
+    CLUSTER,
+    CLUSTER_CLASS,
+    GVK,
+    KUBEADM_CONTROL_PLANE,
+    MACHINE,
+    MACHINE_DEPLOYMENT,
+    MACHINE_POOL,
+)
+from capd_py.api.labels import CLUSTER_NAME, TOPOLOGY_OWNED
 from capd_py.kube.client import Kube, KubeError
+from capd_py.kube.contracts import Contracts, Unresolved
 from capd_py.kube.crds import load_crds
 from capd_py.reconcile.topology import classchecks
 
@@ -83,7 +93,9 @@ async def answer(body: Any, mutate: bool, kube: Kube | None, gates: Mapping[str,
         if mutate and cc is not None and ready:
             extra_defaulting = functools.partial(_defaulted_by, cc)
         if not mutate:
-            extra_validation = functools.partial(_validated_by, cc)
+            state = await upgrade_state(kube, req.get("oldObject"), req.get("object") or {},
+                                        req.get("namespace") or "") if cc is not None else None
+            extra_validation = functools.partial(_validated_by, cc, state)
     if not mutate and (resource.get("group"), resource.get("resource")) == CLUSTER_CLASSES \
             and not req.get("subResource"):
         extra_validation = _clusterclass_validated
@@ -144,9 +156,39 @@ def _clusterclass_validated(cc: dict[str, Any], old: dict[str, Any] | None) -> l
     return classchecks.validate_clusterclass(cc, old)
 
 
-def _validated_by(cc: dict[str, Any] | None, cluster: dict[str, Any], old: dict[str, Any] | None
-                  ) -> list[FieldError]:
-    return classchecks.validate_cluster_for_class(cluster, old, cc)
+def _validated_by(cc: dict[str, Any] | None, state: classchecks.UpgradeState | None, cluster: dict[str, Any],
+                  old: dict[str, Any] | None) -> list[FieldError]:
+    return classchecks.validate_cluster_for_class(cluster, old, cc, state)
+
+
+async def upgrade_state(kube: Kube, old: dict[str, Any] | None, cluster: dict[str, Any], namespace: str
+                        ) -> classchecks.UpgradeState | None:
+    """What upstream's validateTopologyVersionUpdate reads when an update changes a topology Cluster's version (None
+    otherwise: nothing to read): the control plane the old Cluster names, the MachineDeployments and MachinePools the
+    topology owns, the Cluster's Machines. A failed read is named, as upstream wraps it into the refusal."""
+    old_topology = ((old or {}).get("spec") or {}).get("topology") or {}
+    new_topology = (cluster.get("spec") or {}).get("topology") or {}
+    if not old or not old_topology or old_topology.get("version") == new_topology.get("version") \
+            or classchecks.UNSAFE_UPDATE_VERSION in ((cluster.get("metadata") or {}).get("annotations") or {}):
+        return None
+    name = str((old.get("metadata") or {}).get("name") or "")
+    owned = {CLUSTER_NAME: name, TOPOLOGY_OWNED: ""}
+    control_plane, unread = None, ""
+    ref = (old.get("spec") or {}).get("controlPlaneRef") or {}
+    try:
+        resolved = await Contracts(kube).resolve(str(ref.get("apiGroup") or ""), str(ref.get("kind") or ""))
+        control_plane = await kube.get(resolved.gvk, namespace, str(ref.get("name") or ""))
+    except (Unresolved, KubeError) as e:
+        unread = f"failed to check if control plane is upgrading: failed to get control plane object: {e}"
+    try:
+        return classchecks.UpgradeState(
+            control_plane=control_plane, unread=unread,
+            machine_deployments=tuple(await kube.list(MACHINE_DEPLOYMENT, namespace, labels=owned)),
+            machines=tuple(await kube.list(MACHINE, namespace, labels={CLUSTER_NAME: name})),
+            machine_pools=tuple(await kube.list(MACHINE_POOL, namespace, labels=owned)))
+    except KubeError as e:
+        return classchecks.UpgradeState(control_plane=control_plane,
+                                        unread=unread or f"failed to check if workers are upgrading: {e}")
 
 
 def _handler(mutate: bool, kube: Kube | None, gates: Mapping[str, bool]) -> Any:

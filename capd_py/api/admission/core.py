@@ -17,7 +17,6 @@ from capd_py.api import features
 from capd_py.api import labels as L
 from capd_py.api.admission import checks
 from capd_py.api.admission.fielderrors import FieldError, forbidden, invalid, required
-from capd_py.api.runtime_hooks import AFTER_CLUSTER_UPGRADE, PENDING_HOOKS_ANNOTATION
 from capd_py.api.selectors import selector_matches
 
 NODE_DELETION_TIMEOUT_SECONDS = 10  # upstream defaultNodeDeletionTimeoutSeconds
@@ -484,19 +483,6 @@ def validate_machinehealthcheck(
     return errs
 
 
-def _upgrade_while_hook_pending(old: dict[str, Any] | None, new: dict[str, Any]) -> list[FieldError]:
-    """Upstream's validateTopologyVersionUpdate: no new version while the previous upgrade's AfterClusterUpgrade hook
-    is still pending (the pending-hooks annotation lists it)."""
-    version = _get(new, "spec", "topology", "version")
-    if old is None or not _get(old, "spec", "topology") or _get(old, "spec", "topology", "version") == version:
-        return []
-    pending = ((new.get("metadata") or {}).get("annotations") or {}).get(PENDING_HOOKS_ANNOTATION) or ""
-    if AFTER_CLUSTER_UPGRADE.name not in pending.split(","):
-        return []
-    return [invalid("spec.topology.version", version,
-                    f'version cannot be changed when the "{AFTER_CLUSTER_UPGRADE.name}" hook is still blocking')]
-
-
 def _topology_metadata(topology: Any) -> list[FieldError]:
     """validateTopologyMetadata: the labels and annotations of the control plane and of each worker topology."""
     if not isinstance(topology, dict):
@@ -533,7 +519,6 @@ def validate_cluster(
         errs += _version(_get(spec, "topology", "version"), "spec.topology.version")
         errs += _topology_metadata(spec["topology"])
         errs += _topology_taints(spec["topology"], enabled(gates, features.MACHINE_TAINT_PROPAGATION))
-        errs += _upgrade_while_hook_pending(old, new)
         if not _get(spec, "topology", "classRef", "name"):
             errs.append(required("spec.topology.classRef.name", "cannot be empty"))
     if old is not None and _get(old, "spec", "topology") and not spec.get("topology"):

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from capd_py.api import conditions
+from capd_py.api import conditions, versions
 from capd_py.api.admission.core import AUTOSCALER_MAX_SIZE, AUTOSCALER_MIN_SIZE
 from capd_py.api.admission.fielderrors import FieldError, forbidden, internal, invalid, required
+from capd_py.api.runtime_hooks import AFTER_CLUSTER_UPGRADE, PENDING_HOOKS_ANNOTATION
 from capd_py.reconcile.clusterclass import VARIABLES_READY
 from capd_py.reconcile.topology import variables as V
 from capd_py.reconcile.topology.desired import class_variables
@@ -166,10 +168,12 @@ def _autoscaler_in_class(cluster: Obj, topo: Obj, cc: Obj) -> list[FieldError]:
     return errs
 
 
-def validate_cluster_for_class(cluster: Obj, old: Obj | None, cc: Obj | None) -> list[FieldError]:
+def validate_cluster_for_class(cluster: Obj, old: Obj | None, cc: Obj | None,
+                               state: UpgradeState | None = None) -> list[FieldError]:
     """The Cluster validating webhook's checks against the class (ValidateClusterForClusterClass, the autoscaler
-    annotations of the class): `cc` is the class however far it is reconciled, None when it does not exist (an
-    update then fails as upstream's does: the class must exist)."""
+    annotations of the class) and, on an update, of the version (version_update_errors, with `state`): `cc` is the
+    class however far it is reconciled, None when it does not exist (an update then fails as upstream's does: the
+    class must exist)."""
     topo = _topology(cluster)
     if cc is None:
         if old is not None and _topology(old):
@@ -186,7 +190,120 @@ def validate_cluster_for_class(cluster: Obj, old: Obj | None, cc: Obj | None) ->
     errs += _workers_defined(topo, cc, "machinePools", "MachinePool")
     errs += _health_checks(topo, cc)
     errs += _autoscaler_in_class(cluster, topo, cc)
+    if old is not None and _topology(old):
+        errs += version_update_errors(cluster, old, cc, state)
     return errs
+
+
+# upstream's ClusterTopologyUnsafeUpdateVersionAnnotation: skips the version update checks below
+UNSAFE_UPDATE_VERSION = "unsafe.topology.cluster.x-k8s.io/disable-update-version-check"
+
+
+@dataclass(frozen=True)
+class UpgradeState:
+    """What upstream's validateTopologyVersionUpdate reads besides the Cluster (the webhook server reads it): the
+    control plane, the MachineDeployments and MachinePools the topology owns, and the Machines of the namespace
+    that belong to those MachineDeployments. `unread`: why a read failed (upstream names it in the refusal)."""
+    control_plane: Obj | None = None
+    machine_deployments: tuple[Obj, ...] = ()
+    machines: tuple[Obj, ...] = ()
+    machine_pools: tuple[Obj, ...] = ()
+    unread: str = ""
+
+
+def _semver(text: Any) -> versions.Version | None:
+    """semver.ParseTolerant (a missing `v` is fine)."""
+    t = str(text or "").strip()
+    try:
+        return versions.parse(t if t.startswith("v") else f"v{t}")
+    except ValueError:
+        return None
+
+
+def _go(v: versions.Version) -> str:
+    """semver.Version.String(): no `v`."""
+    return str(v)[1:]
+
+
+def version_update_errors(cluster: Obj, old: Obj, cc: Obj, state: UpgradeState | None) -> list[FieldError]:
+    """upstream validateTopologyVersionUpdate (the update of a topology Cluster's version): never decreased; at most
+    one minor up unless the class lists its Kubernetes versions or names a generateUpgradePlan extension; not while
+    the previous upgrade's AfterClusterUpgrade hook is pending; not while the control plane is not at the old version,
+    provisioning or upgrading, nor while a MachineDeployment or MachinePool is not at it or is still rolling out.
+    The first that applies, as upstream's. `state` None: the objects were not read (only the first three apply).
+    Skipped with the unsafe annotation (upstream logs a warning)."""
+    path = "spec.topology.version"
+    new_text = str(_topology(cluster).get("version") or "")
+    if UNSAFE_UPDATE_VERSION in ((cluster.get("metadata") or {}).get("annotations") or {}):
+        return []
+    new_v, old_v = _semver(new_text), _semver(_topology(old).get("version"))
+    if new_v is None or old_v is None or str(new_v) == str(old_v):
+        return []
+    if (new_v.major, new_v.minor, new_v.patch) < (old_v.major, old_v.minor, old_v.patch):
+        return [invalid(path, new_text, f'version cannot be decreased from "{_go(old_v)}" to "{_go(new_v)}"')]
+    spec = cc.get("spec") or {}
+    generate_plan = (((spec.get("upgrade") or {}).get("external") or {}).get("generateUpgradePlanExtension"))
+    if not spec.get("kubernetesVersions") and not generate_plan \
+            and (new_v.major, new_v.minor, new_v.patch) >= (old_v.major, old_v.minor + 2, 0):
+        return [invalid(path, new_text, f'version cannot be increased from "{_go(old_v)}" to "{_go(new_v)}"')]
+    pending = ((cluster.get("metadata") or {}).get("annotations") or {}).get(PENDING_HOOKS_ANNOTATION) or ""
+    if AFTER_CLUSTER_UPGRADE.name in pending.split(","):
+        return [invalid(path, new_text,
+                        f'version cannot be changed when the "{AFTER_CLUSTER_UPGRADE.name}" hook is still blocking')]
+    if state is None:
+        return []
+    reasons = [r for r in (_control_plane_not_ready(state, old_v), *_workers_not_ready(state, old_v)) if r]
+    if not reasons:
+        return []
+    # kerrors.NewAggregate: one error as is, several in brackets
+    joined = reasons[0] if len(reasons) == 1 else "[" + ", ".join(reasons) + "]"
+    return [invalid(path, new_text, f"version cannot be changed: {joined}")]
+
+
+def _control_plane_not_ready(state: UpgradeState, old_v: versions.Version) -> str:
+    cp = state.control_plane
+    if cp is None:
+        return state.unread or "failed to check if control plane is upgrading: failed to get control plane object"
+    spec_v = _semver((cp.get("spec") or {}).get("version"))
+    if spec_v is None or str(spec_v) != str(old_v):
+        shown = _go(spec_v) if spec_v is not None else str((cp.get("spec") or {}).get("version") or "")
+        return (f"Cluster.spec.topology.version {_go(old_v)} was not propagated to control plane yet (control plane "
+                f"version {shown})")
+    status_version = (cp.get("status") or {}).get("version")
+    if not status_version:
+        return "control plane is currently provisioning"
+    status_v = _semver(status_version)
+    if status_v is not None and (spec_v > status_v or (spec_v == status_v and spec_v.build != status_v.build)):
+        return "control plane is still completing a previous upgrade"
+    return ""
+
+
+def _workers_not_ready(state: UpgradeState, old_v: versions.Version) -> list[str]:
+    out = []
+    for kind, objs in (("MachineDeployments", state.machine_deployments), ("MachinePools", state.machine_pools)):
+        names = []
+        for o in objs:
+            version = str(((((o.get("spec") or {}).get("template") or {}).get("spec") or {}).get("version")) or "")
+            v = _semver(version)
+            if v is None or str(v) != str(old_v) \
+                    or (kind == "MachineDeployments" and _md_rolling(o, version, state.machines)):
+                names.append(str((o.get("metadata") or {}).get("name") or ""))
+        if names:
+            out.append(f"there are still {kind} completing a previous upgrade: [{', '.join(names)}]")
+    return out
+
+
+def _md_rolling(md: Obj, version: str, machines: tuple[Obj, ...]) -> bool:
+    """upstream IsMachineDeploymentUpgrading: a Machine its selector matches is at another version."""
+    selector = (((md.get("spec") or {}).get("selector") or {}).get("matchLabels")) or {}
+    ns = (md.get("metadata") or {}).get("namespace")
+    for m in machines:
+        meta = m.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if meta.get("namespace") == ns and all(labels.get(k) == v for k, v in selector.items()) \
+                and (m.get("spec") or {}).get("version") != version:
+            return True
+    return False
 
 
 def validate_clusterclass(cc: Obj, old: Obj | None) -> list[FieldError]:

@@ -233,23 +233,6 @@ def test_cluster() -> None:
         "spec.topology"]
 
 
-def test_cluster_version_change_refused_while_after_cluster_upgrade_is_pending() -> None:
-    old: dict[str, Any]
-    old = {"metadata": {"name": "c1", "annotations": {
-        "runtime.cluster.x-k8s.io/pending-hooks": "AfterClusterUpgrade,AfterWorkersUpgrade"}},
-        "spec": {"topology": {"version": "v1.34.4", "classRef": {"name": "cc"}}}}
-    same = copy.deepcopy(old)
-    same["spec"]["topology"]["workers"] = {}
-    assert not core.validate_cluster(old, same)  # other changes pass
-    new = copy.deepcopy(old)
-    new["spec"]["topology"]["version"] = "v1.35.0"
-    assert [str(e) for e in core.validate_cluster(old, new)] == [
-        'spec.topology.version: Invalid value: "v1.35.0": version cannot be changed when the "AfterClusterUpgrade" '
-        "hook is still blocking"]
-    new["metadata"]["annotations"]["runtime.cluster.x-k8s.io/pending-hooks"] = "AfterWorkersUpgrade"
-    assert not core.validate_cluster(old, new)
-
-
 def test_docker_cluster_failure_domains_sorted() -> None:
     from capd_py.api.admission import docker
 

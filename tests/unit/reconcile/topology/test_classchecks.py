@@ -9,6 +9,7 @@ import pytest
 
 from capd_py.api.admission import fielderrors
 from capd_py.reconcile.topology.classchecks import (
+    UpgradeState,
     default_and_validate_variables,
     reconciled,
     validate_cluster_for_class,
@@ -153,3 +154,69 @@ def test_a_list_naming_an_undefined_variable_is_not_defaulted() -> None:
     assert sorted(e.field for e in errs) == ["spec.topology.variables", "spec.topology.variables[nope]"]
     out, errs = default_and_validate_variables(cluster([]), None, cc)
     assert errs == [] and [v["name"] for v in out["spec"]["topology"]["variables"]] == ["shape", "image"]
+
+
+def _at(version: str) -> dict[str, Any]:
+    c = cluster()
+    c["spec"]["topology"]["version"] = version
+    return c
+
+
+def _version_errors(old: str, new: str, cc: dict[str, Any] | None = None, state: UpgradeState | None = None,
+                    annotations: dict[str, str] | None = None) -> list[str]:
+    c = _at(new)
+    c["metadata"]["annotations"] = annotations or {}
+    return [e.body() for e in validate_cluster_for_class(c, _at(old), cc or klass(), state)
+            if e.field == "spec.topology.version"]
+
+
+def _cp(spec: str, status: str | None) -> dict[str, Any]:
+    return {"spec": {"version": spec}, "status": {"version": status} if status else {}}
+
+
+def _md(name: str, version: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns"}, "spec": {
+        "selector": {"matchLabels": {"cluster.x-k8s.io/deployment-name": name}},
+        "template": {"spec": {"version": version}}}}
+
+
+def _machine(md: str, version: str) -> dict[str, Any]:
+    return {"metadata": {"name": f"{md}-m", "namespace": "ns", "labels": {"cluster.x-k8s.io/deployment-name": md}},
+            "spec": {"version": version}}
+
+
+def test_a_topology_version_update_as_upstreams_validate_topology_version_update() -> None:
+    """upstream internal/webhooks/cluster.go validateTopologyVersionUpdate, its messages; the first reason only."""
+    ok = UpgradeState(control_plane=_cp("v1.35.0", "v1.35.0"))
+    assert _version_errors("v1.35.0", "v1.35.0") == []
+    assert _version_errors("v1.35.0", "v1.34.4", state=ok) == [
+        'Invalid value: "v1.34.4": version cannot be decreased from "1.35.0" to "1.34.4"']
+    assert _version_errors("v1.35.0", "v1.37.0", state=ok) == [
+        'Invalid value: "v1.37.0": version cannot be increased from "1.35.0" to "1.37.0"']
+    assert _version_errors("v1.35.0", "v1.36.9", state=ok) == []
+    # a class with its Kubernetes versions (chained upgrades) or an upgrade-plan extension: no ceiling
+    chained = klass()
+    chained["spec"]["upgrade"] = {"external": {"generateUpgradePlanExtension": "plan"}}
+    assert _version_errors("v1.35.0", "v1.37.0", cc=chained, state=ok) == []
+    # the previous upgrade's AfterClusterUpgrade hook still pending
+    pending = {"runtime.cluster.x-k8s.io/pending-hooks": "AfterClusterUpgrade,AfterWorkersUpgrade"}
+    assert _version_errors("v1.35.0", "v1.36.0", annotations=pending) == [
+        'Invalid value: "v1.36.0": version cannot be changed when the "AfterClusterUpgrade" hook is still blocking']
+    # the control plane and the workers as they are
+    assert _version_errors("v1.35.0", "v1.36.0", state=UpgradeState(control_plane=_cp("v1.35.0", None))) == [
+        'Invalid value: "v1.36.0": version cannot be changed: control plane is currently provisioning']
+    assert _version_errors("v1.35.0", "v1.36.0", state=UpgradeState(control_plane=_cp("v1.35.0", "v1.34.4"))) == [
+        'Invalid value: "v1.36.0": version cannot be changed: control plane is still completing a previous upgrade']
+    behind = UpgradeState(control_plane=_cp("v1.34.4", "v1.34.4"),
+                          machine_deployments=(_md("md-a", "v1.35.0"), _md("md-b", "v1.34.4")),
+                          machines=(_machine("md-a", "v1.34.4"),))
+    assert _version_errors("v1.35.0", "v1.36.0", state=behind) == [
+        'Invalid value: "v1.36.0": version cannot be changed: [Cluster.spec.topology.version 1.35.0 was not '
+        "propagated to control plane yet (control plane version 1.34.4), there are still MachineDeployments "
+        "completing a previous upgrade: [md-a, md-b]]"]
+    settled = UpgradeState(control_plane=_cp("v1.35.0", "v1.35.0"), machine_deployments=(_md("md-a", "v1.35.0"),),
+                           machines=(_machine("md-a", "v1.35.0"),))
+    assert _version_errors("v1.35.0", "v1.36.0", state=settled) == []
+    # upstream's unsafe annotation skips all of it
+    assert _version_errors("v1.35.0", "v1.34.0", state=behind, annotations={
+        "unsafe.topology.cluster.x-k8s.io/disable-update-version-check": ""}) == []
