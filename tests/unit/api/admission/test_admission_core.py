@@ -337,4 +337,5 @@ def test_topology_taints_as_upstreams_cluster_webhook() -> None:
     on = {features.MACHINE_TAINT_PROPAGATION: True}
     assert core.validate_cluster(None, cluster, on) == []
     cluster["spec"]["topology"]["workers"]["machinePools"][0]["taints"] = [{**taint, "key": "node.kubernetes.io/x"}]
-    assert fields(core.validate_cluster(None, cluster, on)) == ["spec.topology.workers.machinePools[mp-0].taints[0].key"]
+    assert fields(core.validate_cluster(None, cluster, on)) == [
+        "spec.topology.workers.machinePools[mp-0].taints[0].key"]
