@@ -6,6 +6,7 @@ Pure: no I/O."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -72,7 +73,15 @@ def decode_error(value: Any, schema: Mapping[str, Any] | None, path: str = "") -
     if isinstance(value, dict):
         props = schema.get("properties") or {}
         for k, v in value.items():
-            err = decode_error(v, _property_schema(schema, k), f"{path}.{k}")
+            sub = _property_schema(schema, k)
+            if k == "openAPIV3Schema" and path.endswith(".schema"):
+                # a ClusterClass variable's schema: the CRD types its first level only (as upstream's), Go decodes
+                # it whole into JSONSchemaProps
+                err = _schema_props_error(v, f"{path}.{k}".lstrip("."))
+                if err:
+                    return err
+                continue
+            err = decode_error(v, sub, f"{path}.{k}")
             if err is None and k in props and k in GO_DURATION_FIELDS and isinstance(v, str):
                 err = _duration_error(v)
             if err:
@@ -84,6 +93,82 @@ def decode_error(value: Any, schema: Mapping[str, Any] | None, path: str = "") -
             if err:
                 return err
     return None
+
+
+# Cluster API v1beta2's JSONSchemaProps (a ClusterClass variable's schema) and the structs in it, field -> Go type
+# (api/core/v1beta2/clusterclass_types.go): "json" holds any JSON value, "*" a nested JSONSchemaProps, "map*" a map of
+# them, "[]*" a list of them
+_GO_STRUCTS: dict[str, dict[str, str]] = {
+    "JSONSchemaProps": {
+        "description": "string", "example": "json", "type": "string", "properties": "map*",
+        "additionalProperties": "*", "maxProperties": "int64", "minProperties": "int64", "required": "[]string",
+        "items": "*", "maxItems": "int64", "minItems": "int64", "uniqueItems": "bool", "format": "string",
+        "maxLength": "int64", "minLength": "int64", "pattern": "string", "maximum": "int64",
+        "exclusiveMaximum": "bool", "minimum": "int64", "exclusiveMinimum": "bool",
+        "x-kubernetes-preserve-unknown-fields": "bool", "enum": "[]json", "default": "json",
+        "x-kubernetes-validations": "[]ValidationRule", "x-metadata": "VariableSchemaMetadata",
+        "x-kubernetes-int-or-string": "bool", "allOf": "[]*", "oneOf": "[]*", "anyOf": "[]*", "not": "*"},
+    "ValidationRule": {"rule": "string", "message": "string", "messageExpression": "string", "reason": "string",
+                       "fieldPath": "string"},
+    "VariableSchemaMetadata": {"labels": "map[string]string", "annotations": "map[string]string"},
+}
+_GO_TYPE_NAMES = {"*": "v1beta2.JSONSchemaProps", "map*": "map[string]v1beta2.JSONSchemaProps",
+                  "[]*": "[]v1beta2.JSONSchemaProps", "[]ValidationRule": "[]v1beta2.ValidationRule",
+                  "VariableSchemaMetadata": "v1beta2.VariableSchemaMetadata", "[]json": "[]v1.JSON"}
+
+
+def _schema_props_error(value: Any, path: str, struct: str = "JSONSchemaProps") -> str | None:
+    """The first field of a Go struct (_GO_STRUCTS) that `value` does not decode into, as encoding/json words it:
+    the innermost struct's name, then the JSON field path from the object's root (no list index, no map key)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return f"json: cannot unmarshal {_json_kind(value)} into Go value of type v1beta2.{struct}"
+    fields = _GO_STRUCTS[struct]
+    for k, v in value.items():
+        go = fields.get(k)
+        if go is None or v is None or go == "json":
+            continue
+        where = f"{path}.{k}"
+        wrong = functools.partial(_unmarshal_error, v, struct, where)
+        if go in ("string", "bool"):
+            if not isinstance(v, str if go == "string" else bool):
+                return wrong(go)
+        elif go == "int64":
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                return wrong(go)
+            if isinstance(v, float) and not v.is_integer() or not -(1 << 63) <= v < (1 << 63):
+                return wrong(go, f"number {v}")
+        elif go in ("*", "VariableSchemaMetadata"):
+            err = (_schema_props_error(v, where) if go == "*" else
+                   _schema_props_error(v, where, "VariableSchemaMetadata")) if isinstance(v, dict) else \
+                wrong(_GO_TYPE_NAMES[go])
+            if err:
+                return err
+        elif go in ("map*", "map[string]string"):
+            if not isinstance(v, dict):
+                return wrong(_GO_TYPE_NAMES.get(go, go))
+            for item in v.values():
+                err = _schema_props_error(item, where) if go == "map*" else (
+                    None if item is None or isinstance(item, str) else wrong("string", _json_kind(item)))
+                if err:
+                    return err
+        elif go.startswith("[]"):
+            if not isinstance(v, list):
+                return wrong(_GO_TYPE_NAMES.get(go, go))
+            for item in v:
+                if go == "[]string" and item is not None and not isinstance(item, str):
+                    return wrong("string", _json_kind(item))
+                err = _schema_props_error(item, where) if go == "[]*" else (
+                    _schema_props_error(item, where, "ValidationRule") if go == "[]ValidationRule" else None)
+                if err:
+                    return err
+    return None
+
+
+def _unmarshal_error(value: Any, struct: str, path: str, want: str, shown: str | None = None) -> str:
+    """encoding/json's UnmarshalTypeError text."""
+    return f"json: cannot unmarshal {shown or _json_kind(value)} into Go struct field {struct}.{path} of type {want}"
 
 
 def _duration_error(text: str) -> str | None:

@@ -125,3 +125,39 @@ def test_a_null_list_item_is_read_as_its_zero_struct_not_a_crash(mutate: bool) -
         assert out["allowed"] is True and not any("taints" in o["path"] for o in ops)
     else:  # the gate is off: the taints are refused, as upstream's webhook refuses them
         assert out["allowed"] is False and out["status"]["code"] == 422
+
+
+CLUSTER_CLASS = served_schemas()[("cluster.x-k8s.io", "clusterclasses")]
+
+
+def _class_with(schema: object) -> dict[str, object]:
+    return {"spec": {"variables": [{"name": "v", "required": False, "schema": {"openAPIV3Schema": schema}}]}}
+
+
+@pytest.mark.parametrize("schema,error", [
+    ({"type": "object", "properties": {"enabled": {"type": 1}}},
+     "json: cannot unmarshal number into Go struct field JSONSchemaProps.spec.variables.schema.openAPIV3Schema."
+     "properties.type of type string"),
+    ({"type": "integer", "maximum": 1.5},
+     "json: cannot unmarshal number 1.5 into Go struct field JSONSchemaProps.spec.variables.schema.openAPIV3Schema."
+     "maximum of type int64"),
+    ({"type": "object", "additionalProperties": True},
+     "json: cannot unmarshal bool into Go struct field JSONSchemaProps.spec.variables.schema.openAPIV3Schema."
+     "additionalProperties of type v1beta2.JSONSchemaProps"),
+    ({"type": "string", "x-kubernetes-validations": [{"rule": 1}]},
+     "json: cannot unmarshal number into Go struct field ValidationRule.spec.variables.schema.openAPIV3Schema."
+     "x-kubernetes-validations.rule of type string"),
+    ({"type": "array", "items": {"type": "string", "required": ["a", 2]}},
+     "json: cannot unmarshal number into Go struct field JSONSchemaProps.spec.variables.schema.openAPIV3Schema."
+     "items.required of type string"),
+    ({"type": "object", "x-metadata": {"labels": {"a": 1}}},
+     "json: cannot unmarshal number into Go struct field VariableSchemaMetadata.spec.variables.schema."
+     "openAPIV3Schema.x-metadata.labels of type string"),
+    # what decodes: any JSON in default/example/enum, whole numbers as int64
+    ({"type": "object", "default": {"x": [1, True]}, "example": 2.5, "enum": [{"a": 1}, "s"], "maximum": 3.0}, None),
+])
+def test_a_clusterclass_variable_schema_decodes_as_upstreams_jsonschemaprops(schema: object,
+                                                                            error: str | None) -> None:
+    """Cluster API's JSONSchemaProps is a Go struct (typed fields, int64 bounds) where the CRD keeps the schema
+    untyped: upstream's webhook refuses what does not decode with 400 (the admission oracle's #607)."""
+    assert decode_error(_class_with(schema), CLUSTER_CLASS) == error
