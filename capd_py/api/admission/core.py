@@ -146,13 +146,25 @@ def _default_selector(out: dict[str, Any], name_label: str, name_value: str, clu
         template_labels[L.CLUSTER_NAME] = str(spec.get("clusterName") or "")
 
 
+def _template_spec(out: dict[str, Any]) -> None:
+    """The `v` prefix of spec.template.spec.version. An empty or null spec.template.spec is left out, as upstream's
+    webhook answers with the object re-encoded from Go (MachineSpec is `omitzero`): the API server then says
+    `spec.template.spec: Required value`, as upstream's (the admission oracle's #535, #912, #1023)."""
+    template = _get(out, "spec", "template")
+    spec = template.get("spec") if isinstance(template, dict) else None
+    if isinstance(spec, dict) and spec:
+        _v_prefix(spec)
+    elif isinstance(template, dict) and "spec" in template:
+        del template["spec"]
+
+
 def default_machineset(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
     out = copy.deepcopy(obj)
     _cluster_name_label(out)
     _d(out, "spec")["replicas"] = default_replicas(out, old, "MachineSet")
     name = str(_get(out, "metadata", "name") or "")
     _default_selector(out, L.SET_NAME, format_value(name), cluster_too=False)
-    _v_prefix(_d(out, "spec", "template", "spec"))
+    _template_spec(out)
     return out
 
 
@@ -167,7 +179,7 @@ def default_machinedeployment(obj: dict[str, Any], old: dict[str, Any] | None = 
         rolling.setdefault("maxSurge", 1)
         rolling.setdefault("maxUnavailable", 0)
     _default_selector(out, L.DEPLOYMENT_NAME, str(_get(out, "metadata", "name") or ""), cluster_too=True)
-    _v_prefix(_d(out, "spec", "template", "spec"))
+    _template_spec(out)
     return out
 
 

@@ -339,3 +339,14 @@ def test_topology_taints_as_upstreams_cluster_webhook() -> None:
     cluster["spec"]["topology"]["workers"]["machinePools"][0]["taints"] = [{**taint, "key": "node.kubernetes.io/x"}]
     assert fields(core.validate_cluster(None, cluster, on)) == [
         "spec.topology.workers.machinePools[mp-0].taints[0].key"]
+
+
+@pytest.mark.parametrize("template", [None, {}, {"spec": None}, {"spec": {}}])
+def test_an_empty_template_spec_is_left_out_as_go_reencodes_it(template: Any) -> None:
+    """MachineSpec is omitzero: upstream's defaulting answers without it and the API server says
+    `spec.template.spec: Required value` (the admission oracle's #535, #912, #1023)."""
+    for default in (core.default_machinedeployment, core.default_machineset):
+        got = default({"metadata": {"name": "x"}, "spec": {"clusterName": "c1", "template": copy.deepcopy(template)}})
+        assert "spec" not in got["spec"]["template"]
+    got = core.default_machineset(md(template={"spec": {"version": "1.34.4"}}))
+    assert got["spec"]["template"]["spec"] == {"version": "v1.34.4"}
