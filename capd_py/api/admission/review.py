@@ -153,9 +153,11 @@ def admit(review: dict[str, Any], mutate: bool,
         response.update(allowed=False, status=denied_status(undecodable, code=400, reason="BadRequest"))
         return out
     # what the rules read: a null item of a list of structs as its zero value, as upstream's rules see it decoded (no
-    # crash on it). The defaults' patch is taken against the same, so it leaves the null for the schema to refuse:
-    # the oracle saw upstream's defaulting answer it as `{}` for some kinds (KubeadmControlPlane taints,
-    # MachineHealthCheck conditions) and keep it for others (KubeadmConfigTemplate kubeletExtraArgs), not yet explained
+    # crash on it). Upstream's defaulting answers with the object re-encoded from Go, so the null comes back as `{}`
+    # (the oracle: KubeadmControlPlane taints, MachineHealthCheck conditions; the schema then names the struct's
+    # required fields); a defaulter that answers the object untouched (KubeadmConfigTemplate's, outside the topology
+    # controller's dry runs) leaves the null for the schema to refuse
+    raw = obj
     obj = zero_null_items(obj, schema) if schema is not None else obj
     if old is not None and schema is not None:
         old = zero_null_items(old, schema)
@@ -179,7 +181,7 @@ def admit(review: dict[str, Any], mutate: bool,
             if errors:
                 response.update(allowed=False, status=invalid_status(kind.kind, kind.group, name, errors))
                 return out
-            ops = json_patch(obj, defaulted)
+            ops = json_patch(raw if defaulted is not obj else obj, defaulted)
             if ops:
                 response["patchType"] = "JSONPatch"
                 response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()

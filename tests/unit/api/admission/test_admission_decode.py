@@ -113,7 +113,8 @@ def _kcp_with_a_null_taint() -> dict[str, object]:
 @pytest.mark.parametrize("mutate", [True, False])
 def test_a_null_list_item_is_read_as_its_zero_struct_not_a_crash(mutate: bool) -> None:
     """The admission oracle's #281: a KubeadmControlPlane's taints[1] null made capd-py's webhook fail with a 500. The
-    rules read it as upstream's read it decoded (the zero struct); the defaults' patch leaves it for the schema."""
+    rules read it as upstream's read it decoded (the zero struct); the defaults' patch answers it as `{}`, as
+    upstream's re-encoded object does (the schema then names the taint's required fields)."""
     group, resource = "controlplane.cluster.x-k8s.io", "kubeadmcontrolplanes"
     review = {"request": {"uid": "u", "operation": "CREATE",
                           "kind": {"group": group, "version": "v1beta2", "kind": "KubeadmControlPlane"},
@@ -122,7 +123,10 @@ def test_a_null_list_item_is_read_as_its_zero_struct_not_a_crash(mutate: bool) -
     out = admit(review, mutate=mutate, schema=served_schemas()[(group, resource)])["response"]
     if mutate:
         ops = json.loads(base64.b64decode(out["patch"])) if "patch" in out else []
-        assert out["allowed"] is True and not any("taints" in o["path"] for o in ops)
+        assert out["allowed"] is True
+        assert [o for o in ops if "taints" in o["path"]] == [
+            {"op": "replace", "path": "/spec/machineTemplate/spec/taints",
+             "value": [{"key": "a", "effect": "NoSchedule", "propagation": "Always"}, {}]}]
     else:  # the gate is off: the taints are refused, as upstream's webhook refuses them
         assert out["allowed"] is False and out["status"]["code"] == 422
 
