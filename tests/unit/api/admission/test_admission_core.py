@@ -305,7 +305,8 @@ def test_clusterresourceset_as_upstreams_webhook() -> None:
         '"-10%": a valid label must be an empty string or consist of alphanumeric characters, \'-\', \'_\' or \'.\', '
         "and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex "
         "used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")]
-    for empty in ({}, {"matchLabels": None}, {"matchLabels": {}, "matchExpressions": []}):
+    empties: list[dict[str, Any]] = [{}, {"matchLabels": None}, {"matchLabels": {}, "matchExpressions": []}]
+    for empty in empties:
         errs = core.validate_clusterresourceset(None, crs(clusterSelector=empty))
         assert [(e.field, e.detail) for e in errs] == [("spec.clusterSelector", "selector must not be empty")]
     assert core.validate_clusterresourceset(None, crs(clusterSelector={"matchLabels": None, "matchExpressions": [
@@ -323,7 +324,7 @@ def test_clusterresourceset_as_upstreams_webhook() -> None:
 def test_topology_taints_as_upstreams_cluster_webhook() -> None:
     from capd_py.api import features
     taint = {"key": "a", "effect": "NoSchedule", "propagation": "Always"}
-    cluster = {"metadata": {"name": "c1"}, "spec": {"topology": {
+    cluster: dict[str, Any] = {"metadata": {"name": "c1"}, "spec": {"topology": {
         "classRef": {"name": "quick-start"}, "version": "v1.34.4", "controlPlane": {"taints": [taint]},
         "workers": {"machineDeployments": [{"name": "md-0", "class": "w", "taints": [taint]}],
                     "machinePools": [{"name": "mp-0", "class": "w"}]}}}}
