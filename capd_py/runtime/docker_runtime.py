@@ -539,22 +539,38 @@ class DockerRuntime:
                            labels=dict(attrs.get("Labels") or {}), ip_range=ip_range or "",
                            subnets=tuple(c["Subnet"] for c in configs if c.get("Subnet")))
 
-    def get_network(self, name: str) -> NetworkInfo | None:
+    def _named(self, name: str) -> list[dict[str, Any]]:
+        """The networks called exactly `name`, oldest first (docker lets two processes racing make two of one name:
+        found 2026-12-08 on a fresh machine, two `capd-py init` at once; then every container naming it fails
+        "network capd-py is ambiguous")."""
         try:
             nets = self.api.networks(names=[name])
         except docker.errors.APIError as e:
             raise RuntimeError_(f"list networks: {e}") from e
-        for n in nets:
-            if n.get("Name") == name:
-                return self._net(self.api.inspect_network(n["Id"]))
-        return None
+        return sorted((n for n in nets if n.get("Name") == name), key=lambda n: (n.get("Created", ""), n["Id"]))
+
+    def get_network(self, name: str) -> NetworkInfo | None:
+        named = self._named(name)
+        return self._net(self.api.inspect_network(named[0]["Id"])) if named else None
+
+    def _one_of(self, name: str) -> None:
+        """What kind does (removeDuplicateNetworks): of several networks of one name, the oldest is kept and the
+        others removed, so that every racer converges on the same one (a removal another racer did first, or one
+        with containers on it, is left)."""
+        for dup in self._named(name)[1:]:
+            try:
+                self.api.remove_network(dup["Id"])
+            except docker.errors.APIError as e:
+                log.info("network %s: duplicate %s left (%s)", name, dup["Id"][:12], e.explanation or e)
 
     def create_network(self, name: str, labels: dict[str, str], subnet: str, subnet6: str = "") -> NetworkInfo:
         """The network `name` (used as it is when it exists), else made with `subnet`, its upper half docker's
         dynamic range (the lower half takes static addresses) and its first host address the gateway."""
-        got = self.get_network(name)
-        if got:
-            return got
+        named = self._named(name)
+        if named:
+            if len(named) > 1:
+                self._one_of(name)
+            return self._net(self.api.inspect_network(named[0]["Id"]))
         # the gateway given explicitly: without it docker puts the bridge on the first address of the dynamic
         # range, leaving the first host address to be handed out as if it were free
         pools = [IPAMPool(subnet=s, iprange=addresses.dynamic_range(s), gateway=addresses.first_host(s))
@@ -572,6 +588,7 @@ class DockerRuntime:
                 raise SubnetTaken(f"create network {name} with subnet {subnet}: {text}") from e
             else:
                 raise RuntimeError_(f"create network {name}: {text}") from e
+        self._one_of(name)
         got = self.get_network(name)
         if got is None:
             raise RuntimeError_(f"network {name} vanished right after create")

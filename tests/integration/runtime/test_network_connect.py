@@ -70,3 +70,30 @@ def test_a_container_reaches_another_network_only_once_connected(rt: DockerRunti
                 rt.remove_network(n)
             except Exception:  # noqa: BLE001 - cleanup
                 pass
+
+
+def test_processes_racing_to_make_one_network_end_with_one(rt: DockerRuntime) -> None:
+    """Two `capd-py init` at once on a fresh machine both made the shared network `capd-py` (2026-12-08, a cold run:
+    docker allowed two of one name) and every container naming it then failed "network capd-py is ambiguous".
+    Racers converge on the oldest network of the name and remove the others."""
+    import concurrent.futures
+
+    tag = secrets.token_hex(3)
+    labels = {CONTAINER_NAMESPACE: f"t-race-{tag}"}
+    name = f"capd-py-t-race-{tag}"
+    try:
+        for _ in range(3):
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                ids = {f.result().id for f in [pool.submit(networks.ensure_network, rt, name, labels)
+                                               for _ in range(4)]}
+            listed = [n for n in rt.list_networks(labels) if n.name == name]
+            assert len(listed) == 1 and ids == {listed[0].id}, (ids, listed)
+            rt.remove_network(name)
+        # a duplicate left by an older capd-py (or another tool) is removed by the next creator
+        first = rt.api.create_network(name, driver="bridge", labels=labels)["Id"]
+        rt.api.create_network(name, driver="bridge", labels=labels)
+        got = rt.create_network(name, labels, "172.31.250.0/24")
+        assert got.id == first and [n.id for n in rt.list_networks(labels) if n.name == name] == [first]
+    finally:
+        for n in rt.list_networks(labels):
+            rt.api.remove_network(n.id)
