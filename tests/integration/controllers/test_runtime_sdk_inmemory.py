@@ -165,9 +165,11 @@ def management() -> Iterator[EnvTest]:
 
 @pytest.fixture
 async def operator(management: EnvTest, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Manager]:
-    """Every controller in-process, the RuntimeSDK gate on (EXP_RUNTIME_SDK=true at init), the workload clients
-    `capd-py controllers` runs (in-memory clusters for the inMemory backend); no container runtime is reached."""
-    monkeypatch.setenv("CAPD_PY_FEATURE_GATES", "RuntimeSDK=true")
+    """Every controller in-process, the RuntimeSDK gate on (EXP_RUNTIME_SDK=true at init) and MachineTaintPropagation
+    (upstream's e2e config turns it on: the flavor's topology has taints, which the Cluster webhook refuses with the
+    gate off), the workload clients `capd-py controllers` runs (in-memory clusters for the inMemory backend); no
+    container runtime is reached."""
+    monkeypatch.setenv("CAPD_PY_FEATURE_GATES", "RuntimeSDK=true,MachineTaintPropagation=true")
     async with operator_in_thread(str(management.kubeconfig_path), FakeRuntime()) as m:
         yield m
 
