@@ -376,7 +376,8 @@ class _Checker:
     def call(self, name: str, offset: int, args: Sequence[CelType], member: bool) -> CelType:
         overloads = FUNCTIONS.get(name)
         if overloads is None:
-            if name in _DECLARED_UNMODELLED or name in _MACROS:
+            # a library's namespaced function not modelled here (format.dns1123Label(), math.greatest(), ...)
+            if name in _DECLARED_UNMODELLED or name in _MACROS or name.split(".", 1)[0] in _NAMESPACES:
                 return DYN
             return self.error(offset, f"undeclared reference to '{name}' (in container '')")
         result: CelType | None = None

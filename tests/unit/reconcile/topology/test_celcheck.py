@@ -70,6 +70,7 @@ def test_compile_errors_read_as_cel_gos(rule: str, schema: dict, want: str) -> N
     ("self.n.x > 1 && has(self.a)", OBJ),
     ("type(self) == string || self.matches('^a')", {"x-kubernetes-int-or-string": True}),  # dyn: never refused
     ("isIP(self) && ip(self).family() == 4 && quantity('1Gi').isGreaterThan(quantity('1'))", {"type": "string"}),
+    ("!format.dns1123Label().validate(self).hasValue() && math.greatest(1, 2) == 2", {"type": "string"}),
     ("self.map(x, x * 2).sum() < 20 && self.filter(x, x > 1).size() > 0", {"type": "array",
                                                                             "items": {"type": "integer"}}),
 ])
