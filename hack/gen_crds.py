@@ -135,9 +135,13 @@ def immutable(schema: S, what: str) -> S:
     return cel(schema, rule("self == oldSelf", f"{what} is immutable"))
 
 
-def version_field(desc: str = "The Kubernetes version, e.g. v1.34.4.") -> S:
+def version_field(desc: str = "The Kubernetes version, e.g. v1.34.4.", supported_range: bool = True) -> S:
+    """A version string: semver, and with `supported_range` within capd-py's range. Machines and a Cluster's topology
+    take any version, as upstream's webhooks do (the admission oracle's #1344, #1488): a version no node image was
+    built for is the DockerMachine's ImageNotFound condition, naming the `make images` that builds it."""
     s = string(desc, min_len=1, max_len=256)
-    return cel(s, *versions.cel_rules())
+    rules = versions.cel_rules()
+    return cel(s, *(rules if supported_range else rules[:1]))
 
 
 def kcp_version_field() -> S:
@@ -289,7 +293,7 @@ def machine_spec(for_machine: bool) -> S:
         "clusterName": cluster_name(),
         "bootstrap": boot,
         "infrastructureRef": infra,
-        "version": version_field(),
+        "version": version_field(supported_range=False),
         "providerID": string("Provider ID of the node, set by the infrastructure provider.", 1, 512),
         "failureDomain": string("Failure domain to place the machine in.", 1, 256),
         "minReadySeconds": integer(minimum=0),
@@ -886,7 +890,7 @@ def topology_schema() -> S:
             "namespace": string("Namespace of the ClusterClass (default: the Cluster's).", 1, 63,
                                 r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
         }, ["name"], "The ClusterClass."),
-        "version": version_field("Kubernetes version of the Cluster, e.g. v1.34.4."),
+        "version": version_field("Kubernetes version of the Cluster, e.g. v1.34.4.", supported_range=False),
         "controlPlane": control_plane,
         "workers": obj({
             "machineDeployments": arr(md, "MachineDeployments (unique names).", max_items=2000, min_items=1,

@@ -161,8 +161,8 @@ class ImageDecision:
 def image_decision(dm: dict[str, Any], machine: dict[str, Any] | None, image: str | None,
                    present: bool) -> ImageDecision:
     """The decision for the image `node_image` chose and whether the runtime has it locally (capd-py never
-    pulls). A Kubernetes version is admitted across the whole supported range; a version nobody built a node
-    image for is this condition, naming the `make images K8S_VERSION=<version>` that builds it."""
+    pulls). A Machine's version is any semver, as upstream admits it; a version nobody built a node image for is
+    this condition, naming the `make images K8S_VERSION=<version>` that builds it."""
     if image is None:
         return ImageDecision(None, False, "the Machine has no spec.version and the DockerMachine no "
                                           "spec.customImage: cannot choose a node image")

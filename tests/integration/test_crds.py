@@ -309,12 +309,8 @@ BAD: list[Bad] = [
         "Kubernetes version is not supported"),
     Bad("machine-version-two-parts", "Machine", lambda o: setp(o, "spec.version", "v1.34"),
         "spec.version: Invalid value"),
-    Bad("md-version-major-2", "MachineDeployment", lambda o: setp(o, "spec.template.spec.version", "v2.0.0"),
-        "spec.template.spec.version: Invalid value: \"string\": Kubernetes version is not supported"),
     Bad("ms-version-garbage", "MachineSet", lambda o: setp(o, "spec.template.spec.version", "latest"),
         "must be a valid semantic version"),
-    Bad("topology-version-too-old", "Cluster", lambda o: setp(o, "spec.topology", {
-        "classRef": {"name": "quick-start"}, "version": "v1.29.0"}), "Kubernetes version is not supported"),
     # required references
     Bad("machine-no-infrastructureRef", "Machine", lambda o: delp(o, "spec.infrastructureRef"),
         "spec.infrastructureRef: Required value"),

@@ -140,7 +140,8 @@ STRICTER_THAN_UPSTREAM_CRDS: list[tuple[str, str]] = [
     ("CEL 'spec.template.metadata.labels must match spec.selector.matchLabels'",
      "upstream MachineSet/Deployment webhooks (selector must match the template labels)"),
     ("CEL 'must be a valid semantic version", "upstream webhooks (KubeSemver); deliberate: strict semver 2.0"),
-    ("CEL 'Kubernetes version is not supported", "deliberate: the supported range (capd_py/api/versions.py)"),
+    ("CEL 'Kubernetes version is not supported", "deliberate, a KubeadmControlPlane's only: the supported range "
+     "(capd_py/api/versions.py), which bounds the skip-a-minor rule's integers"),
     ("CEL 'cannot update Kubernetes version by more than one minor version",
      "upstream KubeadmControlPlane webhook (validateVersion: no update to from.minor + 2 or later)"),
     ("must be either a non-negative int or a percentage",
