@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 TIERS = ("unit", "integration", "e2e")
+PRINTED_CHARS = 4000  # the end of what an e2e test printed, kept in the JSON report ("printed")
 OTHER = "other"  # a test run outside the tier folders (pytest on another path)
 SLOWEST = 20
 SESSION_TEARDOWN = "session teardown"  # the `when` of the last test's teardown, which ends every session fixture
@@ -254,6 +255,9 @@ class TierReport:
         self.slowest = slowest
         self.phases: list[Phase] = []
         self.last: str | None = None
+        # what each passing e2e test printed (its step timings: "3 CP + 1 worker: Available after 95s", ...), so the
+        # report says where an e2e test's time went without running it again
+        self.printed: dict[str, str] = {}
 
     def pytest_collection_finish(self, session: Any) -> None:
         # without workers this process runs the items in this order; with them it collects none
@@ -263,9 +267,13 @@ class TierReport:
         return tier_of(self.rootpath / nodeid.split("::", 1)[0], self.tests_root) or OTHER
 
     def pytest_runtest_logreport(self, report: Any) -> None:
-        self.phases.append(Phase(base_nodeid(report.nodeid), self.tier(report.nodeid), report.when, report.start,
+        tier = self.tier(report.nodeid)
+        self.phases.append(Phase(base_nodeid(report.nodeid), tier, report.when, report.start,
                                  report.stop, report.duration, str(getattr(report, "worker_id", "") or ""),
                                  not report.failed))
+        out = str(getattr(report, "capstdout", "") or "")
+        if tier == "e2e" and report.when == "call" and out.strip():
+            self.printed[base_nodeid(report.nodeid)] = out[-PRINTED_CHARS:]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.phases:
@@ -275,7 +283,7 @@ class TierReport:
             write_durations(self.durations_path, merged_durations(read_durations(self.durations_path), phases))
         if not (self.print_summary or self.json_path):
             return
-        report = aggregate(phases, self.slowest)
+        report = {**aggregate(phases, self.slowest), "printed": dict(sorted(self.printed.items()))}
         if self.json_path:
             Path(self.json_path).write_text(json.dumps(report, indent=2) + "\n")
         if self.print_summary:

@@ -129,6 +129,7 @@ class _Report:
     stop: float
     worker_id: str = ""
     failed: bool = False
+    capstdout: str = ""
 
     @property
     def duration(self) -> float:
@@ -315,3 +316,20 @@ def test_group_of_keeps_a_modules_users_of_a_module_fixture_together() -> None:
     assert group_of(_FixtureItem(mod, "t", fixtures={"kube": "session", "tmp_path": "function"})) is None
     # an xdist_group (a shared cluster) wins
     assert group_of(_FixtureItem(mod, "t", group="quick", fixtures={"envtest": "module"})) == "quick"
+
+
+def test_the_json_keeps_what_each_e2e_test_printed(tmp_path: Path) -> None:
+    """The e2e tests print their steps' times; the report keeps them (the end of each), so a run says where an e2e
+    test's time went. Other tiers' output and setup/teardown output are not kept."""
+    out = tmp_path / "tiers.json"
+    plugin = _plugin(tmp_path, print_summary=False, json_path=str(out))
+    plugin.pytest_collection_finish(_Session())
+    e2e = "tests/e2e/test_x.py::x"
+    for r in [_Report(e2e, "setup", 0.0, 1.0, capstdout="setup noise"),
+              _Report(e2e, "call", 1.0, 9.0, capstdout="x" * 5000 + "\nAvailable after 95s\n"),
+              _Report(A, "call", 9.0, 10.0, capstdout="an integration test's print")]:
+        plugin.pytest_runtest_logreport(r)
+    plugin.pytest_terminal_summary(_Terminal())
+    printed = json.loads(out.read_text())["printed"]
+    assert list(printed) == [e2e]
+    assert printed[e2e].endswith("Available after 95s\n") and len(printed[e2e]) == 4000
