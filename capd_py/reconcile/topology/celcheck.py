@@ -198,14 +198,10 @@ FUNCTIONS: dict[str, list[Overload]] = {
 
 # declared by the apiserver's environment but not modelled here (their overloads): typed dyn, never refused
 _DECLARED_UNMODELLED = frozenset({
-    "type", "getTimezone", "base64.encode", "base64.decode", "math.greatest", "math.least", "math.ceil",
-    "math.floor", "math.round", "math.trunc", "math.abs", "math.sign", "math.isInf", "math.isNaN", "math.isFinite",
-    "math.bitAnd", "math.bitOr", "math.bitXor", "math.bitNot", "math.bitShiftLeft", "math.bitShiftRight",
-    "optional.of", "optional.ofNonZeroValue", "optional.none", "hasValue", "value", "or", "orValue",
-    "format.named", "validate", "first", "last", "isEmpty", "lists.range", "strings.quote", "ip.isCanonical",
+    "type", "getTimezone", "hasValue", "value", "or", "orValue", "validate", "first", "last", "isEmpty",
     "authorizer", "path", "group", "resource", "check", "allowed", "reason", "errored", "error", "serviceAccount",
     "subresource", "namespace", "name", "fieldSelector", "labelSelector", "getTimestamp",
-})
+})  # (a namespaced function, `math.greatest` or `format.named`, is dyn by its namespace: _NAMESPACES)
 _NAMESPACES = frozenset({"strings", "lists", "sets", "math", "base64", "optional", "ip", "format"})
 _TYPE_NAMES = frozenset({"int", "uint", "double", "string", "bool", "bytes", "list", "map", "null_type", "type",
                          "dyn", "google.protobuf.Timestamp", "google.protobuf.Duration"})
@@ -240,6 +236,12 @@ def _escape(name: str) -> str | None:
 
 
 _STRING_SCHEMA: Mapping[str, Any] = {"type": "string"}
+
+
+def node_type(schema: Mapping[str, Any], root: bool) -> CelType | None:
+    """The type of `self` at a schema node whose rules are compiled: a resource root (the root, or an embedded
+    resource) as such."""
+    return decl_type(schema, root or bool(schema.get("x-kubernetes-embedded-resource")))
 
 
 def decl_type(schema: Mapping[str, Any], root: bool, name: str = SELF_TYPE) -> CelType | None:
@@ -339,10 +341,6 @@ def _subst(m: Mapping[str, CelType], t: CelType) -> CelType:
     return t
 
 
-def _exact(a: CelType, b: CelType) -> bool:
-    return a == b and a.kind == b.kind
-
-
 class _Checker:
     def __init__(self, source: str, variables: Mapping[str, CelType]):
         self.source = source
@@ -389,7 +387,7 @@ class _Checker:
                 r = _subst(m, o.result)
                 if result is None:
                     result = r
-                elif result.kind != "dyn" and not _exact(r, result):
+                elif result.kind != "dyn" and r != result:
                     result = DYN
         if result is None:
             shown = [str(a) for a in args]
@@ -490,7 +488,7 @@ class _Checker:
             return list_of(DYN)
         types = [self.expr(e) for e in elems]
         # the apiserver's environment does not ask for homogeneous literals: mixed elements make a list(dyn)
-        return list_of(types[0] if all(_exact(types[0], t) for t in types[1:]) else DYN)
+        return list_of(types[0] if all(t == types[0] for t in types[1:]) else DYN)
 
     def _map_lit(self, t: Tree) -> CelType:
         inits = t.children[0].children if t.children and t.children[0] is not None else []
@@ -498,8 +496,8 @@ class _Checker:
             return map_of(DYN, DYN)
         keys = [self.expr(k) for k in inits[0::2]]
         vals = [self.expr(v) for v in inits[1::2]]
-        return map_of(keys[0] if all(_exact(keys[0], k) for k in keys[1:]) else DYN,
-                      vals[0] if all(_exact(vals[0], v) for v in vals[1:]) else DYN)
+        return map_of(keys[0] if all(k == keys[0] for k in keys[1:]) else DYN,
+                      vals[0] if all(v == vals[0] for v in vals[1:]) else DYN)
 
     @staticmethod
     def _args(exprlist: Any) -> list[Tree]:
@@ -550,7 +548,7 @@ class _Checker:
         if typ.kind == "map":
             return typ.params[1]
         if typ.kind in ("dyn", "error"):
-            return DYN if typ.kind == "dyn" else ERROR
+            return typ
         return self.error(dot, f"type '{typ}' does not support field selection")
 
     _member_dot = _select

@@ -1225,7 +1225,7 @@ def _schema_and_cel_errors(s: Mapping[str, Any], path: str, array_root: bool, ty
         cel_errs.append(_FieldError(_INTERNAL, _child(path, "x-kubernetes-validations"), _OMIT, _NO_TYPE_INFO))
     elif not errs and typed:
         # cel.Compile: each rule and messageExpression type-checked against this node's type (celcheck.py)
-        self_type = celcheck.decl_type(s, root or bool(s.get("x-kubernetes-embedded-resource")))
+        self_type = celcheck.node_type(s, root)
         rules = s.get("x-kubernetes-validations")
         for i, r in enumerate(rules if isinstance(rules, list) else []):
             if not isinstance(r, Mapping):
@@ -1488,12 +1488,13 @@ def _cel_errors(s: Mapping[str, Any], value: Any, old: Any, path: str, raw: Any,
         has_old = not isinstance(old, _Omit) and old is not None
         self_v = cel.to_cel(value, s)
         old_v = cel.to_cel(old, s) if has_old else None
+        self_type = celcheck.node_type(s, root)  # once per value node, for each of its rules
         for rule in rules:
             if isinstance(rule, Mapping):
                 # a list or an object is not shown (the apiserver omits its value from the error)
                 shown = _OMIT if isinstance(value, list | Mapping) else value
                 failed, error = (shown, s.get("type") or "") if raw is _SCHEMA_VALUES else (raw, raw)
-                errs += _rule_outcome(rule, s, self_v, old_v, has_old, path, failed, error, root)
+                errs += _rule_outcome(rule, self_type, self_v, old_v, has_old, path, failed, error)
     # without a type, a property has no field type to validate with: the apiserver leaves it out (items and map
     # values are still visited, with no type either)
     props = _props(s) if not untyped else {}
@@ -1516,12 +1517,11 @@ def _cel_errors(s: Mapping[str, Any], value: Any, old: Any, path: str, raw: Any,
 _SCHEMA_VALUES: Final = object()
 
 
-def _rule_outcome(rule: Mapping[str, Any], s: Mapping[str, Any], self_v: Any, old_v: Any, has_old: bool,
-                  path: str, raw: Any, error_raw: Any, root: bool = False) -> list[_FieldError]:
+def _rule_outcome(rule: Mapping[str, Any], self_type: celcheck.CelType | None, self_v: Any, old_v: Any,
+                  has_old: bool, path: str, raw: Any, error_raw: Any) -> list[_FieldError]:
     text = str(rule.get("rule") or "").strip()
     if not text:
         return []
-    self_type = celcheck.decl_type(s, root or bool(s.get("x-kubernetes-embedded-resource")))
     compiled = celcheck.compile_rule(rule, self_type) if self_type is not None else celcheck.RuleCompilation()
     if compiled.error:  # the validator compiles every rule first: one that does not compile is not run
         return [_FieldError(_INVALID, path, error_raw, f"rule compile error: {compiled.error}")]
