@@ -166,10 +166,7 @@ async def upgrade_state(kube: Kube, old: dict[str, Any] | None, cluster: dict[st
     """What upstream's validateTopologyVersionUpdate reads when an update changes a topology Cluster's version (None
     otherwise: nothing to read): the control plane the old Cluster names, the MachineDeployments and MachinePools the
     topology owns, the Cluster's Machines. A failed read is named, as upstream wraps it into the refusal."""
-    old_topology = ((old or {}).get("spec") or {}).get("topology") or {}
-    new_topology = (cluster.get("spec") or {}).get("topology") or {}
-    if not old or not old_topology or old_topology.get("version") == new_topology.get("version") \
-            or classchecks.UNSAFE_UPDATE_VERSION in ((cluster.get("metadata") or {}).get("annotations") or {}):
+    if old is None or not classchecks.version_update_checked(cluster, old):
         return None
     name = str((old.get("metadata") or {}).get("name") or "")
     owned = {CLUSTER_NAME: name, TOPOLOGY_OWNED: ""}

@@ -14,6 +14,7 @@ from capd_py.api import conditions, versions
 from capd_py.api.admission.core import AUTOSCALER_MAX_SIZE, AUTOSCALER_MIN_SIZE
 from capd_py.api.admission.fielderrors import FieldError, forbidden, internal, invalid, required
 from capd_py.api.runtime_hooks import AFTER_CLUSTER_UPGRADE, PENDING_HOOKS_ANNOTATION
+from capd_py.api.selectors import selector_matches
 from capd_py.reconcile.clusterclass import VARIABLES_READY
 from capd_py.reconcile.topology import variables as V
 from capd_py.reconcile.topology.desired import class_variables
@@ -225,6 +226,14 @@ def _go(v: versions.Version) -> str:
     return str(v)[1:]
 
 
+def version_update_checked(cluster: Obj, old: Obj | None) -> bool:
+    """Whether the update of `cluster` from `old` changes its topology's version in a way the checks below look at
+    (and the webhook server has to read the objects they need): the version changed, the unsafe annotation unset."""
+    return bool(old is not None and _topology(old)
+                and _topology(old).get("version") != _topology(cluster).get("version")
+                and UNSAFE_UPDATE_VERSION not in ((cluster.get("metadata") or {}).get("annotations") or {}))
+
+
 def version_update_errors(cluster: Obj, old: Obj, cc: Obj, state: UpgradeState | None) -> list[FieldError]:
     """upstream validateTopologyVersionUpdate (the update of a topology Cluster's version): never decreased; at most
     one minor up unless the class lists its Kubernetes versions or names a generateUpgradePlan extension; not while
@@ -234,7 +243,7 @@ def version_update_errors(cluster: Obj, old: Obj, cc: Obj, state: UpgradeState |
     Skipped with the unsafe annotation (upstream logs a warning)."""
     path = "spec.topology.version"
     new_text = str(_topology(cluster).get("version") or "")
-    if UNSAFE_UPDATE_VERSION in ((cluster.get("metadata") or {}).get("annotations") or {}):
+    if not version_update_checked(cluster, old):
         return []
     new_v, old_v = _semver(new_text), _semver(_topology(old).get("version"))
     if new_v is None or old_v is None or str(new_v) == str(old_v):
@@ -294,16 +303,13 @@ def _workers_not_ready(state: UpgradeState, old_v: versions.Version) -> list[str
 
 
 def _md_rolling(md: Obj, version: str, machines: tuple[Obj, ...]) -> bool:
-    """upstream IsMachineDeploymentUpgrading: a Machine its selector matches is at another version."""
-    selector = (((md.get("spec") or {}).get("selector") or {}).get("matchLabels")) or {}
+    """upstream IsMachineDeploymentUpgrading: a Machine its selector's labels (LabelSelectorAsMap) match is at
+    another version."""
+    selector = {"matchLabels": (((md.get("spec") or {}).get("selector") or {}).get("matchLabels")) or {}}
     ns = (md.get("metadata") or {}).get("namespace")
-    for m in machines:
-        meta = m.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        if meta.get("namespace") == ns and all(labels.get(k) == v for k, v in selector.items()) \
-                and (m.get("spec") or {}).get("version") != version:
-            return True
-    return False
+    return any((m.get("metadata") or {}).get("namespace") == ns
+               and selector_matches(selector, (m.get("metadata") or {}).get("labels"))
+               and (m.get("spec") or {}).get("version") != version for m in machines)
 
 
 def validate_clusterclass(cc: Obj, old: Obj | None) -> list[FieldError]:
