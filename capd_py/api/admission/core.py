@@ -223,8 +223,11 @@ def validate_clusterresourceset(
         old: dict[str, Any] | None, new: dict[str, Any], gates: Gates | None = None) -> list[FieldError]:
     """upstream's ClusterResourceSet webhook: the clusterSelector parses as a label selector and is not empty (an
     empty one selects nothing); clusterSelector and a set strategy are immutable."""
+    def selector_of(obj: dict[str, Any]) -> dict[str, Any]:  # as Go decodes it: a null field is an unset one
+        return {k: v for k, v in (_get(obj, "spec", "clusterSelector") or {}).items() if v is not None}
+
     spec = new.get("spec") or {}
-    selector = {k: v for k, v in (spec.get("clusterSelector") or {}).items() if v is not None}
+    selector = selector_of(new)
     errs: list[FieldError] = []
     err = checks.selector_error(selector)
     if err is not None:
@@ -235,8 +238,7 @@ def validate_clusterresourceset(
         old_spec = old.get("spec") or {}
         if old_spec.get("strategy") and old_spec.get("strategy") != spec.get("strategy"):
             errs.append(invalid("spec.strategy", spec.get("strategy") or "", "field is immutable"))
-        old_selector = {k: v for k, v in (old_spec.get("clusterSelector") or {}).items() if v is not None}
-        if old_selector != selector:
+        if selector_of(old) != selector:
             errs.append(invalid("spec.clusterSelector", selector, "field is immutable"))
     return errs
 

@@ -7,7 +7,7 @@ Pure: no I/O."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from capd_py.api import godur
@@ -112,6 +112,9 @@ _GO_STRUCTS: dict[str, dict[str, str]] = {
                        "fieldPath": "string"},
     "VariableSchemaMetadata": {"labels": "map[string]string", "annotations": "map[string]string"},
 }
+# the struct a field's Go type holds (itself, or the values of its map or the items of its list)
+_STRUCT_OF = {"*": "JSONSchemaProps", "map*": "JSONSchemaProps", "[]*": "JSONSchemaProps",
+              "[]ValidationRule": "ValidationRule", "VariableSchemaMetadata": "VariableSchemaMetadata"}
 _GO_TYPE_NAMES = {"*": "v1beta2.JSONSchemaProps", "map*": "map[string]v1beta2.JSONSchemaProps",
                   "[]*": "[]v1beta2.JSONSchemaProps", "[]ValidationRule": "[]v1beta2.ValidationRule",
                   "VariableSchemaMetadata": "v1beta2.VariableSchemaMetadata", "[]json": "[]v1.JSON"}
@@ -139,30 +142,19 @@ def _schema_props_error(value: Any, path: str, struct: str = "JSONSchemaProps") 
                 return wrong(go)
             if isinstance(v, float) and not v.is_integer() or not -(1 << 63) <= v < (1 << 63):
                 return wrong(go, f"number {v}")
-        elif go in ("*", "VariableSchemaMetadata"):
-            err = (_schema_props_error(v, where) if go == "*" else
-                   _schema_props_error(v, where, "VariableSchemaMetadata")) if isinstance(v, dict) else \
-                wrong(_GO_TYPE_NAMES[go])
-            if err:
-                return err
-        elif go in ("map*", "map[string]string"):
-            if not isinstance(v, dict):
-                return wrong(_GO_TYPE_NAMES.get(go, go))
-            for item in v.values():
-                err = _schema_props_error(item, where) if go == "map*" else (
-                    None if item is None or isinstance(item, str) else wrong("string", _json_kind(item)))
+        elif not isinstance(v, list if go.startswith("[]") else dict):
+            return wrong(_GO_TYPE_NAMES.get(go, go))
+        elif go in _STRUCT_OF:  # a struct, or a map or list of them
+            items: Iterable[Any] = [v] if go in ("*", "VariableSchemaMetadata") else \
+                v.values() if isinstance(v, dict) else v
+            for item in items:
+                err = _schema_props_error(item, where, _STRUCT_OF[go])
                 if err:
                     return err
-        elif go.startswith("[]"):
-            if not isinstance(v, list):
-                return wrong(_GO_TYPE_NAMES.get(go, go))
-            for item in v:
-                if go == "[]string" and item is not None and not isinstance(item, str):
+        elif go in ("map[string]string", "[]string"):
+            for item in v.values() if isinstance(v, dict) else v:
+                if item is not None and not isinstance(item, str):
                     return wrong("string", _json_kind(item))
-                err = _schema_props_error(item, where) if go == "[]*" else (
-                    _schema_props_error(item, where, "ValidationRule") if go == "[]ValidationRule" else None)
-                if err:
-                    return err
     return None
 
 
