@@ -553,24 +553,24 @@ class DockerRuntime:
         named = self._named(name)
         return self._net(self.api.inspect_network(named[0]["Id"])) if named else None
 
-    def _one_of(self, name: str) -> None:
-        """What kind does (removeDuplicateNetworks): of several networks of one name, the oldest is kept and the
-        others removed, so that every racer converges on the same one (a removal another racer did first, or one
-        with containers on it, is left)."""
-        for dup in self._named(name)[1:]:
+    def _one_of(self, name: str) -> NetworkInfo | None:
+        """The network `name`, converged on, as kind does (removeDuplicateNetworks): of several networks of one
+        name the oldest is kept and the others removed, so that every racer ends on the same one (a removal another
+        racer did first, or one with containers on it, is left). None when there is none."""
+        named = self._named(name)
+        for dup in named[1:]:
             try:
                 self.api.remove_network(dup["Id"])
             except docker.errors.APIError as e:
                 log.info("network %s: duplicate %s left (%s)", name, dup["Id"][:12], e.explanation or e)
+        return self._net(self.api.inspect_network(named[0]["Id"])) if named else None
 
     def create_network(self, name: str, labels: dict[str, str], subnet: str, subnet6: str = "") -> NetworkInfo:
         """The network `name` (used as it is when it exists), else made with `subnet`, its upper half docker's
         dynamic range (the lower half takes static addresses) and its first host address the gateway."""
-        named = self._named(name)
-        if named:
-            if len(named) > 1:
-                self._one_of(name)
-            return self._net(self.api.inspect_network(named[0]["Id"]))
+        got = self._one_of(name)
+        if got is not None:
+            return got
         # the gateway given explicitly: without it docker puts the bridge on the first address of the dynamic
         # range, leaving the first host address to be handed out as if it were free
         pools = [IPAMPool(subnet=s, iprange=addresses.dynamic_range(s), gateway=addresses.first_host(s))
@@ -588,8 +588,7 @@ class DockerRuntime:
                 raise SubnetTaken(f"create network {name} with subnet {subnet}: {text}") from e
             else:
                 raise RuntimeError_(f"create network {name}: {text}") from e
-        self._one_of(name)
-        got = self.get_network(name)
+        got = self._one_of(name)
         if got is None:
             raise RuntimeError_(f"network {name} vanished right after create")
         return got
